@@ -1,0 +1,227 @@
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+/// One per-hop metadata item. The order is kplane's own; wire order is per instruction bitmap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum HopField {
+    NodeId = 0,
+    L1IngressPort,
+    L1EgressPort,
+    HopLatency,
+    QueueId,
+    QueueOccupancy,
+    IngressTimestamp,
+    EgressTimestamp,
+    L2IngressPort,
+    L2EgressPort,
+    TxUtilization,
+    BufferId,
+    BufferOccupancy,
+    QueueCongestion,
+    DropReason,
+    ChecksumComplement,
+}
+
+impl HopField {
+    pub const COUNT: usize = 16;
+
+    pub const ALL: [HopField; Self::COUNT] = [
+        Self::NodeId,
+        Self::L1IngressPort,
+        Self::L1EgressPort,
+        Self::HopLatency,
+        Self::QueueId,
+        Self::QueueOccupancy,
+        Self::IngressTimestamp,
+        Self::EgressTimestamp,
+        Self::L2IngressPort,
+        Self::L2EgressPort,
+        Self::TxUtilization,
+        Self::BufferId,
+        Self::BufferOccupancy,
+        Self::QueueCongestion,
+        Self::DropReason,
+        Self::ChecksumComplement,
+    ];
+
+    /// The name used in JSON, Arrow columns and docs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::NodeId => "node_id",
+            Self::L1IngressPort => "l1_ingress_port",
+            Self::L1EgressPort => "l1_egress_port",
+            Self::HopLatency => "hop_latency_ns",
+            Self::QueueId => "queue_id",
+            Self::QueueOccupancy => "queue_occupancy",
+            Self::IngressTimestamp => "ingress_timestamp_ns",
+            Self::EgressTimestamp => "egress_timestamp_ns",
+            Self::L2IngressPort => "l2_ingress_port",
+            Self::L2EgressPort => "l2_egress_port",
+            Self::TxUtilization => "tx_utilization",
+            Self::BufferId => "buffer_id",
+            Self::BufferOccupancy => "buffer_occupancy",
+            Self::QueueCongestion => "queue_congestion",
+            Self::DropReason => "drop_reason",
+            Self::ChecksumComplement => "checksum_complement",
+        }
+    }
+
+    /// Widest wire width of the field in bits (timestamps are 64 from INT v2.0 on).
+    pub const fn max_bits(self) -> u32 {
+        match self {
+            Self::QueueId | Self::BufferId | Self::DropReason => 8,
+            Self::L1IngressPort | Self::L1EgressPort => 16,
+            Self::QueueOccupancy | Self::BufferOccupancy | Self::QueueCongestion => 24,
+            Self::IngressTimestamp | Self::EgressTimestamp => 64,
+            _ => 32,
+        }
+    }
+
+    const fn bit(self) -> u16 {
+        1 << (self as u8)
+    }
+}
+
+/// Metadata one node added for one packet. Each field is either absent (not requested),
+/// unavailable (the device wrote all-ones: "cannot provide") or a value.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct HopRecord {
+    present: u16,
+    unavailable: u16,
+    values: [u64; HopField::COUNT],
+}
+
+impl HopRecord {
+    /// Sets a field to a value.
+    #[inline]
+    pub fn set(&mut self, field: HopField, value: u64) {
+        self.present |= field.bit();
+        self.unavailable &= !field.bit();
+        self.values[field as usize] = value;
+    }
+
+    /// Marks a field present but unavailable (all-ones on the wire).
+    #[inline]
+    pub fn set_unavailable(&mut self, field: HopField) {
+        self.present |= field.bit();
+        self.unavailable |= field.bit();
+        self.values[field as usize] = 0;
+    }
+
+    /// Sets a field from its raw wire value of `bits` width, mapping all-ones to unavailable.
+    #[inline]
+    pub fn set_raw(&mut self, field: HopField, raw: u64, bits: u32) {
+        let all_ones = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        if raw == all_ones {
+            self.set_unavailable(field);
+        } else {
+            self.set(field, raw);
+        }
+    }
+
+    /// The value, or `None` when absent or unavailable.
+    #[inline]
+    pub fn get(&self, field: HopField) -> Option<u64> {
+        (self.present & !self.unavailable & field.bit() != 0).then(|| self.values[field as usize])
+    }
+
+    pub fn is_present(&self, field: HopField) -> bool {
+        self.present & field.bit() != 0
+    }
+
+    pub fn is_unavailable(&self, field: HopField) -> bool {
+        self.unavailable & field.bit() != 0
+    }
+
+    /// Copies every field `other` has and `self` lacks (used when a report's own node is
+    /// also the last hop of the INT stack it carries).
+    pub fn merge_missing(&mut self, other: &HopRecord) {
+        let add = other.present & !self.present;
+        for field in HopField::ALL {
+            if add & field.bit() != 0 {
+                self.values[field as usize] = other.values[field as usize];
+            }
+        }
+        self.unavailable |= other.unavailable & add;
+        self.present |= add;
+    }
+
+    pub fn node_id(&self) -> Option<u32> {
+        self.get(HopField::NodeId).map(|v| v as u32)
+    }
+    pub fn hop_latency_ns(&self) -> Option<u32> {
+        self.get(HopField::HopLatency).map(|v| v as u32)
+    }
+    pub fn queue_id(&self) -> Option<u8> {
+        self.get(HopField::QueueId).map(|v| v as u8)
+    }
+    pub fn queue_occupancy(&self) -> Option<u32> {
+        self.get(HopField::QueueOccupancy).map(|v| v as u32)
+    }
+    pub fn egress_port(&self) -> Option<u32> {
+        self.get(HopField::L1EgressPort).map(|v| v as u32)
+    }
+    pub fn tx_utilization(&self) -> Option<u32> {
+        self.get(HopField::TxUtilization).map(|v| v as u32)
+    }
+}
+
+impl std::fmt::Debug for HopRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut m = f.debug_map();
+        for field in HopField::ALL {
+            if self.is_unavailable(field) {
+                m.entry(&field.name(), &"unavailable");
+            } else if let Some(v) = self.get(field) {
+                m.entry(&field.name(), &v);
+            }
+        }
+        m.finish()
+    }
+}
+
+/// JSON: present fields only; unavailable ones as the string `"unavailable"`.
+impl Serialize for HopRecord {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.present.count_ones() as usize))?;
+        for field in HopField::ALL {
+            if self.is_unavailable(field) {
+                m.serialize_entry(field.name(), "unavailable")?;
+            } else if let Some(v) = self.get(field) {
+                m.serialize_entry(field.name(), &v)?;
+            }
+        }
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_ones_is_unavailable_not_a_number() {
+        let mut h = HopRecord::default();
+        h.set_raw(HopField::HopLatency, 0xFFFF_FFFF, 32);
+        h.set_raw(HopField::QueueOccupancy, 0xFF_FFFF, 24);
+        h.set_raw(HopField::NodeId, 7, 32);
+        assert_eq!(h.get(HopField::HopLatency), None);
+        assert!(h.is_unavailable(HopField::HopLatency));
+        assert!(h.is_present(HopField::QueueOccupancy));
+        assert_eq!(h.node_id(), Some(7));
+        assert!(!h.is_present(HopField::TxUtilization));
+        let json = serde_json::to_string(&h).unwrap();
+        assert_eq!(
+            json,
+            r#"{"node_id":7,"hop_latency_ns":"unavailable","queue_occupancy":"unavailable"}"#
+        );
+    }
+
+    #[test]
+    fn set_after_unavailable_clears_it() {
+        let mut h = HopRecord::default();
+        h.set_unavailable(HopField::QueueId);
+        h.set(HopField::QueueId, 3);
+        assert_eq!(h.queue_id(), Some(3));
+    }
+}

@@ -1,0 +1,139 @@
+//! Arrow schemas of the records, defined once for every service.
+//!
+//! * [`reports`]: one row per report, hops as a `List<Struct>` column — the bus encoding.
+//! * [`hops`]: one row per (report, hop), flow key and envelope repeated — the shape the
+//!   per-hop analytics (latency, queues, links) query.
+//!
+//! Addresses are `FixedSizeBinary(16)` (IPv4 as IPv4-mapped IPv6, see [`crate::ip_to_16`]).
+//! Every hop field is nullable: null when the hop did not carry it or the device wrote
+//! all-ones ("unavailable").
+
+use std::sync::{Arc, LazyLock};
+
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+
+use crate::HopField;
+
+/// Column names, so that producers and queries never spell them twice.
+pub mod col {
+    pub const RECEIVED: &str = "received";
+    pub const FORMAT: &str = "format";
+    pub const EMBEDDED: &str = "embedded";
+    pub const EXPORTER_IP: &str = "exporter_ip";
+    pub const EXPORTER_PORT: &str = "exporter_port";
+    pub const HW_ID: &str = "hw_id";
+    pub const NODE_ID: &str = "node_id";
+    pub const SEQUENCE: &str = "sequence";
+    pub const FLAGS: &str = "flags";
+    pub const DROP_REASON: &str = "drop_reason";
+    pub const TIMESTAMP_NS: &str = "timestamp_ns";
+    pub const SRC_IP: &str = "src_ip";
+    pub const DST_IP: &str = "dst_ip";
+    pub const SRC_PORT: &str = "src_port";
+    pub const DST_PORT: &str = "dst_port";
+    pub const PROTOCOL: &str = "protocol";
+    pub const HOPS: &str = "hops";
+    pub const HOP_INDEX: &str = "hop_index";
+    pub const HOP_COUNT: &str = "hop_count";
+    pub const REPORTING_NODE_ID: &str = "reporting_node_id";
+}
+
+/// Arrow type of a hop field.
+pub fn hop_field_type(field: HopField) -> DataType {
+    match field.max_bits() {
+        8 => DataType::UInt8,
+        16 => DataType::UInt16,
+        64 => DataType::UInt64,
+        _ => DataType::UInt32,
+    }
+}
+
+fn hop_fields() -> Fields {
+    HopField::ALL
+        .iter()
+        .map(|f| Field::new(f.name(), hop_field_type(*f), true))
+        .collect()
+}
+
+fn envelope_fields() -> Vec<Field> {
+    vec![
+        Field::new(
+            col::RECEIVED,
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            false,
+        ),
+        Field::new(col::FORMAT, DataType::Utf8, false),
+        Field::new(col::EMBEDDED, DataType::Utf8, true),
+        Field::new(col::EXPORTER_IP, DataType::FixedSizeBinary(16), true),
+        Field::new(col::EXPORTER_PORT, DataType::UInt16, true),
+        Field::new(col::HW_ID, DataType::UInt8, false),
+        Field::new(col::NODE_ID, DataType::UInt32, true),
+        Field::new(col::SEQUENCE, DataType::UInt32, true),
+        Field::new(col::FLAGS, DataType::UInt8, false),
+        Field::new(col::DROP_REASON, DataType::UInt8, true),
+        Field::new(col::TIMESTAMP_NS, DataType::UInt64, true),
+    ]
+}
+
+fn flow_fields() -> Vec<Field> {
+    vec![
+        Field::new(col::SRC_IP, DataType::FixedSizeBinary(16), true),
+        Field::new(col::DST_IP, DataType::FixedSizeBinary(16), true),
+        Field::new(col::SRC_PORT, DataType::UInt16, true),
+        Field::new(col::DST_PORT, DataType::UInt16, true),
+        Field::new(col::PROTOCOL, DataType::UInt8, true),
+    ]
+}
+
+static REPORTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let mut fields = envelope_fields();
+    fields.extend(flow_fields());
+    fields.push(Field::new(col::HOP_COUNT, DataType::UInt8, false));
+    let hop = Field::new("item", DataType::Struct(hop_fields()), false);
+    fields.push(Field::new(col::HOPS, DataType::List(Arc::new(hop)), false));
+    Arc::new(Schema::new(fields))
+});
+
+static HOPS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let mut fields = envelope_fields();
+    // In the per-hop table the envelope's node is the reporting node, not the hop's.
+    for f in &mut fields {
+        if f.name() == col::NODE_ID {
+            *f = Field::new(col::REPORTING_NODE_ID, DataType::UInt32, true);
+        }
+    }
+    fields.extend(flow_fields());
+    fields.push(Field::new(col::HOP_INDEX, DataType::UInt8, false));
+    fields.extend(hop_fields().iter().map(|f| f.as_ref().clone()));
+    Arc::new(Schema::new(fields))
+});
+
+/// One row per report.
+pub fn reports() -> SchemaRef {
+    REPORTS.clone()
+}
+
+/// One row per (report, hop).
+pub fn hops() -> SchemaRef {
+    HOPS.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_have_unique_names_and_every_hop_field() {
+        for schema in [reports(), hops()] {
+            let mut names: Vec<_> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            let n = names.len();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), n, "duplicate column in {schema:?}");
+        }
+        for f in HopField::ALL {
+            assert!(hops().field_with_name(f.name()).is_ok(), "{}", f.name());
+        }
+        assert!(reports().field_with_name(col::HOPS).is_ok());
+    }
+}

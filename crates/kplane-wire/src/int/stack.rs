@@ -1,0 +1,308 @@
+use kplane_model::{HopField, HopRecord, MAX_HOPS};
+
+use super::IntVersion;
+use crate::bytes::{Bytes, be16, be24, be32, be64};
+use crate::error::{ErrorKind, Result, WireError};
+
+/// Wire width in bytes of instruction bit `bit` (0 = MSB, mask 0x8000) for `version`.
+pub const fn instruction_width(version: IntVersion, bit: u32) -> usize {
+    match (version, bit) {
+        (IntVersion::V2, 4..=6) => 8,
+        (IntVersion::V10, 6) => 8,
+        _ => 4,
+    }
+}
+
+/// Bytes of baseline metadata per hop: every set bit except the checksum complement (bit 15).
+pub fn baseline_len(version: IntVersion, bitmap: u16) -> usize {
+    let mut m = bitmap & 0xFFFE;
+    let mut len = 0;
+    while m != 0 {
+        let bit = m.leading_zeros();
+        m &= !(0x8000 >> bit);
+        len += instruction_width(version, bit);
+    }
+    len
+}
+
+/// The INT metadata stack: `count` hops of `stride` bytes, newest (closest to the sink) first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HopStack<'a> {
+    pub version: IntVersion,
+    pub bitmap: u16,
+    /// Bytes per hop (Hop ML × 4, or InsCnt × 4 in v0.5).
+    pub stride: usize,
+    data: Bytes<'a>,
+}
+
+impl<'a> HopStack<'a> {
+    pub const HEADER: &'static str = "int_stack";
+
+    /// Validates the stack against the instruction bitmap and the per-hop length.
+    pub fn new(version: IntVersion, bitmap: u16, stride: usize, data: Bytes<'a>) -> Result<Self> {
+        let need = baseline_len(version, bitmap) + if bitmap & 1 != 0 { 4 } else { 0 };
+        if !data.is_empty() && (stride == 0 || need > stride) {
+            return Err(WireError::new(
+                Self::HEADER,
+                "hop_ml",
+                data.offset(),
+                ErrorKind::BadLength {
+                    value: stride,
+                    expected: "per-hop length covering the instruction bitmap",
+                },
+            ));
+        }
+        if stride != 0 && data.len() % stride != 0 {
+            return Err(WireError::new(
+                Self::HEADER,
+                "length",
+                data.offset(),
+                ErrorKind::BadLength {
+                    value: data.len(),
+                    expected: "a multiple of the per-hop length",
+                },
+            ));
+        }
+        let stack = Self {
+            version,
+            bitmap,
+            stride,
+            data,
+        };
+        if stack.len() > MAX_HOPS {
+            return Err(WireError::new(
+                Self::HEADER,
+                "hops",
+                data.offset(),
+                ErrorKind::BadLength {
+                    value: stack.len(),
+                    expected: "at most 64 hops",
+                },
+            ));
+        }
+        Ok(stack)
+    }
+
+    pub fn empty(version: IntVersion, bitmap: u16) -> Self {
+        Self {
+            version,
+            bitmap,
+            stride: 0,
+            data: Bytes::new(&[]),
+        }
+    }
+
+    /// Number of hops on the stack.
+    pub fn len(&self) -> usize {
+        if self.stride == 0 {
+            0
+        } else {
+            self.data.len() / self.stride
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn bytes(&self) -> Bytes<'a> {
+        self.data
+    }
+
+    /// The `i`-th hop in wire order (0 = newest).
+    pub fn hop(&self, i: usize) -> HopRecord {
+        let mut h = HopRecord::default();
+        let start = i * self.stride;
+        decode_hop(
+            self.version,
+            self.bitmap,
+            &self.data.data()[start..start + self.stride],
+            &mut h,
+        );
+        h
+    }
+
+    /// Hops in wire order (newest first).
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = HopRecord> + DoubleEndedIterator + '_ {
+        (0..self.len()).map(|i| self.hop(i))
+    }
+
+    /// Appends the hops in path order (INT source first) without allocating beyond `out`.
+    pub fn push_path_order(&self, out: &mut Vec<HopRecord>) {
+        for i in (0..self.len()).rev() {
+            out.push(self.hop(i));
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for HopStack<'_> {
+    /// Hops in path order (INT source first), like the normalised records.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter().rev())
+    }
+}
+
+/// Decodes one hop of exactly `stride` bytes (checked by [`HopStack::new`]).
+#[inline]
+pub(crate) fn decode_hop(version: IntVersion, bitmap: u16, hop: &[u8], out: &mut HopRecord) {
+    let mut off = 0;
+    let mut m = bitmap & 0xFFFE;
+    while m != 0 {
+        let bit = m.leading_zeros();
+        m &= !(0x8000 >> bit);
+        match bit {
+            0 => out.set_raw(HopField::NodeId, be32(hop, off) as u64, 32),
+            1 => {
+                out.set_raw(HopField::L1IngressPort, be16(hop, off) as u64, 16);
+                out.set_raw(HopField::L1EgressPort, be16(hop, off + 2) as u64, 16);
+            }
+            2 => out.set_raw(HopField::HopLatency, be32(hop, off) as u64, 32),
+            3 => {
+                out.set_raw(HopField::QueueId, hop[off] as u64, 8);
+                out.set_raw(HopField::QueueOccupancy, be24(hop, off + 1) as u64, 24);
+            }
+            4 | 5 => {
+                let field = if bit == 4 {
+                    HopField::IngressTimestamp
+                } else {
+                    HopField::EgressTimestamp
+                };
+                if version == IntVersion::V2 {
+                    out.set_raw(field, be64(hop, off), 64);
+                } else {
+                    out.set_raw(field, be32(hop, off) as u64, 32);
+                }
+            }
+            6 => {
+                if version == IntVersion::V05 {
+                    out.set_raw(HopField::QueueId, hop[off] as u64, 8);
+                    out.set_raw(HopField::QueueCongestion, be24(hop, off + 1) as u64, 24);
+                } else {
+                    out.set_raw(HopField::L2IngressPort, be32(hop, off) as u64, 32);
+                    out.set_raw(HopField::L2EgressPort, be32(hop, off + 4) as u64, 32);
+                }
+            }
+            7 => out.set_raw(HopField::TxUtilization, be32(hop, off) as u64, 32),
+            8 if version == IntVersion::V2 => {
+                out.set_raw(HopField::BufferId, hop[off] as u64, 8);
+                out.set_raw(HopField::BufferOccupancy, be24(hop, off + 1) as u64, 24);
+            }
+            // Reserved bits: a 4-byte word a transit filled with all-ones (or anything).
+            _ => {}
+        }
+        off += instruction_width(version, bit);
+    }
+    if bitmap & 1 != 0 && hop.len() >= 4 {
+        out.set_raw(
+            HopField::ChecksumComplement,
+            be32(hop, hop.len() - 4) as u64,
+            32,
+        );
+    }
+}
+
+fn put(out: &mut Vec<u8>, hop: &HopRecord, field: HopField, bytes: usize) {
+    let all_ones = if bytes >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (bytes * 8)) - 1
+    };
+    let v = hop.get(field).map_or(all_ones, |v| v & all_ones);
+    out.extend_from_slice(&v.to_be_bytes()[8 - bytes..]);
+}
+
+/// Writes one hop for `bitmap` in `stride` bytes: absent or unavailable fields as all-ones,
+/// reserved words as all-ones, domain-specific space as zeros, checksum complement last.
+pub fn encode_hop(
+    version: IntVersion,
+    bitmap: u16,
+    stride: usize,
+    hop: &HopRecord,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let mut m = bitmap & 0xFFFE;
+    while m != 0 {
+        let bit = m.leading_zeros();
+        m &= !(0x8000 >> bit);
+        match bit {
+            0 => put(out, hop, HopField::NodeId, 4),
+            1 => {
+                put(out, hop, HopField::L1IngressPort, 2);
+                put(out, hop, HopField::L1EgressPort, 2);
+            }
+            2 => put(out, hop, HopField::HopLatency, 4),
+            3 => {
+                put(out, hop, HopField::QueueId, 1);
+                put(out, hop, HopField::QueueOccupancy, 3);
+            }
+            4 | 5 => {
+                let field = if bit == 4 {
+                    HopField::IngressTimestamp
+                } else {
+                    HopField::EgressTimestamp
+                };
+                put(out, hop, field, instruction_width(version, bit));
+            }
+            6 if version == IntVersion::V05 => {
+                put(out, hop, HopField::QueueId, 1);
+                put(out, hop, HopField::QueueCongestion, 3);
+            }
+            6 => {
+                put(out, hop, HopField::L2IngressPort, 4);
+                put(out, hop, HopField::L2EgressPort, 4);
+            }
+            7 => put(out, hop, HopField::TxUtilization, 4),
+            8 if version == IntVersion::V2 => {
+                put(out, hop, HopField::BufferId, 1);
+                put(out, hop, HopField::BufferOccupancy, 3);
+            }
+            _ => out.extend_from_slice(&[0xFF; 4]),
+        }
+    }
+    let tail = if bitmap & 1 != 0 { 4 } else { 0 };
+    out.resize(start + stride - tail, 0);
+    if tail != 0 {
+        put(out, hop, HopField::ChecksumComplement, 4);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widths_follow_the_spec_per_version() {
+        // FORMATS.md §6.5: bitmap 0xFE00 = 40 bytes = Hop ML 10 in v2.x.
+        assert_eq!(baseline_len(IntVersion::V2, 0xFE00), 40);
+        // v1.0: timestamps 4 B, L2 ids 8 B.
+        assert_eq!(baseline_len(IntVersion::V10, 0xFE00), 32);
+        // v0.5: all 4 B.
+        assert_eq!(baseline_len(IntVersion::V05, 0xFF00), 32);
+        // Checksum complement is not baseline.
+        assert_eq!(baseline_len(IntVersion::V2, 0x8001), 4);
+        // Reserved bits count one word each.
+        assert_eq!(baseline_len(IntVersion::V2, 0x0040), 4);
+    }
+
+    #[test]
+    fn checksum_complement_sits_after_domain_specific_space() {
+        let mut h = HopRecord::default();
+        h.set(HopField::NodeId, 9);
+        h.set(HopField::ChecksumComplement, 0xABCD);
+        let mut buf = Vec::new();
+        encode_hop(IntVersion::V2, 0x8001, 16, &h, &mut buf);
+        assert_eq!(buf.len(), 16);
+        assert_eq!(&buf[12..], &[0, 0, 0xAB, 0xCD]);
+        let stack = HopStack::new(IntVersion::V2, 0x8001, 16, Bytes::new(&buf)).unwrap();
+        assert_eq!(stack.hop(0), h);
+    }
+
+    #[test]
+    fn stride_too_short_for_bitmap_is_an_error() {
+        let buf = [0u8; 8];
+        let err = HopStack::new(IntVersion::V2, 0xFF00, 8, Bytes::new(&buf)).unwrap_err();
+        assert_eq!(err.reason(), "bad_length");
+    }
+}

@@ -1,0 +1,258 @@
+//! Decoded headers → normalised [`ReportRecord`]s (path order, unavailable values as None).
+
+use std::net::SocketAddr;
+
+use kplane_model::{HopField, HopRecord, ReportFlags, ReportFormat, ReportRecord};
+
+use crate::error::WireError;
+use crate::frame::Decoded;
+use crate::opts::DecodeOptions;
+use crate::packet::{Packet, Telemetry};
+use crate::report::{TelemetryReport, v20::InnerContents};
+
+/// Where and when a report was received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordMeta {
+    pub exporter: Option<SocketAddr>,
+    pub received_ns: u64,
+}
+
+/// How a decode went: records emitted, and the error that stopped it, if any. A v2.0 report
+/// whose third individual report is malformed still yields the first two.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeOutcome {
+    pub records: usize,
+    pub error: Option<WireError>,
+}
+
+/// Fills `rec` from a packet's telemetry and flow; returns whether it carried any.
+fn fill_from_packet(p: &Packet<'_>, rec: &mut ReportRecord) -> Option<ReportFormat> {
+    rec.flow = p.flow;
+    let format = p.telemetry.format();
+    match &p.telemetry {
+        Telemetry::None => {}
+        Telemetry::Int(int) => {
+            if let Some(hops) = int.hops() {
+                hops.push_path_order(&mut rec.hops);
+            }
+        }
+        Telemetry::Kdn(kdn) => {
+            kdn.hops.push_path_order(&mut rec.hops);
+            rec.envelope
+                .flags
+                .set(ReportFlags::TO_CONTROLLER, kdn.kdn.to_controller);
+        }
+        Telemetry::Gpint(probe) => probe.push_hops(&mut rec.hops),
+        Telemetry::IntLabel(label) => {
+            label.push_hops(&mut rec.hops);
+            rec.envelope
+                .flags
+                .set(ReportFlags::SPECIFIC_FLOW, label.specific_flow);
+        }
+    }
+    format
+}
+
+/// The reporting node's own metadata becomes the last hop, merged into the stack's last hop
+/// when that is the same node (a sink that also pushed its metadata on the stack).
+fn push_reporting_node(rec: &mut ReportRecord, hop: HopRecord) {
+    match rec.hops.last_mut() {
+        Some(last) if last.node_id().is_some() && last.node_id() == hop.node_id() => {
+            last.merge_missing(&hop);
+        }
+        _ => rec.hops.push(hop),
+    }
+}
+
+fn flags(rec: &mut ReportRecord, dropped: bool, congested: bool, tracked: bool) {
+    let f = &mut rec.envelope.flags;
+    f.set(ReportFlags::DROPPED, dropped);
+    f.set(ReportFlags::CONGESTED, congested);
+    f.set(ReportFlags::TRACKED, tracked);
+}
+
+impl TelemetryReport<'_> {
+    /// Emits one record per report (v2.0: per individual report) through `emit`, reusing `rec`.
+    pub fn for_each_record(
+        &self,
+        meta: RecordMeta,
+        rec: &mut ReportRecord,
+        mut emit: impl FnMut(&ReportRecord),
+    ) -> DecodeOutcome {
+        let mut out = DecodeOutcome::default();
+        let start = |rec: &mut ReportRecord, format| {
+            rec.clear();
+            rec.envelope.format = format;
+            rec.envelope.exporter = meta.exporter;
+            rec.envelope.received_ns = meta.received_ns;
+        };
+        match self {
+            Self::V05(r) => {
+                start(rec, ReportFormat::TelemetryReportV05);
+                let f = &r.fixed;
+                rec.envelope.hw_id = f.hw_id;
+                rec.envelope.sequence = Some(f.sequence);
+                rec.envelope.timestamp_ns = Some(f.ingress_timestamp.into());
+                flags(rec, f.dropped, f.congested_queue, f.tracked_flow);
+                rec.envelope.embedded = fill_from_packet(&r.inner, rec);
+                let mut hop = HopRecord::default();
+                if let Some(d) = r.drop {
+                    rec.envelope.node_id = Some(d.switch_id);
+                    rec.envelope.drop_reason = Some(d.drop_reason);
+                    hop.set(HopField::NodeId, d.switch_id.into());
+                    hop.set_raw(HopField::L1IngressPort, d.ingress_port.into(), 16);
+                    hop.set_raw(HopField::L1EgressPort, d.egress_port.into(), 16);
+                    hop.set_raw(HopField::QueueId, d.queue_id.into(), 8);
+                    hop.set(HopField::DropReason, d.drop_reason.into());
+                    push_reporting_node(rec, hop);
+                } else if let Some(l) = r.local {
+                    rec.envelope.node_id = Some(l.switch_id);
+                    hop.set(HopField::NodeId, l.switch_id.into());
+                    hop.set_raw(HopField::L1IngressPort, l.ingress_port.into(), 16);
+                    hop.set_raw(HopField::L1EgressPort, l.egress_port.into(), 16);
+                    hop.set_raw(HopField::QueueId, l.queue_id.into(), 8);
+                    hop.set_raw(HopField::QueueOccupancy, l.queue_occupancy.into(), 24);
+                    hop.set_raw(HopField::IngressTimestamp, f.ingress_timestamp.into(), 32);
+                    hop.set_raw(HopField::EgressTimestamp, l.egress_timestamp.into(), 32);
+                    hop.set(
+                        HopField::HopLatency,
+                        l.egress_timestamp.wrapping_sub(f.ingress_timestamp).into(),
+                    );
+                    push_reporting_node(rec, hop);
+                }
+                emit(rec);
+                out.records = 1;
+            }
+            Self::V10(r) => {
+                start(rec, ReportFormat::TelemetryReportV10);
+                let h = &r.header;
+                rec.envelope.hw_id = h.hw_id;
+                rec.envelope.node_id = Some(h.switch_id);
+                rec.envelope.sequence = Some(h.sequence);
+                rec.envelope.timestamp_ns = Some(h.ingress_timestamp.into());
+                rec.envelope.drop_reason = r.metadata.get(HopField::DropReason).map(|v| v as u8);
+                flags(rec, h.dropped, h.congested_queue, h.tracked_flow);
+                rec.envelope.embedded = fill_from_packet(&r.inner, rec);
+                let mut hop = r.metadata;
+                hop.set(HopField::NodeId, h.switch_id.into());
+                hop.set_raw(HopField::IngressTimestamp, h.ingress_timestamp.into(), 32);
+                push_reporting_node(rec, hop);
+                emit(rec);
+                out.records = 1;
+            }
+            Self::V20(r) => {
+                for item in r.reports() {
+                    let ind = match item {
+                        Ok(ind) => ind,
+                        Err(e) => {
+                            out.error = Some(e);
+                            break;
+                        }
+                    };
+                    start(rec, ReportFormat::TelemetryReportV20);
+                    rec.envelope.hw_id = r.group.hw_id;
+                    rec.envelope.node_id = Some(r.group.node_id);
+                    rec.envelope.sequence = Some(r.group.sequence);
+                    let h = &ind.header;
+                    flags(rec, h.dropped, h.congested_queue, h.tracked_flow);
+                    rec.envelope
+                        .flags
+                        .set(ReportFlags::INTERMEDIATE, h.intermediate);
+                    if let Some(p) = ind.inner.packet() {
+                        rec.envelope.embedded = fill_from_packet(p, rec);
+                    } else if let InnerContents::Tlv { .. } = ind.inner {
+                        rec.envelope.embedded = None;
+                    }
+                    if let Some(main) = &ind.main {
+                        let mut hop = main.metadata;
+                        hop.set(HopField::NodeId, r.group.node_id.into());
+                        rec.envelope.drop_reason =
+                            hop.get(HopField::DropReason).map(|v| v as u8);
+                        rec.envelope.timestamp_ns = hop.get(HopField::IngressTimestamp);
+                        push_reporting_node(rec, hop);
+                    }
+                    emit(rec);
+                    out.records += 1;
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Packet<'_> {
+    /// Fills `rec` from a packet carrying INT seen on a link; false when it carries none.
+    pub fn to_record(&self, meta: RecordMeta, rec: &mut ReportRecord) -> bool {
+        rec.clear();
+        rec.envelope.exporter = meta.exporter;
+        rec.envelope.received_ns = meta.received_ns;
+        match fill_from_packet(self, rec) {
+            Some(format) => {
+                rec.envelope.format = format;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Decoded<'_> {
+    /// Emits the records of a decoded frame.
+    pub fn for_each_record(
+        &self,
+        meta: RecordMeta,
+        rec: &mut ReportRecord,
+        mut emit: impl FnMut(&ReportRecord),
+    ) -> DecodeOutcome {
+        match self {
+            Self::Report { report, .. } => report.for_each_record(meta, rec, emit),
+            Self::Packet(p) => {
+                let records = usize::from(p.to_record(meta, rec));
+                if records == 1 {
+                    emit(rec);
+                }
+                DecodeOutcome {
+                    records,
+                    error: None,
+                }
+            }
+        }
+    }
+}
+
+/// The hot-path decoder for report datagrams: owns its options and a reusable record, so
+/// decoding allocates nothing once the record's hop buffer has grown.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    opts: DecodeOptions,
+    record: ReportRecord,
+}
+
+impl Decoder {
+    pub fn new(opts: DecodeOptions) -> Self {
+        Self {
+            opts,
+            record: ReportRecord::default(),
+        }
+    }
+
+    pub fn options(&self) -> &DecodeOptions {
+        &self.opts
+    }
+
+    /// Decodes one UDP payload (a Telemetry Report) into records.
+    pub fn decode_report(
+        &mut self,
+        payload: &[u8],
+        meta: RecordMeta,
+        emit: impl FnMut(&ReportRecord),
+    ) -> DecodeOutcome {
+        match TelemetryReport::parse(payload, &self.opts) {
+            Ok(report) => report.for_each_record(meta, &mut self.record, emit),
+            Err(e) => DecodeOutcome {
+                records: 0,
+                error: Some(e),
+            },
+        }
+    }
+}
