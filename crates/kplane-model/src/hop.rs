@@ -10,8 +10,6 @@ pub enum HopField {
     HopLatency,
     QueueId,
     QueueOccupancy,
-    IngressTimestamp,
-    EgressTimestamp,
     L2IngressPort,
     L2EgressPort,
     TxUtilization,
@@ -20,10 +18,15 @@ pub enum HopField {
     QueueCongestion,
     DropReason,
     ChecksumComplement,
+    // The two 64-bit fields come last: they live in `HopRecord::wide`.
+    IngressTimestamp,
+    EgressTimestamp,
 }
 
 impl HopField {
     pub const COUNT: usize = 16;
+    /// Fields below this index are at most 32 bits wide.
+    pub const NARROW: usize = 14;
 
     pub const ALL: [HopField; Self::COUNT] = [
         Self::NodeId,
@@ -32,8 +35,6 @@ impl HopField {
         Self::HopLatency,
         Self::QueueId,
         Self::QueueOccupancy,
-        Self::IngressTimestamp,
-        Self::EgressTimestamp,
         Self::L2IngressPort,
         Self::L2EgressPort,
         Self::TxUtilization,
@@ -42,6 +43,8 @@ impl HopField {
         Self::QueueCongestion,
         Self::DropReason,
         Self::ChecksumComplement,
+        Self::IngressTimestamp,
+        Self::EgressTimestamp,
     ];
 
     /// The name used in JSON, Arrow columns and docs.
@@ -77,27 +80,68 @@ impl HopField {
         }
     }
 
-    const fn bit(self) -> u16 {
+    /// This field's bit in a presence mask.
+    pub const fn bit(self) -> u16 {
         1 << (self as u8)
     }
 }
 
 /// Metadata one node added for one packet. Each field is either absent (not requested),
 /// unavailable (the device wrote all-ones: "cannot provide") or a value.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+///
+/// 80 bytes: 32-bit fields in `narrow`, the two 64-bit timestamps in `wide`.
+#[derive(Clone, Copy, Default)]
 pub struct HopRecord {
     present: u16,
     unavailable: u16,
-    values: [u64; HopField::COUNT],
+    narrow: [u32; HopField::NARROW],
+    wide: [u64; HopField::COUNT - HopField::NARROW],
 }
 
 impl HopRecord {
+    /// The decoder's fast path: a hop from its presence and unavailable masks and its raw
+    /// values (narrow fields by index below [`HopField::NARROW`], then the two wide ones).
+    #[inline]
+    pub fn from_raw(
+        present: u16,
+        unavailable: u16,
+        narrow: [u32; HopField::NARROW],
+        wide: [u64; HopField::COUNT - HopField::NARROW],
+    ) -> Self {
+        Self {
+            present,
+            unavailable: unavailable & present,
+            narrow,
+            wide,
+        }
+    }
+
+    fn valid(&self) -> u16 {
+        self.present & !self.unavailable
+    }
+
     /// Sets a field to a value.
     #[inline]
     pub fn set(&mut self, field: HopField, value: u64) {
         self.present |= field.bit();
         self.unavailable &= !field.bit();
-        self.values[field as usize] = value;
+        self.store(field as usize, value);
+    }
+
+    #[inline]
+    fn store(&mut self, index: usize, value: u64) {
+        match index.checked_sub(HopField::NARROW) {
+            None => self.narrow[index] = value as u32,
+            Some(i) => self.wide[i & 1] = value,
+        }
+    }
+
+    #[inline]
+    fn load(&self, index: usize) -> u64 {
+        match index.checked_sub(HopField::NARROW) {
+            None => u64::from(self.narrow[index]),
+            Some(i) => self.wide[i & 1],
+        }
     }
 
     /// Marks a field present but unavailable (all-ones on the wire).
@@ -105,7 +149,7 @@ impl HopRecord {
     pub fn set_unavailable(&mut self, field: HopField) {
         self.present |= field.bit();
         self.unavailable |= field.bit();
-        self.values[field as usize] = 0;
+        self.store(field as usize, 0);
     }
 
     /// Sets a field from its raw wire value of `bits` width, mapping all-ones to unavailable.
@@ -122,7 +166,7 @@ impl HopRecord {
     /// The value, or `None` when absent or unavailable.
     #[inline]
     pub fn get(&self, field: HopField) -> Option<u64> {
-        (self.present & !self.unavailable & field.bit() != 0).then(|| self.values[field as usize])
+        (self.present & !self.unavailable & field.bit() != 0).then(|| self.load(field as usize))
     }
 
     pub fn is_present(&self, field: HopField) -> bool {
@@ -139,7 +183,7 @@ impl HopRecord {
         let add = other.present & !self.present;
         for field in HopField::ALL {
             if add & field.bit() != 0 {
-                self.values[field as usize] = other.values[field as usize];
+                self.store(field as usize, other.load(field as usize));
             }
         }
         self.unavailable |= other.unavailable & add;
@@ -163,6 +207,31 @@ impl HopRecord {
     }
     pub fn tx_utilization(&self) -> Option<u32> {
         self.get(HopField::TxUtilization).map(|v| v as u32)
+    }
+}
+
+/// Equal when the same fields are present, unavailable, and hold the same values.
+impl PartialEq for HopRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.present == other.present
+            && self.unavailable == other.unavailable
+            && HopField::ALL
+                .iter()
+                .all(|f| self.valid() & f.bit() == 0 || self.load(*f as usize) == other.load(*f as usize))
+    }
+}
+
+impl Eq for HopRecord {}
+
+impl std::hash::Hash for HopRecord {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.present.hash(state);
+        self.unavailable.hash(state);
+        for f in HopField::ALL {
+            if self.valid() & f.bit() != 0 {
+                self.load(f as usize).hash(state);
+            }
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use crate::layers::{
 use crate::papers::{IntLabel, KdnHeader};
 use crate::report::v05::{DropHeaderV05, FixedHeaderV05, LocalHeaderV05};
 use crate::report::v10::{ReportHeaderV10, encode_rep_md};
-use crate::report::v20::{GroupHeader, IndividualHeader, IntMainContents};
+use crate::report::v20::{GroupHeader, IndividualHeader, REP_MD_DROP};
 
 /// An INT instruction set and the hops that answered it (path order: source first).
 #[derive(Clone, Debug, PartialEq)]
@@ -552,8 +552,8 @@ pub fn report_v10(header: ReportHeaderV10, md: &HopRecord, inner: &[u8]) -> Vec<
 pub struct IndividualSpec {
     /// Flags and types; lengths are computed.
     pub header: IndividualHeader,
-    /// Main contents (RepType 1) and extra domain-specific words.
-    pub main: Option<(IntMainContents, usize)>,
+    /// Main contents (RepType 1).
+    pub main: Option<MainSpec>,
     pub inner: Vec<u8>,
     /// Write Report Length 0xFF ("to the end of the payload"); only valid for the last one.
     pub to_end: bool,
@@ -568,17 +568,43 @@ impl IndividualSpec {
                 in_type,
                 ..IndividualHeader::default()
             },
-            main: Some((
-                IntMainContents {
-                    rep_md_bits,
-                    metadata,
-                    ..IntMainContents::default()
-                },
-                0,
-            )),
+            main: Some(MainSpec {
+                rep_md_bits,
+                metadata,
+                ds_words: 0,
+            }),
             inner,
             to_end: false,
         }
+    }
+}
+
+/// Main contents of a RepType 1 report: the node's metadata for `rep_md_bits`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MainSpec {
+    pub rep_md_bits: u16,
+    pub metadata: HopRecord,
+    /// Domain-specific words appended (zeros), to exercise skipping.
+    pub ds_words: usize,
+}
+
+impl MainSpec {
+    /// Writes the main contents; returns the MD Length in words.
+    pub fn write(&self, out: &mut Vec<u8>) -> u8 {
+        out.extend_from_slice(&self.rep_md_bits.to_be_bytes());
+        out.extend_from_slice(&[0; 6]);
+        let baseline = self.rep_md_bits & 0x7FFE;
+        let base_len = baseline_len(IntVersion::V2, baseline);
+        encode_hop(IntVersion::V2, baseline, base_len, &self.metadata, out);
+        let mut words = base_len / 4 + self.ds_words;
+        if self.rep_md_bits & REP_MD_DROP != 0 {
+            out.push(self.metadata.queue_id().unwrap_or(0xFF));
+            out.push(self.metadata.get(HopField::DropReason).unwrap_or(0xFF) as u8);
+            out.extend_from_slice(&[0, 0]);
+            words += 1;
+        }
+        out.resize(out.len() + self.ds_words * 4, 0);
+        words as u8
     }
 }
 
@@ -588,10 +614,7 @@ pub fn report_v20(group: GroupHeader, reports: &[IndividualSpec]) -> Vec<u8> {
     GroupHeader { version: 2, ..group }.write(&mut out);
     for r in reports {
         let mut main = Vec::new();
-        let md_words = match &r.main {
-            Some((m, ds)) => m.write(*ds, &mut main),
-            None => 0,
-        };
+        let md_words = r.main.as_ref().map_or(0, |m| m.write(&mut main));
         let words = (main.len() + r.inner.len()).div_ceil(4);
         let mut h = r.header;
         h.md_length = md_words;

@@ -44,6 +44,7 @@ fn no_vlans(v: &[u16; 2]) -> bool {
 impl Ethernet {
     const H: &'static str = "ethernet";
 
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<(Self, Bytes<'_>)> {
         let a = b.array::<14>(Self::H, "ethertype")?;
         let mut e = Self {
@@ -131,6 +132,7 @@ impl Ipv4 {
 
     /// Parses the header and returns the payload, bounded by Total Length when the buffer is
     /// longer (Ethernet padding) and left as is when shorter (truncated capture).
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<(Self, Bytes<'_>)> {
         let a = b.array::<20>(Self::H, "version")?;
         if a[0] >> 4 != 4 {
@@ -245,6 +247,7 @@ impl Ipv6 {
         self.traffic_class >> 2
     }
 
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<(Self, Bytes<'_>)> {
         let a = b.array::<40>(Self::H, "version")?;
         if a[0] >> 4 != 6 {
@@ -308,6 +311,7 @@ impl Udp {
     const H: &'static str = "udp";
 
     /// Parses the header; the payload is bounded by the UDP Length when the buffer is longer.
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<(Self, Bytes<'_>)> {
         let a = b.array::<8>(Self::H, "src_port")?;
         let h = Self {
@@ -356,6 +360,7 @@ pub struct Tcp {
 impl Tcp {
     const H: &'static str = "tcp";
 
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<(Self, Bytes<'_>)> {
         let a = b.array::<20>(Self::H, "src_port")?;
         let h = Self {
@@ -407,6 +412,7 @@ pub struct Gre {
 }
 
 impl Gre {
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<(Self, Bytes<'_>)> {
         let a = b.array::<4>("gre", "flags")?;
         let h = Self {

@@ -27,6 +27,7 @@ pub mod opts;
 pub mod packet;
 pub mod papers;
 pub mod report;
+pub mod samples;
 
 pub use bytes::Bytes;
 pub use error::{ErrorKind, Result, WireError};

@@ -6,6 +6,7 @@ use kplane_model::{HopField, HopRecord, ReportFlags, ReportFormat, ReportRecord}
 
 use crate::error::WireError;
 use crate::frame::Decoded;
+use crate::int::PlanCache;
 use crate::opts::DecodeOptions;
 use crate::packet::{Packet, Telemetry};
 use crate::report::{TelemetryReport, v20::InnerContents};
@@ -26,18 +27,23 @@ pub struct DecodeOutcome {
 }
 
 /// Fills `rec` from a packet's telemetry and flow; returns whether it carried any.
-fn fill_from_packet(p: &Packet<'_>, rec: &mut ReportRecord) -> Option<ReportFormat> {
+#[inline]
+fn fill_from_packet(
+    p: &Packet<'_>,
+    rec: &mut ReportRecord,
+    plans: &mut PlanCache,
+) -> Option<ReportFormat> {
     rec.flow = p.flow;
     let format = p.telemetry.format();
     match &p.telemetry {
         Telemetry::None => {}
         Telemetry::Int(int) => {
             if let Some(hops) = int.hops() {
-                hops.push_path_order(&mut rec.hops);
+                hops.push_path_order(&mut rec.hops, plans);
             }
         }
         Telemetry::Kdn(kdn) => {
-            kdn.hops.push_path_order(&mut rec.hops);
+            kdn.hops.push_path_order(&mut rec.hops, plans);
             rec.envelope
                 .flags
                 .set(ReportFlags::TO_CONTROLLER, kdn.kdn.to_controller);
@@ -55,6 +61,7 @@ fn fill_from_packet(p: &Packet<'_>, rec: &mut ReportRecord) -> Option<ReportForm
 
 /// The reporting node's own metadata becomes the last hop, merged into the stack's last hop
 /// when that is the same node (a sink that also pushed its metadata on the stack).
+#[inline]
 fn push_reporting_node(rec: &mut ReportRecord, hop: HopRecord) {
     match rec.hops.last_mut() {
         Some(last) if last.node_id().is_some() && last.node_id() == hop.node_id() => {
@@ -64,6 +71,7 @@ fn push_reporting_node(rec: &mut ReportRecord, hop: HopRecord) {
     }
 }
 
+#[inline]
 fn flags(rec: &mut ReportRecord, dropped: bool, congested: bool, tracked: bool) {
     let f = &mut rec.envelope.flags;
     f.set(ReportFlags::DROPPED, dropped);
@@ -73,10 +81,23 @@ fn flags(rec: &mut ReportRecord, dropped: bool, congested: bool, tracked: bool) 
 
 impl TelemetryReport<'_> {
     /// Emits one record per report (v2.0: per individual report) through `emit`, reusing `rec`.
+    #[inline]
     pub fn for_each_record(
         &self,
         meta: RecordMeta,
         rec: &mut ReportRecord,
+        emit: impl FnMut(&ReportRecord),
+    ) -> DecodeOutcome {
+        self.for_each_record_cached(meta, rec, &mut PlanCache::default(), emit)
+    }
+
+    /// [`Self::for_each_record`] with a caller-owned layout cache (the hot path).
+    #[inline]
+    pub fn for_each_record_cached(
+        &self,
+        meta: RecordMeta,
+        rec: &mut ReportRecord,
+        plans: &mut PlanCache,
         mut emit: impl FnMut(&ReportRecord),
     ) -> DecodeOutcome {
         let mut out = DecodeOutcome::default();
@@ -94,7 +115,7 @@ impl TelemetryReport<'_> {
                 rec.envelope.sequence = Some(f.sequence);
                 rec.envelope.timestamp_ns = Some(f.ingress_timestamp.into());
                 flags(rec, f.dropped, f.congested_queue, f.tracked_flow);
-                rec.envelope.embedded = fill_from_packet(&r.inner, rec);
+                rec.envelope.embedded = fill_from_packet(&r.inner, rec, plans);
                 let mut hop = HopRecord::default();
                 if let Some(d) = r.drop {
                     rec.envelope.node_id = Some(d.switch_id);
@@ -132,7 +153,7 @@ impl TelemetryReport<'_> {
                 rec.envelope.timestamp_ns = Some(h.ingress_timestamp.into());
                 rec.envelope.drop_reason = r.metadata.get(HopField::DropReason).map(|v| v as u8);
                 flags(rec, h.dropped, h.congested_queue, h.tracked_flow);
-                rec.envelope.embedded = fill_from_packet(&r.inner, rec);
+                rec.envelope.embedded = fill_from_packet(&r.inner, rec, plans);
                 let mut hop = r.metadata;
                 hop.set(HopField::NodeId, h.switch_id.into());
                 hop.set_raw(HopField::IngressTimestamp, h.ingress_timestamp.into(), 32);
@@ -159,12 +180,12 @@ impl TelemetryReport<'_> {
                         .flags
                         .set(ReportFlags::INTERMEDIATE, h.intermediate);
                     if let Some(p) = ind.inner.packet() {
-                        rec.envelope.embedded = fill_from_packet(p, rec);
+                        rec.envelope.embedded = fill_from_packet(p, rec, plans);
                     } else if let InnerContents::Tlv { .. } = ind.inner {
                         rec.envelope.embedded = None;
                     }
                     if let Some(main) = &ind.main {
-                        let mut hop = main.metadata;
+                        let mut hop = main.metadata_cached(plans);
                         hop.set(HopField::NodeId, r.group.node_id.into());
                         rec.envelope.drop_reason =
                             hop.get(HopField::DropReason).map(|v| v as u8);
@@ -186,7 +207,7 @@ impl Packet<'_> {
         rec.clear();
         rec.envelope.exporter = meta.exporter;
         rec.envelope.received_ns = meta.received_ns;
-        match fill_from_packet(self, rec) {
+        match fill_from_packet(self, rec, &mut PlanCache::default()) {
             Some(format) => {
                 rec.envelope.format = format;
                 true
@@ -198,6 +219,7 @@ impl Packet<'_> {
 
 impl Decoded<'_> {
     /// Emits the records of a decoded frame.
+    #[inline]
     pub fn for_each_record(
         &self,
         meta: RecordMeta,
@@ -226,6 +248,7 @@ impl Decoded<'_> {
 pub struct Decoder {
     opts: DecodeOptions,
     record: ReportRecord,
+    plans: PlanCache,
 }
 
 impl Decoder {
@@ -233,6 +256,7 @@ impl Decoder {
         Self {
             opts,
             record: ReportRecord::default(),
+            plans: PlanCache::default(),
         }
     }
 
@@ -248,7 +272,9 @@ impl Decoder {
         emit: impl FnMut(&ReportRecord),
     ) -> DecodeOutcome {
         match TelemetryReport::parse(payload, &self.opts) {
-            Ok(report) => report.for_each_record(meta, &mut self.record, emit),
+            Ok(report) => {
+                report.for_each_record_cached(meta, &mut self.record, &mut self.plans, emit)
+            }
             Err(e) => DecodeOutcome {
                 records: 0,
                 error: Some(e),

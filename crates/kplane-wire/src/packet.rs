@@ -226,6 +226,7 @@ impl Telemetry<'_> {
     }
 }
 
+#[inline]
 fn flow(ip: &Ip, protocol: u8, ports: (u16, u16)) -> FlowKey {
     FlowKey {
         src_ip: ip.src(),
@@ -237,6 +238,7 @@ fn flow(ip: &Ip, protocol: u8, ports: (u16, u16)) -> FlowKey {
 }
 
 /// Parses an L4 header of `protocol` if any bytes are left (truncated reports may end here).
+#[inline]
 fn parse_l4(protocol: u8, b: Bytes<'_>) -> Result<(Option<L4>, Bytes<'_>)> {
     if b.is_empty() {
         return Ok((None, b));
@@ -255,6 +257,7 @@ fn parse_l4(protocol: u8, b: Bytes<'_>) -> Result<(Option<L4>, Bytes<'_>)> {
 }
 
 /// Parses the headers after a tunnel or INT block, for the inner flow.
+#[inline]
 fn parse_inner(start: Start, b: Bytes<'_>) -> Result<(InnerHeaders, Option<FlowKey>)> {
     let mut inner = InnerHeaders::default();
     if b.is_empty() {
@@ -307,6 +310,7 @@ fn ethertype_start(ethertype: u16) -> Option<Start> {
 
 impl<'a> Packet<'a> {
     /// Parses a packet from `start`.
+    #[inline]
     pub fn parse(data: Bytes<'a>, start: Start, opts: &DecodeOptions) -> Result<Self> {
         let mut p = Packet::default();
         let (ethertype, b) = match start {
@@ -399,6 +403,7 @@ impl<'a> Packet<'a> {
     }
 
     /// Inner headers become the flow when they have an IP header; otherwise the outer one.
+    #[inline]
     fn inner_from(&mut self, start: Option<Start>, b: Bytes<'a>, outer: Ip) -> Result<()> {
         if let Some(start) = start {
             let (inner, f) = parse_inner(start, b)?;
@@ -412,6 +417,7 @@ impl<'a> Packet<'a> {
         Ok(())
     }
 
+    #[inline]
     fn after_udp(&mut self, ip: Ip, payload: Bytes<'a>, opts: &DecodeOptions) -> Result<()> {
         let (udp, rest) = Udp::parse(payload)?;
         self.l4 = Some(L4::Udp(udp));
@@ -490,6 +496,7 @@ impl<'a> Packet<'a> {
 
     /// INT right after a TCP/UDP header: the version is told by the metadata header's
     /// version nibble, which every version places at byte 4 (after a 4-byte shim).
+    #[inline]
     fn int_after_l4(
         &mut self,
         ip: Ip,

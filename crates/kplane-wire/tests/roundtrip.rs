@@ -244,7 +244,7 @@ proptest! {
     ) {
         let rep_md = rep_md & 0x7F81; // bits 1-8 and 15 carry data
         let mut ind = IndividualSpec::int(rep_md, md, 0, Vec::new());
-        ind.main.as_mut().unwrap().1 = ds;
+        ind.main.as_mut().unwrap().ds_words = ds;
         let payload = report_v20(GroupHeader { hw_id, sequence: seq, node_id: node, ..GroupHeader::default() }, &[ind]);
         let mut d = Decoder::default();
         let mut got = Vec::new();

@@ -1,7 +1,8 @@
 use kplane_model::{HopField, HopRecord, MAX_HOPS};
 
 use super::IntVersion;
-use crate::bytes::{Bytes, be16, be24, be32, be64};
+use super::plan::{HopPlan, PlanCache};
+use crate::bytes::Bytes;
 use crate::error::{ErrorKind, Result, WireError};
 
 /// Wire width in bytes of instruction bit `bit` (0 = MSB, mask 0x8000) for `version`.
@@ -111,15 +112,9 @@ impl<'a> HopStack<'a> {
 
     /// The `i`-th hop in wire order (0 = newest).
     pub fn hop(&self, i: usize) -> HopRecord {
-        let mut h = HopRecord::default();
         let start = i * self.stride;
-        decode_hop(
-            self.version,
-            self.bitmap,
-            &self.data.data()[start..start + self.stride],
-            &mut h,
-        );
-        h
+        HopPlan::new(self.version, self.bitmap, self.stride)
+            .decode(&self.data.data()[start..start + self.stride])
     }
 
     /// Hops in wire order (newest first).
@@ -128,9 +123,13 @@ impl<'a> HopStack<'a> {
     }
 
     /// Appends the hops in path order (INT source first) without allocating beyond `out`.
-    pub fn push_path_order(&self, out: &mut Vec<HopRecord>) {
+    /// Appends the hops in path order (INT source first), with a cached layout.
+    #[inline]
+    pub fn push_path_order(&self, out: &mut Vec<HopRecord>, plans: &mut PlanCache) {
+        let plan = plans.get(self.version, self.bitmap, self.stride);
+        let data = self.data.data();
         for i in (0..self.len()).rev() {
-            out.push(self.hop(i));
+            out.push(plan.decode_at(&data[i * self.stride..]));
         }
     }
 }
@@ -140,65 +139,6 @@ impl serde::Serialize for HopStack<'_> {
     /// Hops in path order (INT source first), like the normalised records.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.iter().rev())
-    }
-}
-
-/// Decodes one hop of exactly `stride` bytes (checked by [`HopStack::new`]).
-#[inline]
-pub(crate) fn decode_hop(version: IntVersion, bitmap: u16, hop: &[u8], out: &mut HopRecord) {
-    let mut off = 0;
-    let mut m = bitmap & 0xFFFE;
-    while m != 0 {
-        let bit = m.leading_zeros();
-        m &= !(0x8000 >> bit);
-        match bit {
-            0 => out.set_raw(HopField::NodeId, be32(hop, off) as u64, 32),
-            1 => {
-                out.set_raw(HopField::L1IngressPort, be16(hop, off) as u64, 16);
-                out.set_raw(HopField::L1EgressPort, be16(hop, off + 2) as u64, 16);
-            }
-            2 => out.set_raw(HopField::HopLatency, be32(hop, off) as u64, 32),
-            3 => {
-                out.set_raw(HopField::QueueId, hop[off] as u64, 8);
-                out.set_raw(HopField::QueueOccupancy, be24(hop, off + 1) as u64, 24);
-            }
-            4 | 5 => {
-                let field = if bit == 4 {
-                    HopField::IngressTimestamp
-                } else {
-                    HopField::EgressTimestamp
-                };
-                if version == IntVersion::V2 {
-                    out.set_raw(field, be64(hop, off), 64);
-                } else {
-                    out.set_raw(field, be32(hop, off) as u64, 32);
-                }
-            }
-            6 => {
-                if version == IntVersion::V05 {
-                    out.set_raw(HopField::QueueId, hop[off] as u64, 8);
-                    out.set_raw(HopField::QueueCongestion, be24(hop, off + 1) as u64, 24);
-                } else {
-                    out.set_raw(HopField::L2IngressPort, be32(hop, off) as u64, 32);
-                    out.set_raw(HopField::L2EgressPort, be32(hop, off + 4) as u64, 32);
-                }
-            }
-            7 => out.set_raw(HopField::TxUtilization, be32(hop, off) as u64, 32),
-            8 if version == IntVersion::V2 => {
-                out.set_raw(HopField::BufferId, hop[off] as u64, 8);
-                out.set_raw(HopField::BufferOccupancy, be24(hop, off + 1) as u64, 24);
-            }
-            // Reserved bits: a 4-byte word a transit filled with all-ones (or anything).
-            _ => {}
-        }
-        off += instruction_width(version, bit);
-    }
-    if bitmap & 1 != 0 && hop.len() >= 4 {
-        out.set_raw(
-            HopField::ChecksumComplement,
-            be32(hop, hop.len() - 4) as u64,
-            32,
-        );
     }
 }
 

@@ -35,6 +35,7 @@ impl ShimV2 {
     pub const LEN: usize = 4;
     const H: &'static str = "int_v2_shim";
 
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<Self> {
         let a = b.array::<4>(Self::H, "type")?;
         let npt = (a[0] >> 2) & 3;
@@ -82,6 +83,7 @@ pub struct GreShimV2 {
 impl GreShimV2 {
     pub const LEN: usize = 4;
 
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<Self> {
         let a = b.array::<4>("int_v2_gre_shim", "type")?;
         Ok(Self {
@@ -113,6 +115,7 @@ pub struct GpeShimV2 {
 impl GpeShimV2 {
     pub const LEN: usize = 4;
 
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<Self> {
         let a = b.array::<4>("int_v2_gpe_shim", "type")?;
         Ok(Self {
@@ -154,6 +157,7 @@ impl MdHeaderV2 {
     pub const LEN: usize = 12;
     const H: &'static str = "int_md_header";
 
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<Self> {
         let a = b.array::<12>(Self::H, "version")?;
         let h = Self {
@@ -217,6 +221,7 @@ impl MxHeaderV2 {
     pub const LEN: usize = 12;
     const H: &'static str = "int_mx_header";
 
+    #[inline]
     pub fn parse(b: Bytes<'_>) -> Result<Self> {
         let a = b.array::<12>(Self::H, "version")?;
         let h = Self {
@@ -270,6 +275,7 @@ pub enum IntV2Body<'a> {
 
 impl<'a> IntV2Body<'a> {
     /// Parses `length_words` × 4 bytes of body for header `int_type`; returns what follows.
+    #[inline]
     pub fn parse(int_type: u8, length_words: usize, b: Bytes<'a>) -> Result<(Self, Bytes<'a>)> {
         let (body, rest) = b.split(length_words * 4, "int_v2_shim", "length")?;
         let parsed = match int_type {

@@ -27,10 +27,12 @@ pub enum TelemetryReport<'a> {
 
 impl<'a> TelemetryReport<'a> {
     /// Parses a UDP payload as a report.
+    #[inline]
     pub fn parse(payload: &'a [u8], opts: &'a DecodeOptions) -> Result<Self> {
         Self::parse_bytes(Bytes::new(payload), opts)
     }
 
+    #[inline]
     pub fn parse_bytes(b: Bytes<'a>, opts: &'a DecodeOptions) -> Result<Self> {
         let first = b.array::<1>("telemetry_report", "version")?[0];
         match first >> 4 {

@@ -5,7 +5,7 @@ use kplane_model::{HopField, HopRecord};
 
 use crate::bytes::{Bytes, be16, be32};
 use crate::error::{ErrorKind, Result, WireError};
-use crate::int::{IntVersion, baseline_len, decode_hop, encode_hop};
+use crate::int::{HopPlan, IntVersion, PlanCache, baseline_len};
 use crate::opts::DecodeOptions;
 use crate::packet::{Packet, Start};
 
@@ -85,34 +85,31 @@ impl IndividualHeader {
     }
 }
 
-/// Main contents of a RepType 1 (INT) report: this node's own metadata.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct IntMainContents {
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::json::hex16"))]
+/// Main contents of a RepType 1 (INT) report: this node's own metadata, decoded on demand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntMainContents<'a> {
     pub rep_md_bits: u16,
     pub domain_specific_id: u16,
     pub ds_md_bits: u16,
     pub ds_md_status: u16,
-    pub metadata: HopRecord,
+    /// Baseline metadata (and the drop word), without the domain-specific part.
+    metadata: Bytes<'a>,
     /// Bytes of domain-specific metadata skipped.
     pub ds_metadata_len: usize,
 }
 
-impl IntMainContents {
+impl<'a> IntMainContents<'a> {
     pub const FIXED_LEN: usize = 8;
 
-    fn parse(b: Bytes<'_>, md_len: usize) -> Result<Self> {
+    #[inline]
+    fn parse(b: Bytes<'a>, md_len: usize) -> Result<Self> {
         let a = b.array::<8>("tr_v2.0_int_main", "rep_md_bits")?;
         let rep_md_bits = be16(a, 0);
         let (md, _) = b
             .skip(8, "tr_v2.0_int_main", "ds_md_status")?
             .split(md_len, "tr_v2.0_int_main", "metadata")?;
-        // Bit 0 is reserved (node id is in the group header); bit 15 is the drop word.
-        let baseline = rep_md_bits & 0x7FFE;
-        let base_len = baseline_len(IntVersion::V2, baseline);
-        let drop_len = if rep_md_bits & REP_MD_DROP != 0 { 4 } else { 0 };
-        if base_len + drop_len > md_len {
+        let len = Self::baseline_and_drop_len(rep_md_bits);
+        if len > md_len {
             return Err(WireError::new(
                 "tr_v2.0_individual",
                 "md_length",
@@ -123,50 +120,67 @@ impl IntMainContents {
                 },
             ));
         }
-        let mut metadata = HopRecord::default();
-        decode_hop(
-            IntVersion::V2,
-            baseline,
-            &md.data()[..base_len],
-            &mut metadata,
-        );
-        if drop_len != 0 {
-            let w = &md.data()[base_len..];
-            metadata.set_raw(HopField::QueueId, w[0].into(), 8);
-            metadata.set_raw(HopField::DropReason, w[1].into(), 8);
-        }
         Ok(Self {
             rep_md_bits,
             domain_specific_id: be16(a, 2),
             ds_md_bits: be16(a, 4),
             ds_md_status: be16(a, 6),
-            metadata,
-            ds_metadata_len: md_len - base_len - drop_len,
+            metadata: md.prefix(len),
+            ds_metadata_len: md_len - len,
         })
     }
 
-    /// Writes the main contents; returns the MD Length in words.
-    pub fn write(&self, ds_words: usize, out: &mut Vec<u8>) -> u8 {
-        for v in [
-            self.rep_md_bits,
-            self.domain_specific_id,
-            self.ds_md_bits,
-            self.ds_md_status,
-        ] {
-            out.extend_from_slice(&v.to_be_bytes());
+    /// Bit 0 is reserved (the node id is in the group header); bit 15 is the drop word.
+    fn baseline(rep_md_bits: u16) -> u16 {
+        rep_md_bits & 0x7FFE
+    }
+
+    fn baseline_and_drop_len(rep_md_bits: u16) -> usize {
+        baseline_len(IntVersion::V2, Self::baseline(rep_md_bits))
+            + if rep_md_bits & REP_MD_DROP != 0 { 4 } else { 0 }
+    }
+
+    /// The layout of the metadata words for `rep_md_bits`.
+    pub fn plan(rep_md_bits: u16) -> HopPlan {
+        let baseline = Self::baseline(rep_md_bits);
+        let mut plan = HopPlan::new(IntVersion::V2, baseline, 0);
+        if rep_md_bits & REP_MD_DROP != 0 {
+            let at = baseline_len(IntVersion::V2, baseline);
+            plan.push(HopField::QueueId, at, 1);
+            plan.push(HopField::DropReason, at + 1, 1);
         }
-        let baseline = self.rep_md_bits & 0x7FFE;
-        let base_len = baseline_len(IntVersion::V2, baseline);
-        encode_hop(IntVersion::V2, baseline, base_len, &self.metadata, out);
-        let mut words = base_len / 4 + ds_words;
-        if self.rep_md_bits & REP_MD_DROP != 0 {
-            out.push(self.metadata.queue_id().unwrap_or(0xFF));
-            out.push(self.metadata.get(HopField::DropReason).unwrap_or(0xFF) as u8);
-            out.extend_from_slice(&[0, 0]);
-            words += 1;
-        }
-        out.resize(out.len() + ds_words * 4, 0);
-        words as u8
+        plan
+    }
+
+    /// The reporting node's metadata (node id not included: it is in the group header).
+    pub fn metadata(&self) -> HopRecord {
+        Self::plan(self.rep_md_bits).decode(self.metadata.data())
+    }
+
+    /// Same, with a cached layout (hot path).
+    #[inline]
+    pub fn metadata_cached(&self, plans: &mut PlanCache) -> HopRecord {
+        // The cache keys on (version, bitmap, stride); stride usize::MAX marks report plans.
+        plans
+            .get_or(IntVersion::V2, self.rep_md_bits, usize::MAX, || {
+                Self::plan(self.rep_md_bits)
+            })
+            .decode(self.metadata.data())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for IntMainContents<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("IntMainContents", 6)?;
+        st.serialize_field("rep_md_bits", &format_args!("{:#06x}", self.rep_md_bits))?;
+        st.serialize_field("domain_specific_id", &self.domain_specific_id)?;
+        st.serialize_field("ds_md_bits", &self.ds_md_bits)?;
+        st.serialize_field("ds_md_status", &self.ds_md_status)?;
+        st.serialize_field("metadata", &self.metadata())?;
+        st.serialize_field("ds_metadata_len", &self.ds_metadata_len)?;
+        st.end()
     }
 }
 
@@ -212,7 +226,7 @@ impl<'a> InnerContents<'a> {
 pub struct IndividualReport<'a> {
     pub header: IndividualHeader,
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
-    pub main: Option<IntMainContents>,
+    pub main: Option<IntMainContents<'a>>,
     pub inner: InnerContents<'a>,
 }
 
@@ -225,6 +239,7 @@ pub struct ReportV20<'a> {
 }
 
 impl<'a> ReportV20<'a> {
+    #[inline]
     pub fn parse(b: Bytes<'a>, opts: &'a DecodeOptions) -> Result<Self> {
         let group = GroupHeader::parse(b)?;
         let body = b.skip(GroupHeader::LEN, "tr_v2.0_group", "node_id")?;
@@ -274,6 +289,7 @@ pub struct Reports<'a> {
 impl<'a> Iterator for Reports<'a> {
     type Item = Result<IndividualReport<'a>>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.rest.is_empty() || self.failed {
             return None;
@@ -292,6 +308,7 @@ impl<'a> Iterator for Reports<'a> {
     }
 }
 
+#[inline]
 fn parse_individual<'a>(
     b: Bytes<'a>,
     opts: &DecodeOptions,
