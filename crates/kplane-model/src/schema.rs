@@ -36,6 +36,7 @@ pub mod col {
     pub const HOP_INDEX: &str = "hop_index";
     pub const HOP_COUNT: &str = "hop_count";
     pub const REPORTING_NODE_ID: &str = "reporting_node_id";
+    pub const REPORT_DROP_REASON: &str = "report_drop_reason";
 }
 
 /// Arrow type of a hop field.
@@ -96,10 +97,13 @@ static REPORTS: LazyLock<SchemaRef> = LazyLock::new(|| {
 
 static HOPS: LazyLock<SchemaRef> = LazyLock::new(|| {
     let mut fields = envelope_fields();
-    // In the per-hop table the envelope's node is the reporting node, not the hop's.
+    // In the per-hop table the envelope's node and drop reason are the reporting node's,
+    // named apart from the hop's own columns.
     for f in &mut fields {
         if f.name() == col::NODE_ID {
             *f = Field::new(col::REPORTING_NODE_ID, DataType::UInt32, true);
+        } else if f.name() == col::DROP_REASON {
+            *f = Field::new(col::REPORT_DROP_REASON, DataType::UInt8, true);
         }
     }
     fields.extend(flow_fields());
