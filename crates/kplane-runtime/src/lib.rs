@@ -1,0 +1,23 @@
+//! # kplane-runtime
+//!
+//! What every kplane service shares: layered configuration ([`config`]), logging
+//! ([`logging`]), the Prometheus registry ([`metrics`]), the admin router serving
+//! `/metrics`, `/healthz` and `/readyz` ([`admin`]) and graceful shutdown ([`shutdown`]).
+
+pub mod admin;
+pub mod config;
+mod error;
+pub mod logging;
+pub mod metrics;
+pub mod service;
+pub mod shutdown;
+
+pub use admin::{AdminState, serve_admin};
+pub use config::{ConfigSource, Validate, load, load_section};
+pub use error::{ConfigError, RuntimeError};
+pub use logging::{LogConfig, LogFormat, init_logging};
+pub use metrics::Metrics;
+pub use service::{
+    AdminOnlyConfig, EXIT_CONFIG, ServiceResult, run_admin_only, serve_until_shutdown, service_main,
+};
+pub use shutdown::Shutdown;

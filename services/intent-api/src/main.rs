@@ -1,1 +1,5 @@
-fn main() {}
+//! `kplane-intent-api`: the intent-api service on its own (see `kplane intent-api` for the CLI form).
+
+fn main() -> std::process::ExitCode {
+    kplane_runtime::service_main(kplane_intent_api::NAME, kplane_intent_api::run)
+}

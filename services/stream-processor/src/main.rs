@@ -1,1 +1,5 @@
-fn main() {}
+//! `kplane-stream-processor`: the stream-processor service on its own (see `kplane stream-processor` for the CLI form).
+
+fn main() -> std::process::ExitCode {
+    kplane_runtime::service_main(kplane_stream_processor::NAME, kplane_stream_processor::run)
+}

@@ -1,0 +1,149 @@
+//! The admin router every service mounts: `/metrics`, `/healthz`, `/readyz`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use crate::error::RuntimeError;
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
+
+/// What the admin routes report on.
+#[derive(Clone, Debug)]
+pub struct AdminState {
+    pub metrics: Metrics,
+    ready: Arc<AtomicBool>,
+}
+
+impl AdminState {
+    pub fn new(metrics: Metrics) -> Self {
+        Self {
+            metrics,
+            ready: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Marks the service ready (or not) to take traffic.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state(self.clone())
+    }
+}
+
+async fn metrics(State(s): State<AdminState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics.encode(),
+    )
+}
+
+/// Alive: the process answers.
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Ready: the service finished starting and is not shutting down.
+async fn readyz(State(s): State<AdminState>) -> (StatusCode, &'static str) {
+    if s.is_ready() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}
+
+/// Binds `addr` and serves the admin router until `shutdown`. Returns the bound address
+/// (useful with port 0) and the server task.
+pub async fn serve_admin(
+    addr: SocketAddr,
+    state: AdminState,
+    shutdown: Shutdown,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<Result<(), RuntimeError>>), RuntimeError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| RuntimeError::AdminBind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| RuntimeError::AdminBind { addr, source })?;
+    let app = state.router();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.wait().await })
+            .await
+            .map_err(RuntimeError::AdminServe)
+    });
+    Ok((local, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn get(state: &AdminState, path: &str) -> (StatusCode, String) {
+        let res = state
+            .router()
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = res.status();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn health_readiness_and_metrics() {
+        let state = AdminState::new(Metrics::new("test"));
+        assert_eq!(get(&state, "/healthz").await.0, StatusCode::OK);
+        assert_eq!(get(&state, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        state.set_ready(true);
+        assert_eq!(get(&state, "/readyz").await.0, StatusCode::OK);
+        let (status, body) = get(&state, "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("kplane_build_info{"), "{body}");
+        assert!(body.contains("service=\"test\""), "{body}");
+        assert_eq!(get(&state, "/nope").await.0, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn serves_on_a_real_socket_and_stops_on_shutdown() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let shutdown = Shutdown::new();
+        let state = AdminState::new(Metrics::new("test"));
+        let (addr, task) = serve_admin("127.0.0.1:0".parse().unwrap(), state, shutdown.clone())
+            .await
+            .unwrap();
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).await.unwrap();
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        shutdown.trigger();
+        task.await.unwrap().unwrap();
+    }
+}
