@@ -102,24 +102,40 @@ where
 /// What a service's `run` returns: any error, reported by `Display`.
 pub type ServiceResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
-/// `[<service>]` of a service that so far only serves its admin router; `PORT` is the
-/// default admin port.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
-pub struct AdminOnlyConfig<const PORT: u16> {
-    /// Admin listener for /metrics, /healthz and /readyz.
-    pub admin: SocketAddr,
+/// A service's default admin port (serde can't take it as a const generic).
+pub trait AdminPort {
+    const PORT: u16;
 }
 
-impl<const PORT: u16> Default for AdminOnlyConfig<PORT> {
+/// `[<service>]` of a service that so far only serves its admin router.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case", bound = "")]
+pub struct AdminOnlyConfig<P: AdminPort> {
+    /// Admin listener for /metrics, /healthz and /readyz.
+    pub admin: SocketAddr,
+    #[serde(skip)]
+    port: std::marker::PhantomData<P>,
+}
+
+impl<P: AdminPort> Default for AdminOnlyConfig<P> {
     fn default() -> Self {
         Self {
-            admin: SocketAddr::from(([127, 0, 0, 1], PORT)),
+            admin: SocketAddr::from(([127, 0, 0, 1], P::PORT)),
+            port: std::marker::PhantomData,
         }
     }
 }
 
-impl<const PORT: u16> Validate for AdminOnlyConfig<PORT> {
+impl<P: AdminPort> AdminOnlyConfig<P> {
+    pub fn with_admin(admin: SocketAddr) -> Self {
+        Self {
+            admin,
+            ..Self::default()
+        }
+    }
+}
+
+impl<P: AdminPort> Validate for AdminOnlyConfig<P> {
     fn validate(&self, _problems: &mut Vec<String>) {}
 }
 
