@@ -1,1 +1,54 @@
-fn main(){}
+//! `kplane`: one command for every service, plus tools (`decode`, `config`, `sample-capture`).
+
+mod config;
+mod decode;
+mod sample;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "kplane", version, about = "kplane: a knowledge plane for In-band Network Telemetry")]
+struct Cli {
+    /// Configuration file (TOML). Values are layered: defaults < file < KPLANE__SECTION__KEY
+    /// environment variables < command-line flags.
+    #[arg(short, long, global = true, env = "KPLANE_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the collector service.
+    Collector(serve::ServeArgs),
+    /// Run the stream-processor service.
+    StreamProcessor(serve::ServeArgs),
+    /// Run the knowledge service.
+    Knowledge(serve::ServeArgs),
+    /// Run the intent-api service.
+    IntentApi(serve::ServeArgs),
+    /// Decode a pcap/pcapng capture: one JSON object per telemetry report or INT packet.
+    Decode(decode::DecodeArgs),
+    /// Print the effective configuration (after every layer) and check it.
+    Config,
+    /// Write a capture with a sample of every supported format (built by the wire builders).
+    SampleCapture(sample::SampleArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let source = config::source(cli.config.as_deref());
+    match cli.command {
+        Command::Collector(a) => serve::run(source, kplane_collector::NAME, a),
+        Command::StreamProcessor(a) => serve::run(source, kplane_stream_processor::NAME, a),
+        Command::Knowledge(a) => serve::run(source, kplane_knowledge::NAME, a),
+        Command::IntentApi(a) => serve::run(source, kplane_intent_api::NAME, a),
+        Command::Decode(a) => decode::run(a),
+        Command::Config => config::print(&source),
+        Command::SampleCapture(a) => sample::run(a),
+    }
+}

@@ -59,7 +59,13 @@ impl ConfigSource {
         }
         let prefix = self.env_prefix.as_deref().unwrap_or("KPLANE__");
         f = f.merge(
-            Env::prefixed(prefix).map(|k| k.as_str().replace("__", ".").replace('_', "-").into()),
+            Env::prefixed(prefix).map(|k| {
+                k.as_str()
+                    .to_lowercase()
+                    .replace("__", ".")
+                    .replace('_', "-")
+                    .into()
+            }),
         );
         for (key, value) in &self.overrides {
             f = f.merge(Serialized::default(key, value));

@@ -1,0 +1,191 @@
+//! The `kplane` binary end to end: decode real capture files, run a service over real
+//! sockets and stop it with SIGTERM, reject bad configuration.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kplane_pcap::{CaptureFormat, CaptureWriter, LINKTYPE_ETHERNET};
+
+fn kplane() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kplane"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kplane-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("kplane runs")
+}
+
+fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+#[test]
+fn decode_reads_every_sample_format_from_pcapng_and_pcap() {
+    for (name, format) in [("s.pcapng", "pcapng"), ("s.pcap", "pcap")] {
+        let file = tmp(name);
+        let out = run(kplane().args(["sample-capture", "--format", format]).arg(&file));
+        assert!(out.status.success(), "{out:?}");
+        let out = run(kplane().args(["decode", "--kdn-port", "5001"]).arg(&file));
+        assert!(out.status.success(), "{out:?}");
+        let lines = json_lines(&out);
+        assert_eq!(lines.len(), 20, "one object per telemetry frame");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("21 packets: 20 decoded") && stderr.contains("1 without telemetry"),
+            "{stderr}"
+        );
+        // The 5-hop TR v2.0 report: sink 6 reports a path 1..6, flow restored.
+        let tr = lines
+            .iter()
+            .find(|l| {
+                l["format"] == "telemetry-report-v2.0"
+                    && l["records"][0]["hops"].as_array().map(Vec::len) == Some(6)
+            })
+            .expect("the 5-hop report");
+        let path: Vec<_> = tr["records"][0]["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["node_id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(path, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(tr["records"][0]["flow"]["dst_port"], 9000);
+        assert_eq!(tr["records"][0]["exporter"], "10.255.0.1:50000");
+        assert_eq!(tr["headers"]["report"]["report"]["group"]["node_id"], 6);
+        // Every line names its format and frame number.
+        assert!(lines.iter().all(|l| l["format"].is_string() && l["frame"].is_u64()));
+    }
+}
+
+#[test]
+fn shipped_sample_capture_is_current() {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/int-formats.pcapng");
+    let fresh = tmp("fresh.pcapng");
+    assert!(run(kplane().arg("sample-capture").arg(&fresh)).status.success());
+    assert_eq!(
+        std::fs::read(&shipped).expect("samples/int-formats.pcapng is shipped"),
+        std::fs::read(&fresh).unwrap(),
+        "regenerate with: cargo run -- sample-capture samples/int-formats.pcapng"
+    );
+}
+
+#[test]
+fn malformed_frames_are_counted_by_reason_and_strict_fails() {
+    let file = tmp("bad.pcap");
+    let frames = kplane_wire::samples::all();
+    let good = &frames[3].1; // tr-v2.0-int-md-5hop
+    let mut w = CaptureWriter::create(&file, CaptureFormat::Pcap, LINKTYPE_ETHERNET).unwrap();
+    w.write(1, good).unwrap();
+    // Cut inside the report, keeping the UDP length as sent: a truncated datagram.
+    w.write(2, &good[..good.len() - 100]).unwrap();
+    w.write(3, &good[..20]).unwrap();
+    w.finish().unwrap();
+    let out = run(kplane().arg("decode").arg(&file));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(json_lines(&out).len(), 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("2 malformed (truncated 2)"), "{stderr}");
+    assert!(stderr.contains("frame 2:") && stderr.contains("at byte"), "{stderr}");
+    let strict = run(kplane().args(["decode", "--strict"]).arg(&file));
+    assert_eq!(strict.status.code(), Some(1));
+}
+
+#[test]
+fn unreadable_files_exit_2_with_a_clear_error() {
+    let out = run(kplane().args(["decode", "/nonexistent/capture.pcap"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent/capture.pcap"));
+    let not_pcap = tmp("text.pcap");
+    std::fs::write(&not_pcap, "not a capture").unwrap();
+    let out = run(kplane().arg("decode").arg(&not_pcap));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a pcap or pcapng file"));
+}
+
+#[test]
+fn invalid_configuration_lists_every_problem_and_exits_78() {
+    let cfg = tmp("bad.toml");
+    std::fs::write(&cfg, "[log]\nlevel = \"[[[\"\n").unwrap();
+    let out = run(kplane().arg("--config").arg(&cfg).arg("config"));
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("log.level"), "{stderr}");
+    std::fs::write(&cfg, "[collector]\nadmim = \"127.0.0.1:1\"\n").unwrap();
+    let out = run(kplane().arg("--config").arg(&cfg).arg("collector"));
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("admim"));
+    // Environment overrides the file.
+    let out = run(kplane().env("KPLANE__LOG__FORMAT", "json").arg("config"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("format = \"json\""));
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    Some(resp)
+}
+
+#[test]
+fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
+    for service in ["collector", "stream-processor", "knowledge", "intent-api"] {
+        let port = free_port();
+        let mut child = kplane()
+            .args([service, "--admin", &format!("127.0.0.1:{port}")])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let ready = loop {
+            if let Some(r) = http_get(port, "/readyz")
+                && r.starts_with("HTTP/1.1 200")
+            {
+                break true;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(ready, "{service} never became ready");
+        assert!(http_get(port, "/healthz").unwrap().starts_with("HTTP/1.1 200"));
+        let metrics = http_get(port, "/metrics").unwrap();
+        assert!(
+            metrics.contains(&format!("kplane_build_info{{version=\"{}\",service=\"{service}\"}} 1", env!("CARGO_PKG_VERSION"))),
+            "{metrics}"
+        );
+        let kill = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{service} exited with {status}");
+        let mut log = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+        assert!(log.contains("stopped"), "{log}");
+    }
+}
