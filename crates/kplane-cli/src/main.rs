@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "kplane", version, about = "kplane: a knowledge plane for In-band Network Telemetry")]
+#[command(
+    name = "kplane",
+    version,
+    about = "kplane: a knowledge plane for In-band Network Telemetry"
+)]
 struct Cli {
     /// Configuration file (TOML). Values are layered: defaults < file < KPLANE__SECTION__KEY
     /// environment variables < command-line flags.

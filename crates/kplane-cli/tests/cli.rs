@@ -34,7 +34,9 @@ fn json_lines(out: &Output) -> Vec<serde_json::Value> {
 fn decode_reads_every_sample_format_from_pcapng_and_pcap() {
     for (name, format) in [("s.pcapng", "pcapng"), ("s.pcap", "pcap")] {
         let file = tmp(name);
-        let out = run(kplane().args(["sample-capture", "--format", format]).arg(&file));
+        let out = run(kplane()
+            .args(["sample-capture", "--format", format])
+            .arg(&file));
         assert!(out.status.success(), "{out:?}");
         let out = run(kplane().args(["decode", "--kdn-port", "5001"]).arg(&file));
         assert!(out.status.success(), "{out:?}");
@@ -64,7 +66,11 @@ fn decode_reads_every_sample_format_from_pcapng_and_pcap() {
         assert_eq!(tr["records"][0]["exporter"], "10.255.0.1:50000");
         assert_eq!(tr["headers"]["report"]["report"]["group"]["node_id"], 6);
         // Every line names its format and frame number.
-        assert!(lines.iter().all(|l| l["format"].is_string() && l["frame"].is_u64()));
+        assert!(
+            lines
+                .iter()
+                .all(|l| l["format"].is_string() && l["frame"].is_u64())
+        );
     }
 }
 
@@ -72,7 +78,11 @@ fn decode_reads_every_sample_format_from_pcapng_and_pcap() {
 fn shipped_sample_capture_is_current() {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/int-formats.pcapng");
     let fresh = tmp("fresh.pcapng");
-    assert!(run(kplane().arg("sample-capture").arg(&fresh)).status.success());
+    assert!(
+        run(kplane().arg("sample-capture").arg(&fresh))
+            .status
+            .success()
+    );
     assert_eq!(
         std::fs::read(&shipped).expect("samples/int-formats.pcapng is shipped"),
         std::fs::read(&fresh).unwrap(),
@@ -96,7 +106,10 @@ fn malformed_frames_are_counted_by_reason_and_strict_fails() {
     assert_eq!(json_lines(&out).len(), 1);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("2 malformed (truncated 2)"), "{stderr}");
-    assert!(stderr.contains("frame 2:") && stderr.contains("at byte"), "{stderr}");
+    assert!(
+        stderr.contains("frame 2:") && stderr.contains("at byte"),
+        "{stderr}"
+    );
     let strict = run(kplane().args(["decode", "--strict"]).arg(&file));
     assert_eq!(strict.status.code(), Some(1));
 }
@@ -141,7 +154,11 @@ fn free_port() -> u16 {
 fn http_get(port: u16, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut resp = String::new();
     s.read_to_string(&mut resp).ok()?;
     Some(resp)
@@ -171,10 +188,17 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
             std::thread::sleep(Duration::from_millis(50));
         };
         assert!(ready, "{service} never became ready");
-        assert!(http_get(port, "/healthz").unwrap().starts_with("HTTP/1.1 200"));
+        assert!(
+            http_get(port, "/healthz")
+                .unwrap()
+                .starts_with("HTTP/1.1 200")
+        );
         let metrics = http_get(port, "/metrics").unwrap();
         assert!(
-            metrics.contains(&format!("kplane_build_info{{version=\"{}\",service=\"{service}\"}} 1", env!("CARGO_PKG_VERSION"))),
+            metrics.contains(&format!(
+                "kplane_build_info{{version=\"{}\",service=\"{service}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )),
             "{metrics}"
         );
         let kill = Command::new("kill")
@@ -185,7 +209,12 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
         let status = child.wait().unwrap();
         assert!(status.success(), "{service} exited with {status}");
         let mut log = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut log)
+            .unwrap();
         assert!(log.contains("stopped"), "{log}");
     }
 }

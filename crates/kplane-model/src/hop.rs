@@ -155,7 +155,11 @@ impl HopRecord {
     /// Sets a field from its raw wire value of `bits` width, mapping all-ones to unavailable.
     #[inline]
     pub fn set_raw(&mut self, field: HopField, raw: u64, bits: u32) {
-        let all_ones = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let all_ones = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
         if raw == all_ones {
             self.set_unavailable(field);
         } else {
@@ -215,9 +219,9 @@ impl PartialEq for HopRecord {
     fn eq(&self, other: &Self) -> bool {
         self.present == other.present
             && self.unavailable == other.unavailable
-            && HopField::ALL
-                .iter()
-                .all(|f| self.valid() & f.bit() == 0 || self.load(*f as usize) == other.load(*f as usize))
+            && HopField::ALL.iter().all(|f| {
+                self.valid() & f.bit() == 0 || self.load(*f as usize) == other.load(*f as usize)
+            })
     }
 }
 

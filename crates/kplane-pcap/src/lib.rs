@@ -102,7 +102,9 @@ pub struct CaptureReader {
 
 impl std::fmt::Debug for CaptureReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CaptureReader").field("path", &self.path).finish()
+        f.debug_struct("CaptureReader")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -246,12 +248,13 @@ impl CaptureWriter {
         format: CaptureFormat,
         linktype: u32,
     ) -> Result<Self, CaptureError> {
-        let file = BufWriter::new(File::create(path.as_ref()).map_err(|source| {
-            CaptureError::Open {
-                path: path.as_ref().display().to_string(),
-                source,
-            }
-        })?);
+        let file =
+            BufWriter::new(
+                File::create(path.as_ref()).map_err(|source| CaptureError::Open {
+                    path: path.as_ref().display().to_string(),
+                    source,
+                })?,
+            );
         let inner = match format {
             CaptureFormat::Pcap => {
                 let header = PcapHeader {
@@ -309,16 +312,23 @@ mod tests {
     use super::*;
 
     fn round_trip(format: CaptureFormat) {
-        let dir = std::env::temp_dir().join(format!("kplane-pcap-{format:?}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("kplane-pcap-{format:?}-{}", std::process::id()));
         let mut w = CaptureWriter::create(&dir, format, LINKTYPE_ETHERNET).unwrap();
         w.write(1_700_000_000_123_456_789, b"first").unwrap();
         w.write(1_700_000_001_000_000_001, b"second").unwrap();
         w.finish().unwrap();
         let mut r = CaptureReader::open(&dir).unwrap();
         let f = r.next_frame().unwrap().unwrap();
-        assert_eq!((f.ts_ns, f.linktype, &*f.data), (1_700_000_000_123_456_789, 1, &b"first"[..]));
+        assert_eq!(
+            (f.ts_ns, f.linktype, &*f.data),
+            (1_700_000_000_123_456_789, 1, &b"first"[..])
+        );
         let f = r.next_frame().unwrap().unwrap();
-        assert_eq!((f.ts_ns, &*f.data), (1_700_000_001_000_000_001, &b"second"[..]));
+        assert_eq!(
+            (f.ts_ns, &*f.data),
+            (1_700_000_001_000_000_001, &b"second"[..])
+        );
         assert!(r.next_frame().is_none());
         std::fs::remove_file(&dir).unwrap();
     }
@@ -346,6 +356,9 @@ mod tests {
         let e = CaptureReader::open(&p).unwrap_err();
         assert!(e.to_string().contains("not a pcap or pcapng"), "{e}");
         std::fs::remove_file(&p).unwrap();
-        assert!(matches!(CaptureReader::open("/nonexistent/x.pcap"), Err(CaptureError::Open { .. })));
+        assert!(matches!(
+            CaptureReader::open("/nonexistent/x.pcap"),
+            Err(CaptureError::Open { .. })
+        ));
     }
 }

@@ -77,7 +77,13 @@ pub async fn serve_admin(
     addr: SocketAddr,
     state: AdminState,
     shutdown: Shutdown,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<Result<(), RuntimeError>>), RuntimeError> {
+) -> Result<
+    (
+        SocketAddr,
+        tokio::task::JoinHandle<Result<(), RuntimeError>>,
+    ),
+    RuntimeError,
+> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| RuntimeError::AdminBind { addr, source })?;
@@ -118,7 +124,10 @@ mod tests {
     async fn health_readiness_and_metrics() {
         let state = AdminState::new(Metrics::new("test"));
         assert_eq!(get(&state, "/healthz").await.0, StatusCode::OK);
-        assert_eq!(get(&state, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            get(&state, "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
         state.set_ready(true);
         assert_eq!(get(&state, "/readyz").await.0, StatusCode::OK);
         let (status, body) = get(&state, "/metrics").await;

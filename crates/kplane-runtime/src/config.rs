@@ -58,15 +58,13 @@ impl ConfigSource {
             f = f.merge(Toml::file(path));
         }
         let prefix = self.env_prefix.as_deref().unwrap_or("KPLANE__");
-        f = f.merge(
-            Env::prefixed(prefix).map(|k| {
-                k.as_str()
-                    .to_lowercase()
-                    .replace("__", ".")
-                    .replace('_', "-")
-                    .into()
-            }),
-        );
+        f = f.merge(Env::prefixed(prefix).map(|k| {
+            k.as_str()
+                .to_lowercase()
+                .replace("__", ".")
+                .replace('_', "-")
+                .into()
+        }));
         for (key, value) in &self.overrides {
             f = f.merge(Serialized::default(key, value));
         }
@@ -161,11 +159,17 @@ mod layering {
             jail.create_file("k.toml", "[section]\nbatch-size = 20\nname = \"file\"\n")?;
             let file = ConfigSource::file("k.toml");
             let doc = load::<Doc>(&file).unwrap();
-            assert_eq!((doc.section.batch_size, doc.section.name.as_str()), (20, "file"));
+            assert_eq!(
+                (doc.section.batch_size, doc.section.name.as_str()),
+                (20, "file")
+            );
 
             jail.set_env("KPLANE__SECTION__BATCH_SIZE", "30");
             let doc = load::<Doc>(&file).unwrap();
-            assert_eq!((doc.section.batch_size, doc.section.name.as_str()), (30, "file"));
+            assert_eq!(
+                (doc.section.batch_size, doc.section.name.as_str()),
+                (30, "file")
+            );
 
             let flags = file.clone().set("section.batch-size", 40);
             assert_eq!(load::<Doc>(&flags).unwrap().section.batch_size, 40);

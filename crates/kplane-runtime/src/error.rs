@@ -8,7 +8,11 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "invalid configuration ({} problem(s)):", self.problems.len())?;
+        writeln!(
+            f,
+            "invalid configuration ({} problem(s)):",
+            self.problems.len()
+        )?;
         for p in &self.problems {
             writeln!(f, "  - {p}")?;
         }

@@ -37,7 +37,10 @@ impl Default for LogConfig {
 impl crate::Validate for LogConfig {
     fn validate(&self, problems: &mut Vec<String>) {
         if let Err(e) = EnvFilter::try_new(&self.level) {
-            problems.push(format!("log.level {:?} is not a valid filter: {e}", self.level));
+            problems.push(format!(
+                "log.level {:?} is not a valid filter: {e}",
+                self.level
+            ));
         }
     }
 }

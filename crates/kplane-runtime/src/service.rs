@@ -79,7 +79,10 @@ where
         eprintln!("kplane-{name}: {e}");
         return ExitCode::FAILURE;
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("kplane-{name}: cannot start the async runtime: {e}");

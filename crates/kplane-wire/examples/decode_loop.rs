@@ -2,7 +2,10 @@
 use kplane_wire::{Decoder, RecordMeta, samples};
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     let payload = samples::tr_v20_5hop_payload();
     let mut d = Decoder::new(samples::options());
     let mut hops = 0;
@@ -13,5 +16,9 @@ fn main() {
         });
     }
     let el = t.elapsed();
-    println!("{n} reports, {hops} hops, {:.1} ns/report, {:.2} M reports/s", el.as_nanos() as f64 / n as f64, n as f64 / el.as_secs_f64() / 1e6);
+    println!(
+        "{n} reports, {hops} hops, {:.1} ns/report, {:.2} M reports/s",
+        el.as_nanos() as f64 / n as f64,
+        n as f64 / el.as_secs_f64() / 1e6
+    );
 }

@@ -5,9 +5,9 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use kplane_model::{HopField, HopRecord};
 
+use crate::int::v2::{GpeShimV2, GreShimV2, MdHeaderV2, MxHeaderV2, ShimV2, TYPE_MD, TYPE_MX};
 use crate::int::v05::{MdHeaderV05, ShimV05, TailV05};
 use crate::int::v10::{MdHeaderV10, ShimV10};
-use crate::int::v2::{GpeShimV2, GreShimV2, MdHeaderV2, MxHeaderV2, ShimV2, TYPE_MD, TYPE_MX};
 use crate::int::{IntVersion, baseline_len, encode_hop};
 use crate::layers::{
     Ethernet, Geneve, GeneveOption, Gre, Ipv4, Ipv6, Tcp, Udp, Vxlan, ethertype, ipproto,
@@ -68,7 +68,11 @@ impl IntSpec {
     }
 
     fn stack_len(&self) -> usize {
-        if self.mx { 0 } else { self.stride() * self.hops.len() }
+        if self.mx {
+            0
+        } else {
+            self.stride() * self.hops.len()
+        }
     }
 
     /// v2 body: MD header + stack, or MX header.
@@ -494,7 +498,13 @@ fn v6(ip: IpAddr) -> std::net::Ipv6Addr {
 }
 
 /// An Ethernet/IP/UDP frame carrying `payload` (a report) from `src` to `dst`.
-pub fn udp_frame(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16, payload: &[u8]) -> Vec<u8> {
+pub fn udp_frame(
+    src: IpAddr,
+    dst: IpAddr,
+    src_port: u16,
+    dst_port: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut udp = Vec::with_capacity(payload.len() + 8);
     udp_header(src_port, dst_port, payload.len(), &mut udp);
     udp.extend_from_slice(payload);
@@ -611,7 +621,11 @@ impl MainSpec {
 /// Telemetry Report v2.0.
 pub fn report_v20(group: GroupHeader, reports: &[IndividualSpec]) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
-    GroupHeader { version: 2, ..group }.write(&mut out);
+    GroupHeader {
+        version: 2,
+        ..group
+    }
+    .write(&mut out);
     for r in reports {
         let mut main = Vec::new();
         let md_words = r.main.as_ref().map_or(0, |m| m.write(&mut main));

@@ -126,6 +126,9 @@ mod tests {
                 available: 6
             }
         );
-        assert_eq!(err.to_string(), "hdr.field at byte 10: truncated (need 8 bytes, 6 available)");
+        assert_eq!(
+            err.to_string(),
+            "hdr.field at byte 10: truncated (need 8 bytes, 6 available)"
+        );
     }
 }

@@ -17,7 +17,10 @@ pub enum ErrorKind {
     /// A version field holds a value this decoder does not know.
     BadVersion { found: u8 },
     /// A length field is inconsistent with the header or the buffer.
-    BadLength { value: usize, expected: &'static str },
+    BadLength {
+        value: usize,
+        expected: &'static str,
+    },
     /// A type / protocol / option value is not one the format allows here.
     Unsupported { value: u32 },
     /// The packet carries no telemetry this decoder recognises.
@@ -62,7 +65,11 @@ impl WireError {
 
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{} at byte {}: ", self.header, self.field, self.offset)?;
+        write!(
+            f,
+            "{}.{} at byte {}: ",
+            self.header, self.field, self.offset
+        )?;
         match self.kind {
             ErrorKind::Truncated { needed, available } => {
                 write!(f, "truncated (need {needed} bytes, {available} available)")

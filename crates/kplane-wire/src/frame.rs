@@ -7,6 +7,8 @@ use crate::opts::DecodeOptions;
 use crate::packet::{L4, Packet, Start, Telemetry};
 use crate::report::TelemetryReport;
 
+// Views are Copy and short-lived; boxing the larger variant would cost an allocation per frame.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]

@@ -85,9 +85,10 @@ impl Ethernet {
         } else {
             [ethertype::VLAN, ethertype::VLAN]
         };
-        for i in 0..usize::from(self.vlan_count.min(2)) {
-            out.extend_from_slice(&tpids[i].to_be_bytes());
-            out.extend_from_slice(&(self.vlan_ids[i] & 0x0FFF).to_be_bytes());
+        let n = usize::from(self.vlan_count.min(2));
+        for (tpid, id) in tpids.iter().zip(&self.vlan_ids).take(n) {
+            out.extend_from_slice(&tpid.to_be_bytes());
+            out.extend_from_slice(&(id & 0x0FFF).to_be_bytes());
         }
         out.extend_from_slice(&self.ethertype.to_be_bytes());
     }
@@ -271,7 +272,9 @@ impl Ipv6 {
             src: Ipv6Addr::from(src),
             dst: Ipv6Addr::from(dst),
         };
-        let mut rest = b.skip(40, Self::H, "addresses")?.prefix(h.payload_length.into());
+        let mut rest = b
+            .skip(40, Self::H, "addresses")?
+            .prefix(h.payload_length.into());
         // Walk extension headers: hop-by-hop, routing, fragment, destination options.
         while matches!(h.protocol, 0 | 43 | 44 | 60) {
             let e = rest.array::<2>("ipv6_extension", "next_header")?;
@@ -422,9 +425,10 @@ impl Gre {
             version: a[1] & 7,
             protocol: be16(a, 2),
         };
-        let opt = 4 * (usize::from(h.checksum_present)
-            + usize::from(h.key_present)
-            + usize::from(h.sequence_present));
+        let opt = 4
+            * (usize::from(h.checksum_present)
+                + usize::from(h.key_present)
+                + usize::from(h.sequence_present));
         Ok((h, b.skip(4 + opt, "gre", "options")?))
     }
 

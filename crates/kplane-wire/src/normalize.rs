@@ -187,8 +187,7 @@ impl TelemetryReport<'_> {
                     if let Some(main) = &ind.main {
                         let mut hop = main.metadata_cached(plans);
                         hop.set(HopField::NodeId, r.group.node_id.into());
-                        rec.envelope.drop_reason =
-                            hop.get(HopField::DropReason).map(|v| v as u8);
+                        rec.envelope.drop_reason = hop.get(HopField::DropReason).map(|v| v as u8);
                         rec.envelope.timestamp_ns = hop.get(HopField::IngressTimestamp);
                         push_reporting_node(rec, hop);
                     }

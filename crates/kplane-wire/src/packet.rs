@@ -7,10 +7,10 @@ use kplane_model::{FlowKey, ReportFormat};
 
 use crate::bytes::Bytes;
 use crate::error::{ErrorKind, Result, WireError};
+use crate::int::HopStack;
+use crate::int::v2::{GpeShimV2, GreShimV2, IntV2Body, ShimV2};
 use crate::int::v05::{IntV05, MdHeaderV05, ShimV05, TailV05};
 use crate::int::v10::{IntV10, MdHeaderV10, ShimV10};
-use crate::int::v2::{GpeShimV2, GreShimV2, IntV2Body, ShimV2};
-use crate::int::HopStack;
 use crate::layers::{Ethernet, Geneve, GeneveOption, Gre, Ipv4, Ipv6, Tcp, Udp, Vxlan};
 use crate::layers::{ethertype, ipproto};
 use crate::opts::DecodeOptions;
@@ -385,8 +385,7 @@ impl<'a> Packet<'a> {
                 if gre.protocol == opts.gre_int_protocol {
                     let shim = GreShimV2::parse(rest)?;
                     let rest = rest.skip(GreShimV2::LEN, "int_v2_gre_shim", "length")?;
-                    let (body, rest) =
-                        IntV2Body::parse(shim.int_type, shim.length.into(), rest)?;
+                    let (body, rest) = IntV2Body::parse(shim.int_type, shim.length.into(), rest)?;
                     p.telemetry = Telemetry::Int(EmbeddedInt {
                         carrier: Carrier::Gre,
                         shim: Shim::V2Gre(shim),

@@ -337,7 +337,10 @@ impl<'a> IntLabel<'a> {
 
     /// Items in wire order (newest first).
     pub fn items(&self) -> impl DoubleEndedIterator<Item = HopRecord> + '_ {
-        self.items.data().chunks_exact(LABEL_ITEM_LEN).map(Self::item)
+        self.items
+            .data()
+            .chunks_exact(LABEL_ITEM_LEN)
+            .map(Self::item)
     }
 
     /// Items in labelling order (first labelling device first).

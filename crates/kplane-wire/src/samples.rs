@@ -5,21 +5,21 @@ use std::net::IpAddr;
 
 use kplane_model::{HopField, HopRecord};
 
+use crate::DecodeOptions;
 use crate::build::{
-    self, Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, report_v05, report_v10,
-    report_v20, sample_hop, udp_frame,
+    self, Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, report_v05, report_v10, report_v20,
+    sample_hop, udp_frame,
 };
 use crate::int::IntVersion;
 use crate::papers::{DlvHeader, GpintProbe, ProbeKind, SrHeader};
 use crate::report::v05::{DropHeaderV05, FixedHeaderV05, LocalHeaderV05};
 use crate::report::v10::ReportHeaderV10;
 use crate::report::v20::{GroupHeader, IndividualHeader};
-use crate::DecodeOptions;
-
 
 /// Parses a literal address (samples only use valid ones).
 pub fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+    s.parse()
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
 }
 
 /// `n` sample hops with node ids 1..=n.
@@ -78,7 +78,12 @@ pub fn tr_v20_5hop_payload() -> Vec<u8> {
             node_id: 6,
             ..GroupHeader::default()
         },
-        &[IndividualSpec::int(0x7C00, sink_md(), 4, ip_only(int_md_5hop()))],
+        &[IndividualSpec::int(
+            0x7C00,
+            sink_md(),
+            4,
+            ip_only(int_md_5hop()),
+        )],
     )
 }
 
@@ -150,7 +155,10 @@ pub fn int_md_geneve() -> Vec<u8> {
 /// Every sample: (name, Ethernet frame). Reports are sent to UDP port 32766.
 pub fn all() -> Vec<(&'static str, Vec<u8>)> {
     let mut v = Vec::new();
-    v.push(("tr-v0.5-local-int-v0.5", to_collector(&tr_v05_local_payload())));
+    v.push((
+        "tr-v0.5-local-int-v0.5",
+        to_collector(&tr_v05_local_payload()),
+    ));
     let plain = PacketSpec::new(udp_flow()).build();
     v.push((
         "tr-v0.5-drop",
@@ -173,7 +181,10 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
             &plain,
         )),
     ));
-    v.push(("tr-v1.0-int-v1.0-6hop", to_collector(&tr_v10_6hop_payload())));
+    v.push((
+        "tr-v1.0-int-v1.0-6hop",
+        to_collector(&tr_v10_6hop_payload()),
+    ));
     v.push(("tr-v2.0-int-md-5hop", to_collector(&tr_v20_5hop_payload())));
     // Two individual reports, the second with Report Length 0xFF and an Ethernet inner.
     let mut second = IndividualSpec::int(0x1001, sample_hop(6, 0, 99), 3, plain.clone());
@@ -232,7 +243,12 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
                 sequence: 3,
                 ..GroupHeader::default()
             },
-            &[IndividualSpec::int(0x7F80, sample_hop(11, 321, 12), 0, Vec::new())],
+            &[IndividualSpec::int(
+                0x7F80,
+                sample_hop(11, 321, 12),
+                0,
+                Vec::new(),
+            )],
         )),
     ));
     v.push(("int-v2.1-md-geneve", int_md_geneve()));
@@ -284,12 +300,17 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
     v.push(("int-v0.5-tcp-dscp-qinq", qinq.build()));
     v.push((
         "int-v2-md-ipv6-udp-dscp",
-        PacketSpec::new(FlowSpec::udp(ip("2001:db8::1"), ip("2001:db8::2"), 5000, 6000))
-            .with_int(
-                IntSpec::new(IntVersion::V2, 0x8000 | 0x2000 | 0x0080, hops(3)),
-                Encap::Dscp { dscp: 0x17 },
-            )
-            .build(),
+        PacketSpec::new(FlowSpec::udp(
+            ip("2001:db8::1"),
+            ip("2001:db8::2"),
+            5000,
+            6000,
+        ))
+        .with_int(
+            IntSpec::new(IntVersion::V2, 0x8000 | 0x2000 | 0x0080, hops(3)),
+            Encap::Dscp { dscp: 0x17 },
+        )
+        .build(),
     ));
     let mut mx = IntSpec::new(IntVersion::V2, 0xFC00, Vec::new());
     mx.mx = true;

@@ -16,7 +16,12 @@ fn dir() -> PathBuf {
 fn to_hex(bytes: &[u8]) -> String {
     bytes
         .chunks(16)
-        .map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" "))
+        .map(|c| {
+            c.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
@@ -49,8 +54,11 @@ fn golden_vectors() {
         let json = decode_json(&frame);
         if bless {
             std::fs::write(&hex_path, to_hex(&frame)).unwrap();
-            std::fs::write(&json_path, serde_json::to_string_pretty(&json).unwrap() + "\n")
-                .unwrap();
+            std::fs::write(
+                &json_path,
+                serde_json::to_string_pretty(&json).unwrap() + "\n",
+            )
+            .unwrap();
             continue;
         }
         let stored = from_hex(&std::fs::read_to_string(&hex_path).expect("hex exists"));

@@ -53,8 +53,14 @@ fn report_truncated_in_its_headers_names_the_header_and_offset() {
     let p = common::tr_v20_5hop_payload();
     for cut in 0..20 {
         let e = decode_err(&p[..cut]);
-        assert!(matches!(e.kind, ErrorKind::Truncated { .. }), "cut {cut}: {e}");
-        assert!(e.header.starts_with("tr_v2.0") || e.header == "telemetry_report", "cut {cut}: {e}");
+        assert!(
+            matches!(e.kind, ErrorKind::Truncated { .. }),
+            "cut {cut}: {e}"
+        );
+        assert!(
+            e.header.starts_with("tr_v2.0") || e.header == "telemetry_report",
+            "cut {cut}: {e}"
+        );
         assert!(e.offset <= cut, "cut {cut}: {e}");
     }
     // Cut inside the INT stack of the inner packet.
@@ -76,10 +82,16 @@ fn bad_versions_are_named() {
     p[0] = 0x30 | (p[0] & 0x0F);
     let e = decode_err(&p);
     assert_eq!(e.kind, ErrorKind::BadVersion { found: 3 });
-    assert_eq!((e.header, e.field, e.offset), ("telemetry_report", "version", 0));
+    assert_eq!(
+        (e.header, e.field, e.offset),
+        ("telemetry_report", "version", 0)
+    );
     // Wrong INT-MD header version inside the inner packet.
     let mut p = common::tr_v20_5hop_payload();
-    let md = p.windows(4).position(|w| w == [0x20, 0x00, 0x0B, 0x08]).unwrap();
+    let md = p
+        .windows(4)
+        .position(|w| w == [0x20, 0x00, 0x0B, 0x08])
+        .unwrap();
     p[md] = 0x70;
     assert_eq!(decode_err(&p).reason(), "bad_version");
 }
@@ -102,7 +114,10 @@ fn bad_lengths_are_named() {
     assert_eq!(decode_err(&p).reason(), "bad_length");
     // Hop ML too small for the instruction bitmap.
     let mut p = common::tr_v20_5hop_payload();
-    let md = p.windows(4).position(|w| w == [0x20, 0x00, 0x0B, 0x08]).unwrap();
+    let md = p
+        .windows(4)
+        .position(|w| w == [0x20, 0x00, 0x0B, 0x08])
+        .unwrap();
     p[md + 2] = 0x02;
     let e = decode_err(&p);
     assert_eq!((e.header, e.reason()), ("int_stack", "bad_length"), "{e}");

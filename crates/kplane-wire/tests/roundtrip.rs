@@ -153,9 +153,10 @@ fn case(version: IntVersion) -> impl Strategy<Value = (FlowSpec, IntSpec, Encap)
         .prop_filter("Geneve option holds at most 124 bytes", |(_, spec, e)| {
             !matches!(e, Encap::Geneve { .. }) || 12 + spec.stride() * spec.hops.len() <= 124
         })
-        .prop_filter("KDN and v0.5 stacks are bounded by 8-bit lengths", |(_, spec, _)| {
-            spec.stride() * spec.hops.len() < 900
-        })
+        .prop_filter(
+            "KDN and v0.5 stacks are bounded by 8-bit lengths",
+            |(_, spec, _)| spec.stride() * spec.hops.len() < 900,
+        )
 }
 
 /// INT v1.0 over a UDP port has no field for the original destination port.
@@ -190,8 +191,20 @@ fn check_int(f: FlowSpec, mut spec: IntSpec, e: Encap) -> Result<(), TestCaseErr
     prop_assert_eq!(&rec.hops, &want);
     let key = rec.flow.expect("flow");
     prop_assert_eq!(
-        (key.src_ip, key.dst_ip, key.protocol, key.src_port, key.dst_port),
-        (f.src, f.dst, f.protocol, f.src_port, expected_dst_port(&f, spec.version, e))
+        (
+            key.src_ip,
+            key.dst_ip,
+            key.protocol,
+            key.src_port,
+            key.dst_port
+        ),
+        (
+            f.src,
+            f.dst,
+            f.protocol,
+            f.src_port,
+            expected_dst_port(&f, spec.version, e)
+        )
     );
     Ok(())
 }

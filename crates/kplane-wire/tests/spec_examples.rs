@@ -84,9 +84,17 @@ fn embedded_int_md_in_a_tcp_packet() {
     let r = &recs[0];
     assert_eq!(r.envelope.embedded, Some(ReportFormat::IntMdV2));
     let f = r.flow.unwrap();
-    assert_eq!((f.src_port, f.dst_port, f.protocol), (1234, 80, 6), "flow restored");
+    assert_eq!(
+        (f.src_port, f.dst_port, f.protocol),
+        (1234, 80, 6),
+        "flow restored"
+    );
     let path: Vec<_> = r.path().collect();
-    assert_eq!(path, vec![Some(1), Some(2), Some(3)], "source first, sink last");
+    assert_eq!(
+        path,
+        vec![Some(1), Some(2), Some(3)],
+        "source first, sink last"
+    );
     let occ: Vec<_> = r.hops.iter().map(|h| h.queue_occupancy()).collect();
     assert_eq!(occ, vec![Some(300), Some(200), Some(100)]);
 }
@@ -118,7 +126,11 @@ fn embedded_int_md_over_udp_in_a_vxlan_packet() {
     assert_eq!(f.src_ip, ip("192.168.1.1"));
     assert_eq!((f.src_port, f.dst_port, f.protocol), (56789, 4789, 17));
     let path: Vec<_> = r.path().collect();
-    assert_eq!(path, vec![Some(1), Some(2)], "Inner Only adds no reporting hop");
+    assert_eq!(
+        path,
+        vec![Some(1), Some(2)],
+        "Inner Only adds no reporting hop"
+    );
     assert_eq!(r.hops[1].get(HopField::L1EgressPort), Some(4));
 }
 

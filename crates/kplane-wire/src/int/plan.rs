@@ -162,7 +162,9 @@ pub struct PlanCache {
 impl PlanCache {
     #[inline]
     pub fn get(&mut self, version: IntVersion, bitmap: u16, stride: usize) -> &HopPlan {
-        self.get_or(version, bitmap, stride, || HopPlan::new(version, bitmap, stride))
+        self.get_or(version, bitmap, stride, || {
+            HopPlan::new(version, bitmap, stride)
+        })
     }
 
     /// The plan under a key, compiled by `make` on a miss.

@@ -53,7 +53,7 @@ impl<'a> HopStack<'a> {
                 },
             ));
         }
-        if stride != 0 && data.len() % stride != 0 {
+        if stride != 0 && !data.len().is_multiple_of(stride) {
             return Err(WireError::new(
                 Self::HEADER,
                 "length",
@@ -95,11 +95,7 @@ impl<'a> HopStack<'a> {
 
     /// Number of hops on the stack.
     pub fn len(&self) -> usize {
-        if self.stride == 0 {
-            0
-        } else {
-            self.data.len() / self.stride
-        }
+        self.data.len().checked_div(self.stride).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {

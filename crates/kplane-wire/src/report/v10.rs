@@ -92,7 +92,11 @@ impl<'a> ReportV10<'a> {
                 },
             ));
         }
-        let rest = b.skip(ReportHeaderV10::LEN, ReportHeaderV10::H, "ingress_timestamp")?;
+        let rest = b.skip(
+            ReportHeaderV10::LEN,
+            ReportHeaderV10::H,
+            "ingress_timestamp",
+        )?;
         let (md, rest) = rest.split((words - 4) * 4, ReportHeaderV10::H, "optional_metadata")?;
         let metadata = decode_rep_md(header.rep_md_bits, md.data());
         let start = match header.next_proto {
@@ -163,8 +167,9 @@ pub fn encode_rep_md(bits: u8, hop: &HopRecord, out: &mut Vec<u8>) {
                 out.extend_from_slice(&(g(HopField::L1IngressPort, 0xFFFF) as u16).to_be_bytes());
                 out.extend_from_slice(&(g(HopField::L1EgressPort, 0xFFFF) as u16).to_be_bytes());
             }
-            rep_md::HOP_LATENCY => out
-                .extend_from_slice(&(g(HopField::HopLatency, 0xFFFF_FFFF) as u32).to_be_bytes()),
+            rep_md::HOP_LATENCY => {
+                out.extend_from_slice(&(g(HopField::HopLatency, 0xFFFF_FFFF) as u32).to_be_bytes())
+            }
             rep_md::QUEUE_OCCUPANCY => {
                 let v = (g(HopField::QueueId, 0xFF) << 24) | g(HopField::QueueOccupancy, 0xFF_FFFF);
                 out.extend_from_slice(&(v as u32).to_be_bytes());
@@ -177,9 +182,8 @@ pub fn encode_rep_md(bits: u8, hop: &HopRecord, out: &mut Vec<u8>) {
                 out.push(g(HopField::DropReason, 0xFF) as u8);
                 out.extend_from_slice(&[0, 0]);
             }
-            _ => out.extend_from_slice(
-                &(g(HopField::TxUtilization, 0xFFFF_FFFF) as u32).to_be_bytes(),
-            ),
+            _ => out
+                .extend_from_slice(&(g(HopField::TxUtilization, 0xFFFF_FFFF) as u32).to_be_bytes()),
         }
     }
 }

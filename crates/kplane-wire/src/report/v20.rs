@@ -105,9 +105,11 @@ impl<'a> IntMainContents<'a> {
     fn parse(b: Bytes<'a>, md_len: usize) -> Result<Self> {
         let a = b.array::<8>("tr_v2.0_int_main", "rep_md_bits")?;
         let rep_md_bits = be16(a, 0);
-        let (md, _) = b
-            .skip(8, "tr_v2.0_int_main", "ds_md_status")?
-            .split(md_len, "tr_v2.0_int_main", "metadata")?;
+        let (md, _) = b.skip(8, "tr_v2.0_int_main", "ds_md_status")?.split(
+            md_len,
+            "tr_v2.0_int_main",
+            "metadata",
+        )?;
         let len = Self::baseline_and_drop_len(rep_md_bits);
         if len > md_len {
             return Err(WireError::new(
@@ -366,7 +368,9 @@ fn parse_individual<'a>(
         IN_TYPE_DS_EXTENSION => InnerContents::DomainSpecific {
             len: inner_bytes.len(),
         },
-        IN_TYPE_ETHERNET => InnerContents::Packet(Packet::parse(inner_bytes, Start::Ethernet, opts)?),
+        IN_TYPE_ETHERNET => {
+            InnerContents::Packet(Packet::parse(inner_bytes, Start::Ethernet, opts)?)
+        }
         IN_TYPE_IPV4 => InnerContents::Packet(Packet::parse(inner_bytes, Start::Ipv4, opts)?),
         IN_TYPE_IPV6 => InnerContents::Packet(Packet::parse(inner_bytes, Start::Ipv6, opts)?),
         IN_TYPE_TLV => {
@@ -376,18 +380,18 @@ fn parse_individual<'a>(
                 length: t[1],
                 template: be16(t, 2),
             };
-            let (data, _) = inner_bytes
-                .skip(4, "tr_v2.0_tlv", "template")?
-                .split(usize::from(tlv.length) * 4, "tr_v2.0_tlv", "tlv_length")?;
+            let (data, _) = inner_bytes.skip(4, "tr_v2.0_tlv", "template")?.split(
+                usize::from(tlv.length) * 4,
+                "tr_v2.0_tlv",
+                "tlv_length",
+            )?;
             let start = match tlv.tlv_type {
                 1 => Some(Start::Ethernet),
                 2 => Some(Start::Ipv4),
                 3 => Some(Start::Ipv6),
                 _ => None,
             };
-            let packet = start
-                .map(|s| Packet::parse(data, s, opts))
-                .transpose()?;
+            let packet = start.map(|s| Packet::parse(data, s, opts)).transpose()?;
             InnerContents::Tlv { tlv, packet }
         }
         other => {
