@@ -18,6 +18,7 @@ pub mod build;
 mod bytes;
 mod error;
 pub mod frame;
+pub mod fuzzing;
 pub mod int;
 #[cfg(feature = "serde")]
 mod json;

@@ -6,7 +6,6 @@ use kplane_model::{HopField, HopRecord, ReportFlags, ReportFormat, ReportRecord}
 
 use crate::error::WireError;
 use crate::frame::Decoded;
-use crate::int::PlanCache;
 use crate::opts::DecodeOptions;
 use crate::packet::{Packet, Telemetry};
 use crate::report::{TelemetryReport, v20::InnerContents};
@@ -28,22 +27,18 @@ pub struct DecodeOutcome {
 
 /// Fills `rec` from a packet's telemetry and flow; returns whether it carried any.
 #[inline]
-fn fill_from_packet(
-    p: &Packet<'_>,
-    rec: &mut ReportRecord,
-    plans: &mut PlanCache,
-) -> Option<ReportFormat> {
+fn fill_from_packet(p: &Packet<'_>, rec: &mut ReportRecord) -> Option<ReportFormat> {
     rec.flow = p.flow;
     let format = p.telemetry.format();
     match &p.telemetry {
         Telemetry::None => {}
         Telemetry::Int(int) => {
             if let Some(hops) = int.hops() {
-                hops.push_path_order(&mut rec.hops, plans);
+                hops.push_path_order(&mut rec.hops);
             }
         }
         Telemetry::Kdn(kdn) => {
-            kdn.hops.push_path_order(&mut rec.hops, plans);
+            kdn.hops.push_path_order(&mut rec.hops);
             rec.envelope
                 .flags
                 .set(ReportFlags::TO_CONTROLLER, kdn.kdn.to_controller);
@@ -86,18 +81,6 @@ impl TelemetryReport<'_> {
         &self,
         meta: RecordMeta,
         rec: &mut ReportRecord,
-        emit: impl FnMut(&ReportRecord),
-    ) -> DecodeOutcome {
-        self.for_each_record_cached(meta, rec, &mut PlanCache::default(), emit)
-    }
-
-    /// [`Self::for_each_record`] with a caller-owned layout cache (the hot path).
-    #[inline]
-    pub fn for_each_record_cached(
-        &self,
-        meta: RecordMeta,
-        rec: &mut ReportRecord,
-        plans: &mut PlanCache,
         mut emit: impl FnMut(&ReportRecord),
     ) -> DecodeOutcome {
         let mut out = DecodeOutcome::default();
@@ -115,7 +98,7 @@ impl TelemetryReport<'_> {
                 rec.envelope.sequence = Some(f.sequence);
                 rec.envelope.timestamp_ns = Some(f.ingress_timestamp.into());
                 flags(rec, f.dropped, f.congested_queue, f.tracked_flow);
-                rec.envelope.embedded = fill_from_packet(&r.inner, rec, plans);
+                rec.envelope.embedded = fill_from_packet(&r.inner, rec);
                 let mut hop = HopRecord::default();
                 if let Some(d) = r.drop {
                     rec.envelope.node_id = Some(d.switch_id);
@@ -153,7 +136,7 @@ impl TelemetryReport<'_> {
                 rec.envelope.timestamp_ns = Some(h.ingress_timestamp.into());
                 rec.envelope.drop_reason = r.metadata.get(HopField::DropReason).map(|v| v as u8);
                 flags(rec, h.dropped, h.congested_queue, h.tracked_flow);
-                rec.envelope.embedded = fill_from_packet(&r.inner, rec, plans);
+                rec.envelope.embedded = fill_from_packet(&r.inner, rec);
                 let mut hop = r.metadata;
                 hop.set(HopField::NodeId, h.switch_id.into());
                 hop.set_raw(HopField::IngressTimestamp, h.ingress_timestamp.into(), 32);
@@ -180,12 +163,12 @@ impl TelemetryReport<'_> {
                         .flags
                         .set(ReportFlags::INTERMEDIATE, h.intermediate);
                     if let Some(p) = ind.inner.packet() {
-                        rec.envelope.embedded = fill_from_packet(p, rec, plans);
+                        rec.envelope.embedded = fill_from_packet(p, rec);
                     } else if let InnerContents::Tlv { .. } = ind.inner {
                         rec.envelope.embedded = None;
                     }
                     if let Some(main) = &ind.main {
-                        let mut hop = main.metadata_cached(plans);
+                        let mut hop = main.metadata();
                         hop.set(HopField::NodeId, r.group.node_id.into());
                         rec.envelope.drop_reason = hop.get(HopField::DropReason).map(|v| v as u8);
                         rec.envelope.timestamp_ns = hop.get(HopField::IngressTimestamp);
@@ -206,7 +189,7 @@ impl Packet<'_> {
         rec.clear();
         rec.envelope.exporter = meta.exporter;
         rec.envelope.received_ns = meta.received_ns;
-        match fill_from_packet(self, rec, &mut PlanCache::default()) {
+        match fill_from_packet(self, rec) {
             Some(format) => {
                 rec.envelope.format = format;
                 true
@@ -247,7 +230,6 @@ impl Decoded<'_> {
 pub struct Decoder {
     opts: DecodeOptions,
     record: ReportRecord,
-    plans: PlanCache,
 }
 
 impl Decoder {
@@ -255,7 +237,6 @@ impl Decoder {
         Self {
             opts,
             record: ReportRecord::default(),
-            plans: PlanCache::default(),
         }
     }
 
@@ -271,9 +252,7 @@ impl Decoder {
         emit: impl FnMut(&ReportRecord),
     ) -> DecodeOutcome {
         match TelemetryReport::parse(payload, &self.opts) {
-            Ok(report) => {
-                report.for_each_record_cached(meta, &mut self.record, &mut self.plans, emit)
-            }
+            Ok(report) => report.for_each_record(meta, &mut self.record, emit),
             Err(e) => DecodeOutcome {
                 records: 0,
                 error: Some(e),

@@ -1,12 +1,12 @@
 //! Embedded INT: headers of every version and the per-hop metadata stack.
 
-mod plan;
+mod hop;
 mod stack;
 pub mod v05;
 pub mod v10;
 pub mod v2;
 
-pub use plan::{HopPlan, PlanCache};
+pub use hop::decode_hop;
 pub use stack::{HopStack, baseline_len, encode_hop, instruction_width};
 
 /// INT specification generation. Field widths differ between them (4- vs 8-byte timestamps,

@@ -1,7 +1,6 @@
 use kplane_model::{HopField, HopRecord, MAX_HOPS};
 
 use super::IntVersion;
-use super::plan::{HopPlan, PlanCache};
 use crate::bytes::Bytes;
 use crate::error::{ErrorKind, Result, WireError};
 
@@ -109,8 +108,12 @@ impl<'a> HopStack<'a> {
     /// The `i`-th hop in wire order (0 = newest).
     pub fn hop(&self, i: usize) -> HopRecord {
         let start = i * self.stride;
-        HopPlan::new(self.version, self.bitmap, self.stride)
-            .decode(&self.data.data()[start..start + self.stride])
+        let data = self.data.data();
+        super::hop::decode_hop(
+            self.version,
+            self.bitmap,
+            data.get(start..start + self.stride).unwrap_or_default(),
+        )
     }
 
     /// Hops in wire order (newest first).
@@ -119,14 +122,16 @@ impl<'a> HopStack<'a> {
     }
 
     /// Appends the hops in path order (INT source first) without allocating beyond `out`.
-    /// Appends the hops in path order (INT source first), with a cached layout.
+    /// Appends the hops in path order (INT source first).
     #[inline]
-    pub fn push_path_order(&self, out: &mut Vec<HopRecord>, plans: &mut PlanCache) {
-        let plan = plans.get(self.version, self.bitmap, self.stride);
-        let data = self.data.data();
-        for i in (0..self.len()).rev() {
-            out.push(plan.decode_at(&data[i * self.stride..]));
-        }
+    pub fn push_path_order(&self, out: &mut Vec<HopRecord>) {
+        super::hop::push_hops(
+            self.version,
+            self.bitmap,
+            self.stride,
+            self.data.data(),
+            out,
+        );
     }
 }
 

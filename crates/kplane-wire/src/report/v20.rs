@@ -5,7 +5,7 @@ use kplane_model::{HopField, HopRecord};
 
 use crate::bytes::{Bytes, be16, be32};
 use crate::error::{ErrorKind, Result, WireError};
-use crate::int::{HopPlan, IntVersion, PlanCache, baseline_len};
+use crate::int::{IntVersion, baseline_len, decode_hop};
 use crate::opts::DecodeOptions;
 use crate::packet::{Packet, Start};
 
@@ -142,32 +142,20 @@ impl<'a> IntMainContents<'a> {
             + if rep_md_bits & REP_MD_DROP != 0 { 4 } else { 0 }
     }
 
-    /// The layout of the metadata words for `rep_md_bits`.
-    pub fn plan(rep_md_bits: u16) -> HopPlan {
-        let baseline = Self::baseline(rep_md_bits);
-        let mut plan = HopPlan::new(IntVersion::V2, baseline, 0);
-        if rep_md_bits & REP_MD_DROP != 0 {
-            let at = baseline_len(IntVersion::V2, baseline);
-            plan.push(HopField::QueueId, at, 1);
-            plan.push(HopField::DropReason, at + 1, 1);
-        }
-        plan
-    }
-
     /// The reporting node's metadata (node id not included: it is in the group header).
-    pub fn metadata(&self) -> HopRecord {
-        Self::plan(self.rep_md_bits).decode(self.metadata.data())
-    }
-
-    /// Same, with a cached layout (hot path).
     #[inline]
-    pub fn metadata_cached(&self, plans: &mut PlanCache) -> HopRecord {
-        // The cache keys on (version, bitmap, stride); stride usize::MAX marks report plans.
-        plans
-            .get_or(IntVersion::V2, self.rep_md_bits, usize::MAX, || {
-                Self::plan(self.rep_md_bits)
-            })
-            .decode(self.metadata.data())
+    pub fn metadata(&self) -> HopRecord {
+        let baseline = Self::baseline(self.rep_md_bits);
+        let md = self.metadata.data();
+        let mut hop = decode_hop(IntVersion::V2, baseline, md);
+        if self.rep_md_bits & REP_MD_DROP != 0 {
+            let at = baseline_len(IntVersion::V2, baseline);
+            if let Some(w) = md.get(at..at + 2) {
+                hop.set_raw(HopField::QueueId, w[0].into(), 8);
+                hop.set_raw(HopField::DropReason, w[1].into(), 8);
+            }
+        }
+        hop
     }
 }
 

@@ -1,0 +1,36 @@
+# kplane developer tasks. `make help` lists them.
+.DEFAULT_GOAL := help
+CARGO ?= cargo
+FUZZ_SECONDS ?= 60
+
+.PHONY: help run test lint fmt bench fuzz samples bless
+
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+run: ## Decode the shipped sample capture (the README's first command)
+	$(CARGO) run --release -- decode --kdn-port 5001 samples/int-formats.pcapng
+
+test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay, end to end)
+	$(CARGO) nextest run --workspace --locked --no-fail-fast
+	$(CARGO) test --workspace --locked --doc
+
+lint: ## rustfmt --check and clippy -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+fmt: ## Format the code
+	$(CARGO) fmt --all
+
+bench: ## Criterion benchmarks (reports/s); results in target/criterion
+	$(CARGO) bench -p kplane-wire --bench decode
+
+fuzz: ## Run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz and a nightly toolchain)
+	cd fuzz && for t in decode_report decode_frame; do \
+	  mkdir -p work/$$t && $(CARGO) +nightly fuzz run $$t work/$$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+
+samples: ## Regenerate samples/int-formats.pcapng
+	$(CARGO) run -- sample-capture samples/int-formats.pcapng
+
+bless: ## Regenerate golden vectors and fuzz seeds (review the diff!)
+	KPLANE_BLESS=1 $(CARGO) test -p kplane-wire --test golden --test fuzz_corpus
