@@ -7,10 +7,11 @@ use kplane_wire::build::{
     Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, report_v05, report_v10, report_v20,
 };
 use kplane_wire::int::{IntVersion, baseline_len};
+use kplane_wire::papers::{DlvHeader, GpintProbe, ProbeKind, SrHeader};
 use kplane_wire::report::v05::{FixedHeaderV05, LocalHeaderV05};
 use kplane_wire::report::v10::ReportHeaderV10;
 use kplane_wire::report::v20::GroupHeader;
-use kplane_wire::{Decoder, RecordMeta, Start, decode_frame};
+use kplane_wire::{Bytes, Decoder, RecordMeta, Start, decode_frame};
 use proptest::prelude::*;
 
 /// Record fields an instruction bit covers, per version.
@@ -307,5 +308,52 @@ proptest! {
         prop_assert_eq!((got[0].envelope.sequence, got[0].envelope.hw_id), (Some(seq), hw));
         prop_assert_eq!(got[0].hops[0].hop_latency_ns(), Some(eg.wrapping_sub(ig)));
         prop_assert_eq!(got[0].hops[0].queue_occupancy(), Some(occ));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn int_mx_round_trips(f in flow(), bitmap in valid_bitmap(IntVersion::V2), e in encap(IntVersion::V2)) {
+        let f = match e {
+            Encap::UdpPort { .. } => FlowSpec::udp(f.src, f.dst, f.src_port, f.dst_port),
+            _ => f,
+        };
+        let mut spec = IntSpec::new(IntVersion::V2, bitmap, Vec::new());
+        spec.mx = true;
+        let rec = decode_one(&PacketSpec::new(f).with_int(spec, e).build());
+        prop_assert_eq!(rec.envelope.format, kplane_model::ReportFormat::IntMxV2);
+        prop_assert!(rec.hops.is_empty());
+        let key = rec.flow.expect("flow");
+        prop_assert_eq!((key.src_ip, key.dst_ip, key.dst_port), (f.src, f.dst, f.dst_port));
+    }
+
+    #[test]
+    fn gpint_probe_round_trips(
+        request_id in 0u16..0x8000,
+        request_type in 0u8..2,
+        route in proptest::collection::vec((any::<u8>(), any::<u16>()), 0..6),
+        devices in proptest::collection::vec((any::<u8>(), any::<u8>(), proptest::collection::vec(any::<u32>(), 0..4)), 0..6),
+        kind in proptest::sample::select(vec![ProbeKind::Measurement, ProbeKind::Feedback, ProbeKind::FailureNotification]),
+    ) {
+        let route: Vec<_> = route.into_iter().map(|(p, r)| SrHeader { next_port: p, measurement_range: r }).collect();
+        let devices: Vec<_> = devices
+            .into_iter()
+            .map(|(sid, q, m)| (DlvHeader { switch_id: sid, queue_depth: q, measurement_count: m.len() as u16 }, m))
+            .collect();
+        let mut body = Vec::new();
+        GpintProbe::write(request_id, request_type, &route, &devices, &mut body);
+        let ip = kplane_wire::build::ip_packet(common::ip("10.9.0.1"), common::ip("10.9.0.2"), 254, kind.dscp(), &body);
+        let (probe, rest) = GpintProbe::parse(kind, Bytes::new(&ip[20..])).expect("decodes");
+        prop_assert!(rest.is_empty());
+        prop_assert_eq!((probe.kind, probe.request_id, probe.request_type), (kind, request_id, request_type));
+        prop_assert_eq!(probe.source_route().collect::<Vec<_>>(), route);
+        prop_assert_eq!(probe.devices().collect::<Vec<_>>(), devices.iter().map(|d| d.0).collect::<Vec<_>>());
+        prop_assert_eq!(probe.measurements().collect::<Vec<_>>(), devices.iter().flat_map(|d| d.1.clone()).collect::<Vec<_>>());
+        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        frame.extend_from_slice(&ip);
+        let rec = decode_one(&frame);
+        prop_assert_eq!(rec.path().collect::<Vec<_>>(), devices.iter().map(|d| Some(u32::from(d.0.switch_id))).collect::<Vec<_>>());
     }
 }
