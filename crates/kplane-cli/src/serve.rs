@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use kplane_runtime::{ConfigSource, EXIT_CONFIG, Shutdown, init_logging};
+use kplane_runtime::{ConfigSource, EXIT_CONFIG, run_service};
 
 use crate::config::{KplaneConfig, load};
 
@@ -27,23 +27,8 @@ pub fn run(source: ConfigSource, name: &str, args: ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if let Err(e) = init_logging(&cfg.log) {
-        eprintln!("kplane {name}: {e}");
-        return ExitCode::FAILURE;
-    }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("kplane {name}: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = rt.block_on(async move {
-        let shutdown = Shutdown::new();
-        shutdown.on_signals();
+    let log = cfg.log.clone();
+    run_service(name, &log, |shutdown| async move {
         match name {
             kplane_collector::NAME => kplane_collector::run(cfg.collector, shutdown).await,
             kplane_stream_processor::NAME => {
@@ -52,12 +37,5 @@ pub fn run(source: ConfigSource, name: &str, args: ServeArgs) -> ExitCode {
             kplane_knowledge::NAME => kplane_knowledge::run(cfg.knowledge, shutdown).await,
             _ => kplane_intent_api::run(cfg.intent_api, shutdown).await,
         }
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("kplane {name}: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

@@ -1,13 +1,13 @@
 //! The `kplane` binary end to end: decode real capture files, run a service over real
 //! sockets and stop it with SIGTERM, reject bad configuration.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kplane_pcap::{CaptureFormat, CaptureWriter, LINKTYPE_ETHERNET};
+use kplane_testkit::{free_port, http_get, sigterm, wait_ready};
 
 fn kplane() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kplane"))
@@ -143,27 +143,6 @@ fn invalid_configuration_lists_every_problem_and_exits_78() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("format = \"json\""));
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).ok()?;
-    Some(resp)
-}
-
 #[test]
 fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
     for service in ["collector", "stream-processor", "knowledge", "intent-api"] {
@@ -175,19 +154,7 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let ready = loop {
-            if let Some(r) = http_get(port, "/readyz")
-                && r.starts_with("HTTP/1.1 200")
-            {
-                break true;
-            }
-            if Instant::now() > deadline {
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        assert!(ready, "{service} never became ready");
+        wait_ready(port, Duration::from_secs(20));
         assert!(
             http_get(port, "/healthz")
                 .unwrap()
@@ -201,9 +168,7 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
             )),
             "{metrics}"
         );
-        // SAFETY: sending a signal to our own child process.
-        let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        assert_eq!(sent, 0);
+        sigterm(&child);
         let status = child.wait().unwrap();
         assert!(status.success(), "{service} exited with {status}");
         let mut log = String::new();

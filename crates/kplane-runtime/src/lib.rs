@@ -18,7 +18,7 @@ pub use error::{ConfigError, RuntimeError};
 pub use logging::{LogConfig, LogFormat, init_logging};
 pub use metrics::Metrics;
 pub use service::{
-    AdminOnlyConfig, AdminPort, EXIT_CONFIG, ServiceResult, run_admin_only, serve_until_shutdown,
-    service_main,
+    AdminOnlyConfig, AdminPort, EXIT_CONFIG, ServiceResult, run_admin_only, run_service,
+    serve_until_shutdown, service_main,
 };
 pub use shutdown::Shutdown;

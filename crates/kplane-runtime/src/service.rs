@@ -68,15 +68,24 @@ where
     }
     let loaded = load_section::<LogConfig>(&source, "log")
         .and_then(|log| load_section::<T>(&source, name).map(|cfg| (log, cfg)));
-    let (log, cfg) = match loaded {
-        Ok(v) => v,
+    match loaded {
+        Ok((log, cfg)) => run_service(name, &log, |shutdown| run(cfg, shutdown)),
         Err(e) => {
             eprintln!("kplane-{name}: {e}");
-            return ExitCode::from(EXIT_CONFIG);
+            ExitCode::from(EXIT_CONFIG)
         }
-    };
-    if let Err(e) = init_logging(&log) {
-        eprintln!("kplane-{name}: {e}");
+    }
+}
+
+/// Installs logging, starts the async runtime and signal handling, runs the service until it
+/// returns, and maps the outcome to an exit code. Shared by every binary that runs a service.
+pub fn run_service<F, Fut>(name: &str, log: &LogConfig, run: F) -> ExitCode
+where
+    F: FnOnce(Shutdown) -> Fut,
+    Fut: Future<Output = ServiceResult>,
+{
+    if let Err(e) = init_logging(log) {
+        eprintln!("kplane {name}: {e}");
         return ExitCode::FAILURE;
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -85,17 +94,17 @@ where
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("kplane-{name}: cannot start the async runtime: {e}");
+            eprintln!("kplane {name}: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
     rt.block_on(async {
         let shutdown = Shutdown::new();
         shutdown.on_signals();
-        match run(cfg, shutdown).await {
+        match run(shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                tracing::error!(error = %e, "service failed");
+                tracing::error!(service = name, error = %e, "service failed");
                 ExitCode::FAILURE
             }
         }

@@ -1,31 +1,11 @@
 //! `kplane-collector`, the service's own binary: reads its section of a shared config file,
 //! lets `KPLANE__…` override it, serves the admin router, stops on SIGTERM.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut r = String::new();
-    s.read_to_string(&mut r).ok()?;
-    Some(r)
-}
+use kplane_testkit::{free_port, http_get, sigterm, wait_ready};
 
 #[test]
 fn thin_binary_layers_file_and_env_and_stops_on_sigterm() {
@@ -45,23 +25,12 @@ fn thin_binary_layers_file_and_env_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !get(env_port, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
-        assert!(
-            Instant::now() < deadline,
-            "never ready on the env-configured port"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_ready(env_port, Duration::from_secs(20));
     assert!(
-        get(file_port, "/healthz").is_none(),
+        http_get(file_port, "/healthz").is_none(),
         "env overrides the file"
     );
-    // SAFETY: signalling our own child.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    sigterm(&child);
     assert!(child.wait().unwrap().success());
     let mut log = String::new();
     child
