@@ -80,6 +80,14 @@ impl HopField {
         }
     }
 
+    /// The field's all-ones value, which means "unavailable".
+    pub const fn ones(self) -> u64 {
+        match self.max_bits() {
+            64 => u64::MAX,
+            bits => (1u64 << bits) - 1,
+        }
+    }
+
     /// This field's bit in a presence mask.
     pub const fn bit(self) -> u16 {
         1 << (self as u8)
@@ -89,43 +97,31 @@ impl HopField {
 /// Metadata one node added for one packet. Each field is either absent (not requested),
 /// unavailable (the device wrote all-ones: "cannot provide") or a value.
 ///
-/// 80 bytes: 32-bit fields in `narrow`, the two 64-bit timestamps in `wide`.
+/// Values are kept as written; "unavailable" *is* the field's all-ones value
+/// ([`HopField::ones`]), so `get` returns `None` for it — the spec reserves all-ones for
+/// exactly this. 80 bytes: 32-bit fields in `narrow`, the two 64-bit timestamps in `wide`.
 #[derive(Clone, Copy, Default)]
 pub struct HopRecord {
     present: u16,
-    unavailable: u16,
     narrow: [u32; HopField::NARROW],
     wide: [u64; HopField::COUNT - HopField::NARROW],
 }
 
 impl HopRecord {
-    /// The decoder's fast path: a hop from its presence and unavailable masks and its raw
-    /// values (narrow fields by index below [`HopField::NARROW`], then the two wide ones).
+    /// The decoder's fast path: a hop from its presence mask and raw values (narrow fields
+    /// by index below [`HopField::NARROW`], then the two wide ones). Fields outside `present`
+    /// must be zero so that equality and hashing stay meaningful.
     #[inline]
     pub fn from_raw(
         present: u16,
-        unavailable: u16,
         narrow: [u32; HopField::NARROW],
         wide: [u64; HopField::COUNT - HopField::NARROW],
     ) -> Self {
         Self {
             present,
-            unavailable: unavailable & present,
             narrow,
             wide,
         }
-    }
-
-    fn valid(&self) -> u16 {
-        self.present & !self.unavailable
-    }
-
-    /// Sets a field to a value.
-    #[inline]
-    pub fn set(&mut self, field: HopField, value: u64) {
-        self.present |= field.bit();
-        self.unavailable &= !field.bit();
-        self.store(field as usize, value);
     }
 
     #[inline]
@@ -144,15 +140,21 @@ impl HopRecord {
         }
     }
 
-    /// Marks a field present but unavailable (all-ones on the wire).
+    /// Sets a field to a value (its all-ones value reads back as unavailable).
     #[inline]
-    pub fn set_unavailable(&mut self, field: HopField) {
+    pub fn set(&mut self, field: HopField, value: u64) {
         self.present |= field.bit();
-        self.unavailable |= field.bit();
-        self.store(field as usize, 0);
+        self.store(field as usize, value);
     }
 
-    /// Sets a field from its raw wire value of `bits` width, mapping all-ones to unavailable.
+    /// Marks a field present but unavailable.
+    #[inline]
+    pub fn set_unavailable(&mut self, field: HopField) {
+        self.set(field, field.ones());
+    }
+
+    /// Sets a field from its raw wire value of `bits` width: all-ones at that width (which
+    /// may be narrower than the field, e.g. 32-bit v1.0 timestamps) is unavailable.
     #[inline]
     pub fn set_raw(&mut self, field: HopField, raw: u64, bits: u32) {
         let all_ones = if bits >= 64 {
@@ -170,7 +172,8 @@ impl HopRecord {
     /// The value, or `None` when absent or unavailable.
     #[inline]
     pub fn get(&self, field: HopField) -> Option<u64> {
-        (self.present & !self.unavailable & field.bit() != 0).then(|| self.load(field as usize))
+        let v = self.load(field as usize);
+        (self.present & field.bit() != 0 && v != field.ones()).then_some(v)
     }
 
     pub fn is_present(&self, field: HopField) -> bool {
@@ -178,7 +181,7 @@ impl HopRecord {
     }
 
     pub fn is_unavailable(&self, field: HopField) -> bool {
-        self.unavailable & field.bit() != 0
+        self.is_present(field) && self.load(field as usize) == field.ones()
     }
 
     /// Copies every field `other` has and `self` lacks (used when a report's own node is
@@ -190,7 +193,6 @@ impl HopRecord {
                 self.store(field as usize, other.load(field as usize));
             }
         }
-        self.unavailable |= other.unavailable & add;
         self.present |= add;
     }
 
@@ -214,14 +216,13 @@ impl HopRecord {
     }
 }
 
-/// Equal when the same fields are present, unavailable, and hold the same values.
+/// Equal when the same fields are present with the same values (or both unavailable).
 impl PartialEq for HopRecord {
     fn eq(&self, other: &Self) -> bool {
         self.present == other.present
-            && self.unavailable == other.unavailable
-            && HopField::ALL.iter().all(|f| {
-                self.valid() & f.bit() == 0 || self.load(*f as usize) == other.load(*f as usize)
-            })
+            && HopField::ALL
+                .iter()
+                .all(|f| !self.is_present(*f) || self.load(*f as usize) == other.load(*f as usize))
     }
 }
 
@@ -230,9 +231,8 @@ impl Eq for HopRecord {}
 impl std::hash::Hash for HopRecord {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.present.hash(state);
-        self.unavailable.hash(state);
         for f in HopField::ALL {
-            if self.valid() & f.bit() != 0 {
+            if self.is_present(f) {
                 self.load(f as usize).hash(state);
             }
         }

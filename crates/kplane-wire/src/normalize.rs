@@ -4,11 +4,12 @@ use std::net::SocketAddr;
 
 use kplane_model::{HopField, HopRecord, ReportFlags, ReportFormat, ReportRecord};
 
+use crate::Bytes;
 use crate::error::WireError;
 use crate::frame::Decoded;
 use crate::opts::DecodeOptions;
 use crate::packet::{Packet, Telemetry};
-use crate::report::{TelemetryReport, v20::InnerContents};
+use crate::report::{ReportV05, ReportV10, ReportV20, TelemetryReport};
 
 /// Where and when a report was received.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,6 +75,15 @@ fn flags(rec: &mut ReportRecord, dropped: bool, congested: bool, tracked: bool) 
     f.set(ReportFlags::TRACKED, tracked);
 }
 
+/// Resets `rec` for a new report of `format`.
+#[inline]
+fn start(rec: &mut ReportRecord, format: ReportFormat, meta: RecordMeta) {
+    rec.clear();
+    rec.envelope.format = format;
+    rec.envelope.exporter = meta.exporter;
+    rec.envelope.received_ns = meta.received_ns;
+}
+
 impl TelemetryReport<'_> {
     /// Emits one record per report (v2.0: per individual report) through `emit`, reusing `rec`.
     #[inline]
@@ -81,111 +91,134 @@ impl TelemetryReport<'_> {
         &self,
         meta: RecordMeta,
         rec: &mut ReportRecord,
+        emit: impl FnMut(&ReportRecord),
+    ) -> DecodeOutcome {
+        match self {
+            Self::V05(r) => r.emit_record(meta, rec, emit),
+            Self::V10(r) => r.emit_record(meta, rec, emit),
+            Self::V20(r) => r.for_each_record(meta, rec, emit),
+        }
+    }
+}
+
+impl ReportV05<'_> {
+    fn emit_record(
+        &self,
+        meta: RecordMeta,
+        rec: &mut ReportRecord,
         mut emit: impl FnMut(&ReportRecord),
     ) -> DecodeOutcome {
-        let mut out = DecodeOutcome::default();
-        let start = |rec: &mut ReportRecord, format| {
-            rec.clear();
-            rec.envelope.format = format;
-            rec.envelope.exporter = meta.exporter;
-            rec.envelope.received_ns = meta.received_ns;
-        };
-        match self {
-            Self::V05(r) => {
-                start(rec, ReportFormat::TelemetryReportV05);
-                let f = &r.fixed;
-                rec.envelope.hw_id = f.hw_id;
-                rec.envelope.sequence = Some(f.sequence);
-                rec.envelope.timestamp_ns = Some(f.ingress_timestamp.into());
-                flags(rec, f.dropped, f.congested_queue, f.tracked_flow);
-                rec.envelope.embedded = fill_from_packet(&r.inner, rec);
-                let mut hop = HopRecord::default();
-                if let Some(d) = r.drop {
-                    rec.envelope.node_id = Some(d.switch_id);
-                    rec.envelope.drop_reason = Some(d.drop_reason);
-                    hop.set(HopField::NodeId, d.switch_id.into());
-                    hop.set_raw(HopField::L1IngressPort, d.ingress_port.into(), 16);
-                    hop.set_raw(HopField::L1EgressPort, d.egress_port.into(), 16);
-                    hop.set_raw(HopField::QueueId, d.queue_id.into(), 8);
-                    hop.set(HopField::DropReason, d.drop_reason.into());
-                    push_reporting_node(rec, hop);
-                } else if let Some(l) = r.local {
-                    rec.envelope.node_id = Some(l.switch_id);
-                    hop.set(HopField::NodeId, l.switch_id.into());
-                    hop.set_raw(HopField::L1IngressPort, l.ingress_port.into(), 16);
-                    hop.set_raw(HopField::L1EgressPort, l.egress_port.into(), 16);
-                    hop.set_raw(HopField::QueueId, l.queue_id.into(), 8);
-                    hop.set_raw(HopField::QueueOccupancy, l.queue_occupancy.into(), 24);
-                    hop.set_raw(HopField::IngressTimestamp, f.ingress_timestamp.into(), 32);
-                    hop.set_raw(HopField::EgressTimestamp, l.egress_timestamp.into(), 32);
-                    hop.set(
-                        HopField::HopLatency,
-                        l.egress_timestamp.wrapping_sub(f.ingress_timestamp).into(),
-                    );
-                    push_reporting_node(rec, hop);
-                }
-                emit(rec);
-                out.records = 1;
-            }
-            Self::V10(r) => {
-                start(rec, ReportFormat::TelemetryReportV10);
-                let h = &r.header;
-                rec.envelope.hw_id = h.hw_id;
-                rec.envelope.node_id = Some(h.switch_id);
-                rec.envelope.sequence = Some(h.sequence);
-                rec.envelope.timestamp_ns = Some(h.ingress_timestamp.into());
-                rec.envelope.drop_reason = r.metadata.get(HopField::DropReason).map(|v| v as u8);
-                flags(rec, h.dropped, h.congested_queue, h.tracked_flow);
-                rec.envelope.embedded = fill_from_packet(&r.inner, rec);
-                let mut hop = r.metadata;
-                hop.set(HopField::NodeId, h.switch_id.into());
-                hop.set_raw(HopField::IngressTimestamp, h.ingress_timestamp.into(), 32);
-                push_reporting_node(rec, hop);
-                emit(rec);
-                out.records = 1;
-            }
-            Self::V20(r) => {
-                for item in r.reports() {
-                    let ind = match item {
-                        Ok(ind) => ind,
-                        Err(e) => {
-                            out.error = Some(e);
-                            break;
-                        }
-                    };
-                    start(rec, ReportFormat::TelemetryReportV20);
-                    rec.envelope.hw_id = r.group.hw_id;
-                    rec.envelope.node_id = Some(r.group.node_id);
-                    rec.envelope.sequence = Some(r.group.sequence);
-                    let h = &ind.header;
-                    flags(rec, h.dropped, h.congested_queue, h.tracked_flow);
-                    rec.envelope
-                        .flags
-                        .set(ReportFlags::INTERMEDIATE, h.intermediate);
-                    if let Some(p) = ind.inner.packet() {
-                        rec.envelope.embedded = fill_from_packet(p, rec);
-                    } else if let InnerContents::Tlv { .. } = ind.inner {
-                        rec.envelope.embedded = None;
-                    }
-                    if let Some(main) = &ind.main {
-                        let mut hop = main.metadata();
-                        hop.set(HopField::NodeId, r.group.node_id.into());
-                        rec.envelope.drop_reason = hop.get(HopField::DropReason).map(|v| v as u8);
-                        rec.envelope.timestamp_ns = hop.get(HopField::IngressTimestamp);
-                        push_reporting_node(rec, hop);
-                    }
-                    emit(rec);
-                    out.records += 1;
-                }
-            }
+        start(rec, ReportFormat::TelemetryReportV05, meta);
+        let f = &self.fixed;
+        rec.envelope.hw_id = f.hw_id;
+        rec.envelope.sequence = Some(f.sequence);
+        rec.envelope.timestamp_ns = Some(f.ingress_timestamp.into());
+        flags(rec, f.dropped, f.congested_queue, f.tracked_flow);
+        rec.envelope.embedded = fill_from_packet(&self.inner, rec);
+        let mut hop = HopRecord::default();
+        if let Some(d) = self.drop {
+            rec.envelope.node_id = Some(d.switch_id);
+            rec.envelope.drop_reason = Some(d.drop_reason);
+            hop.set(HopField::NodeId, d.switch_id.into());
+            hop.set_raw(HopField::L1IngressPort, d.ingress_port.into(), 16);
+            hop.set_raw(HopField::L1EgressPort, d.egress_port.into(), 16);
+            hop.set_raw(HopField::QueueId, d.queue_id.into(), 8);
+            hop.set(HopField::DropReason, d.drop_reason.into());
+            push_reporting_node(rec, hop);
+        } else if let Some(l) = self.local {
+            rec.envelope.node_id = Some(l.switch_id);
+            hop.set(HopField::NodeId, l.switch_id.into());
+            hop.set_raw(HopField::L1IngressPort, l.ingress_port.into(), 16);
+            hop.set_raw(HopField::L1EgressPort, l.egress_port.into(), 16);
+            hop.set_raw(HopField::QueueId, l.queue_id.into(), 8);
+            hop.set_raw(HopField::QueueOccupancy, l.queue_occupancy.into(), 24);
+            hop.set_raw(HopField::IngressTimestamp, f.ingress_timestamp.into(), 32);
+            hop.set_raw(HopField::EgressTimestamp, l.egress_timestamp.into(), 32);
+            hop.set(
+                HopField::HopLatency,
+                l.egress_timestamp.wrapping_sub(f.ingress_timestamp).into(),
+            );
+            push_reporting_node(rec, hop);
         }
-        out
+        emit(rec);
+        DecodeOutcome {
+            records: 1,
+            error: None,
+        }
+    }
+}
+
+impl ReportV10<'_> {
+    fn emit_record(
+        &self,
+        meta: RecordMeta,
+        rec: &mut ReportRecord,
+        mut emit: impl FnMut(&ReportRecord),
+    ) -> DecodeOutcome {
+        start(rec, ReportFormat::TelemetryReportV10, meta);
+        let h = &self.header;
+        rec.envelope.hw_id = h.hw_id;
+        rec.envelope.node_id = Some(h.switch_id);
+        rec.envelope.sequence = Some(h.sequence);
+        rec.envelope.timestamp_ns = Some(h.ingress_timestamp.into());
+        rec.envelope.drop_reason = self.metadata.get(HopField::DropReason).map(|v| v as u8);
+        flags(rec, h.dropped, h.congested_queue, h.tracked_flow);
+        rec.envelope.embedded = fill_from_packet(&self.inner, rec);
+        let mut hop = self.metadata;
+        hop.set(HopField::NodeId, h.switch_id.into());
+        hop.set_raw(HopField::IngressTimestamp, h.ingress_timestamp.into(), 32);
+        push_reporting_node(rec, hop);
+        emit(rec);
+        DecodeOutcome {
+            records: 1,
+            error: None,
+        }
+    }
+}
+
+impl ReportV20<'_> {
+    /// One record per individual report; a malformed one ends the walk, keeping the earlier.
+    #[inline]
+    pub fn for_each_record(
+        &self,
+        meta: RecordMeta,
+        rec: &mut ReportRecord,
+        mut emit: impl FnMut(&ReportRecord),
+    ) -> DecodeOutcome {
+        let mut records = 0;
+        let walked = self.for_each_report(|ind| {
+            start(rec, ReportFormat::TelemetryReportV20, meta);
+            rec.envelope.hw_id = self.group.hw_id;
+            rec.envelope.node_id = Some(self.group.node_id);
+            rec.envelope.sequence = Some(self.group.sequence);
+            let h = &ind.header;
+            flags(rec, h.dropped, h.congested_queue, h.tracked_flow);
+            rec.envelope
+                .flags
+                .set(ReportFlags::INTERMEDIATE, h.intermediate);
+            if let Some(p) = ind.inner.packet() {
+                rec.envelope.embedded = fill_from_packet(p, rec);
+            }
+            if let Some(main) = &ind.main {
+                let mut hop = main.metadata();
+                hop.set(HopField::NodeId, self.group.node_id.into());
+                rec.envelope.drop_reason = hop.get(HopField::DropReason).map(|v| v as u8);
+                rec.envelope.timestamp_ns = hop.get(HopField::IngressTimestamp);
+                push_reporting_node(rec, hop);
+            }
+            emit(rec);
+            records += 1;
+        });
+        DecodeOutcome {
+            records,
+            error: walked.err(),
+        }
     }
 }
 
 impl Packet<'_> {
     /// Fills `rec` from a packet carrying INT seen on a link; false when it carries none.
-    pub fn to_record(&self, meta: RecordMeta, rec: &mut ReportRecord) -> bool {
+    pub fn fill_record(&self, meta: RecordMeta, rec: &mut ReportRecord) -> bool {
         rec.clear();
         rec.envelope.exporter = meta.exporter;
         rec.envelope.received_ns = meta.received_ns;
@@ -211,7 +244,7 @@ impl Decoded<'_> {
         match self {
             Self::Report { report, .. } => report.for_each_record(meta, rec, emit),
             Self::Packet(p) => {
-                let records = usize::from(p.to_record(meta, rec));
+                let records = usize::from(p.fill_record(meta, rec));
                 if records == 1 {
                     emit(rec);
                 }
@@ -251,12 +284,18 @@ impl Decoder {
         meta: RecordMeta,
         emit: impl FnMut(&ReportRecord),
     ) -> DecodeOutcome {
-        match TelemetryReport::parse(payload, &self.opts) {
-            Ok(report) => report.for_each_record(meta, &mut self.record, emit),
-            Err(e) => DecodeOutcome {
-                records: 0,
-                error: Some(e),
-            },
-        }
+        // v2.0, the common case, goes straight to its small view: the `TelemetryReport`
+        // enum is sized for v0.5/v1.0, which embed a whole inner `Packet`.
+        let result = if payload.first().is_some_and(|b| b >> 4 == 2) {
+            ReportV20::parse(Bytes::new(payload), &self.opts)
+                .map(|r| r.for_each_record(meta, &mut self.record, emit))
+        } else {
+            TelemetryReport::parse(payload, &self.opts)
+                .map(|r| r.for_each_record(meta, &mut self.record, emit))
+        };
+        result.unwrap_or_else(|e| DecodeOutcome {
+            records: 0,
+            error: Some(e),
+        })
     }
 }

@@ -24,118 +24,129 @@ fn rd64(h: &[u8], o: usize) -> u64 {
 const NARROW: usize = HopField::NARROW;
 const WIDE: usize = HopField::COUNT - HopField::NARROW;
 
-struct Out {
-    narrow: [u32; NARROW],
-    wide: [u64; WIDE],
-    present: u16,
-    unavailable: u16,
-}
-
-impl Out {
-    #[inline(always)]
-    fn narrow(&mut self, f: HopField, v: u32, ones: u32) {
-        let i = f as usize;
-        if let Some(slot) = self.narrow.get_mut(i) {
-            *slot = v;
-        }
-        self.present |= 1 << i;
-        self.unavailable = (self.unavailable & !(1 << i)) | (u16::from(v == ones) << i);
-    }
-
-    #[inline(always)]
-    fn wide(&mut self, f: HopField, v: u64, ones: u64) {
-        let i = f as usize;
-        if let Some(slot) = self.wide.get_mut(i - NARROW) {
-            *slot = v;
-        }
-        self.present |= 1 << i;
-        self.unavailable |= u16::from(v == ones) << i;
-    }
-}
-
-/// Decodes one hop of `hop.len()` bytes (the stride) for `bitmap`; the checksum complement
-/// (bit 15, v1.0 and v2.x) is the hop's last word.
-#[inline(always)]
-fn decode<const V: u8>(bitmap: u16, hop: &[u8]) -> HopRecord {
+/// Which record fields a bitmap fills, for INT generation `V` (the same for every hop).
+pub(crate) const fn present_mask<const V: u8>(bitmap: u16) -> u16 {
     use HopField::*;
-    let mut out = Out {
-        narrow: [0; NARROW],
-        wide: [0; WIDE],
-        present: 0,
-        unavailable: 0,
-    };
+    let mut p = 0u16;
+    if bitmap & 0x8000 != 0 {
+        p |= NodeId.bit();
+    }
+    if bitmap & 0x4000 != 0 {
+        p |= L1IngressPort.bit() | L1EgressPort.bit();
+    }
+    if bitmap & 0x2000 != 0 {
+        p |= HopLatency.bit();
+    }
+    if bitmap & 0x1000 != 0 {
+        p |= QueueId.bit() | QueueOccupancy.bit();
+    }
+    if bitmap & 0x0800 != 0 {
+        p |= IngressTimestamp.bit();
+    }
+    if bitmap & 0x0400 != 0 {
+        p |= EgressTimestamp.bit();
+    }
+    if bitmap & 0x0200 != 0 {
+        p |= if V == 0 {
+            QueueId.bit() | QueueCongestion.bit()
+        } else {
+            L2IngressPort.bit() | L2EgressPort.bit()
+        };
+    }
+    if bitmap & 0x0100 != 0 {
+        p |= TxUtilization.bit();
+    }
+    if V == 2 && bitmap & 0x0080 != 0 {
+        p |= BufferId.bit() | BufferOccupancy.bit();
+    }
+    if V != 0 && bitmap & 0x0001 != 0 {
+        p |= ChecksumComplement.bit();
+    }
+    p
+}
+
+/// Decodes one hop of `hop.len()` bytes (the stride) for `bitmap`: raw values, with the
+/// stack's presence mask (`present`); all-ones values read back as unavailable. The
+/// checksum complement (bit 15) is the hop's last word.
+#[inline(always)]
+fn decode<const V: u8>(bitmap: u16, present: u16, hop: &[u8]) -> HopRecord {
+    use HopField::*;
+    let mut n = [0u32; NARROW];
+    let mut w = [0u64; WIDE];
     let mut o = 0;
     if bitmap & 0x8000 != 0 {
-        out.narrow(NodeId, rd32(hop, o), u32::MAX);
+        n[NodeId as usize] = rd32(hop, o);
         o += 4;
     }
     if bitmap & 0x4000 != 0 {
-        let w = rd32(hop, o);
-        out.narrow(L1IngressPort, w >> 16, 0xFFFF);
-        out.narrow(L1EgressPort, w & 0xFFFF, 0xFFFF);
+        let x = rd32(hop, o);
+        n[L1IngressPort as usize] = x >> 16;
+        n[L1EgressPort as usize] = x & 0xFFFF;
         o += 4;
     }
     if bitmap & 0x2000 != 0 {
-        out.narrow(HopLatency, rd32(hop, o), u32::MAX);
+        n[HopLatency as usize] = rd32(hop, o);
         o += 4;
     }
     if bitmap & 0x1000 != 0 {
-        let w = rd32(hop, o);
-        out.narrow(QueueId, w >> 24, 0xFF);
-        out.narrow(QueueOccupancy, w & 0xFF_FFFF, 0xFF_FFFF);
+        let x = rd32(hop, o);
+        n[QueueId as usize] = x >> 24;
+        n[QueueOccupancy as usize] = x & 0xFF_FFFF;
         o += 4;
     }
-    for (mask, field) in [(0x0800, IngressTimestamp), (0x0400, EgressTimestamp)] {
+    // Timestamps: 8 bytes in v2.x; 4 bytes (all-ones widened to 64 bits) before.
+    for (mask, slot) in [(0x0800, 0), (0x0400, 1)] {
         if bitmap & mask != 0 {
             if V == 2 {
-                out.wide(field, rd64(hop, o), u64::MAX);
+                w[slot] = rd64(hop, o);
                 o += 8;
             } else {
-                out.wide(field, u64::from(rd32(hop, o)), u64::from(u32::MAX));
+                let x = rd32(hop, o);
+                w[slot] = if x == u32::MAX {
+                    u64::MAX
+                } else {
+                    u64::from(x)
+                };
                 o += 4;
             }
         }
     }
     if bitmap & 0x0200 != 0 {
         if V == 0 {
-            let w = rd32(hop, o);
-            out.narrow(QueueId, w >> 24, 0xFF);
-            out.narrow(QueueCongestion, w & 0xFF_FFFF, 0xFF_FFFF);
+            let x = rd32(hop, o);
+            n[QueueId as usize] = x >> 24;
+            n[QueueCongestion as usize] = x & 0xFF_FFFF;
             o += 4;
         } else {
-            out.narrow(L2IngressPort, rd32(hop, o), u32::MAX);
-            out.narrow(L2EgressPort, rd32(hop, o + 4), u32::MAX);
+            n[L2IngressPort as usize] = rd32(hop, o);
+            n[L2EgressPort as usize] = rd32(hop, o + 4);
             o += 8;
         }
     }
     if bitmap & 0x0100 != 0 {
-        out.narrow(TxUtilization, rd32(hop, o), u32::MAX);
+        n[TxUtilization as usize] = rd32(hop, o);
         o += 4;
     }
     if V == 2 && bitmap & 0x0080 != 0 {
-        let w = rd32(hop, o);
-        out.narrow(BufferId, w >> 24, 0xFF);
-        out.narrow(BufferOccupancy, w & 0xFF_FFFF, 0xFF_FFFF);
+        let x = rd32(hop, o);
+        n[BufferId as usize] = x >> 24;
+        n[BufferOccupancy as usize] = x & 0xFF_FFFF;
     }
     // Reserved bits (v2: 9-14, v1.0: 8-14) carry a word each, skipped; domain-specific
     // metadata follows the baseline; the checksum complement closes the hop.
     if V != 0 && bitmap & 0x0001 != 0 {
-        out.narrow(
-            ChecksumComplement,
-            rd32(hop, hop.len().saturating_sub(4)),
-            u32::MAX,
-        );
+        n[ChecksumComplement as usize] = rd32(hop, hop.len().saturating_sub(4));
     }
-    HopRecord::from_raw(out.present, out.unavailable, out.narrow, out.wide)
+    HopRecord::from_raw(present, n, w)
 }
 
 /// Decodes one hop for `version` and `bitmap`; `hop` is exactly one stride long.
 #[inline]
 pub fn decode_hop(version: IntVersion, bitmap: u16, hop: &[u8]) -> HopRecord {
     match version {
-        IntVersion::V05 => decode::<0>(bitmap & 0xFF00, hop),
-        IntVersion::V10 => decode::<1>(bitmap, hop),
-        IntVersion::V2 => decode::<2>(bitmap, hop),
+        IntVersion::V05 => decode::<0>(bitmap & 0xFF00, present_mask::<0>(bitmap & 0xFF00), hop),
+        IntVersion::V10 => decode::<1>(bitmap, present_mask::<1>(bitmap), hop),
+        IntVersion::V2 => decode::<2>(bitmap, present_mask::<2>(bitmap), hop),
     }
 }
 
@@ -149,8 +160,9 @@ pub fn push_hops(
     out: &mut Vec<HopRecord>,
 ) {
     fn run<const V: u8>(bitmap: u16, stride: usize, stack: &[u8], out: &mut Vec<HopRecord>) {
+        let present = present_mask::<V>(bitmap);
         for hop in stack.chunks_exact(stride).rev() {
-            out.push(decode::<V>(bitmap, hop));
+            out.push(decode::<V>(bitmap, present, hop));
         }
     }
     if stride == 0 {

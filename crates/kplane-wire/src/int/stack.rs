@@ -13,16 +13,17 @@ pub const fn instruction_width(version: IntVersion, bit: u32) -> usize {
     }
 }
 
-/// Bytes of baseline metadata per hop: every set bit except the checksum complement (bit 15).
+/// Bytes of baseline metadata per hop: every set bit except the checksum complement (bit 15)
+/// is one word, plus a second word for each 8-byte item of the version (v2.x: timestamps and
+/// L2 ids, bits 4-6; v1.0: L2 ids, bit 6).
+#[inline]
 pub fn baseline_len(version: IntVersion, bitmap: u16) -> usize {
-    let mut m = bitmap & 0xFFFE;
-    let mut len = 0;
-    while m != 0 {
-        let bit = m.leading_zeros();
-        m &= !(0x8000 >> bit);
-        len += instruction_width(version, bit);
-    }
-    len
+    let wide = match version {
+        IntVersion::V05 => 0,
+        IntVersion::V10 => 0x0200,
+        IntVersion::V2 => 0x0E00,
+    };
+    4 * ((bitmap & 0xFFFE).count_ones() + (bitmap & wide).count_ones()) as usize
 }
 
 /// The INT metadata stack: `count` hops of `stride` bytes, newest (closest to the sink) first.

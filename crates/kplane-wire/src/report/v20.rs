@@ -247,6 +247,19 @@ impl<'a> ReportV20<'a> {
         Ok(Self { group, body, opts })
     }
 
+    /// Visits each individual report in place (no copy of the view): the hot path. Stops at
+    /// the first error, which it returns.
+    #[inline]
+    pub fn for_each_report(&self, mut visit: impl FnMut(&IndividualReport<'a>)) -> Result<()> {
+        let mut rest = self.body;
+        while !rest.is_empty() {
+            let (report, next) = parse_individual(rest, self.opts)?;
+            visit(&report);
+            rest = next;
+        }
+        Ok(())
+    }
+
     /// The individual reports; an error ends the walk (lengths after it can't be trusted).
     pub fn reports(&self) -> Reports<'a> {
         Reports {
