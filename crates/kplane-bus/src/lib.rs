@@ -1,0 +1,98 @@
+//! # kplane-bus
+//!
+//! How kplane services hand batches to each other: topics split into partitions, messages
+//! with a key, headers and an opaque payload (an Arrow IPC stream or JSON lines, see
+//! `docs/bus.md`). One interface, [`Producer`]; implementations:
+//!
+//! * [`EmbeddedBus`] — in-process, bounded, partitioned; the default when everything runs in
+//!   one process. A full partition refuses the message ([`BusError::Full`]) so the producer
+//!   counts it: nothing is dropped silently.
+//! * Kafka — arrives with its own issue, behind the same trait.
+
+mod embedded;
+
+use bytes::Bytes;
+
+pub use embedded::{Delivery, EmbeddedBus, EmbeddedConsumer, TopicStats};
+
+/// Topic names, defined once.
+pub mod topics {
+    /// Filtered events from the collector (INTCollector event detection).
+    pub const EVENTS: &str = "int.events";
+    /// Every decoded report (optional).
+    pub const REPORTS: &str = "int.reports";
+}
+
+/// Header names, defined once.
+pub mod headers {
+    /// `application/vnd.apache.arrow.stream` or `application/x-ndjson`.
+    pub const CONTENT_TYPE: &str = "content-type";
+    /// `<schema name>/v<version>`, e.g. `events/v1`.
+    pub const SCHEMA: &str = "kplane-schema";
+    /// Producer-unique batch id (`<producer>-<partition>-<sequence>`), for idempotent consumers.
+    pub const BATCH_ID: &str = "kplane-batch-id";
+    /// Number of records in the batch.
+    pub const RECORDS: &str = "kplane-records";
+}
+
+/// One message on the bus.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub topic: &'static str,
+    pub partition: u32,
+    pub key: Option<Bytes>,
+    pub headers: Vec<(&'static str, String)>,
+    pub payload: Bytes,
+    /// Producer timestamp, ns since the Unix epoch.
+    pub timestamp_ns: u64,
+}
+
+impl Message {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BusError {
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
+    #[error("topic {topic} has {partitions} partitions; partition {partition} does not exist")]
+    UnknownPartition {
+        topic: String,
+        partition: u32,
+        partitions: u32,
+    },
+    #[error("partition {partition} of {topic} is full ({capacity} messages not yet consumed)")]
+    Full {
+        topic: String,
+        partition: u32,
+        capacity: usize,
+    },
+    #[error("the bus is closed")]
+    Closed,
+}
+
+impl BusError {
+    /// A bounded label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::UnknownTopic(_) => "unknown_topic",
+            Self::UnknownPartition { .. } => "unknown_partition",
+            Self::Full { .. } => "full",
+            Self::Closed => "closed",
+        }
+    }
+}
+
+/// Sends messages. Implementations are shared between threads.
+pub trait Producer: Send + Sync {
+    /// Hands one message to the bus; an error means it was *not* accepted.
+    fn send(&self, msg: Message) -> Result<(), BusError>;
+
+    /// Partitions of `topic`.
+    fn partitions(&self, topic: &str) -> Result<u32, BusError>;
+}
