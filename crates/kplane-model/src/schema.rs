@@ -37,6 +37,14 @@ pub mod col {
     pub const HOP_COUNT: &str = "hop_count";
     pub const REPORTING_NODE_ID: &str = "reporting_node_id";
     pub const REPORT_DROP_REASON: &str = "report_drop_reason";
+    pub const KIND: &str = "kind";
+    pub const METRIC: &str = "metric";
+    pub const DETECTOR: &str = "detector";
+    pub const QUEUE_ID: &str = "queue_id";
+    pub const EGRESS_PORT: &str = "egress_port";
+    pub const VALUE: &str = "value";
+    pub const PREVIOUS: &str = "previous";
+    pub const PATH: &str = "path";
 }
 
 /// Arrow type of a hop field.
@@ -49,7 +57,7 @@ pub fn hop_field_type(field: HopField) -> DataType {
     }
 }
 
-fn hop_fields() -> Fields {
+pub(crate) fn hop_fields() -> Fields {
     HopField::ALL
         .iter()
         .map(|f| Field::new(f.name(), hop_field_type(*f), true))
@@ -112,6 +120,41 @@ static HOPS: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(fields))
 });
 
+static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let mut fields = vec![
+        Field::new(
+            col::RECEIVED,
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            false,
+        ),
+        Field::new(col::KIND, DataType::Utf8, false),
+        Field::new(col::METRIC, DataType::Utf8, false),
+        Field::new(col::DETECTOR, DataType::Utf8, false),
+    ];
+    fields.extend(flow_fields());
+    fields.extend([
+        Field::new(col::NODE_ID, DataType::UInt32, true),
+        Field::new(col::QUEUE_ID, DataType::UInt8, true),
+        Field::new(col::EGRESS_PORT, DataType::UInt32, true),
+        Field::new(col::HW_ID, DataType::UInt8, true),
+        Field::new(col::VALUE, DataType::UInt64, true),
+        Field::new(col::PREVIOUS, DataType::UInt64, true),
+        Field::new(
+            col::PATH,
+            DataType::List(Arc::new(Field::new("item", DataType::UInt32, false))),
+            false,
+        ),
+        Field::new(col::EXPORTER_IP, DataType::FixedSizeBinary(16), true),
+        Field::new(col::EXPORTER_PORT, DataType::UInt16, true),
+    ]);
+    Arc::new(Schema::new(fields))
+});
+
+/// One row per event (topic `int.events`).
+pub fn events() -> SchemaRef {
+    EVENTS.clone()
+}
+
 /// One row per report.
 pub fn reports() -> SchemaRef {
     REPORTS.clone()
@@ -128,7 +171,7 @@ mod tests {
 
     #[test]
     fn schemas_have_unique_names_and_every_hop_field() {
-        for schema in [reports(), hops()] {
+        for schema in [reports(), hops(), events()] {
             let mut names: Vec<_> = schema.fields().iter().map(|f| f.name().clone()).collect();
             let n = names.len();
             names.sort();

@@ -1,0 +1,145 @@
+//! Event rows: what the collector's event detection emits (INTCollector §III-C/D metrics, the
+//! event-detection paper's per-flow algorithms, report-loss accounting).
+
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+use crate::FlowKey;
+
+/// The measurement of a metric key (INTCollector Table I, plus report loss).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Metric {
+    /// ids: 5-tuple; value: hash of the node path (the path itself is in `path`).
+    FlowPath = 0,
+    /// ids: 5-tuple; value: end-to-end latency, the sum of hop latencies (ns).
+    FlowLatency,
+    /// ids: 5-tuple + switch; value: hop latency (ns).
+    FlowHopLatency,
+    /// ids: switch + queue; value: queue occupancy.
+    QueueOccupancy,
+    /// ids: switch + queue; value: queue congestion status.
+    QueueCongestion,
+    /// ids: switch + egress port; value: egress port tx utilisation.
+    LinkUtilization,
+    /// ids: reporting node + hw_id; value: reports lost in this gap.
+    ReportLoss,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 7] = [
+        Self::FlowPath,
+        Self::FlowLatency,
+        Self::FlowHopLatency,
+        Self::QueueOccupancy,
+        Self::QueueCongestion,
+        Self::LinkUtilization,
+        Self::ReportLoss,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::FlowPath => "flow_path",
+            Self::FlowLatency => "flow_latency",
+            Self::FlowHopLatency => "flow_hop_latency",
+            Self::QueueOccupancy => "queue_occupancy",
+            Self::QueueCongestion => "queue_congestion",
+            Self::LinkUtilization => "link_utilization",
+            Self::ReportLoss => "report_loss",
+        }
+    }
+}
+
+/// Why an event row was emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A metric key never seen before.
+    New,
+    /// |new − last| exceeded the threshold.
+    Change,
+    /// Periodic re-send of a live value (no change).
+    Refresh,
+    /// A `noop` watchlist rule: every report is an event.
+    Report,
+    /// Reports missing in a sequence (value = how many).
+    Loss,
+    /// A report sequence counter went back: the exporter restarted.
+    Reset,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 6] = [
+        Self::New,
+        Self::Change,
+        Self::Refresh,
+        Self::Report,
+        Self::Loss,
+        Self::Reset,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Change => "change",
+            Self::Refresh => "refresh",
+            Self::Report => "report",
+            Self::Loss => "loss",
+            Self::Reset => "reset",
+        }
+    }
+}
+
+/// Which algorithm decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Detector {
+    /// INTCollector: new key or |Δ| > T(m), with periodic refresh.
+    Threshold,
+    /// Event-detection paper: per-hop change against the last value per switch.
+    PerHop,
+    /// Event-detection paper: change of the per-flow sum over hops.
+    PerFlow,
+    /// Event-detection paper: exponentially weighted moving average of the per-flow sum.
+    Ewma,
+    /// Event-detection paper: every report.
+    Noop,
+    /// Sequence-number accounting.
+    Sequence,
+}
+
+impl Detector {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Threshold => "threshold",
+            Self::PerHop => "per_hop",
+            Self::PerFlow => "per_flow",
+            Self::Ewma => "ewma",
+            Self::Noop => "noop",
+            Self::Sequence => "sequence",
+        }
+    }
+}
+
+/// One event, borrowed for as long as it takes to append it to a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct EventRow<'a> {
+    /// Receive time of the report that raised it, ns since the Unix epoch.
+    pub received_ns: u64,
+    pub kind: EventKind,
+    pub metric: Metric,
+    pub detector: Detector,
+    pub flow: Option<FlowKey>,
+    /// The switch the metric is about (hop, queue, link, or the reporting node for loss).
+    pub node_id: Option<u32>,
+    pub queue_id: Option<u8>,
+    pub egress_port: Option<u32>,
+    pub hw_id: Option<u8>,
+    pub value: Option<u64>,
+    pub previous: Option<u64>,
+    /// The node path, for `flow_path` events.
+    pub path: &'a [u32],
+    pub exporter: Option<SocketAddr>,
+}
