@@ -1,8 +1,15 @@
 //! # kplane collector
 //!
-//! Will provide: ingest, event detection, loss accounting and partitioned publishing (issue 3).
-//! Today it only starts, serves the shared admin router (`/metrics`, `/healthz`,
-//! `/readyz`) and stops cleanly on SIGINT/SIGTERM: nothing here pretends to do the work yet.
+//! Turns telemetry reports into a few meaningful records: UDP (recvmmsg, SO_REUSEPORT) or
+//! pcap input → decode ([`kplane_wire`]) → loss accounting per (node, hw_id) → event
+//! detection (INTCollector thresholds, watchlist algorithms) → per-partition micro-batches
+//! (Arrow IPC or JSON lines) → the bus (`int.events`, optionally `int.reports`).
+//! See `docs/collector.md`.
+
+pub mod detect;
+pub mod loss;
+pub mod partition;
+pub mod watchlist;
 
 use kplane_runtime::{AdminOnlyConfig, AdminPort, ServiceResult, Shutdown, run_admin_only};
 

@@ -1,0 +1,757 @@
+//! Event detection over normalised records.
+//!
+//! * **Threshold** (INTCollector §III-C/D): six metric keys per report — flow path, flow
+//!   latency, flow per-hop latency, queue occupancy, queue congestion, link utilisation. An
+//!   event is a new key or |new − last reported| > T(m); a live key is re-sent every
+//!   `refresh` (when a report touches it after that long, so a key that stops being reported
+//!   stops being refreshed — which is how INTCollector tells "unchanged" from "gone").
+//! * **Watchlist algorithms** (event-detection paper §III-C): for a flow matched by a rule,
+//!   the rule's per-hop / per-flow / EWMA / noop algorithm replaces the threshold detector
+//!   for the flow's numeric metrics (latency by default); path events and the switch metrics
+//!   (queues, links) keep the threshold detector.
+//!
+//! State is keyed by a 64-bit hash of (metric, ids) — 24 bytes per key plus the table's
+//! overhead; see `docs/collector.md` for the collision argument.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use kplane_model::{
+    Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportRecord, ip_to_16,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
+
+/// Keys are already well-mixed hashes: the table uses them as they are.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = mix(self.0, u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<PassThrough>>;
+
+#[inline]
+fn mix(h: u64, w: u64) -> u64 {
+    let x = (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^ (x >> 29)
+}
+
+/// splitmix64's finaliser: full avalanche.
+#[inline]
+fn finish(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn flow_hash(f: &FlowKey) -> u64 {
+    let s = u128::from_be_bytes(ip_to_16(f.src_ip));
+    let d = u128::from_be_bytes(ip_to_16(f.dst_ip));
+    let ports =
+        (u64::from(f.src_port) << 24) | (u64::from(f.dst_port) << 8) | u64::from(f.protocol);
+    [
+        (s >> 64) as u64,
+        s as u64,
+        (d >> 64) as u64,
+        d as u64,
+        ports,
+    ]
+    .into_iter()
+    .fold(0x243F_6A88_85A3_08D3, mix)
+}
+
+#[inline]
+fn key(metric: Metric, base: u64, ids: u64) -> u64 {
+    finish(mix(mix(base, metric as u64 + 1), ids))
+}
+
+/// `[collector.events]`: thresholds T(m) per measurement and the refresh period.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct EventConfig {
+    /// Re-send a live value after this long without an event; 0 disables refresh.
+    #[serde(with = "humantime_serde")]
+    pub refresh: std::time::Duration,
+    /// End-to-end flow latency change (ns).
+    pub flow_latency: u64,
+    /// Per-hop latency change (ns).
+    pub hop_latency: u64,
+    /// Queue occupancy change (cells/bytes, as the switch reports).
+    pub queue_occupancy: u64,
+    /// Queue congestion status change.
+    pub queue_congestion: u64,
+    /// Egress tx utilisation change (as the switch reports).
+    pub link_utilization: u64,
+}
+
+impl Default for EventConfig {
+    fn default() -> Self {
+        Self {
+            refresh: std::time::Duration::from_secs(10),
+            flow_latency: 20_000,
+            hop_latency: 10_000,
+            queue_occupancy: 64,
+            queue_congestion: 0,
+            link_utilization: 100,
+        }
+    }
+}
+
+/// What the threshold detector remembers per key: the last *reported* value and when.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    value: u64,
+    /// Seconds since the Unix epoch (wraps in 2106).
+    sent_s: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Ewma {
+    avg: f64,
+    reported: f64,
+}
+
+/// Events counted by kind (for metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub by_kind: [u64; EventKind::ALL.len()],
+}
+
+#[derive(Debug)]
+pub struct Detection {
+    cfg: EventConfig,
+    keys: KeyMap<Slot>,
+    per_hop: KeyMap<u64>,
+    per_flow: KeyMap<u64>,
+    ewma: KeyMap<Ewma>,
+    path: Vec<u32>,
+    pub counts: Counts,
+}
+
+fn measure_field(m: Measurement) -> (HopField, Metric, Metric) {
+    match m {
+        Measurement::HopLatency => (
+            HopField::HopLatency,
+            Metric::FlowHopLatency,
+            Metric::FlowLatency,
+        ),
+        Measurement::QueueOccupancy => (
+            HopField::QueueOccupancy,
+            Metric::QueueOccupancy,
+            Metric::QueueOccupancy,
+        ),
+        Measurement::TxUtilization => (
+            HopField::TxUtilization,
+            Metric::LinkUtilization,
+            Metric::LinkUtilization,
+        ),
+        Measurement::QueueCongestion => (
+            HopField::QueueCongestion,
+            Metric::QueueCongestion,
+            Metric::QueueCongestion,
+        ),
+    }
+}
+
+/// The per-hop ids a metric is about, for event rows.
+fn hop_ids(metric: Metric, hop: &HopRecord) -> (Option<u8>, Option<u32>) {
+    match metric {
+        Metric::QueueOccupancy | Metric::QueueCongestion => (hop.queue_id(), None),
+        Metric::LinkUtilization => (None, hop.egress_port()),
+        _ => (None, None),
+    }
+}
+
+impl Detection {
+    pub fn new(cfg: EventConfig) -> Self {
+        Self {
+            cfg,
+            keys: KeyMap::default(),
+            per_hop: KeyMap::default(),
+            per_flow: KeyMap::default(),
+            ewma: KeyMap::default(),
+            path: Vec::with_capacity(16),
+            counts: Counts::default(),
+        }
+    }
+
+    /// Tracked threshold keys.
+    pub fn keys(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Bytes the threshold key table holds (buckets × entry + control bytes).
+    pub fn key_table_bytes(&self) -> usize {
+        self.keys.capacity() * (std::mem::size_of::<(u64, Slot)>() + 1)
+    }
+
+    /// Forgets the watchlist algorithms' state (the rules changed).
+    pub fn reset_algorithms(&mut self) {
+        self.per_hop.clear();
+        self.per_flow.clear();
+        self.ewma.clear();
+    }
+
+    fn threshold(
+        keys: &mut KeyMap<Slot>,
+        refresh_ns: u64,
+        k: u64,
+        value: u64,
+        t: u64,
+        now_ns: u64,
+    ) -> Option<(EventKind, Option<u64>)> {
+        let now_s = (now_ns / 1_000_000_000) as u32;
+        match keys.entry(k) {
+            Entry::Vacant(v) => {
+                v.insert(Slot {
+                    value,
+                    sent_s: now_s,
+                });
+                Some((EventKind::New, None))
+            }
+            Entry::Occupied(mut o) => {
+                let s = o.get_mut();
+                let prev = s.value;
+                let kind = if value.abs_diff(prev) > t {
+                    EventKind::Change
+                } else if refresh_ns > 0
+                    && u64::from(now_s.wrapping_sub(s.sent_s)) * 1_000_000_000 >= refresh_ns
+                {
+                    EventKind::Refresh
+                } else {
+                    return None;
+                };
+                *s = Slot {
+                    value,
+                    sent_s: now_s,
+                };
+                Some((kind, Some(prev)))
+            }
+        }
+    }
+
+    /// Runs detection on one record, passing each event to `emit`.
+    pub fn process(
+        &mut self,
+        rec: &ReportRecord,
+        watchlist: &Watchlist,
+        mut emit: impl FnMut(&EventRow<'_>),
+    ) {
+        let now = rec.envelope.received_ns;
+        let refresh_ns = self.cfg.refresh.as_nanos() as u64;
+        let th = self.cfg.clone();
+        let base = EventRow {
+            received_ns: now,
+            kind: EventKind::New,
+            metric: Metric::FlowPath,
+            detector: Detector::Threshold,
+            flow: rec.flow,
+            node_id: None,
+            queue_id: None,
+            egress_port: None,
+            hw_id: None,
+            value: None,
+            previous: None,
+            path: &[],
+            exporter: rec.envelope.exporter,
+        };
+        let counts = &mut self.counts;
+        let mut out = |row: &EventRow<'_>| {
+            counts.by_kind[row.kind as usize] += 1;
+            emit(row);
+        };
+        let rule = rec.flow.as_ref().and_then(|f| watchlist.lookup(f));
+
+        if let (Some(flow), false) = (rec.flow.as_ref(), rec.hops.is_empty()) {
+            let fh = flow_hash(flow);
+            self.path.clear();
+            self.path
+                .extend(rec.hops.iter().map(|h| h.node_id().unwrap_or(u32::MAX)));
+            let ph = self
+                .path
+                .iter()
+                .fold(0x5851_F42D_4C95_7F2D, |h, &n| mix(h, n.into()));
+            let k = key(Metric::FlowPath, fh, 0);
+            if let Some((kind, _)) = Self::threshold(&mut self.keys, refresh_ns, k, ph, 0, now) {
+                out(&EventRow {
+                    kind,
+                    path: &self.path,
+                    ..base
+                });
+            }
+            match rule {
+                Some((idx, r)) => Self::algorithm(
+                    idx,
+                    r,
+                    fh,
+                    rec,
+                    &self.path,
+                    &mut self.per_hop,
+                    &mut self.per_flow,
+                    &mut self.ewma,
+                    &base,
+                    &mut out,
+                ),
+                None => {
+                    let lat: Option<u64> = rec
+                        .hops
+                        .iter()
+                        .filter_map(HopRecord::hop_latency_ns)
+                        .map(u64::from)
+                        .reduce(|a, b| a + b);
+                    if let Some(sum) = lat {
+                        let k = key(Metric::FlowLatency, fh, 0);
+                        if let Some((kind, previous)) = Self::threshold(
+                            &mut self.keys,
+                            refresh_ns,
+                            k,
+                            sum,
+                            th.flow_latency,
+                            now,
+                        ) {
+                            out(&EventRow {
+                                kind,
+                                metric: Metric::FlowLatency,
+                                value: Some(sum),
+                                previous,
+                                ..base
+                            });
+                        }
+                    }
+                    for hop in &rec.hops {
+                        let (Some(node), Some(l)) = (hop.node_id(), hop.hop_latency_ns()) else {
+                            continue;
+                        };
+                        let k = key(Metric::FlowHopLatency, fh, node.into());
+                        if let Some((kind, previous)) = Self::threshold(
+                            &mut self.keys,
+                            refresh_ns,
+                            k,
+                            l.into(),
+                            th.hop_latency,
+                            now,
+                        ) {
+                            out(&EventRow {
+                                kind,
+                                metric: Metric::FlowHopLatency,
+                                node_id: Some(node),
+                                value: Some(l.into()),
+                                previous,
+                                ..base
+                            });
+                        }
+                    }
+                }
+            }
+        }
+
+        // Switch metrics, whatever the flow.
+        for hop in &rec.hops {
+            let Some(node) = hop.node_id() else { continue };
+            let q = hop.queue_id();
+            let checks = [
+                (
+                    Metric::QueueOccupancy,
+                    q.map(u64::from),
+                    hop.queue_occupancy().map(u64::from),
+                    th.queue_occupancy,
+                ),
+                (
+                    Metric::QueueCongestion,
+                    q.map(u64::from),
+                    hop.get(HopField::QueueCongestion),
+                    th.queue_congestion,
+                ),
+                (
+                    Metric::LinkUtilization,
+                    hop.egress_port().map(u64::from),
+                    hop.tx_utilization().map(u64::from),
+                    th.link_utilization,
+                ),
+            ];
+            for (metric, id, value, t) in checks {
+                let (Some(id), Some(value)) = (id, value) else {
+                    continue;
+                };
+                let k = key(metric, 0, (u64::from(node) << 32) | id);
+                if let Some((kind, previous)) =
+                    Self::threshold(&mut self.keys, refresh_ns, k, value, t, now)
+                {
+                    let (queue_id, egress_port) = hop_ids(metric, hop);
+                    out(&EventRow {
+                        kind,
+                        metric,
+                        flow: None,
+                        node_id: Some(node),
+                        queue_id,
+                        egress_port,
+                        value: Some(value),
+                        previous,
+                        ..base
+                    });
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn algorithm(
+        idx: usize,
+        rule: &Rule,
+        fh: u64,
+        rec: &ReportRecord,
+        path: &[u32],
+        per_hop: &mut KeyMap<u64>,
+        per_flow: &mut KeyMap<u64>,
+        ewma: &mut KeyMap<Ewma>,
+        base: &EventRow<'_>,
+        out: &mut impl FnMut(&EventRow<'_>),
+    ) {
+        let (field, hop_metric, flow_metric) = measure_field(rule.measurement);
+        let t = rule.threshold;
+        let sum = || -> Option<u64> {
+            rec.hops
+                .iter()
+                .filter_map(|h| h.get(field))
+                .reduce(|a, b| a + b)
+        };
+        let rule_id = idx as u64 + 1;
+        match rule.algorithm {
+            Algorithm::Noop => out(&EventRow {
+                kind: EventKind::Report,
+                metric: flow_metric,
+                detector: Detector::Noop,
+                value: sum(),
+                path,
+                ..*base
+            }),
+            Algorithm::PerHop => {
+                for hop in &rec.hops {
+                    let (Some(node), Some(v)) = (hop.node_id(), hop.get(field)) else {
+                        continue;
+                    };
+                    let (queue_id, egress_port) = hop_ids(hop_metric, hop);
+                    let ids = (u64::from(node) << 32)
+                        | u64::from(queue_id.unwrap_or(0))
+                        | u64::from(egress_port.unwrap_or(0));
+                    let k = key(hop_metric, rule_id, ids);
+                    let event = match per_hop.entry(k) {
+                        Entry::Vacant(e) => {
+                            e.insert(v);
+                            Some((EventKind::New, None))
+                        }
+                        Entry::Occupied(mut e) if v.abs_diff(*e.get()) > t => {
+                            let prev = e.insert(v);
+                            Some((EventKind::Change, Some(prev)))
+                        }
+                        Entry::Occupied(_) => None,
+                    };
+                    if let Some((kind, previous)) = event {
+                        out(&EventRow {
+                            kind,
+                            metric: hop_metric,
+                            detector: Detector::PerHop,
+                            node_id: Some(node),
+                            queue_id,
+                            egress_port,
+                            value: Some(v),
+                            previous,
+                            ..*base
+                        });
+                    }
+                }
+            }
+            Algorithm::PerFlow => {
+                let Some(s) = sum() else { return };
+                let k = key(flow_metric, mix(fh, rule_id), 1);
+                let event = match per_flow.entry(k) {
+                    Entry::Vacant(e) => {
+                        e.insert(s);
+                        Some((EventKind::New, None))
+                    }
+                    Entry::Occupied(mut e) if s.abs_diff(*e.get()) > t => {
+                        let prev = e.insert(s);
+                        Some((EventKind::Change, Some(prev)))
+                    }
+                    Entry::Occupied(_) => None,
+                };
+                if let Some((kind, previous)) = event {
+                    out(&EventRow {
+                        kind,
+                        metric: flow_metric,
+                        detector: Detector::PerFlow,
+                        value: Some(s),
+                        previous,
+                        path,
+                        ..*base
+                    });
+                }
+            }
+            Algorithm::Ewma => {
+                let Some(s) = sum() else { return };
+                let w = rule.weight.unwrap_or(1.0);
+                let k = key(flow_metric, mix(fh, rule_id), 2);
+                let x = s as f64;
+                let event = match ewma.entry(k) {
+                    Entry::Vacant(e) => {
+                        e.insert(Ewma {
+                            avg: x,
+                            reported: x,
+                        });
+                        Some((EventKind::New, x, None))
+                    }
+                    Entry::Occupied(mut e) => {
+                        let st = e.get_mut();
+                        st.avg = w * x + (1.0 - w) * st.avg;
+                        if (st.avg - st.reported).abs() > t as f64 {
+                            let prev = st.reported;
+                            st.reported = st.avg;
+                            Some((EventKind::Change, st.avg, Some(prev)))
+                        } else {
+                            None
+                        }
+                    }
+                };
+                if let Some((kind, avg, previous)) = event {
+                    out(&EventRow {
+                        kind,
+                        metric: flow_metric,
+                        detector: Detector::Ewma,
+                        value: Some(avg.round() as u64),
+                        previous: previous.map(|p: f64| p.round() as u64),
+                        path,
+                        ..*base
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kplane_model::{FlowKey, ReportEnvelope};
+
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn flow(src: &str) -> FlowKey {
+        FlowKey {
+            src_ip: src.parse().unwrap(),
+            dst_ip: "10.0.9.9".parse().unwrap(),
+            src_port: 1000,
+            dst_port: 80,
+            protocol: 6,
+        }
+    }
+
+    /// A report of `flow` over nodes 1..=hops, with hop latency `lat` at every hop and
+    /// queue occupancy `occ` at node 2.
+    fn report(f: FlowKey, hops: u32, lat: u64, occ: u64, now: u64) -> ReportRecord {
+        let mut r = ReportRecord {
+            envelope: ReportEnvelope {
+                received_ns: now,
+                ..ReportEnvelope::default()
+            },
+            flow: Some(f),
+            hops: Vec::new(),
+        };
+        for n in 1..=hops {
+            let mut h = HopRecord::default();
+            h.set(HopField::NodeId, n.into());
+            h.set(HopField::HopLatency, lat);
+            if n == 2 {
+                h.set(HopField::QueueId, 0);
+                h.set(HopField::QueueOccupancy, occ);
+            }
+            r.hops.push(h);
+        }
+        r
+    }
+
+    fn events(
+        d: &mut Detection,
+        wl: &Watchlist,
+        r: &ReportRecord,
+    ) -> Vec<(EventKind, Metric, Detector, Option<u64>)> {
+        let mut v = Vec::new();
+        d.process(r, wl, |e| v.push((e.kind, e.metric, e.detector, e.value)));
+        v
+    }
+
+    fn cfg() -> EventConfig {
+        EventConfig {
+            refresh: std::time::Duration::from_secs(10),
+            flow_latency: 1_000,
+            hop_latency: 500,
+            queue_occupancy: 10,
+            queue_congestion: 0,
+            link_utilization: 10,
+        }
+    }
+
+    #[test]
+    fn new_keys_then_silence_then_exactly_one_event_per_step() {
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg());
+        let f = flow("10.0.0.1");
+        let first = events(&mut d, &wl, &report(f, 3, 100, 5, S));
+        // path, flow latency, 3 per-hop latencies, 1 queue: all new.
+        assert_eq!(first.len(), 6, "{first:?}");
+        assert!(first.iter().all(|e| e.0 == EventKind::New));
+        // Noise below every threshold: nothing.
+        for i in 0..20 {
+            let e = events(
+                &mut d,
+                &wl,
+                &report(f, 3, 100 + (i % 3) * 50, 5 + i % 4, S + i),
+            );
+            assert!(e.is_empty(), "noise at {i}: {e:?}");
+        }
+        // A step above the hop-latency threshold at every hop: the three hops and the sum.
+        let step = events(&mut d, &wl, &report(f, 3, 900, 5, 2 * S));
+        assert_eq!(
+            step.iter()
+                .filter(|e| e.1 == Metric::FlowHopLatency)
+                .count(),
+            3,
+            "{step:?}"
+        );
+        assert_eq!(
+            step.iter().filter(|e| e.1 == Metric::FlowLatency).count(),
+            1
+        );
+        assert!(step.iter().all(|e| e.0 == EventKind::Change));
+        // Staying at the new level: nothing more.
+        assert!(events(&mut d, &wl, &report(f, 3, 900, 5, 2 * S + 1)).is_empty());
+        assert_eq!(d.keys(), 6);
+    }
+
+    #[test]
+    fn periodic_refresh_fires_for_live_keys() {
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg());
+        let f = flow("10.0.0.2");
+        events(&mut d, &wl, &report(f, 2, 100, 5, S));
+        assert!(events(&mut d, &wl, &report(f, 2, 100, 5, 5 * S)).is_empty());
+        let later = events(&mut d, &wl, &report(f, 2, 100, 5, 12 * S));
+        assert_eq!(later.len(), 5, "every live key refreshed: {later:?}");
+        assert!(later.iter().all(|e| e.0 == EventKind::Refresh));
+        assert!(events(&mut d, &wl, &report(f, 2, 100, 5, 13 * S)).is_empty());
+    }
+
+    #[test]
+    fn a_path_change_is_an_event() {
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg());
+        let f = flow("10.0.0.3");
+        events(&mut d, &wl, &report(f, 3, 100, 5, S));
+        let mut r = report(f, 3, 100, 5, S + 1);
+        r.hops[1].set(HopField::NodeId, 7);
+        let e = events(&mut d, &wl, &r);
+        assert!(
+            e.iter()
+                .any(|e| e.1 == Metric::FlowPath && e.0 == EventKind::Change),
+            "{e:?}"
+        );
+    }
+
+    fn watch(json: &str) -> Watchlist {
+        Watchlist::new(vec![serde_json::from_str(json).unwrap()])
+    }
+
+    #[test]
+    fn noop_reports_everything() {
+        let wl = watch(r#"{"algorithm":"noop"}"#);
+        let mut d = Detection::new(cfg());
+        let f = flow("10.0.0.4");
+        for i in 0..5 {
+            let e = events(&mut d, &wl, &report(f, 3, 100, 5, S + i));
+            assert_eq!(e.iter().filter(|e| e.2 == Detector::Noop).count(), 1);
+            assert!(e.iter().any(|e| e.3 == Some(300)), "sum of hop latencies");
+        }
+    }
+
+    #[test]
+    fn per_hop_and_per_flow_follow_their_threshold() {
+        for (alg, expect_detector) in [
+            ("per-hop", Detector::PerHop),
+            ("per-flow", Detector::PerFlow),
+        ] {
+            let wl = watch(&format!(r#"{{"algorithm":"{alg}","threshold":200}}"#));
+            let mut d = Detection::new(cfg());
+            let f = flow("10.0.0.5");
+            let first = events(&mut d, &wl, &report(f, 3, 100, 5, S));
+            assert!(
+                first
+                    .iter()
+                    .any(|e| e.2 == expect_detector && e.0 == EventKind::New)
+            );
+            // Per hop +150 is under 200; per flow the sum moves 450: only per-flow fires.
+            let e = events(&mut d, &wl, &report(f, 3, 250, 5, S + 1));
+            let fired = e.iter().filter(|e| e.2 == expect_detector).count();
+            match expect_detector {
+                Detector::PerHop => assert_eq!(fired, 0, "{e:?}"),
+                _ => assert_eq!(fired, 1, "{e:?}"),
+            }
+            // Threshold detection of flow latency is replaced for watched flows.
+            assert!(
+                e.iter()
+                    .all(|e| e.1 != Metric::FlowHopLatency || e.2 != Detector::Threshold)
+            );
+        }
+    }
+
+    #[test]
+    fn ewma_smooths_a_short_burst() {
+        let wl = watch(r#"{"algorithm":"ewma","weight":0.25,"threshold":300}"#);
+        let mut d = Detection::new(cfg());
+        let f = flow("10.0.0.6");
+        let mut fired = 0;
+        // Sum 300 steady, one burst to 1200, back to 300: EWMA moves 225, under 300.
+        for (i, lat) in [100, 100, 400, 100, 100].into_iter().enumerate() {
+            let e = events(&mut d, &wl, &report(f, 3, lat, 5, S + i as u64));
+            fired += e
+                .iter()
+                .filter(|e| e.2 == Detector::Ewma && e.0 == EventKind::Change)
+                .count();
+        }
+        assert_eq!(fired, 0, "a single burst is smoothed out");
+        // A sustained rise of 450 (sum 300 → 750) crosses it once.
+        for i in 0..6 {
+            let e = events(&mut d, &wl, &report(f, 3, 250, 5, 2 * S + i));
+            fired += e
+                .iter()
+                .filter(|e| e.2 == Detector::Ewma && e.0 == EventKind::Change)
+                .count();
+        }
+        assert_eq!(fired, 1, "a sustained change fires once");
+    }
+
+    #[test]
+    fn switch_metrics_are_shared_across_flows() {
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg());
+        events(&mut d, &wl, &report(flow("10.0.0.7"), 3, 100, 5, S));
+        let e = events(&mut d, &wl, &report(flow("10.0.0.8"), 3, 100, 5, S));
+        assert!(
+            e.iter().all(|e| e.1 != Metric::QueueOccupancy),
+            "same queue, same value: {e:?}"
+        );
+    }
+}
