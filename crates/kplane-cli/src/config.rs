@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use kplane_runtime::{ConfigError, ConfigSource, EXIT_CONFIG, LogConfig, Validate};
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct KplaneConfig {
     pub log: LogConfig,

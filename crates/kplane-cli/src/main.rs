@@ -27,8 +27,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the collector service.
-    Collector(serve::ServeArgs),
+    /// Run the collector service (UDP or pcap → events on the bus).
+    Collector(serve::CollectorArgs),
     /// Run the stream-processor service.
     StreamProcessor(serve::ServeArgs),
     /// Run the knowledge service.
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let source = config::source(cli.config.as_deref());
     match cli.command {
-        Command::Collector(a) => serve::run(source, kplane_collector::NAME, a),
+        Command::Collector(a) => serve::collector(source, a),
         Command::StreamProcessor(a) => serve::run(source, kplane_stream_processor::NAME, a),
         Command::Knowledge(a) => serve::run(source, kplane_knowledge::NAME, a),
         Command::IntentApi(a) => serve::run(source, kplane_intent_api::NAME, a),

@@ -8,6 +8,52 @@ use kplane_runtime::{ConfigSource, EXIT_CONFIG, run_service};
 
 use crate::config::{KplaneConfig, load};
 
+/// `kplane collector` flags (each overrides its `[collector]` key).
+#[derive(Debug, Args)]
+pub struct CollectorArgs {
+    /// UDP listener for telemetry reports (repeatable; default 0.0.0.0:32766).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Vec<SocketAddr>,
+    /// Replay a pcap/pcapng capture through the pipeline instead of listening.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
+    /// pcap replay pace.
+    #[arg(long, value_enum)]
+    speed: Option<Speed>,
+    /// Print what the collector publishes (JSON lines) on stdout.
+    #[arg(long)]
+    print: bool,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Speed {
+    Recorded,
+    Max,
+}
+
+/// Applies the collector's flags to the configuration layers.
+pub fn collector(source: ConfigSource, args: CollectorArgs) -> ExitCode {
+    let mut source = source;
+    if !args.listen.is_empty() {
+        let v: Vec<String> = args.listen.iter().map(ToString::to_string).collect();
+        source = source.set("collector.listen", v);
+    }
+    if let Some(p) = &args.pcap {
+        source = source.set("collector.pcap", p.display().to_string());
+    }
+    if let Some(s) = args.speed {
+        let s = match s {
+            Speed::Recorded => "recorded",
+            Speed::Max => "max",
+        };
+        source = source.set("collector.speed", s);
+    }
+    let print = args.print;
+    run_with(source, kplane_collector::NAME, args.serve, print)
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Admin listener for /metrics, /healthz and /readyz (overrides `[<service>] admin`).
@@ -16,6 +62,10 @@ pub struct ServeArgs {
 }
 
 pub fn run(source: ConfigSource, name: &str, args: ServeArgs) -> ExitCode {
+    run_with(source, name, args, false)
+}
+
+fn run_with(source: ConfigSource, name: &str, args: ServeArgs, print: bool) -> ExitCode {
     let source = match args.admin {
         Some(a) => source.set(&format!("{name}.admin"), a.to_string()),
         None => source,
@@ -30,6 +80,9 @@ pub fn run(source: ConfigSource, name: &str, args: ServeArgs) -> ExitCode {
     let log = cfg.log.clone();
     run_service(name, &log, |shutdown| async move {
         match name {
+            kplane_collector::NAME if print => {
+                kplane_collector::run_printing(cfg.collector, shutdown).await
+            }
             kplane_collector::NAME => kplane_collector::run(cfg.collector, shutdown).await,
             kplane_stream_processor::NAME => {
                 kplane_stream_processor::run(cfg.stream_processor, shutdown).await

@@ -71,26 +71,33 @@ async fn readyz(State(s): State<AdminState>) -> (StatusCode, &'static str) {
     }
 }
 
+/// The admin server task.
+pub type AdminTask = tokio::task::JoinHandle<Result<(), RuntimeError>>;
+
 /// Binds `addr` and serves the admin router until `shutdown`. Returns the bound address
 /// (useful with port 0) and the server task.
 pub async fn serve_admin(
     addr: SocketAddr,
     state: AdminState,
     shutdown: Shutdown,
-) -> Result<
-    (
-        SocketAddr,
-        tokio::task::JoinHandle<Result<(), RuntimeError>>,
-    ),
-    RuntimeError,
-> {
+) -> Result<(SocketAddr, AdminTask), RuntimeError> {
+    serve_admin_with(addr, state, Router::new(), shutdown).await
+}
+
+/// [`serve_admin`] with a service's own routes merged in (e.g. the collector's watchlist).
+pub async fn serve_admin_with(
+    addr: SocketAddr,
+    state: AdminState,
+    extra: Router,
+    shutdown: Shutdown,
+) -> Result<(SocketAddr, AdminTask), RuntimeError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| RuntimeError::AdminBind { addr, source })?;
     let local = listener
         .local_addr()
         .map_err(|source| RuntimeError::AdminBind { addr, source })?;
-    let app = state.router();
+    let app = state.router().merge(extra);
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.wait().await })

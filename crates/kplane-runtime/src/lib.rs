@@ -12,7 +12,7 @@ pub mod metrics;
 pub mod service;
 pub mod shutdown;
 
-pub use admin::{AdminState, serve_admin};
+pub use admin::{AdminState, AdminTask, serve_admin, serve_admin_with};
 pub use config::{ConfigSource, Validate, load, load_section};
 pub use error::{ConfigError, RuntimeError};
 pub use logging::{LogConfig, LogFormat, init_logging};

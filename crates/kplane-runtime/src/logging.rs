@@ -50,8 +50,10 @@ pub fn init_logging(cfg: &LogConfig) -> Result<(), RuntimeError> {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cfg.level))
         .map_err(|e| RuntimeError::Logging(e.to_string()))?;
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let result = match cfg.format {
         LogFormat::Text => builder.try_init(),

@@ -6,27 +6,78 @@
 //! (Arrow IPC or JSON lines) → the bus (`int.events`, optionally `int.reports`).
 //! See `docs/collector.md`.
 
+pub mod config;
 pub mod detect;
+pub mod input;
 pub mod loss;
+pub mod metrics;
 pub mod partition;
+pub mod pipeline;
+pub mod publish;
 pub mod watchlist;
 
-use kplane_runtime::{AdminOnlyConfig, AdminPort, ServiceResult, Shutdown, run_admin_only};
+pub use config::Config;
+pub use service::{Collector, Summary, embedded_bus, start};
+
+use std::sync::Arc;
+
+use kplane_runtime::{ServiceResult, Shutdown};
+
+pub mod service;
 
 /// The service's name: its config section, metric prefix and subcommand.
 pub const NAME: &str = "collector";
 
-/// `[collector]`: admin listener, default 127.0.0.1:9101.
-pub type Config = AdminOnlyConfig<DefaultAdmin>;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DefaultAdmin;
-
-impl AdminPort for DefaultAdmin {
-    const PORT: u16 = 9101;
+/// Runs the collector and prints what it publishes (JSON lines) to stdout: the standalone
+/// `kplane collector --print` mode.
+pub async fn run_printing(mut cfg: Config, shutdown: Shutdown) -> ServiceResult {
+    use std::io::Write;
+    cfg.encoding = config::Encoding::Json;
+    let bus = embedded_bus(&cfg);
+    let mut consumers = vec![bus.consumer(kplane_bus::topics::EVENTS, "print")?];
+    if cfg.publish_reports {
+        consumers.push(bus.consumer(kplane_bus::topics::REPORTS, "print")?);
+    }
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done2 = done.clone();
+    let printer = std::thread::spawn(move || {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        loop {
+            let finished = done2.load(std::sync::atomic::Ordering::Acquire);
+            let mut any = false;
+            for c in &mut consumers {
+                while let Some(d) = c.poll(std::time::Duration::from_millis(5)) {
+                    any = true;
+                    if out.write_all(&d.message.payload).is_err() {
+                        return;
+                    }
+                }
+                c.commit();
+            }
+            let _ = out.flush();
+            if finished && !any {
+                return;
+            }
+        }
+    });
+    let collector = start(cfg, Arc::new(bus), shutdown).await?;
+    let result = collector.wait().await;
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let _ = printer.join();
+    result?;
+    Ok(())
 }
 
-/// Runs until `shutdown` fires.
+/// Runs the collector on an in-process bus until `shutdown` (or, replaying a capture, until
+/// the capture ends).
 pub async fn run(cfg: Config, shutdown: Shutdown) -> ServiceResult {
-    run_admin_only(NAME, cfg.admin, shutdown).await
+    let bus = embedded_bus(&cfg);
+    tracing::warn!(
+        "bus = embedded: nothing consumes it in this process, so batches accumulate up to \
+         bus-capacity and are then counted as dropped (stage=publish, reason=full)"
+    );
+    let collector = start(cfg, Arc::new(bus), shutdown).await?;
+    collector.wait().await?;
+    Ok(())
 }

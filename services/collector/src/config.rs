@@ -1,0 +1,233 @@
+//! `[collector]` configuration. Every key is documented in docs/collector.md and
+//! config/kplane.example.toml.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kplane_runtime::Validate;
+use kplane_wire::{DecodeOptions, DscpMatch};
+use serde::{Deserialize, Serialize};
+
+use crate::detect::EventConfig;
+use crate::watchlist::{Rule, Watchlist};
+
+/// How batches are encoded on the bus.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Encoding {
+    /// One Arrow IPC stream (schema + one record batch) per message.
+    #[default]
+    Arrow,
+    /// One JSON object per line.
+    Json,
+}
+
+/// pcap replay pace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Speed {
+    /// Keep the capture's inter-packet gaps.
+    Recorded,
+    /// As fast as possible.
+    #[default]
+    Max,
+}
+
+/// `[collector.loss]`
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LossConfig {
+    /// Reorder window in sequence numbers: a late report within it fills its gap.
+    pub reorder_window: u64,
+    /// A sequence further back than this is a counter reset (exporter restart).
+    pub reset_distance: u64,
+    /// Longest a gap may stay open before its reports are counted lost.
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+    /// Distinct `node` label values on `kplane_collector_reports_lost_total`; the rest are
+    /// counted under `node="other"`.
+    pub node_label_limit: usize,
+}
+
+impl Default for LossConfig {
+    fn default() -> Self {
+        Self {
+            reorder_window: 64,
+            reset_distance: 65_536,
+            max_wait: Duration::from_secs(1),
+            node_label_limit: 64,
+        }
+    }
+}
+
+/// `[collector.decode]`: how embedded INT is recognised inside reports' inner packets.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DecodeConfig {
+    /// L4 destination ports announcing INT after TCP/UDP.
+    pub int_ports: Vec<u16>,
+    /// DSCP values announcing INT after TCP/UDP.
+    pub int_dscp: Vec<u8>,
+    /// The KDN paper's INT port; 0 disables.
+    pub kdn_port: u16,
+    pub geneve_class: u16,
+    pub gre_protocol: u16,
+    pub int_label_protocol: u8,
+    pub int_label_max_hop: u8,
+    pub gpint_protocol: u8,
+}
+
+impl Default for DecodeConfig {
+    fn default() -> Self {
+        let d = DecodeOptions::default();
+        Self {
+            int_ports: d.int_l4_ports,
+            int_dscp: d.int_dscp.iter().map(|m| m.value).collect(),
+            kdn_port: 0,
+            geneve_class: d.geneve_int_class,
+            gre_protocol: d.gre_int_protocol,
+            int_label_protocol: d.int_label_protocol,
+            int_label_max_hop: d.int_label_max_hop,
+            gpint_protocol: d.gpint_protocol,
+        }
+    }
+}
+
+impl DecodeConfig {
+    pub fn options(&self) -> DecodeOptions {
+        DecodeOptions {
+            int_l4_ports: self.int_ports.clone(),
+            int_dscp: self
+                .int_dscp
+                .iter()
+                .map(|&value| DscpMatch { value, mask: 0x3F })
+                .collect(),
+            kdn_port: (self.kdn_port != 0).then_some(self.kdn_port),
+            geneve_int_class: self.geneve_class,
+            gre_int_protocol: self.gre_protocol,
+            int_label_protocol: self.int_label_protocol,
+            int_label_max_hop: self.int_label_max_hop,
+            gpint_protocol: self.gpint_protocol,
+            ..DecodeOptions::default()
+        }
+    }
+}
+
+/// `[collector]`
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Admin listener: /metrics, /healthz, /readyz, /v1/watchlist.
+    pub admin: SocketAddr,
+    /// UDP listeners for telemetry reports.
+    pub listen: Vec<SocketAddr>,
+    /// SO_REUSEPORT sockets per listener, each with its own receive thread.
+    pub sockets_per_listener: usize,
+    /// SO_RCVBUF per socket, bytes.
+    pub recv_buffer: usize,
+    /// Datagrams per recvmmsg call.
+    pub recv_batch: usize,
+    /// Largest datagram kept; longer ones are truncated and counted.
+    pub max_datagram: usize,
+    /// Receive batches queued between the receive threads and the pipeline.
+    pub queue_capacity: usize,
+    /// Replay this capture instead of listening.
+    pub pcap: Option<PathBuf>,
+    /// pcap replay pace.
+    pub speed: Speed,
+    /// Bus partitions (records are hash-partitioned by source IP).
+    pub partitions: u32,
+    /// Records per bus message.
+    pub batch_size: usize,
+    /// Longest a record waits in a partial batch.
+    #[serde(with = "humantime_serde")]
+    pub linger: Duration,
+    pub encoding: Encoding,
+    /// Also publish every decoded report on `int.reports`.
+    pub publish_reports: bool,
+    /// Embedded bus: unconsumed messages held per partition.
+    pub bus_capacity: usize,
+    pub events: EventConfig,
+    pub loss: LossConfig,
+    pub decode: DecodeConfig,
+    /// Flow-match rules selecting a per-flow event-detection algorithm.
+    pub watchlist: Vec<Rule>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            admin: SocketAddr::from(([127, 0, 0, 1], 9101)),
+            listen: vec![SocketAddr::from(([0, 0, 0, 0], 32766))],
+            sockets_per_listener: 1,
+            recv_buffer: 8 << 20,
+            recv_batch: 64,
+            max_datagram: 9216,
+            queue_capacity: 256,
+            pcap: None,
+            speed: Speed::Max,
+            partitions: 8,
+            batch_size: 4096,
+            linger: Duration::from_millis(50),
+            encoding: Encoding::Arrow,
+            publish_reports: false,
+            bus_capacity: 1024,
+            events: EventConfig::default(),
+            loss: LossConfig::default(),
+            decode: DecodeConfig::default(),
+            watchlist: Vec::new(),
+        }
+    }
+}
+
+impl Validate for Config {
+    fn validate(&self, problems: &mut Vec<String>) {
+        let mut need = |ok: bool, what: &str| {
+            if !ok {
+                problems.push(format!("collector.{what}"));
+            }
+        };
+        need(
+            !self.listen.is_empty() || self.pcap.is_some(),
+            "listen must name at least one address (or give pcap)",
+        );
+        need(
+            self.sockets_per_listener >= 1,
+            "sockets-per-listener must be >= 1",
+        );
+        need(
+            (1..=1024).contains(&self.recv_batch),
+            "recv-batch must be in 1..=1024",
+        );
+        need(
+            (64..=65_535).contains(&self.max_datagram),
+            "max-datagram must be in 64..=65535",
+        );
+        need(self.queue_capacity >= 1, "queue-capacity must be >= 1");
+        need(
+            (1..=4096).contains(&self.partitions),
+            "partitions must be in 1..=4096",
+        );
+        need(self.batch_size >= 1, "batch-size must be >= 1");
+        need(self.bus_capacity >= 1, "bus-capacity must be >= 1");
+        need(
+            self.events.refresh.is_zero() || self.events.refresh >= Duration::from_secs(1),
+            "events.refresh must be 0 (off) or at least 1s",
+        );
+        need(
+            self.loss.reorder_window >= 1,
+            "loss.reorder-window must be >= 1",
+        );
+        need(
+            self.loss.reset_distance >= self.loss.reorder_window,
+            "loss.reset-distance must be >= loss.reorder-window",
+        );
+        if let Some(p) = &self.pcap
+            && !p.exists()
+        {
+            problems.push(format!("collector.pcap: {} does not exist", p.display()));
+        }
+        Watchlist::validate(&self.watchlist, problems);
+    }
+}

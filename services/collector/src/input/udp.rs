@@ -1,0 +1,229 @@
+//! UDP receive threads: one per socket, SO_REUSEPORT so the kernel spreads exporters over
+//! them, `recvmmsg` to take up to `recv_batch` datagrams per system call, `SO_RXQ_OVFL` to
+//! learn how many datagrams the kernel dropped because the receive buffer was full.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::RecvBatch;
+use crate::metrics::CollectorMetrics;
+
+/// Opens a bound, non-blocking-with-timeout UDP socket with SO_REUSEPORT.
+pub fn bind(addr: SocketAddr, recv_buffer: usize) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    if let Err(e) = s.set_recv_buffer_size(recv_buffer) {
+        tracing::warn!(error = %e, recv_buffer, "cannot set SO_RCVBUF");
+    }
+    // Wake up regularly to notice shutdown.
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt with a valid fd, level/name and a c_int value of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RXQ_OVFL,
+            (&one as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::warn!(error = %io::Error::last_os_error(), "SO_RXQ_OVFL unavailable: kernel drops will not be counted");
+    }
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+/// Space for one datagram's source address and control message.
+struct Slot {
+    addr: libc::sockaddr_storage,
+    cmsg: [u64; 8],
+}
+
+/// Receives batches of datagrams from one socket.
+pub struct BatchReceiver {
+    socket: Socket,
+    max_datagram: usize,
+    buf: Vec<u8>,
+    iov: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    slots: Vec<Slot>,
+    /// Last cumulative kernel drop count (SO_RXQ_OVFL).
+    overflow: u32,
+}
+
+impl std::fmt::Debug for BatchReceiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchReceiver")
+            .field("socket", &self.socket)
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: the raw pointers inside `iov`/`hdrs` point into this struct's own heap buffers and
+// are only used by the thread that owns it.
+unsafe impl Send for BatchReceiver {}
+
+impl BatchReceiver {
+    pub fn new(socket: Socket, batch: usize, max_datagram: usize) -> Self {
+        // One extra byte per slot tells a datagram of exactly `max_datagram` bytes apart from a
+        // longer one even where MSG_TRUNC is not reported.
+        let stride = max_datagram + 1;
+        let mut r = Self {
+            socket,
+            max_datagram,
+            buf: vec![0; batch * stride],
+            iov: Vec::with_capacity(batch),
+            hdrs: Vec::with_capacity(batch),
+            // SAFETY: sockaddr_storage and the cmsg buffer are plain data; zero is valid.
+            slots: (0..batch).map(|_| unsafe { zeroed() }).collect(),
+            overflow: 0,
+        };
+        for i in 0..batch {
+            r.iov.push(libc::iovec {
+                iov_base: r.buf[i * stride..].as_mut_ptr().cast(),
+                iov_len: stride,
+            });
+        }
+        for i in 0..batch {
+            // SAFETY: mmsghdr is plain data; zero is a valid starting value.
+            let mut h: libc::mmsghdr = unsafe { zeroed() };
+            h.msg_hdr.msg_iov = &mut r.iov[i];
+            h.msg_hdr.msg_iovlen = 1;
+            r.hdrs.push(h);
+        }
+        r
+    }
+
+    /// Waits (up to the socket timeout) for datagrams and appends them to `out`. Returns the
+    /// number received and how many the kernel dropped since the last call.
+    pub fn recv(&mut self, out: &mut RecvBatch) -> io::Result<(usize, u64)> {
+        let stride = self.max_datagram + 1;
+        for (h, s) in self.hdrs.iter_mut().zip(self.slots.iter_mut()) {
+            h.msg_hdr.msg_name = (&mut s.addr as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_control = s.cmsg.as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = size_of::<[u64; 8]>() as _;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        // SAFETY: `hdrs` holds `len` initialised headers whose iovecs, names and control
+        // buffers point into buffers owned by `self` that outlive the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                self.socket.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                self.hdrs.len() as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        out.received_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut dropped = 0u64;
+        for i in 0..n {
+            let h = &self.hdrs[i];
+            let len = h.msg_len as usize;
+            let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len > self.max_datagram;
+            let keep = len.min(self.max_datagram);
+            let start = out.data.len();
+            out.data
+                .extend_from_slice(&self.buf[i * stride..i * stride + keep]);
+            let src =
+                socket_addr(&self.slots[i].addr).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+            out.datagrams.push((start, keep, src, truncated));
+            if let Some(total) = overflow_count(&h.msg_hdr) {
+                dropped += u64::from(total.wrapping_sub(self.overflow));
+                self.overflow = total;
+            }
+        }
+        Ok((n, dropped))
+    }
+}
+
+/// The source address the kernel wrote into a `sockaddr_storage`.
+fn socket_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match i32::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: ss_family says the storage holds a sockaddr_in, which it is large and
+            // aligned enough for.
+            let a = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(SocketAddr::from((ip, u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Some(SocketAddr::from((ip, u16::from_be(a.sin6_port))))
+        }
+        _ => None,
+    }
+}
+
+/// The SO_RXQ_OVFL control message's cumulative drop counter, if present.
+fn overflow_count(msg: &libc::msghdr) -> Option<u32> {
+    // SAFETY: walking the control buffer the kernel filled, with the libc CMSG macros.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
+                let data = libc::CMSG_DATA(c).cast::<u32>();
+                return Some(data.read_unaligned());
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
+}
+
+/// Runs a receive thread until `stop`: batches go to `tx`; when the pipeline's queue is full
+/// the batch is dropped *and counted* and the socket keeps being read.
+pub fn receive_loop(
+    mut rx: BatchReceiver,
+    tx: SyncSender<RecvBatch>,
+    stop: Arc<AtomicBool>,
+    metrics: CollectorMetrics,
+) {
+    while !stop.load(Ordering::Acquire) {
+        let mut batch = RecvBatch::default();
+        match rx.recv(&mut batch) {
+            Ok((0, _)) => continue,
+            Ok((n, kernel_dropped)) => {
+                metrics.drop("socket", "rcvbuf_overflow", kernel_dropped);
+                match tx.try_send(batch) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) => metrics.drop("queue", "full", n as u64),
+                    Err(TrySendError::Disconnected(_)) => break,
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "recvmmsg failed; receive thread stops");
+                metrics.drop("socket", "error", 1);
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The collector's self-metrics, names in one place (`kplane_collector_*`). Hot paths count
+//! into plain integers and add them here once per receive batch.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FormatLabel {
+    pub format: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabel {
+    pub node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DropLabels {
+    pub stage: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TopicPartition {
+    pub topic: &'static str,
+    pub partition: String,
+}
+
+/// Every collector metric.
+#[derive(Clone, Debug)]
+pub struct CollectorMetrics {
+    pub datagrams: Counter,
+    pub received_bytes: Counter,
+    pub truncated: Counter,
+    pub reports_decoded: Family<FormatLabel, Counter>,
+    pub malformed: Family<ReasonLabel, Counter>,
+    pub events: Family<EventLabels, Counter>,
+    pub reports_lost: Family<NodeLabel, Counter>,
+    pub reports_late: Counter,
+    pub reports_too_late: Counter,
+    pub reports_duplicate: Counter,
+    pub sequence_resets: Counter,
+    pub dropped: Family<DropLabels, Counter>,
+    pub batch_records: Histogram,
+    pub publish_seconds: Histogram,
+    pub partition_records: Family<TopicPartition, Counter>,
+    pub metric_keys: Gauge,
+    pub sequence_streams: Gauge,
+}
+
+impl Default for CollectorMetrics {
+    fn default() -> Self {
+        Self {
+            datagrams: Counter::default(),
+            received_bytes: Counter::default(),
+            truncated: Counter::default(),
+            reports_decoded: Family::default(),
+            malformed: Family::default(),
+            events: Family::default(),
+            reports_lost: Family::default(),
+            reports_late: Counter::default(),
+            reports_too_late: Counter::default(),
+            reports_duplicate: Counter::default(),
+            sequence_resets: Counter::default(),
+            dropped: Family::default(),
+            batch_records: Histogram::new(exponential_buckets(1.0, 4.0, 9)),
+            publish_seconds: Histogram::new(exponential_buckets(1e-6, 4.0, 12)),
+            partition_records: Family::default(),
+            metric_keys: Gauge::default(),
+            sequence_streams: Gauge::default(),
+        }
+    }
+}
+
+impl CollectorMetrics {
+    /// Registers everything under `kplane_collector_`.
+    pub fn register(&self, root: &mut Registry) {
+        let r = root.sub_registry_with_prefix("collector");
+        r.register(
+            "datagrams_received",
+            "UDP datagrams (or pcap frames) received",
+            self.datagrams.clone(),
+        );
+        r.register(
+            "received_bytes",
+            "Bytes received",
+            self.received_bytes.clone(),
+        );
+        r.register(
+            "datagrams_truncated",
+            "Datagrams longer than max-datagram (truncated, counted malformed)",
+            self.truncated.clone(),
+        );
+        r.register(
+            "reports_decoded",
+            "Reports decoded, by format",
+            self.reports_decoded.clone(),
+        );
+        r.register(
+            "malformed",
+            "Datagrams that did not decode, by reason",
+            self.malformed.clone(),
+        );
+        r.register("events", "Events detected, by kind", self.events.clone());
+        r.register(
+            "reports_lost",
+            "Reports lost (sequence gaps), by reporting node (bounded)",
+            self.reports_lost.clone(),
+        );
+        r.register(
+            "reports_late",
+            "Reports that arrived late and filled their gap",
+            self.reports_late.clone(),
+        );
+        r.register(
+            "reports_too_late",
+            "Reports older than the reorder window (already counted lost)",
+            self.reports_too_late.clone(),
+        );
+        r.register(
+            "reports_duplicate",
+            "Duplicate report sequence numbers",
+            self.reports_duplicate.clone(),
+        );
+        r.register(
+            "sequence_resets",
+            "Report sequence counter resets (exporter restarts)",
+            self.sequence_resets.clone(),
+        );
+        r.register(
+            "dropped",
+            "Items dropped, by stage and reason",
+            self.dropped.clone(),
+        );
+        r.register(
+            "batch_records",
+            "Records per published batch",
+            self.batch_records.clone(),
+        );
+        r.register(
+            "publish_seconds",
+            "Time to hand one batch to the bus",
+            self.publish_seconds.clone(),
+        );
+        r.register(
+            "partition_records",
+            "Records published, by topic and partition",
+            self.partition_records.clone(),
+        );
+        r.register(
+            "metric_keys",
+            "Metric keys tracked by event detection",
+            self.metric_keys.clone(),
+        );
+        r.register(
+            "sequence_streams",
+            "Report sequence streams tracked (node, hw_id)",
+            self.sequence_streams.clone(),
+        );
+    }
+
+    pub fn drop(&self, stage: &'static str, reason: &'static str, n: u64) {
+        if n > 0 {
+            self.dropped
+                .get_or_create(&DropLabels { stage, reason })
+                .inc_by(n);
+        }
+    }
+}

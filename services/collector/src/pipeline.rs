@@ -1,0 +1,382 @@
+//! One pipeline per worker thread: datagram → records → loss accounting → event detection →
+//! partition → batches. Counters are kept locally and added to Prometheus once per receive
+//! batch (`flush_metrics`).
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, RwLock};
+
+use kplane_model::{Detector, EventKind, EventRow, Metric, ReportFormat, ReportRecord};
+use kplane_wire::{DecodeOptions, Decoded, Decoder, RecordMeta, Start, WireError, decode_frame};
+
+use crate::config::Config;
+use crate::detect::Detection;
+use crate::loss::{LossTracker, Lost, SeqOutcome};
+use crate::metrics::{CollectorMetrics, EventLabels, FormatLabel, NodeLabel, ReasonLabel};
+use crate::partition::partition_of;
+use crate::publish::Publisher;
+use crate::watchlist::{Rule, Watchlist};
+
+/// The watchlist shared with the admin API: a version and the current table.
+#[derive(Clone, Debug, Default)]
+pub struct SharedWatchlist(Arc<RwLock<(u64, Arc<Watchlist>)>>);
+
+impl SharedWatchlist {
+    pub fn new(rules: Vec<Rule>) -> Self {
+        Self(Arc::new(RwLock::new((0, Arc::new(Watchlist::new(rules))))))
+    }
+
+    /// Replaces the table (the pipeline picks it up at its next batch).
+    pub fn replace(&self, rules: Vec<Rule>) {
+        let mut g = self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.0 += 1;
+        g.1 = Arc::new(Watchlist::new(rules));
+    }
+
+    pub fn current(&self) -> (u64, Arc<Watchlist>) {
+        let g = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (g.0, g.1.clone())
+    }
+}
+
+/// Counts since the last `flush_metrics`.
+#[derive(Debug, Default)]
+struct Local {
+    datagrams: u64,
+    bytes: u64,
+    truncated: u64,
+    decoded: [u64; ReportFormat::ALL.len() + 1],
+    malformed: [u64; WireError::REASONS.len()],
+    events: [u64; EventKind::ALL.len()],
+    lost: Vec<(u32, u64)>,
+}
+
+fn format_index(f: ReportFormat) -> usize {
+    ReportFormat::ALL
+        .iter()
+        .position(|x| *x == f)
+        .unwrap_or(ReportFormat::ALL.len())
+}
+
+/// What happens to records once decoded.
+#[derive(Debug)]
+struct Core {
+    loss: LossTracker,
+    detect: Detection,
+    shared: SharedWatchlist,
+    watchlist: (u64, Arc<Watchlist>),
+    publisher: Publisher,
+    partitions: u32,
+    publish_reports: bool,
+    metrics: CollectorMetrics,
+    node_labels: HashSet<u32>,
+    node_label_limit: usize,
+    local: Local,
+    last_loss: crate::loss::LossCounters,
+    /// Newest receive time seen (the clock of loss expiry in replays).
+    pub now_ns: u64,
+}
+
+fn source_of(rec: &ReportRecord) -> IpAddr {
+    rec.flow
+        .map(|f| f.src_ip)
+        .or(rec.envelope.exporter.map(|e| e.ip()))
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
+impl Core {
+    fn lost_event(&mut self, l: Lost, kind: EventKind, exporter: Option<SocketAddr>) {
+        let partition = partition_of(
+            exporter.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |e| e.ip()),
+            self.partitions,
+        );
+        self.local.events[kind as usize] += 1;
+        if kind == EventKind::Loss {
+            self.local.lost.push((l.node_id, l.count));
+        }
+        self.publisher.event(
+            partition,
+            &EventRow {
+                received_ns: self.now_ns,
+                kind,
+                metric: Metric::ReportLoss,
+                detector: Detector::Sequence,
+                flow: None,
+                node_id: Some(l.node_id),
+                queue_id: None,
+                egress_port: None,
+                hw_id: Some(l.hw_id),
+                value: Some(l.count),
+                previous: None,
+                path: &[],
+                exporter,
+            },
+        );
+    }
+
+    fn record(&mut self, rec: &ReportRecord) {
+        self.local.decoded[format_index(rec.envelope.format)] += 1;
+        self.now_ns = self.now_ns.max(rec.envelope.received_ns);
+        let env = &rec.envelope;
+        if let (Some(node), Some(seq)) = (env.node_id, env.sequence) {
+            let bits = if env.format == ReportFormat::TelemetryReportV20 {
+                22
+            } else {
+                32
+            };
+            let mut lost = Vec::new();
+            let outcome = self
+                .loss
+                .observe(node, env.hw_id, seq, bits, env.received_ns, |l| {
+                    lost.push(l)
+                });
+            for l in lost {
+                self.lost_event(l, EventKind::Loss, env.exporter);
+            }
+            if outcome == SeqOutcome::Reset {
+                let l = Lost {
+                    node_id: node,
+                    hw_id: env.hw_id,
+                    count: 0,
+                };
+                self.lost_event(l, EventKind::Reset, env.exporter);
+            }
+        }
+        let partition = partition_of(source_of(rec), self.partitions);
+        let (publisher, local) = (&mut self.publisher, &mut self.local);
+        self.detect.process(rec, &self.watchlist.1, |e| {
+            local.events[e.kind as usize] += 1;
+            publisher.event(partition, e);
+        });
+        if self.publish_reports {
+            self.publisher.report(partition, rec);
+        }
+    }
+
+    fn refresh_watchlist(&mut self) {
+        let current = self.shared.current();
+        if current.0 != self.watchlist.0 {
+            self.watchlist = current;
+            self.detect.reset_algorithms();
+            tracing::info!(
+                version = self.watchlist.0,
+                "watchlist replaced; per-flow algorithm state reset"
+            );
+        }
+    }
+}
+
+/// Decoder plus everything after it.
+#[derive(Debug)]
+pub struct Pipeline {
+    decoder: Decoder,
+    frame_opts: DecodeOptions,
+    record: ReportRecord,
+    core: Core,
+}
+
+impl Pipeline {
+    pub fn new(
+        cfg: &Config,
+        publisher: Publisher,
+        metrics: CollectorMetrics,
+        watchlist: SharedWatchlist,
+    ) -> Self {
+        let opts = cfg.decode.options();
+        let current = watchlist.current();
+        Self {
+            decoder: Decoder::new(opts.clone()),
+            frame_opts: opts,
+            record: ReportRecord::default(),
+            core: Core {
+                loss: LossTracker::new(
+                    cfg.loss.reorder_window,
+                    cfg.loss.reset_distance,
+                    cfg.loss.max_wait.as_nanos() as u64,
+                ),
+                detect: Detection::new(cfg.events.clone()),
+                shared: watchlist,
+                watchlist: current,
+                publisher,
+                partitions: cfg.partitions.max(1),
+                publish_reports: cfg.publish_reports,
+                metrics,
+                node_labels: HashSet::new(),
+                node_label_limit: cfg.loss.node_label_limit,
+                local: Local::default(),
+                last_loss: Default::default(),
+                now_ns: 0,
+            },
+        }
+    }
+
+    /// One UDP datagram carrying a Telemetry Report.
+    pub fn datagram(
+        &mut self,
+        payload: &[u8],
+        exporter: SocketAddr,
+        received_ns: u64,
+        truncated: bool,
+    ) {
+        let local = &mut self.core.local;
+        local.datagrams += 1;
+        local.bytes += payload.len() as u64;
+        if truncated {
+            // Cut by max-datagram: decoding it would misread lengths. Counted as malformed
+            // with reason "truncated" (REASONS[0]) and on its own counter.
+            local.truncated += 1;
+            local.malformed[0] += 1;
+            return;
+        }
+        let meta = RecordMeta {
+            exporter: Some(exporter),
+            received_ns,
+        };
+        let core = &mut self.core;
+        let outcome = self
+            .decoder
+            .decode_report(payload, meta, |r| core.record(r));
+        if let Some(e) = outcome.error {
+            let i = WireError::REASONS
+                .iter()
+                .position(|r| *r == e.reason())
+                .unwrap_or(0);
+            self.core.local.malformed[i] += 1;
+            tracing::trace!(%exporter, error = %e, "malformed report");
+        }
+    }
+
+    /// One captured frame (pcap replay): reports in it are processed like datagrams.
+    pub fn frame(&mut self, data: &[u8], start: Start, ts_ns: u64) {
+        let local = &mut self.core.local;
+        local.datagrams += 1;
+        local.bytes += data.len() as u64;
+        match decode_frame(data, start, &self.frame_opts) {
+            Ok(d @ Decoded::Report { .. }) => {
+                let exporter = match &d {
+                    Decoded::Report { outer, .. } => outer
+                        .ip
+                        .zip(outer.l4)
+                        .map(|(ip, l4)| SocketAddr::new(ip.src(), l4.ports().0)),
+                    Decoded::Packet(_) => None,
+                };
+                let meta = RecordMeta {
+                    exporter,
+                    received_ns: ts_ns,
+                };
+                let core = &mut self.core;
+                let o = d.for_each_record(meta, &mut self.record, |r| core.record(r));
+                if let Some(e) = o.error {
+                    let i = WireError::REASONS
+                        .iter()
+                        .position(|r| *r == e.reason())
+                        .unwrap_or(0);
+                    self.core.local.malformed[i] += 1;
+                }
+            }
+            Ok(Decoded::Packet(_)) => self.core.metrics.drop("decode", "not_a_report", 1),
+            Err(e) => {
+                let i = WireError::REASONS
+                    .iter()
+                    .position(|r| *r == e.reason())
+                    .unwrap_or(0);
+                self.core.local.malformed[i] += 1;
+            }
+        }
+    }
+
+    /// A capture frame of a link type the decoder does not read.
+    pub fn unsupported_link(&mut self) {
+        self.core.local.datagrams += 1;
+        self.core.metrics.drop("decode", "unsupported_link_type", 1);
+    }
+
+    /// Periodic work: watchlist updates, gaps that waited too long, lingering batches.
+    pub fn tick(&mut self, now_ns: u64) {
+        self.core.refresh_watchlist();
+        let now = now_ns.max(self.core.now_ns);
+        let mut lost = Vec::new();
+        self.core.loss.flush(now, false, |l| lost.push(l));
+        for l in lost {
+            self.core.lost_event(l, EventKind::Loss, None);
+        }
+        self.core.publisher.flush_due(false);
+        self.flush_metrics();
+    }
+
+    /// Shutdown: every open gap is lost, every batch is published.
+    pub fn finish(&mut self) {
+        let mut lost = Vec::new();
+        let now = self.core.now_ns;
+        self.core.loss.flush(now, true, |l| lost.push(l));
+        for l in lost {
+            self.core.lost_event(l, EventKind::Loss, None);
+        }
+        self.core.publisher.flush_due(true);
+        self.flush_metrics();
+    }
+
+    /// Adds the local counts to Prometheus.
+    pub fn flush_metrics(&mut self) {
+        let c = &mut self.core;
+        let m = &c.metrics;
+        let l = std::mem::take(&mut c.local);
+        m.datagrams.inc_by(l.datagrams);
+        m.received_bytes.inc_by(l.bytes);
+        m.truncated.inc_by(l.truncated);
+        for (i, n) in l.decoded.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let format = ReportFormat::ALL.get(i).map_or("unknown", |f| f.as_str());
+            m.reports_decoded
+                .get_or_create(&FormatLabel { format })
+                .inc_by(*n);
+        }
+        for (i, n) in l.malformed.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let reason = WireError::REASONS[i];
+            m.malformed
+                .get_or_create(&ReasonLabel { reason })
+                .inc_by(*n);
+        }
+        for (i, n) in l.events.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let kind = EventKind::ALL[i].as_str();
+            m.events.get_or_create(&EventLabels { kind }).inc_by(*n);
+        }
+        for (node, n) in l.lost {
+            let label = if c.node_labels.contains(&node) || c.node_labels.len() < c.node_label_limit
+            {
+                c.node_labels.insert(node);
+                node.to_string()
+            } else {
+                "other".to_string()
+            };
+            m.reports_lost
+                .get_or_create(&NodeLabel { node: label })
+                .inc_by(n);
+        }
+        let now = c.loss.counters;
+        m.reports_late.inc_by(now.late - c.last_loss.late);
+        m.reports_too_late
+            .inc_by(now.too_late - c.last_loss.too_late);
+        m.reports_duplicate
+            .inc_by(now.duplicates - c.last_loss.duplicates);
+        m.sequence_resets.inc_by(now.resets - c.last_loss.resets);
+        c.last_loss = now;
+        m.metric_keys.set(c.detect.keys() as i64);
+        m.sequence_streams.set(c.loss.streams() as i64);
+    }
+
+    /// Records published so far.
+    pub fn published_records(&self) -> u64 {
+        self.core.publisher.published_records
+    }
+
+    /// Tracked metric keys and the bytes their table holds.
+    pub fn key_footprint(&self) -> (usize, usize) {
+        (self.core.detect.keys(), self.core.detect.key_table_bytes())
+    }
+}

@@ -1,0 +1,325 @@
+//! Per-partition micro-batches, flushed by size or linger, encoded (Arrow IPC stream or JSON
+//! lines) and handed to the bus. A refused batch is counted (`stage="publish"`), never
+//! silently dropped.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow_ipc::writer::StreamWriter;
+use bytes::Bytes;
+use kplane_bus::{Message, Producer, headers, topics};
+use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
+use kplane_model::{EventRow, ReportRecord};
+
+use crate::config::Encoding;
+use crate::metrics::{CollectorMetrics, TopicPartition};
+
+/// Schema names and versions carried in the `kplane-schema` header.
+pub const EVENTS_SCHEMA: &str = "events/v1";
+pub const REPORTS_SCHEMA: &str = "reports/v1";
+
+pub const CONTENT_ARROW: &str = "application/vnd.apache.arrow.stream";
+pub const CONTENT_JSON: &str = "application/x-ndjson";
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Rows of one kind, in one encoding.
+enum Rows<A> {
+    Arrow(A),
+    Json { buf: Vec<u8>, n: usize },
+}
+
+trait ArrowRows {
+    fn rows(&self) -> usize;
+    fn encode(&mut self) -> Result<Vec<u8>, String>;
+}
+
+fn ipc(batch: arrow_array::RecordBatch) -> Result<Vec<u8>, String> {
+    let mut w = StreamWriter::try_new(Vec::new(), &batch.schema()).map_err(|e| e.to_string())?;
+    w.write(&batch).map_err(|e| e.to_string())?;
+    w.finish().map_err(|e| e.to_string())?;
+    w.into_inner().map_err(|e| e.to_string())
+}
+
+impl ArrowRows for EventBatchBuilder {
+    fn rows(&self) -> usize {
+        self.len()
+    }
+    fn encode(&mut self) -> Result<Vec<u8>, String> {
+        ipc(self.finish().map_err(|e| e.to_string())?)
+    }
+}
+
+impl ArrowRows for ReportBatchBuilder {
+    fn rows(&self) -> usize {
+        self.len()
+    }
+    fn encode(&mut self) -> Result<Vec<u8>, String> {
+        ipc(self.finish().map_err(|e| e.to_string())?)
+    }
+}
+
+impl<A: ArrowRows> Rows<A> {
+    fn len(&self) -> usize {
+        match self {
+            Self::Arrow(a) => a.rows(),
+            Self::Json { n, .. } => *n,
+        }
+    }
+
+    fn json(&mut self, row: &impl serde::Serialize) -> Result<(), String> {
+        if let Self::Json { buf, n } = self {
+            serde_json::to_writer(&mut *buf, row).map_err(|e| e.to_string())?;
+            buf.push(b'\n');
+            *n += 1;
+        }
+        Ok(())
+    }
+
+    fn take(&mut self) -> Result<(Vec<u8>, &'static str), String> {
+        match self {
+            Self::Arrow(a) => Ok((a.encode()?, CONTENT_ARROW)),
+            Self::Json { buf, n } => {
+                *n = 0;
+                Ok((std::mem::take(buf), CONTENT_JSON))
+            }
+        }
+    }
+}
+
+/// The partial batch of one (topic, partition).
+struct Open<A> {
+    rows: Rows<A>,
+    since: Option<Instant>,
+}
+
+/// Batches and publishes events (and optionally reports).
+pub struct Publisher {
+    producer: Arc<dyn Producer>,
+    metrics: CollectorMetrics,
+    batch_size: usize,
+    linger: Duration,
+    producer_id: String,
+    sequence: u64,
+    events: Vec<Open<EventBatchBuilder>>,
+    reports: Option<Vec<Open<ReportBatchBuilder>>>,
+    /// Records appended since the last flush, for accounting.
+    pub published_records: u64,
+}
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("producer_id", &self.producer_id)
+            .field("sequence", &self.sequence)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Publisher {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        producer: Arc<dyn Producer>,
+        metrics: CollectorMetrics,
+        partitions: u32,
+        encoding: Encoding,
+        batch_size: usize,
+        linger: Duration,
+        publish_reports: bool,
+        producer_id: String,
+    ) -> Self {
+        let cap = batch_size.min(8192);
+        let events = (0..partitions)
+            .map(|_| Open {
+                rows: match encoding {
+                    Encoding::Arrow => Rows::Arrow(EventBatchBuilder::new(cap)),
+                    Encoding::Json => Rows::Json {
+                        buf: Vec::new(),
+                        n: 0,
+                    },
+                },
+                since: None,
+            })
+            .collect();
+        let reports = publish_reports.then(|| {
+            (0..partitions)
+                .map(|_| Open {
+                    rows: match encoding {
+                        Encoding::Arrow => Rows::Arrow(ReportBatchBuilder::new(cap)),
+                        Encoding::Json => Rows::Json {
+                            buf: Vec::new(),
+                            n: 0,
+                        },
+                    },
+                    since: None,
+                })
+                .collect()
+        });
+        Self {
+            producer,
+            metrics,
+            batch_size,
+            linger,
+            producer_id,
+            sequence: 0,
+            events,
+            reports,
+            published_records: 0,
+        }
+    }
+
+    pub fn event(&mut self, partition: u32, row: &EventRow<'_>) {
+        let Some(open) = self.events.get_mut(partition as usize) else {
+            return;
+        };
+        let appended = match &mut open.rows {
+            Rows::Arrow(b) => b.append(row).map_err(|e| e.to_string()),
+            rows => rows.json(row),
+        };
+        if let Err(e) = appended {
+            tracing::warn!(error = %e, "event row not encodable");
+            self.metrics.drop("encode", "event", 1);
+            return;
+        }
+        open.since.get_or_insert_with(Instant::now);
+        if open.rows.len() >= self.batch_size {
+            self.flush_events(partition);
+        }
+    }
+
+    pub fn report(&mut self, partition: u32, rec: &ReportRecord) {
+        let Some(open) = self
+            .reports
+            .as_mut()
+            .and_then(|r| r.get_mut(partition as usize))
+        else {
+            return;
+        };
+        let appended = match &mut open.rows {
+            Rows::Arrow(b) => b.append(rec).map_err(|e| e.to_string()),
+            rows => rows.json(rec),
+        };
+        if let Err(e) = appended {
+            tracing::warn!(error = %e, "report not encodable");
+            self.metrics.drop("encode", "report", 1);
+            return;
+        }
+        open.since.get_or_insert_with(Instant::now);
+        if open.rows.len() >= self.batch_size {
+            self.flush_reports(partition);
+        }
+    }
+
+    fn send(
+        &mut self,
+        topic: &'static str,
+        schema: &'static str,
+        partition: u32,
+        rows: usize,
+        encoded: Result<(Vec<u8>, &'static str), String>,
+    ) {
+        let (payload, content_type) = match encoded {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, topic, "batch not encodable");
+                self.metrics.drop("encode", "batch", rows as u64);
+                return;
+            }
+        };
+        self.sequence += 1;
+        let msg = Message {
+            topic,
+            partition,
+            key: None,
+            headers: vec![
+                (headers::CONTENT_TYPE, content_type.to_string()),
+                (headers::SCHEMA, schema.to_string()),
+                (
+                    headers::BATCH_ID,
+                    format!("{}-{partition}-{}", self.producer_id, self.sequence),
+                ),
+                (headers::RECORDS, rows.to_string()),
+            ],
+            payload: Bytes::from(payload),
+            timestamp_ns: now_ns(),
+        };
+        let started = Instant::now();
+        let sent = self.producer.send(msg);
+        self.metrics
+            .publish_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match sent {
+            Ok(()) => {
+                self.metrics.batch_records.observe(rows as f64);
+                self.metrics
+                    .partition_records
+                    .get_or_create(&TopicPartition {
+                        topic,
+                        partition: partition.to_string(),
+                    })
+                    .inc_by(rows as u64);
+                self.published_records += rows as u64;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, topic, partition, rows, "bus refused a batch");
+                self.metrics.drop("publish", e.reason(), rows as u64);
+            }
+        }
+    }
+
+    fn flush_events(&mut self, partition: u32) {
+        let Some(open) = self.events.get_mut(partition as usize) else {
+            return;
+        };
+        let rows = open.rows.len();
+        open.since = None;
+        if rows == 0 {
+            return;
+        }
+        let encoded = open.rows.take();
+        self.send(topics::EVENTS, EVENTS_SCHEMA, partition, rows, encoded);
+    }
+
+    fn flush_reports(&mut self, partition: u32) {
+        let Some(open) = self
+            .reports
+            .as_mut()
+            .and_then(|r| r.get_mut(partition as usize))
+        else {
+            return;
+        };
+        let rows = open.rows.len();
+        open.since = None;
+        if rows == 0 {
+            return;
+        }
+        let encoded = open.rows.take();
+        self.send(topics::REPORTS, REPORTS_SCHEMA, partition, rows, encoded);
+    }
+
+    /// Flushes batches older than the linger time (all of them when `all`).
+    pub fn flush_due(&mut self, all: bool) {
+        let linger = self.linger;
+        let due = |since: Option<Instant>| since.is_some_and(|t| all || t.elapsed() >= linger);
+        for p in 0..self.events.len() {
+            if due(self.events[p].since) {
+                self.flush_events(p as u32);
+            }
+        }
+        let n = self.reports.as_ref().map_or(0, Vec::len);
+        for p in 0..n {
+            let since = self
+                .reports
+                .as_ref()
+                .and_then(|r| r.get(p))
+                .and_then(|o| o.since);
+            if due(since) {
+                self.flush_reports(p as u32);
+            }
+        }
+    }
+}

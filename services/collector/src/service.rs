@@ -1,0 +1,302 @@
+//! Running the collector: admin routes, input threads, the pipeline thread, shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, sync_channel};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use kplane_bus::{EmbeddedBus, Producer, topics};
+use kplane_runtime::{AdminState, AdminTask, Metrics, Shutdown, Validate, serve_admin_with};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::input::{RecvBatch, pcap, udp};
+use crate::metrics::CollectorMetrics;
+use crate::pipeline::{Pipeline, SharedWatchlist};
+use crate::publish::Publisher;
+use crate::watchlist::{Rule, Watchlist};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `GET`/`PUT /v1/watchlist` body.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct WatchlistBody {
+    pub rules: Vec<Rule>,
+    #[serde(default, skip_deserializing)]
+    pub version: u64,
+}
+
+async fn get_watchlist(State(w): State<SharedWatchlist>) -> Json<WatchlistBody> {
+    let (version, table) = w.current();
+    Json(WatchlistBody {
+        rules: table.rules(),
+        version,
+    })
+}
+
+async fn put_watchlist(
+    State(w): State<SharedWatchlist>,
+    body: Result<Json<WatchlistBody>, axum::extract::rejection::JsonRejection>,
+) -> (StatusCode, Json<serde_json::Value>) {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(serde_json::json!({ "error": e.body_text() })),
+            );
+        }
+    };
+    let mut problems = Vec::new();
+    Watchlist::validate(&body.rules, &mut problems);
+    if !problems.is_empty() {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({ "error": problems.join("; ") })),
+        );
+    }
+    let n = body.rules.len();
+    w.replace(body.rules);
+    tracing::info!(rules = n, "watchlist replaced through the admin API");
+    (
+        StatusCode::OK,
+        Json(serde_json::json!({ "version": w.current().0, "rules": n })),
+    )
+}
+
+/// The internal API (mounted on the admin listener).
+pub fn api(watchlist: SharedWatchlist) -> Router {
+    Router::new()
+        .route("/v1/watchlist", get(get_watchlist).put(put_watchlist))
+        .with_state(watchlist)
+}
+
+/// A running collector.
+pub struct Collector {
+    /// Bound UDP addresses (resolved when the config said port 0).
+    pub udp: Vec<SocketAddr>,
+    /// Bound admin address.
+    pub admin: SocketAddr,
+    pub metrics: CollectorMetrics,
+    pub watchlist: SharedWatchlist,
+    admin_state: AdminState,
+    admin_task: AdminTask,
+    worker: std::thread::JoinHandle<Summary>,
+    receivers: Vec<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    shutdown: Shutdown,
+}
+
+impl std::fmt::Debug for Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collector")
+            .field("udp", &self.udp)
+            .field("admin", &self.admin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Frames replayed (pcap mode).
+    pub frames: u64,
+    /// Records handed to the bus.
+    pub published_records: u64,
+}
+
+/// Creates the collector's topics on an embedded bus.
+pub fn embedded_bus(cfg: &Config) -> EmbeddedBus {
+    let bus = EmbeddedBus::new();
+    bus.create_topic(topics::EVENTS, cfg.partitions, cfg.bus_capacity);
+    bus.create_topic(topics::REPORTS, cfg.partitions, cfg.bus_capacity);
+    bus
+}
+
+/// Binds everything and starts the threads. In pcap mode the collector stops by itself once
+/// the capture is replayed (and triggers `shutdown`).
+pub async fn start(
+    cfg: Config,
+    producer: Arc<dyn Producer>,
+    shutdown: Shutdown,
+) -> Result<Collector, BoxError> {
+    let mut problems = Vec::new();
+    cfg.validate(&mut problems);
+    if !problems.is_empty() {
+        return Err(problems.join("; ").into());
+    }
+    let registry = Metrics::new(crate::NAME);
+    let metrics = CollectorMetrics::default();
+    registry.register(|r| metrics.register(r));
+    let admin_state = AdminState::new(registry);
+    let watchlist = SharedWatchlist::new(cfg.watchlist.clone());
+    let (admin, admin_task) = serve_admin_with(
+        cfg.admin,
+        admin_state.clone(),
+        api(watchlist.clone()),
+        shutdown.clone(),
+    )
+    .await?;
+
+    let publisher = Publisher::new(
+        producer,
+        metrics.clone(),
+        cfg.partitions,
+        cfg.encoding,
+        cfg.batch_size,
+        cfg.linger,
+        cfg.publish_reports,
+        format!("collector-{}", std::process::id()),
+    );
+    let mut pipeline = Pipeline::new(&cfg, publisher, metrics.clone(), watchlist.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+
+    if let Some(path) = cfg.pcap.clone() {
+        tracing::info!(pcap = %path.display(), speed = ?cfg.speed, "replaying capture");
+        let (stop2, shutdown2) = (stop.clone(), shutdown.clone());
+        let speed = cfg.speed;
+        let worker = std::thread::Builder::new()
+            .name("collector-pcap".into())
+            .spawn(move || {
+                let frames = match pcap::replay(&path, speed, &mut pipeline, || {
+                    stop2.load(Ordering::Acquire)
+                }) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::error!(error = %e, "capture replay stopped");
+                        0
+                    }
+                };
+                pipeline.finish();
+                // The replay is the whole job: stop the service.
+                shutdown2.trigger();
+                Summary {
+                    frames,
+                    published_records: pipeline.published_records(),
+                }
+            })?;
+        admin_state.set_ready(true);
+        return Ok(Collector {
+            udp: Vec::new(),
+            admin,
+            metrics,
+            watchlist,
+            admin_state,
+            admin_task,
+            worker,
+            receivers: Vec::new(),
+            stop,
+            shutdown,
+        });
+    }
+
+    let (tx, rx) = sync_channel::<RecvBatch>(cfg.queue_capacity);
+    let mut udp_addrs = Vec::new();
+    let mut receivers = Vec::new();
+    for addr in &cfg.listen {
+        // With port 0 the first socket picks the port; the others share it (SO_REUSEPORT).
+        let mut bound = *addr;
+        for i in 0..cfg.sockets_per_listener {
+            let socket = udp::bind(bound, cfg.recv_buffer)
+                .map_err(|e| format!("cannot listen on {bound}: {e}"))?;
+            if i == 0 {
+                bound = socket
+                    .local_addr()?
+                    .as_socket()
+                    .ok_or("listener has no IP address")?;
+                udp_addrs.push(bound);
+            }
+            let receiver = udp::BatchReceiver::new(socket, cfg.recv_batch, cfg.max_datagram);
+            let (tx, stop, metrics) = (tx.clone(), stop.clone(), metrics.clone());
+            receivers.push(
+                std::thread::Builder::new()
+                    .name(format!("collector-recv-{bound}-{i}"))
+                    .spawn(move || udp::receive_loop(receiver, tx, stop, metrics))?,
+            );
+        }
+    }
+    drop(tx);
+    tracing::info!(
+        udp = ?udp_addrs,
+        sockets_per_listener = cfg.sockets_per_listener,
+        partitions = cfg.partitions,
+        encoding = ?cfg.encoding,
+        "collector listening"
+    );
+    let worker = std::thread::Builder::new()
+        .name("collector-pipeline".into())
+        .spawn(move || {
+            let mut last_tick = Instant::now();
+            loop {
+                match rx.recv_timeout(Duration::from_millis(10)) {
+                    Ok(batch) => {
+                        for &(off, len, src, truncated) in &batch.datagrams {
+                            let payload = batch.data.get(off..off + len).unwrap_or_default();
+                            pipeline.datagram(payload, src, batch.received_ns, truncated);
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    // Every receiver stopped and the queue is drained.
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+                if last_tick.elapsed() >= Duration::from_millis(10) {
+                    pipeline.tick(now_ns());
+                    last_tick = Instant::now();
+                }
+            }
+            pipeline.finish();
+            Summary {
+                frames: 0,
+                published_records: pipeline.published_records(),
+            }
+        })?;
+    admin_state.set_ready(true);
+    Ok(Collector {
+        udp: udp_addrs,
+        admin,
+        metrics,
+        watchlist,
+        admin_state,
+        admin_task,
+        worker,
+        receivers,
+        stop,
+        shutdown,
+    })
+}
+
+impl Collector {
+    /// Waits for shutdown, then stops the inputs, drains the queue, flushes every batch.
+    pub async fn wait(self) -> Result<Summary, BoxError> {
+        self.shutdown.wait().await;
+        self.admin_state.set_ready(false);
+        self.stop.store(true, Ordering::Release);
+        let (receivers, worker) = (self.receivers, self.worker);
+        let summary = tokio::task::spawn_blocking(move || {
+            for r in receivers {
+                let _ = r.join();
+            }
+            worker.join()
+        })
+        .await?
+        .map_err(|_| "the pipeline thread panicked")?;
+        self.admin_task.await??;
+        tracing::info!(
+            published_records = summary.published_records,
+            frames = summary.frames,
+            "collector stopped; every batch flushed"
+        );
+        Ok(summary)
+    }
+}
