@@ -15,7 +15,7 @@ fn thin_binary_layers_file_and_env_and_stops_on_sigterm() {
     let (file_port, env_port) = (free_port(), free_port());
     std::fs::write(
         &cfg,
-        format!("[log]\nformat = \"json\"\n\n[collector]\nadmin = \"127.0.0.1:{file_port}\"\n"),
+        format!("[log]\nformat = \"json\"\n\n[collector]\nadmin = \"127.0.0.1:{file_port}\"\nlisten = [\"127.0.0.1:0\"]\n"),
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_kplane-collector"))
@@ -41,7 +41,7 @@ fn thin_binary_layers_file_and_env_and_stops_on_sigterm() {
         .unwrap();
     let last = log.lines().last().unwrap_or_default();
     assert!(
-        last.starts_with('{') && last.contains("\"stopped\""),
+        last.starts_with('{') && last.contains("stopped"),
         "expected JSON log lines ending with `stopped`: {log}"
     );
 }
