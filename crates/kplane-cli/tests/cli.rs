@@ -147,7 +147,11 @@ fn invalid_configuration_lists_every_problem_and_exits_78() {
 fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
     for service in ["collector", "stream-processor", "knowledge", "intent-api"] {
         let port = free_port();
-        let mut args = vec![service.to_string(), "--admin".into(), format!("127.0.0.1:{port}")];
+        let mut args = vec![
+            service.to_string(),
+            "--admin".into(),
+            format!("127.0.0.1:{port}"),
+        ];
         if service == "collector" {
             args.extend(["--listen".into(), "127.0.0.1:0".into()]);
         }

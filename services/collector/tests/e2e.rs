@@ -1,0 +1,431 @@
+//! The collector end to end over real sockets and files: built reports in, bus messages and
+//! counters out.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::UInt64Type;
+use arrow_array::{Array, RecordBatch};
+use arrow_ipc::reader::StreamReader;
+use kplane_bus::{EmbeddedBus, headers, topics};
+use kplane_collector::config::Encoding;
+use kplane_collector::{Collector, Config, embedded_bus, start};
+use kplane_model::HopRecord;
+use kplane_runtime::Shutdown;
+use kplane_testkit::http_get;
+use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
+use kplane_wire::int::IntVersion;
+use kplane_wire::report::v20::GroupHeader;
+
+fn config() -> Config {
+    Config {
+        admin: "127.0.0.1:0".parse().unwrap(),
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        partitions: 4,
+        linger: Duration::from_millis(5),
+        ..Config::default()
+    }
+}
+
+/// A TR v2.0 report from `node` with sequence `seq` for a flow from `src`, 3 hops with hop
+/// latency `lat` each.
+fn report(node: u32, seq: u32, src: &str, lat: u32) -> Vec<u8> {
+    let hops: Vec<HopRecord> = (1..=3).map(|n| sample_hop(n, lat, 10)).collect();
+    let flow = FlowSpec::udp(src.parse().unwrap(), "10.9.9.9".parse().unwrap(), 4000, 80);
+    let inner = PacketSpec {
+        ethernet: false,
+        ..PacketSpec::new(flow).with_int(
+            IntSpec::new(IntVersion::V2, 0xF000, hops),
+            Encap::UdpPort { port: 0x4568 },
+        )
+    }
+    .build();
+    kplane_wire::build::report_v20(
+        GroupHeader {
+            hw_id: 1,
+            sequence: seq,
+            node_id: node,
+            ..GroupHeader::default()
+        },
+        &[IndividualSpec::int(
+            0x1000,
+            sample_hop(node, 0, 10),
+            4,
+            inner,
+        )],
+    )
+}
+
+struct Running {
+    bus: EmbeddedBus,
+    collector: Collector,
+    shutdown: Shutdown,
+    sender: UdpSocket,
+}
+
+async fn run(cfg: Config) -> Running {
+    let bus = embedded_bus(&cfg);
+    let shutdown = Shutdown::new();
+    let collector = start(cfg, Arc::new(bus.clone()), shutdown.clone())
+        .await
+        .unwrap();
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    Running {
+        bus,
+        collector,
+        shutdown,
+        sender,
+    }
+}
+
+impl Running {
+    fn udp(&self) -> SocketAddr {
+        self.collector.udp[0]
+    }
+
+    fn send(&self, datagram: &[u8]) {
+        self.sender.send_to(datagram, self.udp()).unwrap();
+    }
+
+    fn metrics(&self) -> String {
+        http_get(self.collector.admin.port(), "/metrics").unwrap()
+    }
+
+    /// Waits until the collector has seen `n` datagrams.
+    async fn settle(&self, n: u64) {
+        for _ in 0..500 {
+            if metric(&self.metrics(), "kplane_collector_datagrams_received_total") >= n as f64 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("collector never saw {n} datagrams:\n{}", self.metrics());
+    }
+
+    /// Stops the collector (flushing everything); returns the bus and the last metrics.
+    async fn stop(self) -> (EmbeddedBus, String) {
+        let last_metrics = self.metrics();
+        self.shutdown.trigger();
+        self.collector.wait().await.unwrap();
+        (self.bus, last_metrics)
+    }
+}
+
+/// Sum of a metric's samples whose line contains every `filter`.
+fn metric_with(text: &str, name: &str, filters: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && filters.iter().all(|f| l.contains(f)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    metric_with(text, name, &[])
+}
+
+fn batches(bus: &EmbeddedBus, topic: &str) -> Vec<RecordBatch> {
+    let mut c = bus.consumer(topic, "test").unwrap();
+    c.drain(Duration::from_millis(50))
+        .into_iter()
+        .flat_map(|d| {
+            assert_eq!(
+                d.message.header(headers::CONTENT_TYPE),
+                Some("application/vnd.apache.arrow.stream")
+            );
+            StreamReader::try_new(std::io::Cursor::new(d.message.payload.to_vec()), None)
+                .unwrap()
+                .map(Result::unwrap)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// (kind, metric, value) of every event row.
+fn events(bus: &EmbeddedBus) -> Vec<(String, String, Option<u64>)> {
+    let mut out = Vec::new();
+    for b in batches(bus, topics::EVENTS) {
+        let kind = b.column_by_name("kind").unwrap().as_string::<i32>();
+        let metric = b.column_by_name("metric").unwrap().as_string::<i32>();
+        let value = b
+            .column_by_name("value")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        for i in 0..b.num_rows() {
+            let v = (!value.is_null(i)).then(|| value.value(i));
+            out.push((kind.value(i).to_string(), metric.value(i).to_string(), v));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn udp_reports_become_events_records_and_counters() {
+    let cfg = Config {
+        publish_reports: true,
+        ..config()
+    };
+    let r = run(cfg).await;
+    for seq in 1..=20 {
+        r.send(&report(7, seq, &format!("10.0.0.{}", seq % 4 + 1), 100));
+    }
+    r.settle(20).await;
+    let (bus, m) = r.stop().await;
+    assert_eq!(
+        metric(&m, "kplane_collector_datagrams_received_total"),
+        20.0
+    );
+    assert_eq!(
+        metric_with(
+            &m,
+            "kplane_collector_reports_decoded_total",
+            &["telemetry-report-v2.0"]
+        ),
+        20.0
+    );
+    // 4 flows: each a new path, latency, 3 hop latencies (4 hops with the sink); shared
+    // switch queues: nodes 1, 2, 3, 7 — all new once.
+    let ev = events(&bus);
+    let new = ev.iter().filter(|e| e.0 == "new").count();
+    assert_eq!(
+        ev.iter().filter(|e| e.1 == "flow_path").count(),
+        4,
+        "{ev:?}"
+    );
+    assert!(new >= 4 * 5 + 4, "{new} new events: {ev:?}");
+    assert!(
+        ev.iter().all(|e| e.0 == "new"),
+        "steady values, no changes: {ev:?}"
+    );
+    // Every decoded report is on int.reports, hash-partitioned by source.
+    let reports: usize = batches(&bus, topics::REPORTS)
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum();
+    assert_eq!(reports, 20);
+    let stats = bus.stats(topics::REPORTS).unwrap();
+    assert!(
+        stats.end_offsets.iter().filter(|n| **n > 0).count() >= 2,
+        "{stats:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_issues_sequence_gap_example_counts_eleven_lost() {
+    let r = run(config()).await;
+    let seqs = [1, 2, 4, 6, 9, 11, 12, 15, 16, 20, 22];
+    for s in seqs {
+        r.send(&report(5, s, "10.0.0.1", 100));
+    }
+    r.settle(seqs.len() as u64).await;
+    let (bus, _) = r.stop().await;
+    // Shutdown closes every open gap: the counter is final only now.
+    let lost: u64 = events(&bus)
+        .iter()
+        .filter(|e| e.0 == "loss")
+        .filter_map(|e| e.2)
+        .sum();
+    assert_eq!(lost, 11);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_reports_counter_after_the_gap_expires() {
+    let cfg = Config {
+        loss: kplane_collector::config::LossConfig {
+            max_wait: Duration::from_millis(50),
+            ..Default::default()
+        },
+        ..config()
+    };
+    let r = run(cfg).await;
+    for s in [1, 2, 4, 6, 9, 11, 12, 15, 16, 20, 22] {
+        r.send(&report(5, s, "10.0.0.1", 100));
+    }
+    r.settle(11).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let m = r.metrics();
+    assert_eq!(
+        metric_with(&m, "kplane_collector_reports_lost_total", &["node=\"5\""]),
+        11.0,
+        "{m}"
+    );
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_truncated_and_oversize_datagrams_are_counted_and_the_service_lives() {
+    let cfg = Config {
+        max_datagram: 200,
+        ..config()
+    };
+    let r = run(cfg).await;
+    r.send(b"definitely not a telemetry report"); // 'd' = 0x64: version 6
+    let good = report(9, 1, "10.0.0.1", 100);
+    r.send(&good[..30]);
+    r.send(&[0x20; 600]); // longer than max-datagram
+    r.send(&[0x70, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // version 7
+    r.send(&good);
+    r.settle(5).await;
+    let (bus, m) = r.stop().await;
+    assert_eq!(metric(&m, "kplane_collector_malformed_total"), 4.0, "{m}");
+    assert_eq!(
+        metric(&m, "kplane_collector_datagrams_truncated_total"),
+        1.0
+    );
+    assert_eq!(
+        metric_with(&m, "kplane_collector_malformed_total", &["bad_version"]),
+        2.0
+    );
+    assert!(
+        !events(&bus).is_empty(),
+        "the good report after the garbage was processed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_change_yields_exactly_one_event_noise_none_and_refresh_fires() {
+    let mut cfg = config();
+    cfg.events.hop_latency = 1_000;
+    cfg.events.flow_latency = 1_000_000; // watch the per-hop metric alone
+    cfg.events.refresh = Duration::from_secs(1);
+    let r = run(cfg).await;
+    let mut n = 0;
+    let mut send = |lat| {
+        n += 1;
+        r.send(&report(3, n, "10.0.0.1", lat));
+    };
+    for lat in [100, 300, 50, 700, 200] {
+        send(lat); // noise under 1000 ns
+    }
+    send(5_000); // one step: +4800 at each of 3 hops
+    send(5_200);
+    send(5_100);
+    r.settle(8).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    r.send(&report(3, 100, "10.0.0.1", 5_100)); // after the refresh period
+    r.settle(9).await;
+    let (bus, _) = r.stop().await;
+    let hop: Vec<_> = events(&bus)
+        .into_iter()
+        .filter(|e| e.1 == "flow_hop_latency")
+        .collect();
+    let count = |k: &str| hop.iter().filter(|e| e.0 == k).count();
+    assert_eq!(
+        count("new"),
+        3,
+        "3 hops (the sink reports only its queue): {hop:?}"
+    );
+    assert_eq!(count("change"), 3, "one step, once per hop: {hop:?}");
+    assert_eq!(
+        count("refresh"),
+        3,
+        "live keys re-sent after the period: {hop:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watchlist_is_replaced_through_the_admin_api() {
+    let r = run(config()).await;
+    let admin = r.collector.admin;
+    let put = |body: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(admin).unwrap();
+        write!(
+            s,
+            "PUT /v1/watchlist HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        resp
+    };
+    let bad = put(r#"{"rules":[{"algorithm":"ewma"}]}"#);
+    assert!(
+        bad.starts_with("HTTP/1.1 400") && bad.contains("ewma needs a weight"),
+        "{bad}"
+    );
+    let ok = put(r#"{"rules":[{"name":"all","src":"10.0.0.0/8","algorithm":"noop"}]}"#);
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let got = http_get(admin.port(), "/v1/watchlist").unwrap();
+    assert!(got.contains("\"name\":\"all\""), "{got}");
+    tokio::time::sleep(Duration::from_millis(50)).await; // picked up at the next tick
+    for s in 1..=3 {
+        r.send(&report(4, s, "10.1.1.1", 100));
+    }
+    r.settle(3).await;
+    let (bus, _) = r.stop().await;
+    let reports = events(&bus).iter().filter(|e| e.0 == "report").count();
+    assert_eq!(
+        reports, 3,
+        "noop: every report of a watched flow is an event"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_capture_replays_through_the_same_pipeline_and_stops() {
+    let dir = std::env::temp_dir().join(format!("kplane-coll-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("reports.pcap");
+    let mut w = kplane_pcap::CaptureWriter::create(
+        &path,
+        kplane_pcap::CaptureFormat::Pcap,
+        kplane_pcap::LINKTYPE_ETHERNET,
+    )
+    .unwrap();
+    for s in [1u32, 2, 3, 5] {
+        let frame = kplane_wire::build::udp_frame(
+            "10.255.0.1".parse().unwrap(),
+            "10.255.0.2".parse().unwrap(),
+            50000,
+            32766,
+            &report(8, s, "10.0.0.1", 100),
+        );
+        w.write(u64::from(s) * 1_000_000, &frame).unwrap();
+    }
+    w.write(9_000_000, b"\x00\x01 garbage frame").unwrap();
+    w.finish().unwrap();
+    let cfg = Config {
+        pcap: Some(path),
+        encoding: Encoding::Json,
+        ..config()
+    };
+    let bus = embedded_bus(&cfg);
+    let shutdown = Shutdown::new();
+    let collector = start(cfg, Arc::new(bus.clone()), shutdown.clone())
+        .await
+        .unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(20), collector.wait())
+        .await
+        .expect("stops by itself at the end of the capture")
+        .unwrap();
+    assert_eq!(summary.frames, 5);
+    let mut c = bus.consumer(topics::EVENTS, "t").unwrap();
+    let lines: Vec<serde_json::Value> = c
+        .drain(Duration::from_millis(50))
+        .iter()
+        .flat_map(|d| {
+            assert_eq!(
+                d.message.header(headers::CONTENT_TYPE),
+                Some("application/x-ndjson")
+            );
+            String::from_utf8(d.message.payload.to_vec())
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let lost: u64 = lines
+        .iter()
+        .filter(|l| l["kind"] == "loss")
+        .map(|l| l["value"].as_u64().unwrap())
+        .sum();
+    assert_eq!(lost, 1, "sequence 4 missing");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["metric"] == "flow_path" && l["path"] == serde_json::json!([1, 2, 3, 8]))
+    );
+}
