@@ -1,5 +1,6 @@
 //! `kplane`: one command for every service, plus tools (`decode`, `config`, `sample-capture`).
 
+mod bench;
 mod config;
 mod decode;
 mod sample;
@@ -41,6 +42,9 @@ enum Command {
     Config,
     /// Write a capture with a sample of every supported format (built by the wire builders).
     SampleCapture(sample::SampleArgs),
+    /// Benchmarks (printed figures: see docs/benchmarks.md).
+    #[command(subcommand)]
+    Bench(bench::Bench),
 }
 
 fn main() -> ExitCode {
@@ -54,5 +58,6 @@ fn main() -> ExitCode {
         Command::Decode(a) => decode::run(a),
         Command::Config => config::print(&source),
         Command::SampleCapture(a) => sample::run(a),
+        Command::Bench(b) => bench::run(b),
     }
 }

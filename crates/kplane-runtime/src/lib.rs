@@ -9,6 +9,7 @@ pub mod config;
 mod error;
 pub mod logging;
 pub mod metrics;
+pub mod probe;
 pub mod service;
 pub mod shutdown;
 

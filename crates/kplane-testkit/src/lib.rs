@@ -1,10 +1,11 @@
 //! Helpers for end-to-end tests that drive kplane binaries over real sockets.
 //! A dev-dependency only; panics are how a helper fails a test.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::SocketAddr;
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+pub use kplane_runtime::probe::metric_sum;
 
 /// A TCP port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
@@ -16,25 +17,16 @@ pub fn free_port() -> u16 {
 
 /// `GET path` on 127.0.0.1:port; the raw response, or `None` if nothing answers.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).ok()?;
-    Some(resp)
+    kplane_runtime::probe::http_get(SocketAddr::from(([127, 0, 0, 1], port)), path)
 }
 
 /// Waits until `GET /readyz` on `port` answers 200, or fails the test after `timeout`.
 pub fn wait_ready(port: u16, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while !http_get(port, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
-        assert!(Instant::now() < deadline, "port {port} never became ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    assert!(
+        kplane_runtime::probe::wait_ready(addr, timeout),
+        "port {port} never became ready"
+    );
 }
 
 /// Sends SIGTERM to a child process.

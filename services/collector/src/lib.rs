@@ -6,6 +6,7 @@
 //! (Arrow IPC or JSON lines) → the bus (`int.events`, optionally `int.reports`).
 //! See `docs/collector.md`.
 
+pub mod bench;
 pub mod config;
 pub mod detect;
 pub mod input;

@@ -14,7 +14,7 @@ use kplane_collector::config::Encoding;
 use kplane_collector::{Collector, Config, embedded_bus, start};
 use kplane_model::HopRecord;
 use kplane_runtime::Shutdown;
-use kplane_testkit::http_get;
+use kplane_testkit::{http_get, metric_sum};
 use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
 use kplane_wire::int::IntVersion;
 use kplane_wire::report::v20::GroupHeader;
@@ -113,16 +113,12 @@ impl Running {
     }
 }
 
-/// Sum of a metric's samples whose line contains every `filter`.
 fn metric_with(text: &str, name: &str, filters: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && filters.iter().all(|f| l.contains(f)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metric_sum(text, name, filters)
 }
 
 fn metric(text: &str, name: &str) -> f64 {
-    metric_with(text, name, &[])
+    metric_sum(text, name, &[])
 }
 
 fn batches(bus: &EmbeddedBus, topic: &str) -> Vec<RecordBatch> {

@@ -1,0 +1,337 @@
+//! `kplane bench …`: benchmarks the issues ask for, printed as plain text with the parameters,
+//! so figures can be quoted and reproduced.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use kplane_collector::bench::{ReductionParams, Rng, fat_tree_path};
+use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
+use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
+use kplane_wire::int::IntVersion;
+use kplane_wire::report::v20::GroupHeader;
+
+#[derive(Debug, Subcommand)]
+pub enum Bench {
+    /// Data reduction of event detection on INTCollector's example (fat-tree, 20 switches,
+    /// 5000 flows, 5 hops, every field), in virtual time.
+    Reduction(ReductionArgs),
+    /// Memory per tracked metric key.
+    Memory(MemoryArgs),
+    /// Loopback UDP: starts a collector in a second process and sends it reports (sendmmsg).
+    Udp(UdpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReductionArgs {
+    #[arg(long, default_value_t = 5000)]
+    flows: u32,
+    /// Reports per second (virtual time).
+    #[arg(long, default_value_t = 1_000_000)]
+    rate: u64,
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Real changes per second.
+    #[arg(long, default_value_t = 1000)]
+    changes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    flows: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct UdpArgs {
+    /// Reports per second to send; 0 = as fast as the sender can.
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Distinct flows (sources) in the reports.
+    #[arg(long, default_value_t = 5000)]
+    flows: u32,
+    /// Collector receive sockets (SO_REUSEPORT), one thread each.
+    #[arg(long, default_value_t = 1)]
+    sockets: usize,
+    /// Datagrams per sendmmsg call.
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+}
+
+pub fn run(b: Bench) -> ExitCode {
+    match b {
+        Bench::Reduction(a) => reduction(a),
+        Bench::Memory(a) => memory(a),
+        Bench::Udp(a) => match udp(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kplane bench udp: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn reduction(a: ReductionArgs) -> ExitCode {
+    let p = ReductionParams {
+        flows: a.flows,
+        rate: a.rate,
+        seconds: a.seconds,
+        changes: a.changes,
+        ..ReductionParams::default()
+    };
+    let t = Instant::now();
+    let r = kplane_collector::bench::reduction(&p);
+    let wall = t.elapsed().as_secs_f64();
+    println!(
+        "scenario: fat-tree k=4 (20 switches), {} flows, 5 hops, every field",
+        p.flows
+    );
+    println!(
+        "rate {} reports/s x {} s (virtual), {} real changes/s, refresh {:?}",
+        p.rate, p.seconds, p.changes, p.events.refresh
+    );
+    println!("reports                 {}", r.reports);
+    println!("metric values in (M_all) {}", r.metric_values);
+    println!("events out (M_event)    {}", r.events);
+    println!("metric keys (K)         {}", r.keys);
+    println!("reduction M_all/M_event {:.0}x", r.ratio);
+    println!(
+        "paper formula R*k/(E+K/P) for these R, K, E, P: {:.0}x",
+        r.paper_ratio
+    );
+    println!(
+        "detection throughput    {:.2} M reports/s ({:.1} s wall)",
+        r.reports as f64 / wall / 1e6,
+        wall
+    );
+    ExitCode::SUCCESS
+}
+
+fn memory(a: MemoryArgs) -> ExitCode {
+    let (keys, rss, table) = kplane_collector::bench::memory(a.flows);
+    println!(
+        "flows {}: {keys} metric keys (path, latency, per-hop latency)",
+        a.flows
+    );
+    println!(
+        "resident memory added  {:.1} MiB = {:.1} B per key",
+        rss as f64 / 1048576.0,
+        rss as f64 / keys.max(1) as f64
+    );
+    println!(
+        "key table (buckets)    {:.1} MiB = {:.1} B per key",
+        table as f64 / 1048576.0,
+        table as f64 / keys.max(1) as f64
+    );
+    ExitCode::SUCCESS
+}
+
+/// CPU seconds (user + system) a process has used, from /proc.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let (utime, stime): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some((utime + stime) / hz)
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// One 5-hop TR v2.0 report per flow over a fat-tree path (bitmap 0xFF00, all fields).
+fn reports(flows: u32) -> Vec<Vec<u8>> {
+    let mut rng = Rng::new(7);
+    (0..flows)
+        .map(|i| {
+            let (s, d) = (rng.below(16) as u32, rng.below(16) as u32);
+            let d = if d / 4 == s / 4 { (d + 4) % 16 } else { d };
+            let path = fat_tree_path(s, d, rng.next_u64());
+            let hops = path
+                .iter()
+                .map(|&(sw, port)| {
+                    let mut h = sample_hop(sw, 5_000, 100);
+                    h.set(kplane_model::HopField::L1EgressPort, port.into());
+                    h
+                })
+                .collect();
+            let src = std::net::Ipv4Addr::from(0x0A00_0000 + i);
+            let flow = FlowSpec::udp(
+                src.into(),
+                "10.255.0.1".parse().unwrap_or(src.into()),
+                1000,
+                80,
+            );
+            let inner = PacketSpec {
+                ethernet: false,
+                ..PacketSpec::new(flow).with_int(
+                    IntSpec::new(IntVersion::V2, 0xFF00, hops),
+                    Encap::UdpPort { port: 0x4568 },
+                )
+            }
+            .build();
+            kplane_wire::build::report_v20(
+                GroupHeader {
+                    hw_id: 0,
+                    sequence: 0,
+                    node_id: path[4].0,
+                    ..GroupHeader::default()
+                },
+                &[IndividualSpec::int(
+                    0x7C00,
+                    sample_hop(path[4].0, 5_000, 100),
+                    4,
+                    inner,
+                )],
+            )
+        })
+        .collect()
+}
+
+/// Sends `msgs` with one sendmmsg call; returns how many were sent.
+fn send_batch(sock: &UdpSocket, msgs: &mut [Vec<u8>]) -> usize {
+    let mut iov: Vec<libc::iovec> = msgs
+        .iter_mut()
+        .map(|m| libc::iovec {
+            iov_base: m.as_mut_ptr().cast(),
+            iov_len: m.len(),
+        })
+        .collect();
+    let mut hdrs: Vec<libc::mmsghdr> = iov
+        .iter_mut()
+        .map(|v| {
+            // SAFETY: mmsghdr is plain data; zero is a valid starting value.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_iov = v;
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect();
+    // SAFETY: the headers point at iovecs and buffers that live across the call; the socket
+    // is connected so no address is needed.
+    let n = unsafe {
+        libc::sendmmsg(
+            sock.as_raw_fd(),
+            hdrs.as_mut_ptr(),
+            hdrs.len() as libc::c_uint,
+            0,
+        )
+    };
+    n.max(0) as usize
+}
+
+fn udp(a: UdpArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (port, admin_port) = (free_port()?, free_port()?);
+    let target: SocketAddr = ([127, 0, 0, 1], port).into();
+    let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
+    let mut child = Command::new(std::env::current_exe()?)
+        .args([
+            "collector",
+            "--listen",
+            &target.to_string(),
+            "--admin",
+            &admin.to_string(),
+        ])
+        .env(
+            "KPLANE__COLLECTOR__SOCKETS_PER_LISTENER",
+            a.sockets.to_string(),
+        )
+        .env("KPLANE__COLLECTOR__RECV_BUFFER", (32 << 20).to_string())
+        .env("KPLANE__COLLECTOR__BUS_CAPACITY", "100000000")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()?;
+    let result = (|| -> Result<(), Box<dyn std::error::Error>> {
+        if !wait_ready(admin, Duration::from_secs(20)) {
+            return Err("the collector never became ready".into());
+        }
+        let templates = reports(a.flows);
+        let sock = UdpSocket::bind("127.0.0.1:0")?;
+        sock.connect(target)?;
+        let cpu0 = cpu_seconds(child.id()).unwrap_or(0.0);
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(a.seconds);
+        let mut seq = [0u32; 21];
+        let mut sent = 0u64;
+        let mut next = 0usize;
+        let mut batch: Vec<Vec<u8>> = Vec::with_capacity(a.batch);
+        while Instant::now() < deadline {
+            if a.rate > 0 {
+                let due = (started.elapsed().as_secs_f64() * a.rate as f64) as u64;
+                if sent >= due {
+                    std::thread::sleep(Duration::from_micros(100));
+                    continue;
+                }
+            }
+            batch.clear();
+            for _ in 0..a.batch {
+                let mut r = templates[next % templates.len()].clone();
+                next += 1;
+                // Per-node sequence numbers (22 bits, group header bytes 1-3).
+                let node = u32::from_be_bytes([r[4], r[5], r[6], r[7]]) as usize % seq.len();
+                let s = seq[node] & 0x3F_FFFF;
+                seq[node] += 1;
+                r[1] = (r[1] & 0xC0) | ((s >> 16) as u8 & 0x3F);
+                r[2] = (s >> 8) as u8;
+                r[3] = s as u8;
+                batch.push(r);
+            }
+            sent += send_batch(&sock, &mut batch) as u64;
+        }
+        let send_secs = started.elapsed().as_secs_f64();
+        // Let the collector drain.
+        let mut last = -1.0;
+        let mut m = String::new();
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(100));
+            m = http_get(admin, "/metrics").unwrap_or_default();
+            let now = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        let cpu = cpu_seconds(child.id()).unwrap_or(0.0) - cpu0;
+        let received = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
+        let decoded = metric_sum(&m, "kplane_collector_reports_decoded_total", &[]);
+        let kernel = metric_sum(&m, "kplane_collector_dropped_total", &["stage=\"socket\""]);
+        let queue = metric_sum(&m, "kplane_collector_dropped_total", &["stage=\"queue\""]);
+        let malformed = metric_sum(&m, "kplane_collector_malformed_total", &[]);
+        let unaccounted = sent as f64 - received - kernel - queue;
+        println!(
+            "sent        {sent} reports (5-hop TR v2.0, 0xFF00) in {send_secs:.2} s = {:.3} M/s, {} flows",
+            sent as f64 / send_secs / 1e6,
+            a.flows
+        );
+        println!(
+            "received    {received:.0} ({:.2} %)",
+            received * 100.0 / sent.max(1) as f64
+        );
+        println!("decoded     {decoded:.0} records, malformed {malformed:.0}");
+        println!(
+            "dropped     kernel receive buffer {kernel:.0}, pipeline queue {queue:.0} (counted)"
+        );
+        println!("unaccounted {unaccounted:.0}");
+        println!(
+            "collector   {cpu:.2} CPU-s = {:.0} % of one core over the send time, {:.0} ns CPU per received report",
+            cpu * 100.0 / send_secs,
+            cpu * 1e9 / received.max(1.0)
+        );
+        Ok(())
+    })();
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let _ = child.wait();
+    result
+}

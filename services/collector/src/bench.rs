@@ -1,0 +1,269 @@
+//! Benchmarks the repo ships (`kplane bench …`): data reduction on INTCollector's example
+//! scenario and memory per tracked metric key. Deterministic (seeded), virtual time.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use kplane_model::{FlowKey, HopField, HopRecord, ReportEnvelope, ReportRecord};
+
+use crate::detect::{Detection, EventConfig};
+use crate::watchlist::Watchlist;
+
+/// xorshift64*: a tiny deterministic generator for synthetic traffic.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// A k=4 fat-tree: 4 core, 8 aggregation, 8 edge switches (ids 1..=20), 16 hosts. Returns the
+/// 5-hop (switch, egress port) path between hosts in different pods, chosen by ECMP `hash`.
+pub fn fat_tree_path(src_host: u32, dst_host: u32, hash: u64) -> [(u32, u32); 5] {
+    // Pods 0..4, each with 2 edge (ids 13+2p, 14+2p) and 2 aggregation switches (5+2p, 6+2p);
+    // hosts 0..16, 4 per pod, 2 per edge switch. Core switches 1..=4.
+    let pod = |h: u32| h / 4;
+    let edge = |h: u32| 13 + 2 * pod(h) + (h % 4) / 2;
+    let (sp, dp) = (pod(src_host), pod(dst_host));
+    let a = (hash & 1) as u32;
+    let c = ((hash >> 1) & 1) as u32;
+    let agg_up = 5 + 2 * sp + a;
+    let core = 1 + 2 * a + c;
+    let agg_down = 5 + 2 * dp + a;
+    [
+        (edge(src_host), 2 + a),
+        (agg_up, 2 + c),
+        (core, dp),
+        (agg_down, (dst_host % 4) / 2),
+        (edge(dst_host), dst_host % 2),
+    ]
+}
+
+/// Parameters of the reduction scenario (defaults: INTCollector §V-B2).
+#[derive(Clone, Debug)]
+pub struct ReductionParams {
+    pub flows: u32,
+    /// Reports per second of virtual time.
+    pub rate: u64,
+    pub seconds: u64,
+    /// Real (above-threshold) changes per second.
+    pub changes: u64,
+    pub events: EventConfig,
+}
+
+impl Default for ReductionParams {
+    fn default() -> Self {
+        Self {
+            flows: 5000,
+            rate: 1_000_000,
+            seconds: 10,
+            changes: 1000,
+            events: EventConfig::default(),
+        }
+    }
+}
+
+/// What the reduction run measured.
+#[derive(Clone, Debug, Default)]
+pub struct ReductionResult {
+    pub reports: u64,
+    /// Metric values in the reports (M_all): 22 per 5-hop report with all fields.
+    pub metric_values: u64,
+    /// Event rows out (M_event).
+    pub events: u64,
+    pub keys: usize,
+    pub ratio: f64,
+    /// The paper's formula for the same R, k, K, P and E: R·k / (E + K/P).
+    pub paper_ratio: f64,
+}
+
+/// Runs `p.rate × p.seconds` 5-hop reports with every INT field through event detection.
+pub fn reduction(p: &ReductionParams) -> ReductionResult {
+    let mut rng = Rng::new(0x5EED);
+    let flows: Vec<(FlowKey, [(u32, u32); 5])> = (0..p.flows)
+        .map(|i| {
+            let src = (rng.below(16)) as u32;
+            let mut dst = (rng.below(16)) as u32;
+            if dst / 4 == src / 4 {
+                dst = (dst + 4) % 16;
+            }
+            let key = FlowKey {
+                src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, (src / 4) as u8, (src % 4) as u8 + 1)),
+                dst_ip: IpAddr::V4(Ipv4Addr::new(10, 0, (dst / 4) as u8, (dst % 4) as u8 + 1)),
+                src_port: 10_000 + (i % 50_000) as u16,
+                dst_port: 80,
+                protocol: 6,
+            };
+            (key, fat_tree_path(src, dst, rng.next_u64()))
+        })
+        .collect();
+    let th = &p.events;
+    // Per (flow, hop) latency level and per (switch, port) queue/utilisation levels; noise
+    // stays under a third of each threshold, changes step by twice the threshold.
+    let mut lat = vec![[5_000u64; 5]; flows.len()];
+    let mut queue = vec![[100u64; 5]; 21];
+    let mut util = vec![[1_000u64; 5]; 21];
+    let noise = |rng: &mut Rng, t: u64| rng.below((t / 3).max(1));
+    let total = p.rate * p.seconds;
+    let step_every = (p.rate / p.changes.max(1)).max(1);
+    let mut det = Detection::new(p.events.clone());
+    let wl = Watchlist::default();
+    let mut rec = ReportRecord {
+        envelope: ReportEnvelope::default(),
+        flow: None,
+        hops: Vec::with_capacity(5),
+    };
+    let mut events = 0u64;
+    for n in 0..total {
+        let now = n * 1_000_000_000 / p.rate;
+        if n % step_every == 0 {
+            // One real change: a latency step on some hop, or a queue / link level step.
+            let f = rng.below(flows.len() as u64) as usize;
+            let h = rng.below(5) as usize;
+            let (sw, port) = flows[f].1[h];
+            match rng.below(3) {
+                0 => {
+                    lat[f][h] = if lat[f][h] > 5_000 {
+                        5_000
+                    } else {
+                        5_000 + 2 * th.hop_latency.max(th.flow_latency)
+                    }
+                }
+                1 => {
+                    queue[sw as usize][port as usize] = if queue[sw as usize][port as usize] > 100 {
+                        100
+                    } else {
+                        100 + 2 * th.queue_occupancy
+                    }
+                }
+                _ => {
+                    util[sw as usize][port as usize] = if util[sw as usize][port as usize] > 1_000 {
+                        1_000
+                    } else {
+                        1_000 + 2 * th.link_utilization
+                    }
+                }
+            }
+        }
+        let f = (n % flows.len() as u64) as usize;
+        let (key, path) = &flows[f];
+        rec.envelope.received_ns = now;
+        rec.flow = Some(*key);
+        rec.hops.clear();
+        for (h, &(sw, port)) in path.iter().enumerate() {
+            let mut hop = HopRecord::default();
+            hop.set(HopField::NodeId, sw.into());
+            hop.set(HopField::L1IngressPort, 0);
+            hop.set(HopField::L1EgressPort, port.into());
+            hop.set(
+                HopField::HopLatency,
+                lat[f][h] + noise(&mut rng, th.hop_latency / 5),
+            );
+            hop.set(HopField::QueueId, port.into());
+            hop.set(
+                HopField::QueueOccupancy,
+                queue[sw as usize][port as usize] + noise(&mut rng, th.queue_occupancy),
+            );
+            hop.set(HopField::QueueCongestion, 0);
+            hop.set(
+                HopField::TxUtilization,
+                util[sw as usize][port as usize] + noise(&mut rng, th.link_utilization),
+            );
+            hop.set(HopField::IngressTimestamp, now);
+            hop.set(HopField::EgressTimestamp, now + lat[f][h]);
+            rec.hops.push(hop);
+        }
+        det.process(&rec, &wl, |_| events += 1);
+    }
+    let keys = det.keys();
+    let k = 22.0;
+    let refresh = p.events.refresh.as_secs_f64().max(1e-9);
+    ReductionResult {
+        reports: total,
+        metric_values: total * 22,
+        events,
+        keys,
+        ratio: (total * 22) as f64 / events.max(1) as f64,
+        paper_ratio: p.rate as f64 * k / (p.changes as f64 + keys as f64 / refresh),
+    }
+}
+
+/// Resident set size of this process, bytes (Linux).
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(0) as u64)
+}
+
+/// Memory of event-detection state with `flows` flows (one hop each: a path, a flow latency
+/// and a per-hop latency key per flow). Returns (keys, resident bytes added, table bytes).
+pub fn memory(flows: u32) -> (usize, u64, usize) {
+    let mut det = Detection::new(EventConfig::default());
+    let wl = Watchlist::default();
+    let before = rss_bytes().unwrap_or(0);
+    let mut rec = ReportRecord::default();
+    let mut hop = HopRecord::default();
+    hop.set(HopField::NodeId, 1);
+    hop.set(HopField::HopLatency, 1000);
+    rec.hops.push(hop);
+    for i in 0..flows {
+        rec.flow = Some(FlowKey {
+            src_ip: IpAddr::V4(Ipv4Addr::from(0x0A00_0000 + i)),
+            dst_ip: IpAddr::V4(Ipv4Addr::new(10, 255, 0, 1)),
+            src_port: 1000,
+            dst_port: 80,
+            protocol: 17,
+        });
+        det.process(&rec, &wl, |_| {});
+    }
+    let after = rss_bytes().unwrap_or(0);
+    (
+        det.keys(),
+        after.saturating_sub(before),
+        det.key_table_bytes(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fat_tree_paths_are_five_distinct_switches() {
+        for (s, d) in [(0, 5), (3, 15), (8, 1)] {
+            let p = fat_tree_path(s, d, 3);
+            let mut ids: Vec<_> = p.iter().map(|x| x.0).collect();
+            ids.sort();
+            ids.dedup();
+            assert_eq!(ids.len(), 5, "{p:?}");
+            assert!(p.iter().all(|x| (1..=20).contains(&x.0) && x.1 < 4));
+        }
+    }
+
+    #[test]
+    fn reduction_counts_values_and_events() {
+        let r = reduction(&ReductionParams {
+            flows: 50,
+            rate: 10_000,
+            seconds: 2,
+            changes: 10,
+            ..ReductionParams::default()
+        });
+        assert_eq!(r.metric_values, r.reports * 22);
+        // Every key is new once; then only changes (and no refresh within 2 s).
+        assert!(r.events >= r.keys as u64, "{r:?}");
+        assert!(r.ratio > 10.0, "{r:?}");
+    }
+}
