@@ -7,11 +7,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use kplane_collector::bench::{ReductionParams, Rng, fat_tree_path};
+use kplane_collector::bench::{ReductionParams, fat_tree_reports};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
-use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
-use kplane_wire::int::IntVersion;
-use kplane_wire::report::v20::GroupHeader;
 
 #[derive(Debug, Subcommand)]
 pub enum Bench {
@@ -148,55 +145,6 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
-/// One 5-hop TR v2.0 report per flow over a fat-tree path (bitmap 0xFF00, all fields).
-fn reports(flows: u32) -> Vec<Vec<u8>> {
-    let mut rng = Rng::new(7);
-    (0..flows)
-        .map(|i| {
-            let (s, d) = (rng.below(16) as u32, rng.below(16) as u32);
-            let d = if d / 4 == s / 4 { (d + 4) % 16 } else { d };
-            let path = fat_tree_path(s, d, rng.next_u64());
-            let hops = path
-                .iter()
-                .map(|&(sw, port)| {
-                    let mut h = sample_hop(sw, 5_000, 100);
-                    h.set(kplane_model::HopField::L1EgressPort, port.into());
-                    h
-                })
-                .collect();
-            let src = std::net::Ipv4Addr::from(0x0A00_0000 + i);
-            let flow = FlowSpec::udp(
-                src.into(),
-                "10.255.0.1".parse().unwrap_or(src.into()),
-                1000,
-                80,
-            );
-            let inner = PacketSpec {
-                ethernet: false,
-                ..PacketSpec::new(flow).with_int(
-                    IntSpec::new(IntVersion::V2, 0xFF00, hops),
-                    Encap::UdpPort { port: 0x4568 },
-                )
-            }
-            .build();
-            kplane_wire::build::report_v20(
-                GroupHeader {
-                    hw_id: 0,
-                    sequence: 0,
-                    node_id: path[4].0,
-                    ..GroupHeader::default()
-                },
-                &[IndividualSpec::int(
-                    0x7C00,
-                    sample_hop(path[4].0, 5_000, 100),
-                    4,
-                    inner,
-                )],
-            )
-        })
-        .collect()
-}
-
 /// Sends `msgs` with one sendmmsg call; returns how many were sent.
 fn send_batch(sock: &UdpSocket, msgs: &mut [Vec<u8>]) -> usize {
     let mut iov: Vec<libc::iovec> = msgs
@@ -254,7 +202,7 @@ fn udp(a: UdpArgs) -> Result<(), Box<dyn std::error::Error>> {
         if !wait_ready(admin, Duration::from_secs(20)) {
             return Err("the collector never became ready".into());
         }
-        let templates = reports(a.flows);
+        let templates = fat_tree_reports(a.flows);
         let sock = UdpSocket::bind("127.0.0.1:0")?;
         sock.connect(target)?;
         let cpu0 = cpu_seconds(child.id()).unwrap_or(0.0);

@@ -49,6 +49,57 @@ pub fn fat_tree_path(src_host: u32, dst_host: u32, hash: u64) -> [(u32, u32); 5]
     ]
 }
 
+/// One 5-hop TR v2.0 report per flow (bitmap 0xFF00, every field, plus the sink's own
+/// metadata) over fat-tree paths between hosts in different pods; flow `i` comes from
+/// 10.0.0.0 + i. Deterministic. Used by `kplane bench udp` and the pipeline benchmark.
+pub fn fat_tree_reports(flows: u32) -> Vec<Vec<u8>> {
+    use kplane_wire::build::{
+        Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, report_v20, sample_hop,
+    };
+    use kplane_wire::int::IntVersion;
+    use kplane_wire::report::v20::GroupHeader;
+    let mut rng = Rng::new(7);
+    (0..flows)
+        .map(|i| {
+            let (s, d) = (rng.below(16) as u32, rng.below(16) as u32);
+            let d = if d / 4 == s / 4 { (d + 4) % 16 } else { d };
+            let path = fat_tree_path(s, d, rng.next_u64());
+            let hops = path
+                .iter()
+                .map(|&(sw, port)| {
+                    let mut h = sample_hop(sw, 5_000, 100);
+                    h.set(HopField::L1EgressPort, port.into());
+                    h
+                })
+                .collect();
+            let src = Ipv4Addr::from(0x0A00_0000 + i);
+            let flow = FlowSpec::udp(src.into(), Ipv4Addr::new(10, 255, 0, 1).into(), 1000, 80);
+            let inner = PacketSpec {
+                ethernet: false,
+                ..PacketSpec::new(flow).with_int(
+                    IntSpec::new(IntVersion::V2, 0xFF00, hops),
+                    Encap::UdpPort { port: 0x4568 },
+                )
+            }
+            .build();
+            let sink = path[4].0;
+            report_v20(
+                GroupHeader {
+                    node_id: sink,
+                    sequence: i & 0x3F_FFFF,
+                    ..GroupHeader::default()
+                },
+                &[IndividualSpec::int(
+                    0x7C00,
+                    sample_hop(sink, 5_000, 100),
+                    4,
+                    inner,
+                )],
+            )
+        })
+        .collect()
+}
+
 /// Parameters of the reduction scenario (defaults: INTCollector §V-B2).
 #[derive(Clone, Debug)]
 pub struct ReductionParams {

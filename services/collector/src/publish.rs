@@ -91,6 +91,48 @@ impl<A: ArrowRows> Rows<A> {
     }
 }
 
+#[derive(Clone, Copy, Debug)]
+enum Topic {
+    Events,
+    Reports,
+}
+
+impl Topic {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Events => "event",
+            Self::Reports => "report",
+        }
+    }
+}
+
+/// Appends one row (Arrow through `arrow`, else as a JSON line); true when the batch is full.
+fn append<A: ArrowRows, R: serde::Serialize>(
+    open: &mut Open<A>,
+    row: &R,
+    arrow: impl FnOnce(&mut A) -> Result<(), arrow_schema::ArrowError>,
+    batch_size: usize,
+) -> Result<bool, String> {
+    match &mut open.rows {
+        Rows::Arrow(b) => arrow(b).map_err(|e| e.to_string())?,
+        rows => rows.json(row)?,
+    }
+    open.since.get_or_insert_with(Instant::now);
+    Ok(open.rows.len() >= batch_size)
+}
+
+/// Takes a batch's rows, encoded, and its row count.
+type Taken = (usize, Result<(Vec<u8>, &'static str), String>);
+
+fn take<A: ArrowRows>(open: &mut Open<A>) -> Taken {
+    open.since = None;
+    let rows = open.rows.len();
+    if rows == 0 {
+        return (0, Ok((Vec::new(), "")));
+    }
+    (rows, open.rows.take())
+}
+
 /// The partial batch of one (topic, partition).
 struct Open<A> {
     rows: Rows<A>,
@@ -173,44 +215,31 @@ impl Publisher {
     }
 
     pub fn event(&mut self, partition: u32, row: &EventRow<'_>) {
-        let Some(open) = self.events.get_mut(partition as usize) else {
-            return;
-        };
-        let appended = match &mut open.rows {
-            Rows::Arrow(b) => b.append(row).map_err(|e| e.to_string()),
-            rows => rows.json(row),
-        };
-        if let Err(e) = appended {
-            tracing::warn!(error = %e, "event row not encodable");
-            self.metrics.drop("encode", "event", 1);
-            return;
-        }
-        open.since.get_or_insert_with(Instant::now);
-        if open.rows.len() >= self.batch_size {
-            self.flush_events(partition);
-        }
+        let full = self
+            .events
+            .get_mut(partition as usize)
+            .map(|open| append(open, row, |b| b.append(row), self.batch_size));
+        self.appended(Topic::Events, partition, full);
     }
 
     pub fn report(&mut self, partition: u32, rec: &ReportRecord) {
-        let Some(open) = self
+        let full = self
             .reports
             .as_mut()
             .and_then(|r| r.get_mut(partition as usize))
-        else {
-            return;
-        };
-        let appended = match &mut open.rows {
-            Rows::Arrow(b) => b.append(rec).map_err(|e| e.to_string()),
-            rows => rows.json(rec),
-        };
-        if let Err(e) = appended {
-            tracing::warn!(error = %e, "report not encodable");
-            self.metrics.drop("encode", "report", 1);
-            return;
-        }
-        open.since.get_or_insert_with(Instant::now);
-        if open.rows.len() >= self.batch_size {
-            self.flush_reports(partition);
+            .map(|open| append(open, rec, |b| b.append(rec), self.batch_size));
+        self.appended(Topic::Reports, partition, full);
+    }
+
+    /// After an append: flush a full batch, count a row that could not be encoded.
+    fn appended(&mut self, topic: Topic, partition: u32, full: Option<Result<bool, String>>) {
+        match full {
+            Some(Ok(true)) => self.flush(topic, partition),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, ?topic, "row not encodable");
+                self.metrics.drop("encode", topic.name(), 1);
+            }
+            _ => {}
         }
     }
 
@@ -271,34 +300,19 @@ impl Publisher {
         }
     }
 
-    fn flush_events(&mut self, partition: u32) {
-        let Some(open) = self.events.get_mut(partition as usize) else {
-            return;
+    fn flush(&mut self, topic: Topic, partition: u32) {
+        let p = partition as usize;
+        let taken = match topic {
+            Topic::Events => self.events.get_mut(p).map(take),
+            Topic::Reports => self.reports.as_mut().and_then(|r| r.get_mut(p)).map(take),
         };
-        let rows = open.rows.len();
-        open.since = None;
-        if rows == 0 {
-            return;
+        if let Some((rows, encoded)) = taken.filter(|(rows, _)| *rows > 0) {
+            let (name, schema) = match topic {
+                Topic::Events => (topics::EVENTS, EVENTS_SCHEMA),
+                Topic::Reports => (topics::REPORTS, REPORTS_SCHEMA),
+            };
+            self.send(name, schema, partition, rows, encoded);
         }
-        let encoded = open.rows.take();
-        self.send(topics::EVENTS, EVENTS_SCHEMA, partition, rows, encoded);
-    }
-
-    fn flush_reports(&mut self, partition: u32) {
-        let Some(open) = self
-            .reports
-            .as_mut()
-            .and_then(|r| r.get_mut(partition as usize))
-        else {
-            return;
-        };
-        let rows = open.rows.len();
-        open.since = None;
-        if rows == 0 {
-            return;
-        }
-        let encoded = open.rows.take();
-        self.send(topics::REPORTS, REPORTS_SCHEMA, partition, rows, encoded);
     }
 
     /// Flushes batches older than the linger time (all of them when `all`).
@@ -307,7 +321,7 @@ impl Publisher {
         let due = |since: Option<Instant>| since.is_some_and(|t| all || t.elapsed() >= linger);
         for p in 0..self.events.len() {
             if due(self.events[p].since) {
-                self.flush_events(p as u32);
+                self.flush(Topic::Events, p as u32);
             }
         }
         let n = self.reports.as_ref().map_or(0, Vec::len);
@@ -318,7 +332,7 @@ impl Publisher {
                 .and_then(|r| r.get(p))
                 .and_then(|o| o.since);
             if due(since) {
-                self.flush_reports(p as u32);
+                self.flush(Topic::Reports, p as u32);
             }
         }
     }

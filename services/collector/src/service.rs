@@ -159,45 +159,64 @@ pub async fn start(
         cfg.publish_reports,
         format!("collector-{}", std::process::id()),
     );
-    let mut pipeline = Pipeline::new(&cfg, publisher, metrics.clone(), watchlist.clone());
+    let pipeline = Pipeline::new(&cfg, publisher, metrics.clone(), watchlist.clone());
     let stop = Arc::new(AtomicBool::new(false));
+    let inputs = spawn_inputs(&cfg, pipeline, &metrics, &stop, &shutdown)?;
+    admin_state.set_ready(true);
+    Ok(Collector {
+        udp: inputs.udp,
+        admin,
+        metrics,
+        watchlist,
+        admin_state,
+        admin_task,
+        worker: inputs.worker,
+        receivers: inputs.receivers,
+        stop,
+        shutdown,
+    })
+}
 
+/// The threads of a running collector.
+struct Inputs {
+    udp: Vec<SocketAddr>,
+    receivers: Vec<std::thread::JoinHandle<()>>,
+    worker: std::thread::JoinHandle<Summary>,
+}
+
+/// Starts the pcap replay, or the UDP receive threads and the pipeline thread.
+fn spawn_inputs(
+    cfg: &Config,
+    mut pipeline: Pipeline,
+    metrics: &CollectorMetrics,
+    stop: &Arc<AtomicBool>,
+    shutdown: &Shutdown,
+) -> Result<Inputs, BoxError> {
     if let Some(path) = cfg.pcap.clone() {
         tracing::info!(pcap = %path.display(), speed = ?cfg.speed, "replaying capture");
-        let (stop2, shutdown2) = (stop.clone(), shutdown.clone());
+        let (stop, shutdown) = (stop.clone(), shutdown.clone());
         let speed = cfg.speed;
         let worker = std::thread::Builder::new()
             .name("collector-pcap".into())
             .spawn(move || {
-                let frames = match pcap::replay(&path, speed, &mut pipeline, || {
-                    stop2.load(Ordering::Acquire)
-                }) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        tracing::error!(error = %e, "capture replay stopped");
-                        0
-                    }
-                };
+                let frames =
+                    pcap::replay(&path, speed, &mut pipeline, || stop.load(Ordering::Acquire))
+                        .unwrap_or_else(|e| {
+                            tracing::error!(error = %e, "capture replay stopped");
+                            0
+                        });
                 pipeline.finish();
                 // The replay is the whole job: stop the service.
-                shutdown2.trigger();
+                shutdown.trigger();
                 Summary {
                     frames,
                     published_records: pipeline.published_records(),
                 }
             })?;
-        admin_state.set_ready(true);
-        return Ok(Collector {
+        return Ok(Inputs {
             udp: Vec::new(),
-            admin,
-            metrics,
-            watchlist,
-            admin_state,
-            admin_task,
-            worker,
             receivers: Vec::new(),
-            stop,
-            shutdown,
+            worker,
         });
     }
 
@@ -261,18 +280,10 @@ pub async fn start(
                 published_records: pipeline.published_records(),
             }
         })?;
-    admin_state.set_ready(true);
-    Ok(Collector {
+    Ok(Inputs {
         udp: udp_addrs,
-        admin,
-        metrics,
-        watchlist,
-        admin_state,
-        admin_task,
-        worker,
         receivers,
-        stop,
-        shutdown,
+        worker,
     })
 }
 
