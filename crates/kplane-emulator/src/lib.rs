@@ -1,0 +1,6 @@
+//! # kplane-emulator
+//!
+//! A discrete-event emulator of a P4 INT fabric (see `docs/emulator.md` and `p4/`).
+
+pub mod rng;
+pub mod topology;
