@@ -69,7 +69,9 @@ pub struct Topology {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
-    #[error("unknown topology {0:?} (fat-tree:K, leaf-spine:S,L,H, watts-strogatz:N,K,P[,SEED], or a .toml file)")]
+    #[error(
+        "unknown topology {0:?} (fat-tree:K, leaf-spine:S,L,H, watts-strogatz:N,K,P[,SEED], or a .toml file)"
+    )]
     Unknown(String),
     #[error("bad topology parameter: {0}")]
     Parameter(String),
@@ -78,7 +80,12 @@ pub enum TopologyError {
 }
 
 fn host_ip(i: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(10, (i >> 16) as u8, (i >> 8) as u8, (i & 0xFF) as u8 + 1))
+    IpAddr::V4(Ipv4Addr::new(
+        10,
+        (i >> 16) as u8,
+        (i >> 8) as u8,
+        (i & 0xFF) as u8 + 1,
+    ))
 }
 
 impl Topology {
@@ -145,7 +152,9 @@ impl Topology {
     /// hosts per edge switch. k = 4: 20 switches, 16 hosts.
     pub fn fat_tree(k: usize, spec: LinkSpec) -> Result<Self, TopologyError> {
         if k < 2 || k % 2 != 0 || k > 64 {
-            return Err(TopologyError::Parameter(format!("fat-tree k={k}: even, 2..=64")));
+            return Err(TopologyError::Parameter(format!(
+                "fat-tree k={k}: even, 2..=64"
+            )));
         }
         let h = k / 2;
         let mut t = Topology {
@@ -224,7 +233,9 @@ impl Topology {
             }
         }
         let has = |edges: &[(usize, usize)], a: usize, b: usize| {
-            edges.iter().any(|&(x, y)| (x == a && y == b) || (x == b && y == a))
+            edges
+                .iter()
+                .any(|&(x, y)| (x == a && y == b) || (x == b && y == a))
         };
         for e in 0..edges.len() {
             if rng.uniform() < p {
@@ -271,7 +282,12 @@ impl Topology {
             "fat-tree" => Self::fat_tree(nums(1)?[0] as usize, spec),
             "leaf-spine" => {
                 let v = nums(3)?;
-                Ok(Self::leaf_spine(v[0] as usize, v[1] as usize, v[2] as usize, spec))
+                Ok(Self::leaf_spine(
+                    v[0] as usize,
+                    v[1] as usize,
+                    v[2] as usize,
+                    spec,
+                ))
             }
             "watts-strogatz" => {
                 let v = nums(3)?;
@@ -328,7 +344,12 @@ impl Topology {
         for h in &f.hosts {
             names.insert(h.clone(), t.add(NodeKind::Host, h.clone()));
         }
-        let find = |n: &str| names.get(n).copied().ok_or_else(|| err(format!("unknown node {n:?}")));
+        let find = |n: &str| {
+            names
+                .get(n)
+                .copied()
+                .ok_or_else(|| err(format!("unknown node {n:?}")))
+        };
         for (a, b) in &f.links {
             t.connect(find(a)?, find(b)?, spec);
         }
@@ -361,7 +382,13 @@ mod tests {
     #[test]
     fn parse_every_builder() {
         let s = LinkSpec::default();
-        assert_eq!(Topology::parse("leaf-spine:2,4,3", s).unwrap().hosts().count(), 12);
+        assert_eq!(
+            Topology::parse("leaf-spine:2,4,3", s)
+                .unwrap()
+                .hosts()
+                .count(),
+            12
+        );
         let ws = Topology::parse("watts-strogatz:20,4,0.2,7", s).unwrap();
         assert_eq!(ws.switches().count(), 20);
         assert!(Topology::parse("torus:3", s).is_err());
