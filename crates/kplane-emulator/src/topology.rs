@@ -89,7 +89,8 @@ fn host_ip(i: usize) -> IpAddr {
 }
 
 impl Topology {
-    fn add(&mut self, kind: NodeKind, name: String) -> NodeIdx {
+    /// Adds a node (switches get the next node id, hosts the next 10.x.y.z address).
+    pub fn add(&mut self, kind: NodeKind, name: String) -> NodeIdx {
         let id = match kind {
             NodeKind::Switch => self.switches().count() as u32 + 1,
             NodeKind::Host => 0,

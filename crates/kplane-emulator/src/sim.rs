@@ -1,0 +1,866 @@
+//! The discrete-event engine: packets move host → switches → host through per-port egress
+//! queues; INT metadata is pushed at each switch; sinks report.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::report::{self, Hop, PacketInfo, ReportVersion};
+use crate::rng::Rng;
+use crate::routing::Routes;
+use crate::tables::{Entry, EntrySpec, Tables};
+use crate::topology::{NodeIdx, NodeKind, Topology};
+
+/// Most hops a packet's INT stack holds in the emulator.
+pub const MAX_STACK: usize = 16;
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Egress queue capacity, packets.
+    pub queue_capacity: usize,
+    /// Switch processing delay, ns.
+    pub processing_ns: u64,
+    pub report_version: ReportVersion,
+    /// INT-MX (postcard) mode: every switch reports every INT packet, no stack.
+    pub mx: bool,
+    pub hw_id: u8,
+    pub ttl: u8,
+    /// Ground-truth queue sampling period, ns (0: no sampling).
+    pub sample_ns: u64,
+    /// Number of report destinations (collectors); reports are spread by source address.
+    pub collectors: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            queue_capacity: 128,
+            processing_ns: 500,
+            report_version: ReportVersion::V20,
+            mx: false,
+            hw_id: 0,
+            ttl: 64,
+            sample_ns: 1_000_000,
+            collectors: 1,
+        }
+    }
+}
+
+/// A flow: a 5-tuple and the packets it still has to send.
+#[derive(Clone, Debug)]
+pub struct Flow {
+    pub src: NodeIdx,
+    pub dst: NodeIdx,
+    pub info: PacketInfo,
+    pub hash: u64,
+    pub packet_bytes: u32,
+    pub remaining: u64,
+    pub gap_ns: u64,
+}
+
+#[derive(Clone, Debug)]
+struct IntState {
+    on: bool,
+    bitmap: u16,
+    max_hop: u8,
+    exceeded: bool,
+    n: u8,
+    hops: [Hop; MAX_STACK],
+}
+
+#[derive(Clone, Debug)]
+struct Packet {
+    flow: u32,
+    bytes: u32,
+    ttl: u8,
+    ingress_ns: u64,
+    in_port: u16,
+    tx_start: u64,
+    queue_occupancy: u32,
+    int: IntState,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    node: NodeIdx,
+    port: u16,
+    link: usize,
+    pkts: VecDeque<u32>,
+    busy: bool,
+    /// Bytes sent in the current utilisation window and its start.
+    window_bytes: u64,
+    window_start: u64,
+    util_pm: u32,
+    /// Last sampled occupancy (truth).
+    last_sample: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrive { node: u32, port: u16, pkt: u32 },
+    Depart { queue: u32 },
+    Emit { flow: u32 },
+    Action { idx: u32 },
+    Sample,
+}
+
+/// Things scheduled at a time.
+#[derive(Clone, Debug)]
+pub enum Action {
+    LinkDown(usize),
+    LinkUp(usize),
+    NodeDown(NodeIdx),
+    NodeUp(NodeIdx),
+    Insert(EntrySpec),
+    Clear(String),
+    /// Start a flow (its first packet now).
+    StartFlow(Box<Flow>),
+    /// A note for the ground truth.
+    Truth(serde_json::Value),
+    /// Calls the traffic generator back (Poisson arrivals and such).
+    Traffic(u32),
+}
+
+/// Why a packet was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    QueueFull,
+    LinkLoss,
+    LinkDown,
+    NodeDown,
+    NoRoute,
+    TtlExpired,
+    Acl,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Stats {
+    pub packets_sent: u64,
+    pub packets_delivered: u64,
+    pub int_packets: u64,
+    pub reports: u64,
+    pub report_bytes: u64,
+    /// INT packets whose report the sink's event detection suppressed.
+    pub reports_suppressed: u64,
+    pub drops: HashMap<DropReason, u64>,
+    pub events: u64,
+}
+
+impl Stats {
+    pub fn dropped(&self) -> u64 {
+        self.drops.values().sum()
+    }
+}
+
+/// A report ready to send, and which collector it goes to.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub collector: usize,
+    pub bytes: Vec<u8>,
+}
+
+/// The ground truth a run writes (`--truth`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Truth {
+    pub topology: String,
+    pub events: Vec<serde_json::Value>,
+    /// Per queue that was ever non-empty at a sample: (node id, port) and [t_ns, packets].
+    pub queues: Vec<QueueSeries>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct QueueSeries {
+    pub node: u32,
+    pub port: u16,
+    pub samples: Vec<(u64, usize)>,
+}
+
+/// Sink event-detection state (the P4 program's registers).
+#[derive(Debug, Default)]
+struct Detection {
+    per_hop: HashMap<(u32, u32, u64), u64>,
+    per_flow: HashMap<(u32, u64), u64>,
+    ewma: HashMap<(u32, u64), (f64, f64)>,
+}
+
+/// Something that adds traffic when called back (see [`Action::Traffic`]).
+pub trait Generator: Send {
+    /// Called at `now`; may start flows and must return when to be called next (or None).
+    fn fire(&mut self, sim: &mut Sim, now: u64) -> Option<u64>;
+}
+
+pub struct Sim {
+    pub cfg: SimConfig,
+    pub topo: Topology,
+    routes: Routes,
+    pub link_up: Vec<bool>,
+    pub node_up: Vec<bool>,
+    pub tables: Tables,
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    packets: Vec<Packet>,
+    free_packets: Vec<u32>,
+    flows: Vec<Flow>,
+    free_flows: Vec<u32>,
+    queues: Vec<Queue>,
+    /// First queue index of each node.
+    queue_base: Vec<usize>,
+    actions: Vec<Option<Action>>,
+    generators: Vec<Option<Box<dyn Generator>>>,
+    report_seq: HashMap<(u32, u8), u32>,
+    detection: Detection,
+    pub rng: Rng,
+    pub stats: Stats,
+    pub truth: Truth,
+    reports: Vec<Report>,
+    queue_series: HashMap<usize, usize>,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("topology", &self.topo.name)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
+}
+
+fn ip_u64(ip: IpAddr) -> u64 {
+    match ip {
+        IpAddr::V4(v) => u32::from(v).into(),
+        IpAddr::V6(v) => (u128::from(v) & 0xFFFF_FFFF) as u64,
+    }
+}
+
+impl Sim {
+    pub fn new(topo: Topology, cfg: SimConfig) -> Self {
+        let link_up = vec![true; topo.links.len()];
+        let node_up = vec![true; topo.nodes.len()];
+        let routes = Routes::compute(&topo, &link_up, &node_up);
+        let mut queues = Vec::new();
+        let mut queue_base = Vec::new();
+        for (n, node) in topo.nodes.iter().enumerate() {
+            queue_base.push(queues.len());
+            for (p, (li, _, _)) in node.ports.iter().enumerate() {
+                queues.push(Queue {
+                    node: n,
+                    port: p as u16,
+                    link: *li,
+                    ..Queue::default()
+                });
+            }
+        }
+        let rng = Rng::new(cfg.seed);
+        let mut sim = Self {
+            truth: Truth {
+                topology: topo.name.clone(),
+                ..Truth::default()
+            },
+            cfg,
+            topo,
+            routes,
+            link_up,
+            node_up,
+            tables: Tables::default(),
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            packets: Vec::new(),
+            free_packets: Vec::new(),
+            flows: Vec::new(),
+            free_flows: Vec::new(),
+            queues,
+            queue_base,
+            actions: Vec::new(),
+            generators: Vec::new(),
+            report_seq: HashMap::new(),
+            detection: Detection::default(),
+            rng,
+            stats: Stats::default(),
+            reports: Vec::new(),
+            queue_series: HashMap::new(),
+        };
+        if sim.cfg.sample_ns > 0 {
+            sim.push(sim.cfg.sample_ns, Ev::Sample);
+        }
+        sim
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((at.max(self.now), self.seq, ev)));
+    }
+
+    /// Installs a table entry now (validated against the P4 schema).
+    pub fn insert(&mut self, spec: EntrySpec) -> Result<(), String> {
+        let e = Entry::new(spec)?;
+        if e.spec.table == "int_sink_detection" {
+            // New detection rules start from fresh registers.
+            self.detection = Detection::default();
+        }
+        self.tables.insert(e);
+        Ok(())
+    }
+
+    /// Schedules `action` at `at` ns.
+    pub fn schedule(&mut self, at: u64, action: Action) {
+        self.actions.push(Some(action));
+        let idx = (self.actions.len() - 1) as u32;
+        self.push(at, Ev::Action { idx });
+    }
+
+    /// Registers a traffic generator, first called at `at`.
+    pub fn add_generator(&mut self, at: u64, g: Box<dyn Generator>) {
+        self.generators.push(Some(g));
+        let idx = (self.generators.len() - 1) as u32;
+        self.schedule(at, Action::Traffic(idx));
+    }
+
+    /// Records a ground-truth event at the current time.
+    pub fn note(&mut self, mut event: serde_json::Value) {
+        if let Some(o) = event.as_object_mut() {
+            o.insert("t_ns".into(), self.now.into());
+        }
+        self.truth.events.push(event);
+    }
+
+    /// Starts a flow now; returns its index.
+    pub fn start_flow(&mut self, flow: Flow) -> u32 {
+        let idx = match self.free_flows.pop() {
+            Some(i) => {
+                self.flows[i as usize] = flow;
+                i
+            }
+            None => {
+                self.flows.push(flow);
+                (self.flows.len() - 1) as u32
+            }
+        };
+        let now = self.now;
+        self.push(now, Ev::Emit { flow: idx });
+        idx
+    }
+
+    /// A flow between two hosts, `packets` packets of `bytes` at `gap_ns` intervals.
+    pub fn flow(
+        &mut self,
+        src: NodeIdx,
+        dst: NodeIdx,
+        protocol: u8,
+        ports: (u16, u16),
+        packets: u64,
+        bytes: u32,
+        gap_ns: u64,
+    ) -> Flow {
+        let ip = |n: NodeIdx| self.topo.nodes[n].ip.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let info = PacketInfo {
+            src: ip(src),
+            dst: ip(dst),
+            protocol,
+            src_port: ports.0,
+            dst_port: ports.1,
+        };
+        let hash = [ip_u64(info.src), ip_u64(info.dst), u64::from(ports.0) << 16 | u64::from(ports.1), protocol.into()]
+            .into_iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, w| (h ^ w).wrapping_mul(0x100_0000_01b3));
+        Flow {
+            src,
+            dst,
+            info,
+            hash,
+            packet_bytes: bytes.clamp(64, 9000),
+            remaining: packets,
+            gap_ns,
+        }
+    }
+
+    /// Takes the reports produced so far.
+    pub fn take_reports(&mut self) -> Vec<Report> {
+        std::mem::take(&mut self.reports)
+    }
+
+    /// Runs every event up to and including `until` ns.
+    pub fn run_until(&mut self, until: u64) {
+        while let Some(Reverse((t, _, ev))) = self.heap.peek().copied() {
+            if t > until {
+                break;
+            }
+            self.heap.pop();
+            self.now = t;
+            self.stats.events += 1;
+            self.handle(ev);
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Whether anything is still scheduled.
+    pub fn idle(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Emit { flow } => self.emit(flow),
+            Ev::Arrive { node, port, pkt } => self.arrive(node as usize, port, pkt),
+            Ev::Depart { queue } => self.depart(queue as usize),
+            Ev::Action { idx } => {
+                if let Some(a) = self.actions.get_mut(idx as usize).and_then(Option::take) {
+                    self.act(a);
+                }
+            }
+            Ev::Sample => self.sample(),
+        }
+    }
+
+    fn act(&mut self, a: Action) {
+        match a {
+            Action::LinkDown(l) | Action::LinkUp(l) => {
+                let up = matches!(a, Action::LinkUp(_));
+                if let Some(s) = self.link_up.get_mut(l) {
+                    *s = up;
+                }
+                self.reroute();
+            }
+            Action::NodeDown(n) | Action::NodeUp(n) => {
+                let up = matches!(a, Action::NodeUp(_));
+                if let Some(s) = self.node_up.get_mut(n) {
+                    *s = up;
+                }
+                self.reroute();
+            }
+            Action::Insert(spec) => {
+                if let Err(e) = self.insert(spec) {
+                    tracing::warn!(error = %e, "scheduled table entry rejected");
+                }
+            }
+            Action::Clear(table) => {
+                self.tables.clear(&table);
+            }
+            Action::StartFlow(f) => {
+                self.start_flow(*f);
+            }
+            Action::Truth(v) => self.note(v),
+            Action::Traffic(idx) => {
+                let Some(mut g) = self.generators.get_mut(idx as usize).and_then(Option::take) else {
+                    return;
+                };
+                let next = g.fire(self, self.now);
+                self.generators[idx as usize] = Some(g);
+                if let Some(at) = next {
+                    let action = self.reschedule_traffic(idx);
+                    self.push(at, Ev::Action { idx: action });
+                }
+            }
+        }
+    }
+
+    fn reschedule_traffic(&mut self, idx: u32) -> u32 {
+        self.actions.push(Some(Action::Traffic(idx)));
+        (self.actions.len() - 1) as u32
+    }
+
+    /// Recomputes routes after a failure or recovery.
+    pub fn reroute(&mut self) {
+        self.routes = Routes::compute(&self.topo, &self.link_up, &self.node_up);
+    }
+
+    fn alloc_packet(&mut self, p: Packet) -> u32 {
+        match self.free_packets.pop() {
+            Some(i) => {
+                self.packets[i as usize] = p;
+                i
+            }
+            None => {
+                self.packets.push(p);
+                (self.packets.len() - 1) as u32
+            }
+        }
+    }
+
+    fn drop_packet(&mut self, pkt: u32, reason: DropReason) {
+        *self.stats.drops.entry(reason).or_default() += 1;
+        self.free_packets.push(pkt);
+    }
+
+    fn emit(&mut self, f: u32) {
+        let Some(flow) = self.flows.get_mut(f as usize) else { return };
+        if flow.remaining == 0 {
+            return;
+        }
+        flow.remaining -= 1;
+        let (src, bytes, gap, more) = (flow.src, flow.packet_bytes, flow.gap_ns, flow.remaining > 0);
+        let p = Packet {
+            flow: f,
+            bytes,
+            ttl: self.cfg.ttl,
+            ingress_ns: 0,
+            in_port: 0,
+            tx_start: 0,
+            queue_occupancy: 0,
+            int: IntState {
+                on: false,
+                bitmap: 0,
+                max_hop: 0,
+                exceeded: false,
+                n: 0,
+                hops: [Hop::default(); MAX_STACK],
+            },
+        };
+        let pkt = self.alloc_packet(p);
+        self.stats.packets_sent += 1;
+        // Hosts send straight onto their access link (no host queue).
+        let &(li, peer, peer_port) = &self.topo.nodes[src].ports[0];
+        let link = &self.topo.links[li];
+        let tx = u64::from(bytes) * 8 * 1_000_000_000 / link.rate_bps.max(1);
+        let at = self.now + tx + link.delay_ns;
+        if !self.link_up[li] {
+            self.drop_packet(pkt, DropReason::LinkDown);
+        } else {
+            self.push(at, Ev::Arrive { node: peer as u32, port: peer_port, pkt });
+        }
+        if more {
+            let now = self.now;
+            self.push(now + gap, Ev::Emit { flow: f });
+        } else {
+            self.free_flows.push(f);
+        }
+    }
+
+    fn key_values(&self, flow: &Flow) -> [u64; 5] {
+        let i = &flow.info;
+        [
+            ip_u64(i.src),
+            ip_u64(i.dst),
+            i.protocol.into(),
+            i.src_port.into(),
+            i.dst_port.into(),
+        ]
+    }
+
+    fn arrive(&mut self, node: NodeIdx, port: u16, pkt: u32) {
+        if !self.node_up[node] {
+            return self.drop_packet(pkt, DropReason::NodeDown);
+        }
+        let node_id = self.topo.nodes[node].id;
+        let flow = self.flows[self.packets[pkt as usize].flow as usize].clone();
+        let keys = self.key_values(&flow);
+        if self.tables.lookup("drop_acl", node_id, &keys).is_some_and(|e| e.spec.action == "acl_drop") {
+            return self.drop_packet(pkt, DropReason::Acl);
+        }
+        let from_host = self.topo.nodes[node]
+            .ports
+            .get(port as usize)
+            .is_some_and(|&(_, peer, _)| self.topo.nodes[peer].kind == NodeKind::Host);
+        {
+            let p = &mut self.packets[pkt as usize];
+            p.ingress_ns = self.now;
+            p.in_port = port;
+            p.ttl = p.ttl.saturating_sub(1);
+            if p.ttl == 0 {
+                return self.drop_packet(pkt, DropReason::TtlExpired);
+            }
+        }
+        if from_host && !self.packets[pkt as usize].int.on {
+            if let Some(e) = self.tables.lookup("int_watchlist", node_id, &keys).filter(|e| e.spec.action == "int_source") {
+                let (bitmap, max_hop) = (e.param("instruction_bitmap") as u16, e.param("max_hop") as u8);
+                let p = &mut self.packets[pkt as usize];
+                p.int.on = true;
+                p.int.bitmap = bitmap;
+                p.int.max_hop = max_hop.clamp(1, MAX_STACK as u8);
+                self.stats.int_packets += 1;
+            }
+        }
+        // Forwarding: an override entry wins over ECMP.
+        let out = match self.tables.lookup("ipv4_forward", node_id, &keys[1..2]) {
+            Some(e) if e.spec.action == "drop" => None,
+            Some(e) if e.spec.action == "set_egress" => Some(e.param("port") as u16),
+            _ => {
+                let ports = self.routes.next_ports(node, flow.dst);
+                (!ports.is_empty()).then(|| {
+                    let h = (flow.hash ^ u64::from(node_id).wrapping_mul(0x9E37_79B9_7F4A_7C15)).rotate_left(17);
+                    ports[(h % ports.len() as u64) as usize]
+                })
+            }
+        };
+        let Some(out) = out.filter(|p| (*p as usize) < self.topo.nodes[node].ports.len()) else {
+            return self.drop_packet(pkt, DropReason::NoRoute);
+        };
+        let qi = self.queue_base[node] + out as usize;
+        if self.queues[qi].pkts.len() >= self.cfg.queue_capacity {
+            return self.drop_packet(pkt, DropReason::QueueFull);
+        }
+        self.packets[pkt as usize].queue_occupancy = self.queues[qi].pkts.len() as u32;
+        self.queues[qi].pkts.push_back(pkt);
+        if !self.queues[qi].busy {
+            self.start_tx(qi);
+        }
+    }
+
+    fn start_tx(&mut self, qi: usize) {
+        let Some(&pkt) = self.queues[qi].pkts.front() else {
+            self.queues[qi].busy = false;
+            return;
+        };
+        let link = &self.topo.links[self.queues[qi].link];
+        let p = &mut self.packets[pkt as usize];
+        let start = self.now.max(p.ingress_ns + self.cfg.processing_ns);
+        p.tx_start = start;
+        let tx = u64::from(p.bytes) * 8 * 1_000_000_000 / link.rate_bps.max(1);
+        self.queues[qi].busy = true;
+        self.push(start + tx, Ev::Depart { queue: qi as u32 });
+    }
+
+    fn depart(&mut self, qi: usize) {
+        let Some(pkt) = self.queues[qi].pkts.pop_front() else {
+            self.queues[qi].busy = false;
+            return;
+        };
+        let (node, port, li) = (self.queues[qi].node, self.queues[qi].port, self.queues[qi].link);
+        let link = self.topo.links[li].clone();
+        // Egress tx utilisation over ~100 µs windows.
+        {
+            let q = &mut self.queues[qi];
+            let bytes = u64::from(self.packets[pkt as usize].bytes);
+            if self.now - q.window_start >= 100_000 {
+                let span = (self.now - q.window_start).max(1);
+                q.util_pm = ((q.window_bytes * 8 * 1_000_000_000 / span) * 1000 / link.rate_bps.max(1)).min(1000) as u32;
+                q.window_start = self.now;
+                q.window_bytes = 0;
+            }
+            q.window_bytes += bytes;
+        }
+        let node_id = self.topo.nodes[node].id;
+        let hop = {
+            let p = &self.packets[pkt as usize];
+            Hop {
+                node: node_id,
+                in_port: p.in_port,
+                out_port: port,
+                latency_ns: (p.tx_start - p.ingress_ns) as u32,
+                queue_id: port as u8,
+                queue_occupancy: p.queue_occupancy,
+                ingress_ns: p.ingress_ns,
+                egress_ns: p.tx_start,
+                tx_utilization: self.queues[qi].util_pm,
+            }
+        };
+        let (peer, peer_port) = if link.a.0 == node { link.b } else { link.a };
+        let to_host = self.topo.nodes[peer].kind == NodeKind::Host;
+        let int_on = self.packets[pkt as usize].int.on;
+        if int_on {
+            if self.cfg.mx {
+                self.postcard(pkt, &hop);
+            } else {
+                let p = &mut self.packets[pkt as usize];
+                if (p.int.n as usize) < (p.int.max_hop as usize).min(MAX_STACK) {
+                    p.int.hops[p.int.n as usize] = hop;
+                    p.int.n += 1;
+                } else {
+                    // Max hop count reached (a loop, or a long path): this switch reports the
+                    // stack as an intermediate report and the packet carries no more INT.
+                    p.int.exceeded = true;
+                    self.intermediate_report(pkt, hop);
+                }
+            }
+        }
+        // Next packet on this port.
+        self.start_tx(qi);
+        if !self.link_up[li] {
+            return self.drop_packet(pkt, DropReason::LinkDown);
+        }
+        if link.loss > 0.0 && self.rng.uniform() < link.loss {
+            return self.drop_packet(pkt, DropReason::LinkLoss);
+        }
+        if to_host {
+            if int_on && !self.cfg.mx {
+                self.sink(pkt, hop);
+            }
+            self.stats.packets_delivered += 1;
+            self.free_packets.push(pkt);
+        } else {
+            self.push(self.now + link.delay_ns, Ev::Arrive { node: peer as u32, port: peer_port, pkt });
+        }
+    }
+
+    fn next_seq(&mut self, node: u32) -> u32 {
+        let s = self.report_seq.entry((node, self.cfg.hw_id)).or_insert(0);
+        let v = *s;
+        // 22 bits in TR v2.0; 32 before.
+        *s = if self.cfg.report_version == ReportVersion::V20 {
+            (*s + 1) & 0x3F_FFFF
+        } else {
+            s.wrapping_add(1)
+        };
+        v
+    }
+
+    fn collector_for(&self, info: &PacketInfo) -> usize {
+        (ip_u64(info.src) as usize) % self.cfg.collectors.max(1)
+    }
+
+    fn postcard(&mut self, pkt: u32, hop: &Hop) {
+        let info = self.flows[self.packets[pkt as usize].flow as usize].info;
+        let seq = self.next_seq(hop.node);
+        let bytes = report::postcard(self.cfg.hw_id, seq, hop, &info);
+        self.push_report(&info, bytes);
+    }
+
+    fn push_report(&mut self, info: &PacketInfo, bytes: Vec<u8>) {
+        self.stats.reports += 1;
+        self.stats.report_bytes += bytes.len() as u64;
+        let collector = self.collector_for(info);
+        self.reports.push(Report { collector, bytes });
+    }
+
+    /// The sink: event detection decides, then the report.
+    fn sink(&mut self, pkt: u32, me: Hop) {
+        let flow = self.flows[self.packets[pkt as usize].flow as usize].clone();
+        let keys = self.key_values(&flow);
+        let p = &self.packets[pkt as usize];
+        let n = p.int.n as usize;
+        let hops = &p.int.hops[..n];
+        let rule = self.tables.lookup("int_sink_detection", me.node, &keys).cloned();
+        let report = match rule {
+            None => true,
+            Some(e) => {
+                let m = e.param("measurement");
+                let value = |h: &Hop| -> u64 {
+                    match m {
+                        1 => h.queue_occupancy.into(),
+                        2 => h.tx_utilization.into(),
+                        _ => h.latency_ns.into(),
+                    }
+                };
+                let t = e.param("threshold");
+                let sum: u64 = hops.iter().map(value).sum();
+                let fkey = (me.node, flow.hash ^ m);
+                let d = &mut self.detection;
+                match e.spec.action.as_str() {
+                    "detect_per_hop" => {
+                        let mut fire = false;
+                        for h in hops {
+                            let v = value(h);
+                            let reg = d.per_hop.entry((me.node, h.node, m)).or_insert(u64::MAX);
+                            if *reg == u64::MAX || v.abs_diff(*reg) > t {
+                                *reg = v;
+                                fire = true;
+                            }
+                        }
+                        fire
+                    }
+                    "detect_per_flow" => {
+                        let reg = d.per_flow.entry(fkey).or_insert(u64::MAX);
+                        let fire = *reg == u64::MAX || sum.abs_diff(*reg) > t;
+                        if fire {
+                            *reg = sum;
+                        }
+                        fire
+                    }
+                    "detect_ewma" => {
+                        let w = e.param("weight_q8") as f64 / 256.0;
+                        let x = sum as f64;
+                        match d.ewma.get_mut(&fkey) {
+                            None => {
+                                d.ewma.insert(fkey, (x, x));
+                                true
+                            }
+                            Some((avg, last)) => {
+                                *avg = w * x + (1.0 - w) * *avg;
+                                let fire = (*avg - *last).abs() > t as f64;
+                                if fire {
+                                    *last = *avg;
+                                }
+                                fire
+                            }
+                        }
+                    }
+                    _ => true,
+                }
+            }
+        };
+        if !report {
+            self.stats.reports_suppressed += 1;
+            return;
+        }
+        let (bitmap, upstream): (u16, Vec<Hop>) = {
+            let p = &self.packets[pkt as usize];
+            let n = p.int.n as usize;
+            // The sink's own hop is the last one pushed; it goes in the report's own metadata.
+            (p.int.bitmap, p.int.hops[..n.saturating_sub(1)].to_vec())
+        };
+        let seq = self.next_seq(me.node);
+        let bytes = report::sink_report(
+            self.cfg.report_version,
+            bitmap,
+            self.cfg.hw_id,
+            seq,
+            &me,
+            &upstream,
+            &flow.info,
+            false,
+        );
+        self.push_report(&flow.info, bytes);
+    }
+
+    fn intermediate_report(&mut self, pkt: u32, me: Hop) {
+        let info = self.flows[self.packets[pkt as usize].flow as usize].info;
+        let (bitmap, upstream) = {
+            let p = &mut self.packets[pkt as usize];
+            p.int.on = false;
+            (p.int.bitmap, p.int.hops[..p.int.n as usize].to_vec())
+        };
+        let seq = self.next_seq(me.node);
+        let bytes = report::sink_report(
+            self.cfg.report_version,
+            bitmap,
+            self.cfg.hw_id,
+            seq,
+            &me,
+            &upstream,
+            &info,
+            true,
+        );
+        self.push_report(&info, bytes);
+    }
+
+    fn sample(&mut self) {
+        let now = self.now;
+        for (qi, q) in self.queues.iter_mut().enumerate() {
+            let len = q.pkts.len();
+            if len > 0 || q.last_sample > 0 {
+                let series = match self.queue_series.get(&qi) {
+                    Some(&s) => s,
+                    None => {
+                        self.truth.queues.push(QueueSeries {
+                            node: self.topo.nodes[q.node].id,
+                            port: q.port,
+                            samples: Vec::new(),
+                        });
+                        let s = self.truth.queues.len() - 1;
+                        self.queue_series.insert(qi, s);
+                        s
+                    }
+                };
+                self.truth.queues[series].samples.push((now, len));
+            }
+            q.last_sample = len;
+        }
+        let next = now + self.cfg.sample_ns;
+        self.push(next, Ev::Sample);
+    }
+
+    /// Current occupancy of (switch node, port).
+    pub fn queue_len(&self, node: NodeIdx, port: u16) -> usize {
+        self.queues[self.queue_base[node] + port as usize].pkts.len()
+    }
+}
