@@ -3,6 +3,7 @@
 mod bench;
 mod config;
 mod decode;
+mod emulate;
 mod sample;
 mod serve;
 
@@ -36,6 +37,8 @@ enum Command {
     Knowledge(serve::ServeArgs),
     /// Run the intent-api service.
     IntentApi(serve::ServeArgs),
+    /// Emulate a P4 INT fabric that sends real telemetry reports (see docs/emulator.md).
+    Emulate(emulate::EmulateArgs),
     /// Decode a pcap/pcapng capture: one JSON object per telemetry report or INT packet.
     Decode(decode::DecodeArgs),
     /// Print the effective configuration (after every layer) and check it.
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Knowledge(a) => serve::run(source, kplane_knowledge::NAME, a),
         Command::IntentApi(a) => serve::run(source, kplane_intent_api::NAME, a),
         Command::Decode(a) => decode::run(a),
+        Command::Emulate(a) => emulate::run_cli(a),
         Command::Config => config::print(&source),
         Command::SampleCapture(a) => sample::run(a),
         Command::Bench(b) => bench::run(b),

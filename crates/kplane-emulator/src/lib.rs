@@ -2,11 +2,13 @@
 //!
 //! A discrete-event emulator of a P4 INT fabric (see `docs/emulator.md` and `p4/`).
 
+pub mod control;
 pub mod report;
 pub mod rng;
-pub mod sim;
 pub mod routing;
+pub mod run;
 pub mod scenario;
+pub mod sim;
 pub mod tables;
 pub mod topology;
 pub mod traffic;

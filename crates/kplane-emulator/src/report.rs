@@ -61,7 +61,10 @@ impl Hop {
         h.set(HopField::L1EgressPort, self.out_port.into());
         h.set(HopField::HopLatency, self.latency_ns.into());
         h.set(HopField::QueueId, self.queue_id.into());
-        h.set(HopField::QueueOccupancy, self.queue_occupancy.min(0xFF_FFFE).into());
+        h.set(
+            HopField::QueueOccupancy,
+            self.queue_occupancy.min(0xFF_FFFE).into(),
+        );
         h.set(HopField::IngressTimestamp, self.ingress_ns);
         h.set(HopField::EgressTimestamp, self.egress_ns);
         h.set(HopField::TxUtilization, self.tx_utilization.into());
@@ -119,7 +122,10 @@ pub fn sink_report(
     let inner = PacketSpec {
         ethernet: version == ReportVersion::V05,
         payload: Vec::new(),
-        ..PacketSpec::new(pkt.flow()).with_int(IntSpec::new(iv, bitmap, hops), Encap::Dscp { dscp: INT_DSCP })
+        ..PacketSpec::new(pkt.flow()).with_int(
+            IntSpec::new(iv, bitmap, hops),
+            Encap::Dscp { dscp: INT_DSCP },
+        )
     }
     .build();
     let me = sink.record();

@@ -21,12 +21,21 @@ pub const SCENARIOS: &[&str] = &[
     "all",
 ];
 
-fn entry(switch: u32, table: &str, action: &str, matches: &[(&str, String)], params: &[(&str, u64)]) -> EntrySpec {
+fn entry(
+    switch: u32,
+    table: &str,
+    action: &str,
+    matches: &[(&str, String)],
+    params: &[(&str, u64)],
+) -> EntrySpec {
     EntrySpec {
         switch: Some(switch),
         table: table.into(),
         priority: 100,
-        matches: matches.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        matches: matches
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
         action: action.into(),
         params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
     }
@@ -37,20 +46,20 @@ fn victim(sim: &Sim) -> NodeIdx {
     sim.topo.host_indices().first().copied().unwrap_or(0)
 }
 
-/// A switch-to-switch link, preferring one near the middle of the link list (in a fat-tree, an
-/// aggregation–core link).
-fn inner_link(sim: &Sim) -> Option<usize> {
+/// A switch-to-switch link at `at` (0..1) along the list of them.
+fn inner_link(sim: &Sim, at: f64) -> Option<usize> {
     let inner: Vec<usize> = sim
         .topo
         .links
         .iter()
         .enumerate()
         .filter(|(_, l)| {
-            sim.topo.nodes[l.a.0].kind == NodeKind::Switch && sim.topo.nodes[l.b.0].kind == NodeKind::Switch
+            sim.topo.nodes[l.a.0].kind == NodeKind::Switch
+                && sim.topo.nodes[l.b.0].kind == NodeKind::Switch
         })
         .map(|(i, _)| i)
         .collect();
-    inner.get(inner.len() / 2).copied()
+    inner.get((inner.len() as f64 * at) as usize).copied()
 }
 
 /// Installs `name` on `sim` for a run of `duration` ns.
@@ -76,7 +85,12 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
         }
         "ddos" => {
             let v = victim(sim);
-            let hosts: Vec<_> = sim.topo.host_indices().into_iter().filter(|h| *h != v).collect();
+            let hosts: Vec<_> = sim
+                .topo
+                .host_indices()
+                .into_iter()
+                .filter(|h| *h != v)
+                .collect();
             let (start, end) = (at(0.4), at(0.6));
             let rate = sim.topo.links[sim.topo.nodes[v].ports[0].0].rate_bps;
             // Together the sources offer twice the victim's link rate.
@@ -89,7 +103,10 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
             }
             let names: Vec<_> = hosts.iter().map(|h| sim.topo.nodes[*h].ip).collect();
             sim.schedule(start, Action::Truth(json!({"kind": "ddos_start", "victim": sim.topo.nodes[v].ip, "sources": names, "end_ns": end})));
-            sim.schedule(end, Action::Truth(json!({"kind": "ddos_end", "victim": sim.topo.nodes[v].ip})));
+            sim.schedule(
+                end,
+                Action::Truth(json!({"kind": "ddos_end", "victim": sim.topo.nodes[v].ip})),
+            );
         }
         "port-scan" => {
             let v = victim(sim);
@@ -98,55 +115,143 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
             let start = at(0.3);
             for port in 1..=1024u16 {
                 let f = sim.flow(scanner, v, 6, (55_555, port), 1, 64, 0);
-                sim.schedule(start + u64::from(port) * 10_000, Action::StartFlow(Box::new(f)));
+                sim.schedule(
+                    start + u64::from(port) * 10_000,
+                    Action::StartFlow(Box::new(f)),
+                );
             }
             sim.schedule(start, Action::Truth(json!({"kind": "port_scan", "scanner": sim.topo.nodes[scanner].ip, "victim": sim.topo.nodes[v].ip, "ports": [1, 1024], "end_ns": start + 1024 * 10_000})));
         }
         "link-failure" => {
-            let l = inner_link(sim).ok_or("no switch-to-switch link")?;
+            let l = inner_link(sim, 0.5).ok_or("no switch-to-switch link")?;
             let link = &sim.topo.links[l];
             let (a, b) = (sim.topo.nodes[link.a.0].id, sim.topo.nodes[link.b.0].id);
             sim.schedule(at(1.0 / 3.0), Action::LinkDown(l));
-            sim.schedule(at(1.0 / 3.0), Action::Truth(json!({"kind": "link_down", "link": [a, b]})));
+            sim.schedule(
+                at(1.0 / 3.0),
+                Action::Truth(json!({"kind": "link_down", "link": [a, b]})),
+            );
             sim.schedule(at(2.0 / 3.0), Action::LinkUp(l));
-            sim.schedule(at(2.0 / 3.0), Action::Truth(json!({"kind": "link_up", "link": [a, b]})));
+            sim.schedule(
+                at(2.0 / 3.0),
+                Action::Truth(json!({"kind": "link_up", "link": [a, b]})),
+            );
         }
         "routing-loop" => {
-            let l = inner_link(sim).ok_or("no switch-to-switch link")?;
-            let link = sim.topo.links[l].clone();
-            let (a, b) = (sim.topo.nodes[link.a.0].id, sim.topo.nodes[link.b.0].id);
+            // Between the looping flow's edge switch and its first uplink neighbour, so the
+            // flow always meets it (and it stays apart from the link-failure scenario's link).
             let v = victim(sim);
-            let dst = format!("{}/32", sim.topo.nodes[v].ip.map(|i| i.to_string()).unwrap_or_default());
-            let (start, end) = (at(0.5), at(0.6));
-            sim.schedule(start, Action::Insert(entry(a, "ipv4_forward", "set_egress", &[("dst_addr", dst.clone())], &[("port", link.a.1.into())])));
-            sim.schedule(start, Action::Insert(entry(b, "ipv4_forward", "set_egress", &[("dst_addr", dst.clone())], &[("port", link.b.1.into())])));
-            // Traffic towards the victim through the looping pair.
             let hosts = sim.topo.host_indices();
-            let src = hosts[hosts.len() / 2];
-            let f = sim.flow(src, v, 17, (30_000, 9_000), (end - start) / 100_000, 1_000, 100_000);
+            let src = hosts[hosts.len() / 4];
+            let edge = sim.topo.nodes[src].ports[0].1;
+            let (link, up, up_port) = sim.topo.nodes[edge]
+                .ports
+                .iter()
+                .find(|(_, peer, _)| sim.topo.nodes[*peer].kind == NodeKind::Switch)
+                .copied()
+                .ok_or("the source's edge switch has no uplink")?;
+            let edge_port = sim.topo.nodes[edge]
+                .ports
+                .iter()
+                .position(|p| p.0 == link)
+                .unwrap_or(0) as u64;
+            let (a, b) = (sim.topo.nodes[edge].id, sim.topo.nodes[up].id);
+            let dst = format!(
+                "{}/32",
+                sim.topo.nodes[v]
+                    .ip
+                    .map(|i| i.to_string())
+                    .unwrap_or_default()
+            );
+            let (start, end) = (at(0.5), at(0.6));
+            sim.schedule(
+                start,
+                Action::Insert(entry(
+                    a,
+                    "ipv4_forward",
+                    "set_egress",
+                    &[("dst_addr", dst.clone())],
+                    &[("port", edge_port)],
+                )),
+            );
+            sim.schedule(
+                start,
+                Action::Insert(entry(
+                    b,
+                    "ipv4_forward",
+                    "set_egress",
+                    &[("dst_addr", dst.clone())],
+                    &[("port", up_port.into())],
+                )),
+            );
+            let f = sim.flow(
+                src,
+                v,
+                17,
+                (30_000, 9_000),
+                (end - start) / 100_000,
+                1_000,
+                100_000,
+            );
             sim.schedule(start, Action::StartFlow(Box::new(f)));
             sim.schedule(start, Action::Truth(json!({"kind": "routing_loop_start", "switches": [a, b], "dst": dst, "end_ns": end})));
             sim.schedule(end, Action::Clear("ipv4_forward".into()));
-            sim.schedule(end, Action::Truth(json!({"kind": "routing_loop_end", "switches": [a, b]})));
+            sim.schedule(
+                end,
+                Action::Truth(json!({"kind": "routing_loop_end", "switches": [a, b]})),
+            );
         }
         "black-hole" => {
             let v = victim(sim);
             let edge = sim.topo.nodes[v].ports[0].1;
             let id = sim.topo.nodes[edge].id;
-            let dst = format!("{}/32", sim.topo.nodes[v].ip.map(|i| i.to_string()).unwrap_or_default());
+            let dst = format!(
+                "{}/32",
+                sim.topo.nodes[v]
+                    .ip
+                    .map(|i| i.to_string())
+                    .unwrap_or_default()
+            );
             let (start, end) = (at(0.7), at(0.8));
-            sim.schedule(start, Action::Insert(entry(id, "drop_acl", "acl_drop", &[("dst_addr", dst.clone())], &[])));
-            sim.schedule(start, Action::Truth(json!({"kind": "black_hole_start", "switch": id, "dst": dst, "end_ns": end})));
+            sim.schedule(
+                start,
+                Action::Insert(entry(
+                    id,
+                    "drop_acl",
+                    "acl_drop",
+                    &[("dst_addr", dst.clone())],
+                    &[],
+                )),
+            );
+            sim.schedule(
+                start,
+                Action::Truth(
+                    json!({"kind": "black_hole_start", "switch": id, "dst": dst, "end_ns": end}),
+                ),
+            );
             sim.schedule(end, Action::Clear("drop_acl".into()));
-            sim.schedule(end, Action::Truth(json!({"kind": "black_hole_end", "switch": id})));
+            sim.schedule(
+                end,
+                Action::Truth(json!({"kind": "black_hole_end", "switch": id})),
+            );
         }
         "all" => {
-            for s in ["microburst", "ddos", "port-scan", "link-failure", "routing-loop", "black-hole"] {
+            for s in [
+                "microburst",
+                "ddos",
+                "port-scan",
+                "link-failure",
+                "routing-loop",
+                "black-hole",
+            ] {
                 apply(sim, s, duration)?;
             }
         }
         other => {
-            return Err(format!("unknown scenario {other:?} (one of {})", SCENARIOS.join(", ")));
+            return Err(format!(
+                "unknown scenario {other:?} (one of {})",
+                SCENARIOS.join(", ")
+            ));
         }
     }
     Ok(())

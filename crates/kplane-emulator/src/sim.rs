@@ -370,9 +370,16 @@ impl Sim {
             src_port: ports.0,
             dst_port: ports.1,
         };
-        let hash = [ip_u64(info.src), ip_u64(info.dst), u64::from(ports.0) << 16 | u64::from(ports.1), protocol.into()]
-            .into_iter()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, w| (h ^ w).wrapping_mul(0x100_0000_01b3));
+        let hash = [
+            ip_u64(info.src),
+            ip_u64(info.dst),
+            u64::from(ports.0) << 16 | u64::from(ports.1),
+            protocol.into(),
+        ]
+        .into_iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, w| {
+            (h ^ w).wrapping_mul(0x100_0000_01b3)
+        });
         Flow {
             src,
             dst,
@@ -451,7 +458,8 @@ impl Sim {
             }
             Action::Truth(v) => self.note(v),
             Action::Traffic(idx) => {
-                let Some(mut g) = self.generators.get_mut(idx as usize).and_then(Option::take) else {
+                let Some(mut g) = self.generators.get_mut(idx as usize).and_then(Option::take)
+                else {
                     return;
                 };
                 let next = g.fire(self, self.now);
@@ -493,12 +501,15 @@ impl Sim {
     }
 
     fn emit(&mut self, f: u32) {
-        let Some(flow) = self.flows.get_mut(f as usize) else { return };
+        let Some(flow) = self.flows.get_mut(f as usize) else {
+            return;
+        };
         if flow.remaining == 0 {
             return;
         }
         flow.remaining -= 1;
-        let (src, bytes, gap, more) = (flow.src, flow.packet_bytes, flow.gap_ns, flow.remaining > 0);
+        let (src, bytes, gap, more) =
+            (flow.src, flow.packet_bytes, flow.gap_ns, flow.remaining > 0);
         let p = Packet {
             flow: f,
             bytes,
@@ -526,7 +537,14 @@ impl Sim {
         if !self.link_up[li] {
             self.drop_packet(pkt, DropReason::LinkDown);
         } else {
-            self.push(at, Ev::Arrive { node: peer as u32, port: peer_port, pkt });
+            self.push(
+                at,
+                Ev::Arrive {
+                    node: peer as u32,
+                    port: peer_port,
+                    pkt,
+                },
+            );
         }
         if more {
             let now = self.now;
@@ -554,7 +572,11 @@ impl Sim {
         let node_id = self.topo.nodes[node].id;
         let flow = self.flows[self.packets[pkt as usize].flow as usize].clone();
         let keys = self.key_values(&flow);
-        if self.tables.lookup("drop_acl", node_id, &keys).is_some_and(|e| e.spec.action == "acl_drop") {
+        if self
+            .tables
+            .lookup("drop_acl", node_id, &keys)
+            .is_some_and(|e| e.spec.action == "acl_drop")
+        {
             return self.drop_packet(pkt, DropReason::Acl);
         }
         let from_host = self.topo.nodes[node]
@@ -571,8 +593,15 @@ impl Sim {
             }
         }
         if from_host && !self.packets[pkt as usize].int.on {
-            if let Some(e) = self.tables.lookup("int_watchlist", node_id, &keys).filter(|e| e.spec.action == "int_source") {
-                let (bitmap, max_hop) = (e.param("instruction_bitmap") as u16, e.param("max_hop") as u8);
+            if let Some(e) = self
+                .tables
+                .lookup("int_watchlist", node_id, &keys)
+                .filter(|e| e.spec.action == "int_source")
+            {
+                let (bitmap, max_hop) = (
+                    e.param("instruction_bitmap") as u16,
+                    e.param("max_hop") as u8,
+                );
                 let p = &mut self.packets[pkt as usize];
                 p.int.on = true;
                 p.int.bitmap = bitmap;
@@ -587,7 +616,8 @@ impl Sim {
             _ => {
                 let ports = self.routes.next_ports(node, flow.dst);
                 (!ports.is_empty()).then(|| {
-                    let h = (flow.hash ^ u64::from(node_id).wrapping_mul(0x9E37_79B9_7F4A_7C15)).rotate_left(17);
+                    let h = (flow.hash ^ u64::from(node_id).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                        .rotate_left(17);
                     ports[(h % ports.len() as u64) as usize]
                 })
             }
@@ -625,7 +655,11 @@ impl Sim {
             self.queues[qi].busy = false;
             return;
         };
-        let (node, port, li) = (self.queues[qi].node, self.queues[qi].port, self.queues[qi].link);
+        let (node, port, li) = (
+            self.queues[qi].node,
+            self.queues[qi].port,
+            self.queues[qi].link,
+        );
         let link = self.topo.links[li].clone();
         // Egress tx utilisation over ~100 µs windows.
         {
@@ -633,7 +667,9 @@ impl Sim {
             let bytes = u64::from(self.packets[pkt as usize].bytes);
             if self.now - q.window_start >= 100_000 {
                 let span = (self.now - q.window_start).max(1);
-                q.util_pm = ((q.window_bytes * 8 * 1_000_000_000 / span) * 1000 / link.rate_bps.max(1)).min(1000) as u32;
+                q.util_pm = ((q.window_bytes * 8 * 1_000_000_000 / span) * 1000
+                    / link.rate_bps.max(1))
+                .min(1000) as u32;
                 q.window_start = self.now;
                 q.window_bytes = 0;
             }
@@ -688,7 +724,14 @@ impl Sim {
             self.stats.packets_delivered += 1;
             self.free_packets.push(pkt);
         } else {
-            self.push(self.now + link.delay_ns, Ev::Arrive { node: peer as u32, port: peer_port, pkt });
+            self.push(
+                self.now + link.delay_ns,
+                Ev::Arrive {
+                    node: peer as u32,
+                    port: peer_port,
+                    pkt,
+                },
+            );
         }
     }
 
@@ -729,7 +772,10 @@ impl Sim {
         let p = &self.packets[pkt as usize];
         let n = p.int.n as usize;
         let hops = &p.int.hops[..n];
-        let rule = self.tables.lookup("int_sink_detection", me.node, &keys).cloned();
+        let rule = self
+            .tables
+            .lookup("int_sink_detection", me.node, &keys)
+            .cloned();
         let report = match rule {
             None => true,
             Some(e) => {
@@ -861,6 +907,8 @@ impl Sim {
 
     /// Current occupancy of (switch node, port).
     pub fn queue_len(&self, node: NodeIdx, port: u16) -> usize {
-        self.queues[self.queue_base[node] + port as usize].pkts.len()
+        self.queues[self.queue_base[node] + port as usize]
+            .pkts
+            .len()
     }
 }

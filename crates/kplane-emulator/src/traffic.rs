@@ -45,7 +45,10 @@ impl Generator for Poisson {
                 dst = hosts[(hosts.iter().position(|h| *h == src).unwrap_or(0) + 1) % hosts.len()];
             }
             let proto = if sim.rng.below(2) == 0 { 6 } else { 17 };
-            let ports = (1024 + sim.rng.below(60_000) as u16, [80, 443, 9000, 53][sim.rng.below(4) as usize]);
+            let ports = (
+                1024 + sim.rng.below(60_000) as u16,
+                [80, 443, 9000, 53][sim.rng.below(4) as usize],
+            );
             let packets = if sim.rng.uniform() < self.mice_fraction {
                 self.mice_packets
             } else {
@@ -119,8 +122,16 @@ pub struct Microbursts {
 impl Generator for Microbursts {
     fn fire(&mut self, sim: &mut Sim, now: u64) -> Option<u64> {
         let p = self.profile;
-        let d = sim.rng.lognormal(p.duration_median_ns, p.duration_sigma).clamp(2_000.0, 5e6) as u64;
-        let hosts: Vec<_> = sim.topo.host_indices().into_iter().filter(|h| *h != self.target).collect();
+        let d = sim
+            .rng
+            .lognormal(p.duration_median_ns, p.duration_sigma)
+            .clamp(2_000.0, 5e6) as u64;
+        let hosts: Vec<_> = sim
+            .topo
+            .host_indices()
+            .into_iter()
+            .filter(|h| *h != self.target)
+            .collect();
         let &(li, edge, edge_port) = &sim.topo.nodes[self.target].ports[0];
         let rate = sim.topo.links[li].rate_bps.max(1);
         let gap = u64::from(self.packet_bytes) * 8 * 1_000_000_000 / rate;
@@ -129,7 +140,15 @@ impl Generator for Microbursts {
         for i in 0..p.fan_in.min(hosts.len()) {
             let src = hosts[(sim.rng.below(hosts.len() as u64) as usize + i) % hosts.len()];
             sources.push(sim.topo.nodes[src].name.clone());
-            let f = sim.flow(src, self.target, 17, (40_000 + i as u16, 7_000), packets, self.packet_bytes, gap);
+            let f = sim.flow(
+                src,
+                self.target,
+                17,
+                (40_000 + i as u16, 7_000),
+                packets,
+                self.packet_bytes,
+                gap,
+            );
             sim.start_flow(f);
         }
         let queue_node = sim.topo.nodes[edge].id;

@@ -30,7 +30,9 @@ fn decode(sim: &mut Sim) -> Vec<ReportRecord> {
 /// h1 - s1 - s2 - s3 - h2, 10 Gb/s, 1 µs links.
 fn line() -> Topology {
     let mut t = Topology::default();
-    let s: Vec<_> = (1..=3).map(|i| t.add(NodeKind::Switch, format!("s{i}"))).collect();
+    let s: Vec<_> = (1..=3)
+        .map(|i| t.add(NodeKind::Switch, format!("s{i}")))
+        .collect();
     let h1 = t.add(NodeKind::Host, "h1".into());
     let h2 = t.add(NodeKind::Host, "h2".into());
     let spec = LinkSpec::default();
@@ -61,14 +63,29 @@ fn hop_latencies_equal_the_emulated_queueing_and_processing_delays() {
     let recs = decode(&mut sim);
     assert_eq!(recs.len(), 2);
     for r in &recs {
-        assert_eq!(r.path().collect::<Vec<_>>(), vec![Some(1), Some(2), Some(3)]);
+        assert_eq!(
+            r.path().collect::<Vec<_>>(),
+            vec![Some(1), Some(2), Some(3)]
+        );
         assert_eq!(r.envelope.node_id, Some(3), "the sink reports");
     }
-    let lat = |r: &ReportRecord| r.hops.iter().map(|h| h.hop_latency_ns().unwrap()).collect::<Vec<_>>();
+    let lat = |r: &ReportRecord| {
+        r.hops
+            .iter()
+            .map(|h| h.hop_latency_ns().unwrap())
+            .collect::<Vec<_>>()
+    };
     let processing = 500;
     assert_eq!(lat(&recs[0]), vec![processing; 3]);
-    assert_eq!(lat(&recs[1]), vec![processing + 800, processing, processing]);
-    assert_eq!(recs[1].hops[0].queue_occupancy(), Some(1), "one packet ahead in the queue");
+    assert_eq!(
+        lat(&recs[1]),
+        vec![processing + 800, processing, processing]
+    );
+    assert_eq!(
+        recs[1].hops[0].queue_occupancy(),
+        Some(1),
+        "one packet ahead in the queue"
+    );
     let f = recs[0].flow.unwrap();
     assert_eq!((f.src_port, f.dst_port, f.protocol), (1000, 2000, 17));
 }
@@ -108,8 +125,16 @@ fn a_failed_link_moves_the_flow_to_another_path() {
     let path: Vec<u32> = before[0].path().map(|n| n.unwrap()).collect();
     assert_eq!(path.len(), 5, "inter-pod paths have 5 switches: {path:?}");
     // Fail the link between the path's 2nd and 3rd switch (aggregation - core).
-    let (a, b) = (sim.topo.switch_by_id(path[1]).unwrap(), sim.topo.switch_by_id(path[2]).unwrap());
-    let link = sim.topo.links.iter().position(|l| (l.a.0 == a && l.b.0 == b) || (l.a.0 == b && l.b.0 == a)).unwrap();
+    let (a, b) = (
+        sim.topo.switch_by_id(path[1]).unwrap(),
+        sim.topo.switch_by_id(path[2]).unwrap(),
+    );
+    let link = sim
+        .topo
+        .links
+        .iter()
+        .position(|l| (l.a.0 == a && l.b.0 == b) || (l.a.0 == b && l.b.0 == a))
+        .unwrap();
     let now = sim.now();
     sim.schedule(now, Action::LinkDown(link));
     sim.run_until(5_000_000);
@@ -117,21 +142,36 @@ fn a_failed_link_moves_the_flow_to_another_path() {
     assert!(!after.is_empty());
     let last: Vec<u32> = after.last().unwrap().path().map(|n| n.unwrap()).collect();
     assert_ne!(last, path, "rerouted");
-    assert!(!last.windows(2).any(|w| (w[0], w[1]) == (path[1], path[2])), "avoids the failed link");
-    assert_eq!(before.len() + after.len() + sim.stats.dropped() as usize, 200);
+    assert!(
+        !last.windows(2).any(|w| (w[0], w[1]) == (path[1], path[2])),
+        "avoids the failed link"
+    );
+    assert_eq!(
+        before.len() + after.len() + sim.stats.dropped() as usize,
+        200
+    );
 }
 
 #[test]
 fn sequence_numbers_are_per_node_and_gap_free() {
     let mut sim = Sim::new(Topology::fat_tree(4, LinkSpec::default()).unwrap(), quiet());
     watch_all(&mut sim);
-    sim.add_generator(0, Box::new(Poisson { rate: 20_000.0, stop_ns: 20_000_000, ..Poisson::default() }));
+    sim.add_generator(
+        0,
+        Box::new(Poisson {
+            rate: 20_000.0,
+            stop_ns: 20_000_000,
+            ..Poisson::default()
+        }),
+    );
     sim.run_until(100_000_000);
     let recs = decode(&mut sim);
     assert!(recs.len() > 1000, "{} reports", recs.len());
     let mut per: BTreeMap<(u32, u8), Vec<u32>> = BTreeMap::new();
     for r in &recs {
-        per.entry((r.envelope.node_id.unwrap(), r.envelope.hw_id)).or_default().push(r.envelope.sequence.unwrap());
+        per.entry((r.envelope.node_id.unwrap(), r.envelope.hw_id))
+            .or_default()
+            .push(r.envelope.sequence.unwrap());
     }
     assert!(per.len() >= 4, "several sinks");
     for (k, seqs) in per {
@@ -155,20 +195,39 @@ fn a_routing_loop_shows_as_an_intermediate_report_with_repeated_nodes() {
     let nodes: Vec<u32> = looped.path().map(|n| n.unwrap()).collect();
     let distinct: BTreeSet<_> = nodes.iter().collect();
     assert!(distinct.len() < nodes.len(), "a node twice: {nodes:?}");
-    assert!(sim.stats.drops.values().sum::<u64>() > 0, "looping packets expire");
-    assert!(sim.truth.events.iter().any(|e| e["kind"] == "routing_loop_start"));
+    assert!(
+        sim.stats.drops.values().sum::<u64>() > 0,
+        "looping packets expire"
+    );
+    assert!(
+        sim.truth
+            .events
+            .iter()
+            .any(|e| e["kind"] == "routing_loop_start")
+    );
 }
 
 #[test]
 fn microbursts_fill_the_target_queue_and_are_in_the_ground_truth() {
-    let mut sim = Sim::new(Topology::fat_tree(4, LinkSpec::default()).unwrap(), SimConfig::default());
+    let mut sim = Sim::new(
+        Topology::fat_tree(4, LinkSpec::default()).unwrap(),
+        SimConfig::default(),
+    );
     watch_all(&mut sim);
     scenario::apply(&mut sim, "microburst-hadoop", 50_000_000).unwrap();
     sim.run_until(50_000_000);
-    let bursts: Vec<_> = sim.truth.events.iter().filter(|e| e["kind"] == "microburst").collect();
+    let bursts: Vec<_> = sim
+        .truth
+        .events
+        .iter()
+        .filter(|e| e["kind"] == "microburst")
+        .collect();
     assert!(!bursts.is_empty());
     let q = &bursts[0]["queue"];
-    let (node, port) = (q["node"].as_u64().unwrap() as u32, q["port"].as_u64().unwrap() as u16);
+    let (node, port) = (
+        q["node"].as_u64().unwrap() as u32,
+        q["port"].as_u64().unwrap() as u16,
+    );
     let recs = decode(&mut sim);
     let max_occ = recs
         .iter()
@@ -177,6 +236,15 @@ fn microbursts_fill_the_target_queue_and_are_in_the_ground_truth() {
         .filter_map(|h| h.queue_occupancy())
         .max()
         .unwrap_or(0);
-    assert!(max_occ >= 3, "the burst shows on the right queue: {max_occ}");
-    assert!(sim.truth.queues.iter().any(|s| s.node == node && s.port == port), "sampled");
+    assert!(
+        max_occ >= 3,
+        "the burst shows on the right queue: {max_occ}"
+    );
+    assert!(
+        sim.truth
+            .queues
+            .iter()
+            .any(|s| s.node == node && s.port == port),
+        "sampled"
+    );
 }

@@ -1,0 +1,221 @@
+//! `kplane emulate`: a P4 INT fabric on this machine, sending real telemetry reports.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use kplane_emulator::report::ReportVersion;
+use kplane_emulator::run::{RunConfig, Summary, build, run};
+use kplane_emulator::sim::SimConfig;
+use kplane_emulator::topology::LinkSpec;
+
+#[derive(Debug, Args)]
+pub struct EmulateArgs {
+    /// fat-tree:K | leaf-spine:SPINES,LEAVES,HOSTS | watts-strogatz:N,K,P[,SEED] | FILE.toml
+    #[arg(long, default_value = "fat-tree:4")]
+    topology: String,
+    /// Send reports to this collector (repeatable; reports are spread by source address).
+    #[arg(long, value_name = "ADDR:PORT")]
+    collector: Vec<SocketAddr>,
+    /// How long to emulate (virtual time), e.g. 60s, 500ms.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// none | microburst[-cache|-hadoop] | ddos | port-scan | link-failure | routing-loop | black-hole | all
+    #[arg(long, default_value = "none")]
+    scenario: String,
+    /// Pace virtual time to the wall clock (for live use); default: as fast as possible.
+    #[arg(long)]
+    realtime: bool,
+    /// With --realtime: virtual seconds per wall second.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Write the ground truth (injected events, failures, queue occupancy series) here.
+    #[arg(long, value_name = "FILE.json")]
+    truth: Option<PathBuf>,
+    /// Telemetry Report version the sinks send.
+    #[arg(long, default_value = "2.0")]
+    report_version: ReportVersion,
+    /// INT-MX (postcard) mode: every switch reports every INT packet.
+    #[arg(long)]
+    mx: bool,
+    /// INT instruction bitmap for every flow (decimal or 0x..).
+    #[arg(long, default_value = "0xFF00", value_parser = parse_u16)]
+    bitmap: u16,
+    /// Background Poisson flow arrivals per second.
+    #[arg(long, default_value_t = 1000.0)]
+    flows: f64,
+    /// Egress queue capacity, packets.
+    #[arg(long, default_value_t = 128)]
+    queue_capacity: usize,
+    /// Link rate, Gb/s.
+    #[arg(long, default_value_t = 10.0)]
+    link_gbps: f64,
+    /// Link propagation delay.
+    #[arg(long, default_value = "1us", value_parser = humantime::parse_duration)]
+    link_delay: Duration,
+    /// Link loss probability.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Serve the control channel (table entries, failures) on this address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    control: Option<SocketAddr>,
+}
+
+fn parse_u16(s: &str) -> Result<u16, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u16::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("{s:?}: {e}"))
+}
+
+impl EmulateArgs {
+    pub fn config(&self) -> RunConfig {
+        RunConfig {
+            topology: self.topology.clone(),
+            link: LinkSpec {
+                delay_ns: self.link_delay.as_nanos() as u64,
+                rate_bps: (self.link_gbps * 1e9) as u64,
+                loss: self.loss,
+            },
+            collectors: self.collector.clone(),
+            duration: self.duration,
+            scenario: self.scenario.clone(),
+            realtime: self.realtime,
+            speed: self.speed,
+            truth: self.truth.clone(),
+            sim: SimConfig {
+                seed: self.seed,
+                queue_capacity: self.queue_capacity,
+                report_version: self.report_version,
+                mx: self.mx,
+                ..SimConfig::default()
+            },
+            flows_per_second: self.flows,
+            bitmap: self.bitmap,
+            entries: Vec::new(),
+        }
+    }
+}
+
+pub fn print_summary(s: &Summary, cfg: &RunConfig) {
+    let drops: Vec<String> = s
+        .stats
+        .drops
+        .iter()
+        .map(|(k, v)| format!("{k:?} {v}"))
+        .collect();
+    let injected: Vec<String> = s.injected.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!(
+        "kplane emulate: {} ({} switches, {} hosts), scenario {}, {:.3} s virtual in {:.2} s wall",
+        s.topology, s.switches, s.hosts, cfg.scenario, s.virtual_seconds, s.wall_seconds
+    );
+    println!(
+        "packets   sent {}, delivered {}, with INT {}, dropped {}{}",
+        s.stats.packets_sent,
+        s.stats.packets_delivered,
+        s.stats.int_packets,
+        s.stats.dropped(),
+        if drops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", drops.join(", "))
+        }
+    );
+    println!(
+        "reports   {} built ({:.1} MB, {}{}), {} sent to {:?}, {} send errors, {} suppressed by sink detection",
+        s.stats.reports,
+        s.stats.report_bytes as f64 / 1e6,
+        match cfg.sim.report_version {
+            ReportVersion::V05 => "TR v0.5",
+            ReportVersion::V10 => "TR v1.0",
+            ReportVersion::V20 => "TR v2.0",
+        },
+        if cfg.sim.mx {
+            ", INT-MX postcards"
+        } else {
+            ", INT-MD"
+        },
+        s.reports_sent,
+        cfg.collectors,
+        s.report_send_errors,
+        s.stats.reports_suppressed
+    );
+    println!(
+        "injected  {}",
+        if injected.is_empty() {
+            "nothing".into()
+        } else {
+            injected.join(", ")
+        }
+    );
+    println!(
+        "rate      {:.0} emulated packets/s ({} events)",
+        s.packets_per_second(),
+        s.stats.events
+    );
+}
+
+pub fn run_cli(args: EmulateArgs) -> ExitCode {
+    let cfg = args.config();
+    let sim = match build(&cfg) {
+        Ok(s) => Arc::new(Mutex::new(s)),
+        Err(e) => {
+            eprintln!("kplane emulate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kplane emulate: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    {
+        let stop = stop.clone();
+        rt.spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            stop.store(true, Ordering::Release);
+        });
+    }
+    if let Some(addr) = args.control {
+        let router = kplane_emulator::control::router(sim.clone());
+        match rt.block_on(tokio::net::TcpListener::bind(addr)) {
+            Ok(l) => {
+                eprintln!(
+                    "kplane emulate: control channel on http://{}",
+                    l.local_addr().map_or(addr, |a| a)
+                );
+                rt.spawn(async move {
+                    let _ = axum::serve(l, router).await;
+                });
+            }
+            Err(e) => {
+                eprintln!("kplane emulate: cannot serve the control channel on {addr}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    match run(&cfg, sim, || stop.load(Ordering::Acquire)) {
+        Ok(summary) => {
+            print_summary(&summary, &cfg);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kplane emulate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
