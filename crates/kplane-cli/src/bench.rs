@@ -19,6 +19,21 @@ pub enum Bench {
     Memory(MemoryArgs),
     /// Loopback UDP: starts a collector in a second process and sends it reports (sendmmsg).
     Udp(UdpArgs),
+    /// Emulator speed: virtual time on the default fat-tree, INT on every flow, a TR v2.0
+    /// report built for every delivered packet (no collector).
+    Emulator(EmulatorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EmulatorArgs {
+    /// Virtual seconds to emulate.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    #[arg(long, default_value = "fat-tree:4")]
+    topology: String,
+    /// Poisson flow arrivals per second.
+    #[arg(long, default_value_t = 1000.0)]
+    flows: f64,
 }
 
 #[derive(Debug, Args)]
@@ -63,6 +78,7 @@ pub fn run(b: Bench) -> ExitCode {
     match b {
         Bench::Reduction(a) => reduction(a),
         Bench::Memory(a) => memory(a),
+        Bench::Emulator(a) => emulator(a),
         Bench::Udp(a) => match udp(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -107,6 +123,50 @@ fn reduction(a: ReductionArgs) -> ExitCode {
         wall
     );
     ExitCode::SUCCESS
+}
+
+fn emulator(a: EmulatorArgs) -> ExitCode {
+    use kplane_emulator::run::{RunConfig, build, run};
+    let cfg = RunConfig {
+        topology: a.topology,
+        duration: Duration::from_secs(a.seconds),
+        flows_per_second: a.flows,
+        ..RunConfig::default()
+    };
+    let sim = match build(&cfg) {
+        Ok(s) => std::sync::Arc::new(std::sync::Mutex::new(s)),
+        Err(e) => {
+            eprintln!("kplane bench emulator: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&cfg, sim, || false) {
+        Ok(s) => {
+            println!(
+                "{} ({} switches, {} hosts), {} s virtual, {} flows/s, INT on every flow",
+                s.topology, s.switches, s.hosts, a.seconds, a.flows
+            );
+            println!(
+                "packets {} ({} delivered), events {}, reports built {} ({:.0} MB)",
+                s.stats.packets_sent,
+                s.stats.packets_delivered,
+                s.stats.events,
+                s.stats.reports,
+                s.stats.report_bytes as f64 / 1e6
+            );
+            println!(
+                "wall {:.2} s: {:.3} M emulated packets/s, {:.2} M events/s, one core",
+                s.wall_seconds,
+                s.packets_per_second() / 1e6,
+                s.stats.events as f64 / s.wall_seconds / 1e6
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kplane bench emulator: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn memory(a: MemoryArgs) -> ExitCode {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::report::{self, Hop, PacketInfo, ReportVersion};
 use crate::rng::Rng;
 use crate::routing::Routes;
-use crate::tables::{Entry, EntrySpec, Tables};
+use crate::tables::{Entry, EntrySpec, TableId, Tables};
 use crate::topology::{NodeIdx, NodeKind, Topology};
 
 /// Most hops a packet's INT stack holds in the emulator.
@@ -178,6 +178,15 @@ pub struct QueueSeries {
     pub node: u32,
     pub port: u16,
     pub samples: Vec<(u64, usize)>,
+}
+
+/// The sink's event-detection algorithms (the `detect_*` actions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Algorithm {
+    PerHop,
+    PerFlow,
+    Ewma,
+    Noop,
 }
 
 /// Sink event-detection state (the P4 program's registers).
@@ -352,6 +361,7 @@ impl Sim {
     }
 
     /// A flow between two hosts, `packets` packets of `bytes` at `gap_ns` intervals.
+    #[allow(clippy::too_many_arguments)]
     pub fn flow(
         &mut self,
         src: NodeIdx,
@@ -570,11 +580,12 @@ impl Sim {
             return self.drop_packet(pkt, DropReason::NodeDown);
         }
         let node_id = self.topo.nodes[node].id;
-        let flow = self.flows[self.packets[pkt as usize].flow as usize].clone();
-        let keys = self.key_values(&flow);
+        let fi = self.packets[pkt as usize].flow as usize;
+        let (flow_dst, flow_hash) = (self.flows[fi].dst, self.flows[fi].hash);
+        let keys = self.key_values(&self.flows[fi]);
         if self
             .tables
-            .lookup("drop_acl", node_id, &keys)
+            .lookup_id(TableId::DropAcl, node_id, &keys)
             .is_some_and(|e| e.spec.action == "acl_drop")
         {
             return self.drop_packet(pkt, DropReason::Acl);
@@ -592,31 +603,35 @@ impl Sim {
                 return self.drop_packet(pkt, DropReason::TtlExpired);
             }
         }
-        if from_host && !self.packets[pkt as usize].int.on {
-            if let Some(e) = self
+        // INT source: the first switch, for flows on the watchlist.
+        if from_host
+            && !self.packets[pkt as usize].int.on
+            && let Some(e) = self
                 .tables
-                .lookup("int_watchlist", node_id, &keys)
+                .lookup_id(TableId::IntWatchlist, node_id, &keys)
                 .filter(|e| e.spec.action == "int_source")
-            {
-                let (bitmap, max_hop) = (
-                    e.param("instruction_bitmap") as u16,
-                    e.param("max_hop") as u8,
-                );
-                let p = &mut self.packets[pkt as usize];
-                p.int.on = true;
-                p.int.bitmap = bitmap;
-                p.int.max_hop = max_hop.clamp(1, MAX_STACK as u8);
-                self.stats.int_packets += 1;
-            }
+        {
+            let (bitmap, max_hop) = (
+                e.param("instruction_bitmap") as u16,
+                e.param("max_hop") as u8,
+            );
+            let p = &mut self.packets[pkt as usize];
+            p.int.on = true;
+            p.int.bitmap = bitmap;
+            p.int.max_hop = max_hop.clamp(1, MAX_STACK as u8);
+            self.stats.int_packets += 1;
         }
         // Forwarding: an override entry wins over ECMP.
-        let out = match self.tables.lookup("ipv4_forward", node_id, &keys[1..2]) {
+        let out = match self
+            .tables
+            .lookup_id(TableId::Ipv4Forward, node_id, &keys[1..2])
+        {
             Some(e) if e.spec.action == "drop" => None,
             Some(e) if e.spec.action == "set_egress" => Some(e.param("port") as u16),
             _ => {
-                let ports = self.routes.next_ports(node, flow.dst);
+                let ports = self.routes.next_ports(node, flow_dst);
                 (!ports.is_empty()).then(|| {
-                    let h = (flow.hash ^ u64::from(node_id).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                    let h = (flow_hash ^ u64::from(node_id).wrapping_mul(0x9E37_79B9_7F4A_7C15))
                         .rotate_left(17);
                     ports[(h % ports.len() as u64) as usize]
                 })
@@ -767,19 +782,33 @@ impl Sim {
 
     /// The sink: event detection decides, then the report.
     fn sink(&mut self, pkt: u32, me: Hop) {
-        let flow = self.flows[self.packets[pkt as usize].flow as usize].clone();
-        let keys = self.key_values(&flow);
+        let flow_idx = self.packets[pkt as usize].flow as usize;
+        let (flow_hash, info) = (self.flows[flow_idx].hash, self.flows[flow_idx].info);
+        let keys = self.key_values(&self.flows[flow_idx]);
         let p = &self.packets[pkt as usize];
         let n = p.int.n as usize;
         let hops = &p.int.hops[..n];
+        // The rule's parameters, read without copying the entry.
         let rule = self
             .tables
-            .lookup("int_sink_detection", me.node, &keys)
-            .cloned();
+            .lookup_id(TableId::IntSinkDetection, me.node, &keys)
+            .map(|e| {
+                let algorithm = match e.spec.action.as_str() {
+                    "detect_per_hop" => Algorithm::PerHop,
+                    "detect_per_flow" => Algorithm::PerFlow,
+                    "detect_ewma" => Algorithm::Ewma,
+                    _ => Algorithm::Noop,
+                };
+                (
+                    algorithm,
+                    e.param("measurement"),
+                    e.param("threshold"),
+                    e.param("weight_q8"),
+                )
+            });
         let report = match rule {
             None => true,
-            Some(e) => {
-                let m = e.param("measurement");
+            Some((algorithm, m, t, weight_q8)) => {
                 let value = |h: &Hop| -> u64 {
                     match m {
                         1 => h.queue_occupancy.into(),
@@ -787,12 +816,11 @@ impl Sim {
                         _ => h.latency_ns.into(),
                     }
                 };
-                let t = e.param("threshold");
                 let sum: u64 = hops.iter().map(value).sum();
-                let fkey = (me.node, flow.hash ^ m);
+                let fkey = (me.node, flow_hash ^ m);
                 let d = &mut self.detection;
-                match e.spec.action.as_str() {
-                    "detect_per_hop" => {
+                match algorithm {
+                    Algorithm::PerHop => {
                         let mut fire = false;
                         for h in hops {
                             let v = value(h);
@@ -804,7 +832,7 @@ impl Sim {
                         }
                         fire
                     }
-                    "detect_per_flow" => {
+                    Algorithm::PerFlow => {
                         let reg = d.per_flow.entry(fkey).or_insert(u64::MAX);
                         let fire = *reg == u64::MAX || sum.abs_diff(*reg) > t;
                         if fire {
@@ -812,8 +840,8 @@ impl Sim {
                         }
                         fire
                     }
-                    "detect_ewma" => {
-                        let w = e.param("weight_q8") as f64 / 256.0;
+                    Algorithm::Ewma => {
+                        let w = weight_q8 as f64 / 256.0;
                         let x = sum as f64;
                         match d.ewma.get_mut(&fkey) {
                             None => {
@@ -830,7 +858,7 @@ impl Sim {
                             }
                         }
                     }
-                    _ => true,
+                    Algorithm::Noop => true,
                 }
             }
         };
@@ -852,10 +880,10 @@ impl Sim {
             seq,
             &me,
             &upstream,
-            &flow.info,
+            &info,
             false,
         );
-        self.push_report(&flow.info, bytes);
+        self.push_report(&info, bytes);
     }
 
     fn intermediate_report(&mut self, pkt: u32, me: Hop) {

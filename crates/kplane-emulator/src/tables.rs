@@ -262,40 +262,72 @@ impl Entry {
     }
 }
 
+/// The tables, in the order of [`IMPLEMENTED`]; the packet path addresses them by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableId {
+    Ipv4Forward = 0,
+    IntWatchlist,
+    IntSinkDetection,
+    DropAcl,
+    LabelConfig,
+}
+
+impl TableId {
+    pub fn of(name: &str) -> Option<Self> {
+        Some(match name {
+            "ipv4_forward" => Self::Ipv4Forward,
+            "int_watchlist" => Self::IntWatchlist,
+            "int_sink_detection" => Self::IntSinkDetection,
+            "drop_acl" => Self::DropAcl,
+            "label_config" => Self::LabelConfig,
+            _ => return None,
+        })
+    }
+}
+
+fn prefix_total(e: &Entry) -> u32 {
+    e.keys.iter().map(|k| k.1.prefix_len()).sum()
+}
+
 /// Every table's entries.
 #[derive(Clone, Debug, Default)]
 pub struct Tables {
-    entries: BTreeMap<String, Vec<Entry>>,
+    entries: [Vec<Entry>; 5],
 }
 
 impl Tables {
     pub fn insert(&mut self, e: Entry) {
-        let v = self.entries.entry(e.spec.table.clone()).or_default();
+        let Some(id) = TableId::of(&e.spec.table) else {
+            return;
+        };
+        let v = &mut self.entries[id as usize];
         v.push(e);
         // Highest priority first, then longest prefix; stable for equal ones.
         v.sort_by(|a, b| {
-            b.spec.priority.cmp(&a.spec.priority).then(
-                b.keys
-                    .iter()
-                    .map(|k| k.1.prefix_len())
-                    .sum::<u32>()
-                    .cmp(&a.keys.iter().map(|k| k.1.prefix_len()).sum::<u32>()),
-            )
+            b.spec
+                .priority
+                .cmp(&a.spec.priority)
+                .then(prefix_total(b).cmp(&prefix_total(a)))
         });
     }
 
     pub fn clear(&mut self, table: &str) -> usize {
-        self.entries.remove(table).map_or(0, |v| v.len())
+        TableId::of(table).map_or(0, |id| std::mem::take(&mut self.entries[id as usize]).len())
     }
 
     pub fn entries(&self, table: &str) -> &[Entry] {
-        self.entries.get(table).map_or(&[], Vec::as_slice)
+        TableId::of(table).map_or(&[], |id| self.entries[id as usize].as_slice())
     }
 
     /// The winning entry of `table` at switch `node_id` for key `values`.
     pub fn lookup(&self, table: &str, node_id: u32, values: &[u64]) -> Option<&Entry> {
-        self.entries
-            .get(table)?
+        self.lookup_id(TableId::of(table)?, node_id, values)
+    }
+
+    /// [`Tables::lookup`] by table id (the packet path).
+    #[inline]
+    pub fn lookup_id(&self, table: TableId, node_id: u32, values: &[u64]) -> Option<&Entry> {
+        self.entries[table as usize]
             .iter()
             .find(|e| e.spec.switch.is_none_or(|s| s == node_id) && e.matches(values))
     }

@@ -152,7 +152,7 @@ impl Topology {
     /// k-ary fat-tree: (k/2)² core, k pods of k/2 aggregation and k/2 edge switches, k/2
     /// hosts per edge switch. k = 4: 20 switches, 16 hosts.
     pub fn fat_tree(k: usize, spec: LinkSpec) -> Result<Self, TopologyError> {
-        if k < 2 || k % 2 != 0 || k > 64 {
+        if k < 2 || !k.is_multiple_of(2) || k > 64 {
             return Err(TopologyError::Parameter(format!(
                 "fat-tree k={k}: even, 2..=64"
             )));
@@ -221,7 +221,7 @@ impl Topology {
         seed: u64,
         spec: LinkSpec,
     ) -> Result<Self, TopologyError> {
-        if n < 3 || k < 2 || k % 2 != 0 || k >= n || !(0.0..=1.0).contains(&p) {
+        if n < 3 || k < 2 || !k.is_multiple_of(2) || k >= n || !(0.0..=1.0).contains(&p) {
             return Err(TopologyError::Parameter(format!(
                 "watts-strogatz n={n} k={k} p={p}: n >= 3, even k in 2..n, p in [0,1]"
             )));

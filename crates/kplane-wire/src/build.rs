@@ -302,10 +302,10 @@ impl PacketSpec {
         let Some((int, encap)) = &self.int else {
             return self.plain(&f);
         };
-        let mut body = Vec::new();
+        let mut body = Vec::with_capacity(96 + int.stack_len() + self.payload.len());
         match *encap {
             Encap::Dscp { dscp } => {
-                let mut block = Vec::new();
+                let mut block = Vec::with_capacity(32 + int.stack_len());
                 int.write_after_l4(&f, 0, &mut block);
                 let payload_len = block.len() + self.payload.len();
                 self.l4(f.dst_port, payload_len, &mut body);
@@ -620,14 +620,15 @@ impl MainSpec {
 
 /// Telemetry Report v2.0.
 pub fn report_v20(group: GroupHeader, reports: &[IndividualSpec]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
+    let inner: usize = reports.iter().map(|r| r.inner.len() + 64).sum();
+    let mut out = Vec::with_capacity(8 + inner);
     GroupHeader {
         version: 2,
         ..group
     }
     .write(&mut out);
     for r in reports {
-        let mut main = Vec::new();
+        let mut main = Vec::with_capacity(64);
         let md_words = r.main.as_ref().map_or(0, |m| m.write(&mut main));
         let words = (main.len() + r.inner.len()).div_ceil(4);
         let mut h = r.header;
