@@ -1,0 +1,625 @@
+/*
+ * kplane_int.p4 — INT source / transit / sink with sink event detection and Telemetry
+ * Report v2.0 generation, for the v1model architecture (BMv2 simple_switch).
+ *
+ * Wire formats: INT v2.1 INT-MD over TCP/UDP flagged by DSCP (shim NPT 0), Telemetry Report
+ * v2.0 (group header + one INT individual report carrying the sink's own metadata and the
+ * original packet with its INT stack) — see docs/wire-formats.md. Tables and actions are
+ * listed in kplane.p4info.json; the emulator (`kplane emulate`) implements the same behaviour.
+ *
+ * Structure follows the p4lang tutorials' INT exercises: headers, parser, ingress (ACL,
+ * forwarding, INT source decision, sink clone), egress (INT source insert, transit push, sink
+ * detection + strip, report encapsulation of the clone), deparser.
+ *
+ * Not compiled here (no P4 compiler is installable on the development machines): see
+ * p4/README.md for the p4c and simple_switch commands.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8>  PROTO_TCP = 6;
+const bit<8>  PROTO_UDP = 17;
+const bit<6>  INT_DSCP = 0x17;
+const bit<4>  INT_TYPE_MD = 1;
+const bit<32> REPORT_MIRROR_SESSION = 500;
+const bit<16> REPORT_UDP_PORT = 32766;
+const bit<8>  MAX_HOPS = 16;
+
+/* ------------------------------------------------------------------ headers */
+
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<6>  dscp;
+    bit<2>  ecn;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+header tcp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<32> seq_no;
+    bit<32> ack_no;
+    bit<4>  data_offset;
+    bit<4>  res;
+    bit<8>  flags;
+    bit<16> window;
+    bit<16> checksum;
+    bit<16> urgent_ptr;
+}
+
+/* INT v2.x shim for TCP/UDP (NPT 0: flagged by DSCP; the last byte keeps the original DSCP). */
+header int_shim_t {
+    bit<4>  int_type;
+    bit<2>  npt;
+    bit<2>  rsvd;
+    bit<8>  len;          /* words of MD header + stack, shim excluded */
+    bit<8>  rsvd2;
+    bit<6>  orig_dscp;
+    bit<2>  rsvd3;
+}
+
+/* INT-MD metadata header (12 bytes). */
+header int_md_t {
+    bit<4>  ver;
+    bit<1>  d;
+    bit<1>  e;
+    bit<1>  m;
+    bit<12> rsvd;
+    bit<5>  hop_ml;
+    bit<8>  remaining_hop_cnt;
+    bit<16> instruction_bitmap;
+    bit<16> ds_id;
+    bit<16> ds_instruction;
+    bit<16> ds_flags;
+}
+
+/* Per-hop metadata this switch pushes, in bitmap order (v2.x widths). */
+header int_node_id_t          { bit<32> node_id; }
+header int_l1_port_ids_t      { bit<16> ingress_port_id; bit<16> egress_port_id; }
+header int_hop_latency_t      { bit<32> hop_latency; }
+header int_q_occupancy_t      { bit<8> q_id; bit<24> q_occupancy; }
+header int_ingress_tstamp_t   { bit<64> ingress_tstamp; }
+header int_egress_tstamp_t    { bit<64> egress_tstamp; }
+header int_l2_port_ids_t      { bit<32> ingress_port_id; bit<32> egress_port_id; }
+header int_egress_tx_util_t   { bit<32> egress_port_tx_util; }
+
+/* The metadata upstream hops pushed (parsed as opaque words). */
+header int_data_t { varbit<4096> data; }
+
+/* Telemetry Report v2.0 group header (8 bytes) and one individual report. */
+header report_group_t {
+    bit<4>  ver;
+    bit<6>  hw_id;
+    bit<22> seq_no;
+    bit<32> node_id;
+}
+
+header report_individual_t {
+    bit<4>  rep_type;     /* 1: INT */
+    bit<4>  in_type;      /* 4: IPv4 */
+    bit<8>  rep_len;
+    bit<8>  md_len;
+    bit<1>  d;
+    bit<1>  q;
+    bit<1>  f;
+    bit<1>  i;
+    bit<4>  rsvd;
+    bit<16> rep_md_bits;
+    bit<16> ds_id;
+    bit<16> ds_md_bits;
+    bit<16> ds_md_status;
+}
+
+/* The sink's own metadata in the report (RepMdBits 0x7D00: ports, latency, queue, tstamps,
+   tx utilisation). */
+header report_sink_md_t {
+    bit<16> ingress_port_id;
+    bit<16> egress_port_id;
+    bit<32> hop_latency;
+    bit<8>  q_id;
+    bit<24> q_occupancy;
+    bit<64> ingress_tstamp;
+    bit<64> egress_tstamp;
+    bit<32> egress_port_tx_util;
+}
+
+struct headers_t {
+    ethernet_t           report_ethernet;
+    ipv4_t               report_ipv4;
+    udp_t                report_udp;
+    report_group_t       report_group;
+    report_individual_t  report_individual;
+    report_sink_md_t     report_sink_md;
+    ethernet_t           ethernet;
+    ipv4_t               ipv4;
+    udp_t                udp;
+    tcp_t                tcp;
+    int_shim_t           int_shim;
+    int_md_t             int_md;
+    int_node_id_t        int_node_id;
+    int_l1_port_ids_t    int_l1_port_ids;
+    int_hop_latency_t    int_hop_latency;
+    int_q_occupancy_t    int_q_occupancy;
+    int_ingress_tstamp_t int_ingress_tstamp;
+    int_egress_tstamp_t  int_egress_tstamp;
+    int_l2_port_ids_t    int_l2_port_ids;
+    int_egress_tx_util_t int_egress_tx_util;
+    int_data_t           int_data;
+}
+
+struct metadata_t {
+    bit<16> l4_src;
+    bit<16> l4_dst;
+    bit<1>  int_source;       /* this switch inserts INT (watchlist hit at the first hop) */
+    bit<1>  int_sink;         /* the egress port faces a host */
+    bit<16> instruction_bitmap;
+    bit<8>  max_hop;
+    bit<8>  algorithm;        /* 0 noop, 1 per-hop, 2 per-flow, 3 ewma */
+    bit<8>  measurement;      /* 0 hop latency, 1 queue occupancy, 2 tx utilisation */
+    bit<32> threshold;
+    bit<8>  weight_q8;
+    bit<1>  report;           /* sink event detection says: report */
+    bit<32> hop_latency;
+    bit<16> ecmp_base;
+    bit<16> ecmp_select;
+}
+
+/* ------------------------------------------------------------------ parser */
+
+parser KplaneParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
+                    inout standard_metadata_t std) {
+    state start {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.protocol) {
+            PROTO_UDP: parse_udp;
+            PROTO_TCP: parse_tcp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        meta.l4_src = hdr.udp.src_port;
+        meta.l4_dst = hdr.udp.dst_port;
+        transition select(hdr.ipv4.dscp) {
+            INT_DSCP: parse_int;
+            default: accept;
+        }
+    }
+    state parse_tcp {
+        pkt.extract(hdr.tcp);
+        meta.l4_src = hdr.tcp.src_port;
+        meta.l4_dst = hdr.tcp.dst_port;
+        transition select(hdr.ipv4.dscp) {
+            INT_DSCP: parse_int;
+            default: accept;
+        }
+    }
+    state parse_int {
+        pkt.extract(hdr.int_shim);
+        pkt.extract(hdr.int_md);
+        /* Stack bytes = (shim.len - 3 header words) * 4. */
+        pkt.extract(hdr.int_data, (bit<32>)(((bit<16>)hdr.int_shim.len - 3) * 32));
+        transition accept;
+    }
+}
+
+control KplaneVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+/* ------------------------------------------------------------------ ingress */
+
+control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
+                      inout standard_metadata_t std) {
+    /* ECMP state written by the routing agent: per destination host index, a base into
+       `ecmp_ports` and a member count. */
+    register<bit<16>>(1024) ecmp_base;
+    register<bit<16>>(1024) ecmp_count;
+    register<bit<9>>(16384) ecmp_ports;
+
+    action drop() { mark_to_drop(std); }
+    action NoAction_() { }
+    action set_egress(bit<9> port) { std.egress_spec = port; }
+    action ecmp() {
+        bit<16> count;
+        bit<32> host = (bit<32>)hdr.ipv4.dst_addr[9:0];
+        ecmp_base.read(meta.ecmp_base, host);
+        ecmp_count.read(count, host);
+        hash(meta.ecmp_select, HashAlgorithm.crc16, (bit<16>)0,
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src, meta.l4_dst },
+             (bit<32>)count);
+        bit<9> port;
+        ecmp_ports.read(port, (bit<32>)(meta.ecmp_base + meta.ecmp_select));
+        std.egress_spec = port;
+    }
+    action acl_drop() { mark_to_drop(std); }
+    action int_source(bit<16> instruction_bitmap, bit<8> max_hop) {
+        meta.int_source = 1;
+        meta.instruction_bitmap = instruction_bitmap;
+        meta.max_hop = max_hop;
+    }
+
+    table drop_acl {
+        key = {
+            hdr.ipv4.src_addr: ternary;
+            hdr.ipv4.dst_addr: ternary;
+            hdr.ipv4.protocol: ternary;
+            meta.l4_src: range;
+            meta.l4_dst: range;
+        }
+        actions = { acl_drop; NoAction; }
+        default_action = NoAction();
+        size = 256;
+    }
+
+    table ipv4_forward {
+        key = { hdr.ipv4.dst_addr: lpm; }
+        actions = { set_egress; drop; ecmp; }
+        default_action = ecmp();
+        size = 1024;
+    }
+
+    table int_watchlist {
+        key = {
+            hdr.ipv4.src_addr: ternary;
+            hdr.ipv4.dst_addr: ternary;
+            hdr.ipv4.protocol: ternary;
+            meta.l4_src: range;
+            meta.l4_dst: range;
+        }
+        actions = { int_source; NoAction; }
+        default_action = NoAction();
+        size = 256;
+    }
+
+    apply {
+        if (!hdr.ipv4.isValid()) { return; }
+        if (hdr.ipv4.ttl <= 1) { drop(); return; }
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        if (drop_acl.apply().hit) { return; }
+        ipv4_forward.apply();
+        /* INT source: the first switch of a watched flow (no INT header yet). */
+        if (!hdr.int_shim.isValid()) {
+            int_watchlist.apply();
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ egress */
+
+control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
+                     inout standard_metadata_t std) {
+    /* Set by the control plane: this switch's INT node id, which ports face hosts (sink),
+       the collector's addresses, and the report sequence number per hw_id. */
+    register<bit<32>>(1) switch_id;
+    register<bit<1>>(512) host_port;
+    register<bit<32>>(1) collector_ip;
+    register<bit<32>>(1) switch_ip;
+    register<bit<22>>(64) report_seq;
+    /* Sink event detection state. */
+    register<bit<32>>(256) per_hop_last;     /* by upstream switch id */
+    register<bit<32>>(4096) per_flow_last;   /* by flow hash */
+    register<bit<32>>(4096) ewma_avg;        /* fixed point, 8 fractional bits */
+    register<bit<32>>(4096) ewma_reported;
+    /* INT-label (Base A): last labelling time per egress port. */
+    register<bit<48>>(512) label_last;
+    register<bit<32>>(512) label_interval;
+
+    action NoAction_() { }
+    action detect_noop() { meta.algorithm = 0; }
+    action detect_per_hop(bit<8> measurement, bit<32> threshold) {
+        meta.algorithm = 1; meta.measurement = measurement; meta.threshold = threshold;
+    }
+    action detect_per_flow(bit<8> measurement, bit<32> threshold) {
+        meta.algorithm = 2; meta.measurement = measurement; meta.threshold = threshold;
+    }
+    action detect_ewma(bit<8> measurement, bit<32> threshold, bit<8> weight_q8) {
+        meta.algorithm = 3; meta.measurement = measurement; meta.threshold = threshold;
+        meta.weight_q8 = weight_q8;
+    }
+    action set_labelling(bit<32> interval_ns, bit<8> max_hop) {
+        label_interval.write((bit<32>)std.egress_port, interval_ns);
+    }
+
+    table int_sink_detection {
+        key = {
+            hdr.ipv4.src_addr: ternary;
+            hdr.ipv4.dst_addr: ternary;
+            hdr.ipv4.protocol: ternary;
+            meta.l4_src: range;
+            meta.l4_dst: range;
+        }
+        actions = { detect_per_hop; detect_per_flow; detect_ewma; detect_noop; }
+        default_action = detect_noop();
+        size = 256;
+    }
+
+    table label_config {
+        key = { std.egress_port: exact; }
+        actions = { set_labelling; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+
+    /* Inserts the shim and MD header at the source. */
+    action int_insert() {
+        hdr.int_shim.setValid();
+        hdr.int_shim.int_type = INT_TYPE_MD;
+        hdr.int_shim.npt = 0;
+        hdr.int_shim.len = 3;
+        hdr.int_shim.orig_dscp = hdr.ipv4.dscp;
+        hdr.int_md.setValid();
+        hdr.int_md.ver = 2;
+        hdr.int_md.hop_ml = 0;
+        hdr.int_md.remaining_hop_cnt = meta.max_hop;
+        hdr.int_md.instruction_bitmap = meta.instruction_bitmap;
+        hdr.ipv4.dscp = INT_DSCP;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + 16;
+        if (hdr.udp.isValid()) { hdr.udp.length = hdr.udp.length + 16; }
+    }
+
+    /* Pushes this hop's metadata, one block per instruction bit (P4 has no loops). */
+    action int_push() {
+        bit<32> id;
+        switch_id.read(id, 0);
+        bit<8> words = 0;
+        if (hdr.int_md.instruction_bitmap & 0x8000 != 0) {
+            hdr.int_node_id.setValid(); hdr.int_node_id.node_id = id; words = words + 1;
+        }
+        if (hdr.int_md.instruction_bitmap & 0x4000 != 0) {
+            hdr.int_l1_port_ids.setValid();
+            hdr.int_l1_port_ids.ingress_port_id = (bit<16>)std.ingress_port;
+            hdr.int_l1_port_ids.egress_port_id = (bit<16>)std.egress_port;
+            words = words + 1;
+        }
+        if (hdr.int_md.instruction_bitmap & 0x2000 != 0) {
+            hdr.int_hop_latency.setValid();
+            hdr.int_hop_latency.hop_latency = meta.hop_latency;
+            words = words + 1;
+        }
+        if (hdr.int_md.instruction_bitmap & 0x1000 != 0) {
+            hdr.int_q_occupancy.setValid();
+            hdr.int_q_occupancy.q_id = 0;
+            hdr.int_q_occupancy.q_occupancy = (bit<24>)std.enq_qdepth;
+            words = words + 1;
+        }
+        if (hdr.int_md.instruction_bitmap & 0x0800 != 0) {
+            hdr.int_ingress_tstamp.setValid();
+            hdr.int_ingress_tstamp.ingress_tstamp = (bit<64>)std.ingress_global_timestamp;
+            words = words + 2;
+        }
+        if (hdr.int_md.instruction_bitmap & 0x0400 != 0) {
+            hdr.int_egress_tstamp.setValid();
+            hdr.int_egress_tstamp.egress_tstamp = (bit<64>)std.egress_global_timestamp;
+            words = words + 2;
+        }
+        if (hdr.int_md.instruction_bitmap & 0x0200 != 0) {
+            hdr.int_l2_port_ids.setValid();
+            hdr.int_l2_port_ids.ingress_port_id = (bit<32>)std.ingress_port;
+            hdr.int_l2_port_ids.egress_port_id = (bit<32>)std.egress_port;
+            words = words + 2;
+        }
+        if (hdr.int_md.instruction_bitmap & 0x0100 != 0) {
+            hdr.int_egress_tx_util.setValid();
+            hdr.int_egress_tx_util.egress_port_tx_util = 0;
+            words = words + 1;
+        }
+        hdr.int_md.hop_ml = (bit<5>)words;
+        hdr.int_md.remaining_hop_cnt = hdr.int_md.remaining_hop_cnt - 1;
+        hdr.int_shim.len = hdr.int_shim.len + words;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + ((bit<16>)words << 2);
+        if (hdr.udp.isValid()) { hdr.udp.length = hdr.udp.length + ((bit<16>)words << 2); }
+    }
+
+    /* The measurement the sink's algorithm watches, for this hop. */
+    action measure(out bit<32> v) {
+        if (meta.measurement == 1) { v = (bit<32>)std.enq_qdepth; }
+        else { v = meta.hop_latency; }
+    }
+
+    /* Removes INT before the packet reaches the host. */
+    action int_strip() {
+        hdr.ipv4.dscp = hdr.int_shim.orig_dscp;
+        bit<16> bytes = ((bit<16>)hdr.int_shim.len << 2) + 4;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - bytes;
+        if (hdr.udp.isValid()) { hdr.udp.length = hdr.udp.length - bytes; }
+        hdr.int_shim.setInvalid();
+        hdr.int_md.setInvalid();
+        hdr.int_data.setInvalid();
+        hdr.int_node_id.setInvalid();
+        hdr.int_l1_port_ids.setInvalid();
+        hdr.int_hop_latency.setInvalid();
+        hdr.int_q_occupancy.setInvalid();
+        hdr.int_ingress_tstamp.setInvalid();
+        hdr.int_egress_tstamp.setInvalid();
+        hdr.int_l2_port_ids.setInvalid();
+        hdr.int_egress_tx_util.setInvalid();
+    }
+
+    /* Wraps the (E2E-cloned) packet in Ethernet/IPv4/UDP + Telemetry Report v2.0. */
+    action report_encap() {
+        bit<32> id; bit<32> cip; bit<32> sip; bit<22> seq;
+        switch_id.read(id, 0);
+        collector_ip.read(cip, 0);
+        switch_ip.read(sip, 0);
+        report_seq.read(seq, 0);
+        report_seq.write(0, seq + 1);
+        hdr.report_ethernet.setValid();
+        hdr.report_ethernet.ether_type = ETHERTYPE_IPV4;
+        hdr.report_ipv4.setValid();
+        hdr.report_ipv4.version = 4;
+        hdr.report_ipv4.ihl = 5;
+        hdr.report_ipv4.ttl = 64;
+        hdr.report_ipv4.protocol = PROTO_UDP;
+        hdr.report_ipv4.src_addr = sip;
+        hdr.report_ipv4.dst_addr = cip;
+        hdr.report_udp.setValid();
+        hdr.report_udp.src_port = REPORT_UDP_PORT;
+        hdr.report_udp.dst_port = REPORT_UDP_PORT;
+        hdr.report_group.setValid();
+        hdr.report_group.ver = 2;
+        hdr.report_group.hw_id = 0;
+        hdr.report_group.seq_no = seq;
+        hdr.report_group.node_id = id;
+        hdr.report_individual.setValid();
+        hdr.report_individual.rep_type = 1;
+        hdr.report_individual.in_type = 4;
+        hdr.report_individual.md_len = 8;
+        hdr.report_individual.f = 1;
+        hdr.report_individual.rep_md_bits = 0x7D00;
+        /* Report Length: 2 fixed + 8 MD + the inner IPv4 packet in words (rounded up). */
+        hdr.report_individual.rep_len = (bit<8>)(10 + ((hdr.ipv4.total_len + 3) >> 2));
+        hdr.report_sink_md.setValid();
+        hdr.report_sink_md.ingress_port_id = (bit<16>)std.ingress_port;
+        hdr.report_sink_md.egress_port_id = (bit<16>)std.egress_port;
+        hdr.report_sink_md.hop_latency = meta.hop_latency;
+        hdr.report_sink_md.q_occupancy = (bit<24>)std.enq_qdepth;
+        hdr.report_sink_md.ingress_tstamp = (bit<64>)std.ingress_global_timestamp;
+        hdr.report_sink_md.egress_tstamp = (bit<64>)std.egress_global_timestamp;
+        /* The report starts at the inner IPv4 header: the inner Ethernet header goes. */
+        hdr.ethernet.setInvalid();
+        bit<16> inner = hdr.ipv4.total_len;
+        hdr.report_udp.length = 8 + 8 + 12 + 32 + inner;
+        hdr.report_ipv4.total_len = 20 + hdr.report_udp.length;
+    }
+
+    apply {
+        meta.hop_latency = (bit<32>)(std.egress_global_timestamp - std.ingress_global_timestamp);
+        if (std.instance_type == 2) {
+            /* The E2E clone of a sink packet: it becomes the report. */
+            report_encap();
+            return;
+        }
+        if (!hdr.ipv4.isValid()) { return; }
+        label_config.apply();
+        host_port.read(meta.int_sink, (bit<32>)std.egress_port);
+        if (meta.int_source == 1) { int_insert(); }
+        if (hdr.int_md.isValid()) {
+            if (hdr.int_md.remaining_hop_cnt == 0) {
+                hdr.int_md.e = 1;
+            } else {
+                int_push();
+            }
+        }
+        if (meta.int_sink == 1 && hdr.int_md.isValid()) {
+            int_sink_detection.apply();
+            bit<32> v;
+            measure(v);
+            bit<32> last;
+            if (meta.algorithm == 0) {
+                meta.report = 1;
+            } else if (meta.algorithm == 1) {
+                /* Per hop: the last value reported for this switch (the upstream stack is
+                   opaque here; the emulator also checks every upstream hop). */
+                bit<32> id; switch_id.read(id, 0);
+                per_hop_last.read(last, id & 0xFF);
+                if (v > last + meta.threshold || last > v + meta.threshold) { meta.report = 1; }
+                if (meta.report == 1) { per_hop_last.write(id & 0xFF, v); }
+            } else {
+                /* Per flow (and EWMA): keyed by a flow hash. */
+                bit<12> slot;
+                hash(slot, HashAlgorithm.crc16, (bit<12>)0,
+                     { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src, meta.l4_dst },
+                     (bit<24>)4096);
+                if (meta.algorithm == 2) {
+                    per_flow_last.read(last, (bit<32>)slot);
+                    if (v > last + meta.threshold || last > v + meta.threshold) {
+                        meta.report = 1;
+                        per_flow_last.write((bit<32>)slot, v);
+                    }
+                } else {
+                    bit<32> avg; bit<32> rep;
+                    ewma_avg.read(avg, (bit<32>)slot);
+                    ewma_reported.read(rep, (bit<32>)slot);
+                    /* avg = w*v + (1-w)*avg, w = weight_q8 / 256, fixed point (8 bits). */
+                    avg = (((bit<32>)meta.weight_q8 * (v << 8)) + ((256 - (bit<32>)meta.weight_q8) * avg)) >> 8;
+                    ewma_avg.write((bit<32>)slot, avg);
+                    if ((avg >> 8) > rep + meta.threshold || rep > (avg >> 8) + meta.threshold) {
+                        meta.report = 1;
+                        ewma_reported.write((bit<32>)slot, avg >> 8);
+                    }
+                }
+            }
+            if (meta.report == 1) {
+                clone_preserving_field_list(CloneType.E2E, REPORT_MIRROR_SESSION, 0);
+            }
+            int_strip();
+        }
+    }
+}
+
+control KplaneComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        update_checksum(hdr.report_ipv4.isValid(),
+            { hdr.report_ipv4.version, hdr.report_ipv4.ihl, hdr.report_ipv4.dscp,
+              hdr.report_ipv4.ecn, hdr.report_ipv4.total_len, hdr.report_ipv4.identification,
+              hdr.report_ipv4.flags, hdr.report_ipv4.frag_offset, hdr.report_ipv4.ttl,
+              hdr.report_ipv4.protocol, hdr.report_ipv4.src_addr, hdr.report_ipv4.dst_addr },
+            hdr.report_ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control KplaneDeparser(packet_out pkt, in headers_t hdr) {
+    apply {
+        pkt.emit(hdr.report_ethernet);
+        pkt.emit(hdr.report_ipv4);
+        pkt.emit(hdr.report_udp);
+        pkt.emit(hdr.report_group);
+        pkt.emit(hdr.report_individual);
+        pkt.emit(hdr.report_sink_md);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.tcp);
+        pkt.emit(hdr.int_shim);
+        pkt.emit(hdr.int_md);
+        /* This hop's metadata goes on top of the stack (newest first). */
+        pkt.emit(hdr.int_node_id);
+        pkt.emit(hdr.int_l1_port_ids);
+        pkt.emit(hdr.int_hop_latency);
+        pkt.emit(hdr.int_q_occupancy);
+        pkt.emit(hdr.int_ingress_tstamp);
+        pkt.emit(hdr.int_egress_tstamp);
+        pkt.emit(hdr.int_l2_port_ids);
+        pkt.emit(hdr.int_egress_tx_util);
+        pkt.emit(hdr.int_data);
+    }
+}
+
+V1Switch(KplaneParser(), KplaneVerifyChecksum(), KplaneIngress(), KplaneEgress(),
+         KplaneComputeChecksum(), KplaneDeparser()) main;
