@@ -60,6 +60,8 @@ pub struct Flow {
     pub packet_bytes: u32,
     pub remaining: u64,
     pub gap_ns: u64,
+    /// Packets of this flow still in the network; the slot is reused only at zero.
+    pub in_flight: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -398,6 +400,7 @@ impl Sim {
             packet_bytes: bytes.clamp(64, 9000),
             remaining: packets,
             gap_ns,
+            in_flight: 0,
         }
     }
 
@@ -507,7 +510,23 @@ impl Sim {
 
     fn drop_packet(&mut self, pkt: u32, reason: DropReason) {
         *self.stats.drops.entry(reason).or_default() += 1;
+        self.release(pkt);
+    }
+
+    /// A packet left the network: free it, and its flow once nothing of it is left.
+    fn release(&mut self, pkt: u32) {
         self.free_packets.push(pkt);
+        let f = self.packets[pkt as usize].flow;
+        if let Some(flow) = self.flows.get_mut(f as usize) {
+            debug_assert!(
+                flow.in_flight > 0,
+                "flow {f} released with nothing in flight"
+            );
+            flow.in_flight = flow.in_flight.saturating_sub(1);
+            if flow.in_flight == 0 && flow.remaining == 0 {
+                self.free_flows.push(f);
+            }
+        }
     }
 
     fn emit(&mut self, f: u32) {
@@ -515,9 +534,14 @@ impl Sim {
             return;
         };
         if flow.remaining == 0 {
+            // A flow started with no packets: nothing will ever release it.
+            if flow.in_flight == 0 {
+                self.free_flows.push(f);
+            }
             return;
         }
         flow.remaining -= 1;
+        flow.in_flight += 1;
         let (src, bytes, gap, more) =
             (flow.src, flow.packet_bytes, flow.gap_ns, flow.remaining > 0);
         let p = Packet {
@@ -559,8 +583,6 @@ impl Sim {
         if more {
             let now = self.now;
             self.push(now + gap, Ev::Emit { flow: f });
-        } else {
-            self.free_flows.push(f);
         }
     }
 
@@ -737,7 +759,7 @@ impl Sim {
                 self.sink(pkt, hop);
             }
             self.stats.packets_delivered += 1;
-            self.free_packets.push(pkt);
+            self.release(pkt);
         } else {
             self.push(
                 self.now + link.delay_ns,

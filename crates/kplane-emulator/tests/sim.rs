@@ -181,6 +181,31 @@ fn sequence_numbers_are_per_node_and_gap_free() {
     assert_eq!(sim.stats.dropped(), 0, "no loss without a scenario");
 }
 
+/// Flow slots are reused only once every packet of the old flow has left the network;
+/// reusing earlier sent in-flight packets down the new flow's path.
+#[test]
+fn a_healthy_fat_tree_reports_every_packet_once_along_a_shortest_path() {
+    let mut sim = Sim::new(Topology::fat_tree(4, LinkSpec::default()).unwrap(), quiet());
+    watch_all(&mut sim);
+    sim.add_generator(
+        0,
+        Box::new(Poisson {
+            rate: 20_000.0,
+            stop_ns: 20_000_000,
+            ..Poisson::default()
+        }),
+    );
+    sim.run_until(200_000_000);
+    assert!(sim.idle(), "all traffic drained");
+    let recs = decode(&mut sim);
+    assert_eq!(recs.len() as u64, sim.stats.packets_delivered);
+    assert_eq!(sim.stats.packets_delivered, sim.stats.packets_sent);
+    for r in &recs {
+        assert!(!r.envelope.flags.contains(ReportFlags::INTERMEDIATE));
+        assert!((1..=5).contains(&r.hops.len()), "{} hops", r.hops.len());
+    }
+}
+
 #[test]
 fn a_routing_loop_shows_as_an_intermediate_report_with_repeated_nodes() {
     let mut sim = Sim::new(Topology::fat_tree(4, LinkSpec::default()).unwrap(), quiet());
