@@ -7,12 +7,15 @@
 //! * [`EmbeddedBus`] — in-process, bounded, partitioned; the default when everything runs in
 //!   one process. A full partition refuses the message ([`BusError::Full`]) so the producer
 //!   counts it: nothing is dropped silently.
-//! * Kafka — arrives with its own issue, behind the same trait.
+//! * Kafka — `kplane-kafka` (rdkafka), chosen with `bus = "kafka"` and configured by
+//!   [`KafkaConfig`]; that crate alone links librdkafka.
 
+mod config;
 mod embedded;
 
 use bytes::Bytes;
 
+pub use config::{BusKind, Compression, KafkaConfig};
 pub use embedded::{Delivery, EmbeddedBus, EmbeddedConsumer, TopicStats};
 
 /// Topic names, defined once.
@@ -74,6 +77,8 @@ pub enum BusError {
     },
     #[error("the bus is closed")]
     Closed,
+    #[error("kafka: {0}")]
+    Kafka(String),
 }
 
 impl BusError {
@@ -84,6 +89,7 @@ impl BusError {
             Self::UnknownPartition { .. } => "unknown_partition",
             Self::Full { .. } => "full",
             Self::Closed => "closed",
+            Self::Kafka(_) => "kafka",
         }
     }
 }
@@ -95,4 +101,10 @@ pub trait Producer: Send + Sync {
 
     /// Partitions of `topic`.
     fn partitions(&self, topic: &str) -> Result<u32, BusError>;
+
+    /// Waits until everything sent has been acknowledged (or `timeout`); returns how many
+    /// messages are still unacknowledged. In-process buses have nothing in flight.
+    fn flush(&self, _timeout: std::time::Duration) -> usize {
+        0
+    }
 }

@@ -1,0 +1,43 @@
+//! # kplane-kafka
+//!
+//! The Kafka implementation of the kplane bus, on rdkafka (bundled librdkafka):
+//!
+//! * [`KafkaProducer`] — implements [`kplane_bus::Producer`]: idempotent, `acks=all`,
+//!   compressed, the partition chosen by the caller (the collector's source-IP hash); every
+//!   delivery report is checked and failures are counted by reason.
+//! * [`KafkaConsumer`] — a consumer group member (cooperative-sticky): offsets are committed
+//!   only for what the application marked durable; assignments and revocations are handed to
+//!   the application as [`PartitionEvent`]s, and durable offsets of revoked partitions are
+//!   committed inside the revoke callback, before the partitions move.
+//! * [`ensure_topics`] — creates missing topics and checks partition counts.
+//!
+//! Only this crate links librdkafka. See `docs/bus.md`.
+
+mod admin;
+mod client;
+mod consumer;
+mod metrics;
+mod producer;
+
+pub use admin::ensure_topics;
+pub use client::{consumer_config, producer_config};
+pub use consumer::{KafkaConsumer, PartitionEvent, Received};
+pub use metrics::KafkaMetrics;
+pub use producer::KafkaProducer;
+
+/// What can go wrong talking to Kafka.
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaBusError {
+    #[error("kafka client: {0}")]
+    Client(#[from] rdkafka::error::KafkaError),
+    #[error(
+        "topic {topic} has {actual} partitions but kplane is configured for {expected}; delete and recreate it, or set the partitions key to {actual}"
+    )]
+    PartitionCount {
+        topic: String,
+        actual: u32,
+        expected: u32,
+    },
+    #[error("topic {topic}: {reason}")]
+    Topic { topic: String, reason: String },
+}
