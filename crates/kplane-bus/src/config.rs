@@ -17,6 +17,23 @@ pub enum BusKind {
     Kafka,
 }
 
+/// `[bus]`: `kind = "embedded" | "kafka"` and, for Kafka, `[bus.kafka]`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BusConfig {
+    pub kind: BusKind,
+    pub kafka: KafkaConfig,
+}
+
+impl BusConfig {
+    /// Every problem (the Kafka section is checked only when it is used).
+    pub fn validate(&self, problems: &mut Vec<String>) {
+        if self.kind == BusKind::Kafka {
+            self.kafka.validate(problems);
+        }
+    }
+}
+
 /// Batch compression on the wire (lz4 and zstd are built into kplane's librdkafka).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -102,7 +119,7 @@ impl KafkaConfig {
     pub fn validate(&self, problems: &mut Vec<String>) {
         let mut need = |ok: bool, what: &str| {
             if !ok {
-                problems.push(format!("kafka: {what}"));
+                problems.push(format!("bus.kafka: {what}"));
             }
         };
         need(

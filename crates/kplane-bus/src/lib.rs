@@ -15,7 +15,7 @@ mod embedded;
 
 use bytes::Bytes;
 
-pub use config::{BusKind, Compression, KafkaConfig};
+pub use config::{BusConfig, BusKind, Compression, KafkaConfig};
 pub use embedded::{Delivery, EmbeddedBus, EmbeddedConsumer, TopicStats};
 
 /// Topic names, defined once.

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct KplaneConfig {
     pub log: LogConfig,
+    pub bus: kplane_bus::BusConfig,
     pub collector: kplane_collector::Config,
     pub stream_processor: kplane_stream_processor::Config,
     pub knowledge: kplane_knowledge::Config,
@@ -19,6 +20,7 @@ pub struct KplaneConfig {
 impl Validate for KplaneConfig {
     fn validate(&self, problems: &mut Vec<String>) {
         self.log.validate(problems);
+        self.bus.validate(problems);
         self.collector.validate(problems);
         self.stream_processor.validate(problems);
         self.knowledge.validate(problems);

@@ -83,7 +83,7 @@ fn run_with(source: ConfigSource, name: &str, args: ServeArgs, print: bool) -> E
             kplane_collector::NAME if print => {
                 kplane_collector::run_printing(cfg.collector, shutdown).await
             }
-            kplane_collector::NAME => kplane_collector::run(cfg.collector, shutdown).await,
+            kplane_collector::NAME => kplane_collector::run(cfg.collector, cfg.bus, shutdown).await,
             kplane_stream_processor::NAME => {
                 kplane_stream_processor::run(cfg.stream_processor, shutdown).await
             }

@@ -11,20 +11,10 @@ use kplane_kafka::{
 };
 
 fn broker() -> Option<KafkaConfig> {
-    match std::env::var("KPLANE_KAFKA_BROKERS") {
-        Ok(b) => Some(KafkaConfig {
-            bootstrap_servers: b,
-            ..KafkaConfig::default()
-        }),
-        Err(_) => {
-            assert!(
-                std::env::var_os("KPLANE_REQUIRE_KAFKA").is_none(),
-                "KPLANE_REQUIRE_KAFKA is set but KPLANE_KAFKA_BROKERS is not"
-            );
-            eprintln!("KPLANE_KAFKA_BROKERS unset: broker tests not run");
-            None
-        }
-    }
+    kplane_testkit::kafka_brokers().map(|b| KafkaConfig {
+        bootstrap_servers: b,
+        ..KafkaConfig::default()
+    })
 }
 
 /// A fresh topic name per test run (topics outlive runs on a persistent broker).

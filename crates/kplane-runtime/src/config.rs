@@ -205,3 +205,9 @@ mod layering {
         });
     }
 }
+
+impl Validate for kplane_bus::BusConfig {
+    fn validate(&self, problems: &mut Vec<String>) {
+        kplane_bus::BusConfig::validate(self, problems);
+    }
+}

@@ -20,6 +20,6 @@ pub use logging::{LogConfig, LogFormat, init_logging};
 pub use metrics::Metrics;
 pub use service::{
     AdminOnlyConfig, AdminPort, EXIT_CONFIG, ServiceResult, run_admin_only, run_service,
-    serve_until_shutdown, service_main,
+    serve_until_shutdown, service_main, service_main_with_bus,
 };
 pub use shutdown::Shutdown;

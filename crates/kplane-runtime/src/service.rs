@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use kplane_bus::BusConfig;
+
 use crate::admin::{AdminState, serve_admin};
 use crate::config::{ConfigSource, Validate, load_section};
 use crate::error::RuntimeError;
@@ -46,6 +48,39 @@ where
     F: FnOnce(T, Shutdown) -> Fut,
     Fut: Future<Output = ServiceResult>,
 {
+    service_main_with_bus(name, |cfg, _bus, shutdown| run(cfg, shutdown))
+}
+
+/// [`service_main`] for a service that talks to the bus: also loads `[bus]`.
+pub fn service_main_with_bus<T, F, Fut>(name: &str, run: F) -> ExitCode
+where
+    T: DeserializeOwned + Serialize + Default + Validate,
+    F: FnOnce(T, BusConfig, Shutdown) -> Fut,
+    Fut: Future<Output = ServiceResult>,
+{
+    let Some(source) = parse_args(name) else {
+        return ExitCode::from(2);
+    };
+    let source = match source {
+        Ok(s) => s,
+        Err(()) => return ExitCode::SUCCESS,
+    };
+    let loaded = load_section::<LogConfig>(&source, "log").and_then(|log| {
+        let cfg = load_section::<T>(&source, name)?;
+        let bus = load_section::<BusConfig>(&source, "bus")?;
+        Ok((log, cfg, bus))
+    });
+    match loaded {
+        Ok((log, cfg, bus)) => run_service(name, &log, |shutdown| run(cfg, bus, shutdown)),
+        Err(e) => {
+            eprintln!("kplane-{name}: {e}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
+}
+
+/// `[--config FILE] [--help]`: `None` on a bad argument, `Some(Err(()))` after printing help.
+fn parse_args(name: &str) -> Option<Result<ConfigSource, ()>> {
     let mut args = std::env::args().skip(1);
     let mut source = ConfigSource::default();
     while let Some(arg) = args.next() {
@@ -58,23 +93,15 @@ where
                      The `kplane {name}` subcommand is the same service with more flags.",
                     name.to_uppercase().replace('-', "_")
                 );
-                return ExitCode::SUCCESS;
+                return Some(Err(()));
             }
             other => {
                 eprintln!("kplane-{name}: unknown argument {other:?} (try --help)");
-                return ExitCode::from(2);
+                return None;
             }
         }
     }
-    let loaded = load_section::<LogConfig>(&source, "log")
-        .and_then(|log| load_section::<T>(&source, name).map(|cfg| (log, cfg)));
-    match loaded {
-        Ok((log, cfg)) => run_service(name, &log, |shutdown| run(cfg, shutdown)),
-        Err(e) => {
-            eprintln!("kplane-{name}: {e}");
-            ExitCode::from(EXIT_CONFIG)
-        }
-    }
+    Some(Ok(source))
 }
 
 /// Installs logging, starts the async runtime and signal handling, runs the service until it

@@ -36,3 +36,19 @@ pub fn sigterm(child: &Child) {
     let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
     assert_eq!(rc, 0, "kill -TERM {pid}");
 }
+
+/// The broker for tests that need Kafka: `KPLANE_KAFKA_BROKERS`, or `None` (the test then
+/// returns early) — unless `KPLANE_REQUIRE_KAFKA` is set, as in CI, where that fails the test.
+pub fn kafka_brokers() -> Option<String> {
+    match std::env::var("KPLANE_KAFKA_BROKERS") {
+        Ok(b) if !b.is_empty() => Some(b),
+        _ => {
+            assert!(
+                std::env::var_os("KPLANE_REQUIRE_KAFKA").is_none(),
+                "KPLANE_REQUIRE_KAFKA is set but KPLANE_KAFKA_BROKERS is not"
+            );
+            eprintln!("KPLANE_KAFKA_BROKERS unset: Kafka tests not run");
+            None
+        }
+    }
+}

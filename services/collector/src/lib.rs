@@ -18,10 +18,11 @@ pub mod publish;
 pub mod watchlist;
 
 pub use config::Config;
-pub use service::{Collector, Summary, embedded_bus, start};
+pub use service::{Collector, Summary, embedded_bus, start, start_with_metrics};
 
 use std::sync::Arc;
 
+use kplane_bus::{BusConfig, BusKind, KafkaConfig, Producer as _};
 use kplane_runtime::{ServiceResult, Shutdown};
 
 pub mod service;
@@ -70,9 +71,46 @@ pub async fn run_printing(mut cfg: Config, shutdown: Shutdown) -> ServiceResult 
     Ok(())
 }
 
-/// Runs the collector on an in-process bus until `shutdown` (or, replaying a capture, until
+/// Runs the collector on the configured bus until `shutdown` (or, replaying a capture, until
 /// the capture ends).
-pub async fn run(cfg: Config, shutdown: Shutdown) -> ServiceResult {
+pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
+    match bus.kind {
+        BusKind::Embedded => run_embedded(cfg, shutdown).await,
+        BusKind::Kafka => run_kafka(cfg, &bus.kafka, shutdown).await,
+    }
+}
+
+/// Publishes to Kafka: topics checked (and created) first; on stop, waits for every
+/// acknowledgement and fails if any batch is still unacknowledged after `delivery-timeout`.
+async fn run_kafka(cfg: Config, kafka: &KafkaConfig, shutdown: Shutdown) -> ServiceResult {
+    use kplane_bus::topics;
+    let mut wanted = vec![(topics::EVENTS, cfg.partitions)];
+    if cfg.publish_reports {
+        wanted.push((topics::REPORTS, cfg.partitions));
+    }
+    kplane_kafka::ensure_topics(kafka, &wanted).await?;
+    let metrics = kplane_kafka::KafkaMetrics::default();
+    let producer = Arc::new(kplane_kafka::KafkaProducer::new(
+        kafka,
+        &wanted,
+        metrics.clone(),
+    )?);
+    tracing::info!(brokers = %kafka.bootstrap_servers, "publishing to Kafka");
+    let collector =
+        start_with_metrics(cfg, producer.clone(), shutdown, |r| metrics.register(r)).await?;
+    collector.wait().await?;
+    let timeout = kafka.delivery_timeout;
+    let unacknowledged = tokio::task::spawn_blocking(move || producer.flush(timeout)).await?;
+    if unacknowledged > 0 {
+        return Err(format!(
+            "{unacknowledged} messages still unacknowledged by Kafka after {timeout:?}"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+async fn run_embedded(cfg: Config, shutdown: Shutdown) -> ServiceResult {
     let bus = embedded_bus(&cfg);
     tracing::warn!(
         "bus = embedded: nothing consumes it in this process, so batches accumulate up to \

@@ -131,6 +131,16 @@ pub async fn start(
     producer: Arc<dyn Producer>,
     shutdown: Shutdown,
 ) -> Result<Collector, BoxError> {
+    start_with_metrics(cfg, producer, shutdown, |_| {}).await
+}
+
+/// [`start`], with more metrics (the bus's) registered on the collector's `/metrics`.
+pub async fn start_with_metrics(
+    cfg: Config,
+    producer: Arc<dyn Producer>,
+    shutdown: Shutdown,
+    more_metrics: impl FnOnce(&mut prometheus_client::registry::Registry),
+) -> Result<Collector, BoxError> {
     let mut problems = Vec::new();
     cfg.validate(&mut problems);
     if !problems.is_empty() {
@@ -139,6 +149,7 @@ pub async fn start(
     let registry = Metrics::new(crate::NAME);
     let metrics = CollectorMetrics::default();
     registry.register(|r| metrics.register(r));
+    registry.register(more_metrics);
     let admin_state = AdminState::new(registry);
     let watchlist = SharedWatchlist::new(cfg.watchlist.clone());
     let (admin, admin_task) = serve_admin_with(
