@@ -3,7 +3,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
 
-.PHONY: help run test lint fmt bench fuzz samples bless
+.PHONY: help run test test-kafka broker lint fmt bench fuzz samples bless
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -14,6 +14,13 @@ run: ## Decode the shipped sample capture (the README's first command)
 test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay, end to end)
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
 	$(CARGO) test --workspace --locked --doc
+
+test-kafka: ## Start a local Kafka-protocol broker (scripts/kafka-broker.sh) and run every test, Kafka ones included
+	@eval "$$(scripts/kafka-broker.sh start)"; export KPLANE_KAFKA_BROKERS KPLANE_REQUIRE_KAFKA=1; \
+	  $(MAKE) test; rc=$$?; scripts/kafka-broker.sh stop; exit $$rc
+
+broker: ## Start the local Kafka-protocol broker on 127.0.0.1:19092 (stop: scripts/kafka-broker.sh stop)
+	scripts/kafka-broker.sh start
 
 lint: ## rustfmt --check and clippy -D warnings
 	$(CARGO) fmt --all --check

@@ -98,6 +98,12 @@ where
 }
 
 /// Loads one section (`[collector]`, …) of a shared file, for a service's own binary.
+impl Validate for kplane_bus::BusConfig {
+    fn validate(&self, problems: &mut Vec<String>) {
+        kplane_bus::BusConfig::validate(self, problems);
+    }
+}
+
 pub fn load_section<T>(source: &ConfigSource, section: &str) -> Result<T, ConfigError>
 where
     T: DeserializeOwned + Serialize + Default + Validate,
@@ -203,11 +209,5 @@ mod layering {
             assert!(err.to_string().contains("does not exist"), "{err}");
             Ok(())
         });
-    }
-}
-
-impl Validate for kplane_bus::BusConfig {
-    fn validate(&self, problems: &mut Vec<String>) {
-        kplane_bus::BusConfig::validate(self, problems);
     }
 }
