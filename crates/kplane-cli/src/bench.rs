@@ -22,6 +22,9 @@ pub enum Bench {
     /// Emulator speed: virtual time on the default fat-tree, INT on every flow, a TR v2.0
     /// report built for every delivered packet (no collector).
     Emulator(EmulatorArgs),
+    /// Collector → Kafka → consumer group on one machine: sustained reports/s, loss, and
+    /// receive-to-consume latency p50/p99 (needs a broker: `make broker`).
+    Kafka(crate::bench_kafka::KafkaArgs),
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +82,13 @@ pub fn run(b: Bench) -> ExitCode {
         Bench::Reduction(a) => reduction(a),
         Bench::Memory(a) => memory(a),
         Bench::Emulator(a) => emulator(a),
+        Bench::Kafka(a) => match crate::bench_kafka::run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kplane bench kafka: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Bench::Udp(a) => match udp(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -189,7 +199,7 @@ fn memory(a: MemoryArgs) -> ExitCode {
 }
 
 /// CPU seconds (user + system) a process has used, from /proc.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -199,7 +209,7 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / hz)
 }
 
-fn free_port() -> std::io::Result<u16> {
+pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -237,6 +247,50 @@ fn send_batch(sock: &UdpSocket, msgs: &mut [Vec<u8>]) -> usize {
     n.max(0) as usize
 }
 
+/// Sends fat-tree TR v2.0 reports (per-node sequence numbers kept gap-free) to `target` at
+/// `rate` per second (0 = flat out) for `seconds`; returns (sent, seconds taken).
+pub(crate) fn paced_send(
+    target: SocketAddr,
+    flows: u32,
+    rate: u64,
+    seconds: u64,
+    batch_size: usize,
+) -> std::io::Result<(u64, f64)> {
+    let templates = fat_tree_reports(flows);
+    let sock = UdpSocket::bind("127.0.0.1:0")?;
+    sock.connect(target)?;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
+    let mut seq = [0u32; 21];
+    let mut sent = 0u64;
+    let mut next = 0usize;
+    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(batch_size);
+    while Instant::now() < deadline {
+        if rate > 0 {
+            let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
+            if sent >= due {
+                std::thread::sleep(Duration::from_micros(100));
+                continue;
+            }
+        }
+        batch.clear();
+        for _ in 0..batch_size {
+            let mut r = templates[next % templates.len()].clone();
+            next += 1;
+            // Per-node sequence numbers (22 bits, group header bytes 1-3).
+            let node = u32::from_be_bytes([r[4], r[5], r[6], r[7]]) as usize % seq.len();
+            let s = seq[node] & 0x3F_FFFF;
+            seq[node] += 1;
+            r[1] = (r[1] & 0xC0) | ((s >> 16) as u8 & 0x3F);
+            r[2] = (s >> 8) as u8;
+            r[3] = s as u8;
+            batch.push(r);
+        }
+        sent += send_batch(&sock, &mut batch) as u64;
+    }
+    Ok((sent, started.elapsed().as_secs_f64()))
+}
+
 fn udp(a: UdpArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (port, admin_port) = (free_port()?, free_port()?);
     let target: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -262,40 +316,8 @@ fn udp(a: UdpArgs) -> Result<(), Box<dyn std::error::Error>> {
         if !wait_ready(admin, Duration::from_secs(20)) {
             return Err("the collector never became ready".into());
         }
-        let templates = fat_tree_reports(a.flows);
-        let sock = UdpSocket::bind("127.0.0.1:0")?;
-        sock.connect(target)?;
         let cpu0 = cpu_seconds(child.id()).unwrap_or(0.0);
-        let started = Instant::now();
-        let deadline = started + Duration::from_secs(a.seconds);
-        let mut seq = [0u32; 21];
-        let mut sent = 0u64;
-        let mut next = 0usize;
-        let mut batch: Vec<Vec<u8>> = Vec::with_capacity(a.batch);
-        while Instant::now() < deadline {
-            if a.rate > 0 {
-                let due = (started.elapsed().as_secs_f64() * a.rate as f64) as u64;
-                if sent >= due {
-                    std::thread::sleep(Duration::from_micros(100));
-                    continue;
-                }
-            }
-            batch.clear();
-            for _ in 0..a.batch {
-                let mut r = templates[next % templates.len()].clone();
-                next += 1;
-                // Per-node sequence numbers (22 bits, group header bytes 1-3).
-                let node = u32::from_be_bytes([r[4], r[5], r[6], r[7]]) as usize % seq.len();
-                let s = seq[node] & 0x3F_FFFF;
-                seq[node] += 1;
-                r[1] = (r[1] & 0xC0) | ((s >> 16) as u8 & 0x3F);
-                r[2] = (s >> 8) as u8;
-                r[3] = s as u8;
-                batch.push(r);
-            }
-            sent += send_batch(&sock, &mut batch) as u64;
-        }
-        let send_secs = started.elapsed().as_secs_f64();
+        let (sent, send_secs) = paced_send(target, a.flows, a.rate, a.seconds, a.batch)?;
         // Let the collector drain.
         let mut last = -1.0;
         let mut m = String::new();

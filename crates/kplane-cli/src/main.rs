@@ -1,6 +1,7 @@
 //! `kplane`: one command for every service, plus tools (`decode`, `config`, `sample-capture`).
 
 mod bench;
+mod bench_kafka;
 mod config;
 mod decode;
 mod emulate;

@@ -1,0 +1,254 @@
+//! `kplane bench kafka`: collector → Kafka → a consumer group on one machine. Reports go to a
+//! collector process over loopback UDP at a fixed rate; the collector publishes events and
+//! (by default) every report to Kafka; a consumer in this process reads them back and takes,
+//! for every row, the time from the collector receiving the report to the row being read.
+
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::TimestampNanosecondType;
+use clap::Args;
+use kplane_bus::{KafkaConfig, headers, topics};
+use kplane_kafka::{KafkaConsumer, KafkaMetrics, PartitionEvent};
+use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
+
+use crate::bench::{cpu_seconds, free_port, paced_send};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, Args)]
+pub struct KafkaArgs {
+    /// Bootstrap servers (`make broker` starts one on 127.0.0.1:19092).
+    #[arg(long, env = "KPLANE_KAFKA_BROKERS", default_value = "127.0.0.1:19092")]
+    brokers: String,
+    /// Reports per second sent to the collector.
+    #[arg(long, default_value_t = 100_000)]
+    rate: u64,
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Distinct flows in the reports.
+    #[arg(long, default_value_t = 5000)]
+    flows: u32,
+    /// Only events on Kafka (the collector's default), not every report.
+    #[arg(long)]
+    events_only: bool,
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// What the consumer read of one collector's batches.
+#[derive(Debug, Default)]
+struct Consumed {
+    events: u64,
+    reports: u64,
+    /// Receive → read, ns, one per row.
+    latencies: Vec<i64>,
+}
+
+/// Reads until `stop` and then nothing new for a while; `ready` once partitions are assigned.
+fn consume(
+    cfg: KafkaConfig,
+    prefix: String,
+    ready: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> Result<Consumed, BoxError> {
+    let group = format!("kplane-bench-{}", std::process::id());
+    let c = KafkaConsumer::subscribe(
+        &cfg,
+        &group,
+        &[topics::EVENTS, topics::REPORTS],
+        KafkaMetrics::default(),
+    )?;
+    let mut out = Consumed::default();
+    let mut idle_since = Instant::now();
+    loop {
+        match c.poll(Duration::from_millis(100))? {
+            Some(m) => {
+                idle_since = Instant::now();
+                // Batches of earlier runs on the same broker are skipped.
+                if !m
+                    .header(headers::BATCH_ID)
+                    .is_some_and(|id| id.starts_with(&prefix))
+                {
+                    continue;
+                }
+                let read = now_ns();
+                let reader = arrow_ipc::reader::StreamReader::try_new(
+                    std::io::Cursor::new(&m.payload[..]),
+                    None,
+                )?;
+                for batch in reader {
+                    let batch = batch?;
+                    let received = batch
+                        .column_by_name(kplane_model::schema::col::RECEIVED)
+                        .ok_or("no received column")?
+                        .as_primitive::<TimestampNanosecondType>();
+                    out.latencies
+                        .extend(received.values().iter().map(|&r| read - r));
+                    let n = batch.num_rows() as u64;
+                    if m.topic == topics::EVENTS {
+                        out.events += n;
+                    } else {
+                        out.reports += n;
+                    }
+                }
+            }
+            None if stop.load(Ordering::Acquire)
+                && idle_since.elapsed() > Duration::from_secs(3) =>
+            {
+                break;
+            }
+            None => {}
+        }
+        if c.partition_events()
+            .iter()
+            .any(|e| matches!(e, PartitionEvent::Assigned(_)))
+        {
+            ready.store(true, Ordering::Release);
+        }
+    }
+    c.close();
+    Ok(out)
+}
+
+fn percentile(sorted: &[i64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i] as f64 / 1e6
+}
+
+pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
+    let (port, admin_port) = (free_port()?, free_port()?);
+    let target: SocketAddr = ([127, 0, 0, 1], port).into();
+    let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["collector", "--listen", &target.to_string()])
+        .args(["--admin", &admin.to_string()])
+        .env("KPLANE__BUS__KIND", "kafka")
+        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", &a.brokers)
+        .env(
+            "KPLANE__COLLECTOR__PUBLISH_REPORTS",
+            (!a.events_only).to_string(),
+        )
+        .env("KPLANE__COLLECTOR__RECV_BUFFER", (32 << 20).to_string())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()?;
+    let result = (|| -> Result<(), BoxError> {
+        if !wait_ready(admin, Duration::from_secs(60)) {
+            return Err("the collector never became ready (is the broker up?)".into());
+        }
+        let cfg = KafkaConfig {
+            bootstrap_servers: a.brokers.clone(),
+            ..KafkaConfig::default()
+        };
+        let prefix = format!("collector-{}-", child.id());
+        let (ready, stop) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let consumer = {
+            let (ready, stop) = (ready.clone(), stop.clone());
+            std::thread::spawn(move || consume(cfg, prefix, ready, stop))
+        };
+        let wait = Instant::now();
+        while !ready.load(Ordering::Acquire) && wait.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let cpu0 = cpu_seconds(child.id()).unwrap_or(0.0);
+        let (sent, send_secs) = paced_send(target, a.flows, a.rate, a.seconds, 64)?;
+        // Until the collector has published and Kafka acknowledged everything.
+        let mut m = String::new();
+        let mut last = (-1.0, -1.0);
+        for _ in 0..600 {
+            std::thread::sleep(Duration::from_millis(200));
+            m = http_get(admin, "/metrics").unwrap_or_default();
+            let now = (
+                metric_sum(&m, "kplane_collector_datagrams_received_total", &[]),
+                metric_sum(&m, "kplane_bus_delivered_messages_total", &[]),
+            );
+            let produced = metric_sum(&m, "kplane_bus_produced_messages_total", &[]);
+            if now == last && now.1 == produced {
+                break;
+            }
+            last = now;
+        }
+        let cpu = cpu_seconds(child.id()).unwrap_or(0.0) - cpu0;
+        stop.store(true, Ordering::Release);
+        let consumed = consumer.join().map_err(|_| "consumer panicked")??;
+
+        let received = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
+        let dropped = metric_sum(&m, "kplane_collector_dropped_total", &[]);
+        let pub_events = metric_sum(
+            &m,
+            "kplane_collector_partition_records_total",
+            &["topic=\"int.events\""],
+        );
+        let pub_reports = metric_sum(
+            &m,
+            "kplane_collector_partition_records_total",
+            &["topic=\"int.reports\""],
+        );
+        let messages = metric_sum(&m, "kplane_bus_delivered_messages_total", &[]);
+        let bytes = metric_sum(&m, "kplane_bus_produced_bytes_total", &[]);
+        let errors = metric_sum(&m, "kplane_bus_delivery_errors_total", &[]);
+        let mut lat = consumed.latencies;
+        lat.sort_unstable();
+        // Every report the collector dropped is counted (kernel buffer, queue); what is neither
+        // counted nor read back from Kafka is lost.
+        // `received` counts datagrams that reached the pipeline (drops excluded).
+        let reports_out = if a.events_only {
+            received
+        } else {
+            consumed.reports as f64
+        };
+        let unaccounted = (sent as f64 - dropped - reports_out).max(0.0)
+            + (pub_events - consumed.events as f64).abs()
+            + (pub_reports - consumed.reports as f64).abs();
+        println!(
+            "broker      {} ; {} flows, 5-hop TR v2.0, {} s at {} reports/s",
+            a.brokers, a.flows, a.seconds, a.rate
+        );
+        println!(
+            "sent        {sent} reports in {send_secs:.2} s = {:.0} reports/s",
+            sent as f64 / send_secs
+        );
+        println!(
+            "collector   received {received:.0}, dropped {dropped:.0} (counted), {cpu:.2} CPU-s"
+        );
+        println!(
+            "kafka       {messages:.0} messages acknowledged, {:.1} MB payload, delivery errors {errors:.0}",
+            bytes / 1e6
+        );
+        println!("published   {pub_reports:.0} report rows, {pub_events:.0} event rows");
+        println!(
+            "consumed    {} report rows, {} event rows",
+            consumed.reports, consumed.events
+        );
+        println!("unaccounted {unaccounted:.0} (sent - counted drops - read back from Kafka)");
+        println!(
+            "latency     receive → consumed: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} rows",
+            percentile(&lat, 0.50),
+            percentile(&lat, 0.99),
+            percentile(&lat, 1.0),
+            lat.len()
+        );
+        Ok(())
+    })();
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let _ = child.wait();
+    result
+}
