@@ -37,6 +37,7 @@ pub struct KafkaMetrics {
     pub delivery_errors: Family<ErrorLabel, Counter>,
     pub undelivered_records: Family<TopicLabel, Counter>,
     pub send_refused: Family<ErrorLabel, Counter>,
+    pub producer_resets: Counter,
     pub consumed: Family<TopicLabel, Counter>,
     pub consumed_bytes: Family<TopicLabel, Counter>,
     pub consumer_lag: Family<PartitionLabel, Gauge>,
@@ -77,6 +78,11 @@ impl KafkaMetrics {
             "send_refused",
             "Messages the producer refused at send (queue full past send-timeout, or an error)",
             self.send_refused.clone(),
+        );
+        r.register(
+            "producer_resets",
+            "Kafka producers replaced after undeliverable batches or a fatal error",
+            self.producer_resets.clone(),
         );
         r.register(
             "consumed_messages",

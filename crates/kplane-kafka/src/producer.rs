@@ -1,14 +1,16 @@
 //! The bus's producer on Kafka.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kplane_bus::{BusError, KafkaConfig, Message, Producer, headers};
-use rdkafka::ClientContext;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, Message as _, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientConfig, ClientContext};
 
 use crate::client::producer_config;
 use crate::metrics::{ErrorLabel, KafkaMetrics, TopicLabel};
@@ -16,9 +18,18 @@ use crate::metrics::{ErrorLabel, KafkaMetrics, TopicLabel};
 /// Counts every delivery report: acknowledged, or failed after librdkafka's retries.
 struct Deliveries {
     metrics: KafkaMetrics,
+    /// Set when the producer should be replaced (see [`KafkaProducer`]).
+    replace: Arc<AtomicBool>,
 }
 
-impl ClientContext for Deliveries {}
+impl ClientContext for Deliveries {
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(%error, reason, "librdkafka");
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            self.replace.store(true, Ordering::Release);
+        }
+    }
+}
 
 impl ProducerContext for Deliveries {
     /// Records in the message (its `kplane-records` header), so a failure counts them.
@@ -35,6 +46,9 @@ impl ProducerContext for Deliveries {
                     .inc();
             }
             Err((e, m)) => {
+                if e.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageTimedOut) {
+                    self.replace.store(true, Ordering::Release);
+                }
                 let topic = m.topic().to_string();
                 let reason = reason(e);
                 tracing::error!(topic, partition = m.partition(), error = %e, records, "delivery failed after retries");
@@ -61,9 +75,19 @@ fn reason(e: &KafkaError) -> String {
         .to_lowercase()
 }
 
+type Inner = Arc<ThreadedProducer<Deliveries>>;
+
 /// Implements [`Producer`] on an idempotent rdkafka producer polled by its own thread.
+///
+/// Self-healing: when a batch times out (`delivery-timeout`) or librdkafka reports a fatal
+/// error, the next `send` replaces the client with a fresh one (new producer id). An
+/// idempotent producer whose broker lost its sequence state — a broker restarted without its
+/// log — otherwise stays stuck retrying forever. The old client's remaining messages are purged
+/// and counted as undelivered; the replacement is counted in `kplane_bus_producer_resets_total`.
 pub struct KafkaProducer {
-    inner: ThreadedProducer<Deliveries>,
+    inner: RwLock<Inner>,
+    config: ClientConfig,
+    replace: Arc<AtomicBool>,
     partitions: HashMap<String, u32>,
     send_timeout: Duration,
     metrics: KafkaMetrics,
@@ -85,15 +109,51 @@ impl KafkaProducer {
         topics: &[(&str, u32)],
         metrics: KafkaMetrics,
     ) -> Result<Self, KafkaError> {
-        let inner = producer_config(cfg).create_with_context(Deliveries {
-            metrics: metrics.clone(),
-        })?;
+        let config = producer_config(cfg);
+        let replace = Arc::new(AtomicBool::new(false));
+        let inner = Self::client(&config, &metrics, &replace)?;
         Ok(Self {
-            inner,
+            inner: RwLock::new(inner),
+            config,
+            replace,
             partitions: topics.iter().map(|&(t, n)| (t.to_string(), n)).collect(),
             send_timeout: cfg.send_timeout,
             metrics,
         })
+    }
+
+    fn client(
+        config: &ClientConfig,
+        metrics: &KafkaMetrics,
+        replace: &Arc<AtomicBool>,
+    ) -> Result<Inner, KafkaError> {
+        Ok(Arc::new(config.create_with_context(Deliveries {
+            metrics: metrics.clone(),
+            replace: replace.clone(),
+        })?))
+    }
+
+    /// The client to send with, replaced first if it has failed.
+    fn current(&self) -> Inner {
+        if self.replace.swap(false, Ordering::AcqRel) {
+            match Self::client(&self.config, &self.metrics, &self.replace) {
+                Ok(fresh) => {
+                    tracing::warn!("replacing the Kafka producer after undeliverable batches");
+                    self.metrics.producer_resets.inc();
+                    let old = std::mem::replace(
+                        &mut *self.inner.write().unwrap_or_else(PoisonError::into_inner),
+                        fresh,
+                    );
+                    // Dropping purges what it still holds; each purged message is counted.
+                    drop(old);
+                }
+                Err(e) => tracing::error!(error = %e, "cannot create a new Kafka producer"),
+            }
+        }
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn refused(&self, topic: &str, reason: &str) {
@@ -138,8 +198,9 @@ impl Producer for KafkaProducer {
             record = record.key(&k[..]);
         }
         let deadline = Instant::now() + self.send_timeout;
+        let inner = self.current();
         loop {
-            match self.inner.send(record) {
+            match inner.send(record) {
                 Ok(()) => {
                     let topic = TopicLabel {
                         topic: msg.topic.to_string(),
@@ -185,8 +246,9 @@ impl Producer for KafkaProducer {
 
     fn flush(&self, timeout: Duration) -> usize {
         use rdkafka::producer::Producer as _;
-        let _ = self.inner.flush(timeout);
-        self.inner.in_flight_count().max(0) as usize
+        let inner = self.current();
+        let _ = inner.flush(timeout);
+        inner.in_flight_count().max(0) as usize
     }
 }
 

@@ -254,3 +254,100 @@ fn a_second_member_takes_over_half_the_partitions() {
     a.close();
     b.close();
 }
+
+/// A private broker on its own port (the shared one must not restart under other tests).
+struct OwnBroker {
+    port: u16,
+    script: std::path::PathBuf,
+}
+
+impl OwnBroker {
+    fn run(&self, action: &str) {
+        let out = std::process::Command::new(&self.script)
+            .arg(action)
+            .env("KPLANE_KAFKA_PORT", self.port.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        self.run("stop");
+    }
+}
+
+#[test]
+fn the_producer_recovers_from_a_broker_restart_and_counts_what_happened() {
+    let Some(_) = broker() else { return };
+    let broker = OwnBroker {
+        port: kplane_testkit::free_port(),
+        script: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../scripts/kafka-broker.sh"),
+    };
+    broker.run("start");
+    let cfg = KafkaConfig {
+        bootstrap_servers: format!("127.0.0.1:{}", broker.port),
+        delivery_timeout: Duration::from_secs(30),
+        ..KafkaConfig::default()
+    };
+    let topic = unique("restart-broker");
+    let rt = rt();
+    rt.block_on(ensure_topics(&cfg, &[(topic, 4)])).unwrap();
+    let metrics = KafkaMetrics::default();
+    let p = KafkaProducer::new(&cfg, &[(topic, 4)], metrics.clone()).unwrap();
+    for i in 0..500 {
+        p.send(message(topic, (i % 4) as u32, i)).unwrap();
+    }
+    assert_eq!(p.flush(Duration::from_secs(30)), 0);
+
+    // The broker goes away while the collector keeps producing; it comes back empty (memory
+    // storage), so the topic is recreated as it would be at start-up.
+    broker.run("stop");
+    for i in 500..1_000 {
+        p.send(message(topic, (i % 4) as u32, i)).unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    broker.run("start");
+    rt.block_on(ensure_topics(&cfg, &[(topic, 4)])).unwrap();
+    let unacknowledged = p.flush(Duration::from_secs(60));
+    let delivered = KafkaMetrics::total(&metrics.delivered, topic);
+    let undelivered = KafkaMetrics::total(&metrics.undelivered_records, topic) / 3;
+    eprintln!("after restart: delivered {delivered}, undelivered {undelivered}");
+    assert_eq!(unacknowledged, 0, "every message has an outcome");
+    assert_eq!(
+        delivered + undelivered,
+        1_000,
+        "every message is counted one way or the other"
+    );
+
+    // And the producer still works.
+    for i in 1_000..1_100 {
+        p.send(message(topic, (i % 4) as u32, i)).unwrap();
+    }
+    assert_eq!(p.flush(Duration::from_secs(30)), 0);
+    let after = KafkaMetrics::total(&metrics.delivered, topic);
+    assert_eq!(after, delivered + 100, "the producer recovered");
+    if undelivered > 0 {
+        // tansu forgets idempotent-producer state when it restarts empty, so the old client
+        // could not deliver: it was replaced, and that is counted too.
+        assert_eq!(metrics.producer_resets.get(), 1);
+    }
+    let c = KafkaConsumer::subscribe(
+        &cfg,
+        &format!("{topic}.g"),
+        &[topic],
+        KafkaMetrics::default(),
+    )
+    .unwrap();
+    let want = (after - 500) as usize;
+    let got = consume(&c, want, Duration::from_secs(60));
+    assert_eq!(
+        got.len(),
+        want,
+        "what the broker acknowledged since its restart is readable"
+    );
+    assert!(ids(&got).contains("test-1099"));
+    c.close();
+}
