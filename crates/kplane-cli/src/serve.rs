@@ -85,7 +85,7 @@ fn run_with(source: ConfigSource, name: &str, args: ServeArgs, print: bool) -> E
             }
             kplane_collector::NAME => kplane_collector::run(cfg.collector, cfg.bus, shutdown).await,
             kplane_stream_processor::NAME => {
-                kplane_stream_processor::run(cfg.stream_processor, shutdown).await
+                kplane_stream_processor::run(cfg.stream_processor, cfg.bus, shutdown).await
             }
             kplane_knowledge::NAME => kplane_knowledge::run(cfg.knowledge, shutdown).await,
             _ => kplane_intent_api::run(cfg.intent_api, shutdown).await,
