@@ -1,6 +1,8 @@
-//! `kplane collector` with `bus.kind = "kafka"` against a real broker (`KPLANE_KAFKA_BROKERS`;
-//! CI starts one): emulated reports over UDP → collector → Kafka → a consumer group reads
-//! every record the collector published, each batch on the partition it was meant for.
+//! The services over a real broker (`KPLANE_KAFKA_BROKERS`; CI starts one): emulated reports
+//! over UDP → `kplane collector` → Kafka → `kplane stream-processor`, which is killed (-9)
+//! mid-stream and restarted; a separate consumer group checks every record the collector
+//! published is in Kafka on its partition, and the processor's written windows count every
+//! event exactly once. One test, because both parts share the `int.events` topic.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,11 +19,68 @@ fn metrics(admin: u16) -> String {
     http_get(admin, "/metrics").unwrap_or_default()
 }
 
+fn processor(
+    brokers: &str,
+    group: &str,
+    data: &std::path::Path,
+    admin: u16,
+) -> std::process::Child {
+    let child = kplane()
+        .args(["stream-processor", "--admin", &format!("127.0.0.1:{admin}")])
+        .env("KPLANE__BUS__KIND", "kafka")
+        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers)
+        .env("KPLANE__BUS__KAFKA__GROUP_ID", group)
+        .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", data)
+        .env("KPLANE__STREAM_PROCESSOR__IDLE_CLOSE", "1s")
+        // Short windows, so some are written before the kill and some after.
+        .env("KPLANE__STREAM_PROCESSOR__WINDOW", "200ms")
+        .env("KPLANE__STREAM_PROCESSOR__LATENESS", "100ms")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    wait_ready(admin, Duration::from_secs(60));
+    // Ready means serving; wait until it is also a group member with partitions.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline
+        && metric_sum(
+            &metrics(admin),
+            "kplane_stream_processor_assigned_partitions",
+            &[],
+        ) == 0.0
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
+
+/// Events counted in the processor's written windows.
+fn windowed(data: &std::path::Path) -> u64 {
+    kplane_stream_processor::store::read_all(data)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|c| &c.windows)
+        .map(|w| w.count)
+        .sum()
+}
+
 #[test]
-fn the_collector_publishes_every_record_to_kafka_on_its_partition() {
+fn collector_to_kafka_to_a_stream_processor_killed_mid_stream() {
     let Some(brokers) = kafka_brokers() else {
         return;
     };
+    let run_id = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
+    let data = std::env::temp_dir().join(format!("kplane-sp-{run_id}"));
+    let group = format!("kplane-sp-test-{run_id}");
+    let sp_admin = free_port();
+    let first = processor(&brokers, &group, &data, sp_admin);
     let (udp, admin) = (free_port(), free_port());
     let mut collector = kplane()
         .args(["collector", "--listen", &format!("127.0.0.1:{udp}")])
@@ -34,12 +93,24 @@ fn the_collector_publishes_every_record_to_kafka_on_its_partition() {
         .spawn()
         .unwrap();
     wait_ready(admin, Duration::from_secs(60));
-    let out = kplane()
-        .args(["emulate", "--duration", "300ms", "--flows", "300"])
+    let emulator = kplane()
+        .args(["emulate", "--duration", "6s", "--flows", "30"])
         .args(["--scenario", "microburst", "--realtime"])
         .args(["--collector", &format!("127.0.0.1:{udp}")])
-        .output()
+        .stdout(Stdio::piped())
+        .spawn()
         .unwrap();
+    // Kill the processor while events stream in, and start a new one on its data.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while windowed(&data) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut first = first;
+    let before_kill = windowed(&data);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let second = processor(&brokers, &group, &data, sp_admin);
+    let out = emulator.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
 
     // Wait until every batch is handed over and acknowledged.
@@ -81,17 +152,22 @@ fn the_collector_publishes_every_record_to_kafka_on_its_partition() {
     let group = format!("kplane-cli-test-{}", std::process::id());
     let consumer =
         KafkaConsumer::subscribe(&cfg, &group, &[topics::EVENTS], KafkaMetrics::default()).unwrap();
-    let (mut records, mut rows) = (0.0, 0usize);
+    let (mut records, mut rows, mut others) = (0.0, 0usize, 0.0);
     let deadline = Instant::now() + Duration::from_secs(60);
     while records < published && Instant::now() < deadline {
         let Some(msg) = consumer.poll(Duration::from_millis(200)).unwrap() else {
             continue;
         };
-        // Earlier runs against the same broker: only this collector's batches count.
+        // Earlier runs against the same broker: only this collector's batches are checked.
         let Some(id) = msg
             .header(headers::BATCH_ID)
             .filter(|id| id.starts_with(&prefix))
         else {
+            others += msg
+                .header(headers::RECORDS)
+                .unwrap()
+                .parse::<f64>()
+                .unwrap();
             continue;
         };
         let partition: u32 = id[prefix.len()..]
@@ -113,5 +189,52 @@ fn the_collector_publishes_every_record_to_kafka_on_its_partition() {
     }
     assert_eq!(records, published, "every published record is in Kafka");
     assert_eq!(rows as f64, published);
+    // Everything in the topic, this run's and earlier runs' (the processor reads it all).
+    let mut in_topic = records + others;
+    let mut idle = Instant::now();
+    while idle.elapsed() < Duration::from_secs(3) {
+        if let Some(msg) = consumer.poll(Duration::from_millis(200)).unwrap() {
+            idle = Instant::now();
+            let mine = msg
+                .header(headers::BATCH_ID)
+                .is_some_and(|id| id.starts_with(&prefix));
+            if !mine {
+                in_topic += msg
+                    .header(headers::RECORDS)
+                    .unwrap()
+                    .parse::<f64>()
+                    .unwrap();
+            }
+        }
+    }
     consumer.close();
+
+    // The restarted processor ends with every event in exactly one written window.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (windowed(&data) as f64) < in_topic && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let m = metrics(sp_admin);
+    assert!(
+        before_kill > 0,
+        "the first processor had written windows when it was killed"
+    );
+    assert!(
+        (before_kill as f64) < in_topic,
+        "and had not seen everything"
+    );
+    assert_eq!(
+        windowed(&data) as f64,
+        in_topic,
+        "no event lost or counted twice\n{m}"
+    );
+    assert_eq!(
+        metric_sum(&m, "kplane_stream_processor_records_total", &["late"]),
+        0.0,
+        "{m}"
+    );
+    sigterm(&second);
+    let mut second = second;
+    assert!(second.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&data);
 }

@@ -33,6 +33,7 @@ pub struct Outcome {
 pub struct ProcessorMetrics {
     pub records: Family<Outcome, Counter>,
     pub undecodable: Counter,
+    pub unowned: Counter,
     pub windows_written: Counter,
     pub open_windows: Gauge,
     pub partitions: Gauge,
@@ -51,6 +52,11 @@ impl ProcessorMetrics {
             "undecodable_messages",
             "Bus messages whose payload could not be decoded (counted, skipped, committed)",
             self.undecodable.clone(),
+        );
+        r.register(
+            "unowned_messages",
+            "Messages of a partition this member does not own (left to its owner)",
+            self.unowned.clone(),
         );
         r.register(
             "windows_written",
@@ -154,22 +160,35 @@ pub fn consume_kafka(
             &mut owned,
             metrics,
         )?;
-        if let Some(m) = message {
-            if let Some(p) = owned.get_mut(&m.partition) {
-                p.last_data = Instant::now();
-                match rows(&m) {
-                    Ok(rows) => {
-                        let o = p.windows.offer(
-                            m.offset,
-                            rows.iter().map(|(t, me, k)| (*t, me.as_str(), k.as_str())),
-                        );
-                        metrics.offered(o);
-                    }
-                    Err(e) => {
-                        tracing::warn!(partition = m.partition, offset = m.offset, error = %e, "undecodable message skipped");
-                        metrics.undecodable.inc();
-                        p.windows.offer(m.offset, std::iter::empty());
-                    }
+        let message = message.and_then(|m| {
+            if owned.contains_key(&m.partition) {
+                return Some(m);
+            }
+            // Not ours (a message delivered across a revocation): its owner reads it; counted.
+            tracing::warn!(
+                partition = m.partition,
+                offset = m.offset,
+                "message of an unowned partition skipped"
+            );
+            metrics.unowned.inc();
+            None
+        });
+        if let Some(m) = message
+            && let Some(p) = owned.get_mut(&m.partition)
+        {
+            p.last_data = Instant::now();
+            match rows(&m) {
+                Ok(rows) => {
+                    let o = p.windows.offer(
+                        m.offset,
+                        rows.iter().map(|(t, me, k)| (*t, me.as_str(), k.as_str())),
+                    );
+                    metrics.offered(o);
+                }
+                Err(e) => {
+                    tracing::warn!(partition = m.partition, offset = m.offset, error = %e, "undecodable message skipped");
+                    metrics.undecodable.inc();
+                    p.windows.offer(m.offset, std::iter::empty());
                 }
             }
         }
@@ -184,10 +203,8 @@ pub fn consume_kafka(
                 committed = true;
             }
         }
-        if committed {
-            if let Err(e) = consumer.commit() {
-                tracing::warn!(error = %e, "offset commit failed; results stay exact, the next owner re-reads more");
-            }
+        if committed && let Err(e) = consumer.commit() {
+            tracing::warn!(error = %e, "offset commit failed; results stay exact, the next owner re-reads more");
         }
         metrics.open_windows.set(
             owned
