@@ -22,7 +22,9 @@ pub struct Config {
     /// this much; rows for a closed window are late (counted, not added).
     #[serde(with = "humantime_serde")]
     pub lateness: Duration,
-    /// A partition without new records for this long (wall clock) closes its open windows.
+    /// When no partition has delivered anything for this long (wall clock), every partition
+    /// closes its open windows (the end of a stream). Keep it longer than a consumer-group
+    /// rebalance, during which nothing arrives either.
     #[serde(with = "humantime_serde")]
     pub idle_close: Duration,
 }
@@ -34,7 +36,7 @@ impl Default for Config {
             data_dir: PathBuf::from("kplane-data/stream-processor"),
             window: Duration::from_secs(1),
             lateness: Duration::from_secs(2),
-            idle_close: Duration::from_secs(3),
+            idle_close: Duration::from_secs(10),
         }
     }
 }

@@ -150,6 +150,7 @@ pub fn consume_kafka(
     let (window, lateness) = (cfg.window.as_nanos() as i64, cfg.lateness.as_nanos() as i64);
     let mut owned: HashMap<u32, Owned> = HashMap::new();
     let mut last_lag = Instant::now();
+    let mut last_any = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let message = consumer.poll(Duration::from_millis(100))?;
         rebalance(
@@ -177,6 +178,7 @@ pub fn consume_kafka(
             && let Some(p) = owned.get_mut(&m.partition)
         {
             p.last_data = Instant::now();
+            last_any = p.last_data;
             match rows(&m) {
                 Ok(rows) => {
                     let o = p.windows.offer(
@@ -194,7 +196,11 @@ pub fn consume_kafka(
         }
         let mut committed = false;
         for (&partition, p) in &mut owned {
-            let idle = p.last_data.elapsed() >= cfg.idle_close;
+            // Idle only when nothing at all arrived for a while: a partition that merely looks
+            // quiet while the consumer works through other partitions' backlog may still
+            // have records queued for the window it would close.
+            let idle =
+                last_any.elapsed() >= cfg.idle_close && p.last_data.elapsed() >= cfg.idle_close;
             if let Some((windows, checkpoint)) = p.windows.close(idle) {
                 let n = windows.len() as u64;
                 p.store.commit(windows, checkpoint)?;
