@@ -144,9 +144,27 @@ pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()?;
+    let (sp_port, run_ns) = (free_port()?, now_ns());
+    let sp_admin: SocketAddr = ([127, 0, 0, 1], sp_port).into();
+    let data = std::env::temp_dir().join(format!("kplane-bench-sp-{}", std::process::id()));
+    let mut processor = Command::new(std::env::current_exe()?)
+        .args(["stream-processor", "--admin", &sp_admin.to_string()])
+        .env("KPLANE__BUS__KIND", "kafka")
+        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", &a.brokers)
+        .env(
+            "KPLANE__BUS__KAFKA__GROUP_ID",
+            format!("kplane-bench-sp-{}", std::process::id()),
+        )
+        .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &data)
+        .env("KPLANE__STREAM_PROCESSOR__IDLE_CLOSE", "2s")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()?;
     let result = (|| -> Result<(), BoxError> {
-        if !wait_ready(admin, Duration::from_secs(60)) {
-            return Err("the collector never became ready (is the broker up?)".into());
+        if !wait_ready(admin, Duration::from_secs(60))
+            || !wait_ready(sp_admin, Duration::from_secs(60))
+        {
+            return Err("the collector or processor never became ready (is the broker up?)".into());
         }
         let cfg = KafkaConfig {
             bootstrap_servers: a.brokers.clone(),
@@ -186,6 +204,12 @@ pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
         let cpu = cpu_seconds(child.id()).unwrap_or(0.0) - cpu0;
         stop.store(true, Ordering::Release);
         let consumed = consumer.join().map_err(|_| "consumer panicked")??;
+        let published_events = metric_sum(
+            &m,
+            "kplane_collector_partition_records_total",
+            &["topic=\"int.events\""],
+        );
+        let (windowed, durable) = processed(&data, run_ns, published_events);
 
         let received = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
         let dropped = metric_sum(&m, "kplane_collector_dropped_total", &[]);
@@ -243,12 +267,51 @@ pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
             percentile(&lat, 1.0),
             lat.len()
         );
+        let sp = http_get(sp_admin, "/metrics").unwrap_or_default();
+        println!(
+            "processor   {windowed} of {published_events:.0} events in written windows (1 s tumbling, \
+             lateness 2 s), late {:.0}; window results durable after the window's end: p50 {:.0} ms, \
+             p99 {:.0} ms (includes the 2 s lateness)",
+            metric_sum(&sp, "kplane_stream_processor_records_total", &["late"]),
+            percentile(&durable, 0.50),
+            percentile(&durable, 0.99),
+        );
         Ok(())
     })();
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    for pid in [child.id(), processor.id()] {
+        // SAFETY: signalling our own children.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        }
     }
     let _ = child.wait();
+    let _ = processor.wait();
+    let _ = std::fs::remove_dir_all(&data);
     result
+}
+
+/// Waits (up to 60 s) until the processor's written windows since `run_ns` hold `want`
+/// events; returns how many they hold and, per event, how long after its window's end the
+/// window was durable (ns, sorted).
+fn processed(data: &std::path::Path, run_ns: i64, want: f64) -> (u64, Vec<i64>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let commits = kplane_stream_processor::store::read_all(data).unwrap_or_default();
+        let mut durable = Vec::new();
+        let mut n = 0u64;
+        for c in &commits {
+            for w in c.windows.iter().filter(|w| w.end_ns > run_ns) {
+                n += w.count;
+                durable.extend(std::iter::repeat_n(
+                    c.written_ns - w.end_ns,
+                    w.count as usize,
+                ));
+            }
+        }
+        if n as f64 >= want || Instant::now() >= deadline {
+            durable.sort_unstable();
+            return (n, durable);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

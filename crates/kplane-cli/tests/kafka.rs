@@ -80,8 +80,6 @@ fn collector_to_kafka_to_a_stream_processor_killed_mid_stream() {
     );
     let data = std::env::temp_dir().join(format!("kplane-sp-{run_id}"));
     let group = format!("kplane-sp-test-{run_id}");
-    let sp_admin = free_port();
-    let first = processor(&brokers, &group, &data, sp_admin);
     let (udp, admin) = (free_port(), free_port());
     let mut collector = kplane()
         .args(["collector", "--listen", &format!("127.0.0.1:{udp}")])
@@ -93,7 +91,10 @@ fn collector_to_kafka_to_a_stream_processor_killed_mid_stream() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
+    // Ready once its topics exist; the processor then joins its group.
     wait_ready(admin, Duration::from_secs(60));
+    let sp_admin = free_port();
+    let first = processor(&brokers, &group, &data, sp_admin);
     let emulator = kplane()
         .args(["emulate", "--duration", "6s", "--flows", "30"])
         .args(["--scenario", "microburst", "--realtime"])

@@ -49,6 +49,9 @@ pub fn consumer_config(cfg: &KafkaConfig, group: &str) -> ClientConfig {
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "cooperative-sticky")
+        // A subscribed topic that does not exist yet (no collector has created it) is picked up
+        // within a second of its creation instead of librdkafka's default five minutes.
+        .set("topic.metadata.refresh.interval.ms", "1000")
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000");
     passthrough(c, cfg)

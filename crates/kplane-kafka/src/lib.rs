@@ -24,6 +24,7 @@ pub use client::{consumer_config, producer_config};
 pub use consumer::{KafkaConsumer, PartitionEvent, Received};
 pub use metrics::KafkaMetrics;
 pub use producer::KafkaProducer;
+pub use rdkafka::error::KafkaError;
 
 /// What can go wrong talking to Kafka.
 #[derive(Debug, thiserror::Error)]

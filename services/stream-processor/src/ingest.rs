@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
 use kplane_bus::{KafkaConfig, headers, topics};
-use kplane_kafka::{KafkaConsumer, KafkaMetrics, PartitionEvent, Received};
+use kplane_kafka::{
+    KafkaBusError, KafkaConsumer, KafkaError, KafkaMetrics, PartitionEvent, Received,
+};
 use kplane_model::schema::col;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -34,6 +36,7 @@ pub struct ProcessorMetrics {
     pub records: Family<Outcome, Counter>,
     pub undecodable: Counter,
     pub unowned: Counter,
+    pub consume_errors: Counter,
     pub windows_written: Counter,
     pub open_windows: Gauge,
     pub partitions: Gauge,
@@ -57,6 +60,11 @@ impl ProcessorMetrics {
             "unowned_messages",
             "Messages of a partition this member does not own (left to its owner)",
             self.unowned.clone(),
+        );
+        r.register(
+            "consume_errors",
+            "Transient consume errors (e.g. unknown topic before the collector created it), retried",
+            self.consume_errors.clone(),
         );
         r.register(
             "windows_written",
@@ -151,8 +159,22 @@ pub fn consume_kafka(
     let mut owned: HashMap<u32, Owned> = HashMap::new();
     let mut last_lag = Instant::now();
     let mut last_any = Instant::now();
+    let mut last_warned: Option<Instant> = None;
     while !stop.load(Ordering::Acquire) {
-        let message = consumer.poll(Duration::from_millis(100))?;
+        let message = match consumer.poll(Duration::from_millis(100)) {
+            Ok(m) => m,
+            // Transient (e.g. the topic does not exist yet because no collector has started):
+            // counted, logged at most every 10 s, retried.
+            Err(KafkaBusError::Client(KafkaError::MessageConsumption(code))) => {
+                metrics.consume_errors.inc();
+                if last_warned.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(10)) {
+                    tracing::warn!(error = %code, "consume error; retrying");
+                    last_warned = Some(Instant::now());
+                }
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
         rebalance(
             &consumer,
             &cfg.data_dir,

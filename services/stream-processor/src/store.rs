@@ -14,6 +14,9 @@ use crate::windows::{Checkpoint, WindowCount};
 #[derive(Debug, Deserialize, Serialize)]
 pub struct Commit {
     pub partition: u32,
+    /// When the line was written (ns since the Unix epoch).
+    #[serde(default)]
+    pub written_ns: i64,
     pub windows: Vec<WindowCount>,
     pub checkpoint: Checkpoint,
 }
@@ -82,8 +85,12 @@ impl PartitionStore {
         windows: Vec<WindowCount>,
         checkpoint: Checkpoint,
     ) -> std::io::Result<()> {
+        let written_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
         let mut line = serde_json::to_vec(&Commit {
             partition: self.partition,
+            written_ns,
             windows,
             checkpoint,
         })
