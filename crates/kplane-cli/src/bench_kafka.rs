@@ -271,7 +271,7 @@ pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
         println!(
             "processor   {windowed} of {published_events:.0} events in written windows (1 s tumbling, \
              lateness 2 s), late {:.0}; window results durable after the window's end: p50 {:.0} ms, \
-             p99 {:.0} ms (includes the 2 s lateness)",
+             p99 {:.0} ms (a window closes once event time passes its end by 2 s, or after 2 s without input)",
             metric_sum(&sp, "kplane_stream_processor_records_total", &["late"]),
             percentile(&durable, 0.50),
             percentile(&durable, 0.99),
