@@ -26,6 +26,14 @@ pub mod topics {
     pub const REPORTS: &str = "int.reports";
 }
 
+/// `content-type` values, defined once.
+pub mod content_types {
+    /// One Arrow IPC stream: schema and one record batch.
+    pub const ARROW: &str = "application/vnd.apache.arrow.stream";
+    /// One JSON object per line.
+    pub const JSON_LINES: &str = "application/x-ndjson";
+}
+
 /// Header names, defined once.
 pub mod headers {
     /// `application/vnd.apache.arrow.stream` or `application/x-ndjson`.

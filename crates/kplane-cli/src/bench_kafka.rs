@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
@@ -39,9 +39,7 @@ pub struct KafkaArgs {
 }
 
 fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
+    kplane_model::unix_time_ns() as i64
 }
 
 /// What the consumer read of one collector's batches.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use kplane_bus::{BusError, KafkaConfig, Message, Producer, headers};
 use rdkafka::error::KafkaError;
@@ -188,12 +188,14 @@ impl Producer for KafkaProducer {
                 value: Some(value.as_bytes()),
             });
         }
-        let ts_ms = (msg.timestamp_ns / 1_000_000) as i64;
         let mut record = BaseRecord::with_opaque_to(msg.topic, records)
             .partition(msg.partition as i32)
             .payload(&msg.payload[..])
-            .headers(hdrs)
-            .timestamp(if ts_ms > 0 { ts_ms } else { now_ms() });
+            .headers(hdrs);
+        // Without one, librdkafka stamps the message with its own send time.
+        if msg.timestamp_ns > 0 {
+            record = record.timestamp((msg.timestamp_ns / 1_000_000) as i64);
+        }
         if let Some(k) = &msg.key {
             record = record.key(&k[..]);
         }
@@ -250,10 +252,4 @@ impl Producer for KafkaProducer {
         let _ = inner.flush(timeout);
         inner.in_flight_count().max(0) as usize
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

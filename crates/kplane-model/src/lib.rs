@@ -17,3 +17,11 @@ pub use event::{Detector, EventKind, EventRow, Metric};
 pub use flow::{FlowKey, ip_from_16, ip_to_16};
 pub use hop::{HopField, HopRecord};
 pub use record::{MAX_HOPS, ReportRecord};
+
+/// Wall-clock time, ns since the Unix epoch: the clock of every receive time (`received_ns`)
+/// and bus timestamp kplane writes.
+pub fn unix_time_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}

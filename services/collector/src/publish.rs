@@ -3,11 +3,11 @@
 //! silently dropped.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use arrow_ipc::writer::StreamWriter;
 use bytes::Bytes;
-use kplane_bus::{Message, Producer, headers, topics};
+use kplane_bus::{Message, Producer, content_types, headers, topics};
 use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
 use kplane_model::{EventRow, ReportRecord};
 
@@ -17,15 +17,6 @@ use crate::metrics::{CollectorMetrics, TopicPartition};
 /// Schema names and versions carried in the `kplane-schema` header.
 pub const EVENTS_SCHEMA: &str = "events/v1";
 pub const REPORTS_SCHEMA: &str = "reports/v1";
-
-pub const CONTENT_ARROW: &str = "application/vnd.apache.arrow.stream";
-pub const CONTENT_JSON: &str = "application/x-ndjson";
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
 
 /// Rows of one kind, in one encoding.
 enum Rows<A> {
@@ -82,10 +73,10 @@ impl<A: ArrowRows> Rows<A> {
 
     fn take(&mut self) -> Result<(Vec<u8>, &'static str), String> {
         match self {
-            Self::Arrow(a) => Ok((a.encode()?, CONTENT_ARROW)),
+            Self::Arrow(a) => Ok((a.encode()?, content_types::ARROW)),
             Self::Json { buf, n } => {
                 *n = 0;
-                Ok((std::mem::take(buf), CONTENT_JSON))
+                Ok((std::mem::take(buf), content_types::JSON_LINES))
             }
         }
     }
@@ -274,7 +265,7 @@ impl Publisher {
                 (headers::RECORDS, rows.to_string()),
             ],
             payload: Bytes::from(payload),
-            timestamp_ns: now_ns(),
+            timestamp_ns: kplane_model::unix_time_ns(),
         };
         let started = Instant::now();
         let sent = self.producer.send(msg);

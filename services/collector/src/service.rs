@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, sync_channel};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -22,12 +22,6 @@ use crate::publish::Publisher;
 use crate::watchlist::{Rule, Watchlist};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
 
 /// `GET`/`PUT /v1/watchlist` body.
 #[derive(Debug, Deserialize, Serialize)]
@@ -281,7 +275,7 @@ fn spawn_inputs(
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
                 if last_tick.elapsed() >= Duration::from_millis(10) {
-                    pipeline.tick(now_ns());
+                    pipeline.tick(kplane_model::unix_time_ns());
                     last_tick = Instant::now();
                 }
             }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
-use kplane_bus::{KafkaConfig, headers, topics};
+use kplane_bus::{KafkaConfig, content_types, headers, topics};
 use kplane_kafka::{
     KafkaBusError, KafkaConsumer, KafkaError, KafkaMetrics, PartitionEvent, Received,
 };
@@ -99,7 +99,7 @@ impl ProcessorMetrics {
 /// Event rows of one message as (event time, metric, kind).
 fn rows(m: &Received) -> Result<Vec<(i64, String, String)>, String> {
     let mut out = Vec::new();
-    if m.header(headers::CONTENT_TYPE) == Some("application/x-ndjson") {
+    if m.header(headers::CONTENT_TYPE) == Some(content_types::JSON_LINES) {
         for line in m.payload.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| e.to_string())?;
             let t = v["received_ns"].as_i64().ok_or("no received_ns")?;

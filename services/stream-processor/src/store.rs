@@ -85,9 +85,7 @@ impl PartitionStore {
         windows: Vec<WindowCount>,
         checkpoint: Checkpoint,
     ) -> std::io::Result<()> {
-        let written_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
+        let written_ns = kplane_model::unix_time_ns() as i64;
         let mut line = serde_json::to_vec(&Commit {
             partition: self.partition,
             written_ns,

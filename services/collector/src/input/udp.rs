@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -132,9 +132,7 @@ impl BatchReceiver {
             return Err(io::Error::last_os_error());
         }
         let n = n as usize;
-        out.received_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        out.received_ns = kplane_model::unix_time_ns();
         let mut dropped = 0u64;
         for i in 0..n {
             let h = &self.hdrs[i];
