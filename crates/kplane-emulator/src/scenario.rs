@@ -41,6 +41,12 @@ fn entry(
     }
 }
 
+/// `<host ip>/32`, the match of a rule aimed at one host.
+fn host_prefix(sim: &Sim, host: NodeIdx) -> String {
+    let ip = sim.topo.nodes[host].ip.map(|i| i.to_string());
+    format!("{}/32", ip.unwrap_or_default())
+}
+
 /// The victim of the attack scenarios: the first host.
 fn victim(sim: &Sim) -> NodeIdx {
     sim.topo.host_indices().first().copied().unwrap_or(0)
@@ -156,13 +162,7 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
                 .position(|p| p.0 == link)
                 .unwrap_or(0) as u64;
             let (a, b) = (sim.topo.nodes[edge].id, sim.topo.nodes[up].id);
-            let dst = format!(
-                "{}/32",
-                sim.topo.nodes[v]
-                    .ip
-                    .map(|i| i.to_string())
-                    .unwrap_or_default()
-            );
+            let dst = host_prefix(sim, v);
             let (start, end) = (at(0.5), at(0.6));
             sim.schedule(
                 start,
@@ -205,13 +205,7 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
             let v = victim(sim);
             let edge = sim.topo.nodes[v].ports[0].1;
             let id = sim.topo.nodes[edge].id;
-            let dst = format!(
-                "{}/32",
-                sim.topo.nodes[v]
-                    .ip
-                    .map(|i| i.to_string())
-                    .unwrap_or_default()
-            );
+            let dst = host_prefix(sim, v);
             let (start, end) = (at(0.7), at(0.8));
             sim.schedule(
                 start,

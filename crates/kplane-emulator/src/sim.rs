@@ -805,7 +805,7 @@ impl Sim {
     /// The sink: event detection decides, then the report.
     fn sink(&mut self, pkt: u32, me: Hop) {
         let flow_idx = self.packets[pkt as usize].flow as usize;
-        let (flow_hash, info) = (self.flows[flow_idx].hash, self.flows[flow_idx].info);
+        let flow_hash = self.flows[flow_idx].hash;
         let keys = self.key_values(&self.flows[flow_idx]);
         let p = &self.packets[pkt as usize];
         let n = p.int.n as usize;
@@ -888,43 +888,32 @@ impl Sim {
             self.stats.reports_suppressed += 1;
             return;
         }
-        let (bitmap, upstream): (u16, Vec<Hop>) = {
-            let p = &self.packets[pkt as usize];
-            let n = p.int.n as usize;
-            // The sink's own hop is the last one pushed; it goes in the report's own metadata.
-            (p.int.bitmap, p.int.hops[..n.saturating_sub(1)].to_vec())
-        };
-        let seq = self.next_seq(me.node);
-        let bytes = report::sink_report(
-            self.cfg.report_version,
-            bitmap,
-            self.cfg.hw_id,
-            seq,
-            &me,
-            &upstream,
-            &info,
-            false,
-        );
-        self.push_report(&info, bytes);
+        // The sink's own hop is the last one pushed; it goes in the report's own metadata.
+        let upstream = (self.packets[pkt as usize].int.n as usize).saturating_sub(1);
+        self.report(pkt, &me, upstream, false);
     }
 
     fn intermediate_report(&mut self, pkt: u32, me: Hop) {
-        let info = self.flows[self.packets[pkt as usize].flow as usize].info;
-        let (bitmap, upstream) = {
-            let p = &mut self.packets[pkt as usize];
-            p.int.on = false;
-            (p.int.bitmap, p.int.hops[..p.int.n as usize].to_vec())
-        };
+        let p = &mut self.packets[pkt as usize];
+        p.int.on = false;
+        let upstream = p.int.n as usize;
+        self.report(pkt, &me, upstream, true);
+    }
+
+    /// Builds and queues `pkt`'s report from `me` with the first `upstream` pushed hops.
+    fn report(&mut self, pkt: u32, me: &Hop, upstream: usize, intermediate: bool) {
         let seq = self.next_seq(me.node);
+        let p = &self.packets[pkt as usize];
+        let info = self.flows[p.flow as usize].info;
         let bytes = report::sink_report(
             self.cfg.report_version,
-            bitmap,
+            p.int.bitmap,
             self.cfg.hw_id,
             seq,
-            &me,
-            &upstream,
+            me,
+            &p.int.hops[..upstream],
             &info,
-            true,
+            intermediate,
         );
         self.push_report(&info, bytes);
     }
