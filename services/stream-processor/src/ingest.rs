@@ -96,46 +96,47 @@ impl ProcessorMetrics {
     }
 }
 
-/// Event rows of one message as (event time, metric, kind).
-fn rows(m: &Received) -> Result<Vec<(i64, String, String)>, String> {
-    let mut out = Vec::new();
+/// Offers one message's event rows (event time, metric, kind) to its partition's windows.
+/// The whole message is decoded before any row is offered, so a bad message adds nothing.
+fn offer(m: &Received, windows: &mut PartitionWindows) -> Result<Offered, String> {
     if m.header(headers::CONTENT_TYPE) == Some(content_types::JSON_LINES) {
+        let mut rows = Vec::new();
         for line in m.payload.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| e.to_string())?;
             let t = v["received_ns"].as_i64().ok_or("no received_ns")?;
             let metric = v["metric"].as_str().ok_or("no metric")?.to_string();
             let kind = v["kind"].as_str().ok_or("no kind")?.to_string();
-            out.push((t, metric, kind));
+            rows.push((t, metric, kind));
         }
-        return Ok(out);
+        let rows = rows.iter().map(|(t, me, k)| (*t, me.as_str(), k.as_str()));
+        return Ok(windows.offer(m.offset, rows));
     }
-    let reader =
+    let batches =
         arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(&m.payload[..]), None)
+            .and_then(|r| r.collect::<Result<Vec<_>, _>>())
             .map_err(|e| e.to_string())?;
-    for batch in reader {
-        let batch = batch.map_err(|e| e.to_string())?;
+    let mut columns = Vec::with_capacity(batches.len());
+    for batch in &batches {
         let column = |name: &str| {
             batch
                 .column_by_name(name)
                 .ok_or(format!("no {name} column"))
         };
-        let received = column(col::RECEIVED)?;
-        let received = received
+        let received = column(col::RECEIVED)?
             .as_primitive_opt::<TimestampNanosecondType>()
             .ok_or("received is not a ns timestamp")?;
-        let metric = column(col::METRIC)?;
-        let metric = metric.as_string_opt::<i32>().ok_or("metric is not Utf8")?;
-        let kind = column(col::KIND)?;
-        let kind = kind.as_string_opt::<i32>().ok_or("kind is not Utf8")?;
-        for i in 0..batch.num_rows() {
-            out.push((
-                received.value(i),
-                metric.value(i).to_string(),
-                kind.value(i).to_string(),
-            ));
-        }
+        let metric = column(col::METRIC)?
+            .as_string_opt::<i32>()
+            .ok_or("metric is not Utf8")?;
+        let kind = column(col::KIND)?
+            .as_string_opt::<i32>()
+            .ok_or("kind is not Utf8")?;
+        columns.push((received, metric, kind));
     }
-    Ok(out)
+    let rows = columns.iter().flat_map(|(received, metric, kind)| {
+        (0..received.len()).map(move |i| (received.value(i), metric.value(i), kind.value(i)))
+    });
+    Ok(windows.offer(m.offset, rows))
 }
 
 struct Owned {
@@ -201,14 +202,8 @@ pub fn consume_kafka(
         {
             p.last_data = Instant::now();
             last_any = p.last_data;
-            match rows(&m) {
-                Ok(rows) => {
-                    let o = p.windows.offer(
-                        m.offset,
-                        rows.iter().map(|(t, me, k)| (*t, me.as_str(), k.as_str())),
-                    );
-                    metrics.offered(o);
-                }
+            match offer(&m, &mut p.windows) {
+                Ok(o) => metrics.offered(o),
                 Err(e) => {
                     tracing::warn!(partition = m.partition, offset = m.offset, error = %e, "undecodable message skipped");
                     metrics.undecodable.inc();

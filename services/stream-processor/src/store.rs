@@ -3,7 +3,7 @@
 //! line (a crash mid-write) is ignored by readers and by recovery alike.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -38,19 +38,22 @@ pub fn read_all(dir: &Path) -> std::io::Result<Vec<Commit>> {
 }
 
 fn read_commits(path: &Path) -> std::io::Result<Vec<Commit>> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    for line in BufReader::new(file).lines() {
-        // A line that does not parse can only be the torn last one.
-        if let Ok(c) = serde_json::from_str::<Commit>(&line?) {
-            out.push(c);
-        }
+    Ok(parse_commits(&read_or_empty(path)?))
+}
+
+/// The file's bytes; nothing if it does not exist yet.
+fn read_or_empty(path: &Path) -> std::io::Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        r => r,
     }
-    Ok(out)
+}
+
+fn parse_commits(text: &[u8]) -> Vec<Commit> {
+    text.split(|&b| b == b'\n')
+        // A line that does not parse can only be the torn last one.
+        .filter_map(|line| serde_json::from_slice::<Commit>(line).ok())
+        .collect()
 }
 
 /// Appends commits for one partition.
@@ -64,17 +67,15 @@ impl PartitionStore {
     /// Opens the partition's file and returns it with the last durable checkpoint.
     pub fn open(dir: &Path, partition: u32) -> std::io::Result<(Self, Checkpoint)> {
         let path = partition_path(dir, partition);
-        let checkpoint = read_commits(&path)?
+        let text = read_or_empty(&path)?;
+        let checkpoint = parse_commits(&text)
             .last()
             .map(|c| c.checkpoint)
             .unwrap_or_default();
         let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
         // Terminate a torn last line so the next commit starts on a line of its own.
-        if std::fs::metadata(&path)?.len() > 0 {
-            let text = std::fs::read(&path)?;
-            if text.last() != Some(&b'\n') {
-                file.write_all(b"\n")?;
-            }
+        if text.last().is_some_and(|&b| b != b'\n') {
+            file.write_all(b"\n")?;
         }
         Ok((Self { partition, file }, checkpoint))
     }

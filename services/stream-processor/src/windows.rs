@@ -48,7 +48,9 @@ pub struct WindowCount {
 #[derive(Debug, Default)]
 struct Open {
     first_offset: i64,
-    counts: BTreeMap<(String, String), u64>,
+    /// Per (metric, kind). The pairs are few (metrics × kinds), so a short vector searched
+    /// in place beats a map and allocates only for a pair's first row.
+    counts: Vec<((String, String), u64)>,
 }
 
 /// What happened to one message's rows.
@@ -110,12 +112,17 @@ impl PartitionWindows {
             }
             let w = self.open.entry(start).or_insert_with(|| Open {
                 first_offset: offset,
-                counts: BTreeMap::new(),
+                counts: Vec::new(),
             });
             w.first_offset = w.first_offset.min(offset);
-            *w.counts
-                .entry((metric.to_string(), kind.to_string()))
-                .or_default() += 1;
+            match w
+                .counts
+                .iter_mut()
+                .find(|((m, k), _)| m == metric && k == kind)
+            {
+                Some((_, n)) => *n += 1,
+                None => w.counts.push(((metric.to_string(), kind.to_string()), 1)),
+            }
             self.max_event_ns = self.max_event_ns.max(t);
             out.added += 1;
         }
@@ -137,9 +144,11 @@ impl PartitionWindows {
             if end > watermark {
                 break;
             }
-            let Some(w) = self.open.remove(&start) else {
+            let Some(mut w) = self.open.remove(&start) else {
                 break;
             };
+            // Written in (metric, kind) order.
+            w.counts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             for ((metric, kind), count) in w.counts {
                 closed.push(WindowCount {
                     start_ns: start,
