@@ -58,12 +58,9 @@ where
     F: FnOnce(T, BusConfig, Shutdown) -> Fut,
     Fut: Future<Output = ServiceResult>,
 {
-    let Some(source) = parse_args(name) else {
-        return ExitCode::from(2);
-    };
-    let source = match source {
+    let source = match parse_args(name) {
         Ok(s) => s,
-        Err(()) => return ExitCode::SUCCESS,
+        Err(code) => return code,
     };
     let loaded = load_section::<LogConfig>(&source, "log").and_then(|log| {
         let cfg = load_section::<T>(&source, name)?;
@@ -79,8 +76,8 @@ where
     }
 }
 
-/// `[--config FILE] [--help]`: `None` on a bad argument, `Some(Err(()))` after printing help.
-fn parse_args(name: &str) -> Option<Result<ConfigSource, ()>> {
+/// `[--config FILE] [--help]`; `Err` is the exit code after `--help` or a bad argument.
+fn parse_args(name: &str) -> Result<ConfigSource, ExitCode> {
     let mut args = std::env::args().skip(1);
     let mut source = ConfigSource::default();
     while let Some(arg) = args.next() {
@@ -93,15 +90,15 @@ fn parse_args(name: &str) -> Option<Result<ConfigSource, ()>> {
                      The `kplane {name}` subcommand is the same service with more flags.",
                     name.to_uppercase().replace('-', "_")
                 );
-                return Some(Err(()));
+                return Err(ExitCode::SUCCESS);
             }
             other => {
                 eprintln!("kplane-{name}: unknown argument {other:?} (try --help)");
-                return None;
+                return Err(ExitCode::from(2));
             }
         }
     }
-    Some(Ok(source))
+    Ok(source)
 }
 
 /// Installs logging, starts the async runtime and signal handling, runs the service until it
