@@ -130,6 +130,22 @@ struct Open<A> {
     since: Option<Instant>,
 }
 
+/// One empty batch per partition, in `encoding` (`arrow` builds an Arrow builder).
+fn open_batches<A>(partitions: u32, encoding: Encoding, arrow: impl Fn() -> A) -> Vec<Open<A>> {
+    (0..partitions)
+        .map(|_| Open {
+            rows: match encoding {
+                Encoding::Arrow => Rows::Arrow(arrow()),
+                Encoding::Json => Rows::Json {
+                    buf: Vec::new(),
+                    n: 0,
+                },
+            },
+            since: None,
+        })
+        .collect()
+}
+
 /// Batches and publishes events (and optionally reports).
 pub struct Publisher {
     producer: Arc<dyn Producer>,
@@ -166,32 +182,9 @@ impl Publisher {
         producer_id: String,
     ) -> Self {
         let cap = batch_size.min(8192);
-        let events = (0..partitions)
-            .map(|_| Open {
-                rows: match encoding {
-                    Encoding::Arrow => Rows::Arrow(EventBatchBuilder::new(cap)),
-                    Encoding::Json => Rows::Json {
-                        buf: Vec::new(),
-                        n: 0,
-                    },
-                },
-                since: None,
-            })
-            .collect();
-        let reports = publish_reports.then(|| {
-            (0..partitions)
-                .map(|_| Open {
-                    rows: match encoding {
-                        Encoding::Arrow => Rows::Arrow(ReportBatchBuilder::new(cap)),
-                        Encoding::Json => Rows::Json {
-                            buf: Vec::new(),
-                            n: 0,
-                        },
-                    },
-                    since: None,
-                })
-                .collect()
-        });
+        let events = open_batches(partitions, encoding, || EventBatchBuilder::new(cap));
+        let reports = publish_reports
+            .then(|| open_batches(partitions, encoding, || ReportBatchBuilder::new(cap)));
         Self {
             producer,
             metrics,
