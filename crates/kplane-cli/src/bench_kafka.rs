@@ -290,20 +290,41 @@ pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
 
 /// Waits (up to 60 s) until the processor's written windows since `run_ns` hold `want`
 /// events; returns how many they hold and, per event, how long after its window's end the
-/// window was durable (ns, sorted).
+/// window was durable (ns, sorted): the first checkpoint of its lane at or past the window's
+/// end was written then.
 fn processed(data: &std::path::Path, run_ns: i64, want: f64) -> (u64, Vec<i64>) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, TimestampNanosecondType, UInt32Type};
     let deadline = Instant::now() + Duration::from_secs(60);
+    let sql = format!(
+        "SELECT partition, window_end, sum(count) AS n FROM event_counts \
+         WHERE window_end > to_timestamp_nanos({run_ns}) GROUP BY partition, window_end"
+    );
     loop {
-        let commits = kplane_stream_processor::store::read_all(data).unwrap_or_default();
+        let batches =
+            kplane_stream_processor::query::sql_blocking(data, &sql).unwrap_or_default();
         let mut durable = Vec::new();
         let mut n = 0u64;
-        for c in &commits {
-            for w in c.windows.iter().filter(|w| w.end_ns > run_ns) {
-                n += w.count;
-                durable.extend(std::iter::repeat_n(
-                    c.written_ns - w.end_ns,
-                    w.count as usize,
-                ));
+        for b in &batches {
+            let (p, end, count) = (
+                b.column(0).as_primitive::<UInt32Type>(),
+                b.column(1).as_primitive::<TimestampNanosecondType>(),
+                b.column(2).as_primitive::<Int64Type>(),
+            );
+            for i in 0..b.num_rows() {
+                let lane = kplane_stream_processor::processor::lane_name(
+                    kplane_bus::topics::EVENTS,
+                    p.value(i),
+                );
+                let log = data.join("checkpoints").join(format!("{lane}.jsonl"));
+                let commits = kplane_stream_processor::store::read_commits(&log).unwrap_or_default();
+                let written = commits
+                    .iter()
+                    .find(|c| c.checkpoint.emitted_until_ns >= end.value(i))
+                    .map_or(0, |c| c.written_ns);
+                let c = count.value(i).max(0) as u64;
+                n += c;
+                durable.extend(std::iter::repeat_n(written - end.value(i), c as usize));
             }
         }
         if n as f64 >= want || Instant::now() >= deadline {

@@ -19,7 +19,7 @@ pub use error::{ConfigError, RuntimeError};
 pub use logging::{LogConfig, LogFormat, init_logging};
 pub use metrics::Metrics;
 pub use service::{
-    AdminOnlyConfig, AdminPort, EXIT_CONFIG, ServiceResult, run_admin_only, run_service,
+    AdminOnlyConfig, AdminPort, BoxError, EXIT_CONFIG, ServiceResult, run_admin_only, run_service,
     serve_until_shutdown, service_main, service_main_with_bus,
 };
 pub use shutdown::Shutdown;

@@ -136,7 +136,10 @@ where
 }
 
 /// What a service's `run` returns: any error, reported by `Display`.
-pub type ServiceResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+pub type ServiceResult = Result<(), BoxError>;
+
+/// Any error a service may end with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A service's default admin port (serde can't take it as a const generic).
 pub trait AdminPort {

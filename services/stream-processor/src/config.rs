@@ -7,17 +7,33 @@ use std::time::Duration;
 use kplane_runtime::Validate;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+/// Which clock windows the reports: the switches' or the collector's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventTime {
+    /// The report's own timestamp (the reporting switch's ingress timestamp); the collector's
+    /// receive time when the report carries none.
+    #[default]
+    Report,
+    /// The collector's receive time.
+    Received,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Config {
     /// Admin listener for /metrics, /healthz and /readyz.
     pub admin: SocketAddr,
-    /// Where window results and per-partition checkpoints are written
-    /// (`partition-<n>.jsonl`, one per bus partition).
+    /// Root of the analytics store (`tables/…` Parquet) and of the per-partition checkpoints
+    /// (`checkpoints/…`).
     pub data_dir: PathBuf,
-    /// Tumbling window length, on event time (the `received` column).
+    /// Window length, on event time.
     #[serde(with = "humantime_serde")]
     pub window: Duration,
+    /// How far consecutive windows start apart: `window` (the default) gives tumbling
+    /// windows; less gives sliding windows (`window` must be a multiple of it).
+    #[serde(with = "humantime_serde", default)]
+    pub slide: Option<Duration>,
     /// Bounded lateness: a window closes once the partition's event time passes its end by
     /// this much; rows for a closed window are late (counted, not added).
     #[serde(with = "humantime_serde")]
@@ -27,6 +43,52 @@ pub struct Config {
     /// rebalance, during which nothing arrives either.
     #[serde(with = "humantime_serde")]
     pub idle_close: Duration,
+    pub event_time: EventTime,
+    /// Also consume `int.events` (event counts per window, report-loss bursts).
+    pub consume_events: bool,
+    pub thresholds: Thresholds,
+    /// Committed files of one (table, hour, partition) that trigger their compaction into one.
+    pub compact_files: usize,
+    /// Publish window results and immediate events on `int.windows` / `int.alerts`.
+    pub publish: bool,
+    /// Partitions of `int.windows` and `int.alerts` when the processor creates them (Kafka).
+    pub result_partitions: u32,
+}
+
+/// `[stream-processor.thresholds]`: what makes an immediate event and what counts as congested.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Thresholds {
+    /// A hop latency above this (ns) is a `threshold` event (on crossing, per flow and node).
+    pub hop_latency_ns: u64,
+    /// A queue occupancy above this is congested (window `congested_ns`) and a `threshold`
+    /// event on crossing (per node and queue).
+    pub queue_occupancy: u64,
+    /// A flow whose sink reports stop for this long (event time) while upstream reports
+    /// continue is a `black_hole`.
+    #[serde(with = "humantime_serde")]
+    pub black_hole_after: Duration,
+    /// Reports lost (collector `report_loss` events) from one node within `loss-burst-interval`
+    /// that make a `report_loss_burst` event.
+    pub loss_burst_reports: u64,
+    #[serde(with = "humantime_serde")]
+    pub loss_burst_interval: Duration,
+    /// Flows unseen for this long (event time) are forgotten by the immediate detectors.
+    #[serde(with = "humantime_serde")]
+    pub flow_idle: Duration,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            hop_latency_ns: 100_000,
+            queue_occupancy: 64,
+            black_hole_after: Duration::from_secs(1),
+            loss_burst_reports: 100,
+            loss_burst_interval: Duration::from_secs(1),
+            flow_idle: Duration::from_secs(60),
+        }
+    }
 }
 
 impl Default for Config {
@@ -35,9 +97,26 @@ impl Default for Config {
             admin: SocketAddr::from(([127, 0, 0, 1], 9102)),
             data_dir: PathBuf::from("kplane-data/stream-processor"),
             window: Duration::from_secs(1),
+            slide: None,
             lateness: Duration::from_secs(2),
             idle_close: Duration::from_secs(10),
+            event_time: EventTime::Report,
+            consume_events: true,
+            thresholds: Thresholds::default(),
+            compact_files: 64,
+            publish: true,
+            result_partitions: 4,
         }
+    }
+}
+
+impl Config {
+    pub fn window_ns(&self) -> i64 {
+        self.window.as_nanos() as i64
+    }
+
+    pub fn slide_ns(&self) -> i64 {
+        self.slide.unwrap_or(self.window).as_nanos() as i64
     }
 }
 
@@ -52,6 +131,13 @@ impl Validate for Config {
             self.window >= Duration::from_millis(1),
             "window must be >= 1ms",
         );
+        let slide = self.slide.unwrap_or(self.window);
+        need(
+            slide >= Duration::from_millis(1)
+                && slide <= self.window
+                && self.window.as_nanos() % slide.as_nanos().max(1) == 0,
+            "slide must be >= 1ms, at most window, and divide window",
+        );
         need(
             !self.data_dir.as_os_str().is_empty(),
             "data-dir must not be empty",
@@ -59,6 +145,12 @@ impl Validate for Config {
         need(
             self.idle_close >= Duration::from_millis(10),
             "idle-close must be >= 10ms",
+        );
+        need(self.compact_files >= 2, "compact-files must be >= 2");
+        need(self.result_partitions >= 1, "result-partitions must be >= 1");
+        need(
+            self.thresholds.loss_burst_interval >= Duration::from_millis(1),
+            "thresholds.loss-burst-interval must be >= 1ms",
         );
     }
 }

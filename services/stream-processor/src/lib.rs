@@ -1,36 +1,131 @@
 //! # kplane stream-processor
 //!
-//! Today: the ingest layer of the stream processor. It consumes the collector's `int.events`
-//! from Kafka as a consumer-group member and counts events per (metric, kind) in tumbling
-//! event-time windows with a watermark and bounded lateness, writing closed windows and a
-//! checkpoint durably before committing offsets — exactly-once window results across crashes
-//! and rebalances (see `docs/stream-processor.md`). The analytics of issue 6 (trajectories,
-//! hop latency, congestion on Arrow + DataFusion) are not built yet.
+//! The management plane of the KDN paper: per-flow and per-switch analytics on Arrow +
+//! DataFusion. It reads the collector's `int.reports` (and `int.events`) from the bus — a
+//! Kafka consumer-group member or the in-process bus — into event-time tumbling or sliding
+//! windows with watermarks and bounded lateness; at window close it runs one SQL query per
+//! result table (flows and trajectories, hop latency percentiles, queues, links, sources,
+//! destinations, event counts), writes the results to a Parquet store with a checkpoint
+//! (exactly-once window results across crashes and rebalances) and publishes them on
+//! `int.windows`; immediate events (path change, loop, black hole, threshold, report-loss
+//! burst) go out on `int.alerts` as soon as they are seen. [`query::session`] gives a
+//! DataFusion context over the store. See `docs/stream-processor.md`.
 
+pub mod analytics;
+pub mod bench;
 pub mod config;
-pub mod ingest;
+pub mod detect;
+pub mod frame;
+pub mod input;
+pub mod metrics;
+pub mod panes;
+pub mod processor;
+pub mod query;
+pub mod source;
 pub mod store;
-pub mod windows;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kplane_bus::{BusConfig, BusKind};
+use kplane_bus::{BusConfig, BusKind, EmbeddedBus, Producer, topics};
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin_with};
 
 pub use config::Config;
+pub use processor::result_topics;
+
+use crate::metrics::ProcessorMetrics;
+use crate::processor::Processor;
+use crate::source::{EmbeddedSource, KafkaSource, Source};
 
 /// The service's name: its config section, metric prefix and subcommand.
 pub const NAME: &str = "stream-processor";
 
-/// Runs until `shutdown` fires.
+/// Input topics for `cfg`.
+fn inputs(cfg: &Config) -> Vec<&'static str> {
+    let mut t = vec![topics::REPORTS];
+    if cfg.consume_events {
+        t.push(topics::EVENTS);
+    }
+    t
+}
+
+/// Creates the result topics on an in-process bus.
+pub fn create_result_topics(bus: &EmbeddedBus, cfg: &Config, capacity: usize) {
+    for t in [result_topics::WINDOWS, result_topics::ALERTS] {
+        bus.create_topic(t, cfg.result_partitions, capacity);
+    }
+}
+
+/// Runs until `shutdown` fires, on the configured bus. With `bus.kind = "embedded"` there is
+/// nothing to read in a process of its own: use [`run_embedded`] (what `kplane up` does).
 pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
+    match bus.kind {
+        BusKind::Embedded => {
+            tracing::warn!(
+                "bus = embedded: a stand-alone stream processor has no collector in its \
+                 process; run `kplane up` for the all-in-one pipeline, or set bus.kind = \"kafka\""
+            );
+            let bus = EmbeddedBus::new();
+            for t in inputs(&cfg) {
+                bus.create_topic(t, 1, 1);
+            }
+            run_embedded(cfg, bus, shutdown).await
+        }
+        BusKind::Kafka => {
+            let kafka = bus.kafka.clone();
+            let bus_metrics = kplane_kafka::KafkaMetrics::default();
+            let results: Option<Arc<dyn Producer>> = if cfg.publish {
+                let wanted = [
+                    (result_topics::WINDOWS, cfg.result_partitions),
+                    (result_topics::ALERTS, cfg.result_partitions),
+                ];
+                kplane_kafka::ensure_topics(&kafka, &wanted).await?;
+                Some(Arc::new(kplane_kafka::KafkaProducer::new(
+                    &kafka,
+                    &wanted,
+                    bus_metrics.clone(),
+                )?))
+            } else {
+                None
+            };
+            let topics = inputs(&cfg);
+            let m = bus_metrics.clone();
+            let source = move || -> Result<Box<dyn Source>, kplane_runtime::BoxError> {
+                Ok(Box::new(KafkaSource::subscribe(&kafka, &topics, m)?))
+            };
+            serve(cfg, source, results, Some(bus_metrics), shutdown).await
+        }
+    }
+}
+
+/// Runs on an in-process bus shared with a collector (`kplane up`, tests): reads its
+/// `int.reports` / `int.events`, publishes on its `int.windows` / `int.alerts` (created here).
+pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> ServiceResult {
+    create_result_topics(&bus, &cfg, 1_024);
+    let results: Option<Arc<dyn Producer>> = cfg
+        .publish
+        .then(|| Arc::new(bus.clone()) as Arc<dyn Producer>);
+    let topics = inputs(&cfg);
+    let source = move || -> Result<Box<dyn Source>, kplane_runtime::BoxError> {
+        Ok(Box::new(EmbeddedSource::new(&bus, &topics, NAME)?))
+    };
+    serve(cfg, source, results, None, shutdown).await
+}
+
+async fn serve(
+    cfg: Config,
+    source: impl FnOnce() -> Result<Box<dyn Source>, kplane_runtime::BoxError> + Send + 'static,
+    results: Option<Arc<dyn Producer>>,
+    bus_metrics: Option<kplane_kafka::KafkaMetrics>,
+    shutdown: Shutdown,
+) -> ServiceResult {
     let registry = Metrics::new(NAME);
-    let metrics = ingest::ProcessorMetrics::default();
-    let bus_metrics = kplane_kafka::KafkaMetrics::default();
+    let metrics = ProcessorMetrics::default();
     registry.register(|r| {
         metrics.register(r);
-        bus_metrics.register(r);
+        if let Some(m) = &bus_metrics {
+            m.register(r);
+        }
     });
     let admin_state = AdminState::new(registry);
     let (admin, admin_task) = serve_admin_with(
@@ -40,37 +135,23 @@ pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResu
         shutdown.clone(),
     )
     .await?;
-    tracing::info!(%admin, "admin listening (/metrics /healthz /readyz)");
+    tracing::info!(%admin, data_dir = %cfg.data_dir.display(), "admin listening (/metrics /healthz /readyz)");
     let stop = Arc::new(AtomicBool::new(false));
-    let worker = match bus.kind {
-        BusKind::Embedded => {
-            tracing::warn!(
-                "bus = embedded: the stream processor reads from Kafka only (bus.kind = \
-                 \"kafka\"); nothing to consume in this process"
-            );
-            None
-        }
-        BusKind::Kafka => {
-            let (stop, kafka) = (stop.clone(), bus.kafka.clone());
-            Some(tokio::task::spawn_blocking(move || {
-                ingest::consume_kafka(&cfg, &kafka, &metrics, bus_metrics, &stop)
-            }))
-        }
+    let worker = {
+        let stop = stop.clone();
+        tokio::task::spawn_blocking(move || -> ServiceResult {
+            let mut p = Processor::new(cfg, metrics, results)?;
+            p.run(source()?, &stop)?;
+            Ok(())
+        })
     };
     admin_state.set_ready(true);
-    let result = match worker {
-        Some(mut w) => {
-            tokio::select! {
-                r = &mut w => r?,
-                () = shutdown.wait() => {
-                    stop.store(true, Ordering::Release);
-                    w.await?
-                }
-            }
-        }
-        None => {
-            shutdown.wait().await;
-            Ok(())
+    tokio::pin!(worker);
+    let result = tokio::select! {
+        r = &mut worker => r?,
+        () = shutdown.wait() => {
+            stop.store(true, Ordering::Release);
+            worker.await?
         }
     };
     admin_state.set_ready(false);

@@ -1,47 +1,71 @@
-//! Window results on disk: per partition, `partition-<n>.jsonl`, one line per commit holding
-//! the closed windows *and* the checkpoint, written and fsynced in one `write` — a torn last
-//! line (a crash mid-write) is ignored by readers and by recovery alike.
+//! The analytics store: Parquet files under `<data-dir>/tables/<table>/date=YYYY-MM-DD/
+//! hour=HH/`, and per bus partition ("lane") a checkpoint log `<data-dir>/checkpoints/
+//! <lane>.jsonl`.
+//!
+//! * Files are written to `<data-dir>/_staging/`, fsynced and renamed into place: a reader
+//!   never sees a half-written file. The layout (hive-style `key=value` directories, one
+//!   writer per file name) works unchanged on an object store.
+//! * Window files are named `<lane>-w<end of their first window>.parquet`; a commit writes its
+//!   files, then appends the checkpoint line (fsynced). A lane re-opened after a crash deletes
+//!   its window files past the checkpoint (`w<end>` with `end > emitted_until`): they are
+//!   recomputed from the same messages, so the store is exactly the checkpoint's image.
+//! * Compaction merges a lane's committed files of one (table, hour) into
+//!   `<lane>-c<first end>-<last end>.parquet` once there are `compact-files` of them, then
+//!   deletes the sources; a re-opened lane finishes an interrupted compaction (sources
+//!   covered by a compacted file are deleted). During that swap a reader can see both.
+//! * Alerts are appended as `<lane>-a<offset>.parquet` (at-least-once, never rolled back).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::TimestampNanosecondType;
+use arrow_array::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
-use crate::windows::{Checkpoint, WindowCount};
+use crate::panes::Checkpoint;
 
-/// One line of a partition file.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Directory of every table.
+pub fn tables_dir(root: &Path) -> PathBuf {
+    root.join("tables")
+}
+
+/// `(date, hour)` of a time in UTC: `("2026-11-21", "13")`.
+pub fn date_hour(ns: i64) -> (String, String) {
+    let secs = ns.div_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let hour = secs.rem_euclid(86_400) / 3_600;
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (format!("{y:04}-{m:02}-{d:02}"), format!("{hour:02}"))
+}
+
+/// One line of a checkpoint log.
 #[derive(Debug, Deserialize, Serialize)]
-pub struct Commit {
-    pub partition: u32,
+pub struct CommitLine {
+    pub lane: String,
     /// When the line was written (ns since the Unix epoch).
-    #[serde(default)]
     pub written_ns: i64,
-    pub windows: Vec<WindowCount>,
+    pub windows: usize,
     pub checkpoint: Checkpoint,
 }
 
-pub fn partition_path(dir: &Path, partition: u32) -> PathBuf {
-    dir.join(format!("partition-{partition}.jsonl"))
-}
-
-/// Every complete commit in `dir`'s partition files (what a reader of the results sees).
-pub fn read_all(dir: &Path) -> std::io::Result<Vec<Commit>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "jsonl") {
-            out.extend(read_commits(&path)?);
-        }
-    }
-    Ok(out)
-}
-
-fn read_commits(path: &Path) -> std::io::Result<Vec<Commit>> {
-    Ok(parse_commits(&read_or_empty(path)?))
-}
-
-/// The file's bytes; nothing if it does not exist yet.
 fn read_or_empty(path: &Path) -> std::io::Result<Vec<u8>> {
     match std::fs::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -49,94 +73,381 @@ fn read_or_empty(path: &Path) -> std::io::Result<Vec<u8>> {
     }
 }
 
-fn parse_commits(text: &[u8]) -> Vec<Commit> {
-    text.split(|&b| b == b'\n')
-        // A line that does not parse can only be the torn last one.
-        .filter_map(|line| serde_json::from_slice::<Commit>(line).ok())
-        .collect()
+/// Complete lines of a checkpoint log (a torn last line — a crash mid-write — is skipped).
+pub fn read_commits(path: &Path) -> std::io::Result<Vec<CommitLine>> {
+    Ok(read_or_empty(path)?
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<CommitLine>(line).ok())
+        .collect())
 }
 
-/// Appends commits for one partition.
+/// What a stored file name says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileKind {
+    Window { first_end: i64 },
+    Compacted { first_end: i64, last_end: i64 },
+    Alerts,
+}
+
+fn parse_name(name: &str, lane: &str) -> Option<FileKind> {
+    let rest = name.strip_prefix(lane)?.strip_prefix('-')?;
+    let rest = rest.strip_suffix(".parquet")?;
+    if let Some(w) = rest.strip_prefix('w') {
+        return Some(FileKind::Window {
+            first_end: w.parse().ok()?,
+        });
+    }
+    if let Some(c) = rest.strip_prefix('c') {
+        let (a, b) = c.split_once('~')?;
+        return Some(FileKind::Compacted {
+            first_end: a.parse().ok()?,
+            last_end: b.parse().ok()?,
+        });
+    }
+    rest.strip_prefix('a').map(|_| FileKind::Alerts)
+}
+
+/// Every `*.parquet` under `dir` (recursively).
+fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    };
+    for e in entries {
+        let p = e?.path();
+        if p.is_dir() {
+            parquet_files(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+static STAGED: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `batches` as one Parquet file at `path`, atomically (staging + rename).
+pub fn write_parquet(root: &Path, path: &Path, batches: &[RecordBatch]) -> Result<(), BoxError> {
+    let Some(first) = batches.first() else {
+        return Ok(());
+    };
+    let staging = root.join("_staging");
+    std::fs::create_dir_all(&staging)?;
+    let tmp = staging.join(format!(
+        "{}-{}.parquet",
+        std::process::id(),
+        STAGED.fetch_add(1, Ordering::Relaxed)
+    ));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let file = File::create(&tmp)?;
+    let mut w = ArrowWriter::try_new(file, first.schema(), Some(props))?;
+    for b in batches {
+        w.write(b)?;
+    }
+    let file = w.into_inner()?;
+    file.sync_all()?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, BoxError> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)?.build()?;
+    Ok(reader.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Latest `window_end` in a stored window table file.
+fn last_window_end(batches: &[RecordBatch]) -> Option<i64> {
+    batches
+        .iter()
+        .filter_map(|b| {
+            let c = b.column_by_name("window_end")?;
+            let ends = c.as_primitive_opt::<TimestampNanosecondType>()?;
+            ends.values().iter().copied().max()
+        })
+        .max()
+}
+
+/// Window results of one commit: `(table, window start, window end, rows)`.
+pub type WindowRows = (&'static str, i64, i64, RecordBatch);
+
+/// The store of one lane (a bus partition of one topic).
 #[derive(Debug)]
-pub struct PartitionStore {
-    partition: u32,
-    file: File,
+pub struct LaneStore {
+    root: PathBuf,
+    lane: String,
+    log: File,
+    checkpoint: Checkpoint,
+    compact_files: usize,
+    /// Files written and compacted (for metrics).
+    pub files_written: u64,
+    pub compactions: u64,
 }
 
-impl PartitionStore {
-    /// Opens the partition's file and returns it with the last durable checkpoint.
-    pub fn open(dir: &Path, partition: u32) -> std::io::Result<(Self, Checkpoint)> {
-        let path = partition_path(dir, partition);
+impl LaneStore {
+    /// Opens the lane's checkpoint, rolls the store back to it and finishes interrupted
+    /// compactions; returns the store and the checkpoint to resume from.
+    pub fn open(
+        root: &Path,
+        lane: &str,
+        compact_files: usize,
+    ) -> Result<(Self, Checkpoint), BoxError> {
+        let dir = root.join("checkpoints");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(tables_dir(root))?;
+        let path = dir.join(format!("{lane}.jsonl"));
         let text = read_or_empty(&path)?;
-        let checkpoint = parse_commits(&text)
+        let checkpoint = read_commits(&path)?
             .last()
             .map(|c| c.checkpoint)
             .unwrap_or_default();
-        let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
-        // Terminate a torn last line so the next commit starts on a line of its own.
+        let mut log = OpenOptions::new().create(true).append(true).open(&path)?;
         if text.last().is_some_and(|&b| b != b'\n') {
-            file.write_all(b"\n")?;
+            log.write_all(b"\n")?;
         }
-        Ok((Self { partition, file }, checkpoint))
+        let store = Self {
+            root: root.to_path_buf(),
+            lane: lane.to_string(),
+            log,
+            checkpoint,
+            compact_files,
+            files_written: 0,
+            compactions: 0,
+        };
+        store.recover()?;
+        Ok((store, checkpoint))
     }
 
-    /// Writes closed windows and the checkpoint as one line, durably.
+    fn lane_files(&self) -> Result<Vec<(PathBuf, FileKind)>, BoxError> {
+        let mut all = Vec::new();
+        parquet_files(&tables_dir(&self.root), &mut all)?;
+        Ok(all
+            .into_iter()
+            .filter_map(|p| {
+                let kind = parse_name(p.file_name()?.to_str()?, &self.lane)?;
+                Some((p, kind))
+            })
+            .collect())
+    }
+
+    fn recover(&self) -> Result<(), BoxError> {
+        let emitted = self.checkpoint.emitted_until_ns;
+        let files = self.lane_files()?;
+        for (path, kind) in &files {
+            let covered = |end: i64, me: &FileKind| {
+                files.iter().any(|(p, k)| {
+                    p.parent() == path.parent()
+                        && k != me
+                        && matches!(*k, FileKind::Compacted { first_end, last_end }
+                            if first_end <= end && end <= last_end)
+                })
+            };
+            let remove = match *kind {
+                FileKind::Window { first_end } => first_end > emitted || covered(first_end, kind),
+                FileKind::Compacted { first_end, last_end } => files.iter().any(|(p, k)| {
+                    p.parent() == path.parent()
+                        && matches!(*k, FileKind::Compacted { first_end: a, last_end: b }
+                            if a <= first_end && last_end <= b && (a, b) != (first_end, last_end))
+                }),
+                FileKind::Alerts => false,
+            };
+            if remove {
+                tracing::info!(file = %path.display(), "removing a file past the checkpoint or already compacted");
+                std::fs::remove_file(path)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn file_path(&self, table: &str, ns: i64, name: &str) -> PathBuf {
+        let (date, hour) = date_hour(ns);
+        tables_dir(&self.root)
+            .join(table)
+            .join(format!("date={date}"))
+            .join(format!("hour={hour}"))
+            .join(name)
+    }
+
+    /// Writes one commit: the windows' rows (one file per table and hour), the alerts, then
+    /// the checkpoint line.
     pub fn commit(
         &mut self,
-        windows: Vec<WindowCount>,
+        windows: Vec<WindowRows>,
+        alerts: Option<(i64, i64, RecordBatch)>,
+        n_windows: usize,
         checkpoint: Checkpoint,
-    ) -> std::io::Result<()> {
-        let written_ns = kplane_model::unix_time_ns() as i64;
-        let mut line = serde_json::to_vec(&Commit {
-            partition: self.partition,
-            written_ns,
-            windows,
+    ) -> Result<Vec<PathBuf>, BoxError> {
+        // (table, date/hour dir) → (first end, batches)
+        let mut groups: Vec<(&'static str, PathBuf, i64, Vec<RecordBatch>)> = Vec::new();
+        for (table, start, end, batch) in windows {
+            let dir = self.file_path(table, start, "");
+            match groups.iter_mut().find(|g| g.0 == table && g.1 == dir) {
+                Some(g) => {
+                    g.2 = g.2.min(end);
+                    g.3.push(batch);
+                }
+                None => groups.push((table, dir, end, vec![batch])),
+            }
+        }
+        let mut written = Vec::new();
+        for (table, _, first_end, batches) in &groups {
+            let start = batches
+                .first()
+                .and_then(|b| b.column_by_name("window_start"))
+                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
+                .and_then(|c| c.values().first().copied())
+                .unwrap_or(*first_end);
+            let path = self.file_path(table, start, &format!("{}-w{first_end}.parquet", self.lane));
+            write_parquet(&self.root, &path, batches)?;
+            written.push(path);
+        }
+        if let Some((time_ns, offset, batch)) = alerts
+            && batch.num_rows() > 0
+        {
+            let path = self.file_path("alerts", time_ns, &format!("{}-a{offset}.parquet", self.lane));
+            write_parquet(&self.root, &path, &[batch])?;
+            written.push(path);
+        }
+        let mut line = serde_json::to_vec(&CommitLine {
+            lane: self.lane.clone(),
+            written_ns: kplane_model::unix_time_ns() as i64,
+            windows: n_windows,
             checkpoint,
-        })
-        .map_err(std::io::Error::other)?;
+        })?;
         line.push(b'\n');
-        self.file.write_all(&line)?;
-        self.file.sync_data()
+        self.log.write_all(&line)?;
+        self.log.sync_data()?;
+        self.checkpoint = checkpoint;
+        self.files_written += written.len() as u64;
+        let dirs: Vec<PathBuf> = groups.into_iter().map(|g| g.1).collect();
+        for dir in dirs {
+            self.maybe_compact(&dir)?;
+        }
+        Ok(written)
+    }
+
+    /// Merges the lane's committed window files in `dir` once there are enough of them.
+    fn maybe_compact(&mut self, dir: &Path) -> Result<(), BoxError> {
+        let emitted = self.checkpoint.emitted_until_ns;
+        let mut sources: Vec<(PathBuf, i64)> = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            let p = e?.path();
+            let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            match parse_name(name, &self.lane) {
+                Some(FileKind::Window { first_end }) if first_end <= emitted => {
+                    sources.push((p, first_end));
+                }
+                Some(FileKind::Compacted { first_end, .. }) => sources.push((p, first_end)),
+                _ => {}
+            }
+        }
+        if sources.len() < self.compact_files {
+            return Ok(());
+        }
+        sources.sort_by_key(|s| s.1);
+        let mut batches = Vec::new();
+        for (p, _) in &sources {
+            batches.extend(read_parquet(p)?);
+        }
+        let first_end = sources[0].1;
+        let last_end = last_window_end(&batches).unwrap_or(first_end);
+        let target = dir.join(format!("{}-c{first_end}~{last_end}.parquet", self.lane));
+        write_parquet(&self.root, &target, &batches)?;
+        for (p, _) in &sources {
+            if *p != target {
+                std::fs::remove_file(p)?;
+            }
+        }
+        self.compactions += 1;
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, TimestampNanosecondArray};
+    use arrow_schema::{DataType, Field, Schema, TimeUnit};
+
     use super::*;
 
-    #[test]
-    fn a_torn_last_line_is_ignored_and_the_last_checkpoint_restored() {
-        let dir = std::env::temp_dir().join(format!("kplane-sp-store-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let (mut s, cp) = PartitionStore::open(&dir, 3).unwrap();
-        assert_eq!(cp, Checkpoint::default());
-        let cp1 = Checkpoint {
-            through_offset: 9,
-            read_until: 12,
-            emitted_until_ns: 5,
-        };
-        s.commit(Vec::new(), cp1).unwrap();
-        drop(s);
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(partition_path(&dir, 3))
-            .unwrap();
-        f.write_all(b"{\"partition\":3,\"windows\":[{\"sta")
-            .unwrap();
-        let (mut s, cp) = PartitionStore::open(&dir, 3).unwrap();
-        assert_eq!(cp, cp1);
-        s.commit(
-            Vec::new(),
-            Checkpoint {
-                through_offset: 20,
-                ..cp1
-            },
+    fn rows(end: i64) -> RecordBatch {
+        let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("window_start", ts.clone(), false),
+            Field::new("window_end", ts, false),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(TimestampNanosecondArray::from(vec![end - 10]).with_timezone("UTC")),
+                Arc::new(TimestampNanosecondArray::from(vec![end]).with_timezone("UTC")),
+                Arc::new(Int64Array::from(vec![end])),
+            ],
         )
-        .unwrap();
-        let all = read_all(&dir).unwrap();
-        assert_eq!(all.len(), 2);
-        assert_eq!(all[1].checkpoint.through_offset, 20);
-        std::fs::remove_dir_all(&dir).unwrap();
+        .unwrap()
+    }
+
+    fn cp(emitted: i64) -> Checkpoint {
+        Checkpoint {
+            through_offset: emitted,
+            read_until: emitted,
+            emitted_until_ns: emitted,
+        }
+    }
+
+    fn stored(root: &Path) -> Vec<i64> {
+        let mut files = Vec::new();
+        parquet_files(&tables_dir(root), &mut files).unwrap();
+        let mut v: Vec<i64> = files
+            .iter()
+            .flat_map(|p| read_parquet(p).unwrap())
+            .flat_map(|b| {
+                let c = b.column_by_name("v").unwrap().as_any().downcast_ref::<Int64Array>().unwrap().clone();
+                c.values().to_vec()
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn dates_are_utc_civil_dates() {
+        assert_eq!(date_hour(0), ("1970-01-01".into(), "00".into()));
+        // 2026-11-21T13:20:42Z
+        assert_eq!(date_hour(1_795_267_242_000_000_000), ("2026-11-21".into(), "13".into()));
+        assert_eq!(date_hour(951_782_400_000_000_000), ("2000-02-29".into(), "00".into()));
+    }
+
+    #[test]
+    fn a_reopened_lane_is_the_checkpoints_image_and_compaction_loses_nothing() {
+        let root = std::env::temp_dir().join(format!("kplane-sp-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (mut s, c) = LaneStore::open(&root, "reports-p0", 3).unwrap();
+        assert_eq!(c, Checkpoint::default());
+        for end in [10, 20] {
+            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end)).unwrap();
+        }
+        // A crash after writing the files of window 30 but before its checkpoint line.
+        let path = s.file_path("t", 20, "reports-p0-w30.parquet");
+        write_parquet(&root, &path, &[rows(30)]).unwrap();
+        drop(s);
+        let (mut s, c) = LaneStore::open(&root, "reports-p0", 3).unwrap();
+        assert_eq!(c, cp(20));
+        assert_eq!(stored(&root), vec![10, 20], "the uncommitted window is gone");
+        for end in [30, 40, 50] {
+            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end)).unwrap();
+        }
+        assert!(s.compactions >= 1);
+        assert_eq!(stored(&root), vec![10, 20, 30, 40, 50]);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -1,0 +1,302 @@
+//! The window analytics: one DataFusion SQL query per result table, run over a closed
+//! window's input tables (`reports`, `hops`, `events`, see `frame.rs`).
+//!
+//! Every result row is prefixed with `window_start`, `window_end` and the bus `partition` it
+//! was computed from. Percentiles are DataFusion's `approx_percentile_cont` (t-digest).
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, TimestampNanosecondArray, UInt32Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::datasource::MemTable;
+use datafusion::error::Result;
+use datafusion::prelude::SessionContext;
+
+use crate::frame::{events_schema, hops_schema, reports_schema};
+
+/// A result table of the window analytics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Table {
+    /// Per flow: reports, trajectory, path change against the previous window, end-to-end
+    /// latency (sum of hop latencies) and transit time (timestamp difference).
+    Flows,
+    /// Per (flow, node): hop latency p50 / p99 / max.
+    HopLatency,
+    /// Per (node, queue): occupancy mean / max, time above the congestion threshold.
+    Queues,
+    /// Per (node, egress port): tx utilisation mean / max.
+    Links,
+    /// Per source address: flows, reports, distinct destinations and destination ports.
+    Sources,
+    /// Per destination address: flows, reports, distinct sources and destination ports.
+    Destinations,
+    /// Per (metric, kind): the collector's events.
+    EventCounts,
+}
+
+impl Table {
+    /// Computed from `int.reports`.
+    pub const REPORT_TABLES: [Table; 6] = [
+        Self::Flows,
+        Self::HopLatency,
+        Self::Queues,
+        Self::Links,
+        Self::Sources,
+        Self::Destinations,
+    ];
+    pub const ALL: [Table; 7] = [
+        Self::Flows,
+        Self::HopLatency,
+        Self::Queues,
+        Self::Links,
+        Self::Sources,
+        Self::Destinations,
+        Self::EventCounts,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Flows => "flows",
+            Self::HopLatency => "hop_latency",
+            Self::Queues => "queues",
+            Self::Links => "links",
+            Self::Sources => "sources",
+            Self::Destinations => "destinations",
+            Self::EventCounts => "event_counts",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Table> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    fn sql(self, congestion_threshold: u64, window_ns: i64) -> String {
+        const FLOW: &str = "src_ip, dst_ip, src_port, dst_port, protocol";
+        match self {
+            // Sink reports only: an intermediate report's path is a prefix.
+            Self::Flows => format!(
+                "SELECT f.*, p.path AS previous_path, \
+                   CASE WHEN p.path IS NULL THEN NULL \
+                        ELSE array_to_string(f.path, ',') <> array_to_string(p.path, ',') END \
+                   AS path_changed \
+                 FROM (SELECT {FLOW}, count(*) AS reports, \
+                         last_value(path ORDER BY event_time) AS path, \
+                         avg(e2e_latency_ns) AS e2e_latency_mean_ns, \
+                         max(e2e_latency_ns) AS e2e_latency_max_ns, \
+                         avg(transit_ns) AS transit_mean_ns, \
+                         max(transit_ns) AS transit_max_ns, \
+                         min(event_time) AS first_seen, max(event_time) AS last_seen \
+                       FROM reports \
+                       WHERE src_ip IS NOT NULL AND NOT intermediate AND hop_count > 0 \
+                       GROUP BY {FLOW}) f \
+                 LEFT JOIN previous_paths p ON f.src_ip = p.src_ip AND f.dst_ip = p.dst_ip \
+                   AND f.src_port = p.src_port AND f.dst_port = p.dst_port \
+                   AND f.protocol = p.protocol \
+                 ORDER BY {FLOW}"
+            ),
+            Self::HopLatency => format!(
+                "SELECT {FLOW}, node_id, count(*) AS samples, \
+                   approx_percentile_cont(0.5) WITHIN GROUP (ORDER BY hop_latency_ns) AS p50_ns, \
+                   approx_percentile_cont(0.99) WITHIN GROUP (ORDER BY hop_latency_ns) AS p99_ns, \
+                   max(hop_latency_ns) AS max_ns \
+                 FROM hops \
+                 WHERE src_ip IS NOT NULL AND node_id IS NOT NULL AND hop_latency_ns IS NOT NULL \
+                 GROUP BY {FLOW}, node_id ORDER BY {FLOW}, node_id"
+            ),
+            Self::Queues => format!(
+                "SELECT node_id, queue_id, count(*) AS samples, \
+                   avg(queue_occupancy) AS occupancy_mean, max(queue_occupancy) AS occupancy_max, \
+                   sum(CASE WHEN queue_occupancy > {congestion_threshold} THEN 1 ELSE 0 END) \
+                     AS congested_samples, \
+                   CAST(avg(CASE WHEN queue_occupancy > {congestion_threshold} THEN 1.0 ELSE 0.0 END) \
+                     * {window_ns} AS BIGINT) AS congested_ns \
+                 FROM hops \
+                 WHERE node_id IS NOT NULL AND queue_id IS NOT NULL AND queue_occupancy IS NOT NULL \
+                 GROUP BY node_id, queue_id ORDER BY node_id, queue_id"
+            ),
+            Self::Links => "SELECT node_id, l1_egress_port AS egress_port, count(*) AS samples, \
+                   avg(tx_utilization) AS tx_utilization_mean, \
+                   max(tx_utilization) AS tx_utilization_max \
+                 FROM hops \
+                 WHERE node_id IS NOT NULL AND l1_egress_port IS NOT NULL \
+                   AND tx_utilization IS NOT NULL \
+                 GROUP BY node_id, l1_egress_port ORDER BY node_id, egress_port"
+                .to_string(),
+            Self::Sources => format!(
+                "WITH f AS (SELECT {FLOW}, count(*) AS reports FROM reports \
+                   WHERE src_ip IS NOT NULL GROUP BY {FLOW}) \
+                 SELECT src_ip, count(*) AS flows, sum(reports) AS reports, \
+                   count(DISTINCT dst_ip) AS destinations, count(DISTINCT dst_port) AS dst_ports \
+                 FROM f GROUP BY src_ip ORDER BY src_ip"
+            ),
+            Self::Destinations => format!(
+                "WITH f AS (SELECT {FLOW}, count(*) AS reports FROM reports \
+                   WHERE src_ip IS NOT NULL GROUP BY {FLOW}) \
+                 SELECT dst_ip, count(*) AS flows, sum(reports) AS reports, \
+                   count(DISTINCT src_ip) AS sources, count(DISTINCT dst_port) AS dst_ports \
+                 FROM f GROUP BY dst_ip ORDER BY dst_ip"
+            ),
+            Self::EventCounts => "SELECT metric, kind, count(*) AS count FROM events \
+                 GROUP BY metric, kind ORDER BY metric, kind"
+                .to_string(),
+        }
+    }
+}
+
+fn ts() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+}
+
+fn previous_paths_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("src_ip", DataType::FixedSizeBinary(16), true),
+        Field::new("dst_ip", DataType::FixedSizeBinary(16), true),
+        Field::new("src_port", DataType::UInt16, true),
+        Field::new("dst_port", DataType::UInt16, true),
+        Field::new("protocol", DataType::UInt8, true),
+        Field::new(
+            "path",
+            DataType::List(Arc::new(Field::new("item", DataType::UInt32, true))),
+            true,
+        ),
+    ]))
+}
+
+/// One window's input.
+#[derive(Debug, Default)]
+pub struct WindowInput {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub partition: u32,
+    pub reports: Vec<RecordBatch>,
+    pub hops: Vec<RecordBatch>,
+    pub events: Vec<RecordBatch>,
+    /// The previous window's flows (5-tuple + path) of this partition, for path changes.
+    pub previous_paths: Vec<RecordBatch>,
+}
+
+/// Runs the window queries. One per processing thread: tables are re-registered per window.
+pub struct Analytics {
+    ctx: SessionContext,
+    congestion_threshold: u64,
+    window_ns: i64,
+    schemas: Vec<(Table, SchemaRef)>,
+}
+
+impl std::fmt::Debug for Analytics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Analytics").finish_non_exhaustive()
+    }
+}
+
+impl Analytics {
+    /// Plans every query once over empty input, which also yields the result schemas.
+    pub async fn new(congestion_threshold: u64, window_ns: i64) -> Result<Self> {
+        let mut a = Self {
+            ctx: SessionContext::new(),
+            congestion_threshold,
+            window_ns,
+            schemas: Vec::new(),
+        };
+        let empty = WindowInput::default();
+        let mut schemas = Vec::new();
+        for table in Table::ALL {
+            let batch = a.run_one(table, &empty).await?;
+            schemas.push((table, batch.schema()));
+        }
+        a.schemas = schemas;
+        Ok(a)
+    }
+
+    /// The stored schema of `table` (window columns first).
+    pub fn schema(&self, table: Table) -> SchemaRef {
+        self.schemas
+            .iter()
+            .find(|(t, _)| *t == table)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_else(|| Arc::new(Schema::empty()))
+    }
+
+    pub fn schemas(&self) -> &[(Table, SchemaRef)] {
+        &self.schemas
+    }
+
+    fn register(&self, name: &str, schema: SchemaRef, batches: &[RecordBatch]) -> Result<()> {
+        let _ = self.ctx.deregister_table(name)?;
+        let table = MemTable::try_new(schema, vec![batches.to_vec()])?;
+        self.ctx.register_table(name, Arc::new(table))?;
+        Ok(())
+    }
+
+    /// The results of `tables` for one window (tables with no rows are left out).
+    pub async fn run(&self, tables: &[Table], w: &WindowInput) -> Result<Vec<(Table, RecordBatch)>> {
+        self.register("reports", reports_schema(), &w.reports)?;
+        self.register("hops", hops_schema(), &w.hops)?;
+        self.register("events", events_schema(), &w.events)?;
+        self.register("previous_paths", previous_paths_schema(), &w.previous_paths)?;
+        let mut out = Vec::new();
+        for &table in tables {
+            let b = self.query(table, w).await?;
+            if b.num_rows() > 0 {
+                out.push((table, b));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn run_one(&self, table: Table, w: &WindowInput) -> Result<RecordBatch> {
+        self.register("reports", reports_schema(), &w.reports)?;
+        self.register("hops", hops_schema(), &w.hops)?;
+        self.register("events", events_schema(), &w.events)?;
+        self.register("previous_paths", previous_paths_schema(), &w.previous_paths)?;
+        self.query(table, w).await
+    }
+
+    async fn query(&self, table: Table, w: &WindowInput) -> Result<RecordBatch> {
+        let df = self
+            .ctx
+            .sql(&table.sql(self.congestion_threshold, self.window_ns))
+            .await?;
+        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+        let batches = df.collect().await?;
+        let body = arrow_select::concat::concat_batches(&schema, &batches)?;
+        Ok(with_window_columns(&body, w.start_ns, w.end_ns, w.partition)?)
+    }
+}
+
+/// `window_start`, `window_end`, `partition`, then `body`'s columns.
+fn with_window_columns(
+    body: &RecordBatch,
+    start: i64,
+    end: i64,
+    partition: u32,
+) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+    let n = body.num_rows();
+    let mut fields = vec![
+        Field::new("window_start", ts(), false),
+        Field::new("window_end", ts(), false),
+        Field::new("partition", DataType::UInt32, false),
+    ];
+    fields.extend(body.schema().fields().iter().map(|f| f.as_ref().clone()));
+    let mut cols: Vec<ArrayRef> = vec![
+        Arc::new(TimestampNanosecondArray::from(vec![start; n]).with_timezone("UTC")),
+        Arc::new(TimestampNanosecondArray::from(vec![end; n]).with_timezone("UTC")),
+        Arc::new(UInt32Array::from(vec![partition; n])),
+    ];
+    cols.extend(body.columns().iter().cloned());
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+}
+
+/// The (5-tuple, path) columns of a `flows` result: the next window's `previous_paths`.
+pub fn paths_of(flows: &RecordBatch) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+    let cols = previous_paths_schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            flows.column_by_name(f.name()).cloned().ok_or_else(|| {
+                arrow_schema::ArrowError::SchemaError(format!("flows has no {}", f.name()))
+            })
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(previous_paths_schema(), cols)
+}

@@ -1,0 +1,528 @@
+//! Immediate events ("alerts"): raised while rows arrive, not at window end.
+//!
+//! Per flow (all of a flow's reports are in one partition — the collector partitions by
+//! source address): path change between consecutive sink reports, a loop (a node twice in one
+//! path), a black hole (a flow seen at its sink whose upstream/intermediate reports continue
+//! while its sink reports have stopped for `black-hole-after`). Per (flow, node) and per
+//! (node, queue): a threshold breach, raised on crossing above and re-armed once below. Per
+//! reporting node: a report-loss burst from the collector's `report_loss` events.
+//!
+//! These are stateful per-row checks over Arrow columns — a keyed state machine, which a
+//! window query cannot express. The state lives in memory: after a restart it starts empty,
+//! so alerts are at-least-once and a path change across a restart is not seen.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
+use std::sync::{Arc, LazyLock};
+
+use arrow_array::builder::{
+    FixedSizeBinaryBuilder, ListBuilder, StringBuilder, TimestampNanosecondBuilder,
+    UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
+};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
+use kplane_model::schema::col;
+use kplane_model::{HopField, ip_from_16, ip_to_16};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Thresholds;
+use crate::frame::pcol;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    PathChange,
+    Loop,
+    BlackHole,
+    BlackHoleCleared,
+    Threshold,
+    ReportLossBurst,
+}
+
+impl AlertKind {
+    pub const ALL: [AlertKind; 6] = [
+        Self::PathChange,
+        Self::Loop,
+        Self::BlackHole,
+        Self::BlackHoleCleared,
+        Self::Threshold,
+        Self::ReportLossBurst,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::PathChange => "path_change",
+            Self::Loop => "loop",
+            Self::BlackHole => "black_hole",
+            Self::BlackHoleCleared => "black_hole_cleared",
+            Self::Threshold => "threshold",
+            Self::ReportLossBurst => "report_loss_burst",
+        }
+    }
+}
+
+/// One immediate event. On `int.alerts` as a JSON line; in the store's `alerts` table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Alert {
+    /// Event time of the row that raised it, ns since the Unix epoch.
+    pub time_ns: i64,
+    /// When the collector received the report (or event) that raised it.
+    pub received_ns: i64,
+    /// Wall clock when it was raised.
+    pub detected_ns: i64,
+    pub kind: Option<AlertKind>,
+    pub partition: u32,
+    pub src_ip: Option<IpAddr>,
+    pub dst_ip: Option<IpAddr>,
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+    pub protocol: Option<u8>,
+    /// The switch it is about (threshold, loss, black hole: the last node still reporting).
+    pub node_id: Option<u32>,
+    pub queue_id: Option<u8>,
+    /// `hop_latency_ns` or `queue_occupancy` for threshold alerts.
+    pub metric: Option<String>,
+    /// The measured value: latency, occupancy, reports lost, ns since the last sink report.
+    pub value: Option<u64>,
+    pub threshold: Option<u64>,
+    pub path: Vec<u32>,
+    pub previous_path: Vec<u32>,
+}
+
+type FlowId = [u8; 37];
+
+#[derive(Debug, Default)]
+struct FlowState {
+    path: Vec<u32>,
+    last_seen_ns: i64,
+    last_sink_ns: Option<i64>,
+    black_hole: bool,
+    looping: bool,
+    /// Nodes whose hop latency is above the threshold now.
+    above: Vec<u32>,
+}
+
+/// Detector state of one bus partition.
+#[derive(Debug)]
+pub struct Detector {
+    partition: u32,
+    t: Thresholds,
+    flows: HashMap<FlowId, FlowState>,
+    queues_above: HashSet<(u32, u8)>,
+    loss: HashMap<u32, (VecDeque<(i64, u64)>, u64, bool)>,
+    last_sweep_ns: i64,
+}
+
+struct FlowCols<'a> {
+    src: &'a FixedSizeBinaryArray,
+    dst: &'a FixedSizeBinaryArray,
+    sport: &'a arrow_array::PrimitiveArray<UInt16Type>,
+    dport: &'a arrow_array::PrimitiveArray<UInt16Type>,
+    proto: &'a arrow_array::PrimitiveArray<UInt8Type>,
+}
+
+fn col_of<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, ArrowError> {
+    b.column_by_name(name)
+        .ok_or_else(|| ArrowError::SchemaError(format!("no {name} column")))
+}
+
+impl<'a> FlowCols<'a> {
+    fn of(b: &'a RecordBatch) -> Result<Self, ArrowError> {
+        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
+        Ok(Self {
+            src: col_of(b, col::SRC_IP)?
+                .as_fixed_size_binary_opt()
+                .ok_or_else(|| bad(col::SRC_IP))?,
+            dst: col_of(b, col::DST_IP)?
+                .as_fixed_size_binary_opt()
+                .ok_or_else(|| bad(col::DST_IP))?,
+            sport: col_of(b, col::SRC_PORT)?
+                .as_primitive_opt()
+                .ok_or_else(|| bad(col::SRC_PORT))?,
+            dport: col_of(b, col::DST_PORT)?
+                .as_primitive_opt()
+                .ok_or_else(|| bad(col::DST_PORT))?,
+            proto: col_of(b, col::PROTOCOL)?
+                .as_primitive_opt()
+                .ok_or_else(|| bad(col::PROTOCOL))?,
+        })
+    }
+
+    fn id(&self, i: usize) -> Option<FlowId> {
+        if self.src.is_null(i) || self.dst.is_null(i) {
+            return None;
+        }
+        let mut id = [0u8; 37];
+        id[..16].copy_from_slice(self.src.value(i));
+        id[16..32].copy_from_slice(self.dst.value(i));
+        id[32..34].copy_from_slice(&self.sport.value(i).to_be_bytes());
+        id[34..36].copy_from_slice(&self.dport.value(i).to_be_bytes());
+        id[36] = self.proto.value(i);
+        Some(id)
+    }
+}
+
+fn flow_alert(id: &FlowId, partition: u32, time_ns: i64, kind: AlertKind) -> Alert {
+    let ip = |b: &[u8]| {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(b);
+        Some(ip_from_16(a))
+    };
+    Alert {
+        time_ns,
+        detected_ns: kplane_model::unix_time_ns() as i64,
+        kind: Some(kind),
+        partition,
+        src_ip: ip(&id[..16]),
+        dst_ip: ip(&id[16..32]),
+        src_port: Some(u16::from_be_bytes([id[32], id[33]])),
+        dst_port: Some(u16::from_be_bytes([id[34], id[35]])),
+        protocol: Some(id[36]),
+        ..Alert::default()
+    }
+}
+
+fn has_repeat(path: &[u32]) -> bool {
+    path.iter()
+        .enumerate()
+        .any(|(i, n)| path[..i].contains(n))
+}
+
+impl Detector {
+    pub fn new(partition: u32, t: Thresholds) -> Self {
+        Self {
+            partition,
+            t,
+            flows: HashMap::new(),
+            queues_above: HashSet::new(),
+            loss: HashMap::new(),
+            last_sweep_ns: i64::MIN,
+        }
+    }
+
+    /// Flows tracked (for metrics).
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Checks one message's `reports` and `hops` rows (see `frame.rs`).
+    pub fn reports(
+        &mut self,
+        reports: &RecordBatch,
+        hops: &RecordBatch,
+        out: &mut Vec<Alert>,
+    ) -> Result<(), ArrowError> {
+        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
+        let time = col_of(reports, pcol::EVENT_TIME)?
+            .as_primitive_opt::<TimestampNanosecondType>()
+            .ok_or_else(|| bad(pcol::EVENT_TIME))?;
+        let inter = col_of(reports, pcol::INTERMEDIATE)?
+            .as_boolean_opt()
+            .ok_or_else(|| bad(pcol::INTERMEDIATE))?;
+        let node = col_of(reports, col::NODE_ID)?
+            .as_primitive_opt::<UInt32Type>()
+            .ok_or_else(|| bad(col::NODE_ID))?;
+        let paths = col_of(reports, col::PATH)?
+            .as_list_opt::<i32>()
+            .ok_or_else(|| bad(col::PATH))?;
+        let path_nodes = paths.values().as_primitive::<UInt32Type>();
+        let flows = FlowCols::of(reports)?;
+        let received = col_of(reports, col::RECEIVED)?
+            .as_primitive_opt::<TimestampNanosecondType>()
+            .ok_or_else(|| bad(col::RECEIVED))?;
+        let arrived = received.values().iter().copied().max().unwrap_or(0);
+        let raised = out.len();
+        let black_hole_after = self.t.black_hole_after.as_nanos() as i64;
+        let mut max_t = i64::MIN;
+        for i in 0..reports.num_rows() {
+            let Some(id) = flows.id(i) else { continue };
+            let t = time.value(i);
+            max_t = max_t.max(t);
+            let offsets = paths.value_offsets();
+            let (a, z) = (offsets[i] as usize, offsets[i + 1] as usize);
+            let path = &path_nodes.values()[a..z];
+            let st = self.flows.entry(id).or_default();
+            st.last_seen_ns = st.last_seen_ns.max(t);
+            if path.len() >= 2 && has_repeat(path) {
+                if !st.looping {
+                    st.looping = true;
+                    let mut al = flow_alert(&id, self.partition, t, AlertKind::Loop);
+                    al.path = path.to_vec();
+                    al.node_id = node.is_valid(i).then(|| node.value(i));
+                    out.push(al);
+                }
+            } else if !path.is_empty() {
+                st.looping = false;
+            }
+            if !inter.value(i) && !path.is_empty() {
+                // A sink report: the packet got through.
+                st.last_sink_ns = Some(st.last_sink_ns.map_or(t, |s| s.max(t)));
+                if st.black_hole {
+                    st.black_hole = false;
+                    let mut al = flow_alert(&id, self.partition, t, AlertKind::BlackHoleCleared);
+                    al.path = path.to_vec();
+                    out.push(al);
+                }
+                if !st.path.is_empty() && st.path != path {
+                    let mut al = flow_alert(&id, self.partition, t, AlertKind::PathChange);
+                    al.path = path.to_vec();
+                    al.previous_path = std::mem::take(&mut st.path);
+                    out.push(al);
+                }
+                if st.path != path {
+                    st.path.clear();
+                    st.path.extend_from_slice(path);
+                }
+            } else if let Some(sink) = st.last_sink_ns
+                && !st.black_hole
+                && t - sink > black_hole_after
+            {
+                // Upstream still reports the flow, its sink has not for too long.
+                st.black_hole = true;
+                let mut al = flow_alert(&id, self.partition, t, AlertKind::BlackHole);
+                al.node_id = node.is_valid(i).then(|| node.value(i));
+                al.value = Some((t - sink) as u64);
+                al.threshold = Some(black_hole_after as u64);
+                al.path = st.path.clone();
+                out.push(al);
+            }
+        }
+        self.hop_thresholds(hops, out)?;
+        for a in &mut out[raised..] {
+            a.received_ns = arrived;
+        }
+        self.sweep(max_t);
+        Ok(())
+    }
+
+    fn hop_thresholds(&mut self, hops: &RecordBatch, out: &mut Vec<Alert>) -> Result<(), ArrowError> {
+        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
+        let time = col_of(hops, pcol::EVENT_TIME)?
+            .as_primitive_opt::<TimestampNanosecondType>()
+            .ok_or_else(|| bad(pcol::EVENT_TIME))?;
+        let node = col_of(hops, HopField::NodeId.name())?
+            .as_primitive_opt::<UInt32Type>()
+            .ok_or_else(|| bad("node_id"))?;
+        let latency = col_of(hops, HopField::HopLatency.name())?
+            .as_primitive_opt::<UInt32Type>()
+            .ok_or_else(|| bad("hop_latency_ns"))?;
+        let queue = col_of(hops, HopField::QueueId.name())?
+            .as_primitive_opt::<UInt8Type>()
+            .ok_or_else(|| bad("queue_id"))?;
+        let occupancy = col_of(hops, HopField::QueueOccupancy.name())?
+            .as_primitive_opt::<UInt32Type>()
+            .ok_or_else(|| bad("queue_occupancy"))?;
+        let flows = FlowCols::of(hops)?;
+        let (lat_thr, occ_thr) = (self.t.hop_latency_ns, self.t.queue_occupancy);
+        for i in 0..hops.num_rows() {
+            if node.is_null(i) {
+                continue;
+            }
+            let (n, t) = (node.value(i), time.value(i));
+            if latency.is_valid(i)
+                && let Some(id) = flows.id(i)
+                && let Some(st) = self.flows.get_mut(&id)
+            {
+                let v = u64::from(latency.value(i));
+                let was = st.above.iter().position(|&x| x == n);
+                match (v > lat_thr, was) {
+                    (true, None) => {
+                        st.above.push(n);
+                        let mut al = flow_alert(&id, self.partition, t, AlertKind::Threshold);
+                        al.node_id = Some(n);
+                        al.metric = Some("hop_latency_ns".into());
+                        al.value = Some(v);
+                        al.threshold = Some(lat_thr);
+                        out.push(al);
+                    }
+                    (false, Some(k)) => {
+                        st.above.swap_remove(k);
+                    }
+                    _ => {}
+                }
+            }
+            if queue.is_valid(i) && occupancy.is_valid(i) {
+                let key = (n, queue.value(i));
+                let v = u64::from(occupancy.value(i));
+                if v > occ_thr {
+                    if self.queues_above.insert(key) {
+                        out.push(Alert {
+                            time_ns: t,
+                            detected_ns: kplane_model::unix_time_ns() as i64,
+                            kind: Some(AlertKind::Threshold),
+                            partition: self.partition,
+                            node_id: Some(n),
+                            queue_id: Some(key.1),
+                            metric: Some("queue_occupancy".into()),
+                            value: Some(v),
+                            threshold: Some(occ_thr),
+                            ..Alert::default()
+                        });
+                    }
+                } else {
+                    self.queues_above.remove(&key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one message's `events` rows for report-loss bursts.
+    pub fn events(&mut self, events: &RecordBatch, out: &mut Vec<Alert>) -> Result<(), ArrowError> {
+        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
+        let time = col_of(events, col::RECEIVED)?
+            .as_primitive_opt::<TimestampNanosecondType>()
+            .ok_or_else(|| bad(col::RECEIVED))?;
+        let metric = col_of(events, col::METRIC)?
+            .as_string_opt::<i32>()
+            .ok_or_else(|| bad(col::METRIC))?;
+        let node = col_of(events, col::NODE_ID)?
+            .as_primitive_opt::<UInt32Type>()
+            .ok_or_else(|| bad(col::NODE_ID))?;
+        let value = col_of(events, col::VALUE)?
+            .as_primitive_opt::<UInt64Type>()
+            .ok_or_else(|| bad(col::VALUE))?;
+        let interval = self.t.loss_burst_interval.as_nanos() as i64;
+        let threshold = self.t.loss_burst_reports;
+        for i in 0..events.num_rows() {
+            if metric.value(i) != "report_loss" || node.is_null(i) || value.is_null(i) {
+                continue;
+            }
+            let (n, t, lost) = (node.value(i), time.value(i), value.value(i));
+            let (window, sum, bursting) = self.loss.entry(n).or_default();
+            window.push_back((t, lost));
+            *sum += lost;
+            while let Some(&(t0, l0)) = window.front() {
+                if t - t0 <= interval {
+                    break;
+                }
+                window.pop_front();
+                *sum -= l0;
+            }
+            if *sum >= threshold && !*bursting {
+                *bursting = true;
+                out.push(Alert {
+                    time_ns: t,
+                    received_ns: t,
+                    detected_ns: kplane_model::unix_time_ns() as i64,
+                    kind: Some(AlertKind::ReportLossBurst),
+                    partition: self.partition,
+                    node_id: Some(n),
+                    value: Some(*sum),
+                    threshold: Some(threshold),
+                    ..Alert::default()
+                });
+            } else if *sum < threshold {
+                *bursting = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets flows idle for `flow-idle` of event time.
+    fn sweep(&mut self, now_ns: i64) {
+        let idle = self.t.flow_idle.as_nanos() as i64;
+        if now_ns == i64::MIN || now_ns.saturating_sub(self.last_sweep_ns) < idle / 2 {
+            return;
+        }
+        self.last_sweep_ns = now_ns;
+        self.flows.retain(|_, st| now_ns - st.last_seen_ns <= idle);
+    }
+}
+
+static ALERTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+    let list = DataType::List(Arc::new(Field::new("item", DataType::UInt32, true)));
+    Arc::new(Schema::new(vec![
+        Field::new("time", ts.clone(), false),
+        Field::new("detected", ts, false),
+        Field::new("partition", DataType::UInt32, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new(col::SRC_IP, DataType::FixedSizeBinary(16), true),
+        Field::new(col::DST_IP, DataType::FixedSizeBinary(16), true),
+        Field::new(col::SRC_PORT, DataType::UInt16, true),
+        Field::new(col::DST_PORT, DataType::UInt16, true),
+        Field::new(col::PROTOCOL, DataType::UInt8, true),
+        Field::new(col::NODE_ID, DataType::UInt32, true),
+        Field::new(col::QUEUE_ID, DataType::UInt8, true),
+        Field::new(col::METRIC, DataType::Utf8, true),
+        Field::new(col::VALUE, DataType::UInt64, true),
+        Field::new("threshold", DataType::UInt64, true),
+        Field::new(col::PATH, list.clone(), false),
+        Field::new("previous_path", list, false),
+    ]))
+});
+
+/// The store's `alerts` table schema.
+pub fn alerts_schema() -> SchemaRef {
+    ALERTS.clone()
+}
+
+/// Alerts as an Arrow batch of [`alerts_schema`].
+pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
+    let n = alerts.len();
+    let mut time = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");
+    let mut detected = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");
+    let mut partition = UInt32Builder::with_capacity(n);
+    let mut kind = StringBuilder::new();
+    let mut src = FixedSizeBinaryBuilder::with_capacity(n, 16);
+    let mut dst = FixedSizeBinaryBuilder::with_capacity(n, 16);
+    let mut sport = UInt16Builder::with_capacity(n);
+    let mut dport = UInt16Builder::with_capacity(n);
+    let mut proto = UInt8Builder::with_capacity(n);
+    let mut node = UInt32Builder::with_capacity(n);
+    let mut queue = UInt8Builder::with_capacity(n);
+    let mut metric = StringBuilder::new();
+    let mut value = UInt64Builder::with_capacity(n);
+    let mut threshold = UInt64Builder::with_capacity(n);
+    let item = Arc::new(Field::new("item", DataType::UInt32, true));
+    let mut path = ListBuilder::new(UInt32Builder::new()).with_field(item.clone());
+    let mut prev = ListBuilder::new(UInt32Builder::new()).with_field(item);
+    for a in alerts {
+        time.append_value(a.time_ns);
+        detected.append_value(a.detected_ns);
+        partition.append_value(a.partition);
+        kind.append_value(a.kind.map_or("unknown", AlertKind::as_str));
+        for (b, ip) in [(&mut src, a.src_ip), (&mut dst, a.dst_ip)] {
+            match ip {
+                Some(ip) => b.append_value(ip_to_16(ip))?,
+                None => b.append_null(),
+            }
+        }
+        sport.append_option(a.src_port);
+        dport.append_option(a.dst_port);
+        proto.append_option(a.protocol);
+        node.append_option(a.node_id);
+        queue.append_option(a.queue_id);
+        metric.append_option(a.metric.as_deref());
+        value.append_option(a.value);
+        threshold.append_option(a.threshold);
+        path.values().append_slice(&a.path);
+        path.append(true);
+        prev.values().append_slice(&a.previous_path);
+        prev.append(true);
+    }
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(time.finish()),
+        Arc::new(detected.finish()),
+        Arc::new(partition.finish()),
+        Arc::new(kind.finish()),
+        Arc::new(src.finish()),
+        Arc::new(dst.finish()),
+        Arc::new(sport.finish()),
+        Arc::new(dport.finish()),
+        Arc::new(proto.finish()),
+        Arc::new(node.finish()),
+        Arc::new(queue.finish()),
+        Arc::new(metric.finish()),
+        Arc::new(value.finish()),
+        Arc::new(threshold.finish()),
+        Arc::new(path.finish()),
+        Arc::new(prev.finish()),
+    ];
+    RecordBatch::try_new(alerts_schema(), cols)
+}

@@ -1,0 +1,276 @@
+//! Bus batches → the window-input tables the analytics query.
+//!
+//! * `reports`: one row per report with its event time and per-report derived columns —
+//!   the node path (`List<UInt32>`), end-to-end latency as the sum of hop latencies, and
+//!   transit time as the last hop's egress minus the first hop's ingress timestamp;
+//! * `hops`: one row per (report, hop), the flow key repeated (what per-hop latency, queue and
+//!   link analytics group by);
+//! * `events`: the collector's event rows, narrowed to what the window counts and the loss
+//!   detector need.
+//!
+//! This is a reshaping of columns (Arrow `take` over the hop list offsets), not analytics:
+//! every aggregate is a DataFusion query (`analytics.rs`).
+
+use std::sync::{Arc, LazyLock};
+
+use arrow_array::builder::{ListBuilder, UInt32Builder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{TimestampNanosecondType, UInt32Type, UInt64Type};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, RecordBatch, TimestampNanosecondArray, UInt8Array,
+    UInt32Array, UInt64Array,
+};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
+use kplane_model::schema::{col, hop_field_type};
+use kplane_model::{HopField, ReportFlags};
+
+/// Columns added by the processor.
+pub mod pcol {
+    pub const EVENT_TIME: &str = "event_time";
+    pub const INTERMEDIATE: &str = "intermediate";
+    pub const E2E_LATENCY: &str = "e2e_latency_ns";
+    pub const TRANSIT: &str = "transit_ns";
+}
+
+/// Hop fields kept in the `hops` table.
+pub const HOP_COLUMNS: [HopField; 8] = [
+    HopField::NodeId,
+    HopField::L1EgressPort,
+    HopField::HopLatency,
+    HopField::QueueId,
+    HopField::QueueOccupancy,
+    HopField::TxUtilization,
+    HopField::IngressTimestamp,
+    HopField::EgressTimestamp,
+];
+
+fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+}
+
+fn flow_fields() -> Vec<Field> {
+    vec![
+        Field::new(col::SRC_IP, DataType::FixedSizeBinary(16), true),
+        Field::new(col::DST_IP, DataType::FixedSizeBinary(16), true),
+        Field::new(col::SRC_PORT, DataType::UInt16, true),
+        Field::new(col::DST_PORT, DataType::UInt16, true),
+        Field::new(col::PROTOCOL, DataType::UInt8, true),
+    ]
+}
+
+const FLOW_COLUMNS: [&str; 5] = [
+    col::SRC_IP,
+    col::DST_IP,
+    col::SRC_PORT,
+    col::DST_PORT,
+    col::PROTOCOL,
+];
+
+static REPORTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let mut f = vec![
+        Field::new(pcol::EVENT_TIME, ts_type(), false),
+        Field::new(col::RECEIVED, ts_type(), false),
+        Field::new(col::NODE_ID, DataType::UInt32, true),
+        Field::new(col::HW_ID, DataType::UInt8, false),
+        Field::new(col::SEQUENCE, DataType::UInt32, true),
+        Field::new(pcol::INTERMEDIATE, DataType::Boolean, false),
+    ];
+    f.extend(flow_fields());
+    f.extend([
+        Field::new(col::HOP_COUNT, DataType::UInt8, false),
+        Field::new(
+            col::PATH,
+            DataType::List(Arc::new(Field::new("item", DataType::UInt32, true))),
+            false,
+        ),
+        Field::new(pcol::E2E_LATENCY, DataType::UInt64, true),
+        Field::new(pcol::TRANSIT, DataType::UInt64, true),
+    ]);
+    Arc::new(Schema::new(f))
+});
+
+static HOPS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let mut f = vec![Field::new(pcol::EVENT_TIME, ts_type(), false)];
+    f.extend(flow_fields());
+    f.push(Field::new(pcol::INTERMEDIATE, DataType::Boolean, false));
+    f.push(Field::new(col::HOP_INDEX, DataType::UInt8, false));
+    f.extend(
+        HOP_COLUMNS
+            .iter()
+            .map(|h| Field::new(h.name(), hop_field_type(*h), true)),
+    );
+    Arc::new(Schema::new(f))
+});
+
+static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new(col::RECEIVED, ts_type(), false),
+        Field::new(col::KIND, DataType::Utf8, false),
+        Field::new(col::METRIC, DataType::Utf8, false),
+        Field::new(col::NODE_ID, DataType::UInt32, true),
+        Field::new(col::VALUE, DataType::UInt64, true),
+    ]))
+});
+
+pub fn reports_schema() -> SchemaRef {
+    REPORTS.clone()
+}
+
+pub fn hops_schema() -> SchemaRef {
+    HOPS.clone()
+}
+
+pub fn events_schema() -> SchemaRef {
+    EVENTS.clone()
+}
+
+/// A bus batch of reports, reshaped.
+#[derive(Clone, Debug)]
+pub struct ReportFrame {
+    pub reports: RecordBatch,
+    pub hops: RecordBatch,
+    /// Event time of each report row, ns.
+    pub event_ns: Vec<i64>,
+    /// Event time of each hop row (its report's), ns.
+    pub hop_event_ns: Vec<i64>,
+}
+
+fn column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, ArrowError> {
+    b.column_by_name(name)
+        .ok_or_else(|| ArrowError::SchemaError(format!("no {name} column")))
+}
+
+fn typed<'a, T: 'static>(a: &'a ArrayRef, name: &str) -> Result<&'a T, ArrowError> {
+    a.as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| ArrowError::SchemaError(format!("{name} has type {}", a.data_type())))
+}
+
+/// Reshapes one `reports/v1` batch (the collector's `int.reports`).
+pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, ArrowError> {
+    let n = b.num_rows();
+    let received: &TimestampNanosecondArray = typed(column(b, col::RECEIVED)?, col::RECEIVED)?;
+    let stamp: &UInt64Array = typed(column(b, col::TIMESTAMP_NS)?, col::TIMESTAMP_NS)?;
+    let flags: &UInt8Array = typed(column(b, col::FLAGS)?, col::FLAGS)?;
+    let event_ns: Vec<i64> = (0..n)
+        .map(|i| {
+            if report_clock && stamp.is_valid(i) {
+                stamp.value(i) as i64
+            } else {
+                received.value(i)
+            }
+        })
+        .collect();
+    let event_time = Arc::new(
+        TimestampNanosecondArray::from(event_ns.clone()).with_timezone("UTC"),
+    ) as ArrayRef;
+    let intermediate = Arc::new(BooleanArray::from_iter(
+        (0..n).map(|i| Some(ReportFlags(flags.value(i)).contains(ReportFlags::INTERMEDIATE))),
+    )) as ArrayRef;
+
+    let hops = column(b, col::HOPS)?.as_list_opt::<i32>().ok_or_else(|| {
+        ArrowError::SchemaError("hops is not a List".into())
+    })?;
+    let values = hops.values().as_struct_opt().ok_or_else(|| {
+        ArrowError::SchemaError("hops items are not a Struct".into())
+    })?;
+    let offsets = hops.value_offsets();
+    let (lo, hi) = (offsets[0] as usize, offsets[n] as usize);
+    let field = |h: HopField| -> Result<ArrayRef, ArrowError> {
+        Ok(values
+            .column_by_name(h.name())
+            .ok_or_else(|| ArrowError::SchemaError(format!("no hop field {}", h.name())))?
+            .slice(lo, hi - lo))
+    };
+    let node = field(HopField::NodeId)?;
+    let node = node.as_primitive::<UInt32Type>();
+    let latency = field(HopField::HopLatency)?;
+    let latency = latency.as_primitive::<UInt32Type>();
+    let ingress = field(HopField::IngressTimestamp)?;
+    let ingress = ingress.as_primitive::<UInt64Type>();
+    let egress = field(HopField::EgressTimestamp)?;
+    let egress = egress.as_primitive::<UInt64Type>();
+
+    // Per report: path, latency sum, transit; per hop: the report it belongs to.
+    let mut path = ListBuilder::with_capacity(UInt32Builder::with_capacity(hi - lo), n)
+        .with_field(Arc::new(Field::new("item", DataType::UInt32, true)));
+    let mut e2e = Vec::with_capacity(n);
+    let mut transit = Vec::with_capacity(n);
+    let mut owner = Vec::with_capacity(hi - lo);
+    let mut hop_index = Vec::with_capacity(hi - lo);
+    for i in 0..n {
+        let (a, z) = (offsets[i] as usize - lo, offsets[i + 1] as usize - lo);
+        let mut sum: Option<u64> = None;
+        for j in a..z {
+            if node.is_valid(j) {
+                path.values().append_value(node.value(j));
+            }
+            if latency.is_valid(j) {
+                *sum.get_or_insert(0) += u64::from(latency.value(j));
+            }
+            owner.push(i as u32);
+            hop_index.push((j - a).min(255) as u8);
+        }
+        path.append(true);
+        e2e.push(sum);
+        transit.push(if z > a && ingress.is_valid(a) && egress.is_valid(z - 1) {
+            egress.value(z - 1).checked_sub(ingress.value(a))
+        } else {
+            None
+        });
+    }
+    let mut report_cols = vec![
+        event_time.clone(),
+        column(b, col::RECEIVED)?.clone(),
+        column(b, col::NODE_ID)?.clone(),
+        column(b, col::HW_ID)?.clone(),
+        column(b, col::SEQUENCE)?.clone(),
+        intermediate.clone(),
+    ];
+    for c in FLOW_COLUMNS {
+        report_cols.push(column(b, c)?.clone());
+    }
+    report_cols.extend([
+        column(b, col::HOP_COUNT)?.clone(),
+        Arc::new(path.finish()) as ArrayRef,
+        Arc::new(UInt64Array::from(e2e)) as ArrayRef,
+        Arc::new(UInt64Array::from(transit)) as ArrayRef,
+    ]);
+    let reports = RecordBatch::try_new(reports_schema(), report_cols)?;
+
+    let hop_event_ns = owner.iter().map(|&i| event_ns[i as usize]).collect();
+    let owner = UInt32Array::from(owner);
+    let take = |a: &ArrayRef| arrow_select::take::take(a.as_ref(), &owner, None);
+    let mut hop_cols = vec![take(&event_time)?];
+    for c in FLOW_COLUMNS {
+        hop_cols.push(take(column(b, c)?)?);
+    }
+    hop_cols.push(take(&intermediate)?);
+    hop_cols.push(Arc::new(UInt8Array::from(hop_index)));
+    for h in HOP_COLUMNS {
+        hop_cols.push(field(h)?);
+    }
+    let hops = RecordBatch::try_new(hops_schema(), hop_cols)?;
+    Ok(ReportFrame {
+        reports,
+        hops,
+        event_ns,
+        hop_event_ns,
+    })
+}
+
+/// Narrows one `events/v1` batch (the collector's `int.events`) to the `events` table; returns
+/// it with each row's event time (the collector's receive time).
+pub fn event_frame(b: &RecordBatch) -> Result<(RecordBatch, Vec<i64>), ArrowError> {
+    let received = column(b, col::RECEIVED)?;
+    let times = received
+        .as_primitive_opt::<TimestampNanosecondType>()
+        .ok_or_else(|| ArrowError::SchemaError("received is not a ns timestamp".into()))?;
+    let event_ns = times.values().to_vec();
+    let cols = events_schema()
+        .fields()
+        .iter()
+        .map(|f| column(b, f.name()).cloned())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((RecordBatch::try_new(events_schema(), cols)?, event_ns))
+}

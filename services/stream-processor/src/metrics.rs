@@ -1,0 +1,176 @@
+//! `kplane_stream_processor_*`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::detect::{Alert, AlertKind};
+use crate::panes::Offered;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabel {
+    pub table: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 ms … ~65 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+#[derive(Clone, Debug)]
+pub struct ProcessorMetrics {
+    pub records: Family<Outcome, Counter>,
+    pub undecodable: Counter,
+    pub unowned: Counter,
+    pub consume_errors: Counter,
+    pub windows_written: Counter,
+    pub result_rows: Family<TableLabel, Counter>,
+    pub alerts: Family<KindLabel, Counter>,
+    pub publish_failures: Counter,
+    pub open_panes: Gauge,
+    pub partitions: Gauge,
+    pub tracked_flows: Gauge,
+    pub store_files: Gauge,
+    pub compactions: Gauge,
+    pub window_latency: Histogram,
+    pub alert_latency: Histogram,
+}
+
+impl Default for ProcessorMetrics {
+    fn default() -> Self {
+        Self {
+            records: Family::default(),
+            undecodable: Counter::default(),
+            unowned: Counter::default(),
+            consume_errors: Counter::default(),
+            windows_written: Counter::default(),
+            result_rows: Family::default(),
+            alerts: Family::default(),
+            publish_failures: Counter::default(),
+            open_panes: Gauge::default(),
+            partitions: Gauge::default(),
+            tracked_flows: Gauge::default(),
+            store_files: Gauge::default(),
+            compactions: Gauge::default(),
+            window_latency: latency_histogram(),
+            alert_latency: latency_histogram(),
+        }
+    }
+}
+
+impl ProcessorMetrics {
+    pub fn register(&self, root: &mut Registry) {
+        let r = root.sub_registry_with_prefix("stream_processor");
+        r.register(
+            "records",
+            "Input rows (reports, events) read, by outcome: added to a window, late (misses a \
+             window already written; counted, not added to it), replayed (already in written \
+             results after a restart)",
+            self.records.clone(),
+        );
+        r.register(
+            "undecodable_messages",
+            "Bus messages whose payload could not be decoded (counted, skipped, committed)",
+            self.undecodable.clone(),
+        );
+        r.register(
+            "unowned_messages",
+            "Messages of a partition this member does not own (left to its owner)",
+            self.unowned.clone(),
+        );
+        r.register(
+            "consume_errors",
+            "Transient consume errors (e.g. unknown topic before the collector created it), retried",
+            self.consume_errors.clone(),
+        );
+        r.register(
+            "windows_written",
+            "Windows whose results were written durably (per lane)",
+            self.windows_written.clone(),
+        );
+        r.register(
+            "result_rows",
+            "Rows of window results written, by table",
+            self.result_rows.clone(),
+        );
+        r.register("alerts", "Immediate events raised, by kind", self.alerts.clone());
+        r.register(
+            "publish_failures",
+            "Results or alerts that could not be published on the bus (they are stored)",
+            self.publish_failures.clone(),
+        );
+        r.register(
+            "open_panes",
+            "Panes (window slices) held across lanes",
+            self.open_panes.clone(),
+        );
+        r.register(
+            "assigned_partitions",
+            "Input partitions (of every input topic) this member owns",
+            self.partitions.clone(),
+        );
+        r.register(
+            "tracked_flows",
+            "Flows held by the immediate-event detectors",
+            self.tracked_flows.clone(),
+        );
+        r.register(
+            "store_files",
+            "Parquet files written by the lane that committed last",
+            self.store_files.clone(),
+        );
+        r.register(
+            "compactions",
+            "Compactions done by the lane that committed last",
+            self.compactions.clone(),
+        );
+        r.register(
+            "window_result_latency_seconds",
+            "From the collector's receipt of a window's last row to its results being stored",
+            self.window_latency.clone(),
+        );
+        r.register(
+            "alert_latency_seconds",
+            "From the collector's receipt of a row to the immediate event it raised",
+            self.alert_latency.clone(),
+        );
+    }
+
+    pub fn offered(&self, o: Offered) {
+        for (outcome, n) in [
+            ("added", o.added),
+            ("late", o.late),
+            ("replayed", o.replayed),
+        ] {
+            if n > 0 {
+                self.records.get_or_create(&Outcome { outcome }).inc_by(n);
+            }
+        }
+    }
+
+    pub fn result_rows(&self, table: &'static str, n: u64) {
+        self.result_rows.get_or_create(&TableLabel { table }).inc_by(n);
+    }
+
+    pub fn alert(&self, a: &Alert, now_ns: i64) {
+        let kind = a.kind.map_or("unknown", AlertKind::as_str);
+        self.alerts.get_or_create(&KindLabel { kind }).inc();
+        if a.received_ns > 0 {
+            self.alert_latency
+                .observe((now_ns - a.received_ns).max(0) as f64 / 1e9);
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! The processing loop: messages → (per lane) detectors and panes → closed windows →
+//! DataFusion analytics → the store (then the checkpoint) → result topics → offset commits.
+//!
+//! A lane is one partition of one input topic: `int.reports` lanes feed the window analytics
+//! and the flow/queue detectors, `int.events` lanes the event counts and report-loss bursts.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use bytes::Bytes;
+use kplane_bus::{Message, Producer, content_types, headers, topics};
+use kplane_kafka::PartitionEvent;
+
+use crate::analytics::{Analytics, Table, WindowInput, paths_of};
+use crate::config::{Config, EventTime};
+use crate::detect::{Alert, Detector, alerts_batch};
+use crate::frame::{event_frame, report_frame};
+use crate::metrics::ProcessorMetrics;
+use crate::panes::{ClosedWindow, Offered, Panes};
+use crate::source::{Msg, Source};
+use crate::store::{LaneStore, WindowRows};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Result topics.
+pub mod result_topics {
+    /// Window results: Arrow IPC, header `kplane-schema: <table>/v1`.
+    pub const WINDOWS: &str = "int.windows";
+    /// Immediate events: JSON lines, one [`crate::detect::Alert`] per line.
+    pub const ALERTS: &str = "int.alerts";
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LaneKind {
+    Reports,
+    Events,
+}
+
+struct Lane {
+    kind: LaneKind,
+    topic: String,
+    partition: u32,
+    panes: Panes,
+    store: LaneStore,
+    detector: Detector,
+    last_data: Instant,
+    previous_paths: Vec<RecordBatch>,
+    /// Alerts raised since the last commit (stored with it).
+    pending_alerts: Vec<Alert>,
+    first_alert_offset: i64,
+}
+
+/// `reports-p3`, `events-p0`: the lane's file prefix and checkpoint log name.
+pub fn lane_name(topic: &str, partition: u32) -> String {
+    let short = topic.rsplit('.').next().unwrap_or(topic);
+    format!("{short}-p{partition}")
+}
+
+/// Everything the loop needs besides its input.
+pub struct Processor {
+    cfg: Config,
+    analytics: Analytics,
+    rt: tokio::runtime::Runtime,
+    metrics: ProcessorMetrics,
+    results: Option<Arc<dyn Producer>>,
+    lanes: HashMap<(String, u32), Lane>,
+    alert_sink: Option<AlertSink>,
+    window_sink: Option<WindowSink>,
+}
+
+/// Observes alerts as they are raised.
+pub type AlertSink = Box<dyn Fn(&[Alert]) + Send>;
+/// Observes each commit: (windows, latest arrival among their rows (ns), rows per table).
+pub type WindowSink = Box<dyn Fn(usize, i64, &[(&'static str, RecordBatch)]) + Send>;
+
+impl std::fmt::Debug for Processor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processor").finish_non_exhaustive()
+    }
+}
+
+impl Processor {
+    /// `results`: where window results and alerts are published (none: store only).
+    pub fn new(
+        cfg: Config,
+        metrics: ProcessorMetrics,
+        results: Option<Arc<dyn Producer>>,
+    ) -> Result<Self, BoxError> {
+        std::fs::create_dir_all(&cfg.data_dir)?;
+        let rt = tokio::runtime::Builder::new_current_thread().build()?;
+        let analytics = rt.block_on(Analytics::new(
+            cfg.thresholds.queue_occupancy,
+            cfg.window_ns(),
+        ))?;
+        Ok(Self {
+            cfg,
+            analytics,
+            rt,
+            metrics,
+            results,
+            lanes: HashMap::new(),
+            alert_sink: None,
+            window_sink: None,
+        })
+    }
+
+    /// Calls `f` with every batch of alerts raised (benchmarks and tests observe with it).
+    pub fn on_alerts(&mut self, f: AlertSink) {
+        self.alert_sink = Some(f);
+    }
+
+    /// Calls `f` after every commit of window results.
+    pub fn on_windows(&mut self, f: WindowSink) {
+        self.window_sink = Some(f);
+    }
+
+    /// Consumes `source` until `stop`; open windows are not written on stop (their messages
+    /// are read again by whoever owns the partition next).
+    pub fn run(&mut self, mut source: Box<dyn Source>, stop: &AtomicBool) -> Result<(), BoxError> {
+        let mut last_lag = Instant::now();
+        let mut last_commit = Instant::now();
+        let mut last_any = Instant::now();
+        while !stop.load(Ordering::Acquire) {
+            let consume_errors = self.metrics.consume_errors.clone();
+            let msg = source.poll(Duration::from_millis(50), &move || {
+                consume_errors.inc();
+            })?;
+            self.rebalance(source.partition_events())?;
+            if let Some(m) = msg {
+                last_any = Instant::now();
+                self.handle(m);
+            }
+            let mut committed = false;
+            let keys: Vec<(String, u32)> = self.lanes.keys().cloned().collect();
+            for key in keys {
+                let Some(lane) = self.lanes.get(&key) else { continue };
+                // Idle only when nothing at all arrived for a while: a lane that merely looks
+                // quiet while the consumer works through other lanes' backlog may still have
+                // rows queued for the window it would close.
+                let idle = last_any.elapsed() >= self.cfg.idle_close
+                    && lane.last_data.elapsed() >= self.cfg.idle_close;
+                if let Some((topic, partition, through)) = self.close_lane(&key, idle)? {
+                    source.mark_durable(&topic, partition, through);
+                    committed = true;
+                }
+            }
+            if committed || last_commit.elapsed() >= Duration::from_millis(200) {
+                source.commit();
+                last_commit = Instant::now();
+            }
+            self.metrics.open_panes.set(
+                self.lanes.values().map(|l| l.panes.held_panes() as i64).sum(),
+            );
+            self.metrics
+                .tracked_flows
+                .set(self.lanes.values().map(|l| l.detector.flows() as i64).sum());
+            if last_lag.elapsed() >= Duration::from_secs(5) {
+                source.update_lag();
+                last_lag = Instant::now();
+            }
+        }
+        source.close();
+        Ok(())
+    }
+
+    /// Closes every open window of every lane (the end of a finite input, e.g. a benchmark).
+    pub fn flush(&mut self) -> Result<(), BoxError> {
+        let keys: Vec<(String, u32)> = self.lanes.keys().cloned().collect();
+        for key in keys {
+            self.close_lane(&key, true)?;
+        }
+        Ok(())
+    }
+
+    /// Builds lanes for assigned partitions from their checkpoints; drops revoked ones.
+    pub fn rebalance(&mut self, events: Vec<PartitionEvent>) -> Result<(), BoxError> {
+        for event in events {
+            match event {
+                PartitionEvent::Assigned(ps) => {
+                    for (topic, partition) in ps {
+                        let kind = if topic == topics::EVENTS {
+                            LaneKind::Events
+                        } else {
+                            LaneKind::Reports
+                        };
+                        let name = lane_name(&topic, partition);
+                        let (store, checkpoint) =
+                            LaneStore::open(&self.cfg.data_dir, &name, self.cfg.compact_files)?;
+                        tracing::info!(lane = %name, ?checkpoint, "partition assigned");
+                        self.lanes.insert(
+                            (topic.clone(), partition),
+                            Lane {
+                                kind,
+                                topic,
+                                partition,
+                                panes: Panes::new(
+                                    self.cfg.window_ns(),
+                                    self.cfg.slide_ns(),
+                                    self.cfg.lateness.as_nanos() as i64,
+                                    checkpoint,
+                                ),
+                                store,
+                                detector: Detector::new(partition, self.cfg.thresholds.clone()),
+                                last_data: Instant::now(),
+                                previous_paths: Vec::new(),
+                                pending_alerts: Vec::new(),
+                                first_alert_offset: -1,
+                            },
+                        );
+                    }
+                }
+                PartitionEvent::Revoked(ps) => {
+                    for key in ps {
+                        tracing::info!(topic = %key.0, partition = key.1, "partition revoked");
+                        self.lanes.remove(&key);
+                    }
+                }
+            }
+        }
+        self.metrics.partitions.set(self.lanes.len() as i64);
+        Ok(())
+    }
+
+    /// Offers one message to its lane: detectors first (alerts go out at once), then panes.
+    pub fn handle(&mut self, m: Msg) {
+        let key = (m.topic.clone(), m.partition);
+        let Some(lane) = self.lanes.get(&key) else {
+            // Not ours (a message delivered across a revocation): its owner reads it; counted.
+            tracing::warn!(topic = %m.topic, partition = m.partition, offset = m.offset, "message of an unowned partition skipped");
+            self.metrics.unowned.inc();
+            return;
+        };
+        let decoded = crate::input::batches(
+            m.content_type.as_deref(),
+            &m.payload,
+            lane.kind == LaneKind::Reports,
+        );
+        let batches = match decoded {
+            Ok(b) => b,
+            Err(e) => {
+                self.undecodable(&key, m.offset, &e);
+                return;
+            }
+        };
+        self.offer_batches(&key, m.offset, &batches);
+    }
+
+    fn undecodable(&mut self, key: &(String, u32), offset: i64, e: &str) {
+        tracing::warn!(topic = %key.0, partition = key.1, offset, error = %e, "undecodable message skipped");
+        self.metrics.undecodable.inc();
+        if let Some(lane) = self.lanes.get_mut(key) {
+            // Accounted for: the offset may be committed past it.
+            let _ = lane.panes.offer(offset, &[]);
+        }
+    }
+
+    /// Offers one message's decoded batches to the lane of `key` (see [`Self::handle`]).
+    pub fn offer_batches(&mut self, key: &(String, u32), offset: i64, batches: &[RecordBatch]) {
+        let Some(lane) = self.lanes.get_mut(key) else {
+            self.metrics.unowned.inc();
+            return;
+        };
+        lane.last_data = Instant::now();
+        let report_clock = self.cfg.event_time == EventTime::Report;
+        // Rows of a message read before the last checkpoint was taken already raised their
+        // alerts then: detectors see them again (to rebuild state) but stay quiet.
+        let replay = offset <= lane.panes.checkpoint().read_until;
+        let mut alerts = Vec::new();
+        let outcome = (|| -> Result<Offered, String> {
+            let mut offered = Offered::default();
+            for b in batches {
+                let o = match lane.kind {
+                    LaneKind::Reports => {
+                        let f = report_frame(b, report_clock).map_err(|e| e.to_string())?;
+                        lane.detector
+                            .reports(&f.reports, &f.hops, &mut alerts)
+                            .map_err(|e| e.to_string())?;
+                        lane.panes
+                            .offer(
+                                offset,
+                                &[(&f.reports, &f.event_ns), (&f.hops, &f.hop_event_ns)],
+                            )
+                            .map_err(|e| e.to_string())?
+                    }
+                    LaneKind::Events => {
+                        let (events, event_ns) = event_frame(b).map_err(|e| e.to_string())?;
+                        lane.detector
+                            .events(&events, &mut alerts)
+                            .map_err(|e| e.to_string())?;
+                        lane.panes
+                            .offer(offset, &[(&events, &event_ns)])
+                            .map_err(|e| e.to_string())?
+                    }
+                };
+                offered.merge(o);
+            }
+            Ok(offered)
+        })();
+        match outcome {
+            Ok(o) => self.metrics.offered(o),
+            Err(e) => return self.undecodable(key, offset, &e),
+        }
+        if replay || alerts.is_empty() {
+            return;
+        }
+        let now = kplane_model::unix_time_ns() as i64;
+        for a in &alerts {
+            self.metrics.alert(a, now);
+        }
+        if let Some(sink) = &self.alert_sink {
+            sink(&alerts);
+        }
+        if let Some(p) = &self.results {
+            let mut payload = Vec::new();
+            for a in &alerts {
+                if serde_json::to_writer(&mut payload, a).is_ok() {
+                    payload.push(b'\n');
+                }
+            }
+            let partitions = p.partitions(result_topics::ALERTS).unwrap_or(1).max(1);
+            let msg = Message {
+                topic: result_topics::ALERTS,
+                partition: lane.partition % partitions,
+                key: None,
+                headers: vec![
+                    (headers::CONTENT_TYPE, content_types::JSON_LINES.to_string()),
+                    (headers::SCHEMA, "alerts/v1".to_string()),
+                    (headers::RECORDS, alerts.len().to_string()),
+                ],
+                payload: Bytes::from(payload),
+                timestamp_ns: now as u64,
+            };
+            if let Err(e) = p.send(msg) {
+                self.metrics.publish_failures.inc();
+                tracing::warn!(error = %e, "alerts not published (they are still stored)");
+            }
+        }
+        if lane.pending_alerts.is_empty() {
+            lane.first_alert_offset = offset;
+        }
+        lane.pending_alerts.extend(alerts);
+    }
+
+    /// Closes what the lane's watermark allows, runs the analytics, stores and publishes the
+    /// results; returns (topic, partition, durable offset) when a checkpoint was written.
+    pub fn close_lane(
+        &mut self,
+        key: &(String, u32),
+        all: bool,
+    ) -> Result<Option<(String, u32, i64)>, BoxError> {
+        let Some(lane) = self.lanes.get_mut(key) else {
+            return Ok(None);
+        };
+        let Some((windows, checkpoint)) = lane.panes.close(all) else {
+            return Ok(None);
+        };
+        let mut rows: Vec<WindowRows> = Vec::new();
+        let n_windows = windows.len();
+        let mut last_arrival = 0i64;
+        for w in windows {
+            last_arrival = last_arrival.max(latest_arrival(&w));
+            let results = self.rt.block_on(run_window(&self.analytics, lane, w))?;
+            rows.extend(results);
+        }
+        let alerts = if lane.pending_alerts.is_empty() {
+            None
+        } else {
+            let a = std::mem::take(&mut lane.pending_alerts);
+            let t = a.iter().map(|a| a.time_ns).min().unwrap_or(0);
+            Some((t, lane.first_alert_offset, alerts_batch(&a)?))
+        };
+        let published: Vec<(&'static str, RecordBatch)> =
+            rows.iter().map(|(t, _, _, b)| (*t, b.clone())).collect();
+        lane.store.commit(rows, alerts, n_windows, checkpoint)?;
+        self.metrics.windows_written.inc_by(n_windows as u64);
+        self.metrics.store_files.set(lane.store.files_written as i64);
+        self.metrics.compactions.set(lane.store.compactions as i64);
+        let now = kplane_model::unix_time_ns() as i64;
+        if n_windows > 0 && last_arrival > 0 {
+            self.metrics
+                .window_latency
+                .observe((now - last_arrival).max(0) as f64 / 1e9);
+        }
+        for (table, batch) in &published {
+            self.metrics.result_rows(table, batch.num_rows() as u64);
+        }
+        if let Some(sink) = &self.window_sink {
+            sink(n_windows, last_arrival, &published);
+        }
+        let partition = lane.partition;
+        let (topic, through) = (lane.topic.clone(), checkpoint.through_offset);
+        if let Some(p) = &self.results {
+            publish_windows(p.as_ref(), partition, &published, &self.metrics);
+        }
+        tracing::debug!(lane = %lane_name(&topic, partition), windows = n_windows, ?checkpoint, "committed");
+        Ok(Some((topic, partition, through)))
+    }
+}
+
+/// The latest collector receive time in a window (for the arrival → result latency).
+fn latest_arrival(w: &ClosedWindow) -> i64 {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::TimestampNanosecondType;
+    w.tables
+        .first()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| {
+            let c = b.column_by_name(kplane_model::schema::col::RECEIVED)?;
+            c.as_primitive_opt::<TimestampNanosecondType>()?
+                .values()
+                .iter()
+                .copied()
+                .max()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+async fn run_window(
+    analytics: &Analytics,
+    lane: &mut Lane,
+    w: ClosedWindow,
+) -> Result<Vec<WindowRows>, BoxError> {
+    let (start, end) = (w.start_ns, w.end_ns);
+    let mut tables = w.tables.into_iter();
+    let mut input = WindowInput {
+        start_ns: start,
+        end_ns: end,
+        partition: lane.partition,
+        ..WindowInput::default()
+    };
+    let which: &[Table] = match lane.kind {
+        LaneKind::Reports => {
+            input.reports = tables.next().unwrap_or_default();
+            input.hops = tables.next().unwrap_or_default();
+            input.previous_paths = std::mem::take(&mut lane.previous_paths);
+            &Table::REPORT_TABLES
+        }
+        LaneKind::Events => {
+            input.events = tables.next().unwrap_or_default();
+            &[Table::EventCounts]
+        }
+    };
+    let results = analytics.run(which, &input).await?;
+    let mut out = Vec::with_capacity(results.len());
+    let mut have_flows = false;
+    for (table, batch) in results {
+        if table == Table::Flows {
+            lane.previous_paths = vec![paths_of(&batch)?];
+            have_flows = true;
+        }
+        out.push((table.name(), start, end, batch));
+    }
+    if lane.kind == LaneKind::Reports && !have_flows {
+        // No flow in this window: the next window compares against the last one seen.
+        lane.previous_paths = input.previous_paths;
+    }
+    Ok(out)
+}
+
+fn publish_windows(
+    p: &dyn Producer,
+    partition: u32,
+    results: &[(&'static str, RecordBatch)],
+    metrics: &ProcessorMetrics,
+) {
+    let partitions = p.partitions(result_topics::WINDOWS).unwrap_or(1).max(1);
+    for (table, batch) in results {
+        let mut payload = Vec::new();
+        let encoded = arrow_ipc::writer::StreamWriter::try_new(&mut payload, &batch.schema())
+            .and_then(|mut w| {
+                w.write(batch)?;
+                w.finish()
+            });
+        if let Err(e) = encoded {
+            tracing::warn!(error = %e, "window result not encoded");
+            metrics.publish_failures.inc();
+            continue;
+        }
+        let msg = Message {
+            topic: result_topics::WINDOWS,
+            partition: partition % partitions,
+            key: None,
+            headers: vec![
+                (headers::CONTENT_TYPE, content_types::ARROW.to_string()),
+                (headers::SCHEMA, format!("{table}/v1")),
+                (headers::RECORDS, batch.num_rows().to_string()),
+            ],
+            payload: Bytes::from(payload),
+            timestamp_ns: kplane_model::unix_time_ns(),
+        };
+        if let Err(e) = p.send(msg) {
+            metrics.publish_failures.inc();
+            tracing::warn!(error = %e, table, "window result not published (it is stored)");
+        }
+    }
+}

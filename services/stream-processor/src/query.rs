@@ -1,0 +1,92 @@
+//! The query entry point: a DataFusion `SessionContext` with every table of the analytics store
+//! registered (Parquet listing tables with `date` / `hour` partition columns), for SQL over
+//! the store — what the intent API and `kplane query` use.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_schema::DataType;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::ListingOptions;
+use datafusion::error::Result;
+use datafusion::prelude::SessionContext;
+
+use crate::analytics::Analytics;
+use crate::detect::alerts_schema;
+use crate::store::tables_dir;
+
+/// Name of the immediate-events table.
+pub const ALERTS: &str = "alerts";
+
+/// Registers every store table of `data_dir` in `ctx` (directories are created if missing, so
+/// a query before the first window returns no rows rather than an error).
+pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec<String>> {
+    let analytics = Analytics::new(0, 1).await?;
+    let mut tables: Vec<(String, _)> = analytics
+        .schemas()
+        .iter()
+        .map(|(t, s)| (t.name().to_string(), s.clone()))
+        .collect();
+    tables.push((ALERTS.to_string(), alerts_schema()));
+    let root = tables_dir(data_dir);
+    let mut names = Vec::new();
+    for (name, schema) in tables {
+        let dir = root.join(&name);
+        std::fs::create_dir_all(&dir)?;
+        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
+            .with_file_extension(".parquet")
+            .with_table_partition_cols(vec![
+                ("date".to_string(), DataType::Utf8),
+                ("hour".to_string(), DataType::Utf8),
+            ]);
+        let url = format!("{}/", dir.canonicalize()?.display());
+        ctx.register_listing_table(name.as_str(), url, options, Some(schema), None)
+            .await?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// A fresh context over the store of `data_dir`.
+pub async fn session(data_dir: &Path) -> Result<SessionContext> {
+    let ctx = SessionContext::new();
+    register_store(&ctx, data_dir).await?;
+    Ok(ctx)
+}
+
+/// Runs `sql` over the store of `data_dir` on a private runtime (tests, tools).
+pub fn sql_blocking(
+    data_dir: &Path,
+    sql: &str,
+) -> std::result::Result<Vec<arrow_array::RecordBatch>, kplane_runtime::BoxError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let ctx = session(data_dir).await?;
+        Ok(ctx.sql(sql).await?.collect().await?)
+    })
+}
+
+/// The single `Int64`/`UInt64`/`Float64` value of a one-row, one-column result (0 when empty
+/// or null) — `SELECT sum(…)` in tests and tools.
+pub fn scalar(batches: &[arrow_array::RecordBatch]) -> f64 {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
+    let Some(c) = batches.iter().find(|b| b.num_rows() > 0).map(|b| b.column(0)) else {
+        return 0.0;
+    };
+    if c.is_null(0) {
+        return 0.0;
+    }
+    if let Some(a) = c.as_primitive_opt::<Int64Type>() {
+        a.value(0) as f64
+    } else if let Some(a) = c.as_primitive_opt::<UInt64Type>() {
+        a.value(0) as f64
+    } else if let Some(a) = c.as_primitive_opt::<Float64Type>() {
+        a.value(0)
+    } else {
+        0.0
+    }
+}
