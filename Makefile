@@ -41,3 +41,4 @@ samples: ## Regenerate samples/int-formats.pcapng
 
 bless: ## Regenerate golden vectors and fuzz seeds (review the diff!)
 	KPLANE_BLESS=1 $(CARGO) test -p kplane-wire --test golden --test fuzz_corpus
+	KPLANE_BLESS=1 $(CARGO) test -p kplane-stream-processor --test golden_sql

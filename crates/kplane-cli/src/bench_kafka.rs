@@ -301,8 +301,7 @@ fn processed(data: &std::path::Path, run_ns: i64, want: f64) -> (u64, Vec<i64>) 
          WHERE window_end > to_timestamp_nanos({run_ns}) GROUP BY partition, window_end"
     );
     loop {
-        let batches =
-            kplane_stream_processor::query::sql_blocking(data, &sql).unwrap_or_default();
+        let batches = kplane_stream_processor::query::sql_blocking(data, &sql).unwrap_or_default();
         let mut durable = Vec::new();
         let mut n = 0u64;
         for b in &batches {
@@ -317,7 +316,8 @@ fn processed(data: &std::path::Path, run_ns: i64, want: f64) -> (u64, Vec<i64>) 
                     p.value(i),
                 );
                 let log = data.join("checkpoints").join(format!("{lane}.jsonl"));
-                let commits = kplane_stream_processor::store::read_commits(&log).unwrap_or_default();
+                let commits =
+                    kplane_stream_processor::store::read_commits(&log).unwrap_or_default();
                 let written = commits
                     .iter()
                     .find(|c| c.checkpoint.emitted_until_ns >= end.value(i))

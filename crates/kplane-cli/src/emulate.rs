@@ -30,6 +30,10 @@ pub struct EmulateArgs {
     /// Pace virtual time to the wall clock (for live use); default: as fast as possible.
     #[arg(long)]
     realtime: bool,
+    /// Switch timestamps start at the current Unix time (implied by --realtime); default:
+    /// virtual time from 0, so that they match the ground truth's times.
+    #[arg(long)]
+    wall_clock: bool,
     /// With --realtime: virtual seconds per wall second.
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
@@ -95,6 +99,11 @@ impl EmulateArgs {
                 queue_capacity: self.queue_capacity,
                 report_version: self.report_version,
                 mx: self.mx,
+                clock_base_ns: if self.realtime || self.wall_clock {
+                    kplane_model::unix_time_ns()
+                } else {
+                    0
+                },
                 ..SimConfig::default()
             },
             flows_per_second: self.flows,

@@ -182,7 +182,13 @@ pub fn sink_report(
 
 /// An INT-MX postcard: one switch's own metadata about one packet (TR v2.0, RepType INT,
 /// inner = the packet's headers).
-pub fn postcard(hw_id: u8, sequence: u32, hop: &Hop, pkt: &PacketInfo) -> Vec<u8> {
+pub fn postcard(
+    hw_id: u8,
+    sequence: u32,
+    hop: &Hop,
+    pkt: &PacketInfo,
+    intermediate: bool,
+) -> Vec<u8> {
     let inner = PacketSpec {
         ethernet: false,
         payload: Vec::new(),
@@ -196,6 +202,10 @@ pub fn postcard(hw_id: u8, sequence: u32, hop: &Hop, pkt: &PacketInfo) -> Vec<u8
             node_id: hop.node,
             ..GroupHeader::default()
         },
-        &[IndividualSpec::int(SINK_REP_MD, hop.record(), 4, inner)],
+        &[{
+            let mut ind = IndividualSpec::int(SINK_REP_MD, hop.record(), 4, inner);
+            ind.header.intermediate = intermediate;
+            ind
+        }],
     )
 }

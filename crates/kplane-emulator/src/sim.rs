@@ -32,6 +32,9 @@ pub struct SimConfig {
     pub sample_ns: u64,
     /// Number of report destinations (collectors); reports are spread by source address.
     pub collectors: usize,
+    /// Added to virtual time in the switches' timestamps: 0 (virtual time from the epoch) or
+    /// the wall clock at start, so that reports carry real Unix times (`--realtime`).
+    pub clock_base_ns: u64,
 }
 
 impl Default for SimConfig {
@@ -46,6 +49,7 @@ impl Default for SimConfig {
             ttl: 64,
             sample_ns: 1_000_000,
             collectors: 1,
+            clock_base_ns: 0,
         }
     }
 }
@@ -722,8 +726,8 @@ impl Sim {
                 latency_ns: (p.tx_start - p.ingress_ns) as u32,
                 queue_id: port as u8,
                 queue_occupancy: p.queue_occupancy,
-                ingress_ns: p.ingress_ns,
-                egress_ns: p.tx_start,
+                ingress_ns: p.ingress_ns + self.cfg.clock_base_ns,
+                egress_ns: p.tx_start + self.cfg.clock_base_ns,
                 tx_utilization: self.queues[qi].util_pm,
             }
         };
@@ -732,7 +736,9 @@ impl Sim {
         let int_on = self.packets[pkt as usize].int.on;
         if int_on {
             if self.cfg.mx {
-                self.postcard(pkt, &hop);
+                // The switch in front of the destination is the sink; the others' postcards
+                // are intermediate reports (v2.0 I flag).
+                self.postcard(pkt, &hop, !to_host);
             } else {
                 let p = &mut self.packets[pkt as usize];
                 if (p.int.n as usize) < (p.int.max_hop as usize).min(MAX_STACK) {
@@ -788,10 +794,10 @@ impl Sim {
         (ip_u64(info.src) as usize) % self.cfg.collectors.max(1)
     }
 
-    fn postcard(&mut self, pkt: u32, hop: &Hop) {
+    fn postcard(&mut self, pkt: u32, hop: &Hop, intermediate: bool) {
         let info = self.flows[self.packets[pkt as usize].flow as usize].info;
         let seq = self.next_seq(hop.node);
-        let bytes = report::postcard(self.cfg.hw_id, seq, hop, &info);
+        let bytes = report::postcard(self.cfg.hw_id, seq, hop, &info, intermediate);
         self.push_report(&info, bytes);
     }
 

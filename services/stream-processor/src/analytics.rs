@@ -229,7 +229,11 @@ impl Analytics {
     }
 
     /// The results of `tables` for one window (tables with no rows are left out).
-    pub async fn run(&self, tables: &[Table], w: &WindowInput) -> Result<Vec<(Table, RecordBatch)>> {
+    pub async fn run(
+        &self,
+        tables: &[Table],
+        w: &WindowInput,
+    ) -> Result<Vec<(Table, RecordBatch)>> {
         self.register("reports", reports_schema(), &w.reports)?;
         self.register("hops", hops_schema(), &w.hops)?;
         self.register("events", events_schema(), &w.events)?;
@@ -260,7 +264,12 @@ impl Analytics {
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
         let batches = df.collect().await?;
         let body = arrow_select::concat::concat_batches(&schema, &batches)?;
-        Ok(with_window_columns(&body, w.start_ns, w.end_ns, w.partition)?)
+        Ok(with_window_columns(
+            &body,
+            w.start_ns,
+            w.end_ns,
+            w.partition,
+        )?)
     }
 }
 

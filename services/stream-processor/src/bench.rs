@@ -82,7 +82,10 @@ fn report(i: u64, flows: u32, t_ns: u64) -> ReportRecord {
         hop.set(HopField::NodeId, node.into());
         hop.set(HopField::L1IngressPort, 1);
         hop.set(HopField::L1EgressPort, u64::from(h % 4 + 1));
-        hop.set(HopField::HopLatency, 500 + (i * 7 + u64::from(h) * 13) % 5_000);
+        hop.set(
+            HopField::HopLatency,
+            500 + (i * 7 + u64::from(h) * 13) % 5_000,
+        );
         hop.set(HopField::QueueId, u64::from(h % 4));
         hop.set(HopField::QueueOccupancy, (i + u64::from(h)) % 40);
         hop.set(HopField::IngressTimestamp, t_ns + u64::from(h) * 1_000);
@@ -105,7 +108,9 @@ fn shifted(batch: &RecordBatch, by: u64) -> Result<RecordBatch, BoxError> {
         .map(|(f, c)| -> Result<ArrayRef, BoxError> {
             Ok(match f.name().as_str() {
                 col::TIMESTAMP_NS => Arc::new(UInt64Array::from_iter(
-                    c.as_primitive::<UInt64Type>().iter().map(|v| v.map(|v| v + by)),
+                    c.as_primitive::<UInt64Type>()
+                        .iter()
+                        .map(|v| v.map(|v| v + by)),
                 )),
                 col::RECEIVED => Arc::new(
                     arrow_array::TimestampNanosecondArray::from_iter_values(

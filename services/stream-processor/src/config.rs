@@ -147,7 +147,10 @@ impl Validate for Config {
             "idle-close must be >= 10ms",
         );
         need(self.compact_files >= 2, "compact-files must be >= 2");
-        need(self.result_partitions >= 1, "result-partitions must be >= 1");
+        need(
+            self.result_partitions >= 1,
+            "result-partitions must be >= 1",
+        );
         need(
             self.thresholds.loss_burst_interval >= Duration::from_millis(1),
             "thresholds.loss-burst-interval must be >= 1ms",

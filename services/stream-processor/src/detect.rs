@@ -16,13 +16,11 @@ use std::net::IpAddr;
 use std::sync::{Arc, LazyLock};
 
 use arrow_array::builder::{
-    FixedSizeBinaryBuilder, ListBuilder, StringBuilder, TimestampNanosecondBuilder,
-    UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
+    FixedSizeBinaryBuilder, ListBuilder, StringBuilder, TimestampNanosecondBuilder, UInt8Builder,
+    UInt16Builder, UInt32Builder, UInt64Builder,
 };
 use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
-};
+use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use kplane_model::schema::col;
@@ -187,9 +185,7 @@ fn flow_alert(id: &FlowId, partition: u32, time_ns: i64, kind: AlertKind) -> Ale
 }
 
 fn has_repeat(path: &[u32]) -> bool {
-    path.iter()
-        .enumerate()
-        .any(|(i, n)| path[..i].contains(n))
+    path.iter().enumerate().any(|(i, n)| path[..i].contains(n))
 }
 
 impl Detector {
@@ -299,7 +295,11 @@ impl Detector {
         Ok(())
     }
 
-    fn hop_thresholds(&mut self, hops: &RecordBatch, out: &mut Vec<Alert>) -> Result<(), ArrowError> {
+    fn hop_thresholds(
+        &mut self,
+        hops: &RecordBatch,
+        out: &mut Vec<Alert>,
+    ) -> Result<(), ArrowError> {
         let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
         let time = col_of(hops, pcol::EVENT_TIME)?
             .as_primitive_opt::<TimestampNanosecondType>()

@@ -17,8 +17,8 @@ use arrow_array::builder::{ListBuilder, UInt32Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt32Type, UInt64Type};
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, RecordBatch, TimestampNanosecondArray, UInt8Array,
-    UInt32Array, UInt64Array,
+    Array, ArrayRef, BooleanArray, RecordBatch, TimestampNanosecondArray, UInt8Array, UInt32Array,
+    UInt64Array,
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use kplane_model::schema::{col, hop_field_type};
@@ -161,19 +161,20 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
             }
         })
         .collect();
-    let event_time = Arc::new(
-        TimestampNanosecondArray::from(event_ns.clone()).with_timezone("UTC"),
-    ) as ArrayRef;
-    let intermediate = Arc::new(BooleanArray::from_iter(
-        (0..n).map(|i| Some(ReportFlags(flags.value(i)).contains(ReportFlags::INTERMEDIATE))),
-    )) as ArrayRef;
+    let event_time =
+        Arc::new(TimestampNanosecondArray::from(event_ns.clone()).with_timezone("UTC")) as ArrayRef;
+    let intermediate =
+        Arc::new(BooleanArray::from_iter((0..n).map(|i| {
+            Some(ReportFlags(flags.value(i)).contains(ReportFlags::INTERMEDIATE))
+        }))) as ArrayRef;
 
-    let hops = column(b, col::HOPS)?.as_list_opt::<i32>().ok_or_else(|| {
-        ArrowError::SchemaError("hops is not a List".into())
-    })?;
-    let values = hops.values().as_struct_opt().ok_or_else(|| {
-        ArrowError::SchemaError("hops items are not a Struct".into())
-    })?;
+    let hops = column(b, col::HOPS)?
+        .as_list_opt::<i32>()
+        .ok_or_else(|| ArrowError::SchemaError("hops is not a List".into()))?;
+    let values = hops
+        .values()
+        .as_struct_opt()
+        .ok_or_else(|| ArrowError::SchemaError("hops items are not a Struct".into()))?;
     let offsets = hops.value_offsets();
     let (lo, hi) = (offsets[0] as usize, offsets[n] as usize);
     let field = |h: HopField| -> Result<ArrayRef, ArrowError> {

@@ -7,8 +7,7 @@ use arrow_array::RecordBatch;
 use kplane_bus::content_types;
 use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
 use kplane_model::{
-    Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportFlags,
-    ReportRecord,
+    Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportFlags, ReportRecord,
 };
 use serde_json::Value;
 
@@ -74,7 +73,12 @@ fn json_reports(values: &[Value]) -> Result<RecordBatch, String> {
         e.flags = ReportFlags(u64_of(v, "flags").unwrap_or(0) as u8);
         e.timestamp_ns = u64_of(v, "timestamp_ns");
         rec.flow = flow_of(v)?;
-        for h in v.get("hops").and_then(Value::as_array).into_iter().flatten() {
+        for h in v
+            .get("hops")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let mut hop = HopRecord::default();
             for field in HopField::ALL {
                 match h.get(field.name()) {
@@ -97,7 +101,11 @@ fn json_reports(values: &[Value]) -> Result<RecordBatch, String> {
 fn json_events(values: &[Value]) -> Result<RecordBatch, String> {
     let mut b = EventBatchBuilder::new(values.len());
     for v in values {
-        let name = |k: &str| v.get(k).and_then(Value::as_str).ok_or(format!("{k} missing"));
+        let name = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .ok_or(format!("{k} missing"))
+        };
         let metric = name("metric")?;
         let kind = name("kind")?;
         let metric = Metric::ALL

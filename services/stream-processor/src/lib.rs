@@ -49,7 +49,7 @@ fn inputs(cfg: &Config) -> Vec<&'static str> {
     t
 }
 
-/// Creates the result topics on an in-process bus.
+/// Creates the result topics on an in-process bus (kept if they exist).
 pub fn create_result_topics(bus: &EmbeddedBus, cfg: &Config, capacity: usize) {
     for t in [result_topics::WINDOWS, result_topics::ALERTS] {
         bus.create_topic(t, cfg.result_partitions, capacity);

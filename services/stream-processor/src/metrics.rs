@@ -106,7 +106,11 @@ impl ProcessorMetrics {
             "Rows of window results written, by table",
             self.result_rows.clone(),
         );
-        r.register("alerts", "Immediate events raised, by kind", self.alerts.clone());
+        r.register(
+            "alerts",
+            "Immediate events raised, by kind",
+            self.alerts.clone(),
+        );
         r.register(
             "publish_failures",
             "Results or alerts that could not be published on the bus (they are stored)",
@@ -162,7 +166,9 @@ impl ProcessorMetrics {
     }
 
     pub fn result_rows(&self, table: &'static str, n: u64) {
-        self.result_rows.get_or_create(&TableLabel { table }).inc_by(n);
+        self.result_rows
+            .get_or_create(&TableLabel { table })
+            .inc_by(n);
     }
 
     pub fn alert(&self, a: &Alert, now_ns: i64) {

@@ -254,7 +254,8 @@ impl Panes {
         // Panes no later window needs.
         let emitted = self.checkpoint.emitted_until_ns;
         let window = self.window_ns;
-        self.panes.retain(|&p, _| p.saturating_add(window) > emitted);
+        self.panes
+            .retain(|&p, _| p.saturating_add(window) > emitted);
         let through = self
             .panes
             .values()
@@ -297,8 +298,7 @@ mod tests {
     }
 
     fn times(w: &ClosedWindow) -> Vec<i64> {
-        let mut v: Vec<i64> = w
-            .tables[0]
+        let mut v: Vec<i64> = w.tables[0]
             .iter()
             .flat_map(|b| {
                 let a = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
@@ -379,9 +379,20 @@ mod tests {
             }
             let mut second = Panes::new(window, slide, 0, cp);
             for i in (cp.through_offset + 1)..20 {
-                assert_eq!(offer(&mut second, i, &rows(i)).late, 0, "a replay is not late");
+                assert_eq!(
+                    offer(&mut second, i, &rows(i)).late,
+                    0,
+                    "a replay is not late"
+                );
             }
-            written.extend(second.close(true).unwrap().0.iter().map(|w| (w.start_ns, w.rows())));
+            written.extend(
+                second
+                    .close(true)
+                    .unwrap()
+                    .0
+                    .iter()
+                    .map(|w| (w.start_ns, w.rows())),
+            );
             // Against one uninterrupted run.
             let mut once = Panes::new(window, slide, 0, Checkpoint::default());
             for i in 0..20 {

@@ -136,7 +136,9 @@ impl Processor {
             let mut committed = false;
             let keys: Vec<(String, u32)> = self.lanes.keys().cloned().collect();
             for key in keys {
-                let Some(lane) = self.lanes.get(&key) else { continue };
+                let Some(lane) = self.lanes.get(&key) else {
+                    continue;
+                };
                 // Idle only when nothing at all arrived for a while: a lane that merely looks
                 // quiet while the consumer works through other lanes' backlog may still have
                 // rows queued for the window it would close.
@@ -152,7 +154,10 @@ impl Processor {
                 last_commit = Instant::now();
             }
             self.metrics.open_panes.set(
-                self.lanes.values().map(|l| l.panes.held_panes() as i64).sum(),
+                self.lanes
+                    .values()
+                    .map(|l| l.panes.held_panes() as i64)
+                    .sum(),
             );
             self.metrics
                 .tracked_flows
@@ -376,7 +381,9 @@ impl Processor {
             rows.iter().map(|(t, _, _, b)| (*t, b.clone())).collect();
         lane.store.commit(rows, alerts, n_windows, checkpoint)?;
         self.metrics.windows_written.inc_by(n_windows as u64);
-        self.metrics.store_files.set(lane.store.files_written as i64);
+        self.metrics
+            .store_files
+            .set(lane.store.files_written as i64);
         self.metrics.compactions.set(lane.store.compactions as i64);
         let now = kplane_model::unix_time_ns() as i64;
         if n_windows > 0 && last_arrival > 0 {

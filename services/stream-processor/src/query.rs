@@ -47,9 +47,38 @@ pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec
     Ok(names)
 }
 
-/// A fresh context over the store of `data_dir`.
+/// `ip_text(addr)`: the store's 16-byte addresses (IPv4 as IPv4-mapped) as text, e.g.
+/// `SELECT ip_text(src_ip), reports FROM flows`.
+pub fn ip_text_udf() -> datafusion::logical_expr::ScalarUDF {
+    use arrow_array::cast::AsArray;
+    use arrow_array::{Array, StringArray};
+    use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    create_udf(
+        "ip_text",
+        vec![DataType::FixedSizeBinary(16)],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let a = arrays[0].as_fixed_size_binary();
+            let out: StringArray = (0..a.len())
+                .map(|i| {
+                    a.is_valid(i).then(|| {
+                        let mut b = [0u8; 16];
+                        b.copy_from_slice(a.value(i));
+                        kplane_model::ip_from_16(b).to_string()
+                    })
+                })
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        }),
+    )
+}
+
+/// A fresh context over the store of `data_dir`, with [`ip_text_udf`].
 pub async fn session(data_dir: &Path) -> Result<SessionContext> {
     let ctx = SessionContext::new();
+    ctx.register_udf(ip_text_udf());
     register_store(&ctx, data_dir).await?;
     Ok(ctx)
 }
@@ -74,7 +103,11 @@ pub fn scalar(batches: &[arrow_array::RecordBatch]) -> f64 {
     use arrow_array::Array;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
-    let Some(c) = batches.iter().find(|b| b.num_rows() > 0).map(|b| b.column(0)) else {
+    let Some(c) = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .map(|b| b.column(0))
+    else {
         return 0.0;
     };
     if c.is_null(0) {

@@ -20,9 +20,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
-use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
@@ -248,7 +248,10 @@ impl LaneStore {
             };
             let remove = match *kind {
                 FileKind::Window { first_end } => first_end > emitted || covered(first_end, kind),
-                FileKind::Compacted { first_end, last_end } => files.iter().any(|(p, k)| {
+                FileKind::Compacted {
+                    first_end,
+                    last_end,
+                } => files.iter().any(|(p, k)| {
                     p.parent() == path.parent()
                         && matches!(*k, FileKind::Compacted { first_end: a, last_end: b }
                             if a <= first_end && last_end <= b && (a, b) != (first_end, last_end))
@@ -308,7 +311,11 @@ impl LaneStore {
         if let Some((time_ns, offset, batch)) = alerts
             && batch.num_rows() > 0
         {
-            let path = self.file_path("alerts", time_ns, &format!("{}-a{offset}.parquet", self.lane));
+            let path = self.file_path(
+                "alerts",
+                time_ns,
+                &format!("{}-a{offset}.parquet", self.lane),
+            );
             write_parquet(&self.root, &path, &[batch])?;
             written.push(path);
         }
@@ -411,7 +418,13 @@ mod tests {
             .iter()
             .flat_map(|p| read_parquet(p).unwrap())
             .flat_map(|b| {
-                let c = b.column_by_name("v").unwrap().as_any().downcast_ref::<Int64Array>().unwrap().clone();
+                let c = b
+                    .column_by_name("v")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone();
                 c.values().to_vec()
             })
             .collect();
@@ -423,8 +436,14 @@ mod tests {
     fn dates_are_utc_civil_dates() {
         assert_eq!(date_hour(0), ("1970-01-01".into(), "00".into()));
         // 2026-11-21T13:20:42Z
-        assert_eq!(date_hour(1_795_267_242_000_000_000), ("2026-11-21".into(), "13".into()));
-        assert_eq!(date_hour(951_782_400_000_000_000), ("2000-02-29".into(), "00".into()));
+        assert_eq!(
+            date_hour(1_795_267_242_000_000_000),
+            ("2026-11-21".into(), "13".into())
+        );
+        assert_eq!(
+            date_hour(951_782_400_000_000_000),
+            ("2000-02-29".into(), "00".into())
+        );
     }
 
     #[test]
@@ -434,7 +453,8 @@ mod tests {
         let (mut s, c) = LaneStore::open(&root, "reports-p0", 3).unwrap();
         assert_eq!(c, Checkpoint::default());
         for end in [10, 20] {
-            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end)).unwrap();
+            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end))
+                .unwrap();
         }
         // A crash after writing the files of window 30 but before its checkpoint line.
         let path = s.file_path("t", 20, "reports-p0-w30.parquet");
@@ -442,9 +462,14 @@ mod tests {
         drop(s);
         let (mut s, c) = LaneStore::open(&root, "reports-p0", 3).unwrap();
         assert_eq!(c, cp(20));
-        assert_eq!(stored(&root), vec![10, 20], "the uncommitted window is gone");
+        assert_eq!(
+            stored(&root),
+            vec![10, 20],
+            "the uncommitted window is gone"
+        );
         for end in [30, 40, 50] {
-            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end)).unwrap();
+            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end))
+                .unwrap();
         }
         assert!(s.compactions >= 1);
         assert_eq!(stored(&root), vec![10, 20, 30, 40, 50]);

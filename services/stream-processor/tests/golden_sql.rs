@@ -1,0 +1,203 @@
+//! Golden SQL results: a fixed set of reports and events through the window analytics (every
+//! result table, two consecutive windows so that path changes show) and through the store's
+//! query context. `KPLANE_BLESS=1` (or `make bless`) rewrites `tests/golden/*.txt`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+
+use arrow_array::RecordBatch;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use kplane_bus::topics;
+use kplane_kafka::PartitionEvent;
+use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
+use kplane_model::{
+    Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportFlags, ReportRecord,
+};
+use kplane_stream_processor::Config;
+use kplane_stream_processor::metrics::ProcessorMetrics;
+use kplane_stream_processor::processor::Processor;
+use kplane_stream_processor::query::sql_blocking;
+
+const S: u64 = 1_000_000_000;
+
+fn flow(src: u8, dst: u8, sport: u16) -> FlowKey {
+    FlowKey {
+        src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, src)),
+        dst_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 1, dst)),
+        src_port: sport,
+        dst_port: 80,
+        protocol: 6,
+    }
+}
+
+/// A sink report at `t` along `path`; hop `k` has latency `lat + k`, queue occupancy `occ * k`.
+fn report(
+    t: u64,
+    f: FlowKey,
+    path: &[u32],
+    lat: u64,
+    occ: u64,
+    intermediate: bool,
+) -> ReportRecord {
+    let mut r = ReportRecord::default();
+    r.envelope.received_ns = t + 1_000;
+    r.envelope.timestamp_ns = Some(t);
+    r.envelope.node_id = path.last().copied();
+    r.envelope
+        .flags
+        .set(ReportFlags::INTERMEDIATE, intermediate);
+    r.flow = Some(f);
+    for (k, &n) in path.iter().enumerate() {
+        let k = k as u64;
+        let mut h = HopRecord::default();
+        h.set(HopField::NodeId, n.into());
+        h.set(HopField::L1EgressPort, 1 + k);
+        h.set(HopField::HopLatency, lat + k);
+        h.set(HopField::QueueId, 0);
+        h.set(HopField::QueueOccupancy, occ * k);
+        h.set(HopField::TxUtilization, 100 * (k + 1));
+        h.set(HopField::IngressTimestamp, t + k * 1_000);
+        h.set(HopField::EgressTimestamp, t + k * 1_000 + 400);
+        r.hops.push(h);
+    }
+    r
+}
+
+fn reports() -> RecordBatch {
+    let (a, b, c) = (flow(1, 1, 1000), flow(1, 2, 1001), flow(2, 1, 2000));
+    let mut builder = ReportBatchBuilder::new(16);
+    let rows = [
+        // Window [10 s, 11 s).
+        report(10 * S, a, &[1, 2, 3], 100, 10, false),
+        report(10 * S + 100, a, &[1, 2, 3], 300, 20, false),
+        report(10 * S + 200, b, &[1, 4, 3], 1_000, 80, false),
+        report(10 * S + 300, c, &[5, 2, 3], 50, 1, false),
+        // An intermediate report: counts for sources and hops, not for trajectories.
+        report(10 * S + 400, c, &[5, 2], 60, 1, true),
+        // Window [11 s, 12 s): flow a moves to 1-4-3.
+        report(11 * S, a, &[1, 4, 3], 200, 30, false),
+        report(11 * S + 100, b, &[1, 4, 3], 900, 100, false),
+    ];
+    for r in &rows {
+        builder.append(r).unwrap();
+    }
+    builder.finish().unwrap()
+}
+
+fn events() -> RecordBatch {
+    let mut b = EventBatchBuilder::new(4);
+    for (t, metric, kind) in [
+        (10 * S, Metric::FlowPath, EventKind::New),
+        (10 * S + 1, Metric::FlowLatency, EventKind::New),
+        (10 * S + 2, Metric::FlowLatency, EventKind::Change),
+        (11 * S, Metric::ReportLoss, EventKind::Loss),
+    ] {
+        b.append(&EventRow {
+            received_ns: t,
+            kind,
+            metric,
+            detector: Detector::Threshold,
+            flow: None,
+            node_id: Some(1),
+            queue_id: None,
+            egress_port: None,
+            hw_id: None,
+            value: Some(3),
+            previous: None,
+            path: &[],
+            exporter: None,
+        })
+        .unwrap();
+    }
+    b.finish().unwrap()
+}
+
+fn golden(name: &str, got: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{name}.txt"));
+    if std::env::var_os("KPLANE_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run `make bless`)", path.display()));
+    assert_eq!(
+        got,
+        want,
+        "{name} differs from {} (review, then `make bless`)",
+        path.display()
+    );
+}
+
+#[test]
+fn window_results_match_the_golden_tables() {
+    let data = std::env::temp_dir().join(format!("kplane-sp-golden-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let cfg = Config {
+        data_dir: data.clone(),
+        publish: false,
+        ..Config::default()
+    };
+    let mut p = Processor::new(cfg, ProcessorMetrics::default(), None).unwrap();
+    let (r, e) = (
+        (topics::REPORTS.to_string(), 0u32),
+        (topics::EVENTS.to_string(), 0u32),
+    );
+    p.rebalance(vec![PartitionEvent::Assigned(vec![r.clone(), e.clone()])])
+        .unwrap();
+    p.offer_batches(&r, 0, &[reports()]);
+    p.offer_batches(&e, 0, &[events()]);
+    p.flush().unwrap();
+
+    let tables = [
+        (
+            "flows",
+            "SELECT window_start, ip_text(src_ip) AS src, ip_text(dst_ip) AS dst, src_port, reports, path, previous_path, \
+                   path_changed, e2e_latency_mean_ns, e2e_latency_max_ns, transit_max_ns FROM flows \
+                   ORDER BY window_start, src_ip, dst_ip, src_port",
+        ),
+        (
+            "hop_latency",
+            "SELECT window_start, src_port, node_id, samples, p50_ns, p99_ns, max_ns \
+                   FROM hop_latency ORDER BY window_start, src_port, node_id",
+        ),
+        (
+            "queues",
+            "SELECT window_start, node_id, queue_id, samples, occupancy_mean, occupancy_max, \
+                   congested_samples, congested_ns FROM queues ORDER BY window_start, node_id",
+        ),
+        (
+            "links",
+            "SELECT window_start, node_id, egress_port, samples, tx_utilization_mean, \
+                   tx_utilization_max FROM links ORDER BY window_start, node_id, egress_port",
+        ),
+        (
+            "sources",
+            "SELECT window_start, ip_text(src_ip) AS src, flows, reports, destinations, dst_ports \
+                   FROM sources ORDER BY window_start, src_ip",
+        ),
+        (
+            "destinations",
+            "SELECT window_start, ip_text(dst_ip) AS dst, flows, reports, sources, dst_ports \
+                   FROM destinations ORDER BY window_start, dst_ip",
+        ),
+        (
+            "event_counts",
+            "SELECT window_start, metric, kind, count FROM event_counts \
+                   ORDER BY window_start, metric, kind",
+        ),
+        (
+            "alerts",
+            "SELECT time, kind, src_port, node_id, queue_id, metric, value, path, previous_path \
+                   FROM alerts ORDER BY time, kind, node_id",
+        ),
+    ];
+    for (name, sql) in tables {
+        let batches = sql_blocking(&data, sql).unwrap();
+        let text = pretty_format_batches(&batches).unwrap().to_string() + "\n";
+        golden(name, &text);
+    }
+    std::fs::remove_dir_all(&data).unwrap();
+}
