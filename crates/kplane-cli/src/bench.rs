@@ -25,6 +25,9 @@ pub enum Bench {
     /// Collector → Kafka → consumer group on one machine: sustained reports/s, loss, and
     /// receive-to-consume latency p50/p99 (needs a broker: `make broker`).
     Kafka(crate::bench_kafka::KafkaArgs),
+    /// Stream processor: reports/s through the 1 s window analytics on one core; with
+    /// `--latency 20s`, arrival → window result / immediate event latency p50/p99.
+    Processor(crate::bench_processor::ProcessorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +85,13 @@ pub fn run(b: Bench) -> ExitCode {
         Bench::Reduction(a) => reduction(a),
         Bench::Memory(a) => memory(a),
         Bench::Emulator(a) => emulator(a),
+        Bench::Processor(a) => match crate::bench_processor::run_cli(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kplane bench processor: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Bench::Kafka(a) => match crate::bench_kafka::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

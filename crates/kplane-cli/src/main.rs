@@ -2,11 +2,14 @@
 
 mod bench;
 mod bench_kafka;
+mod bench_processor;
 mod config;
 mod decode;
 mod emulate;
+mod query;
 mod sample;
 mod serve;
+mod up;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +41,8 @@ enum Command {
     Knowledge(serve::ServeArgs),
     /// Run the intent-api service.
     IntentApi(serve::ServeArgs),
+    /// Everything in one process: emulator, collector, stream processor, API and web console.
+    Up(up::UpArgs),
     /// Emulate a P4 INT fabric that sends real telemetry reports (see docs/emulator.md).
     Emulate(emulate::EmulateArgs),
     /// Decode a pcap/pcapng capture: one JSON object per telemetry report or INT packet.
@@ -46,6 +51,8 @@ enum Command {
     Config,
     /// Write a capture with a sample of every supported format (built by the wire builders).
     SampleCapture(sample::SampleArgs),
+    /// SQL over the stream processor's analytics store (Parquet), printed as a table.
+    Query(query::QueryArgs),
     /// Benchmarks (printed figures: see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -61,8 +68,10 @@ fn main() -> ExitCode {
         Command::IntentApi(a) => serve::run(source, kplane_intent_api::NAME, a),
         Command::Decode(a) => decode::run(a),
         Command::Emulate(a) => emulate::run_cli(a),
+        Command::Up(a) => up::run(source, a),
         Command::Config => config::print(&source),
         Command::SampleCapture(a) => sample::run(a),
+        Command::Query(a) => query::run(source, a),
         Command::Bench(b) => bench::run(b),
     }
 }

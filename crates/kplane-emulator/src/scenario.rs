@@ -19,7 +19,13 @@ pub const SCENARIOS: &[&str] = &[
     "routing-loop",
     "black-hole",
     "all",
+    "live",
 ];
+
+/// `live` (what `kplane up` runs): recurring microbursts, and a link that fails every
+/// `LIVE_CYCLE` for `LIVE_DOWN` (first at `LIVE_CYCLE`), for the first day at most.
+pub const LIVE_CYCLE_NS: u64 = 180_000_000_000;
+pub const LIVE_DOWN_NS: u64 = 60_000_000_000;
 
 fn entry(
     switch: u32,
@@ -228,6 +234,36 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
                 end,
                 Action::Truth(json!({"kind": "black_hole_end", "switch": id})),
             );
+        }
+        "live" => {
+            let target = *sim.topo.host_indices().last().ok_or("no hosts")?;
+            sim.add_generator(
+                5_000_000_000,
+                Box::new(Microbursts {
+                    profile: WEB,
+                    target,
+                    packet_bytes: 1_500,
+                    stop_ns: duration,
+                }),
+            );
+            let l = inner_link(sim, 0.5).ok_or("no switch-to-switch link")?;
+            let link = &sim.topo.links[l];
+            let (a, b) = (sim.topo.nodes[link.a.0].id, sim.topo.nodes[link.b.0].id);
+            let horizon = duration.min(86_400_000_000_000);
+            let mut t = LIVE_CYCLE_NS;
+            while t + LIVE_DOWN_NS < horizon {
+                sim.schedule(t, Action::LinkDown(l));
+                sim.schedule(
+                    t,
+                    Action::Truth(json!({"kind": "link_down", "link": [a, b]})),
+                );
+                sim.schedule(t + LIVE_DOWN_NS, Action::LinkUp(l));
+                sim.schedule(
+                    t + LIVE_DOWN_NS,
+                    Action::Truth(json!({"kind": "link_up", "link": [a, b]})),
+                );
+                t += LIVE_CYCLE_NS;
+            }
         }
         "all" => {
             for s in [

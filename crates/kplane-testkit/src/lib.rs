@@ -52,3 +52,129 @@ pub fn kafka_brokers() -> Option<String> {
         }
     }
 }
+
+/// An HTTP/1.1 answer: status, lower-cased headers, body.
+#[derive(Clone, Debug)]
+pub struct HttpAnswer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl HttpAnswer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (panics, naming the body, when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.body))
+    }
+}
+
+/// One request over a fresh connection (`Connection: close`), with an optional bearer token
+/// and JSON body; reads up to `max_body` bytes of the answer (for streams) or to the end.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> std::io::Result<HttpAnswer> {
+    http_limited(addr, method, path, token, body, usize::MAX)
+}
+
+pub fn http_limited(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+    max_body: usize,
+) -> std::io::Result<HttpAnswer> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        req += &format!("Authorization: Bearer {t}\r\n");
+    }
+    if let Some(b) = body {
+        req += &format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        );
+    }
+    req += "\r\n";
+    req += body.unwrap_or("");
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut head_end = None;
+    loop {
+        let n = match s.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if !raw.is_empty() && e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if head_end.is_none() {
+            head_end = raw.windows(4).position(|w| w == b"\r\n\r\n");
+        }
+        if let Some(h) = head_end
+            && raw.len() - h - 4 >= max_body
+        {
+            break;
+        }
+    }
+    let h = head_end.ok_or_else(|| std::io::Error::other("no HTTP header"))?;
+    let head = String::from_utf8_lossy(&raw[..h]).to_string();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no status"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[h + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"))
+    {
+        body = dechunk(&body);
+    }
+    Ok(HttpAnswer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).to_string(),
+    })
+}
+
+/// Undoes chunked transfer encoding (as far as the bytes go).
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&b[..eol])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
+        let Some(size) = size else { break };
+        if size == 0 {
+            break;
+        }
+        let start = eol + 2;
+        let end = (start + size).min(b.len());
+        out.extend_from_slice(&b[start..end]);
+        b = &b[(end + 2).min(b.len())..];
+    }
+    out
+}

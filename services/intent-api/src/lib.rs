@@ -1,25 +1,201 @@
 //! # kplane intent-api
 //!
-//! Will provide: the northbound HTTP API and intents (issue 7).
-//! Today it only starts, serves the shared admin router (`/metrics`, `/healthz`,
-//! `/readyz`) and stops cleanly on SIGINT/SIGTERM: nothing here pretends to do the work yet.
+//! The northbound analytics API (axum) and the web console: flows, trajectories, switches,
+//! queues, links and events over HTTP — history from the stream processor's Parquet store
+//! through DataFusion, live views from its result topics (`int.windows`, `int.alerts`) —
+//! read-only SQL, an OpenAPI 3 document, bearer tokens with roles. See `docs/api.md`.
+//! Intents (table entries pushed to switches) come with their own issue.
 
-use kplane_runtime::{AdminOnlyConfig, AdminPort, ServiceResult, Shutdown, run_admin_only};
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod console;
+pub mod error;
+pub mod live;
+pub mod openapi;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Json;
+use axum::routing::get;
+use kplane_bus::{BusConfig, BusKind, EmbeddedBus, headers};
+use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin_with};
+use kplane_stream_processor::result_topics;
+
+pub use config::Config;
+
+use crate::api::AppState;
+use crate::auth::Auth;
+use crate::live::Live;
 
 /// The service's name: its config section, metric prefix and subcommand.
 pub const NAME: &str = "intent-api";
 
-/// `[intent-api]`: admin listener, default 127.0.0.1:9104.
-pub type Config = AdminOnlyConfig<DefaultAdmin>;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DefaultAdmin;
-
-impl AdminPort for DefaultAdmin {
-    const PORT: u16 = 9104;
+/// The whole HTTP surface: API, `/openapi.json`, console.
+pub fn app(state: AppState, auth: Auth) -> axum::Router {
+    api::router(state, auth)
+        .route("/openapi.json", get(|| async { Json(openapi::document()) }))
+        .merge(console::router())
 }
 
-/// Runs until `shutdown` fires.
-pub async fn run(cfg: Config, shutdown: Shutdown) -> ServiceResult {
-    run_admin_only(NAME, cfg.admin, shutdown).await
+/// A running API.
+#[derive(Debug)]
+pub struct Running {
+    /// Where the API and console listen.
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub live: Live,
+    task: tokio::task::JoinHandle<ServiceResult>,
+}
+
+impl Running {
+    /// Waits until the server has stopped (after `shutdown`).
+    pub async fn wait(self) -> ServiceResult {
+        self.task.await?
+    }
+}
+
+/// Binds the API and the admin listener and serves until `shutdown`.
+pub async fn start(
+    cfg: Config,
+    live: Live,
+    shutdown: Shutdown,
+) -> Result<Running, kplane_runtime::BoxError> {
+    if !cfg.no_auth && cfg.tokens.is_empty() {
+        return Err(
+            "intent-api: no tokens configured ([[intent-api.tokens]]) and no-auth is \
+                    off: nobody could use the API"
+                .into(),
+        );
+    }
+    let registry = Metrics::new(NAME);
+    let admin_state = AdminState::new(registry);
+    let (admin, admin_task) = serve_admin_with(
+        cfg.admin,
+        admin_state.clone(),
+        axum::Router::new(),
+        shutdown.clone(),
+    )
+    .await?;
+    let auth = Auth::new(cfg.tokens.clone(), cfg.no_auth);
+    let listen = cfg.listen;
+    let state = AppState::new(cfg, live.clone())
+        .await
+        .map_err(|e| format!("cannot open the analytics store: {e:?}"))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, %admin, "API and console listening");
+    let app = app(state, auth);
+    let sd = shutdown.clone();
+    admin_state.set_ready(true);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { sd.wait().await })
+            .await?;
+        admin_state.set_ready(false);
+        admin_task.await??;
+        Ok(())
+    });
+    Ok(Running {
+        addr,
+        admin,
+        live,
+        task,
+    })
+}
+
+/// Reads the result topics of an in-process bus into `live` until `stop`.
+pub fn follow_embedded(
+    bus: &EmbeddedBus,
+    live: Live,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let consumers: Vec<_> = [result_topics::WINDOWS, result_topics::ALERTS]
+        .into_iter()
+        .filter_map(|t| bus.consumer(t, NAME).ok().map(|c| (t, c)))
+        .collect();
+    std::thread::spawn(move || {
+        let mut consumers = consumers;
+        while !stop.load(Ordering::Acquire) {
+            for (topic, c) in &mut consumers {
+                while let Some(d) = c.poll(Duration::from_millis(20)) {
+                    live::apply(
+                        &live,
+                        topic,
+                        d.message.header(headers::SCHEMA),
+                        &d.message.payload,
+                    );
+                }
+                c.commit();
+            }
+        }
+    })
+}
+
+/// Runs on an in-process bus shared with the stream processor (`kplane up`).
+pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> ServiceResult {
+    let live = Live::new(cfg.live_alerts);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = follow_embedded(&bus, live.clone(), stop.clone());
+    let running = start(cfg, live, shutdown).await?;
+    let r = running.wait().await;
+    stop.store(true, Ordering::Release);
+    let _ = reader.join();
+    r
+}
+
+/// Runs on the configured bus: with Kafka the live views follow `int.windows` / `int.alerts`
+/// as consumer group `<bus.kafka.group-id>-intent-api`; on its own with the embedded bus only
+/// the store (history) is served.
+pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
+    let live = Live::new(cfg.live_alerts);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = match bus.kind {
+        BusKind::Embedded => {
+            tracing::warn!(
+                "bus = embedded: no stream processor in this process, so the live views stay \
+                 empty (history from the store is served); run `kplane up` for everything in \
+                 one process, or set bus.kind = \"kafka\""
+            );
+            None
+        }
+        BusKind::Kafka => {
+            let mut kafka = bus.kafka.clone();
+            kafka.group_id = format!("{}-intent-api", kafka.group_id);
+            let consumer = kplane_kafka::KafkaConsumer::subscribe(
+                &kafka,
+                &kafka.group_id,
+                &[result_topics::WINDOWS, result_topics::ALERTS],
+                kplane_kafka::KafkaMetrics::default(),
+            )?;
+            let (live, stop) = (live.clone(), stop.clone());
+            Some(std::thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    match consumer.poll(Duration::from_millis(100)) {
+                        Ok(Some(m)) => {
+                            live::apply(&live, &m.topic, m.header(headers::SCHEMA), &m.payload)
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "result topics: consume error; retrying");
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
+                    }
+                }
+                consumer.close();
+            }))
+        }
+    };
+    let running = start(cfg, live, shutdown).await?;
+    let r = running.wait().await;
+    stop.store(true, Ordering::Release);
+    if let Some(h) = reader {
+        let _ = h.join();
+    }
+    r
 }

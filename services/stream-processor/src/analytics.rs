@@ -24,7 +24,7 @@ pub enum Table {
     HopLatency,
     /// Per (node, queue): occupancy mean / max, time above the congestion threshold.
     Queues,
-    /// Per (node, egress port): tx utilisation mean / max.
+    /// Per (node, egress port): the neighbour it leads to, tx utilisation mean / max.
     Links,
     /// Per source address: flows, reports, distinct destinations and destination ports.
     Sources,
@@ -114,7 +114,8 @@ impl Table {
                  WHERE node_id IS NOT NULL AND queue_id IS NOT NULL AND queue_occupancy IS NOT NULL \
                  GROUP BY node_id, queue_id ORDER BY node_id, queue_id"
             ),
-            Self::Links => "SELECT node_id, l1_egress_port AS egress_port, count(*) AS samples, \
+            Self::Links => "SELECT node_id, l1_egress_port AS egress_port, \
+                   max(next_node_id) AS next_node_id, count(*) AS samples, \
                    avg(tx_utilization) AS tx_utilization_mean, \
                    max(tx_utilization) AS tx_utilization_max \
                  FROM hops \

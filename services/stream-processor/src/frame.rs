@@ -30,6 +30,7 @@ pub mod pcol {
     pub const INTERMEDIATE: &str = "intermediate";
     pub const E2E_LATENCY: &str = "e2e_latency_ns";
     pub const TRANSIT: &str = "transit_ns";
+    pub const NEXT_NODE: &str = "next_node_id";
 }
 
 /// Hop fields kept in the `hops` table.
@@ -99,6 +100,8 @@ static HOPS: LazyLock<SchemaRef> = LazyLock::new(|| {
             .iter()
             .map(|h| Field::new(h.name(), hop_field_type(*h), true)),
     );
+    // The node of the next hop on the same report (null at the sink): the link's far end.
+    f.push(Field::new(pcol::NEXT_NODE, DataType::UInt32, true));
     Arc::new(Schema::new(f))
 });
 
@@ -198,6 +201,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     let mut e2e = Vec::with_capacity(n);
     let mut transit = Vec::with_capacity(n);
     let mut owner = Vec::with_capacity(hi - lo);
+    let mut next_node: Vec<Option<u32>> = Vec::with_capacity(hi - lo);
     let mut hop_index = Vec::with_capacity(hi - lo);
     for i in 0..n {
         let (a, z) = (offsets[i] as usize - lo, offsets[i + 1] as usize - lo);
@@ -211,6 +215,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
             }
             owner.push(i as u32);
             hop_index.push((j - a).min(255) as u8);
+            next_node.push((j + 1 < z && node.is_valid(j + 1)).then(|| node.value(j + 1)));
         }
         path.append(true);
         e2e.push(sum);
@@ -251,6 +256,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     for h in HOP_COLUMNS {
         hop_cols.push(field(h)?);
     }
+    hop_cols.push(Arc::new(UInt32Array::from(next_node)));
     let hops = RecordBatch::try_new(hops_schema(), hop_cols)?;
     Ok(ReportFrame {
         reports,

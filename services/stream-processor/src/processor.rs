@@ -117,8 +117,9 @@ impl Processor {
         self.window_sink = Some(f);
     }
 
-    /// Consumes `source` until `stop`; open windows are not written on stop (their messages
-    /// are read again by whoever owns the partition next).
+    /// Consumes `source` until `stop`. On stop, open windows of a replayable source (Kafka)
+    /// are not written — their messages are read again by whoever owns the partition next; an
+    /// in-process bus is drained and every open window written, since nothing could replay it.
     pub fn run(&mut self, mut source: Box<dyn Source>, stop: &AtomicBool) -> Result<(), BoxError> {
         let mut last_lag = Instant::now();
         let mut last_commit = Instant::now();
@@ -166,6 +167,17 @@ impl Processor {
                 source.update_lag();
                 last_lag = Instant::now();
             }
+        }
+        if !source.replayable() {
+            let consume_errors = self.metrics.consume_errors.clone();
+            let transient = move || consume_errors.inc();
+            while let Some(m) = source.poll(Duration::from_millis(100), &|| {
+                transient();
+            })? {
+                self.handle(m);
+            }
+            self.flush()?;
+            source.commit();
         }
         source.close();
         Ok(())
@@ -400,7 +412,13 @@ impl Processor {
         let partition = lane.partition;
         let (topic, through) = (lane.topic.clone(), checkpoint.through_offset);
         if let Some(p) = &self.results {
-            publish_windows(p.as_ref(), partition, &published, &self.metrics);
+            publish_windows(
+                p.as_ref(),
+                partition,
+                last_arrival,
+                &published,
+                &self.metrics,
+            );
         }
         tracing::debug!(lane = %lane_name(&topic, partition), windows = n_windows, ?checkpoint, "committed");
         Ok(Some((topic, partition, through)))
@@ -469,9 +487,14 @@ async fn run_window(
     Ok(out)
 }
 
+/// Header of `int.windows` messages: the latest collector receive time (ns) among the rows of
+/// the windows committed with this result — its freshness.
+pub const LATEST_ARRIVAL: &str = "kplane-latest-arrival-ns";
+
 fn publish_windows(
     p: &dyn Producer,
     partition: u32,
+    last_arrival: i64,
     results: &[(&'static str, RecordBatch)],
     metrics: &ProcessorMetrics,
 ) {
@@ -496,6 +519,7 @@ fn publish_windows(
                 (headers::CONTENT_TYPE, content_types::ARROW.to_string()),
                 (headers::SCHEMA, format!("{table}/v1")),
                 (headers::RECORDS, batch.num_rows().to_string()),
+                (LATEST_ARRIVAL, last_arrival.to_string()),
             ],
             payload: Bytes::from(payload),
             timestamp_ns: kplane_model::unix_time_ns(),

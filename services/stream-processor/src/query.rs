@@ -75,12 +75,98 @@ pub fn ip_text_udf() -> datafusion::logical_expr::ScalarUDF {
     )
 }
 
-/// A fresh context over the store of `data_dir`, with [`ip_text_udf`].
+/// An address prefix (`10.0.0.0/8`, `2001:db8::/32`, or one address) as the 16-byte form
+/// and a prefix length over it (IPv4 lengths shifted by the 96 bits of the mapping).
+pub fn parse_prefix(s: &str) -> Option<([u8; 16], u32)> {
+    let (ip, len) = match s.split_once('/') {
+        Some((ip, len)) => (ip, Some(len.parse::<u32>().ok()?)),
+        None => (s, None),
+    };
+    let ip: std::net::IpAddr = ip.trim().parse().ok()?;
+    let (max, shift) = if ip.is_ipv4() { (32, 96) } else { (128, 0) };
+    let len = len.unwrap_or(max);
+    (len <= max).then(|| (kplane_model::ip_to_16(ip), len + shift))
+}
+
+fn in_prefix(addr: &[u8], (net, len): &([u8; 16], u32)) -> bool {
+    let full = (*len / 8) as usize;
+    if addr.len() != 16 || addr[..full] != net[..full] {
+        return false;
+    }
+    let rest = len % 8;
+    rest == 0 || (addr[full] ^ net[full]) >> (8 - rest) == 0
+}
+
+/// `ip_in(addr, 'prefix')`: whether a stored address is inside a prefix, e.g.
+/// `WHERE ip_in(src_ip, '10.0.0.0/8')`. A malformed prefix is an error.
+pub fn ip_in_udf() -> datafusion::logical_expr::ScalarUDF {
+    use arrow_array::cast::AsArray;
+    use arrow_array::{Array, BooleanArray};
+    use datafusion::common::ScalarValue;
+    use datafusion::error::DataFusionError;
+    use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    create_udf(
+        "ip_in",
+        vec![DataType::FixedSizeBinary(16), DataType::Utf8],
+        DataType::Boolean,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let prefix = match &args[1] {
+                ColumnarValue::Scalar(ScalarValue::Utf8(Some(p))) => p.clone(),
+                _ => {
+                    return Err(DataFusionError::Plan(
+                        "ip_in: the prefix must be a string literal".into(),
+                    ));
+                }
+            };
+            let net = parse_prefix(&prefix).ok_or_else(|| {
+                DataFusionError::Plan(format!("ip_in: {prefix:?} is not an address prefix"))
+            })?;
+            let arrays = ColumnarValue::values_to_arrays(&args[..1])?;
+            let a = arrays[0].as_fixed_size_binary();
+            let out: BooleanArray = (0..a.len())
+                .map(|i| a.is_valid(i).then(|| in_prefix(a.value(i), &net)))
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        }),
+    )
+}
+
+/// A fresh context over the store of `data_dir`, with [`ip_text_udf`] and [`ip_in_udf`].
 pub async fn session(data_dir: &Path) -> Result<SessionContext> {
     let ctx = SessionContext::new();
-    ctx.register_udf(ip_text_udf());
+    register_udfs(&ctx);
     register_store(&ctx, data_dir).await?;
     Ok(ctx)
+}
+
+/// Registers kplane's SQL functions (`ip_text`, `ip_in`) in `ctx`.
+pub fn register_udfs(ctx: &SessionContext) {
+    ctx.register_udf(ip_text_udf());
+    ctx.register_udf(ip_in_udf());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_v4_and_v6() {
+        let p = parse_prefix("10.1.0.0/16").unwrap();
+        let ip = |s: &str| kplane_model::ip_to_16(s.parse().unwrap());
+        assert!(in_prefix(&ip("10.1.200.3"), &p));
+        assert!(!in_prefix(&ip("10.2.0.1"), &p));
+        assert!(!in_prefix(&ip("2001:db8::1"), &p));
+        let p6 = parse_prefix("2001:db8::/33").unwrap();
+        assert!(in_prefix(&ip("2001:db8:7fff::1"), &p6));
+        assert!(!in_prefix(&ip("2001:db8:8000::1"), &p6));
+        assert!(in_prefix(
+            &ip("10.0.0.9"),
+            &parse_prefix("10.0.0.9").unwrap()
+        ));
+        assert!(parse_prefix("10.0.0.0/33").is_none());
+        assert!(parse_prefix("nonsense").is_none());
+    }
 }
 
 /// Runs `sql` over the store of `data_dir` on a private runtime (tests, tools).

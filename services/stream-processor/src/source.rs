@@ -33,6 +33,11 @@ pub trait Source: Send {
     fn commit(&mut self);
     /// Refreshes lag gauges (Kafka only).
     fn update_lag(&mut self) {}
+    /// Whether unwritten windows can be rebuilt from this source after a stop (Kafka keeps
+    /// the messages; the in-process bus does not, so the processor flushes them on stop).
+    fn replayable(&self) -> bool {
+        true
+    }
     fn close(self: Box<Self>) {}
 }
 
@@ -163,6 +168,10 @@ impl Source for EmbeddedSource {
     }
 
     fn mark_durable(&mut self, _: &str, _: u32, _: i64) {}
+
+    fn replayable(&self) -> bool {
+        false
+    }
 
     /// The in-process bus does not outlive the process, so there is nothing to resume: what
     /// was read may be forgotten (which frees its memory).

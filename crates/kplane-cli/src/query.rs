@@ -1,0 +1,50 @@
+//! `kplane query "SQL"`: read-only SQL over the stream processor's analytics store.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use kplane_runtime::{ConfigSource, EXIT_CONFIG};
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The query, e.g. "SELECT ip_text(src_ip), sum(reports) FROM flows GROUP BY 1".
+    sql: String,
+    /// The store (default: the configured `stream-processor.data-dir`).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+pub fn run(source: ConfigSource, a: QueryArgs) -> ExitCode {
+    let dir = match a.data_dir {
+        Some(d) => d,
+        None => match crate::config::load(&source) {
+            Ok(c) => c.stream_processor.data_dir,
+            Err(e) => {
+                eprint!("kplane: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        },
+    };
+    if !dir.is_dir() {
+        eprintln!(
+            "kplane query: no analytics store at {} (run the stream processor, or pass --data-dir)",
+            dir.display()
+        );
+        return ExitCode::from(2);
+    }
+    match kplane_stream_processor::query::sql_blocking(&dir, &a.sql)
+        .map_err(|e| e.to_string())
+        .and_then(|b| pretty_format_batches(&b).map_err(|e| e.to_string()))
+    {
+        Ok(table) => {
+            println!("{table}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kplane query: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! `kplane up`: the whole system in one process on the embedded bus — the emulator (fat-tree
+//! k=4 in real time, recurring microbursts, a link failing and recovering every 3 minutes),
+//! the collector, the stream processor and the API with the web console.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use kplane_runtime::{BoxError, ConfigSource, EXIT_CONFIG, Shutdown, Validate, run_service};
+
+use crate::config::load;
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Where the API and the web console listen.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    api: SocketAddr,
+    /// Where the analytics store and checkpoints go.
+    #[arg(long, value_name = "DIR", default_value = "kplane-data")]
+    data_dir: PathBuf,
+    /// No authentication (only on a loopback --api address).
+    #[arg(long)]
+    no_auth: bool,
+    /// Emulated flow arrivals per second.
+    #[arg(long, default_value_t = 200.0)]
+    flows: f64,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+}
+
+pub fn run(source: ConfigSource, a: UpArgs) -> ExitCode {
+    let cfg = match load(&source) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint!("kplane up: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let log = cfg.log.clone();
+    run_service("up", &log, move |shutdown| async move {
+        up(cfg, a, shutdown).await
+    })
+}
+
+async fn up(
+    cfg: crate::config::KplaneConfig,
+    a: UpArgs,
+    shutdown: Shutdown,
+) -> Result<(), BoxError> {
+    let loopback = "127.0.0.1:0".parse::<SocketAddr>()?;
+    // Collector: an ephemeral loopback UDP port the emulator sends to; every report published.
+    let collector_cfg = kplane_collector::Config {
+        listen: vec![loopback],
+        admin: loopback,
+        publish_reports: true,
+        ..cfg.collector
+    };
+    let processor_cfg = kplane_stream_processor::Config {
+        admin: loopback,
+        data_dir: a.data_dir.join("stream-processor"),
+        lateness: Duration::from_millis(500),
+        ..cfg.stream_processor
+    };
+    let mut api_cfg = kplane_intent_api::Config {
+        admin: loopback,
+        listen: a.api,
+        store_dir: processor_cfg.data_dir.clone(),
+        no_auth: a.no_auth,
+        ..cfg.intent_api
+    };
+    let token = if a.no_auth {
+        None
+    } else {
+        let t = kplane_intent_api::auth::new_token()?;
+        api_cfg.tokens.push(kplane_intent_api::config::TokenConfig {
+            name: "kplane-up".into(),
+            role: kplane_intent_api::auth::Role::Admin,
+            sha256: kplane_intent_api::auth::hash_token(&t),
+        });
+        Some(t)
+    };
+    let mut problems = Vec::new();
+    collector_cfg.validate(&mut problems);
+    processor_cfg.validate(&mut problems);
+    api_cfg.validate(&mut problems);
+    if !problems.is_empty() {
+        return Err(problems.join("; ").into());
+    }
+
+    let bus = kplane_collector::embedded_bus(&collector_cfg);
+    kplane_stream_processor::create_result_topics(&bus, &processor_cfg, 4_096);
+    // Each stage stops after the one feeding it has flushed.
+    let (collector_stop, processor_stop, api_stop) =
+        (Shutdown::new(), Shutdown::new(), Shutdown::new());
+    let collector =
+        kplane_collector::start(collector_cfg, Arc::new(bus.clone()), collector_stop.clone())
+            .await?;
+    let processor = tokio::spawn(kplane_stream_processor::run_embedded(
+        processor_cfg,
+        bus.clone(),
+        processor_stop.clone(),
+    ));
+    let live = kplane_intent_api::live::Live::new(api_cfg.live_alerts);
+    let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let follower = kplane_intent_api::follow_embedded(&bus, live.clone(), follow_stop.clone());
+    let api = kplane_intent_api::start(api_cfg, live, api_stop.clone()).await?;
+
+    let url = format!("http://{}/", api.addr);
+    match &token {
+        Some(t) => {
+            println!("kplane up: console  {url}#token={t}");
+            println!("kplane up: API      {url}v1/…  (Authorization: Bearer {t})");
+        }
+        None => println!("kplane up: console  {url}  (no authentication)"),
+    }
+    println!(
+        "kplane up: data in {}; emulating fat-tree:4 (microbursts, a link failing every 3 min); Ctrl-C stops",
+        a.data_dir.display()
+    );
+
+    let rc = kplane_emulator::run::RunConfig {
+        collectors: collector.udp.clone(),
+        duration: a.duration.unwrap_or(Duration::from_secs(365 * 86_400)),
+        scenario: "live".into(),
+        realtime: true,
+        flows_per_second: a.flows,
+        sim: kplane_emulator::sim::SimConfig {
+            clock_base_ns: kplane_model::unix_time_ns(),
+            ..kplane_emulator::sim::SimConfig::default()
+        },
+        ..kplane_emulator::run::RunConfig::default()
+    };
+    let sim = Arc::new(Mutex::new(kplane_emulator::run::build(&rc)?));
+    let stop = shutdown.clone();
+    let emulator = tokio::task::spawn_blocking(move || {
+        kplane_emulator::run::run(&rc, sim, || stop.is_triggered())
+    });
+    let summary = emulator.await??;
+    shutdown.trigger();
+    tracing::info!(reports = summary.reports_sent, "emulator stopped; flushing");
+    collector_stop.trigger();
+    collector.wait().await?;
+    processor_stop.trigger();
+    processor.await??;
+    api_stop.trigger();
+    api.wait().await?;
+    follow_stop.store(true, std::sync::atomic::Ordering::Release);
+    let _ = follower.join();
+    println!(
+        "kplane up: stopped after {:.0} s; {} reports emulated; results in {}",
+        summary.wall_seconds,
+        summary.reports_sent,
+        a.data_dir.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,620 @@
+//! The northbound HTTP API: flows, paths, switches, queues, links, events (and their live SSE
+//! stream), read-only SQL. History comes from the analytics store through DataFusion; live
+//! views from the result topics ([`crate::live`]).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use futures_util::Stream;
+use kplane_stream_processor::query::{parse_prefix, register_store, register_udfs};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::{Auth, Role, require};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::live::Live;
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub cfg: Arc<Config>,
+    /// Fixed queries of the routes.
+    pub store: SessionContext,
+    /// `POST /v1/query`: a context with a memory limit.
+    pub sandbox: SessionContext,
+    pub live: Live,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    pub async fn new(cfg: Config, live: Live) -> Result<Self, ApiError> {
+        std::fs::create_dir_all(&cfg.store_dir).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let store = SessionContext::new();
+        register_udfs(&store);
+        register_store(&store, &cfg.store_dir).await?;
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(cfg.query_memory, 1.0)
+            .build_arc()?;
+        let sandbox = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
+        register_udfs(&sandbox);
+        register_store(&sandbox, &cfg.store_dir).await?;
+        Ok(Self {
+            cfg: Arc::new(cfg),
+            store,
+            sandbox,
+            live,
+        })
+    }
+
+    async fn rows(&self, sql: &str) -> Result<Vec<Value>, ApiError> {
+        let batches = self.store.sql(sql).await?.collect().await?;
+        to_json(&batches)
+    }
+}
+
+/// Rows as JSON objects.
+pub fn to_json(batches: &[RecordBatch]) -> Result<Vec<Value>, ApiError> {
+    let mut buf = Vec::new();
+    {
+        let mut w = datafusion::arrow::json::ArrayWriter::new(&mut buf);
+        for b in batches {
+            w.write(b)?;
+        }
+        w.finish()?;
+    }
+    if buf.is_empty() {
+        return Ok(Vec::new());
+    }
+    match serde_json::from_slice(&buf) {
+        Ok(Value::Array(rows)) => Ok(rows),
+        Ok(_) => Ok(Vec::new()),
+        Err(e) => Err(ApiError::Internal(e.to_string())),
+    }
+}
+
+/// The API router (every route behind its role), without the console.
+pub fn router(state: AppState, auth: Auth) -> Router {
+    let viewer = axum::middleware::from_fn_with_state((auth.clone(), Role::Viewer), require);
+    let admin = axum::middleware::from_fn_with_state((auth, Role::Admin), require);
+    let admin_routes = Router::new()
+        .route("/v1/tokens", get(tokens))
+        .route_layer(admin);
+    Router::new()
+        .route("/v1/flows", get(flows))
+        .route("/v1/flows/{flow}/path", get(flow_path))
+        .route("/v1/switches", get(switches))
+        .route("/v1/switches/{id}/queues", get(switch_queues))
+        .route("/v1/links", get(links))
+        .route("/v1/events", get(events))
+        .route("/v1/events/stream", get(events_stream))
+        .route("/v1/live", get(live))
+        .route("/v1/query", post(query))
+        .route_layer(viewer)
+        .merge(admin_routes)
+        .fallback(|| async { ApiError::NotFound("no such route (see /openapi.json)".into()) })
+        .with_state(state)
+}
+
+/// `GET /v1/tokens` (admin): who holds a token, with which role — never the hashes.
+async fn tokens(State(s): State<AppState>) -> Json<Value> {
+    let t: Vec<Value> = s
+        .cfg
+        .tokens
+        .iter()
+        .map(|t| json!({ "name": t.name, "role": t.role.as_str() }))
+        .collect();
+    Json(json!({ "tokens": t, "no_auth": s.cfg.no_auth }))
+}
+
+// ---- parameters ----------------------------------------------------------------------------
+
+/// `from` / `to` (RFC 3339) or `since` (a duration back from now, default 15m).
+#[derive(Debug, Default, Deserialize)]
+pub struct Range {
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub since: Option<String>,
+}
+
+fn timestamp(s: &str, what: &str) -> Result<String, ApiError> {
+    // Only what an RFC 3339 time contains: safe inside a SQL string literal.
+    let ok = !s.is_empty()
+        && s.len() <= 40
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || b"-:.TZ+".contains(&b));
+    if !ok {
+        return Err(ApiError::BadRequest(format!(
+            "{what}: {s:?} is not an RFC 3339 time (e.g. 2026-11-21T13:00:00Z)"
+        )));
+    }
+    Ok(format!("to_timestamp('{s}')"))
+}
+
+impl Range {
+    /// `window_start >= … AND window_start < …`.
+    fn sql(&self, column: &str) -> Result<String, ApiError> {
+        let from = match (&self.from, &self.since) {
+            (Some(f), _) => timestamp(f, "from")?,
+            (None, s) => {
+                let d = match s {
+                    Some(s) => humantime::parse_duration(s).map_err(|e| {
+                        ApiError::BadRequest(format!("since: {s:?}: {e} (e.g. 15m)"))
+                    })?,
+                    None => Duration::from_secs(15 * 60),
+                };
+                let from = kplane_model::unix_time_ns() as i64 - d.as_nanos() as i64;
+                format!("to_timestamp_nanos({from})")
+            }
+        };
+        let mut w = format!("{column} >= {from}");
+        if let Some(t) = &self.to {
+            w += &format!(" AND {column} < {}", timestamp(t, "to")?);
+        }
+        Ok(w)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct FlowParams {
+    #[serde(flatten)]
+    pub range: Range,
+    /// Source prefix, e.g. 10.0.0.0/8.
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    pub src_port: Option<String>,
+    pub dst_port: Option<String>,
+    pub protocol: Option<u8>,
+    /// latency (default) | reports.
+    pub sort: Option<String>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+/// `80` or `1000-2000`.
+fn port_range(s: &str, what: &str) -> Result<(u16, u16), ApiError> {
+    let bad = || ApiError::BadRequest(format!("{what}: {s:?} is not a port or a range a-b"));
+    let (a, b) = s.split_once('-').unwrap_or((s, s));
+    let (a, b): (u16, u16) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+    if a > b {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+fn prefix(s: &str, what: &str) -> Result<String, ApiError> {
+    parse_prefix(s)
+        .map(|_| s.to_string())
+        .ok_or_else(|| ApiError::BadRequest(format!("{what}: {s:?} is not an address prefix")))
+}
+
+const FLOW_COLUMNS: &str = "ip_text(src_ip) AS src_ip, ip_text(dst_ip) AS dst_ip, src_port, \
+                            dst_port, protocol";
+
+// ---- handlers ------------------------------------------------------------------------------
+
+/// `GET /v1/flows`.
+async fn flows(
+    State(s): State<AppState>,
+    Query(p): Query<FlowParams>,
+) -> Result<Json<Value>, ApiError> {
+    let mut wheres = vec![p.range.sql("window_start")?];
+    if let Some(v) = &p.src {
+        wheres.push(format!("ip_in(src_ip, '{}')", prefix(v, "src")?));
+    }
+    if let Some(v) = &p.dst {
+        wheres.push(format!("ip_in(dst_ip, '{}')", prefix(v, "dst")?));
+    }
+    for (name, v) in [("src_port", &p.src_port), ("dst_port", &p.dst_port)] {
+        if let Some(v) = v {
+            let (a, b) = port_range(v, name)?;
+            wheres.push(format!("{name} BETWEEN {a} AND {b}"));
+        }
+    }
+    if let Some(proto) = p.protocol {
+        wheres.push(format!("protocol = {proto}"));
+    }
+    let order = match p.sort.as_deref().unwrap_or("latency") {
+        "latency" => "latency_max_ns DESC",
+        "reports" => "reports DESC",
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "sort: {other:?} is not one of latency, reports (reports carry no byte count)"
+            )));
+        }
+    };
+    let limit = p.limit.unwrap_or(100).clamp(1, 1_000);
+    let offset: usize = match &p.cursor {
+        Some(c) => c
+            .parse()
+            .map_err(|_| ApiError::BadRequest(format!("cursor: {c:?} is not a cursor")))?,
+        None => 0,
+    };
+    let sql = format!(
+        "SELECT {FLOW_COLUMNS}, sum(reports) AS reports, max(e2e_latency_max_ns) AS latency_max_ns, \
+           sum(e2e_latency_mean_ns * reports) / sum(reports) AS latency_mean_ns, \
+           last_value(path ORDER BY window_start) AS path, \
+           bool_or(coalesce(path_changed, false)) AS path_changed, \
+           min(first_seen) AS first_seen, max(last_seen) AS last_seen \
+         FROM flows WHERE {} \
+         GROUP BY src_ip, dst_ip, src_port, dst_port, protocol \
+         ORDER BY {order}, src_ip, dst_ip, src_port, dst_port, protocol \
+         LIMIT {} OFFSET {offset}",
+        wheres.join(" AND "),
+        limit + 1
+    );
+    let mut rows = s.rows(&sql).await?;
+    let next = (rows.len() > limit).then(|| {
+        rows.truncate(limit);
+        (offset + limit).to_string()
+    });
+    Ok(Json(json!({ "flows": rows, "next_cursor": next })))
+}
+
+/// A flow in a path: `src,sport,dst,dport,proto`.
+fn flow_where(flow: &str) -> Result<String, ApiError> {
+    let bad = || {
+        ApiError::BadRequest(format!(
+            "flow: {flow:?} is not src,src_port,dst,dst_port,protocol (e.g. 10.0.0.1,1000,10.0.1.1,80,6)"
+        ))
+    };
+    let parts: Vec<&str> = flow.split(',').collect();
+    let [src, sport, dst, dport, proto] = parts[..] else {
+        return Err(bad());
+    };
+    let (src, dst): (std::net::IpAddr, std::net::IpAddr) = (
+        src.parse().map_err(|_| bad())?,
+        dst.parse().map_err(|_| bad())?,
+    );
+    let (sport, dport, proto): (u16, u16, u8) = (
+        sport.parse().map_err(|_| bad())?,
+        dport.parse().map_err(|_| bad())?,
+        proto.parse().map_err(|_| bad())?,
+    );
+    Ok(format!(
+        "ip_in(src_ip, '{src}') AND ip_in(dst_ip, '{dst}') AND src_port = {sport} \
+         AND dst_port = {dport} AND protocol = {proto}"
+    ))
+}
+
+/// `GET /v1/flows/{flow}/path`.
+async fn flow_path(
+    State(s): State<AppState>,
+    Path(flow): Path<String>,
+    Query(range): Query<Range>,
+) -> Result<Json<Value>, ApiError> {
+    let f = flow_where(&flow)?;
+    let r = range.sql("window_start")?;
+    let windows = s
+        .rows(&format!(
+            "SELECT window_start, window_end, path, path_changed, reports, e2e_latency_mean_ns, \
+               e2e_latency_max_ns FROM flows WHERE {f} AND {r} ORDER BY window_start"
+        ))
+        .await?;
+    if windows.is_empty() {
+        return Err(ApiError::NotFound(format!(
+            "no flow {flow} in that time range"
+        )));
+    }
+    let hops = s
+        .rows(&format!(
+            "SELECT window_start, node_id, samples, p50_ns, p99_ns, max_ns FROM hop_latency \
+             WHERE {f} AND {r} ORDER BY window_start, node_id"
+        ))
+        .await?;
+    // Per window: its hops in path order.
+    let out: Vec<Value> = windows
+        .into_iter()
+        .map(|mut w| {
+            let start = w["window_start"].clone();
+            let path: Vec<u64> = w["path"]
+                .as_array()
+                .map(|p| p.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            let per_hop: Vec<Value> = path
+                .iter()
+                .filter_map(|n| {
+                    hops.iter()
+                        .find(|h| h["window_start"] == start && h["node_id"].as_u64() == Some(*n))
+                        .cloned()
+                })
+                .map(|mut h| {
+                    if let Some(o) = h.as_object_mut() {
+                        o.remove("window_start");
+                    }
+                    h
+                })
+                .collect();
+            w["hops"] = Value::Array(per_hop);
+            w
+        })
+        .collect();
+    Ok(Json(json!({ "flow": flow, "windows": out })))
+}
+
+/// `GET /v1/switches`.
+async fn switches(
+    State(s): State<AppState>,
+    Query(range): Query<Range>,
+) -> Result<Json<Value>, ApiError> {
+    let r = range.sql("window_start")?;
+    let rows = s
+        .rows(&format!(
+            "SELECT q.node_id, q.queues, q.occupancy_max, q.occupancy_mean, q.congested_ns, \
+               l.ports, l.tx_utilization_max, l.tx_utilization_mean \
+             FROM (SELECT node_id, count(DISTINCT queue_id) AS queues, max(occupancy_max) AS \
+                     occupancy_max, avg(occupancy_mean) AS occupancy_mean, \
+                     sum(congested_ns) AS congested_ns FROM queues WHERE {r} GROUP BY node_id) q \
+             LEFT JOIN (SELECT node_id, count(DISTINCT egress_port) AS ports, \
+                     max(tx_utilization_max) AS tx_utilization_max, \
+                     avg(tx_utilization_mean) AS tx_utilization_mean \
+                   FROM links WHERE {r} GROUP BY node_id) l ON q.node_id = l.node_id \
+             ORDER BY q.node_id"
+        ))
+        .await?;
+    Ok(Json(json!({ "switches": rows })))
+}
+
+/// `GET /v1/switches/{id}/queues`.
+async fn switch_queues(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(range): Query<Range>,
+) -> Result<Json<Value>, ApiError> {
+    let id: u32 = id
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("switch id {id:?} is not a number")))?;
+    let r = range.sql("window_start")?;
+    let rows = s
+        .rows(&format!(
+            "SELECT window_start, window_end, queue_id, samples, occupancy_mean, occupancy_max, \
+               congested_ns FROM queues WHERE node_id = {id} AND {r} ORDER BY window_start, queue_id"
+        ))
+        .await?;
+    if rows.is_empty() {
+        return Err(ApiError::NotFound(format!(
+            "no queue samples of switch {id} in that time range"
+        )));
+    }
+    Ok(Json(json!({ "switch": id, "queues": rows })))
+}
+
+/// `GET /v1/links`: per (node, egress port) its neighbour (the next node on paths through it)
+/// and tx utilisation.
+async fn links(
+    State(s): State<AppState>,
+    Query(range): Query<Range>,
+) -> Result<Json<Value>, ApiError> {
+    let r = range.sql("window_start")?;
+    let rows = s
+        .rows(&format!(
+            "SELECT node_id, egress_port, next_node_id, sum(samples) AS samples, \
+               avg(tx_utilization_mean) AS tx_utilization_mean, \
+               max(tx_utilization_max) AS tx_utilization_max \
+             FROM links WHERE {r} GROUP BY node_id, egress_port, next_node_id \
+             ORDER BY node_id, egress_port"
+        ))
+        .await?;
+    Ok(Json(json!({ "links": rows })))
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct EventParams {
+    #[serde(flatten)]
+    pub range: Range,
+    pub kind: Option<String>,
+    pub limit: Option<usize>,
+    /// `true`: the in-memory live feed instead of the store.
+    pub live: Option<bool>,
+}
+
+/// `GET /v1/events`.
+async fn events(
+    State(s): State<AppState>,
+    Query(p): Query<EventParams>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = p.limit.unwrap_or(100).clamp(1, 10_000);
+    if let Some(k) = &p.kind
+        && !kplane_stream_processor::detect::AlertKind::ALL
+            .iter()
+            .any(|a| a.as_str() == k)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "kind: unknown event kind {k:?}"
+        )));
+    }
+    if p.live == Some(true) {
+        let rows: Vec<Value> = s
+            .live
+            .alerts()
+            .iter()
+            .rev()
+            .filter(|a| p.kind.is_none() || a.kind.map(|k| k.as_str()) == p.kind.as_deref())
+            .take(limit)
+            .map(|a| serde_json::to_value(a.as_ref()).unwrap_or(Value::Null))
+            .collect();
+        return Ok(Json(json!({ "events": rows })));
+    }
+    let mut w = p.range.sql("time")?;
+    if let Some(k) = &p.kind {
+        w += &format!(" AND kind = '{k}'");
+    }
+    let rows = s
+        .rows(&format!(
+            "SELECT time, detected, kind, {FLOW_COLUMNS}, node_id, queue_id, metric, value, \
+               threshold, path, previous_path FROM alerts WHERE {w} ORDER BY time DESC LIMIT {limit}"
+        ))
+        .await?;
+    Ok(Json(json!({ "events": rows })))
+}
+
+/// `GET /v1/events/stream`: server-sent events, one `alert` event per immediate event.
+async fn events_stream(
+    State(s): State<AppState>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let rx = s.live.subscribe();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(a) => {
+                    let data = serde_json::to_string(a.as_ref()).unwrap_or_default();
+                    return Some((Ok(Event::default().event("alert").data(data)), rx));
+                }
+                // A slow client missed some: go on with the newest.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// `GET /v1/live`: the latest window of every table (all partitions), for the console.
+async fn live(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let mut out = serde_json::Map::new();
+    for t in ["queues", "links", "flows", "hop_latency"] {
+        let batches = s.live.latest(t);
+        let rows = to_json(&batches)?;
+        out.insert(t.to_string(), Value::Array(rows));
+    }
+    let (windows, alerts) = s.live.seen();
+    out.insert("windows_seen".into(), windows.into());
+    out.insert("alerts_seen".into(), alerts.into());
+    Ok(Json(Value::Object(out)))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct QueryBody {
+    pub sql: String,
+}
+
+/// Refuses anything but one read-only query.
+pub fn check_read_only(sql: &str) -> Result<(), ApiError> {
+    use datafusion::sql::parser::{DFParser, Statement};
+    use datafusion::sql::sqlparser::ast::Statement as Sql;
+    let statements = DFParser::parse_sql(sql)
+        .map_err(|e| ApiError::BadRequest(format!("SQL does not parse: {e}")))?;
+    match statements.len() {
+        0 => return Err(ApiError::BadRequest("no SQL statement".into())),
+        1 => {}
+        n => {
+            return Err(ApiError::BadRequest(format!(
+                "one statement per request, got {n}"
+            )));
+        }
+    }
+    match &statements[0] {
+        Statement::Statement(s) if matches!(s.as_ref(), Sql::Query(_)) => Ok(()),
+        Statement::Explain(_) => Ok(()),
+        other => Err(ApiError::BadRequest(format!(
+            "read-only: only SELECT (or EXPLAIN) queries are allowed, not {}",
+            other
+                .to_string()
+                .split_whitespace()
+                .next()
+                .unwrap_or("this statement")
+        ))),
+    }
+}
+
+/// `POST /v1/query`: `{"sql": "SELECT …"}` → `{"columns", "rows", "truncated"}`.
+async fn query(
+    State(s): State<AppState>,
+    Json(body): Json<QueryBody>,
+) -> Result<Json<Value>, ApiError> {
+    check_read_only(&body.sql)?;
+    let options = datafusion::execution::context::SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let max = s.cfg.query_max_rows;
+    let timeout = s.cfg.query_timeout;
+    let run = async {
+        let df = s
+            .sandbox
+            .sql_with_options(&body.sql, options)
+            .await
+            .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+        let df = df
+            .limit(0, Some(max + 1))
+            .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+        df.collect().await.map_err(|e| {
+            let m = e.to_string();
+            if m.contains("Resources exhausted") {
+                ApiError::Unprocessable(format!(
+                    "the query needs more than the {} MiB a query may use: {m}",
+                    s.cfg.query_memory >> 20
+                ))
+            } else {
+                ApiError::Unprocessable(m)
+            }
+        })
+    };
+    let batches = tokio::time::timeout(timeout, run)
+        .await
+        .map_err(|_| ApiError::Timeout(format!("the query ran longer than {timeout:?}")))??;
+    let columns: Vec<String> = batches
+        .first()
+        .map(|b| {
+            b.schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut rows = to_json(&batches)?;
+    let truncated = rows.len() > max;
+    rows.truncate(max);
+    Ok(Json(
+        json!({ "columns": columns, "rows": rows, "truncated": truncated }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_single_read_only_statements_pass() {
+        assert!(check_read_only("SELECT 1").is_ok());
+        assert!(check_read_only("WITH x AS (SELECT 1) SELECT * FROM x").is_ok());
+        for bad in [
+            "DROP TABLE flows",
+            "CREATE TABLE t AS SELECT 1",
+            "INSERT INTO flows VALUES (1)",
+            "SELECT 1; SELECT 2",
+            "SET datafusion.execution.batch_size = 1",
+            "COPY flows TO '/tmp/x.parquet'",
+            "",
+            "SELEC 1",
+        ] {
+            assert!(check_read_only(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parameters_are_validated_before_they_reach_sql() {
+        assert!(timestamp("2026-11-21T13:00:00Z", "from").is_ok());
+        assert!(timestamp("2026'; DROP", "from").is_err());
+        assert_eq!(port_range("1000-2000", "p").unwrap(), (1000, 2000));
+        assert!(port_range("2000-1000", "p").is_err());
+        assert!(prefix("10.0.0.0/8", "src").is_ok());
+        assert!(prefix("10.0.0.0/8' OR 1=1", "src").is_err());
+        assert!(flow_where("10.0.0.1,1000,10.0.1.1,80,6").is_ok());
+        assert!(flow_where("10.0.0.1,1000,10.0.1.1,80").is_err());
+    }
+}

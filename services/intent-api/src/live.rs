@@ -1,0 +1,130 @@
+//! Live views: the stream processor's result topics (`int.windows`, `int.alerts`) read into
+//! memory — the latest window of every table per partition, and the recent alerts, which the
+//! SSE stream also fans out as they arrive.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arrow_array::RecordBatch;
+use kplane_stream_processor::detect::Alert;
+use tokio::sync::broadcast;
+
+/// The latest results, shared by the handlers and the topic reader.
+#[derive(Clone, Debug)]
+pub struct Live {
+    inner: Arc<Mutex<Inner>>,
+    alerts_tx: broadcast::Sender<Arc<Alert>>,
+    capacity: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// table → partition → (window end ns, rows).
+    tables: BTreeMap<String, BTreeMap<u32, (i64, RecordBatch)>>,
+    alerts: VecDeque<Arc<Alert>>,
+    /// Window results and alerts read so far.
+    windows_seen: u64,
+    alerts_seen: u64,
+}
+
+impl Live {
+    pub fn new(capacity: usize) -> Self {
+        let (alerts_tx, _) = broadcast::channel(1_024);
+        Self {
+            inner: Arc::default(),
+            alerts_tx,
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A window result of `table` (its rows carry `partition` and `window_end`).
+    pub fn window(&self, table: &str, batch: RecordBatch) {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{TimestampNanosecondType, UInt32Type};
+        let (Some(p), Some(end)) = (
+            batch
+                .column_by_name("partition")
+                .and_then(|c| c.as_primitive_opt::<UInt32Type>())
+                .and_then(|c| c.values().first().copied()),
+            batch
+                .column_by_name("window_end")
+                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
+                .and_then(|c| c.values().iter().copied().max()),
+        ) else {
+            return;
+        };
+        let mut g = self.lock();
+        g.windows_seen += 1;
+        let slot = g.tables.entry(table.to_string()).or_default();
+        if slot.get(&p).is_none_or(|(e, _)| *e <= end) {
+            slot.insert(p, (end, batch));
+        }
+    }
+
+    pub fn alert(&self, a: Alert) {
+        let a = Arc::new(a);
+        let mut g = self.lock();
+        g.alerts_seen += 1;
+        if g.alerts.len() == self.capacity {
+            g.alerts.pop_front();
+        }
+        g.alerts.push_back(a.clone());
+        drop(g);
+        // No subscriber is fine.
+        let _ = self.alerts_tx.send(a);
+    }
+
+    /// The latest window rows of `table`, every partition.
+    pub fn latest(&self, table: &str) -> Vec<RecordBatch> {
+        self.lock()
+            .tables
+            .get(table)
+            .map(|t| t.values().map(|(_, b)| b.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The most recent alerts, newest last.
+    pub fn alerts(&self) -> Vec<Arc<Alert>> {
+        self.lock().alerts.iter().cloned().collect()
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Alert>> {
+        self.alerts_tx.subscribe()
+    }
+
+    /// (window results, alerts) read so far.
+    pub fn seen(&self) -> (u64, u64) {
+        let g = self.lock();
+        (g.windows_seen, g.alerts_seen)
+    }
+}
+
+/// Applies one result-topic message to `live`.
+pub fn apply(live: &Live, topic: &str, schema: Option<&str>, payload: &[u8]) {
+    if topic == kplane_stream_processor::result_topics::ALERTS {
+        for line in payload.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<Alert>(line) {
+                Ok(a) => live.alert(a),
+                Err(e) => tracing::warn!(error = %e, "undecodable alert skipped"),
+            }
+        }
+        return;
+    }
+    let Some(table) = schema.and_then(|s| s.strip_suffix("/v1")) else {
+        return;
+    };
+    match arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(payload), None)
+        .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+    {
+        Ok(batches) => {
+            for b in batches {
+                live.window(table, b);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, table, "undecodable window result skipped"),
+    }
+}

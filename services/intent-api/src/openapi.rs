@@ -1,0 +1,264 @@
+//! The OpenAPI 3 document, generated from [`ROUTES`] — the same table the tests walk to check
+//! that every documented route is served and every served route is documented.
+
+use serde_json::{Map, Value, json};
+
+use crate::auth::Role;
+
+/// A query or path parameter.
+#[derive(Clone, Copy, Debug)]
+pub struct Param {
+    pub name: &'static str,
+    pub location: &'static str,
+    pub schema: &'static str,
+    pub description: &'static str,
+}
+
+const fn q(name: &'static str, schema: &'static str, description: &'static str) -> Param {
+    Param {
+        name,
+        location: "query",
+        schema,
+        description,
+    }
+}
+
+const fn p(name: &'static str, schema: &'static str, description: &'static str) -> Param {
+    Param {
+        name,
+        location: "path",
+        schema,
+        description,
+    }
+}
+
+/// One route of the API.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteDoc {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub summary: &'static str,
+    pub role: Role,
+    pub params: &'static [Param],
+    /// Top-level keys of the JSON answer (or the content type when not JSON).
+    pub returns: &'static [&'static str],
+}
+
+const RANGE: [Param; 3] = [
+    q(
+        "from",
+        "string",
+        "start, RFC 3339 (e.g. 2026-11-21T13:00:00Z)",
+    ),
+    q("to", "string", "end (exclusive), RFC 3339"),
+    q(
+        "since",
+        "string",
+        "instead of from: a duration back from now (default 15m)",
+    ),
+];
+
+pub const ROUTES: &[RouteDoc] = &[
+    RouteDoc {
+        method: "get",
+        path: "/v1/flows",
+        summary: "Flows in a time range: reports, latency (sum of hop latencies), trajectory; filtered, sorted, paginated",
+        role: Role::Viewer,
+        params: &[
+            RANGE[0],
+            RANGE[1],
+            RANGE[2],
+            q("src", "string", "source prefix, e.g. 10.0.0.0/8"),
+            q("dst", "string", "destination prefix"),
+            q("src_port", "string", "port or range a-b"),
+            q("dst_port", "string", "port or range a-b"),
+            q("protocol", "integer", "IP protocol number"),
+            q("sort", "string", "latency (default) or reports"),
+            q("limit", "integer", "rows per page, 1..1000 (default 100)"),
+            q("cursor", "string", "next_cursor of the previous page"),
+        ],
+        returns: &["flows", "next_cursor"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/flows/{flow}/path",
+        summary: "Trajectory history of one flow with per-hop latency (p50/p99/max) per window",
+        role: Role::Viewer,
+        params: &[
+            p(
+                "flow",
+                "string",
+                "src,src_port,dst,dst_port,protocol (e.g. 10.0.0.1,1000,10.0.1.1,80,6)",
+            ),
+            RANGE[0],
+            RANGE[1],
+            RANGE[2],
+        ],
+        returns: &["flow", "windows"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/switches",
+        summary: "Switches seen in the time range with queue and egress utilisation summaries",
+        role: Role::Viewer,
+        params: &[RANGE[0], RANGE[1], RANGE[2]],
+        returns: &["switches"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/switches/{id}/queues",
+        summary: "Per-window occupancy and congestion of one switch's queues",
+        role: Role::Viewer,
+        params: &[
+            p("id", "integer", "switch (node) id"),
+            RANGE[0],
+            RANGE[1],
+            RANGE[2],
+        ],
+        returns: &["switch", "queues"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/links",
+        summary: "Links as (node, egress port) → next node, with tx utilisation",
+        role: Role::Viewer,
+        params: &[RANGE[0], RANGE[1], RANGE[2]],
+        returns: &["links"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/events",
+        summary: "Immediate events (path change, loop, black hole, threshold, report-loss burst), newest first",
+        role: Role::Viewer,
+        params: &[
+            RANGE[0],
+            RANGE[1],
+            RANGE[2],
+            q("kind", "string", "one event kind"),
+            q("limit", "integer", "1..10000 (default 100)"),
+            q(
+                "live",
+                "boolean",
+                "true: from the live feed in memory instead of the store",
+            ),
+        ],
+        returns: &["events"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/events/stream",
+        summary: "Live immediate events as server-sent events (event: alert, data: JSON)",
+        role: Role::Viewer,
+        params: &[],
+        returns: &["text/event-stream"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/live",
+        summary: "The latest window of the queues, links, flows and hop_latency tables (what the console polls)",
+        role: Role::Viewer,
+        params: &[],
+        returns: &[
+            "queues",
+            "links",
+            "flows",
+            "hop_latency",
+            "windows_seen",
+            "alerts_seen",
+        ],
+    },
+    RouteDoc {
+        method: "post",
+        path: "/v1/query",
+        summary: "Read-only SQL over the analytics store: one SELECT; DDL, DML and settings refused; time, memory and row limits",
+        role: Role::Viewer,
+        params: &[],
+        returns: &["columns", "rows", "truncated"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/tokens",
+        summary: "The configured tokens' names and roles (never their hashes)",
+        role: Role::Admin,
+        params: &[],
+        returns: &["tokens", "no_auth"],
+    },
+];
+
+/// The document served at `/openapi.json`.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for r in ROUTES {
+        let params: Vec<Value> = r
+            .params
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name,
+                    "in": p.location,
+                    "required": p.location == "path",
+                    "description": p.description,
+                    "schema": { "type": p.schema },
+                })
+            })
+            .collect();
+        let ok = if r.returns == ["text/event-stream"] {
+            json!({ "description": "an event stream", "content": { "text/event-stream": {} } })
+        } else {
+            let props: Map<String, Value> = r
+                .returns
+                .iter()
+                .map(|k| (k.to_string(), json!({})))
+                .collect();
+            json!({
+                "description": "OK",
+                "content": { "application/json": { "schema": { "type": "object", "properties": props } } }
+            })
+        };
+        let error = |d: &str| json!({ "description": d, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } });
+        let mut op = json!({
+            "summary": r.summary,
+            "description": format!("Role: {} or above.", r.role.as_str()),
+            "parameters": params,
+            "security": [ { "bearer": [] } ],
+            "responses": {
+                "200": ok,
+                "400": error("bad parameters"),
+                "401": error("missing or unknown token"),
+                "403": error("the token's role is too low"),
+                "500": error("internal error (details in the server log)"),
+            },
+        });
+        if r.method == "post" {
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": {
+                    "type": "object", "required": ["sql"],
+                    "properties": { "sql": { "type": "string" } } } } }
+            });
+            op["responses"]["408"] = error("the query ran too long");
+            op["responses"]["422"] = error("the query failed or needed too much memory");
+        } else if r.path.contains('{') {
+            op["responses"]["404"] = error("nothing there in that time range");
+        }
+        paths
+            .entry(r.path.to_string())
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .map(|o| o.insert(r.method.to_string(), op));
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "kplane intent API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Flow analytics over In-band Network Telemetry. Errors are {\"error\": \"…\"}.",
+        },
+        "paths": paths,
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": { "Error": { "type": "object", "required": ["error"],
+                "properties": { "error": { "type": "string" } } } },
+        },
+    })
+}

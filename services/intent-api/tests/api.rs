@@ -1,0 +1,464 @@
+//! Every route through `Router` + oneshot over a store written by the stream processor from a
+//! fixed input: answers, auth negatives (missing, wrong, insufficient token), SQL abuse, and
+//! the OpenAPI document (every documented route is served; the checked-in docs/openapi.json is
+//! current — `KPLANE_BLESS=1` rewrites it).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use kplane_bus::topics;
+use kplane_intent_api::auth::{Auth, Role, hash_token};
+use kplane_intent_api::config::TokenConfig;
+use kplane_intent_api::live::Live;
+use kplane_intent_api::openapi::{ROUTES, document};
+use kplane_intent_api::{Config, api, app};
+use kplane_kafka::PartitionEvent;
+use kplane_model::batch::ReportBatchBuilder;
+use kplane_model::{FlowKey, HopField, HopRecord, ReportRecord};
+use kplane_stream_processor::metrics::ProcessorMetrics;
+use kplane_stream_processor::processor::Processor;
+use serde_json::Value;
+use tower::ServiceExt;
+
+const S: u64 = 1_000_000_000;
+
+fn report(t: u64, sport: u16, path: &[u32], lat: u64, occ: u64) -> ReportRecord {
+    let mut r = ReportRecord::default();
+    r.envelope.received_ns = t;
+    r.envelope.timestamp_ns = Some(t);
+    r.envelope.node_id = path.last().copied();
+    r.flow = Some(FlowKey {
+        src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        dst_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1)),
+        src_port: sport,
+        dst_port: 80,
+        protocol: 6,
+    });
+    for (k, &n) in path.iter().enumerate() {
+        let mut h = HopRecord::default();
+        h.set(HopField::NodeId, n.into());
+        h.set(HopField::L1EgressPort, 1 + k as u64);
+        h.set(HopField::HopLatency, lat);
+        h.set(HopField::QueueId, 0);
+        h.set(HopField::QueueOccupancy, occ);
+        h.set(HopField::TxUtilization, 500);
+        r.hops.push(h);
+    }
+    r
+}
+
+/// A store with two windows, 2 minutes ago, written by the real processor.
+fn store() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kplane-api-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let base = (kplane_model::unix_time_ns() / S - 120) * S;
+    let mut b = ReportBatchBuilder::new(8);
+    for r in [
+        report(base, 1000, &[1, 2, 3], 200, 10),
+        report(base + 10, 1001, &[1, 4, 3], 900, 100),
+        report(base + S, 1000, &[1, 4, 3], 300, 20),
+    ] {
+        b.append(&r).unwrap();
+    }
+    let cfg = kplane_stream_processor::Config {
+        data_dir: dir.clone(),
+        publish: false,
+        ..kplane_stream_processor::Config::default()
+    };
+    let mut p = Processor::new(cfg, ProcessorMetrics::default(), None).unwrap();
+    let key = (topics::REPORTS.to_string(), 0);
+    p.rebalance(vec![PartitionEvent::Assigned(vec![key.clone()])])
+        .unwrap();
+    p.offer_batches(&key, 0, &[b.finish().unwrap()]);
+    p.flush().unwrap();
+    dir
+}
+
+struct Api {
+    app: axum::Router,
+    dir: PathBuf,
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const VIEWER: &str = "viewer-token";
+const ADMIN: &str = "admin-token";
+
+async fn api() -> Api {
+    // The processor runs its own runtime: not inside the test's.
+    let dir = std::thread::spawn(store).join().unwrap();
+    let cfg = Config {
+        store_dir: dir.clone(),
+        tokens: vec![
+            TokenConfig {
+                name: "v".into(),
+                role: Role::Viewer,
+                sha256: hash_token(VIEWER),
+            },
+            TokenConfig {
+                name: "a".into(),
+                role: Role::Admin,
+                sha256: hash_token(ADMIN),
+            },
+        ],
+        query_timeout: Duration::from_secs(2),
+        query_max_rows: 10,
+        query_memory: 4 << 20,
+        ..Config::default()
+    };
+    let auth = Auth::new(cfg.tokens.clone(), false);
+    let state = api::AppState::new(cfg, Live::new(10)).await.unwrap();
+    Api {
+        app: app(state, auth),
+        dir,
+    }
+}
+
+async fn call(
+    a: &Api,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    if body.is_some() {
+        req = req.header("content-type", "application/json");
+    }
+    let req = req
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+        .unwrap();
+    let res = a.app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    // A live stream never ends: its headers are the answer.
+    if res
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"))
+    {
+        return (status, Value::String("event-stream".into()));
+    }
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, v)
+}
+
+#[tokio::test]
+async fn every_route_answers_with_data_from_the_store() {
+    let a = api().await;
+    let (s, v) = call(&a, "GET", "/v1/flows?since=10m", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let flows = v["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2, "{v}");
+    assert_eq!(flows[0]["src_port"], 1001, "sorted by latency: {v}");
+    assert_eq!(flows[0]["src_ip"], "10.0.0.1");
+    // Pagination: one per page.
+    let (_, p1) = call(
+        &a,
+        "GET",
+        "/v1/flows?since=10m&limit=1&sort=reports",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(p1["flows"][0]["src_port"], 1000, "{p1}");
+    let cursor = p1["next_cursor"].as_str().unwrap().to_string();
+    let (_, p2) = call(
+        &a,
+        "GET",
+        &format!("/v1/flows?since=10m&limit=1&sort=reports&cursor={cursor}"),
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(p2["flows"][0]["src_port"], 1001);
+    assert!(p2["next_cursor"].is_null());
+    // Filters.
+    let (_, f) = call(
+        &a,
+        "GET",
+        "/v1/flows?since=10m&src=10.9.0.0/16",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(f["flows"].as_array().unwrap().len(), 0);
+    let (_, f) = call(
+        &a,
+        "GET",
+        "/v1/flows?since=10m&src=10.0.0.0/8&src_port=1000-1000&protocol=6",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(f["flows"].as_array().unwrap().len(), 1);
+    let (s, _) = call(&a, "GET", "/v1/flows?src=not-a-prefix", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/flows/10.0.0.1,1000,10.0.1.1,80,6/path?since=10m",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let w = v["windows"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    assert_eq!(w[1]["path_changed"], true);
+    let hops: Vec<u64> = w[1]["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["node_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(hops, vec![1, 4, 3], "per-hop latency in path order: {v}");
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/flows/10.0.0.9,1,10.0.1.1,80,6/path?since=10m",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(v["error"].is_string());
+
+    let (s, v) = call(&a, "GET", "/v1/switches?since=10m", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let ids: Vec<u64> = v["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["node_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![1, 2, 3, 4]);
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/switches/3/queues?since=10m",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["queues"][0]["occupancy_max"], 100, "{v}");
+    let (s, _) = call(
+        &a,
+        "GET",
+        "/v1/switches/99/queues?since=10m",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = call(&a, "GET", "/v1/switches/x/queues", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    let (s, v) = call(&a, "GET", "/v1/links?since=10m", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let link = v["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["node_id"] == 1 && l["egress_port"] == 1)
+        .cloned()
+        .unwrap();
+    assert!(
+        link["next_node_id"] == 2 || link["next_node_id"] == 4,
+        "{link}"
+    );
+
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/events?since=10m&kind=threshold",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(
+        !v["events"].as_array().unwrap().is_empty(),
+        "queue threshold events: {v}"
+    );
+    let (s, _) = call(&a, "GET", "/v1/events?kind=nope", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, v) = call(&a, "GET", "/v1/events?live=true", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["events"].is_array());
+
+    let (s, v) = call(&a, "GET", "/v1/live", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["queues"].is_array() && v["windows_seen"].is_u64());
+
+    let (s, v) = call(
+        &a,
+        "POST",
+        "/v1/query",
+        Some(VIEWER),
+        Some(r#"{"sql":"SELECT sum(reports) AS n FROM flows"}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["rows"][0]["n"], 3);
+    assert_eq!(v["truncated"], false);
+
+    let (s, v) = call(&a, "GET", "/v1/tokens", Some(ADMIN), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["tokens"].as_array().unwrap().len(), 2);
+    assert!(
+        !v.to_string().contains(&hash_token(ADMIN)),
+        "hashes never leave"
+    );
+
+    let (s, v) = call(&a, "GET", "/v1/nothing", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(v["error"].is_string());
+}
+
+#[tokio::test]
+async fn missing_wrong_and_insufficient_tokens_are_refused() {
+    let a = api().await;
+    for r in ROUTES {
+        let uri = r
+            .path
+            .replace("{flow}", "10.0.0.1,1000,10.0.1.1,80,6")
+            .replace("{id}", "3");
+        let method = r.method.to_uppercase();
+        let body = (method == "POST").then_some(r#"{"sql":"SELECT 1"}"#);
+        let (s, v) = call(&a, &method, &uri, None, body).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{uri} without a token");
+        assert_eq!(v["error"], "missing bearer token");
+        let (s, v) = call(&a, &method, &uri, Some("wrong"), body).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{uri} with a wrong token");
+        assert_eq!(v["error"], "unknown token");
+    }
+    let (s, v) = call(&a, "GET", "/v1/tokens", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(v["error"].as_str().unwrap().contains("admin"), "{v}");
+}
+
+#[tokio::test]
+async fn sql_abuse_is_refused_with_a_clear_error() {
+    let a = api().await;
+    for sql in [
+        "DROP TABLE flows",
+        "CREATE TABLE x AS SELECT 1",
+        "CREATE EXTERNAL TABLE x STORED AS PARQUET LOCATION '/etc'",
+        "INSERT INTO flows SELECT * FROM flows",
+        "SELECT 1; DROP TABLE flows",
+        "SET datafusion.execution.batch_size = 1",
+        "COPY flows TO '/tmp/out.parquet'",
+        "SELEC nonsense",
+    ] {
+        let body = serde_json::json!({ "sql": sql }).to_string();
+        let (s, v) = call(&a, "POST", "/v1/query", Some(ADMIN), Some(&body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{sql}: {v}");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{sql}");
+    }
+    // Unknown table: the caller's mistake, explained.
+    let (s, v) = call(
+        &a,
+        "POST",
+        "/v1/query",
+        Some(VIEWER),
+        Some(r#"{"sql":"SELECT * FROM nope"}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(v["error"].as_str().unwrap().contains("nope"), "{v}");
+    // Row limit: cut, and said so.
+    let (s, v) = call(
+        &a,
+        "POST",
+        "/v1/query",
+        Some(VIEWER),
+        Some(r#"{"sql":"SELECT * FROM generate_series(1, 1000)"}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["rows"].as_array().unwrap().len(), 10);
+    assert_eq!(v["truncated"], true);
+    // A huge scan: stopped by the memory or the time limit, never answered.
+    let (s, v) = call(
+        &a,
+        "POST",
+        "/v1/query",
+        Some(VIEWER),
+        Some(r#"{"sql":"SELECT v, count(*) FROM generate_series(1, 2000000000) t(v) GROUP BY v ORDER BY v DESC"}"#),
+    )
+    .await;
+    assert!(
+        s == StatusCode::REQUEST_TIMEOUT || s == StatusCode::UNPROCESSABLE_ENTITY,
+        "{s} {v}"
+    );
+    assert!(v["error"].is_string());
+}
+
+#[tokio::test]
+async fn the_openapi_document_covers_every_route_and_is_current() {
+    let a = api().await;
+    let (s, v) = call(&a, "GET", "/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v, document());
+    assert_eq!(v["openapi"], "3.0.3");
+    for r in ROUTES {
+        assert!(
+            v["paths"][r.path][r.method].is_object(),
+            "{} {}",
+            r.method,
+            r.path
+        );
+        // Documented ⇒ served (with a token, nothing documented is a 404/405 route miss).
+        let uri = r
+            .path
+            .replace("{flow}", "10.0.0.1,1000,10.0.1.1,80,6")
+            .replace("{id}", "3");
+        let method = r.method.to_uppercase();
+        let body = (method == "POST").then_some(r#"{"sql":"SELECT 1"}"#);
+        let (s, v) = call(&a, &method, &uri, Some(ADMIN), body).await;
+        assert!(
+            s != StatusCode::METHOD_NOT_ALLOWED
+                && !(s == StatusCode::NOT_FOUND
+                    && v["error"]
+                        .as_str()
+                        .is_some_and(|e| e.starts_with("no such route"))),
+            "{method} {uri}: {s} {v}"
+        );
+    }
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let text = serde_json::to_string_pretty(&document()).unwrap() + "\n";
+    if std::env::var_os("KPLANE_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(checked_in, text, "docs/openapi.json is stale: `make bless`");
+}
+
+#[tokio::test]
+async fn the_console_is_served_without_a_token() {
+    let a = api().await;
+    let (s, v) = call(&a, "GET", "/", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        v.as_str()
+            .unwrap()
+            .contains("<title>kplane console</title>")
+    );
+    let (s, _) = call(&a, "GET", "/console.js", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+}
