@@ -90,7 +90,7 @@ fn report(i: u64, flows: u32, t_ns: u64) -> ReportRecord {
         hop.set(HopField::QueueOccupancy, (i + u64::from(h)) % 40);
         hop.set(HopField::IngressTimestamp, t_ns + u64::from(h) * 1_000);
         hop.set(HopField::EgressTimestamp, t_ns + u64::from(h) * 1_000 + 500);
-        hop.set(HopField::TxUtilization, (i % 1000) as u64);
+        hop.set(HopField::TxUtilization, i % 1000);
         r.hops.push(hop);
     }
     r

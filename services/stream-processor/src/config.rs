@@ -135,7 +135,10 @@ impl Validate for Config {
         need(
             slide >= Duration::from_millis(1)
                 && slide <= self.window
-                && self.window.as_nanos() % slide.as_nanos().max(1) == 0,
+                && self
+                    .window
+                    .as_nanos()
+                    .is_multiple_of(slide.as_nanos().max(1)),
             "slide must be >= 1ms, at most window, and divide window",
         );
         need(

@@ -104,6 +104,9 @@ struct FlowState {
     above: Vec<u32>,
 }
 
+/// Per reporting node: recent (time, lost) loss events, their sum, and whether a burst is on.
+type LossWindow = (VecDeque<(i64, u64)>, u64, bool);
+
 /// Detector state of one bus partition.
 #[derive(Debug)]
 pub struct Detector {
@@ -111,7 +114,7 @@ pub struct Detector {
     t: Thresholds,
     flows: HashMap<FlowId, FlowState>,
     queues_above: HashSet<(u32, u8)>,
-    loss: HashMap<u32, (VecDeque<(i64, u64)>, u64, bool)>,
+    loss: HashMap<u32, LossWindow>,
     last_sweep_ns: i64,
 }
 

@@ -146,29 +146,6 @@ pub fn register_udfs(ctx: &SessionContext) {
     ctx.register_udf(ip_in_udf());
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefixes_match_v4_and_v6() {
-        let p = parse_prefix("10.1.0.0/16").unwrap();
-        let ip = |s: &str| kplane_model::ip_to_16(s.parse().unwrap());
-        assert!(in_prefix(&ip("10.1.200.3"), &p));
-        assert!(!in_prefix(&ip("10.2.0.1"), &p));
-        assert!(!in_prefix(&ip("2001:db8::1"), &p));
-        let p6 = parse_prefix("2001:db8::/33").unwrap();
-        assert!(in_prefix(&ip("2001:db8:7fff::1"), &p6));
-        assert!(!in_prefix(&ip("2001:db8:8000::1"), &p6));
-        assert!(in_prefix(
-            &ip("10.0.0.9"),
-            &parse_prefix("10.0.0.9").unwrap()
-        ));
-        assert!(parse_prefix("10.0.0.0/33").is_none());
-        assert!(parse_prefix("nonsense").is_none());
-    }
-}
-
 /// Runs `sql` over the store of `data_dir` on a private runtime (tests, tools).
 pub fn sql_blocking(
     data_dir: &Path,
@@ -207,5 +184,28 @@ pub fn scalar(batches: &[arrow_array::RecordBatch]) -> f64 {
         a.value(0)
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_v4_and_v6() {
+        let p = parse_prefix("10.1.0.0/16").unwrap();
+        let ip = |s: &str| kplane_model::ip_to_16(s.parse().unwrap());
+        assert!(in_prefix(&ip("10.1.200.3"), &p));
+        assert!(!in_prefix(&ip("10.2.0.1"), &p));
+        assert!(!in_prefix(&ip("2001:db8::1"), &p));
+        let p6 = parse_prefix("2001:db8::/33").unwrap();
+        assert!(in_prefix(&ip("2001:db8:7fff::1"), &p6));
+        assert!(!in_prefix(&ip("2001:db8:8000::1"), &p6));
+        assert!(in_prefix(
+            &ip("10.0.0.9"),
+            &parse_prefix("10.0.0.9").unwrap()
+        ));
+        assert!(parse_prefix("10.0.0.0/33").is_none());
+        assert!(parse_prefix("nonsense").is_none());
     }
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Browser test of the web console: starts `kplane up` (debug build) on a free port, drives the
+# console in Debian's Chromium with playwright-core, saves target/console.png, stops kplane.
+# Skips (exit 0) when Chromium or Node are missing, unless KPLANE_REQUIRE_BROWSER=1 (CI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+chromium=${CHROMIUM:-/usr/bin/chromium}
+if [[ ! -x $chromium ]] || ! command -v node >/dev/null; then
+    if [[ ${KPLANE_REQUIRE_BROWSER:-} == 1 ]]; then
+        echo "console test: $chromium or node missing" >&2
+        exit 1
+    fi
+    echo "console test: skipped ($chromium or node missing; CI installs them)"
+    exit 0
+fi
+[[ -d console-test/node_modules/playwright-core ]] || npm ci --prefix console-test --no-audit --no-fund
+cargo build --quiet --bin kplane
+bin=${CARGO_TARGET_DIR:-target}/debug/kplane
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+data=$(mktemp -d)
+log=$(mktemp)
+"$bin" up --api "127.0.0.1:$port" --data-dir "$data" --duration 120s >"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
+for _ in $(seq 1 100); do
+    url=$(grep -o 'http://[^ ]*#token=[a-z0-9_]*' "$log" || true)
+    [[ -n $url ]] && break
+    sleep 0.2
+done
+[[ -n ${url:-} ]] || { cat "$log"; echo "kplane up printed no console URL" >&2; exit 1; }
+mkdir -p target
+KPLANE_CONSOLE_URL=$url CHROMIUM=$chromium node console-test/console.test.mjs target/console.png
+kill -INT $pid
+wait $pid
+echo "console test: kplane up stopped cleanly"
