@@ -3,17 +3,23 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
 
-.PHONY: help run test test-kafka broker lint fmt bench fuzz samples bless
+.PHONY: help run up test test-console test-kafka broker lint fmt bench fuzz samples bless
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-run: ## Decode the shipped sample capture (the README's first command)
-	$(CARGO) run --release -- decode --kdn-port 5001 samples/int-formats.pcapng
+run: ## Everything in one process: emulator, collector, processor, API + console (the README's first command)
+	$(CARGO) run --release -- up
 
-test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay, end to end)
+up: run ## Same as run
+
+test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay, end to end, the console in Chromium)
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
 	$(CARGO) test --workspace --locked --doc
+	scripts/console-test.sh
+
+test-console: ## The web console in Debian's Chromium against `kplane up` (screenshot: target/console.png)
+	scripts/console-test.sh
 
 test-kafka: ## Start a local Kafka-protocol broker (scripts/kafka-broker.sh) and run every test, Kafka ones included
 	@eval "$$(scripts/kafka-broker.sh start)"; export KPLANE_KAFKA_BROKERS KPLANE_REQUIRE_KAFKA=1; \
@@ -42,3 +48,4 @@ samples: ## Regenerate samples/int-formats.pcapng
 bless: ## Regenerate golden vectors and fuzz seeds (review the diff!)
 	KPLANE_BLESS=1 $(CARGO) test -p kplane-wire --test golden --test fuzz_corpus
 	KPLANE_BLESS=1 $(CARGO) test -p kplane-stream-processor --test golden_sql
+	KPLANE_BLESS=1 $(CARGO) test -p kplane-intent-api --test api
