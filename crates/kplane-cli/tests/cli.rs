@@ -155,9 +155,14 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
         if service == "collector" {
             args.extend(["--listen".into(), "127.0.0.1:0".into()]);
         }
+        let data = std::env::temp_dir().join(format!("kplane-cli-{service}-{}", std::process::id()));
         let mut child = kplane()
             .args(&args)
             .env("RUST_LOG", "info")
+            .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &data)
+            .env("KPLANE__INTENT_API__STORE_DIR", &data)
+            .env("KPLANE__INTENT_API__LISTEN", "127.0.0.1:0")
+            .env("KPLANE__INTENT_API__NO_AUTH", "true")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -178,6 +183,7 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
         );
         sigterm(&child);
         let status = child.wait().unwrap();
+        let _ = std::fs::remove_dir_all(&data);
         assert!(status.success(), "{service} exited with {status}");
         let mut log = String::new();
         child

@@ -54,7 +54,9 @@ pub struct Running {
 impl Running {
     /// Waits until the server has stopped (after `shutdown`).
     pub async fn wait(self) -> ServiceResult {
-        self.task.await?
+        self.task.await??;
+        tracing::info!(service = NAME, "stopped");
+        Ok(())
     }
 }
 
