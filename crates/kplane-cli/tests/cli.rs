@@ -155,7 +155,8 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
         if service == "collector" {
             args.extend(["--listen".into(), "127.0.0.1:0".into()]);
         }
-        let data = std::env::temp_dir().join(format!("kplane-cli-{service}-{}", std::process::id()));
+        let data =
+            std::env::temp_dir().join(format!("kplane-cli-{service}-{}", std::process::id()));
         let mut child = kplane()
             .args(&args)
             .env("RUST_LOG", "info")

@@ -113,6 +113,14 @@ fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
     assert_eq!(ddl.status, 400);
     assert!(ddl.json()["error"].as_str().unwrap().contains("read-only"));
     assert_eq!(get("/openapi.json").json()["openapi"], "3.0.3");
+    let health = http(addr, "GET", "/healthz", None, None).unwrap();
+    assert_eq!(health.status, 200);
+    assert!(
+        http(addr, "GET", "/metrics", None, None)
+            .unwrap()
+            .body
+            .contains("kplane_build_info")
+    );
     let console = http(addr, "GET", "/", None, None).unwrap();
     assert_eq!(console.status, 200);
     assert!(console.body.contains("kplane console"));

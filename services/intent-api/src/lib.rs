@@ -92,7 +92,8 @@ pub async fn start(
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, %admin, "API and console listening");
-    let app = app(state, auth);
+    // /metrics, /healthz and /readyz answer on the API port too.
+    let app = app(state, auth).merge(admin_state.router());
     let sd = shutdown.clone();
     admin_state.set_ready(true);
     let task = tokio::spawn(async move {

@@ -140,8 +140,18 @@ async fn serve(
     let worker = {
         let stop = stop.clone();
         tokio::task::spawn_blocking(move || -> ServiceResult {
-            let mut p = Processor::new(cfg, metrics, results)?;
+            let mut p = Processor::new(cfg, metrics, results.clone())?;
             p.run(source()?, &stop)?;
+            // Results and alerts handed to Kafka are acknowledged before the process ends.
+            if let Some(r) = results {
+                let left = r.flush(std::time::Duration::from_secs(10));
+                if left > 0 {
+                    tracing::warn!(
+                        left,
+                        "result messages unacknowledged at stop (the store has them)"
+                    );
+                }
+            }
             Ok(())
         })
     };
