@@ -135,3 +135,83 @@ fn json_events(values: &[Value]) -> Result<RecordBatch, String> {
     }
     b.finish().map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    fn record() -> ReportRecord {
+        let mut r = ReportRecord::default();
+        r.envelope.received_ns = 1_000;
+        r.envelope.timestamp_ns = Some(900);
+        r.envelope.node_id = Some(3);
+        r.envelope.sequence = Some(7);
+        r.envelope.flags.set(ReportFlags::INTERMEDIATE, true);
+        r.flow = Some(FlowKey {
+            src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            dst_ip: "2001:db8::1".parse().unwrap(),
+            src_port: 1,
+            dst_port: 2,
+            protocol: 17,
+        });
+        for n in [1u64, 3] {
+            let mut h = HopRecord::default();
+            h.set(HopField::NodeId, n);
+            h.set(HopField::HopLatency, 100 * n);
+            h.set_unavailable(HopField::QueueOccupancy);
+            r.hops.push(h);
+        }
+        r
+    }
+
+    #[test]
+    fn json_lines_give_the_same_batch_as_arrow() {
+        let r = record();
+        let mut direct = ReportBatchBuilder::new(1);
+        direct.append(&r).unwrap();
+        let direct = direct.finish().unwrap();
+        let line = serde_json::to_string(&r).unwrap() + "\n";
+        let parsed = batches(Some(content_types::JSON_LINES), line.as_bytes(), true).unwrap();
+        assert_eq!(parsed.len(), 1);
+        // Everything the analytics read is equal (the format name is not carried over).
+        for c in [
+            "received",
+            "node_id",
+            "sequence",
+            "flags",
+            "timestamp_ns",
+            "src_ip",
+            "dst_ip",
+            "src_port",
+            "dst_port",
+            "protocol",
+            "hop_count",
+            "hops",
+        ] {
+            assert_eq!(
+                parsed[0].column_by_name(c).unwrap().to_data(),
+                direct.column_by_name(c).unwrap().to_data(),
+                "{c}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_payloads_are_errors_not_panics() {
+        assert!(batches(Some(content_types::JSON_LINES), b"{not json}\n", true).is_err());
+        assert!(
+            batches(
+                Some(content_types::JSON_LINES),
+                b"{\"kind\":\"new\"}\n",
+                false
+            )
+            .is_err()
+        );
+        assert!(batches(Some(content_types::ARROW), b"garbage", true).is_err());
+        let ev = br#"{"received_ns":5,"kind":"loss","metric":"report_loss","node_id":4,"value":9}"#;
+        let b = batches(Some(content_types::JSON_LINES), ev, false).unwrap();
+        assert_eq!(b[0].num_rows(), 1);
+    }
+}

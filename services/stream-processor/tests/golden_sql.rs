@@ -201,3 +201,38 @@ fn window_results_match_the_golden_tables() {
     }
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+#[test]
+fn an_undecodable_message_is_counted_skipped_and_committed_past() {
+    use kplane_stream_processor::source::Msg;
+    let data = std::env::temp_dir().join(format!("kplane-sp-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let cfg = Config {
+        data_dir: data.clone(),
+        publish: false,
+        ..Config::default()
+    };
+    let metrics = ProcessorMetrics::default();
+    let mut p = Processor::new(cfg, metrics.clone(), None).unwrap();
+    let r = (topics::REPORTS.to_string(), 0u32);
+    p.rebalance(vec![PartitionEvent::Assigned(vec![r.clone()])])
+        .unwrap();
+    p.handle(Msg {
+        topic: r.0.clone(),
+        partition: 0,
+        offset: 0,
+        content_type: None,
+        payload: bytes::Bytes::from_static(b"not arrow"),
+    });
+    p.offer_batches(&r, 1, &[reports()]);
+    assert_eq!(metrics.undecodable.get(), 1);
+    p.flush().unwrap();
+    let log = data.join("checkpoints/reports-p0.jsonl");
+    let last = kplane_stream_processor::store::read_commits(&log).unwrap();
+    assert_eq!(
+        last.last().unwrap().checkpoint.through_offset,
+        1,
+        "the bad message is accounted for"
+    );
+    std::fs::remove_dir_all(&data).unwrap();
+}
