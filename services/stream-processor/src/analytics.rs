@@ -2,7 +2,7 @@
 //! window's input tables (`reports`, `hops`, `events`, see `frame.rs`).
 //!
 //! Every result row is prefixed with `window_start`, `window_end` and the bus `partition` it
-//! was computed from. Percentiles are DataFusion's `approx_percentile_cont` (t-digest).
+//! was computed from. Percentiles are DataFusion's exact `percentile_cont`.
 
 use std::sync::Arc;
 
@@ -74,30 +74,37 @@ impl Table {
         const FLOW: &str = "src_ip, dst_ip, src_port, dst_port, protocol";
         match self {
             // Sink reports only: an intermediate report's path is a prefix.
+            // The trajectory is the path of the flow's latest report: chosen by its hash
+            // (`path_id`, a fast accumulator), the list looked up among the window's few
+            // distinct paths.
             Self::Flows => format!(
-                "SELECT f.*, p.path AS previous_path, \
-                   CASE WHEN p.path IS NULL THEN NULL \
-                        ELSE array_to_string(f.path, ',') <> array_to_string(p.path, ',') END \
-                   AS path_changed \
-                 FROM (SELECT {FLOW}, count(*) AS reports, \
-                         last_value(path ORDER BY event_time) AS path, \
-                         avg(e2e_latency_ns) AS e2e_latency_mean_ns, \
-                         max(e2e_latency_ns) AS e2e_latency_max_ns, \
-                         avg(transit_ns) AS transit_mean_ns, \
-                         max(transit_ns) AS transit_max_ns, \
-                         min(event_time) AS first_seen, max(event_time) AS last_seen \
-                       FROM reports \
-                       WHERE src_ip IS NOT NULL AND NOT intermediate AND hop_count > 0 \
-                       GROUP BY {FLOW}) f \
+                "WITH sink AS (SELECT * FROM reports \
+                   WHERE src_ip IS NOT NULL AND NOT intermediate AND hop_count > 0), \
+                 f AS (SELECT {FLOW}, count(*) AS reports, \
+                   last_value(path_id ORDER BY event_time) AS path_id, \
+                   avg(e2e_latency_ns) AS e2e_latency_mean_ns, \
+                   max(e2e_latency_ns) AS e2e_latency_max_ns, \
+                   avg(transit_ns) AS transit_mean_ns, max(transit_ns) AS transit_max_ns, \
+                   min(event_time) AS first_seen, max(event_time) AS last_seen \
+                   FROM sink GROUP BY {FLOW}), \
+                 paths AS (SELECT path_id, first_value(path) AS path FROM sink GROUP BY path_id) \
+                 SELECT f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol, f.reports, \
+                   paths.path, f.path_id, \
+                   f.e2e_latency_mean_ns, f.e2e_latency_max_ns, f.transit_mean_ns, \
+                   f.transit_max_ns, f.first_seen, f.last_seen, \
+                   p.path AS previous_path, \
+                   CASE WHEN p.path_id IS NULL THEN NULL ELSE f.path_id <> p.path_id END \
+                     AS path_changed \
+                 FROM f JOIN paths ON f.path_id = paths.path_id \
                  LEFT JOIN previous_paths p ON f.src_ip = p.src_ip AND f.dst_ip = p.dst_ip \
                    AND f.src_port = p.src_port AND f.dst_port = p.dst_port \
                    AND f.protocol = p.protocol \
-                 ORDER BY {FLOW}"
+                 ORDER BY f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol"
             ),
             Self::HopLatency => format!(
                 "SELECT {FLOW}, node_id, count(*) AS samples, \
-                   approx_percentile_cont(0.5) WITHIN GROUP (ORDER BY hop_latency_ns) AS p50_ns, \
-                   approx_percentile_cont(0.99) WITHIN GROUP (ORDER BY hop_latency_ns) AS p99_ns, \
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY hop_latency_ns) AS p50_ns, \
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY hop_latency_ns) AS p99_ns, \
                    max(hop_latency_ns) AS max_ns \
                  FROM hops \
                  WHERE src_ip IS NOT NULL AND node_id IS NOT NULL AND hop_latency_ns IS NOT NULL \
@@ -160,6 +167,7 @@ fn previous_paths_schema() -> SchemaRef {
             DataType::List(Arc::new(Field::new("item", DataType::UInt32, true))),
             true,
         ),
+        Field::new("path_id", DataType::UInt64, true),
     ]))
 }
 
@@ -193,8 +201,11 @@ impl std::fmt::Debug for Analytics {
 impl Analytics {
     /// Plans every query once over empty input, which also yields the result schemas.
     pub async fn new(congestion_threshold: u64, window_ns: i64) -> Result<Self> {
+        // One partition: a window is one core's work (no repartitioning copies); lanes run
+        // side by side instead.
+        let config = datafusion::prelude::SessionConfig::new().with_target_partitions(1);
         let mut a = Self {
-            ctx: SessionContext::new(),
+            ctx: SessionContext::new_with_config(config),
             congestion_threshold,
             window_ns,
             schemas: Vec::new(),

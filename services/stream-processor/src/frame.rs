@@ -31,6 +31,7 @@ pub mod pcol {
     pub const E2E_LATENCY: &str = "e2e_latency_ns";
     pub const TRANSIT: &str = "transit_ns";
     pub const NEXT_NODE: &str = "next_node_id";
+    pub const PATH_ID: &str = "path_id";
 }
 
 /// Hop fields kept in the `hops` table.
@@ -84,6 +85,8 @@ static REPORTS: LazyLock<SchemaRef> = LazyLock::new(|| {
             DataType::List(Arc::new(Field::new("item", DataType::UInt32, true))),
             false,
         ),
+        // A hash of `path`: cheap to group and compare (the path itself is a list).
+        Field::new(pcol::PATH_ID, DataType::UInt64, false),
         Field::new(pcol::E2E_LATENCY, DataType::UInt64, true),
         Field::new(pcol::TRANSIT, DataType::UInt64, true),
     ]);
@@ -199,6 +202,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     let mut path = ListBuilder::with_capacity(UInt32Builder::with_capacity(hi - lo), n)
         .with_field(Arc::new(Field::new("item", DataType::UInt32, true)));
     let mut e2e = Vec::with_capacity(n);
+    let mut path_id = Vec::with_capacity(n);
     let mut transit = Vec::with_capacity(n);
     let mut owner = Vec::with_capacity(hi - lo);
     let mut next_node: Vec<Option<u32>> = Vec::with_capacity(hi - lo);
@@ -206,9 +210,14 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     for i in 0..n {
         let (a, z) = (offsets[i] as usize - lo, offsets[i + 1] as usize - lo);
         let mut sum: Option<u64> = None;
+        // FNV-1a over the node ids.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for j in a..z {
             if node.is_valid(j) {
                 path.values().append_value(node.value(j));
+                for b in node.value(j).to_le_bytes() {
+                    h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+                }
             }
             if latency.is_valid(j) {
                 *sum.get_or_insert(0) += u64::from(latency.value(j));
@@ -218,6 +227,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
             next_node.push((j + 1 < z && node.is_valid(j + 1)).then(|| node.value(j + 1)));
         }
         path.append(true);
+        path_id.push(h);
         e2e.push(sum);
         transit.push(if z > a && ingress.is_valid(a) && egress.is_valid(z - 1) {
             egress.value(z - 1).checked_sub(ingress.value(a))
@@ -239,6 +249,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     report_cols.extend([
         column(b, col::HOP_COUNT)?.clone(),
         Arc::new(path.finish()) as ArrayRef,
+        Arc::new(UInt64Array::from(path_id)) as ArrayRef,
         Arc::new(UInt64Array::from(e2e)) as ArrayRef,
         Arc::new(UInt64Array::from(transit)) as ArrayRef,
     ]);
