@@ -130,20 +130,15 @@ impl Table {
                    AND tx_utilization IS NOT NULL \
                  GROUP BY node_id, l1_egress_port ORDER BY node_id, egress_port"
                 .to_string(),
-            Self::Sources => format!(
-                "WITH f AS (SELECT {FLOW}, count(*) AS reports FROM reports \
-                   WHERE src_ip IS NOT NULL GROUP BY {FLOW}) \
-                 SELECT src_ip, count(*) AS flows, sum(reports) AS reports, \
+            // From the window's flows (sink reports), not the raw reports again.
+            Self::Sources => "SELECT src_ip, count(*) AS flows, sum(reports) AS reports, \
                    count(DISTINCT dst_ip) AS destinations, count(DISTINCT dst_port) AS dst_ports \
-                 FROM f GROUP BY src_ip ORDER BY src_ip"
-            ),
-            Self::Destinations => format!(
-                "WITH f AS (SELECT {FLOW}, count(*) AS reports FROM reports \
-                   WHERE src_ip IS NOT NULL GROUP BY {FLOW}) \
-                 SELECT dst_ip, count(*) AS flows, sum(reports) AS reports, \
+                 FROM window_flows GROUP BY src_ip ORDER BY src_ip"
+                .to_string(),
+            Self::Destinations => "SELECT dst_ip, count(*) AS flows, sum(reports) AS reports, \
                    count(DISTINCT src_ip) AS sources, count(DISTINCT dst_port) AS dst_ports \
-                 FROM f GROUP BY dst_ip ORDER BY dst_ip"
-            ),
+                 FROM window_flows GROUP BY dst_ip ORDER BY dst_ip"
+                .to_string(),
             Self::EventCounts => "SELECT metric, kind, count(*) AS count FROM events \
                  GROUP BY metric, kind ORDER BY metric, kind"
                 .to_string(),
@@ -253,6 +248,10 @@ impl Analytics {
         let mut out = Vec::new();
         for &table in tables {
             let b = self.query(table, w).await?;
+            if table == Table::Flows {
+                // Sources and destinations are computed from the window's flows.
+                self.register("window_flows", b.schema(), std::slice::from_ref(&b))?;
+            }
             if b.num_rows() > 0 {
                 out.push((table, b));
             }
@@ -265,7 +264,11 @@ impl Analytics {
         self.register("hops", hops_schema(), &w.hops)?;
         self.register("events", events_schema(), &w.events)?;
         self.register("previous_paths", previous_paths_schema(), &w.previous_paths)?;
-        self.query(table, w).await
+        let b = self.query(table, w).await?;
+        if table == Table::Flows {
+            self.register("window_flows", b.schema(), std::slice::from_ref(&b))?;
+        }
+        Ok(b)
     }
 
     async fn query(&self, table: Table, w: &WindowInput) -> Result<RecordBatch> {

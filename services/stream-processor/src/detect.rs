@@ -93,6 +93,50 @@ pub struct Alert {
 
 type FlowId = [u8; 37];
 
+/// A fast hasher for the detectors' maps (keys are not attacker-chosen in a way that matters
+/// here: flow keys of a partition, node ids). SipHash was a tenth of the processing time.
+#[derive(Clone, Copy, Debug, Default)]
+struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.add(u64::from(v));
+    }
+
+    fn write_u8(&mut self, v: u8) {
+        self.add(u64::from(v));
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.add(v as u64);
+    }
+}
+
+impl FastHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type Fast = std::hash::BuildHasherDefault<FastHasher>;
+
 #[derive(Debug, Default)]
 struct FlowState {
     path: Vec<u32>,
@@ -112,9 +156,9 @@ type LossWindow = (VecDeque<(i64, u64)>, u64, bool);
 pub struct Detector {
     partition: u32,
     t: Thresholds,
-    flows: HashMap<FlowId, FlowState>,
-    queues_above: HashSet<(u32, u8)>,
-    loss: HashMap<u32, LossWindow>,
+    flows: HashMap<FlowId, FlowState, Fast>,
+    queues_above: HashSet<(u32, u8), Fast>,
+    loss: HashMap<u32, LossWindow, Fast>,
     last_sweep_ns: i64,
 }
 
@@ -196,9 +240,9 @@ impl Detector {
         Self {
             partition,
             t,
-            flows: HashMap::new(),
-            queues_above: HashSet::new(),
-            loss: HashMap::new(),
+            flows: HashMap::default(),
+            queues_above: HashSet::default(),
+            loss: HashMap::default(),
             last_sweep_ns: i64::MIN,
         }
     }
