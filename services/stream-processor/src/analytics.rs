@@ -80,16 +80,16 @@ impl Table {
             Self::Flows => format!(
                 "WITH sink AS (SELECT * FROM reports \
                    WHERE src_ip IS NOT NULL AND NOT intermediate AND hop_count > 0), \
-                 f AS (SELECT {FLOW}, count(*) AS reports, \
+                 f AS (SELECT {FLOW}, flow_id, count(*) AS reports, \
                    last_value(path_id ORDER BY event_time) AS path_id, \
                    avg(e2e_latency_ns) AS e2e_latency_mean_ns, \
                    max(e2e_latency_ns) AS e2e_latency_max_ns, \
                    avg(transit_ns) AS transit_mean_ns, max(transit_ns) AS transit_max_ns, \
                    min(event_time) AS first_seen, max(event_time) AS last_seen \
-                   FROM sink GROUP BY {FLOW}), \
+                   FROM sink GROUP BY flow_id, {FLOW}), \
                  paths AS (SELECT path_id, first_value(path) AS path FROM sink GROUP BY path_id) \
                  SELECT f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol, f.reports, \
-                   paths.path, f.path_id, \
+                   paths.path, f.path_id, f.flow_id, \
                    f.e2e_latency_mean_ns, f.e2e_latency_max_ns, f.transit_mean_ns, \
                    f.transit_max_ns, f.first_seen, f.last_seen, \
                    p.path AS previous_path, \
@@ -101,14 +101,20 @@ impl Table {
                    AND f.protocol = p.protocol \
                  ORDER BY f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol"
             ),
+            // Grouped by the flow's hash and the node (narrow keys), the 5-tuple joined back
+            // from the window's flows.
             Self::HopLatency => format!(
-                "SELECT {FLOW}, node_id, count(*) AS samples, \
+                "WITH h AS (SELECT flow_id, node_id, count(*) AS samples, \
                    percentile_cont(0.5) WITHIN GROUP (ORDER BY hop_latency_ns) AS p50_ns, \
                    percentile_cont(0.99) WITHIN GROUP (ORDER BY hop_latency_ns) AS p99_ns, \
                    max(hop_latency_ns) AS max_ns \
-                 FROM hops \
-                 WHERE src_ip IS NOT NULL AND node_id IS NOT NULL AND hop_latency_ns IS NOT NULL \
-                 GROUP BY {FLOW}, node_id ORDER BY {FLOW}, node_id"
+                   FROM hops \
+                   WHERE flow_id IS NOT NULL AND node_id IS NOT NULL AND hop_latency_ns IS NOT NULL \
+                   GROUP BY flow_id, node_id) \
+                 SELECT f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol, h.node_id, \
+                   h.samples, h.p50_ns, h.p99_ns, h.max_ns \
+                 FROM h JOIN window_flows f ON h.flow_id = f.flow_id \
+                 ORDER BY {FLOW}, node_id"
             ),
             Self::Queues => format!(
                 "SELECT node_id, queue_id, count(*) AS samples, \

@@ -32,6 +32,7 @@ pub mod pcol {
     pub const TRANSIT: &str = "transit_ns";
     pub const NEXT_NODE: &str = "next_node_id";
     pub const PATH_ID: &str = "path_id";
+    pub const FLOW_ID: &str = "flow_id";
 }
 
 /// Hop fields kept in the `hops` table.
@@ -87,6 +88,8 @@ static REPORTS: LazyLock<SchemaRef> = LazyLock::new(|| {
         ),
         // A hash of `path`: cheap to group and compare (the path itself is a list).
         Field::new(pcol::PATH_ID, DataType::UInt64, false),
+        // A hash of the flow 5-tuple (null without one).
+        Field::new(pcol::FLOW_ID, DataType::UInt64, true),
         Field::new(pcol::E2E_LATENCY, DataType::UInt64, true),
         Field::new(pcol::TRANSIT, DataType::UInt64, true),
     ]);
@@ -105,6 +108,8 @@ static HOPS: LazyLock<SchemaRef> = LazyLock::new(|| {
     );
     // The node of the next hop on the same report (null at the sink): the link's far end.
     f.push(Field::new(pcol::NEXT_NODE, DataType::UInt32, true));
+    // A hash of the flow 5-tuple (null without one): a narrow grouping key.
+    f.push(Field::new(pcol::FLOW_ID, DataType::UInt64, true));
     Arc::new(Schema::new(f))
 });
 
@@ -235,6 +240,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
             None
         });
     }
+    let flow_ids = flow_ids(b)?;
     let mut report_cols = vec![
         event_time.clone(),
         column(b, col::RECEIVED)?.clone(),
@@ -250,12 +256,14 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
         column(b, col::HOP_COUNT)?.clone(),
         Arc::new(path.finish()) as ArrayRef,
         Arc::new(UInt64Array::from(path_id)) as ArrayRef,
+        Arc::new(UInt64Array::from(flow_ids.clone())) as ArrayRef,
         Arc::new(UInt64Array::from(e2e)) as ArrayRef,
         Arc::new(UInt64Array::from(transit)) as ArrayRef,
     ]);
     let reports = RecordBatch::try_new(reports_schema(), report_cols)?;
 
     let hop_event_ns = owner.iter().map(|&i| event_ns[i as usize]).collect();
+    let hop_flow_ids: UInt64Array = owner.iter().map(|&i| flow_ids[i as usize]).collect();
     let owner = UInt32Array::from(owner);
     let take = |a: &ArrayRef| arrow_select::take::take(a.as_ref(), &owner, None);
     let mut hop_cols = vec![take(&event_time)?];
@@ -268,6 +276,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
         hop_cols.push(field(h)?);
     }
     hop_cols.push(Arc::new(UInt32Array::from(next_node)));
+    hop_cols.push(Arc::new(hop_flow_ids));
     let hops = RecordBatch::try_new(hops_schema(), hop_cols)?;
     Ok(ReportFrame {
         reports,
@@ -275,6 +284,45 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
         event_ns,
         hop_event_ns,
     })
+}
+
+/// Per report: FNV-1a of its 5-tuple, `None` without a flow.
+fn flow_ids(b: &RecordBatch) -> Result<Vec<Option<u64>>, ArrowError> {
+    let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
+    let src = column(b, col::SRC_IP)?
+        .as_fixed_size_binary_opt()
+        .ok_or_else(|| bad(col::SRC_IP))?;
+    let dst = column(b, col::DST_IP)?
+        .as_fixed_size_binary_opt()
+        .ok_or_else(|| bad(col::DST_IP))?;
+    let sp = column(b, col::SRC_PORT)?
+        .as_primitive_opt::<arrow_array::types::UInt16Type>()
+        .ok_or_else(|| bad(col::SRC_PORT))?;
+    let dp = column(b, col::DST_PORT)?
+        .as_primitive_opt::<arrow_array::types::UInt16Type>()
+        .ok_or_else(|| bad(col::DST_PORT))?;
+    let pr = column(b, col::PROTOCOL)?
+        .as_primitive_opt::<arrow_array::types::UInt8Type>()
+        .ok_or_else(|| bad(col::PROTOCOL))?;
+    Ok((0..b.num_rows())
+        .map(|i| {
+            if src.is_null(i) || dst.is_null(i) {
+                return None;
+            }
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            let mut eat = |bytes: &[u8]| {
+                for &x in bytes {
+                    h = (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+                }
+            };
+            eat(src.value(i));
+            eat(dst.value(i));
+            eat(&sp.value(i).to_le_bytes());
+            eat(&dp.value(i).to_le_bytes());
+            eat(&[pr.value(i)]);
+            Some(h)
+        })
+        .collect())
 }
 
 /// Narrows one `events/v1` batch (the collector's `int.events`) to the `events` table; returns
