@@ -36,6 +36,9 @@ fn processor(
         // Short windows, so some are written before the kill and some after.
         .env("KPLANE__STREAM_PROCESSOR__WINDOW", "200ms")
         .env("KPLANE__STREAM_PROCESSOR__LATENESS", "1s")
+        // The exactly-once machinery is the same for both inputs; int.events alone keeps
+        // this debug-build test fast (the report analytics are covered by pipeline.rs).
+        .env("KPLANE__STREAM_PROCESSOR__CONSUME_REPORTS", "false")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -85,7 +88,6 @@ fn collector_to_kafka_to_a_stream_processor_killed_mid_stream() {
         .env("KPLANE__BUS__KIND", "kafka")
         .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", &brokers)
         .env("KPLANE__COLLECTOR__QUEUE_CAPACITY", "65536")
-        .env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -232,8 +234,7 @@ fn collector_to_kafka_to_a_stream_processor_killed_mid_stream() {
         owned(&m) > 0.0 && owned(&m3) > 0.0,
         "both members own partitions\n{m}\n{m3}"
     );
-    // 8 partitions of int.events and 8 of int.reports.
-    assert_eq!(owned(&m) + owned(&m3), 16.0);
+    assert_eq!(owned(&m) + owned(&m3), 8.0);
     assert!(
         before_kill > 0,
         "the first processor had written windows when it was killed"

@@ -44,7 +44,10 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     pub idle_close: Duration,
     pub event_time: EventTime,
-    /// Also consume `int.events` (event counts per window, report-loss bursts).
+    /// Consume `int.reports` (every analytics table but `event_counts`, the flow and queue
+    /// detectors).
+    pub consume_reports: bool,
+    /// Consume `int.events` (event counts per window, report-loss bursts).
     pub consume_events: bool,
     pub thresholds: Thresholds,
     /// Committed files of one (table, hour, partition) that trigger their compaction into one.
@@ -101,6 +104,7 @@ impl Default for Config {
             lateness: Duration::from_secs(2),
             idle_close: Duration::from_secs(10),
             event_time: EventTime::Report,
+            consume_reports: true,
             consume_events: true,
             thresholds: Thresholds::default(),
             compact_files: 64,
@@ -150,6 +154,10 @@ impl Validate for Config {
             "idle-close must be >= 10ms",
         );
         need(self.compact_files >= 2, "compact-files must be >= 2");
+        need(
+            self.consume_reports || self.consume_events,
+            "consume-reports and consume-events are both off: nothing to read",
+        );
         need(
             self.result_partitions >= 1,
             "result-partitions must be >= 1",

@@ -42,7 +42,10 @@ pub const NAME: &str = "stream-processor";
 
 /// Input topics for `cfg`.
 fn inputs(cfg: &Config) -> Vec<&'static str> {
-    let mut t = vec![topics::REPORTS];
+    let mut t = Vec::new();
+    if cfg.consume_reports {
+        t.push(topics::REPORTS);
+    }
     if cfg.consume_events {
         t.push(topics::EVENTS);
     }
