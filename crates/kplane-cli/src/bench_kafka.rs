@@ -155,6 +155,9 @@ pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
         )
         .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &data)
         .env("KPLANE__STREAM_PROCESSOR__IDLE_CLOSE", "2s")
+        // As when the figures in docs/benchmarks.md were taken: event windows only (the
+        // report analytics have their own benchmark, `kplane bench processor`).
+        .env("KPLANE__STREAM_PROCESSOR__CONSUME_REPORTS", "false")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()?;
