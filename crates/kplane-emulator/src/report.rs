@@ -80,6 +80,8 @@ pub struct PacketInfo {
     pub protocol: u8,
     pub src_port: u16,
     pub dst_port: u16,
+    /// The packet's size on the wire (IP length), declared in the reports' truncated copy.
+    pub bytes: u32,
 }
 
 impl PacketInfo {
@@ -122,6 +124,7 @@ pub fn sink_report(
     let inner = PacketSpec {
         ethernet: version == ReportVersion::V05,
         payload: Vec::new(),
+        ip_length: Some(pkt.bytes.min(u32::from(u16::MAX)) as u16),
         ..PacketSpec::new(pkt.flow()).with_int(
             IntSpec::new(iv, bitmap, hops),
             Encap::Dscp { dscp: INT_DSCP },
@@ -192,6 +195,7 @@ pub fn postcard(
     let inner = PacketSpec {
         ethernet: false,
         payload: Vec::new(),
+        ip_length: Some(pkt.bytes.min(u32::from(u16::MAX)) as u16),
         ..PacketSpec::new(pkt.flow())
     }
     .build();

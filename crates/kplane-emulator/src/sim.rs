@@ -385,6 +385,7 @@ impl Sim {
             protocol,
             src_port: ports.0,
             dst_port: ports.1,
+            bytes,
         };
         let hash = [
             ip_u64(info.src),

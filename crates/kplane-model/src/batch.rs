@@ -195,6 +195,7 @@ pub struct ReportBatchBuilder {
     flags: UInt8Builder,
     drop_reason: UInt8Builder,
     timestamp_ns: UInt64Builder,
+    packet_length: UInt32Builder,
     flow: FlowColumns,
     hop_count: UInt8Builder,
     hops: ListBuilder<StructBuilder>,
@@ -215,6 +216,7 @@ impl ReportBatchBuilder {
             flags: UInt8Builder::with_capacity(cap),
             drop_reason: UInt8Builder::with_capacity(cap),
             timestamp_ns: UInt64Builder::with_capacity(cap),
+            packet_length: UInt32Builder::with_capacity(cap),
             flow: FlowColumns::new(cap),
             hop_count: UInt8Builder::with_capacity(cap),
             hops: ListBuilder::new(StructBuilder::from_fields(hop_fields(), cap * 5))
@@ -242,6 +244,7 @@ impl ReportBatchBuilder {
         self.flags.append_value(e.flags.0);
         self.drop_reason.append_option(e.drop_reason);
         self.timestamp_ns.append_option(e.timestamp_ns);
+        self.packet_length.append_option(e.packet_length);
         self.flow.append(r.flow.as_ref())?;
         self.hop_count.append_value(r.hops.len().min(255) as u8);
         let hops = self.hops.values();
@@ -291,6 +294,7 @@ impl ReportBatchBuilder {
                 Arc::new(self.flags.finish()),
                 Arc::new(self.drop_reason.finish()),
                 Arc::new(self.timestamp_ns.finish()),
+                Arc::new(self.packet_length.finish()),
                 a,
                 b,
                 c,

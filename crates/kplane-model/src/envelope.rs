@@ -124,6 +124,9 @@ pub struct ReportEnvelope {
     pub drop_reason: Option<u8>,
     /// Ingress timestamp of the report (ns, device-local).
     pub timestamp_ns: Option<u64>,
+    /// Length of the monitored packet in bytes, as its IP header declares it (IPv4 total
+    /// length, IPv6 payload length + 40) — also when the report carries a truncated copy.
+    pub packet_length: Option<u32>,
     /// Address the report came from (UDP source), if known.
     pub exporter: Option<SocketAddr>,
     /// Receive time at the collector, ns since the Unix epoch.

@@ -27,6 +27,7 @@ pub mod col {
     pub const FLAGS: &str = "flags";
     pub const DROP_REASON: &str = "drop_reason";
     pub const TIMESTAMP_NS: &str = "timestamp_ns";
+    pub const PACKET_LENGTH: &str = "packet_length";
     pub const SRC_IP: &str = "src_ip";
     pub const DST_IP: &str = "dst_ip";
     pub const SRC_PORT: &str = "src_port";
@@ -81,6 +82,7 @@ fn envelope_fields() -> Vec<Field> {
         Field::new(col::FLAGS, DataType::UInt8, false),
         Field::new(col::DROP_REASON, DataType::UInt8, true),
         Field::new(col::TIMESTAMP_NS, DataType::UInt64, true),
+        Field::new(col::PACKET_LENGTH, DataType::UInt32, true),
     ]
 }
 

@@ -236,6 +236,9 @@ pub struct PacketSpec {
     /// Tunnel endpoints (GRE, VXLAN-GPE, Geneve).
     pub tunnel_src: IpAddr,
     pub tunnel_dst: IpAddr,
+    /// The length the (outermost) IP header declares, when larger than what is built: a
+    /// report carries a truncated copy of a packet whose IP length is the original one.
+    pub ip_length: Option<u16>,
 }
 
 impl PacketSpec {
@@ -248,6 +251,7 @@ impl PacketSpec {
             payload: b"kplane".to_vec(),
             tunnel_src: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
             tunnel_dst: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)),
+            ip_length: None,
         }
     }
 
@@ -257,7 +261,10 @@ impl PacketSpec {
     }
 
     pub fn build(&self) -> Vec<u8> {
-        let ip_packet = self.build_ip();
+        let mut ip_packet = self.build_ip();
+        if let Some(len) = self.ip_length {
+            declare_ip_length(&mut ip_packet, len);
+        }
         if !self.ethernet {
             return ip_packet;
         }
@@ -663,4 +670,24 @@ pub fn sample_hop(node: u32, latency_ns: u32, queue_occupancy: u32) -> HopRecord
     h.set(HopField::BufferId, 1);
     h.set(HopField::BufferOccupancy, queue_occupancy.into());
     h
+}
+
+/// Sets the IP length field of `ip` (v4 total length with its checksum, or v6 payload length)
+/// to at least `len` bytes of packet.
+fn declare_ip_length(ip: &mut [u8], len: u16) {
+    match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= 20 => {
+            let actual = u16::from_be_bytes([ip[2], ip[3]]);
+            ip[2..4].copy_from_slice(&len.max(actual).to_be_bytes());
+            ip[10..12].copy_from_slice(&[0, 0]);
+            let ihl = usize::from(ip[0] & 0x0F) * 4;
+            let sum = crate::layers::checksum(&ip[..ihl.min(ip.len())]);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        Some(6) if ip.len() >= 40 => {
+            let actual = u16::from_be_bytes([ip[4], ip[5]]);
+            ip[4..6].copy_from_slice(&len.saturating_sub(40).max(actual).to_be_bytes());
+        }
+        _ => {}
+    }
 }

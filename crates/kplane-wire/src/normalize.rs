@@ -8,7 +8,7 @@ use crate::Bytes;
 use crate::error::WireError;
 use crate::frame::Decoded;
 use crate::opts::DecodeOptions;
-use crate::packet::{Packet, Telemetry};
+use crate::packet::{Ip, Packet, Telemetry};
 use crate::report::{ReportV05, ReportV10, ReportV20, TelemetryReport};
 
 /// Where and when a report was received.
@@ -30,6 +30,16 @@ pub struct DecodeOutcome {
 #[inline]
 fn fill_from_packet(p: &Packet<'_>, rec: &mut ReportRecord) -> Option<ReportFormat> {
     rec.flow = p.flow;
+    // The monitored packet's IP header: the tunnelled one when there is a tunnel.
+    let ip = p
+        .inner
+        .as_ref()
+        .and_then(|i| i.ip.as_ref())
+        .or(p.ip.as_ref());
+    rec.envelope.packet_length = ip.map(|ip| match ip {
+        Ip::Ipv4(h) => u32::from(h.total_length),
+        Ip::Ipv6(h) => u32::from(h.payload_length) + 40,
+    });
     let format = p.telemetry.format();
     match &p.telemetry {
         Telemetry::None => {}

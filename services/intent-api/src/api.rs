@@ -230,9 +230,10 @@ async fn flows(
     let order = match p.sort.as_deref().unwrap_or("latency") {
         "latency" => "latency_max_ns DESC",
         "reports" => "reports DESC",
+        "bytes" => "bytes DESC NULLS LAST",
         other => {
             return Err(ApiError::BadRequest(format!(
-                "sort: {other:?} is not one of latency, reports (reports carry no byte count)"
+                "sort: {other:?} is not one of latency, reports, bytes"
             )));
         }
     };
@@ -244,7 +245,8 @@ async fn flows(
         None => 0,
     };
     let sql = format!(
-        "SELECT {FLOW_COLUMNS}, sum(reports) AS reports, max(e2e_latency_max_ns) AS latency_max_ns, \
+        "SELECT {FLOW_COLUMNS}, sum(reports) AS reports, sum(bytes) AS bytes, \
+           max(e2e_latency_max_ns) AS latency_max_ns, \
            sum(e2e_latency_mean_ns * reports) / sum(reports) AS latency_mean_ns, \
            last_value(path ORDER BY window_start) AS path, \
            bool_or(coalesce(path_changed, false)) AS path_changed, \
@@ -300,7 +302,7 @@ async fn flow_path(
     let r = range.sql("window_start")?;
     let windows = s
         .rows(&format!(
-            "SELECT window_start, window_end, path, path_changed, reports, e2e_latency_mean_ns, \
+            "SELECT window_start, window_end, path, path_changed, reports, bytes, e2e_latency_mean_ns, \
                e2e_latency_max_ns FROM flows WHERE {f} AND {r} ORDER BY window_start"
         ))
         .await?;

@@ -62,7 +62,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "get",
         path: "/v1/flows",
-        summary: "Flows in a time range: reports, latency (sum of hop latencies), trajectory; filtered, sorted, paginated",
+        summary: "Flows in a time range: reports, bytes, latency (sum of hop latencies), trajectory; filtered, sorted, paginated",
         role: Role::Viewer,
         params: &[
             RANGE[0],
@@ -73,7 +73,7 @@ pub const ROUTES: &[RouteDoc] = &[
             q("src_port", "string", "port or range a-b"),
             q("dst_port", "string", "port or range a-b"),
             q("protocol", "integer", "IP protocol number"),
-            q("sort", "string", "latency (default) or reports"),
+            q("sort", "string", "latency (default), reports or bytes"),
             q("limit", "integer", "rows per page, 1..1000 (default 100)"),
             q("cursor", "string", "next_cursor of the previous page"),
         ],

@@ -17,7 +17,7 @@ use crate::frame::{events_schema, hops_schema, reports_schema};
 /// A result table of the window analytics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Table {
-    /// Per flow: reports, trajectory, path change against the previous window, end-to-end
+    /// Per flow: reports, bytes, trajectory, path change against the previous window, end-to-end
     /// latency (sum of hop latencies) and transit time (timestamp difference).
     Flows,
     /// Per (flow, node): hop latency p50 / p99 / max.
@@ -81,6 +81,7 @@ impl Table {
                 "WITH sink AS (SELECT * FROM reports \
                    WHERE src_ip IS NOT NULL AND NOT intermediate AND hop_count > 0), \
                  f AS (SELECT {FLOW}, flow_id, count(*) AS reports, \
+                   sum(packet_length) AS bytes, \
                    last_value(path_id ORDER BY event_time) AS path_id, \
                    avg(e2e_latency_ns) AS e2e_latency_mean_ns, \
                    max(e2e_latency_ns) AS e2e_latency_max_ns, \
@@ -88,7 +89,7 @@ impl Table {
                    min(event_time) AS first_seen, max(event_time) AS last_seen \
                    FROM sink GROUP BY flow_id, {FLOW}), \
                  paths AS (SELECT path_id, first_value(path) AS path FROM sink GROUP BY path_id) \
-                 SELECT f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol, f.reports, \
+                 SELECT f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol, f.reports, f.bytes, \
                    paths.path, f.path_id, f.flow_id, \
                    f.e2e_latency_mean_ns, f.e2e_latency_max_ns, f.transit_mean_ns, \
                    f.transit_max_ns, f.first_seen, f.last_seen, \
@@ -138,10 +139,12 @@ impl Table {
                 .to_string(),
             // From the window's flows (sink reports), not the raw reports again.
             Self::Sources => "SELECT src_ip, count(*) AS flows, sum(reports) AS reports, \
+                   sum(bytes) AS bytes, \
                    count(DISTINCT dst_ip) AS destinations, count(DISTINCT dst_port) AS dst_ports \
                  FROM window_flows GROUP BY src_ip ORDER BY src_ip"
                 .to_string(),
             Self::Destinations => "SELECT dst_ip, count(*) AS flows, sum(reports) AS reports, \
+                   sum(bytes) AS bytes, \
                    count(DISTINCT src_ip) AS sources, count(DISTINCT dst_port) AS dst_ports \
                  FROM window_flows GROUP BY dst_ip ORDER BY dst_ip"
                 .to_string(),

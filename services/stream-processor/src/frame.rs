@@ -1,6 +1,7 @@
 //! Bus batches → the window-input tables the analytics query.
 //!
-//! * `reports`: one row per report with its event time and per-report derived columns —
+//! * `reports`: one row per report with its event time, the monitored packet's length, and
+//!   per-report derived columns —
 //!   the node path (`List<UInt32>`), end-to-end latency as the sum of hop latencies, and
 //!   transit time as the last hop's egress minus the first hop's ingress timestamp;
 //! * `hops`: one row per (report, hop), the flow key repeated (what per-hop latency, queue and
@@ -77,6 +78,7 @@ static REPORTS: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new(col::HW_ID, DataType::UInt8, false),
         Field::new(col::SEQUENCE, DataType::UInt32, true),
         Field::new(pcol::INTERMEDIATE, DataType::Boolean, false),
+        Field::new(col::PACKET_LENGTH, DataType::UInt32, true),
     ];
     f.extend(flow_fields());
     f.extend([
@@ -248,6 +250,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
         column(b, col::HW_ID)?.clone(),
         column(b, col::SEQUENCE)?.clone(),
         intermediate.clone(),
+        column(b, col::PACKET_LENGTH)?.clone(),
     ];
     for c in FLOW_COLUMNS {
         report_cols.push(column(b, c)?.clone());

@@ -72,6 +72,7 @@ fn json_reports(values: &[Value]) -> Result<RecordBatch, String> {
         e.sequence = u64_of(v, "sequence").map(|n| n as u32);
         e.flags = ReportFlags(u64_of(v, "flags").unwrap_or(0) as u8);
         e.timestamp_ns = u64_of(v, "timestamp_ns");
+        e.packet_length = u64_of(v, "packet_length").map(|n| n as u32);
         rec.flow = flow_of(v)?;
         for h in v
             .get("hops")
@@ -149,6 +150,7 @@ mod tests {
         r.envelope.node_id = Some(3);
         r.envelope.sequence = Some(7);
         r.envelope.flags.set(ReportFlags::INTERMEDIATE, true);
+        r.envelope.packet_length = Some(1_500);
         r.flow = Some(FlowKey {
             src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
             dst_ip: "2001:db8::1".parse().unwrap(),

@@ -46,6 +46,7 @@ fn report(
     r.envelope
         .flags
         .set(ReportFlags::INTERMEDIATE, intermediate);
+    r.envelope.packet_length = Some(1_000 + u32::from(f.src_port % 10));
     r.flow = Some(f);
     for (k, &n) in path.iter().enumerate() {
         let k = k as u64;
@@ -154,7 +155,7 @@ fn window_results_match_the_golden_tables() {
     let tables = [
         (
             "flows",
-            "SELECT window_start, ip_text(src_ip) AS src, ip_text(dst_ip) AS dst, src_port, reports, path, previous_path, \
+            "SELECT window_start, ip_text(src_ip) AS src, ip_text(dst_ip) AS dst, src_port, reports, bytes, path, previous_path, \
                    path_changed, e2e_latency_mean_ns, e2e_latency_max_ns, transit_max_ns FROM flows \
                    ORDER BY window_start, src_ip, dst_ip, src_port",
         ),
@@ -175,7 +176,7 @@ fn window_results_match_the_golden_tables() {
         ),
         (
             "sources",
-            "SELECT window_start, ip_text(src_ip) AS src, flows, reports, destinations, dst_ports \
+            "SELECT window_start, ip_text(src_ip) AS src, flows, reports, bytes, destinations, dst_ports \
                    FROM sources ORDER BY window_start, src_ip",
         ),
         (

@@ -113,7 +113,7 @@ async function refreshFlows() {
     body.replaceChildren();
     for (const f of flows) {
       const tr = body.insertRow();
-      for (const v of [`${f.src_ip}:${f.src_port}`, `${f.dst_ip}:${f.dst_port}`, f.protocol, f.reports, f.latency_max_ns, (f.path || []).join(" → ")]) {
+      for (const v of [`${f.src_ip}:${f.src_port}`, `${f.dst_ip}:${f.dst_port}`, f.protocol, f.reports, f.bytes, f.latency_max_ns, (f.path || []).join(" → ")]) {
         tr.insertCell().textContent = v;
       }
       tr.onclick = () => showPath(flowId(f));
