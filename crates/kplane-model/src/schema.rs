@@ -86,7 +86,8 @@ fn envelope_fields() -> Vec<Field> {
     ]
 }
 
-fn flow_fields() -> Vec<Field> {
+/// The flow 5-tuple columns, as every table that carries a flow names and types them.
+pub fn flow_fields() -> Vec<Field> {
     vec![
         Field::new(col::SRC_IP, DataType::FixedSizeBinary(16), true),
         Field::new(col::DST_IP, DataType::FixedSizeBinary(16), true),

@@ -22,7 +22,7 @@ use arrow_array::{
     UInt64Array,
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
-use kplane_model::schema::{col, hop_field_type};
+use kplane_model::schema::{col, flow_fields, hop_field_type};
 use kplane_model::{HopField, ReportFlags};
 
 /// Columns added by the processor.
@@ -50,16 +50,6 @@ pub const HOP_COLUMNS: [HopField; 8] = [
 
 fn ts_type() -> DataType {
     DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
-}
-
-fn flow_fields() -> Vec<Field> {
-    vec![
-        Field::new(col::SRC_IP, DataType::FixedSizeBinary(16), true),
-        Field::new(col::DST_IP, DataType::FixedSizeBinary(16), true),
-        Field::new(col::SRC_PORT, DataType::UInt16, true),
-        Field::new(col::DST_PORT, DataType::UInt16, true),
-        Field::new(col::PROTOCOL, DataType::UInt8, true),
-    ]
 }
 
 const FLOW_COLUMNS: [&str; 5] = [
