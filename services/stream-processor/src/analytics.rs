@@ -35,15 +35,7 @@ pub enum Table {
 }
 
 impl Table {
-    /// Computed from `int.reports`.
-    pub const REPORT_TABLES: [Table; 6] = [
-        Self::Flows,
-        Self::HopLatency,
-        Self::Queues,
-        Self::Links,
-        Self::Sources,
-        Self::Destinations,
-    ];
+    /// In query order: `flows` first (sources and destinations read its result).
     pub const ALL: [Table; 7] = [
         Self::Flows,
         Self::HopLatency,
@@ -53,6 +45,8 @@ impl Table {
         Self::Destinations,
         Self::EventCounts,
     ];
+    /// Computed from `int.reports`: all but `event_counts`.
+    pub const REPORT_TABLES: &'static [Table] = Self::ALL.as_slice().split_at(6).0;
 
     pub const fn name(self) -> &'static str {
         match self {
@@ -64,10 +58,6 @@ impl Table {
             Self::Destinations => "destinations",
             Self::EventCounts => "event_counts",
         }
-    }
-
-    pub fn by_name(name: &str) -> Option<Table> {
-        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 
     fn sql(self, congestion_threshold: u64, window_ns: i64) -> String {
@@ -214,23 +204,13 @@ impl Analytics {
             window_ns,
             schemas: Vec::new(),
         };
-        let empty = WindowInput::default();
-        let mut schemas = Vec::new();
-        for table in Table::ALL {
-            let batch = a.run_one(table, &empty).await?;
-            schemas.push((table, batch.schema()));
-        }
-        a.schemas = schemas;
+        a.schemas = a
+            .compute(&Table::ALL, &WindowInput::default())
+            .await?
+            .into_iter()
+            .map(|(t, b)| (t, b.schema()))
+            .collect();
         Ok(a)
-    }
-
-    /// The stored schema of `table` (window columns first).
-    pub fn schema(&self, table: Table) -> SchemaRef {
-        self.schemas
-            .iter()
-            .find(|(t, _)| *t == table)
-            .map(|(_, s)| s.clone())
-            .unwrap_or_else(|| Arc::new(Schema::empty()))
     }
 
     pub fn schemas(&self) -> &[(Table, SchemaRef)] {
@@ -250,34 +230,31 @@ impl Analytics {
         tables: &[Table],
         w: &WindowInput,
     ) -> Result<Vec<(Table, RecordBatch)>> {
+        let mut out = self.compute(tables, w).await?;
+        out.retain(|(_, b)| b.num_rows() > 0);
+        Ok(out)
+    }
+
+    /// Every one of `tables` for one window, empty results included.
+    async fn compute(
+        &self,
+        tables: &[Table],
+        w: &WindowInput,
+    ) -> Result<Vec<(Table, RecordBatch)>> {
         self.register("reports", reports_schema(), &w.reports)?;
         self.register("hops", hops_schema(), &w.hops)?;
         self.register("events", events_schema(), &w.events)?;
         self.register("previous_paths", previous_paths_schema(), &w.previous_paths)?;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(tables.len());
         for &table in tables {
             let b = self.query(table, w).await?;
             if table == Table::Flows {
                 // Sources and destinations are computed from the window's flows.
                 self.register("window_flows", b.schema(), std::slice::from_ref(&b))?;
             }
-            if b.num_rows() > 0 {
-                out.push((table, b));
-            }
+            out.push((table, b));
         }
         Ok(out)
-    }
-
-    async fn run_one(&self, table: Table, w: &WindowInput) -> Result<RecordBatch> {
-        self.register("reports", reports_schema(), &w.reports)?;
-        self.register("hops", hops_schema(), &w.hops)?;
-        self.register("events", events_schema(), &w.events)?;
-        self.register("previous_paths", previous_paths_schema(), &w.previous_paths)?;
-        let b = self.query(table, w).await?;
-        if table == Table::Flows {
-            self.register("window_flows", b.schema(), std::slice::from_ref(&b))?;
-        }
-        Ok(b)
     }
 
     async fn query(&self, table: Table, w: &WindowInput) -> Result<RecordBatch> {

@@ -463,7 +463,7 @@ async fn run_window(
             input.reports = tables.next().unwrap_or_default();
             input.hops = tables.next().unwrap_or_default();
             input.previous_paths = std::mem::take(&mut lane.previous_paths);
-            &Table::REPORT_TABLES
+            Table::REPORT_TABLES
         }
         LaneKind::Events => {
             input.events = tables.next().unwrap_or_default();

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_schema::DataType;
+use arrow_schema::{DataType, SchemaRef};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::error::Result;
@@ -18,15 +18,26 @@ use crate::store::tables_dir;
 /// Name of the immediate-events table.
 pub const ALERTS: &str = "alerts";
 
-/// Registers every store table of `data_dir` in `ctx` (directories are created if missing, so
-/// a query before the first window returns no rows rather than an error).
-pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec<String>> {
-    let analytics = Analytics::new(0, 1).await?;
-    let mut tables: Vec<(String, _)> = analytics
+/// The window tables' schemas: planned once per process (they do not depend on the
+/// thresholds, which only appear as constants in the queries).
+async fn table_schemas() -> Result<Vec<(String, SchemaRef)>> {
+    static SCHEMAS: std::sync::OnceLock<Vec<(String, SchemaRef)>> = std::sync::OnceLock::new();
+    if let Some(s) = SCHEMAS.get() {
+        return Ok(s.clone());
+    }
+    let planned: Vec<(String, SchemaRef)> = Analytics::new(0, 1)
+        .await?
         .schemas()
         .iter()
         .map(|(t, s)| (t.name().to_string(), s.clone()))
         .collect();
+    Ok(SCHEMAS.get_or_init(|| planned).clone())
+}
+
+/// Registers every store table of `data_dir` in `ctx` (directories are created if missing, so
+/// a query before the first window returns no rows rather than an error).
+pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec<String>> {
+    let mut tables = table_schemas().await?;
     tables.push((ALERTS.to_string(), alerts_schema()));
     let root = tables_dir(data_dir);
     let mut names = Vec::new();
