@@ -1,7 +1,8 @@
 //! Decode throughput, in reports per second, for the inputs named in issue 2:
 //! TR v2.0 + 5-hop INT-MD (bitmap 0xFF00), TR v0.5 switch-local, TR v1.0 + INT v1.0 6 hops,
 //! INT-MD v2.1 over Geneve. Each iteration decodes one report all the way into the reused
-//! normalised record (`ReportRecord`), the way the collector will.
+//! normalised record (`ReportRecord`), the way the collector will. The first input is also
+//! measured through the general parser alone, beside the fast path that normally takes it.
 
 use std::hint::black_box;
 
@@ -28,6 +29,18 @@ fn reports(c: &mut Criterion) {
             })
         });
     }
+    // The same first input through the general parser only: what the fast path saves.
+    let payload = samples::tr_v20_5hop_payload();
+    let mut general = Decoder::general_only(samples::options());
+    g.bench_function("tr_v2.0_int_md_5hop_0xff00_general_parser", |b| {
+        b.iter(|| {
+            let mut hops = 0;
+            let o = general.decode_report(black_box(&payload), RecordMeta::default(), |r| {
+                hops += r.hops.len()
+            });
+            black_box((o, hops))
+        })
+    });
     let frame = samples::int_md_geneve();
     let opts = samples::options();
     let mut rec = ReportRecord::default();

@@ -17,6 +17,7 @@
 pub mod build;
 mod bytes;
 mod error;
+mod fast;
 pub mod frame;
 pub mod fuzzing;
 pub mod int;

@@ -269,10 +269,19 @@ impl Decoded<'_> {
 
 /// The hot-path decoder for report datagrams: owns its options and a reusable record, so
 /// decoding allocates nothing once the record's hop buffer has grown.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Decoder {
     opts: DecodeOptions,
     record: ReportRecord,
+    /// Whether the common v2.0 shape takes [`crate::fast`] (always, except to compare).
+    fast_path: bool,
+    fast_records: u64,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Self::new(DecodeOptions::default())
+    }
 }
 
 impl Decoder {
@@ -280,7 +289,23 @@ impl Decoder {
         Self {
             opts,
             record: ReportRecord::default(),
+            fast_path: true,
+            fast_records: 0,
         }
+    }
+
+    /// A decoder that sends every report through the general parser: the reference the
+    /// fast path is tested and benchmarked against.
+    pub fn general_only(opts: DecodeOptions) -> Self {
+        Self {
+            fast_path: false,
+            ..Self::new(opts)
+        }
+    }
+
+    /// Records decoded by the fast path so far (the rest went through the general parser).
+    pub fn fast_path_records(&self) -> u64 {
+        self.fast_records
     }
 
     pub fn options(&self) -> &DecodeOptions {
@@ -296,7 +321,20 @@ impl Decoder {
     ) -> DecodeOutcome {
         // v2.0, the common case, goes straight to its small view: the `TelemetryReport`
         // enum is sized for v0.5/v1.0, which embed a whole inner `Packet`.
-        let result = if payload.first().is_some_and(|b| b >> 4 == 2) {
+        let v20 = payload.first().is_some_and(|b| b >> 4 == 2);
+        if v20
+            && self.fast_path
+            && crate::fast::v20_record(payload, &self.opts, meta, &mut self.record)
+        {
+            self.fast_records += 1;
+            let mut emit = emit;
+            emit(&self.record);
+            return DecodeOutcome {
+                records: 1,
+                error: None,
+            };
+        }
+        let result = if v20 {
             ReportV20::parse(Bytes::new(payload), &self.opts)
                 .map(|r| r.for_each_record(meta, &mut self.record, emit))
         } else {

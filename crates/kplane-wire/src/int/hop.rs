@@ -24,8 +24,37 @@ fn rd64(h: &[u8], o: usize) -> u64 {
 const NARROW: usize = HopField::NARROW;
 const WIDE: usize = HopField::COUNT - HopField::NARROW;
 
-/// Which record fields a bitmap fills, for INT generation `V` (the same for every hop).
-pub(crate) const fn present_mask<const V: u8>(bitmap: u16) -> u16 {
+/// Which record fields a bitmap fills, for INT generation `V` (the same for every hop): by
+/// table for the eight baseline bits, since bitmaps not known at compile time are the rule
+/// for the reporting node's own metadata.
+#[inline(always)]
+pub(crate) fn present_mask<const V: u8>(bitmap: u16) -> u16 {
+    use HopField::*;
+    let mut p = Present::<V>::HIGH[usize::from(bitmap >> 8)];
+    if V == 2 && bitmap & 0x0080 != 0 {
+        p |= BufferId.bit() | BufferOccupancy.bit();
+    }
+    if V != 0 && bitmap & 0x0001 != 0 {
+        p |= ChecksumComplement.bit();
+    }
+    p
+}
+
+struct Present<const V: u8>;
+
+impl<const V: u8> Present<V> {
+    const HIGH: [u16; 256] = {
+        let mut t = [0u16; 256];
+        let mut i = 0;
+        while i < 256 {
+            t[i] = present_mask_by_bits::<V>((i as u16) << 8);
+            i += 1;
+        }
+        t
+    };
+}
+
+const fn present_mask_by_bits<const V: u8>(bitmap: u16) -> u16 {
     use HopField::*;
     let mut p = 0u16;
     if bitmap & 0x8000 != 0 {
@@ -70,6 +99,16 @@ pub(crate) const fn present_mask<const V: u8>(bitmap: u16) -> u16 {
 /// checksum complement (bit 15) is the hop's last word.
 #[inline(always)]
 fn decode<const V: u8>(bitmap: u16, present: u16, hop: &[u8]) -> HopRecord {
+    // Callers validated the hop against the bitmap: with the baseline split off exactly, a
+    // constant bitmap's reads need no bounds checks at all.
+    let base = super::baseline_len(IntVersion::from_generation(V), bitmap);
+    fields::<V>(bitmap, present, hop.get(..base).unwrap_or(hop), hop)
+}
+
+/// Reads the fields of `bitmap` from `hop` (the baseline words); the checksum complement is
+/// the last word of `whole`, after any domain-specific metadata.
+#[inline(always)]
+fn fields<const V: u8>(bitmap: u16, present: u16, hop: &[u8], whole: &[u8]) -> HopRecord {
     use HopField::*;
     let mut n = [0u32; NARROW];
     let mut w = [0u64; WIDE];
@@ -135,7 +174,7 @@ fn decode<const V: u8>(bitmap: u16, present: u16, hop: &[u8]) -> HopRecord {
     // Reserved bits (v2: 9-14, v1.0: 8-14) carry a word each, skipped; domain-specific
     // metadata follows the baseline; the checksum complement closes the hop.
     if V != 0 && bitmap & 0x0001 != 0 {
-        n[ChecksumComplement as usize] = rd32(hop, hop.len().saturating_sub(4));
+        n[ChecksumComplement as usize] = rd32(whole, whole.len().saturating_sub(4));
     }
     HopRecord::from_raw(present, n, w)
 }
@@ -150,6 +189,24 @@ pub fn decode_hop(version: IntVersion, bitmap: u16, hop: &[u8]) -> HopRecord {
     }
 }
 
+/// Decodes a Telemetry Report v2.0 node's own metadata for its RepMdBits baseline (bits 1-8
+/// mirror the instruction bits; the node id is in the group header). The specialised
+/// instruction sets of [`push_hops`] without the node id get constant-bitmap copies too.
+#[inline]
+pub(crate) fn decode_report_metadata(bitmap: u16, md: &[u8]) -> HopRecord {
+    #[inline(always)]
+    fn one(bitmap: u16, md: &[u8]) -> HopRecord {
+        decode::<2>(bitmap, present_mask::<2>(bitmap), md)
+    }
+    match bitmap {
+        0x7F00 => one(0x7F00, md),
+        0x7C00 => one(0x7C00, md),
+        0x7000 => one(0x7000, md),
+        0x4C00 => one(0x4C00, md),
+        _ => one(bitmap, md),
+    }
+}
+
 /// Appends every hop of a stack in path order (the stack is newest first).
 #[inline]
 pub fn push_hops(
@@ -159,10 +216,42 @@ pub fn push_hops(
     stack: &[u8],
     out: &mut Vec<HopRecord>,
 ) {
-    fn run<const V: u8>(bitmap: u16, stride: usize, stack: &[u8], out: &mut Vec<HopRecord>) {
+    // The two loops are the same source on purpose: in the first the compiler knows every
+    // hop covers the bitmap and drops the per-word bounds checks.
+    #[expect(clippy::if_same_then_else)]
+    #[inline(always)]
+    fn each<const V: u8>(bitmap: u16, stride: usize, stack: &[u8], out: &mut Vec<HopRecord>) {
         let present = present_mask::<V>(bitmap);
-        for hop in stack.chunks_exact(stride).rev() {
-            out.push(decode::<V>(bitmap, present, hop));
+        // Stacks were validated (stride covers the bitmap); stating it here lets a constant
+        // bitmap's reads go without per-word bounds checks.
+        if stride == 0 {
+            return;
+        }
+        // Whole hops only, newest first on the wire: walk from the end.
+        let hops = super::exact_hops(stack.len(), stride).unwrap_or_else(|| stack.len() / stride);
+        let mut rest = stack.get(..hops * stride).unwrap_or_default();
+        if stride >= super::baseline_len(IntVersion::from_generation(V), bitmap) {
+            while let Some((head, hop)) = rest.split_at_checked(rest.len().wrapping_sub(stride)) {
+                out.push(decode::<V>(bitmap, present, hop));
+                rest = head;
+            }
+        } else {
+            while let Some((head, hop)) = rest.split_at_checked(rest.len().wrapping_sub(stride)) {
+                out.push(decode::<V>(bitmap, present, hop));
+                rest = head;
+            }
+        }
+    }
+    fn run<const V: u8>(bitmap: u16, stride: usize, stack: &[u8], out: &mut Vec<HopRecord>) {
+        // The instruction sets fabrics deploy get a copy with the bitmap constant: offsets
+        // fold, and one length check per hop replaces one per word. Any other bitmap takes
+        // the same code with the bitmap tested at run time.
+        match bitmap {
+            0xFF00 => each::<V>(0xFF00, stride, stack, out),
+            0xFC00 => each::<V>(0xFC00, stride, stack, out),
+            0xF000 => each::<V>(0xF000, stride, stack, out),
+            0xCC00 => each::<V>(0xCC00, stride, stack, out),
+            _ => each::<V>(bitmap, stride, stack, out),
         }
     }
     if stride == 0 {

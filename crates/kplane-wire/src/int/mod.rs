@@ -7,6 +7,8 @@ pub mod v10;
 pub mod v2;
 
 pub use hop::decode_hop;
+pub(crate) use hop::{decode_report_metadata, push_hops};
+pub(crate) use stack::exact_hops;
 pub use stack::{HopStack, baseline_len, encode_hop, instruction_width};
 
 /// INT specification generation. Field widths differ between them (4- vs 8-byte timestamps,
@@ -23,4 +25,15 @@ pub enum IntVersion {
     /// INT v2.0 / v2.1: 8-byte timestamps, buffer id/occupancy.
     #[cfg_attr(feature = "serde", serde(rename = "2.x"))]
     V2,
+}
+
+impl IntVersion {
+    /// The version for a monomorphised decoder's generation number (0, 1, 2).
+    pub(crate) const fn from_generation(v: u8) -> Self {
+        match v {
+            0 => Self::V05,
+            1 => Self::V10,
+            _ => Self::V2,
+        }
+    }
 }

@@ -23,7 +23,49 @@ pub fn baseline_len(version: IntVersion, bitmap: u16) -> usize {
         IntVersion::V10 => 0x0200,
         IntVersion::V2 => 0x0E00,
     };
-    4 * ((bitmap & 0xFFFE).count_ones() + (bitmap & wide).count_ones()) as usize
+    4 * (ones(bitmap & 0xFFFE) + ones(bitmap & wide))
+}
+
+/// `len / stride` when `stride` divides `len` exactly, else `None` — by multiplication for
+/// the strides INT can have (whole words, Hop ML ≤ 31): a hardware divide costs more than
+/// decoding a hop, and every report needs this.
+#[inline(always)]
+pub(crate) fn exact_hops(len: usize, stride: usize) -> Option<usize> {
+    const RECIP: [u64; 32] = {
+        let mut t = [0u64; 32];
+        let mut d = 1;
+        while d < 32 {
+            t[d] = (1u64 << 32).div_ceil(d as u64);
+            d += 1;
+        }
+        t
+    };
+    let (words, ml) = (len / 4, stride / 4);
+    if len.is_multiple_of(4) && stride.is_multiple_of(4) && (1..32).contains(&ml) && words < 1 << 16 {
+        // Exact for words < 2^16: the reciprocal's error stays below 1/d.
+        let q = ((words as u64 * RECIP[ml]) >> 32) as usize;
+        return (q * ml == words).then_some(q);
+    }
+    if stride == 0 || !len.is_multiple_of(stride) {
+        return None;
+    }
+    Some(len / stride)
+}
+
+/// Set bits of a bitmap by table: the portable x86-64 baseline has no POPCNT instruction,
+/// and this runs for every report.
+#[inline(always)]
+fn ones(x: u16) -> usize {
+    const POP8: [u8; 256] = {
+        let mut t = [0u8; 256];
+        let mut i = 0;
+        while i < 256 {
+            t[i] = (i as u8).count_ones() as u8;
+            i += 1;
+        }
+        t
+    };
+    usize::from(POP8[usize::from(x >> 8)] + POP8[usize::from(x & 0xFF)])
 }
 
 /// The INT metadata stack: `count` hops of `stride` bytes, newest (closest to the sink) first.
@@ -213,6 +255,18 @@ pub fn encode_hop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exact_hops_agrees_with_division() {
+        for stride in 0..200 {
+            for len in 0..4200 {
+                let want = (stride != 0 && len % stride == 0).then(|| len / stride);
+                assert_eq!(exact_hops(len, stride), want, "{len} / {stride}");
+            }
+        }
+        assert_eq!(exact_hops(4 * 65535, 4), Some(65535));
+        assert_eq!(exact_hops(31 * 4 * 2000, 124), Some(2000));
+    }
 
     #[test]
     fn widths_follow_the_spec_per_version() {

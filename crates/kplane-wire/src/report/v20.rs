@@ -5,7 +5,7 @@ use kplane_model::{HopField, HopRecord};
 
 use crate::bytes::{Bytes, be16, be32};
 use crate::error::{ErrorKind, Result, WireError};
-use crate::int::{IntVersion, baseline_len, decode_hop};
+use crate::int::{IntVersion, baseline_len, decode_report_metadata};
 use crate::opts::DecodeOptions;
 use crate::packet::{Packet, Start};
 
@@ -145,18 +145,23 @@ impl<'a> IntMainContents<'a> {
     /// The reporting node's metadata (node id not included: it is in the group header).
     #[inline]
     pub fn metadata(&self) -> HopRecord {
-        let baseline = Self::baseline(self.rep_md_bits);
-        let md = self.metadata.data();
-        let mut hop = decode_hop(IntVersion::V2, baseline, md);
-        if self.rep_md_bits & REP_MD_DROP != 0 {
-            let at = baseline_len(IntVersion::V2, baseline);
-            if let Some(w) = md.get(at..at + 2) {
-                hop.set_raw(HopField::QueueId, w[0].into(), 8);
-                hop.set_raw(HopField::DropReason, w[1].into(), 8);
-            }
-        }
-        hop
+        reporting_hop(self.rep_md_bits, self.metadata.data())
     }
+}
+
+/// The reporting node's metadata from its RepMdBits and baseline (+ drop word) bytes.
+#[inline]
+pub(crate) fn reporting_hop(rep_md_bits: u16, md: &[u8]) -> HopRecord {
+    let baseline = IntMainContents::baseline(rep_md_bits);
+    let mut hop = decode_report_metadata(baseline, md);
+    if rep_md_bits & REP_MD_DROP != 0 {
+        let at = baseline_len(IntVersion::V2, baseline);
+        if let Some(w) = md.get(at..at + 2) {
+            hop.set_raw(HopField::QueueId, w[0].into(), 8);
+            hop.set_raw(HopField::DropReason, w[1].into(), 8);
+        }
+    }
+    hop
 }
 
 #[cfg(feature = "serde")]

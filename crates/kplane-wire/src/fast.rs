@@ -1,0 +1,244 @@
+//! The record fast path for the report shape fabrics send most: a Telemetry Report v2.0 with
+//! one INT individual report whose inner packet (untagged Ethernet, IPv4 without options, or
+//! IPv6 without extension headers) carries INT-MD v2.x after its UDP or TCP header, flagged
+//! by DSCP or by an INT L4 port.
+//!
+//! It reads fixed offsets straight into the record instead of building header views. Anything
+//! else — tunnels, VLAN tags, IP options, NPT 2, INT-MX, several individual reports, and every
+//! input the general parser would reject — makes it decline before anything is emitted, and
+//! the general parser decides. Both therefore always produce the same records and errors; the
+//! `fast_path` property test holds them to it on generated and corrupted reports.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use kplane_model::{FlowKey, HopField, MAX_HOPS, ReportFlags, ReportFormat, ReportRecord};
+
+use crate::int::{IntVersion, baseline_len, exact_hops, push_hops};
+use crate::layers::{ethertype, ipproto};
+use crate::normalize::RecordMeta;
+use crate::opts::DecodeOptions;
+use crate::report::v20::{
+    IN_TYPE_ETHERNET, IN_TYPE_IPV4, IN_TYPE_IPV6, REP_TYPE_INT, reporting_hop,
+};
+
+#[inline(always)]
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Decodes `payload` (a v2.0 report: the caller checked the version nibble) into `rec`.
+/// False: not this shape, or not valid — `rec` is then left for the general parser to reset.
+#[inline]
+pub(crate) fn v20_record(
+    payload: &[u8],
+    opts: &DecodeOptions,
+    meta: RecordMeta,
+    rec: &mut ReportRecord,
+) -> bool {
+    let Some(h) = payload.first_chunk::<12>() else {
+        return false;
+    };
+    if h[8] >> 4 != REP_TYPE_INT {
+        return false;
+    }
+    let contents = &payload[12..];
+    // One individual report, exactly covering the rest (or running to the end).
+    if h[9] != 0xFF && usize::from(h[9]) * 4 != contents.len() {
+        return false;
+    }
+    let md_len = usize::from(h[10]) * 4;
+    let Some((main, inner)) = contents.split_at_checked(8 + md_len) else {
+        return false;
+    };
+    let rep_md_bits = be16(main, 0);
+    let md = &main[8..];
+    let need = baseline_len(IntVersion::V2, rep_md_bits & 0x7FFE)
+        + if rep_md_bits & crate::report::v20::REP_MD_DROP != 0 {
+            4
+        } else {
+            0
+        };
+    if need > md_len {
+        return false;
+    }
+
+    rec.clear();
+    if !inner_int(h[8] & 0x0F, inner, opts, rec) {
+        return false;
+    }
+    let e = &mut rec.envelope;
+    e.format = ReportFormat::TelemetryReportV20;
+    e.exporter = meta.exporter;
+    e.received_ns = meta.received_ns;
+    e.embedded = Some(ReportFormat::IntMdV2);
+    e.hw_id = ((h[0] & 0x0F) << 2) | (h[1] >> 6);
+    let node_id = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+    e.node_id = Some(node_id);
+    e.sequence = Some(u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & 0x3F_FFFF);
+    let f = h[11];
+    let bit = |mask: u8, flag: u8| if f & mask != 0 { flag } else { 0 };
+    e.flags = ReportFlags(
+        bit(0x80, ReportFlags::DROPPED)
+            | bit(0x40, ReportFlags::CONGESTED)
+            | bit(0x20, ReportFlags::TRACKED)
+            | bit(0x10, ReportFlags::INTERMEDIATE),
+    );
+
+    let mut hop = reporting_hop(rep_md_bits, &md[..need]);
+    hop.set(HopField::NodeId, node_id.into());
+    e.drop_reason = hop.get(HopField::DropReason).map(|v| v as u8);
+    e.timestamp_ns = hop.get(HopField::IngressTimestamp);
+    match rec.hops.last_mut() {
+        Some(last) if last.node_id() == Some(node_id) => last.merge_missing(&hop),
+        _ => rec.hops.push(hop),
+    }
+    true
+}
+
+/// The inner packet of `in_type`: fills the flow, the packet length and the INT-MD stack's
+/// hops. False for any other shape.
+#[inline(always)]
+fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord) -> bool {
+    let (ether, b) = match in_type {
+        IN_TYPE_IPV4 => (ethertype::IPV4, b),
+        IN_TYPE_IPV6 => (ethertype::IPV6, b),
+        IN_TYPE_ETHERNET => match b.first_chunk::<14>() {
+            Some(e) => (be16(e, 12), &b[14..]),
+            None => return false,
+        },
+        _ => return false,
+    };
+    let (src, dst, dscp, protocol, length, l4) = match ether {
+        ethertype::IPV4 => {
+            let Some(a) = b.first_chunk::<20>() else {
+                return false;
+            };
+            // Version 4 without options, not a fragment.
+            if a[0] != 0x45 || be16(a, 6) & 0x1FFF != 0 {
+                return false;
+            }
+            let total = usize::from(be16(a, 2));
+            let payload = &b[20..];
+            let payload = if total >= 20 {
+                &payload[..(total - 20).min(payload.len())]
+            } else {
+                payload
+            };
+            let src = Ipv4Addr::new(a[12], a[13], a[14], a[15]);
+            let dst = Ipv4Addr::new(a[16], a[17], a[18], a[19]);
+            let length = total as u32;
+            (
+                IpAddr::V4(src),
+                IpAddr::V4(dst),
+                a[1] >> 2,
+                a[9],
+                length,
+                payload,
+            )
+        }
+        ethertype::IPV6 => {
+            let Some(a) = b.first_chunk::<40>() else {
+                return false;
+            };
+            // Extension headers (hop-by-hop, routing, fragment, destination) take the
+            // general path.
+            if a[0] >> 4 != 6 || matches!(a[6], 0 | 43 | 44 | 60) {
+                return false;
+            }
+            let payload_length = be16(a, 4);
+            let payload = &b[40..];
+            let payload = &payload[..usize::from(payload_length).min(payload.len())];
+            let dscp = (((a[0] & 0x0F) << 4) | (a[1] >> 4)) >> 2;
+            let src: [u8; 16] = a[8..24].try_into().unwrap_or_default();
+            let dst: [u8; 16] = a[24..40].try_into().unwrap_or_default();
+            let length = u32::from(payload_length) + 40;
+            let (src, dst) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
+            (
+                IpAddr::V6(src),
+                IpAddr::V6(dst),
+                dscp,
+                a[6],
+                length,
+                payload,
+            )
+        }
+        _ => return false,
+    };
+    // The papers' formats and tunnels have their own walkers.
+    if protocol == opts.int_label_protocol || protocol == opts.gpint_protocol {
+        return false;
+    }
+    let (src_port, dst_port, int) = match protocol {
+        ipproto::UDP => {
+            let Some(u) = l4.first_chunk::<8>() else {
+                return false;
+            };
+            let (sp, dp, len) = (be16(u, 0), be16(u, 2), usize::from(be16(u, 4)));
+            if len < 8
+                || dp == opts.vxlan_gpe_port
+                || dp == opts.geneve_port
+                || dp == opts.vxlan_port
+                || opts.kdn_port == Some(dp)
+            {
+                return false;
+            }
+            let rest = &l4[8..];
+            (sp, dp, &rest[..(len - 8).min(rest.len())])
+        }
+        ipproto::TCP => {
+            let Some(t) = l4.first_chunk::<20>() else {
+                return false;
+            };
+            let Some(rest) = l4.get(usize::from(t[12] >> 4) * 4..) else {
+                return false;
+            };
+            if t[12] >> 4 < 5 {
+                return false;
+            }
+            (be16(t, 0), be16(t, 2), rest)
+        }
+        _ => return false,
+    };
+    if !opts.int_l4_ports.contains(&dst_port) && !opts.dscp_marks_int(dscp) {
+        return false;
+    }
+    // Shim (4) + INT-MD metadata header (12).
+    let Some(s) = int.first_chunk::<16>() else {
+        return false;
+    };
+    let (int_type, npt) = (s[0] >> 4, (s[0] >> 2) & 3);
+    let md_version = s[4] >> 4;
+    if md_version != 2 || npt > 1 || !matches!(int_type, 1 | 2) {
+        return false;
+    }
+    let Some(body) = int.get(4..4 + usize::from(s[1]) * 4) else {
+        return false;
+    };
+    if body.len() < 12 {
+        return false;
+    }
+    let stack = &body[12..];
+    let bitmap = be16(s, 8);
+    let stride = usize::from(s[6] & 0x1F) * 4;
+    if stride == 0 {
+        if !stack.is_empty() {
+            return false;
+        }
+    } else {
+        let need = baseline_len(IntVersion::V2, bitmap) + usize::from(bitmap & 1) * 4;
+        if need > stride || exact_hops(stack.len(), stride).is_none_or(|n| n > MAX_HOPS) {
+            return false;
+        }
+    }
+    rec.flow = Some(FlowKey {
+        src_ip: src,
+        dst_ip: dst,
+        src_port,
+        // NPT 1: the shim keeps the original UDP destination port.
+        dst_port: if npt == 1 { be16(s, 2) } else { dst_port },
+        protocol,
+    });
+    rec.envelope.packet_length = Some(length);
+    push_hops(IntVersion::V2, bitmap, stride, stack, &mut rec.hops);
+    true
+}
