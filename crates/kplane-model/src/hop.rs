@@ -99,11 +99,13 @@ impl HopField {
 ///
 /// Values are kept as written; "unavailable" *is* the field's all-ones value
 /// ([`HopField::ones`]), so `get` returns `None` for it — the spec reserves all-ones for
-/// exactly this. 80 bytes: 32-bit fields in `narrow`, the two 64-bit timestamps in `wide`.
+/// exactly this. 80 bytes: 32-bit fields paired in `narrow` (field 2i in the low half of word
+/// i, 2i + 1 in the high half — the decoder writes a hop with half the stores), the two
+/// 64-bit timestamps in `wide`.
 #[derive(Clone, Copy, Default)]
 pub struct HopRecord {
     present: u16,
-    narrow: [u32; HopField::NARROW],
+    narrow: [u64; HopField::NARROW / 2],
     wide: [u64; HopField::COUNT - HopField::NARROW],
 }
 
@@ -117,9 +119,10 @@ impl HopRecord {
         narrow: [u32; HopField::NARROW],
         wide: [u64; HopField::COUNT - HopField::NARROW],
     ) -> Self {
+        let pair = |i: usize| u64::from(narrow[2 * i]) | (u64::from(narrow[2 * i + 1]) << 32);
         Self {
             present,
-            narrow,
+            narrow: std::array::from_fn(pair),
             wide,
         }
     }
@@ -127,7 +130,11 @@ impl HopRecord {
     #[inline]
     fn store(&mut self, index: usize, value: u64) {
         match index.checked_sub(HopField::NARROW) {
-            None => self.narrow[index] = value as u32,
+            None => {
+                let shift = (index & 1) * 32;
+                let word = &mut self.narrow[(index / 2) % (HopField::NARROW / 2)];
+                *word = (*word & !(0xFFFF_FFFF << shift)) | (u64::from(value as u32) << shift);
+            }
             Some(i) => self.wide[i & 1] = value,
         }
     }
@@ -135,7 +142,10 @@ impl HopRecord {
     #[inline]
     fn load(&self, index: usize) -> u64 {
         match index.checked_sub(HopField::NARROW) {
-            None => u64::from(self.narrow[index]),
+            None => {
+                let word = self.narrow[(index / 2) % (HopField::NARROW / 2)];
+                (word >> ((index & 1) * 32)) & 0xFFFF_FFFF
+            }
             Some(i) => self.wide[i & 1],
         }
     }

@@ -11,7 +11,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use kplane_model::{FlowKey, HopField, MAX_HOPS, ReportFlags, ReportFormat, ReportRecord};
+use kplane_model::{
+    FlowKey, HopField, MAX_HOPS, ReportEnvelope, ReportFlags, ReportFormat, ReportRecord,
+};
 
 use crate::int::{IntVersion, baseline_len, exact_hops, push_hops};
 use crate::layers::{ethertype, ipproto};
@@ -62,32 +64,34 @@ pub(crate) fn v20_record(
         return false;
     }
 
-    rec.clear();
-    if !inner_int(h[8] & 0x0F, inner, opts, rec) {
+    rec.hops.clear();
+    let Some(packet_length) = inner_int(h[8] & 0x0F, inner, opts, rec) else {
         return false;
-    }
-    let e = &mut rec.envelope;
-    e.format = ReportFormat::TelemetryReportV20;
-    e.exporter = meta.exporter;
-    e.received_ns = meta.received_ns;
-    e.embedded = Some(ReportFormat::IntMdV2);
-    e.hw_id = ((h[0] & 0x0F) << 2) | (h[1] >> 6);
+    };
     let node_id = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
-    e.node_id = Some(node_id);
-    e.sequence = Some(u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & 0x3F_FFFF);
-    let f = h[11];
-    let bit = |mask: u8, flag: u8| if f & mask != 0 { flag } else { 0 };
-    e.flags = ReportFlags(
-        bit(0x80, ReportFlags::DROPPED)
-            | bit(0x40, ReportFlags::CONGESTED)
-            | bit(0x20, ReportFlags::TRACKED)
-            | bit(0x10, ReportFlags::INTERMEDIATE),
-    );
-
     let mut hop = reporting_hop(rep_md_bits, &md[..need]);
     hop.set(HopField::NodeId, node_id.into());
-    e.drop_reason = hop.get(HopField::DropReason).map(|v| v as u8);
-    e.timestamp_ns = hop.get(HopField::IngressTimestamp);
+    let f = h[11];
+    let bit = |mask: u8, flag: u8| if f & mask != 0 { flag } else { 0 };
+    // Written whole: every field once (the record is store-bound).
+    rec.envelope = ReportEnvelope {
+        format: ReportFormat::TelemetryReportV20,
+        embedded: Some(ReportFormat::IntMdV2),
+        hw_id: ((h[0] & 0x0F) << 2) | (h[1] >> 6),
+        node_id: Some(node_id),
+        sequence: Some(u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & 0x3F_FFFF),
+        flags: ReportFlags(
+            bit(0x80, ReportFlags::DROPPED)
+                | bit(0x40, ReportFlags::CONGESTED)
+                | bit(0x20, ReportFlags::TRACKED)
+                | bit(0x10, ReportFlags::INTERMEDIATE),
+        ),
+        drop_reason: hop.get(HopField::DropReason).map(|v| v as u8),
+        timestamp_ns: hop.get(HopField::IngressTimestamp),
+        packet_length: Some(packet_length),
+        exporter: meta.exporter,
+        received_ns: meta.received_ns,
+    };
     match rec.hops.last_mut() {
         Some(last) if last.node_id() == Some(node_id) => last.merge_missing(&hop),
         _ => rec.hops.push(hop),
@@ -95,27 +99,27 @@ pub(crate) fn v20_record(
     true
 }
 
-/// The inner packet of `in_type`: fills the flow, the packet length and the INT-MD stack's
-/// hops. False for any other shape.
+/// The inner packet of `in_type`: fills the flow and the INT-MD stack's hops, returns the
+/// packet's IP length. `None` for any other shape.
 #[inline(always)]
-fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord) -> bool {
+fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord) -> Option<u32> {
     let (ether, b) = match in_type {
         IN_TYPE_IPV4 => (ethertype::IPV4, b),
         IN_TYPE_IPV6 => (ethertype::IPV6, b),
         IN_TYPE_ETHERNET => match b.first_chunk::<14>() {
             Some(e) => (be16(e, 12), &b[14..]),
-            None => return false,
+            None => return None,
         },
-        _ => return false,
+        _ => return None,
     };
     let (src, dst, dscp, protocol, length, l4) = match ether {
         ethertype::IPV4 => {
             let Some(a) = b.first_chunk::<20>() else {
-                return false;
+                return None;
             };
             // Version 4 without options, not a fragment.
             if a[0] != 0x45 || be16(a, 6) & 0x1FFF != 0 {
-                return false;
+                return None;
             }
             let total = usize::from(be16(a, 2));
             let payload = &b[20..];
@@ -138,12 +142,12 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
         }
         ethertype::IPV6 => {
             let Some(a) = b.first_chunk::<40>() else {
-                return false;
+                return None;
             };
             // Extension headers (hop-by-hop, routing, fragment, destination) take the
             // general path.
             if a[0] >> 4 != 6 || matches!(a[6], 0 | 43 | 44 | 60) {
-                return false;
+                return None;
             }
             let payload_length = be16(a, 4);
             let payload = &b[40..];
@@ -162,16 +166,16 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
                 payload,
             )
         }
-        _ => return false,
+        _ => return None,
     };
     // The papers' formats and tunnels have their own walkers.
     if protocol == opts.int_label_protocol || protocol == opts.gpint_protocol {
-        return false;
+        return None;
     }
     let (src_port, dst_port, int) = match protocol {
         ipproto::UDP => {
             let Some(u) = l4.first_chunk::<8>() else {
-                return false;
+                return None;
             };
             let (sp, dp, len) = (be16(u, 0), be16(u, 2), usize::from(be16(u, 4)));
             if len < 8
@@ -180,54 +184,54 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
                 || dp == opts.vxlan_port
                 || opts.kdn_port == Some(dp)
             {
-                return false;
+                return None;
             }
             let rest = &l4[8..];
             (sp, dp, &rest[..(len - 8).min(rest.len())])
         }
         ipproto::TCP => {
             let Some(t) = l4.first_chunk::<20>() else {
-                return false;
+                return None;
             };
             let Some(rest) = l4.get(usize::from(t[12] >> 4) * 4..) else {
-                return false;
+                return None;
             };
             if t[12] >> 4 < 5 {
-                return false;
+                return None;
             }
             (be16(t, 0), be16(t, 2), rest)
         }
-        _ => return false,
+        _ => return None,
     };
     if !opts.int_l4_ports.contains(&dst_port) && !opts.dscp_marks_int(dscp) {
-        return false;
+        return None;
     }
     // Shim (4) + INT-MD metadata header (12).
     let Some(s) = int.first_chunk::<16>() else {
-        return false;
+        return None;
     };
     let (int_type, npt) = (s[0] >> 4, (s[0] >> 2) & 3);
     let md_version = s[4] >> 4;
     if md_version != 2 || npt > 1 || !matches!(int_type, 1 | 2) {
-        return false;
+        return None;
     }
     let Some(body) = int.get(4..4 + usize::from(s[1]) * 4) else {
-        return false;
+        return None;
     };
     if body.len() < 12 {
-        return false;
+        return None;
     }
     let stack = &body[12..];
     let bitmap = be16(s, 8);
     let stride = usize::from(s[6] & 0x1F) * 4;
     if stride == 0 {
         if !stack.is_empty() {
-            return false;
+            return None;
         }
     } else {
         let need = baseline_len(IntVersion::V2, bitmap) + usize::from(bitmap & 1) * 4;
         if need > stride || exact_hops(stack.len(), stride).is_none_or(|n| n > MAX_HOPS) {
-            return false;
+            return None;
         }
     }
     rec.flow = Some(FlowKey {
@@ -238,7 +242,6 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
         dst_port: if npt == 1 { be16(s, 2) } else { dst_port },
         protocol,
     });
-    rec.envelope.packet_length = Some(length);
     push_hops(IntVersion::V2, bitmap, stride, stack, &mut rec.hops);
-    true
+    Some(length)
 }

@@ -41,7 +41,8 @@ pub(crate) fn exact_hops(len: usize, stride: usize) -> Option<usize> {
         t
     };
     let (words, ml) = (len / 4, stride / 4);
-    if len.is_multiple_of(4) && stride.is_multiple_of(4) && (1..32).contains(&ml) && words < 1 << 16 {
+    if len.is_multiple_of(4) && stride.is_multiple_of(4) && (1..32).contains(&ml) && words < 1 << 16
+    {
         // Exact for words < 2^16: the reciprocal's error stays below 1/d.
         let q = ((words as u64 * RECIP[ml]) >> 32) as usize;
         return (q * ml == words).then_some(q);
