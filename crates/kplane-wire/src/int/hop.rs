@@ -192,7 +192,7 @@ pub fn decode_hop(version: IntVersion, bitmap: u16, hop: &[u8]) -> HopRecord {
 /// Decodes a Telemetry Report v2.0 node's own metadata for its RepMdBits baseline (bits 1-8
 /// mirror the instruction bits; the node id is in the group header). The specialised
 /// instruction sets of [`push_hops`] without the node id get constant-bitmap copies too.
-#[inline]
+#[inline(always)]
 pub(crate) fn decode_report_metadata(bitmap: u16, md: &[u8]) -> HopRecord {
     #[inline(always)]
     fn one(bitmap: u16, md: &[u8]) -> HopRecord {

@@ -150,7 +150,7 @@ impl<'a> IntMainContents<'a> {
 }
 
 /// The reporting node's metadata from its RepMdBits and baseline (+ drop word) bytes.
-#[inline]
+#[inline(always)]
 pub(crate) fn reporting_hop(rep_md_bits: u16, md: &[u8]) -> HopRecord {
     let baseline = IntMainContents::baseline(rep_md_bits);
     let mut hop = decode_report_metadata(baseline, md);
