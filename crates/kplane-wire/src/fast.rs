@@ -114,9 +114,7 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
     };
     let (src, dst, dscp, protocol, length, l4) = match ether {
         ethertype::IPV4 => {
-            let Some(a) = b.first_chunk::<20>() else {
-                return None;
-            };
+            let a = b.first_chunk::<20>()?;
             // Version 4 without options, not a fragment.
             if a[0] != 0x45 || be16(a, 6) & 0x1FFF != 0 {
                 return None;
@@ -141,9 +139,7 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
             )
         }
         ethertype::IPV6 => {
-            let Some(a) = b.first_chunk::<40>() else {
-                return None;
-            };
+            let a = b.first_chunk::<40>()?;
             // Extension headers (hop-by-hop, routing, fragment, destination) take the
             // general path.
             if a[0] >> 4 != 6 || matches!(a[6], 0 | 43 | 44 | 60) {
@@ -174,9 +170,7 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
     }
     let (src_port, dst_port, int) = match protocol {
         ipproto::UDP => {
-            let Some(u) = l4.first_chunk::<8>() else {
-                return None;
-            };
+            let u = l4.first_chunk::<8>()?;
             let (sp, dp, len) = (be16(u, 0), be16(u, 2), usize::from(be16(u, 4)));
             if len < 8
                 || dp == opts.vxlan_gpe_port
@@ -190,12 +184,8 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
             (sp, dp, &rest[..(len - 8).min(rest.len())])
         }
         ipproto::TCP => {
-            let Some(t) = l4.first_chunk::<20>() else {
-                return None;
-            };
-            let Some(rest) = l4.get(usize::from(t[12] >> 4) * 4..) else {
-                return None;
-            };
+            let t = l4.first_chunk::<20>()?;
+            let rest = l4.get(usize::from(t[12] >> 4) * 4..)?;
             if t[12] >> 4 < 5 {
                 return None;
             }
@@ -207,17 +197,13 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
         return None;
     }
     // Shim (4) + INT-MD metadata header (12).
-    let Some(s) = int.first_chunk::<16>() else {
-        return None;
-    };
+    let s = int.first_chunk::<16>()?;
     let (int_type, npt) = (s[0] >> 4, (s[0] >> 2) & 3);
     let md_version = s[4] >> 4;
     if md_version != 2 || npt > 1 || !matches!(int_type, 1 | 2) {
         return None;
     }
-    let Some(body) = int.get(4..4 + usize::from(s[1]) * 4) else {
-        return None;
-    };
+    let body = int.get(4..4 + usize::from(s[1]) * 4)?;
     if body.len() < 12 {
         return None;
     }
