@@ -15,6 +15,11 @@ fn reports(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let cases = [
         ("tr_v2.0_int_md_5hop_0xff00", samples::tr_v20_5hop_payload()),
+        // The same report with instruction sets that have no constant-bitmap decoder.
+        (
+            "tr_v2.0_int_md_5hop_0xfd80_generic_bitmap",
+            samples::tr_v20_5hop_payload_with(0xFD80, 0x7D80),
+        ),
         ("tr_v0.5_switch_local", samples::tr_v05_local_payload()),
         ("tr_v1.0_int_v1.0_6hop", samples::tr_v10_6hop_payload()),
     ];

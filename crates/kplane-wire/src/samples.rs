@@ -87,6 +87,29 @@ pub fn tr_v20_5hop_payload() -> Vec<u8> {
     )
 }
 
+/// The benchmark's report with instruction bitmap `bitmap` and RepMdBits `rep_md_bits`
+/// instead (to measure instruction sets without a constant-bitmap decoder).
+pub fn tr_v20_5hop_payload_with(bitmap: u16, rep_md_bits: u16) -> Vec<u8> {
+    let packet = PacketSpec::new(udp_flow()).with_int(
+        IntSpec::new(IntVersion::V2, bitmap, hops(5)),
+        Encap::UdpPort { port: 0x4568 },
+    );
+    report_v20(
+        GroupHeader {
+            hw_id: 2,
+            sequence: 77,
+            node_id: 6,
+            ..GroupHeader::default()
+        },
+        &[IndividualSpec::int(
+            rep_md_bits,
+            sink_md(),
+            4,
+            ip_only(packet),
+        )],
+    )
+}
+
 /// TR v0.5 switch-local report with an embedded INT v0.5 (3 hops) inner frame.
 pub fn tr_v05_local_payload() -> Vec<u8> {
     let inner = PacketSpec::new(udp_flow())
