@@ -16,10 +16,24 @@ fn check(rec: &ReportRecord) {
     assert!(rec.hops.len() <= MAX_HOPS * 2, "hop count bounded");
 }
 
-/// A UDP payload handed to the collector's decoder.
+/// A UDP payload handed to the collector's decoder — which must agree with the general
+/// parser alone (the fast path only ever takes inputs both read the same).
 pub fn report(data: &[u8]) {
-    let mut d = Decoder::new(options());
-    let outcome = d.decode_report(data, RecordMeta::default(), check);
+    let decode = |mut d: Decoder| {
+        let mut records = Vec::new();
+        let outcome = d.decode_report(data, RecordMeta::default(), |r| {
+            check(r);
+            records.push(r.clone());
+        });
+        (records, outcome)
+    };
+    let (records, outcome) = decode(Decoder::new(options()));
+    let general = decode(Decoder::general_only(options()));
+    assert_eq!(
+        (&records, &outcome),
+        (&general.0, &general.1),
+        "fast path and general parser disagree"
+    );
     if let Some(e) = outcome.error {
         // Errors must point inside (or at the end of) the input.
         assert!(e.offset <= data.len(), "{e}");
