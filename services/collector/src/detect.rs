@@ -10,8 +10,9 @@
 //!   for the flow's numeric metrics (latency by default); path events and the switch metrics
 //!   (queues, links) keep the threshold detector.
 //!
-//! State is keyed by a 64-bit hash of (metric, ids) — 24 bytes per key plus the table's
-//! overhead; see `docs/collector.md` for the collision argument.
+//! Threshold state is kept per flow (found by a 64-bit flow hash) and per switch (found by
+//! node id), see [`crate::threshold`]; the watchlist algorithms' state is keyed by a 64-bit
+//! hash of (metric, ids). See `docs/collector.md` for the collision argument.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -22,6 +23,7 @@ use kplane_model::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::threshold::{Clock, Flows, Nodes, QueueMetric};
 use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
 
 /// Keys are already well-mixed hashes: the table uses them as they are.
@@ -43,6 +45,31 @@ impl Hasher for PassThrough {
 }
 
 type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<PassThrough>>;
+
+/// A fast hasher for small integer keys (node ids, sequence streams): each word is mixed in
+/// and the result finalised — no SipHash on the per-report path.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        finish(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = mix(self.0, u64::from(*b));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.0 = mix(self.0, n.into());
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = mix(self.0, n.into());
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = mix(self.0, n);
+    }
+}
 
 #[inline]
 fn mix(h: u64, w: u64) -> u64 {
@@ -111,14 +138,6 @@ impl Default for EventConfig {
     }
 }
 
-/// What the threshold detector remembers per key: the last *reported* value and when.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    value: u64,
-    /// Seconds since the Unix epoch (wraps in 2106).
-    sent_s: u32,
-}
-
 #[derive(Clone, Copy, Debug)]
 struct Ewma {
     avg: f64,
@@ -134,7 +153,10 @@ pub struct Counts {
 #[derive(Debug)]
 pub struct Detection {
     cfg: EventConfig,
-    keys: KeyMap<Slot>,
+    flows: Flows,
+    nodes: Nodes,
+    /// Threshold keys held (flows' and switches').
+    keys: usize,
     per_hop: KeyMap<u64>,
     per_flow: KeyMap<u64>,
     ewma: KeyMap<Ewma>,
@@ -180,7 +202,9 @@ impl Detection {
     pub fn new(cfg: EventConfig) -> Self {
         Self {
             cfg,
-            keys: KeyMap::default(),
+            flows: Flows::default(),
+            nodes: Nodes::default(),
+            keys: 0,
             per_hop: KeyMap::default(),
             per_flow: KeyMap::default(),
             ewma: KeyMap::default(),
@@ -191,12 +215,13 @@ impl Detection {
 
     /// Tracked threshold keys.
     pub fn keys(&self) -> usize {
-        self.keys.len()
+        self.keys
     }
 
-    /// Bytes the threshold key table holds (buckets × entry + control bytes).
+    /// Bytes the threshold state holds: the flow table (buckets × entry + control bytes),
+    /// the flows' hop slots and the switches' slots.
     pub fn key_table_bytes(&self) -> usize {
-        self.keys.capacity() * (std::mem::size_of::<(u64, Slot)>() + 1)
+        self.flows.bytes() + self.nodes.bytes()
     }
 
     /// Forgets the watchlist algorithms' state (the rules changed).
@@ -204,44 +229,6 @@ impl Detection {
         self.per_hop.clear();
         self.per_flow.clear();
         self.ewma.clear();
-    }
-
-    fn threshold(
-        keys: &mut KeyMap<Slot>,
-        refresh_ns: u64,
-        k: u64,
-        value: u64,
-        t: u64,
-        now_ns: u64,
-    ) -> Option<(EventKind, Option<u64>)> {
-        let now_s = (now_ns / 1_000_000_000) as u32;
-        match keys.entry(k) {
-            Entry::Vacant(v) => {
-                v.insert(Slot {
-                    value,
-                    sent_s: now_s,
-                });
-                Some((EventKind::New, None))
-            }
-            Entry::Occupied(mut o) => {
-                let s = o.get_mut();
-                let prev = s.value;
-                let kind = if value.abs_diff(prev) > t {
-                    EventKind::Change
-                } else if refresh_ns > 0
-                    && u64::from(now_s.wrapping_sub(s.sent_s)) * 1_000_000_000 >= refresh_ns
-                {
-                    EventKind::Refresh
-                } else {
-                    return None;
-                };
-                *s = Slot {
-                    value,
-                    sent_s: now_s,
-                };
-                Some((kind, Some(prev)))
-            }
-        }
     }
 
     /// Runs detection on one record, passing each event to `emit`.
@@ -252,8 +239,9 @@ impl Detection {
         mut emit: impl FnMut(&EventRow<'_>),
     ) {
         let now = rec.envelope.received_ns;
-        let refresh_ns = self.cfg.refresh.as_nanos() as u64;
-        let th = self.cfg.clone();
+        let clock = Clock::new(now, self.cfg.refresh.as_nanos() as u64);
+        let th = &self.cfg;
+        let keys = &mut self.keys;
         let base = EventRow {
             received_ns: now,
             kind: EventKind::New,
@@ -285,8 +273,8 @@ impl Detection {
                 .path
                 .iter()
                 .fold(0x5851_F42D_4C95_7F2D, |h, &n| mix(h, n.into()));
-            let k = key(Metric::FlowPath, fh, 0);
-            if let Some((kind, _)) = Self::threshold(&mut self.keys, refresh_ns, k, ph, 0, now) {
+            let (state, path) = self.flows.path(fh, ph, clock, keys);
+            if let Some((kind, _)) = path {
                 out(&EventRow {
                     kind,
                     path: &self.path,
@@ -313,38 +301,25 @@ impl Detection {
                         .filter_map(HopRecord::hop_latency_ns)
                         .map(u64::from)
                         .reduce(|a, b| a + b);
-                    if let Some(sum) = lat {
-                        let k = key(Metric::FlowLatency, fh, 0);
-                        if let Some((kind, previous)) = Self::threshold(
-                            &mut self.keys,
-                            refresh_ns,
-                            k,
-                            sum,
-                            th.flow_latency,
-                            now,
-                        ) {
-                            out(&EventRow {
-                                kind,
-                                metric: Metric::FlowLatency,
-                                value: Some(sum),
-                                previous,
-                                ..base
-                            });
-                        }
+                    if let Some(sum) = lat
+                        && let Some((kind, previous)) =
+                            state.latency(sum, th.flow_latency, clock, keys)
+                    {
+                        out(&EventRow {
+                            kind,
+                            metric: Metric::FlowLatency,
+                            value: Some(sum),
+                            previous,
+                            ..base
+                        });
                     }
-                    for hop in &rec.hops {
+                    for (i, hop) in rec.hops.iter().enumerate() {
                         let (Some(node), Some(l)) = (hop.node_id(), hop.hop_latency_ns()) else {
                             continue;
                         };
-                        let k = key(Metric::FlowHopLatency, fh, node.into());
-                        if let Some((kind, previous)) = Self::threshold(
-                            &mut self.keys,
-                            refresh_ns,
-                            k,
-                            l.into(),
-                            th.hop_latency,
-                            now,
-                        ) {
+                        if let Some((kind, previous)) =
+                            state.hop(i, node, l.into(), th.hop_latency, clock, keys)
+                        {
                             out(&EventRow {
                                 kind,
                                 metric: Metric::FlowHopLatency,
@@ -363,34 +338,52 @@ impl Detection {
         for hop in &rec.hops {
             let Some(node) = hop.node_id() else { continue };
             let q = hop.queue_id();
+            let port = hop.egress_port();
             let checks = [
                 (
                     Metric::QueueOccupancy,
-                    q.map(u64::from),
+                    q.is_some(),
                     hop.queue_occupancy().map(u64::from),
-                    th.queue_occupancy,
                 ),
                 (
                     Metric::QueueCongestion,
-                    q.map(u64::from),
+                    q.is_some(),
                     hop.get(HopField::QueueCongestion),
-                    th.queue_congestion,
                 ),
                 (
                     Metric::LinkUtilization,
-                    hop.egress_port().map(u64::from),
+                    port.is_some(),
                     hop.tx_utilization().map(u64::from),
-                    th.link_utilization,
                 ),
             ];
-            for (metric, id, value, t) in checks {
-                let (Some(id), Some(value)) = (id, value) else {
+            if !checks.iter().any(|(_, has_id, v)| *has_id && v.is_some()) {
+                continue;
+            }
+            let state = self.nodes.get(node);
+            for (metric, has_id, value) in checks {
+                let (true, Some(value)) = (has_id, value) else {
                     continue;
                 };
-                let k = key(metric, 0, (u64::from(node) << 32) | id);
-                if let Some((kind, previous)) =
-                    Self::threshold(&mut self.keys, refresh_ns, k, value, t, now)
-                {
+                let decision = match metric {
+                    Metric::QueueOccupancy => state.queue(
+                        q.unwrap_or(0),
+                        QueueMetric::Occupancy,
+                        value,
+                        th.queue_occupancy,
+                        clock,
+                        keys,
+                    ),
+                    Metric::QueueCongestion => state.queue(
+                        q.unwrap_or(0),
+                        QueueMetric::Congestion,
+                        value,
+                        th.queue_congestion,
+                        clock,
+                        keys,
+                    ),
+                    _ => state.link(port.unwrap_or(0), value, th.link_utilization, clock, keys),
+                };
+                if let Some((kind, previous)) = decision {
                     let (queue_id, egress_port) = hop_ids(metric, hop);
                     out(&EventRow {
                         kind,
@@ -741,6 +734,218 @@ mod tests {
                 .count();
         }
         assert_eq!(fired, 1, "a sustained change fires once");
+    }
+
+    /// The threshold detector as one flat table of (metric, flow, ids) keys — the reference
+    /// the per-flow / per-switch layout must agree with event for event.
+    #[derive(Default)]
+    struct FlatReference {
+        keys: HashMap<(Metric, Option<FlowKey>, u64), (u64, u32)>,
+    }
+
+    type Ev = (
+        EventKind,
+        Metric,
+        Option<u32>,
+        Option<u8>,
+        Option<u32>,
+        Option<u64>,
+        Option<u64>,
+    );
+
+    impl FlatReference {
+        fn check(
+            &mut self,
+            k: (Metric, Option<FlowKey>, u64),
+            v: u64,
+            t: u64,
+            now: u64,
+            refresh: u64,
+        ) -> Option<(EventKind, Option<u64>)> {
+            let now_s = (now / S) as u32;
+            match self.keys.get_mut(&k) {
+                None => {
+                    self.keys.insert(k, (v, now_s));
+                    Some((EventKind::New, None))
+                }
+                Some(slot) => {
+                    let prev = slot.0;
+                    let kind = if v.abs_diff(prev) > t {
+                        EventKind::Change
+                    } else if refresh > 0 && u64::from(now_s.wrapping_sub(slot.1)) * S >= refresh {
+                        EventKind::Refresh
+                    } else {
+                        return None;
+                    };
+                    *slot = (v, now_s);
+                    Some((kind, Some(prev)))
+                }
+            }
+        }
+
+        fn process(&mut self, r: &ReportRecord, c: &EventConfig) -> Vec<Ev> {
+            let (now, refresh) = (r.envelope.received_ns, c.refresh.as_nanos() as u64);
+            let mut out = Vec::new();
+            if let (Some(f), false) = (r.flow, r.hops.is_empty()) {
+                let path: Vec<u32> = r
+                    .hops
+                    .iter()
+                    .map(|h| h.node_id().unwrap_or(u32::MAX))
+                    .collect();
+                let ph = path
+                    .iter()
+                    .fold(0x5851_F42D_4C95_7F2D, |h, &n| mix(h, n.into()));
+                if let Some((kind, _)) =
+                    self.check((Metric::FlowPath, Some(f), 0), ph, 0, now, refresh)
+                {
+                    out.push((kind, Metric::FlowPath, None, None, None, None, None));
+                }
+                let lat = r
+                    .hops
+                    .iter()
+                    .filter_map(HopRecord::hop_latency_ns)
+                    .map(u64::from)
+                    .reduce(|a, b| a + b);
+                if let Some(sum) = lat
+                    && let Some((kind, prev)) = self.check(
+                        (Metric::FlowLatency, Some(f), 0),
+                        sum,
+                        c.flow_latency,
+                        now,
+                        refresh,
+                    )
+                {
+                    out.push((kind, Metric::FlowLatency, None, None, None, Some(sum), prev));
+                }
+                for h in &r.hops {
+                    let (Some(n), Some(l)) = (h.node_id(), h.hop_latency_ns()) else {
+                        continue;
+                    };
+                    if let Some((kind, prev)) = self.check(
+                        (Metric::FlowHopLatency, Some(f), n.into()),
+                        l.into(),
+                        c.hop_latency,
+                        now,
+                        refresh,
+                    ) {
+                        out.push((
+                            kind,
+                            Metric::FlowHopLatency,
+                            Some(n),
+                            None,
+                            None,
+                            Some(l.into()),
+                            prev,
+                        ));
+                    }
+                }
+            }
+            for h in &r.hops {
+                let Some(n) = h.node_id() else { continue };
+                let q = h.queue_id();
+                for (m, id, v, t) in [
+                    (
+                        Metric::QueueOccupancy,
+                        q.map(u64::from),
+                        h.queue_occupancy().map(u64::from),
+                        c.queue_occupancy,
+                    ),
+                    (
+                        Metric::QueueCongestion,
+                        q.map(u64::from),
+                        h.get(HopField::QueueCongestion),
+                        c.queue_congestion,
+                    ),
+                    (
+                        Metric::LinkUtilization,
+                        h.egress_port().map(u64::from),
+                        h.tx_utilization().map(u64::from),
+                        c.link_utilization,
+                    ),
+                ] {
+                    let (Some(id), Some(v)) = (id, v) else {
+                        continue;
+                    };
+                    if let Some((kind, prev)) =
+                        self.check((m, None, (u64::from(n) << 32) | id), v, t, now, refresh)
+                    {
+                        let (qid, port) = hop_ids(m, h);
+                        out.push((kind, m, Some(n), qid, port, Some(v), prev));
+                    }
+                }
+            }
+            out
+        }
+    }
+
+    #[test]
+    fn per_flow_and_per_switch_state_matches_a_flat_key_table() {
+        let c = cfg();
+        for seed in 1..=40u64 {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut rnd = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let flows: Vec<FlowKey> = (0..4).map(|i| flow(&format!("10.0.1.{i}"))).collect();
+            let wl = Watchlist::default();
+            let mut d = Detection::new(c.clone());
+            let mut reference = FlatReference::default();
+            let mut now = S;
+            for _ in 0..400 {
+                now += rnd(3) * S + rnd(S);
+                let f = flows[rnd(4) as usize];
+                let mut r = report(f, 0, 0, 0, now);
+                // Mostly one stable path per flow; sometimes another, a loop, or missing ids.
+                let hops = 1 + rnd(6) as u32;
+                for i in 0..hops {
+                    let mut h = HopRecord::default();
+                    let node = match rnd(10) {
+                        0 => rnd(8) as u32 + 1,
+                        1 => 5000 + rnd(3) as u32,
+                        _ => i + 1,
+                    };
+                    if rnd(20) != 0 {
+                        h.set(HopField::NodeId, node.into());
+                    }
+                    if rnd(10) != 0 {
+                        h.set(HopField::HopLatency, 1000 + rnd(4) * 400);
+                    }
+                    if rnd(3) != 0 {
+                        h.set(HopField::QueueId, rnd(3));
+                        h.set(HopField::QueueOccupancy, 100 + rnd(4) * 8);
+                    }
+                    if rnd(4) == 0 {
+                        h.set(HopField::QueueCongestion, rnd(2));
+                    }
+                    if rnd(3) != 0 {
+                        h.set(HopField::L1EgressPort, rnd(4));
+                        h.set(HopField::TxUtilization, 500 + rnd(3) * 8);
+                    }
+                    r.hops.push(h);
+                }
+                if rnd(30) == 0 {
+                    r.flow = None;
+                }
+                let mut got = Vec::new();
+                d.process(&r, &wl, |e| {
+                    got.push((
+                        e.kind,
+                        e.metric,
+                        e.node_id,
+                        e.queue_id,
+                        e.egress_port,
+                        e.value,
+                        e.previous,
+                    ));
+                });
+                assert_eq!(got, reference.process(&r, &c), "seed {seed}");
+            }
+            assert_eq!(d.keys(), reference.keys.len(), "seed {seed}");
+            assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ use kplane_bus::{BusConfig, BusKind, KafkaConfig, Producer as _};
 use kplane_runtime::{ServiceResult, Shutdown};
 
 pub mod service;
+mod threshold;
 
 /// The service's name: its config section, metric prefix and subcommand.
 pub const NAME: &str = "collector";

@@ -10,6 +10,9 @@
 //! counter reset (exporter restart): the stream restarts there.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
+
+use crate::detect::MixHasher;
 
 /// What one report did to its stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +65,7 @@ pub struct LossTracker {
     window: u64,
     reset_distance: u64,
     max_wait_ns: u64,
-    streams: HashMap<(u32, u8), Stream>,
+    streams: HashMap<(u32, u8), Stream, BuildHasherDefault<MixHasher>>,
     pub counters: LossCounters,
 }
 
@@ -74,7 +77,7 @@ impl LossTracker {
             window: window.max(1),
             reset_distance: reset_distance.max(window),
             max_wait_ns,
-            streams: HashMap::new(),
+            streams: HashMap::default(),
             counters: LossCounters::default(),
         }
     }

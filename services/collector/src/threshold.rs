@@ -1,0 +1,329 @@
+//! State of INTCollector's threshold detector, laid out for one lookup per flow and one
+//! array index per switch instead of one hash-table lookup per metric key.
+//!
+//! A 5-hop report touches about 20 metric keys: the flow's path and latency, a hop latency
+//! per node, and per hop a queue occupancy, a queue congestion and a link utilisation. As
+//! separate keys in one table of tens of thousands that is 20 cache-missing lookups. Here the
+//! flow's keys live together in one [`FlowState`] (INTCollector's per-flow info table), and a
+//! switch's queue and link keys in one [`NodeState`] found by indexing with the node id. The
+//! keys — and so the events — are exactly those of the flat table: a flow's per-hop slots
+//! are keyed by node id (found at the hop's own index while the path is unchanged, by search
+//! otherwise), a switch's slots by queue id and egress port.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use kplane_model::EventKind;
+
+use crate::detect::{MixHasher, PassThrough};
+
+/// What the detector remembers per key: the last *reported* value and when.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    value: u64,
+    /// Seconds since the Unix epoch (wraps in 2106).
+    sent_s: u32,
+}
+
+/// An event the threshold detector decided: its kind and the previously reported value.
+pub type Decision = Option<(EventKind, Option<u64>)>;
+
+/// Now and the refresh period, computed once per report.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub now_s: u32,
+    pub refresh_ns: u64,
+}
+
+impl Clock {
+    pub fn new(now_ns: u64, refresh_ns: u64) -> Self {
+        Self {
+            now_s: (now_ns / 1_000_000_000) as u32,
+            refresh_ns,
+        }
+    }
+}
+
+impl Slot {
+    fn new(value: u64, clock: Clock) -> Self {
+        Self {
+            value,
+            sent_s: clock.now_s,
+        }
+    }
+
+    /// An event is |new − last reported| > `t`, or a live key unreported for `refresh`.
+    #[inline]
+    fn check(&mut self, value: u64, t: u64, clock: Clock) -> Decision {
+        let prev = self.value;
+        let kind = if value.abs_diff(prev) > t {
+            EventKind::Change
+        } else if clock.refresh_ns > 0
+            && u64::from(clock.now_s.wrapping_sub(self.sent_s)) * 1_000_000_000 >= clock.refresh_ns
+        {
+            EventKind::Refresh
+        } else {
+            return None;
+        };
+        *self = Self::new(value, clock);
+        Some((kind, Some(prev)))
+    }
+}
+
+/// Checks an optional slot: a missing one is created (a new key).
+#[inline]
+fn check_or_insert(slot: &mut Option<Slot>, value: u64, t: u64, clock: Clock) -> Decision {
+    match slot {
+        Some(s) => s.check(value, t, clock),
+        None => {
+            *slot = Some(Slot::new(value, clock));
+            Some((EventKind::New, None))
+        }
+    }
+}
+
+/// One hop-latency key of a flow.
+#[derive(Clone, Copy, Debug)]
+struct HopSlot {
+    node: u32,
+    slot: Slot,
+}
+
+/// A flow's keys: path, end-to-end latency, and hop latency per node.
+#[derive(Clone, Debug)]
+pub struct FlowState {
+    path: Slot,
+    latency: Option<Slot>,
+    hops: Vec<HopSlot>,
+}
+
+impl FlowState {
+    /// Keys this flow holds.
+    #[cfg(test)]
+    fn keys(&self) -> usize {
+        1 + usize::from(self.latency.is_some()) + self.hops.len()
+    }
+
+    pub fn path(&mut self, hash: u64, clock: Clock) -> Decision {
+        self.path.check(hash, 0, clock)
+    }
+
+    pub fn latency(&mut self, sum: u64, t: u64, clock: Clock, keys: &mut usize) -> Decision {
+        *keys += usize::from(self.latency.is_none());
+        check_or_insert(&mut self.latency, sum, t, clock)
+    }
+
+    /// The hop latency of `node`, the `index`-th hop of the path.
+    #[inline]
+    pub fn hop(
+        &mut self,
+        index: usize,
+        node: u32,
+        value: u64,
+        t: u64,
+        clock: Clock,
+        keys: &mut usize,
+    ) -> Decision {
+        // While the path is unchanged the node's slot sits at the hop's index.
+        let at = match self.hops.get(index) {
+            Some(h) if h.node == node => Some(index),
+            _ => self.hops.iter().position(|h| h.node == node),
+        };
+        match at {
+            Some(i) => self.hops[i].slot.check(value, t, clock),
+            None => {
+                *keys += 1;
+                self.hops.push(HopSlot {
+                    node,
+                    slot: Slot::new(value, clock),
+                });
+                Some((EventKind::New, None))
+            }
+        }
+    }
+}
+
+type FlowMap = HashMap<u64, FlowState, BuildHasherDefault<PassThrough>>;
+
+/// Every flow's keys, by flow hash.
+#[derive(Debug, Default)]
+pub struct Flows {
+    map: FlowMap,
+}
+
+impl Flows {
+    /// The flow's state and its path decision: a new flow's path is a new key.
+    #[inline]
+    pub fn path(
+        &mut self,
+        flow_hash: u64,
+        path_hash: u64,
+        clock: Clock,
+        keys: &mut usize,
+    ) -> (&mut FlowState, Decision) {
+        use std::collections::hash_map::Entry;
+        match self.map.entry(flow_hash) {
+            Entry::Occupied(o) => {
+                let state = o.into_mut();
+                let d = state.path(path_hash, clock);
+                (state, d)
+            }
+            Entry::Vacant(v) => {
+                *keys += 1;
+                let state = v.insert(FlowState {
+                    path: Slot::new(path_hash, clock),
+                    latency: None,
+                    hops: Vec::new(),
+                });
+                (state, Some((EventKind::New, None)))
+            }
+        }
+    }
+
+    /// Keys held, counted (the detector keeps a running count; tests compare the two).
+    #[cfg(test)]
+    pub fn keys(&self) -> usize {
+        self.map.values().map(FlowState::keys).sum()
+    }
+
+    /// Bytes held: the table (buckets × (entry + control byte)) and the hop slots.
+    pub fn bytes(&self) -> usize {
+        self.map.capacity() * (std::mem::size_of::<(u64, FlowState)>() + 1)
+            + self
+                .map
+                .values()
+                .map(|f| f.hops.capacity() * std::mem::size_of::<HopSlot>())
+                .sum::<usize>()
+    }
+}
+
+/// A queue's keys: occupancy and congestion.
+#[derive(Clone, Copy, Debug)]
+struct QueueSlots {
+    queue: u8,
+    occupancy: Option<Slot>,
+    congestion: Option<Slot>,
+}
+
+/// A switch's keys: per queue, and link utilisation per egress port.
+#[derive(Clone, Debug, Default)]
+pub struct NodeState {
+    queues: Vec<QueueSlots>,
+    ports: Vec<(u32, Slot)>,
+}
+
+/// Which queue metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueMetric {
+    Occupancy,
+    Congestion,
+}
+
+impl NodeState {
+    #[cfg(test)]
+    fn keys(&self) -> usize {
+        self.queues
+            .iter()
+            .map(|q| usize::from(q.occupancy.is_some()) + usize::from(q.congestion.is_some()))
+            .sum::<usize>()
+            + self.ports.len()
+    }
+
+    #[inline]
+    pub fn queue(
+        &mut self,
+        queue: u8,
+        metric: QueueMetric,
+        value: u64,
+        t: u64,
+        clock: Clock,
+        keys: &mut usize,
+    ) -> Decision {
+        let i = match self.queues.iter().position(|q| q.queue == queue) {
+            Some(i) => i,
+            None => {
+                self.queues.push(QueueSlots {
+                    queue,
+                    occupancy: None,
+                    congestion: None,
+                });
+                self.queues.len() - 1
+            }
+        };
+        let q = &mut self.queues[i];
+        let slot = match metric {
+            QueueMetric::Occupancy => &mut q.occupancy,
+            QueueMetric::Congestion => &mut q.congestion,
+        };
+        *keys += usize::from(slot.is_none());
+        check_or_insert(slot, value, t, clock)
+    }
+
+    #[inline]
+    pub fn link(
+        &mut self,
+        port: u32,
+        value: u64,
+        t: u64,
+        clock: Clock,
+        keys: &mut usize,
+    ) -> Decision {
+        match self.ports.iter_mut().find(|(p, _)| *p == port) {
+            Some((_, s)) => s.check(value, t, clock),
+            None => {
+                *keys += 1;
+                self.ports.push((port, Slot::new(value, clock)));
+                Some((EventKind::New, None))
+            }
+        }
+    }
+}
+
+/// Switches by node id: indexed directly for the small ids fabrics use, hashed above.
+#[derive(Debug, Default)]
+pub struct Nodes {
+    direct: Vec<NodeState>,
+    other: HashMap<u32, NodeState, BuildHasherDefault<MixHasher>>,
+}
+
+impl Nodes {
+    /// Node ids below this are array indices (the array grows to the largest seen).
+    const DIRECT: u32 = 4096;
+
+    #[inline]
+    pub fn get(&mut self, node: u32) -> &mut NodeState {
+        if node < Self::DIRECT {
+            let i = node as usize;
+            if i >= self.direct.len() {
+                self.direct.resize_with(i + 1, NodeState::default);
+            }
+            &mut self.direct[i]
+        } else {
+            self.other.entry(node).or_default()
+        }
+    }
+
+    #[cfg(test)]
+    pub fn keys(&self) -> usize {
+        self.direct
+            .iter()
+            .chain(self.other.values())
+            .map(NodeState::keys)
+            .sum()
+    }
+
+    pub fn bytes(&self) -> usize {
+        let node = |n: &NodeState| {
+            n.queues.capacity() * std::mem::size_of::<QueueSlots>()
+                + n.ports.capacity() * std::mem::size_of::<(u32, Slot)>()
+        };
+        self.direct.capacity() * std::mem::size_of::<NodeState>()
+            + self.other.capacity() * (std::mem::size_of::<(u32, NodeState)>() + 1)
+            + self
+                .direct
+                .iter()
+                .chain(self.other.values())
+                .map(node)
+                .sum::<usize>()
+    }
+}
