@@ -186,41 +186,52 @@ impl HopRecord {
         (self.present & field.bit() != 0 && v != field.ones()).then_some(v)
     }
 
+    #[inline]
     pub fn is_present(&self, field: HopField) -> bool {
         self.present & field.bit() != 0
     }
 
+    #[inline]
     pub fn is_unavailable(&self, field: HopField) -> bool {
         self.is_present(field) && self.load(field as usize) == field.ones()
     }
 
     /// Copies every field `other` has and `self` lacks (used when a report's own node is
     /// also the last hop of the INT stack it carries).
+    #[inline]
     pub fn merge_missing(&mut self, other: &HopRecord) {
         let add = other.present & !self.present;
-        for field in HopField::ALL {
-            if add & field.bit() != 0 {
-                self.store(field as usize, other.load(field as usize));
-            }
+        // Visit only the fields to add.
+        let mut rest = add;
+        while rest != 0 {
+            let index = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            self.store(index, other.load(index));
         }
         self.present |= add;
     }
 
+    #[inline]
     pub fn node_id(&self) -> Option<u32> {
         self.get(HopField::NodeId).map(|v| v as u32)
     }
+    #[inline]
     pub fn hop_latency_ns(&self) -> Option<u32> {
         self.get(HopField::HopLatency).map(|v| v as u32)
     }
+    #[inline]
     pub fn queue_id(&self) -> Option<u8> {
         self.get(HopField::QueueId).map(|v| v as u8)
     }
+    #[inline]
     pub fn queue_occupancy(&self) -> Option<u32> {
         self.get(HopField::QueueOccupancy).map(|v| v as u32)
     }
+    #[inline]
     pub fn egress_port(&self) -> Option<u32> {
         self.get(HopField::L1EgressPort).map(|v| v as u32)
     }
+    #[inline]
     pub fn tx_utilization(&self) -> Option<u32> {
         self.get(HopField::TxUtilization).map(|v| v as u32)
     }
