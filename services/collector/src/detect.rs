@@ -921,7 +921,8 @@ mod tests {
                         h.set(HopField::QueueCongestion, rnd(2));
                     }
                     if rnd(3) != 0 {
-                        h.set(HopField::L1EgressPort, rnd(4));
+                        let port = if rnd(10) == 0 { 300 + rnd(2) } else { rnd(4) };
+                        h.set(HopField::L1EgressPort, port);
                         h.set(HopField::TxUtilization, 500 + rnd(3) * 8);
                     }
                     r.hops.push(h);

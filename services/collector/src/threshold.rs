@@ -198,18 +198,19 @@ impl Flows {
 }
 
 /// A queue's keys: occupancy and congestion.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct QueueSlots {
-    queue: u8,
     occupancy: Option<Slot>,
     congestion: Option<Slot>,
 }
 
-/// A switch's keys: per queue, and link utilisation per egress port.
+/// A switch's keys: per queue (indexed by queue id), and link utilisation per egress port
+/// (indexed by port below [`NodeState::DIRECT_PORTS`], searched above).
 #[derive(Clone, Debug, Default)]
 pub struct NodeState {
     queues: Vec<QueueSlots>,
-    ports: Vec<(u32, Slot)>,
+    ports: Vec<Option<Slot>>,
+    high_ports: Vec<(u32, Slot)>,
 }
 
 /// Which queue metric.
@@ -220,13 +221,16 @@ pub enum QueueMetric {
 }
 
 impl NodeState {
+    const DIRECT_PORTS: u32 = 256;
+
     #[cfg(test)]
     fn keys(&self) -> usize {
         self.queues
             .iter()
             .map(|q| usize::from(q.occupancy.is_some()) + usize::from(q.congestion.is_some()))
             .sum::<usize>()
-            + self.ports.len()
+            + self.ports.iter().filter(|p| p.is_some()).count()
+            + self.high_ports.len()
     }
 
     #[inline]
@@ -239,17 +243,10 @@ impl NodeState {
         clock: Clock,
         keys: &mut usize,
     ) -> Decision {
-        let i = match self.queues.iter().position(|q| q.queue == queue) {
-            Some(i) => i,
-            None => {
-                self.queues.push(QueueSlots {
-                    queue,
-                    occupancy: None,
-                    congestion: None,
-                });
-                self.queues.len() - 1
-            }
-        };
+        let i = usize::from(queue);
+        if i >= self.queues.len() {
+            self.queues.resize(i + 1, QueueSlots::default());
+        }
         let q = &mut self.queues[i];
         let slot = match metric {
             QueueMetric::Occupancy => &mut q.occupancy,
@@ -268,11 +265,20 @@ impl NodeState {
         clock: Clock,
         keys: &mut usize,
     ) -> Decision {
-        match self.ports.iter_mut().find(|(p, _)| *p == port) {
+        if port < Self::DIRECT_PORTS {
+            let i = port as usize;
+            if i >= self.ports.len() {
+                self.ports.resize(i + 1, None);
+            }
+            let slot = &mut self.ports[i];
+            *keys += usize::from(slot.is_none());
+            return check_or_insert(slot, value, t, clock);
+        }
+        match self.high_ports.iter_mut().find(|(p, _)| *p == port) {
             Some((_, s)) => s.check(value, t, clock),
             None => {
                 *keys += 1;
-                self.ports.push((port, Slot::new(value, clock)));
+                self.high_ports.push((port, Slot::new(value, clock)));
                 Some((EventKind::New, None))
             }
         }
@@ -315,7 +321,8 @@ impl Nodes {
     pub fn bytes(&self) -> usize {
         let node = |n: &NodeState| {
             n.queues.capacity() * std::mem::size_of::<QueueSlots>()
-                + n.ports.capacity() * std::mem::size_of::<(u32, Slot)>()
+                + n.ports.capacity() * std::mem::size_of::<Option<Slot>>()
+                + n.high_ports.capacity() * std::mem::size_of::<(u32, Slot)>()
         };
         self.direct.capacity() * std::mem::size_of::<NodeState>()
             + self.other.capacity() * (std::mem::size_of::<(u32, NodeState)>() + 1)
