@@ -114,7 +114,9 @@ impl LossTracker {
             return SeqOutcome::First;
         };
         // Signed distance from the newest, modulo the sequence space.
-        let raw = (seq + s.modulus - s.highest % s.modulus) % s.modulus;
+        // The modulus is a power of two: masks, not divides, on the per-report path.
+        let mask = s.modulus - 1;
+        let raw = (seq + s.modulus - (s.highest & mask)) & mask;
         let delta = if raw > s.modulus / 2 {
             raw as i64 - s.modulus as i64
         } else {
