@@ -52,22 +52,29 @@ impl Slot {
         }
     }
 
-    /// An event is |new − last reported| > `t`, or a live key unreported for `refresh`.
     #[inline]
     fn check(&mut self, value: u64, t: u64, clock: Clock) -> Decision {
-        let prev = self.value;
-        let kind = if value.abs_diff(prev) > t {
-            EventKind::Change
-        } else if clock.refresh_ns > 0
-            && u64::from(clock.now_s.wrapping_sub(self.sent_s)) * 1_000_000_000 >= clock.refresh_ns
-        {
-            EventKind::Refresh
-        } else {
-            return None;
-        };
-        *self = Self::new(value, clock);
-        Some((kind, Some(prev)))
+        decide(&mut self.value, &mut self.sent_s, value, t, clock)
     }
+}
+
+/// An event is |new − last reported| > `t`, or a live key unreported for `refresh`; on an
+/// event the key's reported value and time are updated.
+#[inline]
+fn decide(reported: &mut u64, sent_s: &mut u32, value: u64, t: u64, clock: Clock) -> Decision {
+    let prev = *reported;
+    let kind = if value.abs_diff(prev) > t {
+        EventKind::Change
+    } else if clock.refresh_ns > 0
+        && u64::from(clock.now_s.wrapping_sub(*sent_s)) * 1_000_000_000 >= clock.refresh_ns
+    {
+        EventKind::Refresh
+    } else {
+        return None;
+    };
+    *reported = value;
+    *sent_s = clock.now_s;
+    Some((kind, Some(prev)))
 }
 
 /// Checks an optional slot: a missing one is created (a new key).
@@ -82,35 +89,48 @@ fn check_or_insert(slot: &mut Option<Slot>, value: u64, t: u64, clock: Clock) ->
     }
 }
 
-/// One hop-latency key of a flow.
+/// One hop-latency key of a flow (16 bytes).
 #[derive(Clone, Copy, Debug)]
 struct HopSlot {
+    value: u64,
     node: u32,
-    slot: Slot,
+    sent_s: u32,
 }
 
-/// A flow's keys: path, end-to-end latency, and hop latency per node.
+/// A flow's keys: path, end-to-end latency, and hop latency per node — packed (40 bytes and
+/// the hop slots), since a collector tracks millions of flows.
 #[derive(Clone, Debug)]
 pub struct FlowState {
-    path: Slot,
-    latency: Option<Slot>,
-    hops: Vec<HopSlot>,
+    path: u64,
+    latency: u64,
+    path_sent_s: u32,
+    latency_sent_s: u32,
+    has_latency: bool,
+    /// Grown one slot at a time: paths change rarely, and a boxed slice is 8 bytes smaller
+    /// than a `Vec`.
+    hops: Box<[HopSlot]>,
 }
 
 impl FlowState {
     /// Keys this flow holds.
     #[cfg(test)]
     fn keys(&self) -> usize {
-        1 + usize::from(self.latency.is_some()) + self.hops.len()
+        1 + usize::from(self.has_latency) + self.hops.len()
     }
 
     pub fn path(&mut self, hash: u64, clock: Clock) -> Decision {
-        self.path.check(hash, 0, clock)
+        decide(&mut self.path, &mut self.path_sent_s, hash, 0, clock)
     }
 
     pub fn latency(&mut self, sum: u64, t: u64, clock: Clock, keys: &mut usize) -> Decision {
-        *keys += usize::from(self.latency.is_none());
-        check_or_insert(&mut self.latency, sum, t, clock)
+        if self.has_latency {
+            return decide(&mut self.latency, &mut self.latency_sent_s, sum, t, clock);
+        }
+        *keys += 1;
+        self.has_latency = true;
+        self.latency = sum;
+        self.latency_sent_s = clock.now_s;
+        Some((EventKind::New, None))
     }
 
     /// The hop latency of `node`, the `index`-th hop of the path.
@@ -130,13 +150,19 @@ impl FlowState {
             _ => self.hops.iter().position(|h| h.node == node),
         };
         match at {
-            Some(i) => self.hops[i].slot.check(value, t, clock),
+            Some(i) => {
+                let h = &mut self.hops[i];
+                decide(&mut h.value, &mut h.sent_s, value, t, clock)
+            }
             None => {
                 *keys += 1;
-                self.hops.push(HopSlot {
+                let mut hops = std::mem::take(&mut self.hops).into_vec();
+                hops.push(HopSlot {
+                    value,
                     node,
-                    slot: Slot::new(value, clock),
+                    sent_s: clock.now_s,
                 });
+                self.hops = hops.into_boxed_slice();
                 Some((EventKind::New, None))
             }
         }
@@ -171,9 +197,12 @@ impl Flows {
             Entry::Vacant(v) => {
                 *keys += 1;
                 let state = v.insert(FlowState {
-                    path: Slot::new(path_hash, clock),
-                    latency: None,
-                    hops: Vec::new(),
+                    path: path_hash,
+                    latency: 0,
+                    path_sent_s: clock.now_s,
+                    latency_sent_s: 0,
+                    has_latency: false,
+                    hops: Box::default(),
                 });
                 (state, Some((EventKind::New, None)))
             }
@@ -192,7 +221,7 @@ impl Flows {
             + self
                 .map
                 .values()
-                .map(|f| f.hops.capacity() * std::mem::size_of::<HopSlot>())
+                .map(|f| std::mem::size_of_val(&*f.hops))
                 .sum::<usize>()
     }
 }
