@@ -156,7 +156,9 @@ impl FlowState {
             }
             None => {
                 *keys += 1;
-                let mut hops = std::mem::take(&mut self.hops).into_vec();
+                // Allocated at its exact size: no spare capacity, no shrinking reallocation.
+                let mut hops = Vec::with_capacity(self.hops.len() + 1);
+                hops.extend_from_slice(&self.hops);
                 hops.push(HopSlot {
                     value,
                     node,
