@@ -211,6 +211,71 @@ impl<'a> FlowCols<'a> {
     }
 }
 
+/// The `hops` columns the detectors read.
+struct HopCols<'a> {
+    time: &'a arrow_array::PrimitiveArray<TimestampNanosecondType>,
+    node: &'a arrow_array::PrimitiveArray<UInt32Type>,
+    latency: &'a arrow_array::PrimitiveArray<UInt32Type>,
+    queue: &'a arrow_array::PrimitiveArray<UInt8Type>,
+    occupancy: &'a arrow_array::PrimitiveArray<UInt32Type>,
+}
+
+impl<'a> HopCols<'a> {
+    fn of(hops: &'a RecordBatch) -> Result<Self, ArrowError> {
+        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
+        Ok(Self {
+            time: col_of(hops, pcol::EVENT_TIME)?
+                .as_primitive_opt::<TimestampNanosecondType>()
+                .ok_or_else(|| bad(pcol::EVENT_TIME))?,
+            node: col_of(hops, HopField::NodeId.name())?
+                .as_primitive_opt::<UInt32Type>()
+                .ok_or_else(|| bad("node_id"))?,
+            latency: col_of(hops, HopField::HopLatency.name())?
+                .as_primitive_opt::<UInt32Type>()
+                .ok_or_else(|| bad("hop_latency_ns"))?,
+            queue: col_of(hops, HopField::QueueId.name())?
+                .as_primitive_opt::<UInt8Type>()
+                .ok_or_else(|| bad("queue_id"))?,
+            occupancy: col_of(hops, HopField::QueueOccupancy.name())?
+                .as_primitive_opt::<UInt32Type>()
+                .ok_or_else(|| bad("queue_occupancy"))?,
+        })
+    }
+
+    /// A flow's hop latency at a node crossing the threshold (once per crossing).
+    fn latency_threshold(
+        &self,
+        j: usize,
+        id: &FlowId,
+        st: &mut FlowState,
+        partition: u32,
+        lat_thr: u64,
+        out: &mut Vec<Alert>,
+    ) {
+        if self.node.is_null(j) || !self.latency.is_valid(j) {
+            return;
+        }
+        let n = self.node.value(j);
+        let v = u64::from(self.latency.value(j));
+        let was = st.above.iter().position(|&x| x == n);
+        match (v > lat_thr, was) {
+            (true, None) => {
+                st.above.push(n);
+                let mut al = flow_alert(id, partition, self.time.value(j), AlertKind::Threshold);
+                al.node_id = Some(n);
+                al.metric = Some("hop_latency_ns".into());
+                al.value = Some(v);
+                al.threshold = Some(lat_thr);
+                out.push(al);
+            }
+            (false, Some(k)) => {
+                st.above.swap_remove(k);
+            }
+            _ => {}
+        }
+    }
+}
+
 fn flow_alert(id: &FlowId, partition: u32, time_ns: i64, kind: AlertKind) -> Alert {
     let ip = |b: &[u8]| {
         let mut a = [0u8; 16];
@@ -252,13 +317,23 @@ impl Detector {
         self.flows.len()
     }
 
-    /// Checks one message's `reports` and `hops` rows (see `frame.rs`).
+    /// Checks one message's `reports` and `hops` rows (see `frame.rs`; report `i`'s hops
+    /// are rows `hop_offsets[i]..hop_offsets[i + 1]`): per report, its flow's state is
+    /// looked up once for the report and all its hops.
     pub fn reports(
         &mut self,
         reports: &RecordBatch,
         hops: &RecordBatch,
+        hop_offsets: &[u32],
         out: &mut Vec<Alert>,
     ) -> Result<(), ArrowError> {
+        let hop_cols = HopCols::of(hops)?;
+        let hops_of = |i: usize| -> std::ops::Range<usize> {
+            match (hop_offsets.get(i), hop_offsets.get(i + 1)) {
+                (Some(&a), Some(&z)) => a as usize..z as usize,
+                _ => 0..0,
+            }
+        };
         let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
         let time = col_of(reports, pcol::EVENT_TIME)?
             .as_primitive_opt::<TimestampNanosecondType>()
@@ -281,7 +356,12 @@ impl Detector {
         let raised = out.len();
         let black_hole_after = self.t.black_hole_after.as_nanos() as i64;
         let mut max_t = i64::MIN;
+        let (lat_thr, occ_thr) = (self.t.hop_latency_ns, self.t.queue_occupancy);
         for i in 0..reports.num_rows() {
+            // Queue thresholds are per switch, whatever the flow.
+            for j in hops_of(i) {
+                self.queue_threshold(&hop_cols, j, occ_thr, out);
+            }
             let Some(id) = flows.id(i) else { continue };
             let t = time.value(i);
             max_t = max_t.max(t);
@@ -333,8 +413,10 @@ impl Detector {
                 al.path = st.path.clone();
                 out.push(al);
             }
+            for j in hops_of(i) {
+                hop_cols.latency_threshold(j, &id, st, self.partition, lat_thr, out);
+            }
         }
-        self.hop_thresholds(hops, out)?;
         for a in &mut out[raised..] {
             a.received_ns = arrived;
         }
@@ -342,80 +424,31 @@ impl Detector {
         Ok(())
     }
 
-    fn hop_thresholds(
-        &mut self,
-        hops: &RecordBatch,
-        out: &mut Vec<Alert>,
-    ) -> Result<(), ArrowError> {
-        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
-        let time = col_of(hops, pcol::EVENT_TIME)?
-            .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or_else(|| bad(pcol::EVENT_TIME))?;
-        let node = col_of(hops, HopField::NodeId.name())?
-            .as_primitive_opt::<UInt32Type>()
-            .ok_or_else(|| bad("node_id"))?;
-        let latency = col_of(hops, HopField::HopLatency.name())?
-            .as_primitive_opt::<UInt32Type>()
-            .ok_or_else(|| bad("hop_latency_ns"))?;
-        let queue = col_of(hops, HopField::QueueId.name())?
-            .as_primitive_opt::<UInt8Type>()
-            .ok_or_else(|| bad("queue_id"))?;
-        let occupancy = col_of(hops, HopField::QueueOccupancy.name())?
-            .as_primitive_opt::<UInt32Type>()
-            .ok_or_else(|| bad("queue_occupancy"))?;
-        let flows = FlowCols::of(hops)?;
-        let (lat_thr, occ_thr) = (self.t.hop_latency_ns, self.t.queue_occupancy);
-        for i in 0..hops.num_rows() {
-            if node.is_null(i) {
-                continue;
-            }
-            let (n, t) = (node.value(i), time.value(i));
-            if latency.is_valid(i)
-                && let Some(id) = flows.id(i)
-                && let Some(st) = self.flows.get_mut(&id)
-            {
-                let v = u64::from(latency.value(i));
-                let was = st.above.iter().position(|&x| x == n);
-                match (v > lat_thr, was) {
-                    (true, None) => {
-                        st.above.push(n);
-                        let mut al = flow_alert(&id, self.partition, t, AlertKind::Threshold);
-                        al.node_id = Some(n);
-                        al.metric = Some("hop_latency_ns".into());
-                        al.value = Some(v);
-                        al.threshold = Some(lat_thr);
-                        out.push(al);
-                    }
-                    (false, Some(k)) => {
-                        st.above.swap_remove(k);
-                    }
-                    _ => {}
-                }
-            }
-            if queue.is_valid(i) && occupancy.is_valid(i) {
-                let key = (n, queue.value(i));
-                let v = u64::from(occupancy.value(i));
-                if v > occ_thr {
-                    if self.queues_above.insert(key) {
-                        out.push(Alert {
-                            time_ns: t,
-                            detected_ns: kplane_model::unix_time_ns() as i64,
-                            kind: Some(AlertKind::Threshold),
-                            partition: self.partition,
-                            node_id: Some(n),
-                            queue_id: Some(key.1),
-                            metric: Some("queue_occupancy".into()),
-                            value: Some(v),
-                            threshold: Some(occ_thr),
-                            ..Alert::default()
-                        });
-                    }
-                } else {
-                    self.queues_above.remove(&key);
-                }
-            }
+    /// A queue's occupancy crossing the threshold (once per crossing, per switch).
+    fn queue_threshold(&mut self, h: &HopCols<'_>, j: usize, occ_thr: u64, out: &mut Vec<Alert>) {
+        if h.node.is_null(j) || !h.queue.is_valid(j) || !h.occupancy.is_valid(j) {
+            return;
         }
-        Ok(())
+        let key = (h.node.value(j), h.queue.value(j));
+        let v = u64::from(h.occupancy.value(j));
+        if v > occ_thr {
+            if self.queues_above.insert(key) {
+                out.push(Alert {
+                    time_ns: h.time.value(j),
+                    detected_ns: kplane_model::unix_time_ns() as i64,
+                    kind: Some(AlertKind::Threshold),
+                    partition: self.partition,
+                    node_id: Some(key.0),
+                    queue_id: Some(key.1),
+                    metric: Some("queue_occupancy".into()),
+                    value: Some(v),
+                    threshold: Some(occ_thr),
+                    ..Alert::default()
+                });
+            }
+        } else {
+            self.queues_above.remove(&key);
+        }
     }
 
     /// Checks one message's `events` rows for report-loss bursts.

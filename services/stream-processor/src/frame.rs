@@ -136,6 +136,8 @@ pub struct ReportFrame {
     pub event_ns: Vec<i64>,
     /// Event time of each hop row (its report's), ns.
     pub hop_event_ns: Vec<i64>,
+    /// Report `i`'s hops are rows `hop_offsets[i]..hop_offsets[i + 1]` of `hops`.
+    pub hop_offsets: Vec<u32>,
 }
 
 fn column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, ArrowError> {
@@ -271,11 +273,13 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     hop_cols.push(Arc::new(UInt32Array::from(next_node)));
     hop_cols.push(Arc::new(hop_flow_ids));
     let hops = RecordBatch::try_new(hops_schema(), hop_cols)?;
+    let hop_offsets = offsets.iter().map(|&o| (o as usize - lo) as u32).collect();
     Ok(ReportFrame {
         reports,
         hops,
         event_ns,
         hop_event_ns,
+        hop_offsets,
     })
 }
 

@@ -293,7 +293,7 @@ impl Processor {
                     LaneKind::Reports => {
                         let f = report_frame(b, report_clock).map_err(|e| e.to_string())?;
                         lane.detector
-                            .reports(&f.reports, &f.hops, &mut alerts)
+                            .reports(&f.reports, &f.hops, &f.hop_offsets, &mut alerts)
                             .map_err(|e| e.to_string())?;
                         lane.panes
                             .offer(
