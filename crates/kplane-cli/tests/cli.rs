@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use kplane_pcap::{CaptureFormat, CaptureWriter, LINKTYPE_ETHERNET};
-use kplane_testkit::{free_port, http_get, sigterm, wait_ready};
+use kplane_testkit::{ChildGuard, free_port, http_get, sigterm, wait_ready};
 
 fn kplane() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kplane"))
@@ -157,17 +157,19 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
         }
         let data =
             std::env::temp_dir().join(format!("kplane-cli-{service}-{}", std::process::id()));
-        let mut child = kplane()
-            .args(&args)
-            .env("RUST_LOG", "info")
-            .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &data)
-            .env("KPLANE__INTENT_API__STORE_DIR", &data)
-            .env("KPLANE__INTENT_API__LISTEN", "127.0.0.1:0")
-            .env("KPLANE__INTENT_API__NO_AUTH", "true")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = ChildGuard::from(
+            kplane()
+                .args(&args)
+                .env("RUST_LOG", "info")
+                .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &data)
+                .env("KPLANE__INTENT_API__STORE_DIR", &data)
+                .env("KPLANE__INTENT_API__LISTEN", "127.0.0.1:0")
+                .env("KPLANE__INTENT_API__NO_AUTH", "true")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
         wait_ready(port, Duration::from_secs(20));
         assert!(
             http_get(port, "/healthz")
@@ -201,19 +203,21 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
 fn the_emulator_feeds_a_collector_over_udp() {
     use kplane_testkit::metric_sum;
     let (udp, admin) = (free_port(), free_port());
-    let mut collector = kplane()
-        .args([
-            "collector",
-            "--listen",
-            &format!("127.0.0.1:{udp}"),
-            "--admin",
-            &format!("127.0.0.1:{admin}"),
-        ])
-        .env("KPLANE__COLLECTOR__QUEUE_CAPACITY", "65536")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut collector = ChildGuard::from(
+        kplane()
+            .args([
+                "collector",
+                "--listen",
+                &format!("127.0.0.1:{udp}"),
+                "--admin",
+                &format!("127.0.0.1:{admin}"),
+            ])
+            .env("KPLANE__COLLECTOR__QUEUE_CAPACITY", "65536")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     wait_ready(admin, Duration::from_secs(20));
     let truth = tmp("truth.json");
     let out = run(kplane()

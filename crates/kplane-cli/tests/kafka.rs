@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use kplane_bus::{KafkaConfig, headers, topics};
 use kplane_kafka::{KafkaConsumer, KafkaMetrics};
-use kplane_testkit::{free_port, http_get, kafka_brokers, metric_sum, sigterm, wait_ready};
+use kplane_testkit::{
+    ChildGuard, free_port, http_get, kafka_brokers, metric_sum, sigterm, wait_ready,
+};
 
 fn kplane() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kplane"))
@@ -19,30 +21,27 @@ fn metrics(admin: u16) -> String {
     http_get(admin, "/metrics").unwrap_or_default()
 }
 
-fn processor(
-    brokers: &str,
-    group: &str,
-    data: &std::path::Path,
-    admin: u16,
-) -> std::process::Child {
-    let child = kplane()
-        .args(["stream-processor", "--admin", &format!("127.0.0.1:{admin}")])
-        .env("KPLANE__BUS__KIND", "kafka")
-        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers)
-        .env("KPLANE__BUS__KAFKA__GROUP_ID", group)
-        .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", data)
-        // Longer than a group rebalance (tansu: up to 5 s), which otherwise looks idle.
-        .env("KPLANE__STREAM_PROCESSOR__IDLE_CLOSE", "6s")
-        // Short windows, so some are written before the kill and some after.
-        .env("KPLANE__STREAM_PROCESSOR__WINDOW", "200ms")
-        .env("KPLANE__STREAM_PROCESSOR__LATENESS", "1s")
-        // The exactly-once machinery is the same for both inputs; int.events alone keeps
-        // this debug-build test fast (the report analytics are covered by pipeline.rs).
-        .env("KPLANE__STREAM_PROCESSOR__CONSUME_REPORTS", "false")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+fn processor(brokers: &str, group: &str, data: &std::path::Path, admin: u16) -> ChildGuard {
+    let child = ChildGuard::from(
+        kplane()
+            .args(["stream-processor", "--admin", &format!("127.0.0.1:{admin}")])
+            .env("KPLANE__BUS__KIND", "kafka")
+            .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers)
+            .env("KPLANE__BUS__KAFKA__GROUP_ID", group)
+            .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", data)
+            // Longer than a group rebalance (tansu: up to 5 s), which otherwise looks idle.
+            .env("KPLANE__STREAM_PROCESSOR__IDLE_CLOSE", "6s")
+            // Short windows, so some are written before the kill and some after.
+            .env("KPLANE__STREAM_PROCESSOR__WINDOW", "200ms")
+            .env("KPLANE__STREAM_PROCESSOR__LATENESS", "1s")
+            // The exactly-once machinery is the same for both inputs; int.events alone keeps
+            // this debug-build test fast (the report analytics are covered by pipeline.rs).
+            .env("KPLANE__STREAM_PROCESSOR__CONSUME_REPORTS", "false")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
     wait_ready(admin, Duration::from_secs(60));
     // Ready means serving; wait until it is also a group member with partitions.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -82,31 +81,35 @@ fn collector_to_kafka_to_a_stream_processor_killed_mid_stream() {
     let data = std::env::temp_dir().join(format!("kplane-sp-{run_id}"));
     let group = format!("kplane-sp-test-{run_id}");
     let (udp, admin) = (free_port(), free_port());
-    let mut collector = kplane()
-        .args(["collector", "--listen", &format!("127.0.0.1:{udp}")])
-        .args(["--admin", &format!("127.0.0.1:{admin}")])
-        .env("KPLANE__BUS__KIND", "kafka")
-        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", &brokers)
-        .env("KPLANE__COLLECTOR__QUEUE_CAPACITY", "65536")
-        // A report-loss event carries the receive time of the report that opened its gap and
-        // is raised up to max-wait later: keep that well inside the processor's 1 s lateness,
-        // or loss events under load are (rightly) late.
-        .env("KPLANE__COLLECTOR__LOSS__MAX_WAIT", "200ms")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut collector = ChildGuard::from(
+        kplane()
+            .args(["collector", "--listen", &format!("127.0.0.1:{udp}")])
+            .args(["--admin", &format!("127.0.0.1:{admin}")])
+            .env("KPLANE__BUS__KIND", "kafka")
+            .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", &brokers)
+            .env("KPLANE__COLLECTOR__QUEUE_CAPACITY", "65536")
+            // A report-loss event carries the receive time of the report that opened its gap and
+            // is raised up to max-wait later: keep that well inside the processor's 1 s lateness,
+            // or loss events under load are (rightly) late.
+            .env("KPLANE__COLLECTOR__LOSS__MAX_WAIT", "200ms")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
     // Ready once its topics exist; the processor then joins its group.
     wait_ready(admin, Duration::from_secs(60));
     let sp_admin = free_port();
     let first = processor(&brokers, &group, &data, sp_admin);
-    let emulator = kplane()
-        .args(["emulate", "--duration", "6s", "--flows", "30"])
-        .args(["--scenario", "microburst", "--realtime"])
-        .args(["--collector", &format!("127.0.0.1:{udp}")])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let emulator = ChildGuard::from(
+        kplane()
+            .args(["emulate", "--duration", "6s", "--flows", "30"])
+            .args(["--scenario", "microburst", "--realtime"])
+            .args(["--collector", &format!("127.0.0.1:{udp}")])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     // Kill the processor while events stream in, and start a new one on its data.
     let deadline = Instant::now() + Duration::from_secs(4);
     while windowed(&data) == 0 && Instant::now() < deadline {
@@ -121,7 +124,7 @@ fn collector_to_kafka_to_a_stream_processor_killed_mid_stream() {
     // moved ones rebuilt from their checkpoints.
     let sp_admin3 = free_port();
     let third = processor(&brokers, &group, &data, sp_admin3);
-    let out = emulator.wait_with_output().unwrap();
+    let out = emulator.into_inner().wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
 
     // Wait until every batch is handed over and acknowledged.

@@ -8,22 +8,24 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kplane_testkit::{free_port, http, http_limited};
+use kplane_testkit::{ChildGuard, free_port, http, http_limited};
 
 #[test]
 fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
     let port = free_port();
     let data = std::env::temp_dir().join(format!("kplane-up-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kplane"))
-        .args(["up", "--api", &format!("127.0.0.1:{port}")])
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--duration", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut child = ChildGuard::from(
+        Command::new(env!("CARGO_BIN_EXE_kplane"))
+            .args(["up", "--api", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--duration", "60s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let url = lines
         .by_ref()

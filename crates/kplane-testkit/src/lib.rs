@@ -30,6 +30,56 @@ pub fn wait_ready(port: u16, timeout: Duration) {
 }
 
 /// Sends SIGTERM to a child process.
+/// A child process that is killed (SIGKILL) and reaped when dropped, so a test that panics
+/// half-way leaves no service running behind it. Derefs to the [`Child`].
+#[derive(Debug)]
+pub struct ChildGuard(Option<Child>);
+
+impl ChildGuard {
+    pub fn new(child: Child) -> Self {
+        Self(Some(child))
+    }
+
+    /// The child, no longer killed on drop (e.g. for `wait_with_output`).
+    pub fn into_inner(mut self) -> Child {
+        self.0.take().expect("a guard holds its child until taken")
+    }
+}
+
+impl From<Child> for ChildGuard {
+    fn from(child: Child) -> Self {
+        Self::new(child)
+    }
+}
+
+impl std::ops::Deref for ChildGuard {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0
+            .as_ref()
+            .expect("a guard holds its child until taken")
+    }
+}
+
+impl std::ops::DerefMut for ChildGuard {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0
+            .as_mut()
+            .expect("a guard holds its child until taken")
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut()
+            && let Ok(None) = child.try_wait()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 pub fn sigterm(child: &Child) {
     let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
     // SAFETY: kill(2) with a valid signal number on our own child's pid.

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use kplane_testkit::{free_port, http_get, sigterm, wait_ready};
+use kplane_testkit::{ChildGuard, free_port, http_get, sigterm, wait_ready};
 
 #[test]
 fn thin_binary_layers_file_and_env_and_stops_on_sigterm() {
@@ -18,13 +18,15 @@ fn thin_binary_layers_file_and_env_and_stops_on_sigterm() {
         format!("[log]\nformat = \"json\"\n\n[collector]\nadmin = \"127.0.0.1:{file_port}\"\nlisten = [\"127.0.0.1:0\"]\n"),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kplane-collector"))
-        .arg("--config")
-        .arg(&cfg)
-        .env("KPLANE__COLLECTOR__ADMIN", format!("127.0.0.1:{env_port}"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = ChildGuard::from(
+        Command::new(env!("CARGO_BIN_EXE_kplane-collector"))
+            .arg("--config")
+            .arg(&cfg)
+            .env("KPLANE__COLLECTOR__ADMIN", format!("127.0.0.1:{env_port}"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     wait_ready(env_port, Duration::from_secs(20));
     assert!(
         http_get(file_port, "/healthz").is_none(),
