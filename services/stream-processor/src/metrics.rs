@@ -43,8 +43,8 @@ pub struct ProcessorMetrics {
     pub open_panes: Gauge,
     pub partitions: Gauge,
     pub tracked_flows: Gauge,
-    pub store_files: Gauge,
-    pub compactions: Gauge,
+    pub store_files: Counter,
+    pub compactions: Counter,
     pub window_latency: Histogram,
     pub alert_latency: Histogram,
 }
@@ -63,8 +63,8 @@ impl Default for ProcessorMetrics {
             open_panes: Gauge::default(),
             partitions: Gauge::default(),
             tracked_flows: Gauge::default(),
-            store_files: Gauge::default(),
-            compactions: Gauge::default(),
+            store_files: Counter::default(),
+            compactions: Counter::default(),
             window_latency: latency_histogram(),
             alert_latency: latency_histogram(),
         }
@@ -132,13 +132,13 @@ impl ProcessorMetrics {
             self.tracked_flows.clone(),
         );
         r.register(
-            "store_files",
-            "Parquet files written by the lane that committed last",
+            "store_files_written",
+            "Parquet files written (window tables and alerts, all lanes)",
             self.store_files.clone(),
         );
         r.register(
             "compactions",
-            "Compactions done by the lane that committed last",
+            "Small-file compactions done (all lanes)",
             self.compactions.clone(),
         );
         r.register(

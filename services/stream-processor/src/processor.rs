@@ -391,12 +391,16 @@ impl Processor {
         };
         let published: Vec<(&'static str, RecordBatch)> =
             rows.iter().map(|(t, _, _, b)| (*t, b.clone())).collect();
+        let (files, compactions) = (lane.store.files_written, lane.store.compactions);
         lane.store.commit(rows, alerts, n_windows, checkpoint)?;
         self.metrics.windows_written.inc_by(n_windows as u64);
+        // Counted across lanes: what this commit added.
         self.metrics
             .store_files
-            .set(lane.store.files_written as i64);
-        self.metrics.compactions.set(lane.store.compactions as i64);
+            .inc_by(lane.store.files_written - files);
+        self.metrics
+            .compactions
+            .inc_by(lane.store.compactions - compactions);
         let now = kplane_model::unix_time_ns() as i64;
         if n_windows > 0 && last_arrival > 0 {
             self.metrics
