@@ -19,7 +19,7 @@ use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use kplane_model::{
-    Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportRecord, ip_to_16,
+    Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportRecord,
 };
 use serde::{Deserialize, Serialize};
 
@@ -85,9 +85,20 @@ fn finish(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// An address as the integer of its 16-byte form ([`kplane_model::ip_to_16`]: IPv4 as
+/// `::ffff:a.b.c.d`), without going through bytes.
+#[inline]
+fn ip_bits(ip: std::net::IpAddr) -> u128 {
+    match ip {
+        std::net::IpAddr::V4(a) => 0xFFFF_0000_0000 | u128::from(u32::from(a)),
+        std::net::IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+#[inline]
 fn flow_hash(f: &FlowKey) -> u64 {
-    let s = u128::from_be_bytes(ip_to_16(f.src_ip));
-    let d = u128::from_be_bytes(ip_to_16(f.dst_ip));
+    let s = ip_bits(f.src_ip);
+    let d = ip_bits(f.dst_ip);
     let ports =
         (u64::from(f.src_port) << 24) | (u64::from(f.dst_port) << 8) | u64::from(f.protocol);
     [
@@ -946,6 +957,24 @@ mod tests {
             }
             assert_eq!(d.keys(), reference.keys.len(), "seed {seed}");
             assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
+        }
+    }
+
+    #[test]
+    fn ip_bits_is_the_16_byte_form() {
+        for ip in [
+            "10.1.2.3",
+            "0.0.0.0",
+            "255.255.255.255",
+            "2001:db8::1",
+            "::ffff:1.2.3.4",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            assert_eq!(
+                ip_bits(ip),
+                u128::from_be_bytes(kplane_model::ip_to_16(ip)),
+                "{ip}"
+            );
         }
     }
 

@@ -32,14 +32,16 @@ pub type Decision = Option<(EventKind, Option<u64>)>;
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     pub now_s: u32,
-    pub refresh_ns: u64,
+    /// Whole seconds after which a live key is re-sent (the period rounded up: a key is due
+    /// when `elapsed s × 10⁹ ≥ refresh ns`); 0 disables refresh.
+    refresh_s: u64,
 }
 
 impl Clock {
     pub fn new(now_ns: u64, refresh_ns: u64) -> Self {
         Self {
             now_s: (now_ns / 1_000_000_000) as u32,
-            refresh_ns,
+            refresh_s: refresh_ns.div_ceil(1_000_000_000),
         }
     }
 }
@@ -52,7 +54,7 @@ impl Slot {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn check(&mut self, value: u64, t: u64, clock: Clock) -> Decision {
         decide(&mut self.value, &mut self.sent_s, value, t, clock)
     }
@@ -60,13 +62,12 @@ impl Slot {
 
 /// An event is |new − last reported| > `t`, or a live key unreported for `refresh`; on an
 /// event the key's reported value and time are updated.
-#[inline]
+#[inline(always)]
 fn decide(reported: &mut u64, sent_s: &mut u32, value: u64, t: u64, clock: Clock) -> Decision {
     let prev = *reported;
     let kind = if value.abs_diff(prev) > t {
         EventKind::Change
-    } else if clock.refresh_ns > 0
-        && u64::from(clock.now_s.wrapping_sub(*sent_s)) * 1_000_000_000 >= clock.refresh_ns
+    } else if clock.refresh_s > 0 && u64::from(clock.now_s.wrapping_sub(*sent_s)) >= clock.refresh_s
     {
         EventKind::Refresh
     } else {
@@ -78,7 +79,7 @@ fn decide(reported: &mut u64, sent_s: &mut u32, value: u64, t: u64, clock: Clock
 }
 
 /// Checks an optional slot: a missing one is created (a new key).
-#[inline]
+#[inline(always)]
 fn check_or_insert(slot: &mut Option<Slot>, value: u64, t: u64, clock: Clock) -> Decision {
     match slot {
         Some(s) => s.check(value, t, clock),
@@ -134,7 +135,7 @@ impl FlowState {
     }
 
     /// The hop latency of `node`, the `index`-th hop of the path.
-    #[inline]
+    #[inline(always)]
     pub fn hop(
         &mut self,
         index: usize,
@@ -264,7 +265,7 @@ impl NodeState {
             + self.high_ports.len()
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn queue(
         &mut self,
         queue: u8,
@@ -287,7 +288,7 @@ impl NodeState {
         check_or_insert(slot, value, t, clock)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn link(
         &mut self,
         port: u32,
@@ -327,7 +328,7 @@ impl Nodes {
     /// Node ids below this are array indices (the array grows to the largest seen).
     const DIRECT: u32 = 4096;
 
-    #[inline]
+    #[inline(always)]
     pub fn get(&mut self, node: u32) -> &mut NodeState {
         if node < Self::DIRECT {
             let i = node as usize;
