@@ -23,7 +23,7 @@ use kplane_model::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::threshold::{Clock, Flows, Nodes, QueueMetric};
+use crate::threshold::{Clock, Decision, Flows, Nodes, QueueMetric};
 use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
 
 /// Keys are already well-mixed hashes: the table uses them as they are.
@@ -345,55 +345,19 @@ impl Detection {
             }
         }
 
-        // Switch metrics, whatever the flow.
+        // Switch metrics, whatever the flow: queue occupancy and congestion per (node,
+        // queue), link utilisation per (node, egress port).
         for hop in &rec.hops {
             let Some(node) = hop.node_id() else { continue };
-            let q = hop.queue_id();
-            let port = hop.egress_port();
-            let checks = [
-                (
-                    Metric::QueueOccupancy,
-                    q.is_some(),
-                    hop.queue_occupancy().map(u64::from),
-                ),
-                (
-                    Metric::QueueCongestion,
-                    q.is_some(),
-                    hop.get(HopField::QueueCongestion),
-                ),
-                (
-                    Metric::LinkUtilization,
-                    port.is_some(),
-                    hop.tx_utilization().map(u64::from),
-                ),
-            ];
-            if !checks.iter().any(|(_, has_id, v)| *has_id && v.is_some()) {
+            let (q, port) = (hop.queue_id(), hop.egress_port());
+            let occupancy = q.and(hop.queue_occupancy()).map(u64::from);
+            let congestion = q.and(hop.get(HopField::QueueCongestion));
+            let utilization = port.and(hop.tx_utilization()).map(u64::from);
+            if occupancy.is_none() && congestion.is_none() && utilization.is_none() {
                 continue;
             }
             let state = self.nodes.get(node);
-            for (metric, has_id, value) in checks {
-                let (true, Some(value)) = (has_id, value) else {
-                    continue;
-                };
-                let decision = match metric {
-                    Metric::QueueOccupancy => state.queue(
-                        q.unwrap_or(0),
-                        QueueMetric::Occupancy,
-                        value,
-                        th.queue_occupancy,
-                        clock,
-                        keys,
-                    ),
-                    Metric::QueueCongestion => state.queue(
-                        q.unwrap_or(0),
-                        QueueMetric::Congestion,
-                        value,
-                        th.queue_congestion,
-                        clock,
-                        keys,
-                    ),
-                    _ => state.link(port.unwrap_or(0), value, th.link_utilization, clock, keys),
-                };
+            let mut report = |metric: Metric, value: u64, decision: Decision| {
                 if let Some((kind, previous)) = decision {
                     let (queue_id, egress_port) = hop_ids(metric, hop);
                     out(&EventRow {
@@ -408,6 +372,33 @@ impl Detection {
                         ..base
                     });
                 }
+            };
+            let queue = q.unwrap_or(0);
+            if let Some(v) = occupancy {
+                let d = state.queue(
+                    queue,
+                    QueueMetric::Occupancy,
+                    v,
+                    th.queue_occupancy,
+                    clock,
+                    keys,
+                );
+                report(Metric::QueueOccupancy, v, d);
+            }
+            if let Some(v) = congestion {
+                let d = state.queue(
+                    queue,
+                    QueueMetric::Congestion,
+                    v,
+                    th.queue_congestion,
+                    clock,
+                    keys,
+                );
+                report(Metric::QueueCongestion, v, d);
+            }
+            if let Some(v) = utilization {
+                let d = state.link(port.unwrap_or(0), v, th.link_utilization, clock, keys);
+                report(Metric::LinkUtilization, v, d);
             }
         }
     }
