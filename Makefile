@@ -35,8 +35,9 @@ lint: ## rustfmt --check and clippy -D warnings
 fmt: ## Format the code
 	$(CARGO) fmt --all
 
-bench: ## Criterion benchmarks (reports/s); results in target/criterion
+bench: ## Criterion benchmarks (reports/s): decode, collector pipeline; results in target/criterion
 	$(CARGO) bench -p kplane-wire --bench decode
+	$(CARGO) bench -p kplane-collector --bench pipeline
 
 fuzz: ## Run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz and a nightly toolchain)
 	cd fuzz && for t in decode_report decode_frame; do \
