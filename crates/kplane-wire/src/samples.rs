@@ -56,14 +56,6 @@ fn to_collector(report: &[u8]) -> Vec<u8> {
     udp_frame(ip("10.255.0.1"), ip("10.255.0.100"), 50000, 32766, report)
 }
 
-/// A 5-hop INT-MD v2.1 packet (bitmap 0xFF00) over UDP, NPT 1.
-pub fn int_md_5hop() -> PacketSpec {
-    PacketSpec::new(udp_flow()).with_int(
-        IntSpec::new(IntVersion::V2, 0xFF00, hops(5)),
-        Encap::UdpPort { port: 0x4568 },
-    )
-}
-
 /// The sink's own metadata (RepMdBits: L1 ports, hop latency, queue, timestamps).
 pub fn sink_md() -> HopRecord {
     sample_hop(6, 700, 70)
@@ -71,24 +63,11 @@ pub fn sink_md() -> HopRecord {
 
 /// TR v2.0 with an embedded 5-hop INT-MD stack (the benchmark's report).
 pub fn tr_v20_5hop_payload() -> Vec<u8> {
-    report_v20(
-        GroupHeader {
-            hw_id: 2,
-            sequence: 77,
-            node_id: 6,
-            ..GroupHeader::default()
-        },
-        &[IndividualSpec::int(
-            0x7C00,
-            sink_md(),
-            4,
-            ip_only(int_md_5hop()),
-        )],
-    )
+    tr_v20_5hop_payload_with(0xFF00, 0x7C00)
 }
 
 /// The benchmark's report with instruction bitmap `bitmap` and RepMdBits `rep_md_bits`
-/// instead (to measure instruction sets without a constant-bitmap decoder).
+/// (e.g. to measure instruction sets without a constant-bitmap decoder).
 pub fn tr_v20_5hop_payload_with(bitmap: u16, rep_md_bits: u16) -> Vec<u8> {
     let packet = PacketSpec::new(udp_flow()).with_int(
         IntSpec::new(IntVersion::V2, bitmap, hops(5)),

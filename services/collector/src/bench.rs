@@ -6,6 +6,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use kplane_model::{FlowKey, HopField, HopRecord, ReportEnvelope, ReportRecord};
 
 use crate::detect::{Detection, EventConfig};
+use crate::metrics::CollectorMetrics;
+use crate::pipeline::{Pipeline, SharedWatchlist};
+use crate::publish::Publisher;
 use crate::watchlist::Watchlist;
 
 /// xorshift64*: a tiny deterministic generator for synthetic traffic.
@@ -98,6 +101,85 @@ pub fn fat_tree_reports(flows: u32) -> Vec<Vec<u8>> {
             )
         })
         .collect()
+}
+
+/// A bus that accepts and forgets: benchmarks measure the collector, not a bus.
+#[derive(Debug)]
+struct NullBus;
+
+impl kplane_bus::Producer for NullBus {
+    fn send(&self, _: kplane_bus::Message) -> Result<(), kplane_bus::BusError> {
+        Ok(())
+    }
+    fn partitions(&self, _: &str) -> Result<u32, kplane_bus::BusError> {
+        Ok(8)
+    }
+}
+
+/// The from-memory pipeline benchmark: [`fat_tree_reports`] replayed through a whole
+/// [`Pipeline`] (decode → loss → detection → Arrow batches to a null bus), each exporter's
+/// sequence numbers in order as a switch sends them, time advancing 1 µs per report. Shared
+/// by `benches/pipeline.rs` and `examples/pipeline_loop.rs` (for profilers).
+#[derive(Debug)]
+pub struct PipelineFixture {
+    pipeline: Pipeline,
+    reports: Vec<Vec<u8>>,
+    next_seq: Vec<u32>,
+    next: usize,
+    now_ns: u64,
+    exporter: std::net::SocketAddr,
+}
+
+impl PipelineFixture {
+    /// `flows` flows, each report sent once to warm up (every key exists afterwards).
+    pub fn new(flows: u32) -> Self {
+        let cfg = crate::Config::default();
+        let metrics = CollectorMetrics::default();
+        let publisher = Publisher::new(
+            std::sync::Arc::new(NullBus),
+            metrics.clone(),
+            8,
+            cfg.encoding,
+            cfg.batch_size,
+            cfg.linger,
+            false,
+            "bench".into(),
+        );
+        let mut f = Self {
+            pipeline: Pipeline::new(&cfg, publisher, metrics, SharedWatchlist::default()),
+            reports: fat_tree_reports(flows),
+            next_seq: vec![0; 64],
+            next: 0,
+            now_ns: 1_000_000_000,
+            exporter: std::net::SocketAddr::from(([10, 255, 0, 9], 5000)),
+        };
+        for _ in 0..f.reports.len() {
+            f.step();
+        }
+        f
+    }
+
+    /// One report through the pipeline.
+    #[inline]
+    pub fn step(&mut self) {
+        let i = self.next % self.reports.len();
+        let r = &mut self.reports[i];
+        self.next += 1;
+        self.now_ns += 1_000;
+        // The sink's next sequence number into the group header (22 bits).
+        let node = u32::from_be_bytes([r[4], r[5], r[6], r[7]]) as usize % self.next_seq.len();
+        let seq = self.next_seq[node] & 0x3F_FFFF;
+        self.next_seq[node] += 1;
+        let w = (u32::from_be_bytes([r[0], r[1], r[2], r[3]]) & !0x3F_FFFF) | seq;
+        r[..4].copy_from_slice(&w.to_be_bytes());
+        self.pipeline
+            .datagram(std::hint::black_box(r), self.exporter, self.now_ns, false);
+    }
+
+    /// Flushes the pipeline's batches.
+    pub fn finish(mut self) {
+        self.pipeline.finish();
+    }
 }
 
 /// Parameters of the reduction scenario (defaults: INTCollector §V-B2).
