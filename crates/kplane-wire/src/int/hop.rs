@@ -221,15 +221,15 @@ pub fn push_hops(
     #[expect(clippy::if_same_then_else)]
     #[inline(always)]
     fn each<const V: u8>(bitmap: u16, stride: usize, stack: &[u8], out: &mut Vec<HopRecord>) {
-        let present = present_mask::<V>(bitmap);
-        // Stacks were validated (stride covers the bitmap); stating it here lets a constant
-        // bitmap's reads go without per-word bounds checks.
         if stride == 0 {
             return;
         }
+        let present = present_mask::<V>(bitmap);
         // Whole hops only, newest first on the wire: walk from the end.
         let hops = super::exact_hops(stack.len(), stride).unwrap_or_else(|| stack.len() / stride);
         let mut rest = stack.get(..hops * stride).unwrap_or_default();
+        // Stacks were validated (the stride covers the bitmap); stating it here lets a
+        // constant bitmap's reads go without per-word bounds checks.
         if stride >= super::baseline_len(IntVersion::from_generation(V), bitmap) {
             while let Some((head, hop)) = rest.split_at_checked(rest.len().wrapping_sub(stride)) {
                 out.push(decode::<V>(bitmap, present, hop));
@@ -253,9 +253,6 @@ pub fn push_hops(
             0xCC00 => each::<V>(0xCC00, stride, stack, out),
             _ => each::<V>(bitmap, stride, stack, out),
         }
-    }
-    if stride == 0 {
-        return;
     }
     match version {
         IntVersion::V05 => run::<0>(bitmap & 0xFF00, stride, stack, out),
