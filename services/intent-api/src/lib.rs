@@ -22,7 +22,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::routing::get;
 use kplane_bus::{BusConfig, BusKind, EmbeddedBus, headers};
-use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin_with};
+use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 use kplane_stream_processor::result_topics;
 
 pub use config::Config;
@@ -75,13 +75,7 @@ pub async fn start(
     }
     let registry = Metrics::new(NAME);
     let admin_state = AdminState::new(registry);
-    let (admin, admin_task) = serve_admin_with(
-        cfg.admin,
-        admin_state.clone(),
-        axum::Router::new(),
-        shutdown.clone(),
-    )
-    .await?;
+    let (admin, admin_task) = serve_admin(cfg.admin, admin_state.clone(), shutdown.clone()).await?;
     let auth = Auth::new(cfg.tokens.clone(), cfg.no_auth);
     let listen = cfg.listen;
     let state = AppState::new(cfg, live.clone())

@@ -21,7 +21,10 @@ use arrow_array::builder::{
 };
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type};
-use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, ListArray, PrimitiveArray, RecordBatch,
+    StringArray,
+};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use kplane_model::schema::col;
 use kplane_model::{HopField, ip_from_16, ip_to_16};
@@ -165,35 +168,28 @@ pub struct Detector {
 struct FlowCols<'a> {
     src: &'a FixedSizeBinaryArray,
     dst: &'a FixedSizeBinaryArray,
-    sport: &'a arrow_array::PrimitiveArray<UInt16Type>,
-    dport: &'a arrow_array::PrimitiveArray<UInt16Type>,
-    proto: &'a arrow_array::PrimitiveArray<UInt8Type>,
+    sport: &'a PrimitiveArray<UInt16Type>,
+    dport: &'a PrimitiveArray<UInt16Type>,
+    proto: &'a PrimitiveArray<UInt8Type>,
 }
 
-fn col_of<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, ArrowError> {
+/// Column `name` of `b` as the array type `A`, or a schema error naming it.
+fn col_of<'a, A: Array + 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a A, ArrowError> {
     b.column_by_name(name)
-        .ok_or_else(|| ArrowError::SchemaError(format!("no {name} column")))
+        .ok_or_else(|| ArrowError::SchemaError(format!("no {name} column")))?
+        .as_any()
+        .downcast_ref::<A>()
+        .ok_or_else(|| ArrowError::SchemaError(format!("{name}: unexpected type")))
 }
 
 impl<'a> FlowCols<'a> {
     fn of(b: &'a RecordBatch) -> Result<Self, ArrowError> {
-        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
         Ok(Self {
-            src: col_of(b, col::SRC_IP)?
-                .as_fixed_size_binary_opt()
-                .ok_or_else(|| bad(col::SRC_IP))?,
-            dst: col_of(b, col::DST_IP)?
-                .as_fixed_size_binary_opt()
-                .ok_or_else(|| bad(col::DST_IP))?,
-            sport: col_of(b, col::SRC_PORT)?
-                .as_primitive_opt()
-                .ok_or_else(|| bad(col::SRC_PORT))?,
-            dport: col_of(b, col::DST_PORT)?
-                .as_primitive_opt()
-                .ok_or_else(|| bad(col::DST_PORT))?,
-            proto: col_of(b, col::PROTOCOL)?
-                .as_primitive_opt()
-                .ok_or_else(|| bad(col::PROTOCOL))?,
+            src: col_of(b, col::SRC_IP)?,
+            dst: col_of(b, col::DST_IP)?,
+            sport: col_of(b, col::SRC_PORT)?,
+            dport: col_of(b, col::DST_PORT)?,
+            proto: col_of(b, col::PROTOCOL)?,
         })
     }
 
@@ -213,32 +209,21 @@ impl<'a> FlowCols<'a> {
 
 /// The `hops` columns the detectors read.
 struct HopCols<'a> {
-    time: &'a arrow_array::PrimitiveArray<TimestampNanosecondType>,
-    node: &'a arrow_array::PrimitiveArray<UInt32Type>,
-    latency: &'a arrow_array::PrimitiveArray<UInt32Type>,
-    queue: &'a arrow_array::PrimitiveArray<UInt8Type>,
-    occupancy: &'a arrow_array::PrimitiveArray<UInt32Type>,
+    time: &'a PrimitiveArray<TimestampNanosecondType>,
+    node: &'a PrimitiveArray<UInt32Type>,
+    latency: &'a PrimitiveArray<UInt32Type>,
+    queue: &'a PrimitiveArray<UInt8Type>,
+    occupancy: &'a PrimitiveArray<UInt32Type>,
 }
 
 impl<'a> HopCols<'a> {
     fn of(hops: &'a RecordBatch) -> Result<Self, ArrowError> {
-        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
         Ok(Self {
-            time: col_of(hops, pcol::EVENT_TIME)?
-                .as_primitive_opt::<TimestampNanosecondType>()
-                .ok_or_else(|| bad(pcol::EVENT_TIME))?,
-            node: col_of(hops, HopField::NodeId.name())?
-                .as_primitive_opt::<UInt32Type>()
-                .ok_or_else(|| bad("node_id"))?,
-            latency: col_of(hops, HopField::HopLatency.name())?
-                .as_primitive_opt::<UInt32Type>()
-                .ok_or_else(|| bad("hop_latency_ns"))?,
-            queue: col_of(hops, HopField::QueueId.name())?
-                .as_primitive_opt::<UInt8Type>()
-                .ok_or_else(|| bad("queue_id"))?,
-            occupancy: col_of(hops, HopField::QueueOccupancy.name())?
-                .as_primitive_opt::<UInt32Type>()
-                .ok_or_else(|| bad("queue_occupancy"))?,
+            time: col_of(hops, pcol::EVENT_TIME)?,
+            node: col_of(hops, HopField::NodeId.name())?,
+            latency: col_of(hops, HopField::HopLatency.name())?,
+            queue: col_of(hops, HopField::QueueId.name())?,
+            occupancy: col_of(hops, HopField::QueueOccupancy.name())?,
         })
     }
 
@@ -334,24 +319,13 @@ impl Detector {
                 _ => 0..0,
             }
         };
-        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
-        let time = col_of(reports, pcol::EVENT_TIME)?
-            .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or_else(|| bad(pcol::EVENT_TIME))?;
-        let inter = col_of(reports, pcol::INTERMEDIATE)?
-            .as_boolean_opt()
-            .ok_or_else(|| bad(pcol::INTERMEDIATE))?;
-        let node = col_of(reports, col::NODE_ID)?
-            .as_primitive_opt::<UInt32Type>()
-            .ok_or_else(|| bad(col::NODE_ID))?;
-        let paths = col_of(reports, col::PATH)?
-            .as_list_opt::<i32>()
-            .ok_or_else(|| bad(col::PATH))?;
+        let time = col_of::<PrimitiveArray<TimestampNanosecondType>>(reports, pcol::EVENT_TIME)?;
+        let inter = col_of::<BooleanArray>(reports, pcol::INTERMEDIATE)?;
+        let node = col_of::<PrimitiveArray<UInt32Type>>(reports, col::NODE_ID)?;
+        let paths = col_of::<ListArray>(reports, col::PATH)?;
         let path_nodes = paths.values().as_primitive::<UInt32Type>();
         let flows = FlowCols::of(reports)?;
-        let received = col_of(reports, col::RECEIVED)?
-            .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or_else(|| bad(col::RECEIVED))?;
+        let received = col_of::<PrimitiveArray<TimestampNanosecondType>>(reports, col::RECEIVED)?;
         let arrived = received.values().iter().copied().max().unwrap_or(0);
         let raised = out.len();
         let black_hole_after = self.t.black_hole_after.as_nanos() as i64;
@@ -453,19 +427,10 @@ impl Detector {
 
     /// Checks one message's `events` rows for report-loss bursts.
     pub fn events(&mut self, events: &RecordBatch, out: &mut Vec<Alert>) -> Result<(), ArrowError> {
-        let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
-        let time = col_of(events, col::RECEIVED)?
-            .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or_else(|| bad(col::RECEIVED))?;
-        let metric = col_of(events, col::METRIC)?
-            .as_string_opt::<i32>()
-            .ok_or_else(|| bad(col::METRIC))?;
-        let node = col_of(events, col::NODE_ID)?
-            .as_primitive_opt::<UInt32Type>()
-            .ok_or_else(|| bad(col::NODE_ID))?;
-        let value = col_of(events, col::VALUE)?
-            .as_primitive_opt::<UInt64Type>()
-            .ok_or_else(|| bad(col::VALUE))?;
+        let time = col_of::<PrimitiveArray<TimestampNanosecondType>>(events, col::RECEIVED)?;
+        let metric = col_of::<StringArray>(events, col::METRIC)?;
+        let node = col_of::<PrimitiveArray<UInt32Type>>(events, col::NODE_ID)?;
+        let value = col_of::<PrimitiveArray<UInt64Type>>(events, col::VALUE)?;
         let interval = self.t.loss_burst_interval.as_nanos() as i64;
         let threshold = self.t.loss_burst_reports;
         for i in 0..events.num_rows() {

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kplane_bus::{BusConfig, BusKind, EmbeddedBus, Producer, topics};
-use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin_with};
+use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 
 pub use config::Config;
 pub use processor::result_topics;
@@ -131,13 +131,7 @@ async fn serve(
         }
     });
     let admin_state = AdminState::new(registry);
-    let (admin, admin_task) = serve_admin_with(
-        cfg.admin,
-        admin_state.clone(),
-        axum::Router::new(),
-        shutdown.clone(),
-    )
-    .await?;
+    let (admin, admin_task) = serve_admin(cfg.admin, admin_state.clone(), shutdown.clone()).await?;
     tracing::info!(%admin, data_dir = %cfg.data_dir.display(), "admin listening (/metrics /healthz /readyz)");
     let stop = Arc::new(AtomicBool::new(false));
     let worker = {

@@ -54,6 +54,8 @@ impl<const V: u8> Present<V> {
     };
 }
 
+/// The fields instruction bits 0-7 (the high byte of `bitmap`) fill; the low bits are added
+/// by [`present_mask`].
 const fn present_mask_by_bits<const V: u8>(bitmap: u16) -> u16 {
     use HopField::*;
     let mut p = 0u16;
@@ -84,12 +86,6 @@ const fn present_mask_by_bits<const V: u8>(bitmap: u16) -> u16 {
     }
     if bitmap & 0x0100 != 0 {
         p |= TxUtilization.bit();
-    }
-    if V == 2 && bitmap & 0x0080 != 0 {
-        p |= BufferId.bit() | BufferOccupancy.bit();
-    }
-    if V != 0 && bitmap & 0x0001 != 0 {
-        p |= ChecksumComplement.bit();
     }
     p
 }
