@@ -112,6 +112,9 @@ fn flow_hash(f: &FlowKey) -> u64 {
     .fold(0x243F_6A88_85A3_08D3, mix)
 }
 
+/// Seed of the path hash (over the node ids in hop order).
+const PATH_SEED: u64 = 0x5851_F42D_4C95_7F2D;
+
 #[inline]
 fn key(metric: Metric, base: u64, ids: u64) -> u64 {
     finish(mix(mix(base, metric as u64 + 1), ids))
@@ -277,13 +280,19 @@ impl Detection {
 
         if let (Some(flow), false) = (rec.flow.as_ref(), rec.hops.is_empty()) {
             let fh = flow_hash(flow);
+            // One pass for the path (a missing node id is u32::MAX, which no node can
+            // report: it is the field's "unavailable" value) and the latency sum.
             self.path.clear();
-            self.path
-                .extend(rec.hops.iter().map(|h| h.node_id().unwrap_or(u32::MAX)));
-            let ph = self
-                .path
-                .iter()
-                .fold(0x5851_F42D_4C95_7F2D, |h, &n| mix(h, n.into()));
+            let mut ph = PATH_SEED;
+            let (mut sum, mut any_latency) = (0u64, false);
+            for hop in &rec.hops {
+                let node = hop.node_id().unwrap_or(u32::MAX);
+                self.path.push(node);
+                ph = mix(ph, node.into());
+                let l = hop.hop_latency_ns();
+                sum += u64::from(l.unwrap_or(0));
+                any_latency |= l.is_some();
+            }
             let (state, path) = self.flows.path(fh, ph, clock, keys);
             if let Some((kind, _)) = path {
                 out(&EventRow {
@@ -306,13 +315,7 @@ impl Detection {
                     &mut out,
                 ),
                 None => {
-                    let lat: Option<u64> = rec
-                        .hops
-                        .iter()
-                        .filter_map(HopRecord::hop_latency_ns)
-                        .map(u64::from)
-                        .reduce(|a, b| a + b);
-                    if let Some(sum) = lat
+                    if any_latency
                         && let Some((kind, previous)) =
                             state.latency(sum, th.flow_latency, clock, keys)
                     {
@@ -324,12 +327,15 @@ impl Detection {
                             ..base
                         });
                     }
-                    for (i, hop) in rec.hops.iter().enumerate() {
-                        let (Some(node), Some(l)) = (hop.node_id(), hop.hop_latency_ns()) else {
+                    for (i, (hop, &node)) in rec.hops.iter().zip(&self.path).enumerate() {
+                        let Some(l) = hop.hop_latency_ns() else {
                             continue;
                         };
+                        if node == u32::MAX {
+                            continue;
+                        }
                         if let Some((kind, previous)) =
-                            state.hop(i, node, l.into(), th.hop_latency, clock, keys)
+                            state.hop(i, node, l, th.hop_latency, clock, keys)
                         {
                             out(&EventRow {
                                 kind,
@@ -346,20 +352,24 @@ impl Detection {
         }
 
         // Switch metrics, whatever the flow: queue occupancy and congestion per (node,
-        // queue), link utilisation per (node, egress port).
+        // queue), link utilisation per (node, egress port). Each field is read once.
         for hop in &rec.hops {
             let Some(node) = hop.node_id() else { continue };
             let (q, port) = (hop.queue_id(), hop.egress_port());
-            let occupancy = q.and(hop.queue_occupancy()).map(u64::from);
-            let congestion = q.and(hop.get(HopField::QueueCongestion));
-            let utilization = port.and(hop.tx_utilization()).map(u64::from);
+            let occupancy = q.and(hop.queue_occupancy());
+            // 24 bits on the wire.
+            let congestion = q.and(hop.get(HopField::QueueCongestion)).map(|v| v as u32);
+            let utilization = port.and(hop.tx_utilization());
             if occupancy.is_none() && congestion.is_none() && utilization.is_none() {
                 continue;
             }
             let state = self.nodes.get(node);
-            let mut report = |metric: Metric, value: u64, decision: Decision| {
+            let mut report = |metric: Metric, value: u32, decision: Decision| {
                 if let Some((kind, previous)) = decision {
-                    let (queue_id, egress_port) = hop_ids(metric, hop);
+                    let (queue_id, egress_port) = match metric {
+                        Metric::LinkUtilization => (None, port),
+                        _ => (q, None),
+                    };
                     out(&EventRow {
                         kind,
                         metric,
@@ -367,7 +377,7 @@ impl Detection {
                         node_id: Some(node),
                         queue_id,
                         egress_port,
-                        value: Some(value),
+                        value: Some(value.into()),
                         previous,
                         ..base
                     });

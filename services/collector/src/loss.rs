@@ -60,12 +60,63 @@ pub struct LossCounters {
     pub resets: u64,
 }
 
+/// Streams by (node, hw_id): arrays indexed by node id (below [`StreamTable::DIRECT`]) and
+/// hw_id, hashed above — one indexed load on the per-report path instead of a hash probe.
+#[derive(Debug, Default)]
+struct StreamTable {
+    /// `direct[node][hw_id]`; grown to the largest ids seen.
+    direct: Vec<Vec<Option<Stream>>>,
+    other: HashMap<(u32, u8), Stream, BuildHasherDefault<MixHasher>>,
+    len: usize,
+}
+
+impl StreamTable {
+    const DIRECT: u32 = 4096;
+
+    #[inline]
+    fn get_mut(&mut self, node: u32, hw_id: u8) -> Option<&mut Stream> {
+        // `direct` never grows past `DIRECT`, so a node inside it is a direct one.
+        match self.direct.get_mut(node as usize) {
+            Some(streams) => streams.get_mut(usize::from(hw_id))?.as_mut(),
+            None if node < Self::DIRECT => None,
+            None => self.other.get_mut(&(node, hw_id)),
+        }
+    }
+
+    fn insert(&mut self, node: u32, hw_id: u8, stream: Stream) {
+        self.len += 1;
+        if node >= Self::DIRECT {
+            self.other.insert((node, hw_id), stream);
+            return;
+        }
+        let (n, h) = (node as usize, usize::from(hw_id));
+        if n >= self.direct.len() {
+            self.direct.resize_with(n + 1, Vec::new);
+        }
+        let streams = &mut self.direct[n];
+        if h >= streams.len() {
+            streams.resize_with(h + 1, || None);
+        }
+        streams[h] = Some(stream);
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = ((u32, u8), &mut Stream)> {
+        let direct = self.direct.iter_mut().enumerate().flat_map(|(n, streams)| {
+            streams
+                .iter_mut()
+                .enumerate()
+                .filter_map(move |(h, s)| Some(((n as u32, h as u8), s.as_mut()?)))
+        });
+        direct.chain(self.other.iter_mut().map(|(&k, s)| (k, s)))
+    }
+}
+
 #[derive(Debug)]
 pub struct LossTracker {
     window: u64,
     reset_distance: u64,
     max_wait_ns: u64,
-    streams: HashMap<(u32, u8), Stream, BuildHasherDefault<MixHasher>>,
+    streams: StreamTable,
     pub counters: LossCounters,
 }
 
@@ -77,13 +128,13 @@ impl LossTracker {
             window: window.max(1),
             reset_distance: reset_distance.max(window),
             max_wait_ns,
-            streams: HashMap::default(),
+            streams: StreamTable::default(),
             counters: LossCounters::default(),
         }
     }
 
     pub fn streams(&self) -> usize {
-        self.streams.len()
+        self.streams.len
     }
 
     /// Records `seq` (of `bits` width) for (node, hw_id) at `now_ns`; definitive losses are
@@ -102,9 +153,10 @@ impl LossTracker {
         let (window, reset_distance, max_wait) =
             (self.window, self.reset_distance, self.max_wait_ns);
         let counters = &mut self.counters;
-        let Some(s) = self.streams.get_mut(&(node_id, hw_id)) else {
+        let Some(s) = self.streams.get_mut(node_id, hw_id) else {
             self.streams.insert(
-                (node_id, hw_id),
+                node_id,
+                hw_id,
                 Stream {
                     modulus,
                     highest: seq,
@@ -203,7 +255,7 @@ impl LossTracker {
     /// Counts everything still missing as lost (time-based expiry at `now_ns`, or all when
     /// `all`), e.g. on a timer and at shutdown.
     pub fn flush(&mut self, now_ns: u64, all: bool, mut lost: impl FnMut(Lost)) {
-        for (&(node_id, hw_id), s) in &mut self.streams {
+        for ((node_id, hw_id), s) in self.streams.iter_mut() {
             let mut count = 0;
             s.missing.retain(|&(a, b, t)| {
                 let expire = all || now_ns.saturating_sub(t) > self.max_wait_ns;

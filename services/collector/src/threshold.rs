@@ -9,6 +9,10 @@
 //! keys — and so the events — are exactly those of the flat table: a flow's per-hop slots
 //! are keyed by node id (found at the hop's own index while the path is unchanged, by search
 //! otherwise), a switch's slots by queue id and egress port.
+//!
+//! A key remembers its last *reported* value and the second its refresh falls due; due
+//! second 0 marks a slot that was never reported (a new key). The common case — no change,
+//! not due — is two comparisons; deciding which event it is happens out of line.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -17,96 +21,126 @@ use kplane_model::EventKind;
 
 use crate::detect::{MixHasher, PassThrough};
 
-/// What the detector remembers per key: the last *reported* value and when.
-#[derive(Clone, Copy, Debug)]
-pub struct Slot {
-    value: u64,
-    /// Seconds since the Unix epoch (wraps in 2106).
-    sent_s: u32,
-}
-
 /// An event the threshold detector decided: its kind and the previously reported value.
 pub type Decision = Option<(EventKind, Option<u64>)>;
 
-/// Now and the refresh period, computed once per report.
+/// Due second of a slot that was never reported.
+const NEVER: u32 = 0;
+
+/// Now and when a key reported now falls due, computed once per report.
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     pub now_s: u32,
-    /// Whole seconds after which a live key is re-sent (the period rounded up: a key is due
-    /// when `elapsed s × 10⁹ ≥ refresh ns`); 0 disables refresh.
-    refresh_s: u64,
+    /// `now_s` plus the refresh period rounded up to whole seconds (a key is due when
+    /// `elapsed s × 10⁹ ≥ refresh ns`); `u32::MAX` (never, before 2106) when refresh is off.
+    due_s: u32,
 }
 
 impl Clock {
     pub fn new(now_ns: u64, refresh_ns: u64) -> Self {
+        let now_s = (now_ns / 1_000_000_000) as u32;
+        let due_s = match refresh_ns.div_ceil(1_000_000_000) {
+            0 => u32::MAX,
+            r => now_s.saturating_add(u32::try_from(r).unwrap_or(u32::MAX)),
+        };
+        // A clock at second 0 with refresh off would collide with `NEVER`: keep slots live.
         Self {
-            now_s: (now_ns / 1_000_000_000) as u32,
-            refresh_s: refresh_ns.div_ceil(1_000_000_000),
+            now_s,
+            due_s: due_s.max(NEVER + 1),
         }
     }
 }
 
-impl Slot {
-    fn new(value: u64, clock: Clock) -> Self {
-        Self {
-            value,
-            sent_s: clock.now_s,
-        }
-    }
+/// A value width a slot stores: hop latency and switch metrics fit 32 bits, path hashes and
+/// latency sums need 64.
+pub trait SlotValue: Copy + Default {
+    fn get(self) -> u64;
+    fn from_u64(v: u64) -> Self;
+}
 
+impl SlotValue for u64 {
     #[inline(always)]
-    fn check(&mut self, value: u64, t: u64, clock: Clock) -> Decision {
-        decide(&mut self.value, &mut self.sent_s, value, t, clock)
+    fn get(self) -> u64 {
+        self
+    }
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v
     }
 }
 
-/// An event is |new − last reported| > `t`, or a live key unreported for `refresh`; on an
-/// event the key's reported value and time are updated.
-#[inline(always)]
-fn decide(reported: &mut u64, sent_s: &mut u32, value: u64, t: u64, clock: Clock) -> Decision {
-    let prev = *reported;
-    let kind = if value.abs_diff(prev) > t {
-        EventKind::Change
-    } else if clock.refresh_s > 0 && u64::from(clock.now_s.wrapping_sub(*sent_s)) >= clock.refresh_s
-    {
-        EventKind::Refresh
-    } else {
-        return None;
-    };
-    *reported = value;
-    *sent_s = clock.now_s;
-    Some((kind, Some(prev)))
+impl SlotValue for u32 {
+    #[inline(always)]
+    fn get(self) -> u64 {
+        self.into()
+    }
+    /// Callers only store values that came from 32-bit fields.
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v as u32
+    }
 }
 
-/// Checks an optional slot: a missing one is created (a new key).
-#[inline(always)]
-fn check_or_insert(slot: &mut Option<Slot>, value: u64, t: u64, clock: Clock) -> Decision {
-    match slot {
-        Some(s) => s.check(value, t, clock),
-        None => {
-            *slot = Some(Slot::new(value, clock));
-            Some((EventKind::New, None))
+/// One key: the last reported value and when it falls due for refresh.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Slot<V> {
+    value: V,
+    due_s: u32,
+}
+
+impl<V: SlotValue> Slot<V> {
+    fn reported(value: u64, clock: Clock) -> Self {
+        Self {
+            value: V::from_u64(value),
+            due_s: clock.due_s,
         }
     }
+
+    #[cfg(test)]
+    fn is_live(&self) -> bool {
+        self.due_s != NEVER
+    }
+
+    /// An event is a new key, |new − last reported| > `t`, or a live key due for refresh;
+    /// on an event the value is reported (and `keys` counts a new key).
+    #[inline(always)]
+    fn check(&mut self, value: u64, t: u64, clock: Clock, keys: &mut usize) -> Decision {
+        if value.abs_diff(self.value.get()) <= t && clock.now_s < self.due_s {
+            return None;
+        }
+        self.event(value, t, clock, keys)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn event(&mut self, value: u64, t: u64, clock: Clock, keys: &mut usize) -> Decision {
+        let prev = self.value.get();
+        let decision = if self.due_s == NEVER {
+            *keys += 1;
+            (EventKind::New, None)
+        } else if value.abs_diff(prev) > t {
+            (EventKind::Change, Some(prev))
+        } else {
+            (EventKind::Refresh, Some(prev))
+        };
+        *self = Self::reported(value, clock);
+        Some(decision)
+    }
 }
 
-/// One hop-latency key of a flow (16 bytes).
+/// One hop-latency key of a flow (12 bytes).
 #[derive(Clone, Copy, Debug)]
 struct HopSlot {
-    value: u64,
     node: u32,
-    sent_s: u32,
+    slot: Slot<u32>,
 }
 
-/// A flow's keys: path, end-to-end latency, and hop latency per node — packed (40 bytes and
+/// A flow's keys: path, end-to-end latency, and hop latency per node — packed (48 bytes and
 /// the hop slots), since a collector tracks millions of flows.
 #[derive(Clone, Debug)]
 pub struct FlowState {
-    path: u64,
-    latency: u64,
-    path_sent_s: u32,
-    latency_sent_s: u32,
-    has_latency: bool,
+    path: Slot<u64>,
+    latency: Slot<u64>,
     /// Grown one slot at a time: paths change rarely, and a boxed slice is 8 bytes smaller
     /// than a `Vec`.
     hops: Box<[HopSlot]>,
@@ -116,22 +150,12 @@ impl FlowState {
     /// Keys this flow holds.
     #[cfg(test)]
     fn keys(&self) -> usize {
-        1 + usize::from(self.has_latency) + self.hops.len()
+        1 + usize::from(self.latency.is_live()) + self.hops.len()
     }
 
-    pub fn path(&mut self, hash: u64, clock: Clock) -> Decision {
-        decide(&mut self.path, &mut self.path_sent_s, hash, 0, clock)
-    }
-
+    #[inline(always)]
     pub fn latency(&mut self, sum: u64, t: u64, clock: Clock, keys: &mut usize) -> Decision {
-        if self.has_latency {
-            return decide(&mut self.latency, &mut self.latency_sent_s, sum, t, clock);
-        }
-        *keys += 1;
-        self.has_latency = true;
-        self.latency = sum;
-        self.latency_sent_s = clock.now_s;
-        Some((EventKind::New, None))
+        self.latency.check(sum, t, clock, keys)
     }
 
     /// The hop latency of `node`, the `index`-th hop of the path.
@@ -140,35 +164,41 @@ impl FlowState {
         &mut self,
         index: usize,
         node: u32,
-        value: u64,
+        value: u32,
         t: u64,
         clock: Clock,
         keys: &mut usize,
     ) -> Decision {
         // While the path is unchanged the node's slot sits at the hop's index.
-        let at = match self.hops.get(index) {
-            Some(h) if h.node == node => Some(index),
-            _ => self.hops.iter().position(|h| h.node == node),
-        };
-        match at {
-            Some(i) => {
-                let h = &mut self.hops[i];
-                decide(&mut h.value, &mut h.sent_s, value, t, clock)
-            }
-            None => {
-                *keys += 1;
-                // Allocated at its exact size: no spare capacity, no shrinking reallocation.
-                let mut hops = Vec::with_capacity(self.hops.len() + 1);
-                hops.extend_from_slice(&self.hops);
-                hops.push(HopSlot {
-                    value,
-                    node,
-                    sent_s: clock.now_s,
-                });
-                self.hops = hops.into_boxed_slice();
-                Some((EventKind::New, None))
-            }
+        match self.hops.get_mut(index) {
+            Some(h) if h.node == node => h.slot.check(value.into(), t, clock, keys),
+            _ => self.hop_elsewhere(node, value, t, clock, keys),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn hop_elsewhere(
+        &mut self,
+        node: u32,
+        value: u32,
+        t: u64,
+        clock: Clock,
+        keys: &mut usize,
+    ) -> Decision {
+        if let Some(h) = self.hops.iter_mut().find(|h| h.node == node) {
+            return h.slot.check(value.into(), t, clock, keys);
+        }
+        *keys += 1;
+        // Allocated at its exact size: no spare capacity, no shrinking reallocation.
+        let mut hops = Vec::with_capacity(self.hops.len() + 1);
+        hops.extend_from_slice(&self.hops);
+        hops.push(HopSlot {
+            node,
+            slot: Slot::reported(value.into(), clock),
+        });
+        self.hops = hops.into_boxed_slice();
+        Some((EventKind::New, None))
     }
 }
 
@@ -194,17 +224,15 @@ impl Flows {
         match self.map.entry(flow_hash) {
             Entry::Occupied(o) => {
                 let state = o.into_mut();
-                let d = state.path(path_hash, clock);
+                // The path key's threshold is 0: any other path is a change.
+                let d = state.path.check(path_hash, 0, clock, keys);
                 (state, d)
             }
             Entry::Vacant(v) => {
                 *keys += 1;
                 let state = v.insert(FlowState {
-                    path: path_hash,
-                    latency: 0,
-                    path_sent_s: clock.now_s,
-                    latency_sent_s: 0,
-                    has_latency: false,
+                    path: Slot::reported(path_hash, clock),
+                    latency: Slot::default(),
                     hops: Box::default(),
                 });
                 (state, Some((EventKind::New, None)))
@@ -232,17 +260,18 @@ impl Flows {
 /// A queue's keys: occupancy and congestion.
 #[derive(Clone, Copy, Debug, Default)]
 struct QueueSlots {
-    occupancy: Option<Slot>,
-    congestion: Option<Slot>,
+    occupancy: Slot<u32>,
+    congestion: Slot<u32>,
 }
 
 /// A switch's keys: per queue (indexed by queue id), and link utilisation per egress port
-/// (indexed by port below [`NodeState::DIRECT_PORTS`], searched above).
+/// (indexed by port below [`NodeState::DIRECT_PORTS`], searched above). Slots not yet
+/// reported are `NEVER` due; they are not keys.
 #[derive(Clone, Debug, Default)]
 pub struct NodeState {
     queues: Vec<QueueSlots>,
-    ports: Vec<Option<Slot>>,
-    high_ports: Vec<(u32, Slot)>,
+    ports: Vec<Slot<u32>>,
+    high_ports: Vec<(u32, Slot<u32>)>,
 }
 
 /// Which queue metric.
@@ -259,9 +288,9 @@ impl NodeState {
     fn keys(&self) -> usize {
         self.queues
             .iter()
-            .map(|q| usize::from(q.occupancy.is_some()) + usize::from(q.congestion.is_some()))
+            .map(|q| usize::from(q.occupancy.is_live()) + usize::from(q.congestion.is_live()))
             .sum::<usize>()
-            + self.ports.iter().filter(|p| p.is_some()).count()
+            + self.ports.iter().filter(|p| p.is_live()).count()
             + self.high_ports.len()
     }
 
@@ -270,47 +299,66 @@ impl NodeState {
         &mut self,
         queue: u8,
         metric: QueueMetric,
-        value: u64,
+        value: u32,
         t: u64,
         clock: Clock,
         keys: &mut usize,
     ) -> Decision {
         let i = usize::from(queue);
-        if i >= self.queues.len() {
-            self.queues.resize(i + 1, QueueSlots::default());
-        }
-        let q = &mut self.queues[i];
+        let q = match self.queues.get_mut(i) {
+            Some(q) => q,
+            None => self.grow_queues(i),
+        };
         let slot = match metric {
             QueueMetric::Occupancy => &mut q.occupancy,
             QueueMetric::Congestion => &mut q.congestion,
         };
-        *keys += usize::from(slot.is_none());
-        check_or_insert(slot, value, t, clock)
+        slot.check(value.into(), t, clock, keys)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_queues(&mut self, i: usize) -> &mut QueueSlots {
+        self.queues.resize(i + 1, QueueSlots::default());
+        &mut self.queues[i]
     }
 
     #[inline(always)]
     pub fn link(
         &mut self,
         port: u32,
-        value: u64,
+        value: u32,
+        t: u64,
+        clock: Clock,
+        keys: &mut usize,
+    ) -> Decision {
+        match self.ports.get_mut(port as usize) {
+            Some(slot) => slot.check(value.into(), t, clock, keys),
+            None => self.link_elsewhere(port, value, t, clock, keys),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn link_elsewhere(
+        &mut self,
+        port: u32,
+        value: u32,
         t: u64,
         clock: Clock,
         keys: &mut usize,
     ) -> Decision {
         if port < Self::DIRECT_PORTS {
             let i = port as usize;
-            if i >= self.ports.len() {
-                self.ports.resize(i + 1, None);
-            }
-            let slot = &mut self.ports[i];
-            *keys += usize::from(slot.is_none());
-            return check_or_insert(slot, value, t, clock);
+            self.ports.resize(i + 1, Slot::default());
+            return self.ports[i].check(value.into(), t, clock, keys);
         }
         match self.high_ports.iter_mut().find(|(p, _)| *p == port) {
-            Some((_, s)) => s.check(value, t, clock),
+            Some((_, s)) => s.check(value.into(), t, clock, keys),
             None => {
                 *keys += 1;
-                self.high_ports.push((port, Slot::new(value, clock)));
+                self.high_ports
+                    .push((port, Slot::reported(value.into(), clock)));
                 Some((EventKind::New, None))
             }
         }
@@ -330,11 +378,19 @@ impl Nodes {
 
     #[inline(always)]
     pub fn get(&mut self, node: u32) -> &mut NodeState {
+        // `direct` never grows past `DIRECT`, so an index inside it is a direct node.
+        if (node as usize) < self.direct.len() {
+            return &mut self.direct[node as usize];
+        }
+        self.get_elsewhere(node)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn get_elsewhere(&mut self, node: u32) -> &mut NodeState {
         if node < Self::DIRECT {
             let i = node as usize;
-            if i >= self.direct.len() {
-                self.direct.resize_with(i + 1, NodeState::default);
-            }
+            self.direct.resize_with(i + 1, NodeState::default);
             &mut self.direct[i]
         } else {
             self.other.entry(node).or_default()
@@ -353,8 +409,8 @@ impl Nodes {
     pub fn bytes(&self) -> usize {
         let node = |n: &NodeState| {
             n.queues.capacity() * std::mem::size_of::<QueueSlots>()
-                + n.ports.capacity() * std::mem::size_of::<Option<Slot>>()
-                + n.high_ports.capacity() * std::mem::size_of::<(u32, Slot)>()
+                + n.ports.capacity() * std::mem::size_of::<Slot<u32>>()
+                + n.high_ports.capacity() * std::mem::size_of::<(u32, Slot<u32>)>()
         };
         self.direct.capacity() * std::mem::size_of::<NodeState>()
             + self.other.capacity() * (std::mem::size_of::<(u32, NodeState)>() + 1)
