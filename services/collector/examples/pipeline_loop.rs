@@ -7,7 +7,12 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_000_000);
-    let mut f = PipelineFixture::new(5000);
+    let mut f = PipelineFixture::new(
+        std::env::var("FLOWS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5000),
+    );
     let t = std::time::Instant::now();
     for _ in 0..n {
         f.step();

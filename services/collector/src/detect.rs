@@ -28,7 +28,7 @@ use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
 
 /// Keys are already well-mixed hashes: the table uses them as they are.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct PassThrough(u64);
+struct PassThrough(u64);
 
 impl Hasher for PassThrough {
     fn finish(&self) -> u64 {
@@ -245,10 +245,37 @@ impl Detection {
         self.ewma.clear();
     }
 
+    /// The 64-bit hash a record's flow state is found by.
+    #[inline]
+    pub fn flow_hash(rec: &ReportRecord) -> Option<u64> {
+        rec.flow.as_ref().map(flow_hash)
+    }
+
+    /// Starts loading the flow's state into cache: call it as early as the record is known
+    /// and pass the hash to [`Detection::process_hashed`] — the work in between hides the
+    /// miss.
+    #[inline]
+    pub fn prefetch(&self, flow_hash: Option<u64>) {
+        if let Some(h) = flow_hash {
+            self.flows.prefetch(h);
+        }
+    }
+
     /// Runs detection on one record, passing each event to `emit`.
     pub fn process(
         &mut self,
         rec: &ReportRecord,
+        watchlist: &Watchlist,
+        emit: impl FnMut(&EventRow<'_>),
+    ) {
+        self.process_hashed(rec, Self::flow_hash(rec), watchlist, emit);
+    }
+
+    /// [`Detection::process`] with the record's [`Detection::flow_hash`] already computed.
+    pub fn process_hashed(
+        &mut self,
+        rec: &ReportRecord,
+        flow_hash: Option<u64>,
         watchlist: &Watchlist,
         mut emit: impl FnMut(&EventRow<'_>),
     ) {
@@ -278,8 +305,7 @@ impl Detection {
         };
         let rule = rec.flow.as_ref().and_then(|f| watchlist.lookup(f));
 
-        if let (Some(flow), false) = (rec.flow.as_ref(), rec.hops.is_empty()) {
-            let fh = flow_hash(flow);
+        if let (Some(fh), false) = (flow_hash, rec.hops.is_empty()) {
             // One pass for the path (a missing node id is u32::MAX, which no node can
             // report: it is the field's "unavailable" value) and the latency sum.
             self.path.clear();

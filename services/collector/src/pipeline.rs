@@ -121,6 +121,9 @@ impl Core {
     }
 
     fn record(&mut self, rec: &ReportRecord) {
+        // Loss accounting and partitioning run while the flow's state loads.
+        let flow_hash = Detection::flow_hash(rec);
+        self.detect.prefetch(flow_hash);
         self.local.decoded[format_index(rec.envelope.format)] += 1;
         self.now_ns = self.now_ns.max(rec.envelope.received_ns);
         let env = &rec.envelope;
@@ -150,10 +153,11 @@ impl Core {
         }
         let partition = partition_of(source_of(rec), self.partitions);
         let (publisher, local) = (&mut self.publisher, &mut self.local);
-        self.detect.process(rec, &self.watchlist.1, |e| {
-            local.events[e.kind as usize] += 1;
-            publisher.event(partition, e);
-        });
+        self.detect
+            .process_hashed(rec, flow_hash, &self.watchlist.1, |e| {
+                local.events[e.kind as usize] += 1;
+                publisher.event(partition, e);
+            });
         if self.publish_reports {
             self.publisher.report(partition, rec);
         }
