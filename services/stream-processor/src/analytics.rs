@@ -196,8 +196,13 @@ impl Analytics {
     /// Plans every query once over empty input, which also yields the result schemas.
     pub async fn new(congestion_threshold: u64, window_ns: i64) -> Result<Self> {
         // One partition: a window is one core's work (no repartitioning copies); lanes run
-        // side by side instead.
-        let config = datafusion::prelude::SessionConfig::new().with_target_partitions(1);
+        // side by side instead. Operators work on 64 k-row batches (default 8 k): the
+        // filtered hop rows reach the aggregates in fewer, larger batches, and the exact
+        // percentile accumulators are sized once per batch over all their groups
+        // (`kplane bench processor`: 0.96 → 1.15 M reports/s; 256 k rows: 1.12 M).
+        let config = datafusion::prelude::SessionConfig::new()
+            .with_target_partitions(1)
+            .with_batch_size(65_536);
         let mut a = Self {
             ctx: SessionContext::new_with_config(config),
             congestion_threshold,
