@@ -18,9 +18,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use kplane_model::{
-    Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportRecord,
-};
+use kplane_model::{Detector, EventKind, EventRow, FlowKey, HopField, Metric, ReportRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::threshold::{Clock, Decision, Flows, Nodes, QueueMetric};
@@ -203,11 +201,12 @@ fn measure_field(m: Measurement) -> (HopField, Metric, Metric) {
     }
 }
 
-/// The per-hop ids a metric is about, for event rows.
-fn hop_ids(metric: Metric, hop: &HopRecord) -> (Option<u8>, Option<u32>) {
+/// The per-hop ids a metric is about, for event rows, from the hop's queue id and egress
+/// port.
+fn hop_ids(metric: Metric, queue: Option<u8>, port: Option<u32>) -> (Option<u8>, Option<u32>) {
     match metric {
-        Metric::QueueOccupancy | Metric::QueueCongestion => (hop.queue_id(), None),
-        Metric::LinkUtilization => (None, hop.egress_port()),
+        Metric::QueueOccupancy | Metric::QueueCongestion => (queue, None),
+        Metric::LinkUtilization => (None, port),
         _ => (None, None),
     }
 }
@@ -392,10 +391,7 @@ impl Detection {
             let state = self.nodes.get(node);
             let mut report = |metric: Metric, value: u32, decision: Decision| {
                 if let Some((kind, previous)) = decision {
-                    let (queue_id, egress_port) = match metric {
-                        Metric::LinkUtilization => (None, port),
-                        _ => (q, None),
-                    };
+                    let (queue_id, egress_port) = hop_ids(metric, q, port);
                     out(&EventRow {
                         kind,
                         metric,
@@ -475,7 +471,8 @@ impl Detection {
                     let (Some(node), Some(v)) = (hop.node_id(), hop.get(field)) else {
                         continue;
                     };
-                    let (queue_id, egress_port) = hop_ids(hop_metric, hop);
+                    let (queue_id, egress_port) =
+                        hop_ids(hop_metric, hop.queue_id(), hop.egress_port());
                     let ids = (u64::from(node) << 32)
                         | u64::from(queue_id.unwrap_or(0))
                         | u64::from(egress_port.unwrap_or(0));
@@ -575,7 +572,7 @@ impl Detection {
 
 #[cfg(test)]
 mod tests {
-    use kplane_model::{FlowKey, ReportEnvelope};
+    use kplane_model::{FlowKey, HopRecord, ReportEnvelope};
 
     use super::*;
 
@@ -907,7 +904,7 @@ mod tests {
                     if let Some((kind, prev)) =
                         self.check((m, None, (u64::from(n) << 32) | id), v, t, now, refresh)
                     {
-                        let (qid, port) = hop_ids(m, h);
+                        let (qid, port) = hop_ids(m, h.queue_id(), h.egress_port());
                         out.push((kind, m, Some(n), qid, port, Some(v), prev));
                     }
                 }

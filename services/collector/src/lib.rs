@@ -7,6 +7,7 @@
 //! See `docs/collector.md`.
 
 pub mod bench;
+mod by_node;
 pub mod config;
 pub mod detect;
 pub mod input;

@@ -9,10 +9,9 @@
 //! separately so the two can be reconciled). A jump back by more than `reset_distance` is a
 //! counter reset (exporter restart): the stream restarts there.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::VecDeque;
 
-use crate::detect::MixHasher;
+use crate::by_node::ByNode;
 
 /// What one report did to its stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,40 +59,27 @@ pub struct LossCounters {
     pub resets: u64,
 }
 
-/// Streams by (node, hw_id): arrays indexed by node id (below [`StreamTable::DIRECT`]) and
-/// hw_id, hashed above — one indexed load on the per-report path instead of a hash probe.
+/// Streams by (node, hw_id): per node, indexed by hw_id — indexed loads on the per-report
+/// path instead of a hash probe.
 #[derive(Debug, Default)]
 struct StreamTable {
-    /// `direct[node][hw_id]`; grown to the largest ids seen.
-    direct: Vec<Vec<Option<Stream>>>,
-    other: HashMap<(u32, u8), Stream, BuildHasherDefault<MixHasher>>,
+    nodes: ByNode<Vec<Option<Stream>>>,
     len: usize,
 }
 
 impl StreamTable {
-    const DIRECT: u32 = 4096;
-
     #[inline]
     fn get_mut(&mut self, node: u32, hw_id: u8) -> Option<&mut Stream> {
-        // `direct` never grows past `DIRECT`, so a node inside it is a direct one.
-        match self.direct.get_mut(node as usize) {
-            Some(streams) => streams.get_mut(usize::from(hw_id))?.as_mut(),
-            None if node < Self::DIRECT => None,
-            None => self.other.get_mut(&(node, hw_id)),
-        }
+        self.nodes
+            .get_mut(node)?
+            .get_mut(usize::from(hw_id))?
+            .as_mut()
     }
 
     fn insert(&mut self, node: u32, hw_id: u8, stream: Stream) {
         self.len += 1;
-        if node >= Self::DIRECT {
-            self.other.insert((node, hw_id), stream);
-            return;
-        }
-        let (n, h) = (node as usize, usize::from(hw_id));
-        if n >= self.direct.len() {
-            self.direct.resize_with(n + 1, Vec::new);
-        }
-        let streams = &mut self.direct[n];
+        let streams = self.nodes.get_or_default(node);
+        let h = usize::from(hw_id);
         if h >= streams.len() {
             streams.resize_with(h + 1, || None);
         }
@@ -101,13 +87,12 @@ impl StreamTable {
     }
 
     fn iter_mut(&mut self) -> impl Iterator<Item = ((u32, u8), &mut Stream)> {
-        let direct = self.direct.iter_mut().enumerate().flat_map(|(n, streams)| {
+        self.nodes.iter_mut().flat_map(|(n, streams)| {
             streams
                 .iter_mut()
                 .enumerate()
-                .filter_map(move |(h, s)| Some(((n as u32, h as u8), s.as_mut()?)))
-        });
-        direct.chain(self.other.iter_mut().map(|(&k, s)| (k, s)))
+                .filter_map(move |(h, s)| Some(((n, h as u8), s.as_mut()?)))
+        })
     }
 }
 

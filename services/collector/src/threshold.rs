@@ -14,12 +14,9 @@
 //! second 0 marks a slot that was never reported (a new key). The common case — no change,
 //! not due — is two comparisons; deciding which event it is happens out of line.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
 use kplane_model::EventKind;
 
-use crate::detect::MixHasher;
+use crate::by_node::ByNode;
 
 /// An event the threshold detector decided: its kind and the previously reported value.
 pub type Decision = Option<(EventKind, Option<u64>)>;
@@ -43,11 +40,8 @@ impl Clock {
             0 => u32::MAX,
             r => now_s.saturating_add(u32::try_from(r).unwrap_or(u32::MAX)),
         };
-        // A clock at second 0 with refresh off would collide with `NEVER`: keep slots live.
-        Self {
-            now_s,
-            due_s: due_s.max(NEVER + 1),
-        }
+        // Never `NEVER`: off is u32::MAX, on is at least now + 1.
+        Self { now_s, due_s }
     }
 }
 
@@ -276,7 +270,9 @@ impl Flows {
         clock: Clock,
         keys: &mut usize,
     ) -> (&mut FlowState, Decision) {
-        if let Some(Probe::Found(i)) = (!self.slots.is_empty()).then(|| self.probe(flow_hash)) {
+        if !self.slots.is_empty()
+            && let Probe::Found(i) = self.probe(flow_hash)
+        {
             let state = &mut self.slots[i].as_mut().expect("probed slot").state;
             // The path key's threshold is 0: any other path is a change.
             let d = state.path.check(path_hash, 0, clock, keys);
@@ -455,45 +451,19 @@ impl NodeState {
     }
 }
 
-/// Switches by node id: indexed directly for the small ids fabrics use, hashed above.
+/// Switches by node id.
 #[derive(Debug, Default)]
-pub struct Nodes {
-    direct: Vec<NodeState>,
-    other: HashMap<u32, NodeState, BuildHasherDefault<MixHasher>>,
-}
+pub struct Nodes(ByNode<NodeState>);
 
 impl Nodes {
-    /// Node ids below this are array indices (the array grows to the largest seen).
-    const DIRECT: u32 = 4096;
-
     #[inline(always)]
     pub fn get(&mut self, node: u32) -> &mut NodeState {
-        // `direct` never grows past `DIRECT`, so an index inside it is a direct node.
-        if (node as usize) < self.direct.len() {
-            return &mut self.direct[node as usize];
-        }
-        self.get_elsewhere(node)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn get_elsewhere(&mut self, node: u32) -> &mut NodeState {
-        if node < Self::DIRECT {
-            let i = node as usize;
-            self.direct.resize_with(i + 1, NodeState::default);
-            &mut self.direct[i]
-        } else {
-            self.other.entry(node).or_default()
-        }
+        self.0.get_or_default(node)
     }
 
     #[cfg(test)]
     pub fn keys(&self) -> usize {
-        self.direct
-            .iter()
-            .chain(self.other.values())
-            .map(NodeState::keys)
-            .sum()
+        self.0.values().map(NodeState::keys).sum()
     }
 
     pub fn bytes(&self) -> usize {
@@ -502,14 +472,7 @@ impl Nodes {
                 + n.ports.capacity() * std::mem::size_of::<Slot<u32>>()
                 + n.high_ports.capacity() * std::mem::size_of::<(u32, Slot<u32>)>()
         };
-        self.direct.capacity() * std::mem::size_of::<NodeState>()
-            + self.other.capacity() * (std::mem::size_of::<(u32, NodeState)>() + 1)
-            + self
-                .direct
-                .iter()
-                .chain(self.other.values())
-                .map(node)
-                .sum::<usize>()
+        self.0.table_bytes() + self.0.values().map(node).sum::<usize>()
     }
 }
 
