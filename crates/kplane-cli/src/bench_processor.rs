@@ -63,6 +63,7 @@ pub fn run_cli(a: ProcessorArgs) -> Result<(), BoxError> {
         r.windows,
         r.result_rows
     );
+    println!("stages      {}", r.stages);
     println!(
         "ipc decode  {:.1} M reports/s (reading the bus payloads, measured apart)",
         r.ipc_decode_records_per_s / 1e6

@@ -5,6 +5,7 @@
 //! was computed from. Percentiles are DataFusion's exact `percentile_cont`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow_array::{ArrayRef, RecordBatch, TimestampNanosecondArray, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -13,6 +14,7 @@ use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
 
 use crate::frame::{events_schema, hops_schema, reports_schema};
+use crate::stages::StageTimes;
 
 /// A result table of the window analytics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -92,18 +94,16 @@ impl Table {
                    AND f.protocol = p.protocol \
                  ORDER BY f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol"
             ),
-            // Grouped by the flow's hash and the node (narrow keys), the 5-tuple joined back
-            // from the window's flows.
+            // Grouped by one hash of (flow, node) (a primitive key; the pair would take the
+            // multi-column path), the 5-tuple joined back from the window's flows; rows
+            // without a flow or node have a null key, which the join leaves out.
             Self::HopLatency => format!(
-                "WITH h AS (SELECT flow_id, node_id, count(*) AS samples, \
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY hop_latency_ns) AS p50_ns, \
-                   percentile_cont(0.99) WITHIN GROUP (ORDER BY hop_latency_ns) AS p99_ns, \
+                "WITH h AS (SELECT max(flow_id) AS flow_id, max(node_id) AS node_id, \
+                   count(hop_latency_ns) AS samples, p50_p99(hop_latency_ns) AS q, \
                    max(hop_latency_ns) AS max_ns \
-                   FROM hops \
-                   WHERE flow_id IS NOT NULL AND node_id IS NOT NULL AND hop_latency_ns IS NOT NULL \
-                   GROUP BY flow_id, node_id) \
+                   FROM hops GROUP BY flow_node_id HAVING count(hop_latency_ns) > 0) \
                  SELECT f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol, h.node_id, \
-                   h.samples, h.p50_ns, h.p99_ns, h.max_ns \
+                   h.samples, h.q['p50'] AS p50_ns, h.q['p99'] AS p99_ns, h.max_ns \
                  FROM h JOIN window_flows f ON h.flow_id = f.flow_id \
                  ORDER BY {FLOW}, node_id"
             ),
@@ -184,6 +184,8 @@ pub struct Analytics {
     congestion_threshold: u64,
     window_ns: i64,
     schemas: Vec<(Table, SchemaRef)>,
+    /// Cumulative time per query (see [`crate::stages`]).
+    times: std::sync::Mutex<StageTimes>,
 }
 
 impl std::fmt::Debug for Analytics {
@@ -203,11 +205,14 @@ impl Analytics {
         let config = datafusion::prelude::SessionConfig::new()
             .with_target_partitions(1)
             .with_batch_size(65_536);
+        let ctx = SessionContext::new_with_config(config);
+        crate::query::register_udfs(&ctx);
         let mut a = Self {
-            ctx: SessionContext::new_with_config(config),
+            ctx,
             congestion_threshold,
             window_ns,
             schemas: Vec::new(),
+            times: Default::default(),
         };
         a.schemas = a
             .compute(&Table::ALL, &WindowInput::default())
@@ -216,6 +221,11 @@ impl Analytics {
             .map(|(t, b)| (t, b.schema()))
             .collect();
         Ok(a)
+    }
+
+    /// Time spent in each query so far (only `queries` is filled in).
+    pub fn times(&self) -> StageTimes {
+        self.times.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
     pub fn schemas(&self) -> &[(Table, SchemaRef)] {
@@ -252,7 +262,11 @@ impl Analytics {
         self.register("previous_paths", previous_paths_schema(), &w.previous_paths)?;
         let mut out = Vec::with_capacity(tables.len());
         for &table in tables {
+            let started = Instant::now();
             let b = self.query(table, w).await?;
+            if let Ok(mut t) = self.times.lock() {
+                StageTimes::lap(t.query(table), started);
+            }
             if table == Table::Flows {
                 // Sources and destinations are computed from the window's flows.
                 self.register("window_flows", b.schema(), std::slice::from_ref(&b))?;

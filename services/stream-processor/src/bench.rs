@@ -21,6 +21,7 @@ use kplane_model::{FlowKey, HopField, HopRecord, ReportRecord};
 use crate::config::Config;
 use crate::metrics::ProcessorMetrics;
 use crate::processor::Processor;
+use crate::stages::StageTimes;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -53,6 +54,8 @@ pub struct BenchReport {
     pub windows: u64,
     pub result_rows: u64,
     pub ipc_decode_records_per_s: f64,
+    /// Where the time went.
+    pub stages: StageTimes,
 }
 
 impl BenchReport {
@@ -205,5 +208,6 @@ pub fn run(b: &BenchConfig, data_dir: &std::path::Path) -> Result<BenchReport, B
         windows: windows.load(Ordering::Relaxed),
         result_rows: rows.load(Ordering::Relaxed),
         ipc_decode_records_per_s: ipc,
+        stages: p.stage_times(),
     })
 }

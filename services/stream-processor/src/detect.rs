@@ -118,6 +118,10 @@ impl std::hash::Hasher for FastHasher {
         }
     }
 
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+
     fn write_u32(&mut self, v: u32) {
         self.add(u64::from(v));
     }
@@ -143,6 +147,8 @@ type Fast = std::hash::BuildHasherDefault<FastHasher>;
 #[derive(Debug, Default)]
 struct FlowState {
     path: Vec<u32>,
+    /// `path_id` of `path` (the frame's hash of the node ids): compared instead of the list.
+    path_id: u64,
     last_seen_ns: i64,
     last_sink_ns: Option<i64>,
     black_hole: bool,
@@ -159,7 +165,9 @@ type LossWindow = (VecDeque<(i64, u64)>, u64, bool);
 pub struct Detector {
     partition: u32,
     t: Thresholds,
-    flows: HashMap<FlowId, FlowState, Fast>,
+    /// By `flow_id` (the frame's 64-bit hash of the 5-tuple, the key the analytics group by
+    /// too); the 5-tuple itself is read from the batch only when an alert names it.
+    flows: HashMap<u64, FlowState, Fast>,
     queues_above: HashSet<(u32, u8), Fast>,
     loss: HashMap<u32, LossWindow, Fast>,
     last_sweep_ns: i64,
@@ -231,7 +239,7 @@ impl<'a> HopCols<'a> {
     fn latency_threshold(
         &self,
         j: usize,
-        id: &FlowId,
+        id: &impl Fn() -> FlowId,
         st: &mut FlowState,
         partition: u32,
         lat_thr: u64,
@@ -246,7 +254,7 @@ impl<'a> HopCols<'a> {
         match (v > lat_thr, was) {
             (true, None) => {
                 st.above.push(n);
-                let mut al = flow_alert(id, partition, self.time.value(j), AlertKind::Threshold);
+                let mut al = flow_alert(&id(), partition, self.time.value(j), AlertKind::Threshold);
                 al.node_id = Some(n);
                 al.metric = Some("hop_latency_ns".into());
                 al.value = Some(v);
@@ -325,6 +333,8 @@ impl Detector {
         let paths = col_of::<ListArray>(reports, col::PATH)?;
         let path_nodes = paths.values().as_primitive::<UInt32Type>();
         let flows = FlowCols::of(reports)?;
+        let flow_ids = col_of::<PrimitiveArray<UInt64Type>>(reports, pcol::FLOW_ID)?;
+        let path_ids = col_of::<PrimitiveArray<UInt64Type>>(reports, pcol::PATH_ID)?;
         let received = col_of::<PrimitiveArray<TimestampNanosecondType>>(reports, col::RECEIVED)?;
         let arrived = received.values().iter().copied().max().unwrap_or(0);
         let raised = out.len();
@@ -336,18 +346,22 @@ impl Detector {
             for j in hops_of(i) {
                 self.queue_threshold(&hop_cols, j, occ_thr, out);
             }
-            let Some(id) = flows.id(i) else { continue };
+            if flow_ids.is_null(i) {
+                continue;
+            }
+            let id = || flows.id(i).unwrap_or([0; 37]);
             let t = time.value(i);
             max_t = max_t.max(t);
             let offsets = paths.value_offsets();
             let (a, z) = (offsets[i] as usize, offsets[i + 1] as usize);
             let path = &path_nodes.values()[a..z];
-            let st = self.flows.entry(id).or_default();
+            let path_id = path_ids.value(i);
+            let st = self.flows.entry(flow_ids.value(i)).or_default();
             st.last_seen_ns = st.last_seen_ns.max(t);
             if path.len() >= 2 && has_repeat(path) {
                 if !st.looping {
                     st.looping = true;
-                    let mut al = flow_alert(&id, self.partition, t, AlertKind::Loop);
+                    let mut al = flow_alert(&id(), self.partition, t, AlertKind::Loop);
                     al.path = path.to_vec();
                     al.node_id = node.is_valid(i).then(|| node.value(i));
                     out.push(al);
@@ -360,19 +374,20 @@ impl Detector {
                 st.last_sink_ns = Some(st.last_sink_ns.map_or(t, |s| s.max(t)));
                 if st.black_hole {
                     st.black_hole = false;
-                    let mut al = flow_alert(&id, self.partition, t, AlertKind::BlackHoleCleared);
+                    let mut al = flow_alert(&id(), self.partition, t, AlertKind::BlackHoleCleared);
                     al.path = path.to_vec();
                     out.push(al);
                 }
-                if !st.path.is_empty() && st.path != path {
-                    let mut al = flow_alert(&id, self.partition, t, AlertKind::PathChange);
-                    al.path = path.to_vec();
-                    al.previous_path = std::mem::take(&mut st.path);
-                    out.push(al);
-                }
-                if st.path != path {
+                if st.path_id != path_id || st.path.is_empty() {
+                    if !st.path.is_empty() {
+                        let mut al = flow_alert(&id(), self.partition, t, AlertKind::PathChange);
+                        al.path = path.to_vec();
+                        al.previous_path = std::mem::take(&mut st.path);
+                        out.push(al);
+                    }
                     st.path.clear();
                     st.path.extend_from_slice(path);
+                    st.path_id = path_id;
                 }
             } else if let Some(sink) = st.last_sink_ns
                 && !st.black_hole
@@ -380,7 +395,7 @@ impl Detector {
             {
                 // Upstream still reports the flow, its sink has not for too long.
                 st.black_hole = true;
-                let mut al = flow_alert(&id, self.partition, t, AlertKind::BlackHole);
+                let mut al = flow_alert(&id(), self.partition, t, AlertKind::BlackHole);
                 al.node_id = node.is_valid(i).then(|| node.value(i));
                 al.value = Some((t - sink) as u64);
                 al.threshold = Some(black_hole_after as u64);
@@ -405,6 +420,10 @@ impl Detector {
         }
         let key = (h.node.value(j), h.queue.value(j));
         let v = u64::from(h.occupancy.value(j));
+        if v <= occ_thr && self.queues_above.is_empty() {
+            // The usual case: nothing to clear, no hash lookup per hop.
+            return;
+        }
         if v > occ_thr {
             if self.queues_above.insert(key) {
                 out.push(Alert {

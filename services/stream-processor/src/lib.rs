@@ -20,8 +20,10 @@ pub mod input;
 pub mod metrics;
 pub mod panes;
 pub mod processor;
+pub mod quantiles;
 pub mod query;
 pub mod source;
+pub mod stages;
 pub mod store;
 
 use std::sync::Arc;

@@ -21,6 +21,7 @@ use crate::frame::{event_frame, report_frame};
 use crate::metrics::ProcessorMetrics;
 use crate::panes::{ClosedWindow, Offered, Panes};
 use crate::source::{Msg, Source};
+use crate::stages::StageTimes;
 use crate::store::{LaneStore, WindowRows};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -69,6 +70,8 @@ pub struct Processor {
     lanes: HashMap<(String, u32), Lane>,
     alert_sink: Option<AlertSink>,
     window_sink: Option<WindowSink>,
+    /// Time per stage outside the queries (see [`Self::stage_times`]).
+    stages: StageTimes,
 }
 
 /// Observes alerts as they are raised.
@@ -104,7 +107,16 @@ impl Processor {
             lanes: HashMap::new(),
             alert_sink: None,
             window_sink: None,
+            stages: StageTimes::default(),
         })
+    }
+
+    /// Cumulative time per stage since start.
+    pub fn stage_times(&self) -> StageTimes {
+        StageTimes {
+            queries: self.analytics.times().queries,
+            ..self.stages.clone()
+        }
     }
 
     /// Calls `f` with every batch of alerts raised (benchmarks and tests observe with it).
@@ -286,30 +298,42 @@ impl Processor {
         // alerts then: detectors see them again (to rebuild state) but stay quiet.
         let replay = offset <= lane.panes.checkpoint().read_until;
         let mut alerts = Vec::new();
+        let st = &mut self.stages;
         let outcome = (|| -> Result<Offered, String> {
             let mut offered = Offered::default();
             for b in batches {
+                let t = Instant::now();
                 let o = match lane.kind {
                     LaneKind::Reports => {
                         let f = report_frame(b, report_clock).map_err(|e| e.to_string())?;
+                        let t = StageTimes::lap(&mut st.frame, t);
                         lane.detector
                             .reports(&f.reports, &f.hops, &f.hop_offsets, &mut alerts)
                             .map_err(|e| e.to_string())?;
-                        lane.panes
+                        let t = StageTimes::lap(&mut st.detect, t);
+                        let o = lane
+                            .panes
                             .offer(
                                 offset,
-                                &[(&f.reports, &f.event_ns), (&f.hops, &f.hop_event_ns)],
+                                &[(&f.reports, f.event_ns()), (&f.hops, f.hop_event_ns())],
                             )
-                            .map_err(|e| e.to_string())?
+                            .map_err(|e| e.to_string())?;
+                        StageTimes::lap(&mut st.panes, t);
+                        o
                     }
                     LaneKind::Events => {
                         let (events, event_ns) = event_frame(b).map_err(|e| e.to_string())?;
+                        let t = StageTimes::lap(&mut st.frame, t);
                         lane.detector
                             .events(&events, &mut alerts)
                             .map_err(|e| e.to_string())?;
-                        lane.panes
+                        let t = StageTimes::lap(&mut st.detect, t);
+                        let o = lane
+                            .panes
                             .offer(offset, &[(&events, &event_ns)])
-                            .map_err(|e| e.to_string())?
+                            .map_err(|e| e.to_string())?;
+                        StageTimes::lap(&mut st.panes, t);
+                        o
                     }
                 };
                 offered.merge(o);
@@ -371,7 +395,10 @@ impl Processor {
         let Some(lane) = self.lanes.get_mut(key) else {
             return Ok(None);
         };
-        let Some((windows, checkpoint)) = lane.panes.close(all) else {
+        let started = Instant::now();
+        let closed = lane.panes.close(all);
+        StageTimes::lap(&mut self.stages.panes, started);
+        let Some((windows, checkpoint)) = closed else {
             return Ok(None);
         };
         let mut rows: Vec<WindowRows> = Vec::new();
@@ -392,7 +419,9 @@ impl Processor {
         let published: Vec<(&'static str, RecordBatch)> =
             rows.iter().map(|(t, _, _, b)| (*t, b.clone())).collect();
         let (files, compactions) = (lane.store.files_written, lane.store.compactions);
+        let started = Instant::now();
         lane.store.commit(rows, alerts, n_windows, checkpoint)?;
+        StageTimes::lap(&mut self.stages.store, started);
         self.metrics.windows_written.inc_by(n_windows as u64);
         // Counted across lanes: what this commit added.
         self.metrics
