@@ -107,25 +107,37 @@ impl Table {
                  FROM h JOIN window_flows f ON h.flow_id = f.flow_id \
                  ORDER BY {FLOW}, node_id"
             ),
+            // Grouped by one primitive key, `node_id << 8 | queue_id` (two key columns would
+            // take DataFusion's slower multi-column path), split again on the few result rows.
             Self::Queues => format!(
-                "SELECT node_id, queue_id, count(*) AS samples, \
+                "SELECT CAST(k >> 8 AS INT UNSIGNED) AS node_id, \
+                   CAST(k & 255 AS TINYINT UNSIGNED) AS queue_id, samples, occupancy_mean, \
+                   occupancy_max, congested_samples, \
+                   CAST(CAST(congested_samples AS DOUBLE) / samples * {window_ns} AS BIGINT) \
+                     AS congested_ns \
+                 FROM (SELECT CAST(node_id AS BIGINT UNSIGNED) << 8 | CAST(queue_id AS BIGINT UNSIGNED) AS k, \
+                   count(*) AS samples, \
                    avg(queue_occupancy) AS occupancy_mean, max(queue_occupancy) AS occupancy_max, \
                    sum(CASE WHEN queue_occupancy > {congestion_threshold} THEN 1 ELSE 0 END) \
-                     AS congested_samples, \
-                   CAST(avg(CASE WHEN queue_occupancy > {congestion_threshold} THEN 1.0 ELSE 0.0 END) \
-                     * {window_ns} AS BIGINT) AS congested_ns \
-                 FROM hops \
-                 WHERE node_id IS NOT NULL AND queue_id IS NOT NULL AND queue_occupancy IS NOT NULL \
-                 GROUP BY node_id, queue_id ORDER BY node_id, queue_id"
+                     AS congested_samples \
+                   FROM hops \
+                   WHERE node_id IS NOT NULL AND queue_id IS NOT NULL AND queue_occupancy IS NOT NULL \
+                   GROUP BY k) \
+                 ORDER BY node_id, queue_id"
             ),
-            Self::Links => "SELECT node_id, l1_egress_port AS egress_port, \
+            // The same single key: `node_id << 16 | l1_egress_port` (a 16-bit field).
+            Self::Links => "SELECT CAST(k >> 16 AS INT UNSIGNED) AS node_id, \
+                   CAST(k & 65535 AS SMALLINT UNSIGNED) AS egress_port, next_node_id, samples, \
+                   tx_utilization_mean, tx_utilization_max \
+                 FROM (SELECT CAST(node_id AS BIGINT UNSIGNED) << 16 | CAST(l1_egress_port AS BIGINT UNSIGNED) AS k, \
                    max(next_node_id) AS next_node_id, count(*) AS samples, \
                    avg(tx_utilization) AS tx_utilization_mean, \
                    max(tx_utilization) AS tx_utilization_max \
-                 FROM hops \
-                 WHERE node_id IS NOT NULL AND l1_egress_port IS NOT NULL \
-                   AND tx_utilization IS NOT NULL \
-                 GROUP BY node_id, l1_egress_port ORDER BY node_id, egress_port"
+                   FROM hops \
+                   WHERE node_id IS NOT NULL AND l1_egress_port IS NOT NULL \
+                     AND tx_utilization IS NOT NULL \
+                   GROUP BY k) \
+                 ORDER BY node_id, egress_port"
                 .to_string(),
             // From the window's flows (sink reports), not the raw reports again.
             Self::Sources => "SELECT src_ip, count(*) AS flows, sum(reports) AS reports, \
@@ -328,4 +340,28 @@ pub fn paths_of(flows: &RecordBatch) -> std::result::Result<RecordBatch, arrow_s
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     RecordBatch::try_new(previous_paths_schema(), cols)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Single-key grouping packs and unpacks the keys: the result columns keep the input
+    /// types (stored Parquet files of earlier windows must still merge).
+    #[tokio::test]
+    async fn result_key_columns_keep_their_input_types() {
+        let a = Analytics::new(10, 1_000_000_000).await.unwrap();
+        let ty = |t: Table, c: &str| {
+            let (_, s) = a.schemas().iter().find(|(x, _)| *x == t).unwrap();
+            s.field_with_name(c).unwrap().data_type().clone()
+        };
+        assert_eq!(ty(Table::Queues, "node_id"), DataType::UInt32);
+        assert_eq!(ty(Table::Queues, "queue_id"), DataType::UInt8);
+        assert_eq!(ty(Table::Queues, "congested_ns"), DataType::Int64);
+        assert_eq!(ty(Table::Links, "node_id"), DataType::UInt32);
+        assert_eq!(ty(Table::Links, "egress_port"), DataType::UInt16);
+        assert_eq!(ty(Table::HopLatency, "node_id"), DataType::UInt32);
+        assert_eq!(ty(Table::HopLatency, "p50_ns"), DataType::Float64);
+        assert_eq!(ty(Table::HopLatency, "p99_ns"), DataType::Float64);
+    }
 }

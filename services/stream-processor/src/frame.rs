@@ -217,55 +217,79 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     let egress = egress.as_primitive::<UInt64Type>();
 
     let flow_ids = flow_ids(b)?;
-    // Per report: path, latency sum, transit; per hop: its report's event time and flow, its
-    // index on the path and the next hop's node.
     let hop_rows = hi - lo;
+    let bounds = |i: usize| (offsets[i] as usize - lo, offsets[i + 1] as usize - lo);
+    let (nodes, latencies) = (node.values(), latency.values());
+    let (all_nodes, all_latencies) = (node.null_count() == 0, latency.null_count() == 0);
+
+    // Per report: path (node ids in order), its hash, the latency sum and the transit time.
     // Plain vectors, not Arrow builders: a builder's append is an out-of-line call per value.
     let mut path_nodes = Vec::with_capacity(hop_rows);
     let mut path_offsets = Vec::with_capacity(n + 1);
     path_offsets.push(0i32);
-    let mut e2e = Nullable::<UInt64Type>::with_capacity(n);
     let mut path_id = Vec::with_capacity(n);
+    let mut e2e = Nullable::<UInt64Type>::with_capacity(n);
     let mut transit = Nullable::<UInt64Type>::with_capacity(n);
-    let mut hop_time = Vec::with_capacity(hop_rows);
-    let mut hop_flow = Nullable::<UInt64Type>::with_capacity(hop_rows);
-    let mut next_node = Nullable::<UInt32Type>::with_capacity(hop_rows);
-    let mut hop_index = Vec::with_capacity(hop_rows);
-    let mut flow_node = Nullable::<UInt64Type>::with_capacity(hop_rows);
     for i in 0..n {
-        let (a, z) = (offsets[i] as usize - lo, offsets[i + 1] as usize - lo);
-        let mut sum: Option<u64> = None;
+        let (a, z) = bounds(i);
         let mut h = WordHash::new();
-        for j in a..z {
-            if node.is_valid(j) {
-                path_nodes.push(node.value(j));
-                h.add(u64::from(node.value(j)));
-            }
-            if latency.is_valid(j) {
-                *sum.get_or_insert(0) += u64::from(latency.value(j));
-            }
-            hop_time.push(event_ns[i]);
-            hop_flow.push(flow_ids[i]);
-            flow_node.push(match (flow_ids[i], node.is_valid(j)) {
-                (Some(f), true) => {
-                    let mut k = WordHash::new();
-                    k.add(f);
-                    k.add(u64::from(node.value(j)));
-                    Some(k.finish())
-                }
-                _ => None,
-            });
-            hop_index.push((j - a).min(255) as u8);
-            next_node.push((j + 1 < z && node.is_valid(j + 1)).then(|| node.value(j + 1)));
+        if all_nodes {
+            path_nodes.extend_from_slice(&nodes[a..z]);
+        } else {
+            path_nodes.extend((a..z).filter(|&j| node.is_valid(j)).map(|j| nodes[j]));
+        }
+        for &v in &path_nodes[path_offsets[i] as usize..] {
+            h.add(u64::from(v));
         }
         path_offsets.push(path_nodes.len() as i32);
         path_id.push(h.finish());
+        let valid_latencies = (a..z).filter(|&j| all_latencies || latency.is_valid(j));
+        let sum = valid_latencies.fold(None, |s: Option<u64>, j| {
+            Some(s.unwrap_or(0) + u64::from(latencies[j]))
+        });
         e2e.push(sum);
         transit.push(if z > a && ingress.is_valid(a) && egress.is_valid(z - 1) {
             egress.value(z - 1).checked_sub(ingress.value(a))
         } else {
             None
         });
+    }
+
+    // Per hop, a column at a time: the report's event time and flow, the hop's index on the
+    // path, the next hop's node (the link's far end) and the (flow, node) key.
+    let mut hop_time = Vec::with_capacity(hop_rows);
+    let mut hop_flow = Vec::with_capacity(hop_rows);
+    let mut hop_index = Vec::with_capacity(hop_rows);
+    let mut has_next = Vec::with_capacity(hop_rows);
+    for i in 0..n {
+        let (a, z) = bounds(i);
+        hop_time.extend(std::iter::repeat_n(event_ns[i], z - a));
+        hop_flow.extend(std::iter::repeat_n(flow_ids[i].unwrap_or(0), z - a));
+        hop_index.extend((0..z - a).map(|k| k.min(255) as u8));
+        has_next.extend((a..z).map(|j| j + 1 < z));
+    }
+    let flow_nulls =
+        flow_ids.iter().any(Option::is_none).then(|| {
+            NullBuffer::from_iter((0..n).flat_map(|i| {
+                std::iter::repeat_n(flow_ids[i].is_some(), bounds(i).1 - bounds(i).0)
+            }))
+        });
+    // `flow_id` is a uniform 64-bit hash, so two (flow, node) pairs collide with odds of
+    // about 2⁻⁶⁴ per pair of nodes: the same as two flows' ids colliding.
+    let flow_node: Vec<u64> = hop_flow
+        .iter()
+        .zip(nodes)
+        .map(|(&f, &v)| f ^ u64::from(v).wrapping_mul(WordHash::K))
+        .collect();
+    let flow_node_nulls = NullBuffer::union(flow_nulls.as_ref(), node.nulls());
+    let mut next_node = Vec::with_capacity(hop_rows);
+    next_node.extend_from_slice(nodes.get(1..).unwrap_or_default());
+    next_node.truncate(hop_rows);
+    next_node.resize(hop_rows, 0);
+    if !all_nodes {
+        for (j, next) in has_next.iter_mut().enumerate() {
+            *next = *next && node.is_valid(j + 1);
+        }
     }
     let mut report_cols = vec![
         Arc::new(TimestampNanosecondArray::from(event_ns).with_timezone("UTC")) as ArrayRef,
@@ -300,14 +324,20 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
 
     let mut hop_cols: Vec<ArrayRef> = vec![
         Arc::new(TimestampNanosecondArray::from(hop_time).with_timezone("UTC")),
-        hop_flow.finish(),
+        Arc::new(UInt64Array::new(ScalarBuffer::from(hop_flow), flow_nulls)),
         Arc::new(UInt8Array::from(hop_index)),
     ];
     for h in HOP_COLUMNS {
         hop_cols.push(field(h)?);
     }
-    hop_cols.push(next_node.finish());
-    hop_cols.push(flow_node.finish());
+    hop_cols.push(Arc::new(UInt32Array::new(
+        ScalarBuffer::from(next_node),
+        Some(NullBuffer::from(has_next)),
+    )));
+    hop_cols.push(Arc::new(UInt64Array::new(
+        ScalarBuffer::from(flow_node),
+        flow_node_nulls,
+    )));
     let hops = RecordBatch::try_new(hops_schema(), hop_cols)?;
     let hop_offsets = offsets.iter().map(|&o| (o as usize - lo) as u32).collect();
     Ok(ReportFrame {
