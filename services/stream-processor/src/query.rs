@@ -151,11 +151,11 @@ pub async fn session(data_dir: &Path) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// Registers kplane's SQL functions (`ip_text`, `ip_in`, `p50_p99`) in `ctx`.
+/// Registers kplane's SQL functions (`ip_text`, `ip_in`, `distribution`) in `ctx`.
 pub fn register_udfs(ctx: &SessionContext) {
     ctx.register_udf(ip_text_udf());
     ctx.register_udf(ip_in_udf());
-    ctx.register_udaf(crate::quantiles::p50_p99_udaf());
+    ctx.register_udaf(crate::distribution::distribution_udaf());
 }
 
 /// Runs `sql` over the store of `data_dir` on a private runtime (tests, tools).
