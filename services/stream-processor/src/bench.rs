@@ -211,3 +211,34 @@ pub fn run(b: &BenchConfig, data_dir: &std::path::Path) -> Result<BenchReport, B
         stages: p.stage_times(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small run through the real processor: windows close, results come out, and the
+    /// stage times name where the time went.
+    #[test]
+    fn a_small_run_reports_windows_rows_and_stage_times() {
+        let dir = std::env::temp_dir().join(format!("kplane-bench-test-{}", std::process::id()));
+        let b = BenchConfig {
+            records: 16_384,
+            rate: 4_096,
+            flows: 50,
+            batch: 1_024,
+            window: Duration::from_secs(1),
+        };
+        let r = run(&b, &dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(r.records, 16_384);
+        assert!(r.windows >= 4, "{} windows", r.windows);
+        assert!(r.result_rows > 0);
+        assert!(!r.stages.frame.is_zero() && !r.stages.detect.is_zero());
+        assert!(!r.stages.queries[crate::analytics::Table::HopLatency as usize].is_zero());
+        let shown = r.stages.to_string();
+        assert!(
+            shown.contains("hop_latency") && shown.contains("frame"),
+            "{shown}"
+        );
+    }
+}

@@ -33,10 +33,6 @@ impl StageTimes {
     pub fn query(&mut self, table: Table) -> &mut Duration {
         &mut self.queries[table as usize]
     }
-
-    pub fn total(&self) -> Duration {
-        self.frame + self.detect + self.panes + self.store + self.queries.iter().sum::<Duration>()
-    }
 }
 
 impl fmt::Display for StageTimes {
