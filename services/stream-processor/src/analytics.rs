@@ -5,7 +5,7 @@
 //! was computed from. Percentiles are DataFusion's exact `percentile_cont`.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, RecordBatch, TimestampNanosecondArray, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -199,8 +199,8 @@ pub struct Analytics {
     congestion_threshold: u64,
     window_ns: i64,
     schemas: Vec<(Table, SchemaRef)>,
-    /// Cumulative time per query (see [`crate::stages`]).
-    times: std::sync::Mutex<StageTimes>,
+    /// Cumulative time per query, in [`Table::ALL`] order (see [`crate::stages`]).
+    times: std::sync::Mutex<[Duration; Table::ALL.len()]>,
 }
 
 impl std::fmt::Debug for Analytics {
@@ -238,9 +238,9 @@ impl Analytics {
         Ok(a)
     }
 
-    /// Time spent in each query so far (only `queries` is filled in).
-    pub fn times(&self) -> StageTimes {
-        self.times.lock().map(|t| t.clone()).unwrap_or_default()
+    /// Time spent in each query so far, in [`Table::ALL`] order.
+    pub fn query_times(&self) -> [Duration; Table::ALL.len()] {
+        self.times.lock().map(|t| *t).unwrap_or_default()
     }
 
     pub fn schemas(&self) -> &[(Table, SchemaRef)] {
@@ -280,7 +280,7 @@ impl Analytics {
             let started = Instant::now();
             let b = self.query(table, w).await?;
             if let Ok(mut t) = self.times.lock() {
-                StageTimes::lap(t.query(table), started);
+                StageTimes::lap(&mut t[table as usize], started);
             }
             if table == Table::Flows {
                 // Sources and destinations are computed from the window's flows.

@@ -104,8 +104,8 @@ static HOPS: LazyLock<SchemaRef> = LazyLock::new(|| {
     );
     // The node of the next hop on the same report (null at the sink): the link's far end.
     f.push(Field::new(pcol::NEXT_NODE, DataType::UInt32, true));
-    // A hash of (flow_id, node_id), null without either: hop latency groups by this one
-    // primitive column, several times faster than by the pair.
+    // A key for the (flow_id, node_id) pair, null without either: hop latency groups by this
+    // one primitive column instead of taking DataFusion's multi-column path for the pair.
     f.push(Field::new(pcol::FLOW_NODE_ID, DataType::UInt64, true));
     Arc::new(Schema::new(f))
 });
@@ -261,19 +261,20 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     let mut hop_flow = Vec::with_capacity(hop_rows);
     let mut hop_index = Vec::with_capacity(hop_rows);
     let mut has_next = Vec::with_capacity(hop_rows);
-    for i in 0..n {
+    for (i, (&t, &flow)) in event_ns.iter().zip(flow_ids.values()).enumerate() {
         let (a, z) = bounds(i);
-        hop_time.extend(std::iter::repeat_n(event_ns[i], z - a));
-        hop_flow.extend(std::iter::repeat_n(flow_ids[i].unwrap_or(0), z - a));
+        hop_time.extend(std::iter::repeat_n(t, z - a));
+        hop_flow.extend(std::iter::repeat_n(flow, z - a));
         hop_index.extend((0..z - a).map(|k| k.min(255) as u8));
         has_next.extend((a..z).map(|j| j + 1 < z));
     }
-    let flow_nulls =
-        flow_ids.iter().any(Option::is_none).then(|| {
-            NullBuffer::from_iter((0..n).flat_map(|i| {
-                std::iter::repeat_n(flow_ids[i].is_some(), bounds(i).1 - bounds(i).0)
-            }))
-        });
+    // Each hop row is null where its report's flow is.
+    let flow_nulls = flow_ids.nulls().map(|reports| {
+        NullBuffer::from_iter((0..n).flat_map(|i| {
+            let (a, z) = bounds(i);
+            std::iter::repeat_n(reports.is_valid(i), z - a)
+        }))
+    });
     // `flow_id` is a uniform 64-bit hash, so two (flow, node) pairs collide with odds of
     // about 2⁻⁶⁴ per pair of nodes: the same as two flows' ids colliding.
     let flow_node: Vec<u64> = hop_flow
@@ -312,11 +313,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
             None,
         )?) as ArrayRef,
         Arc::new(UInt64Array::from(path_id)) as ArrayRef,
-        {
-            let mut ids = Nullable::<UInt64Type>::with_capacity(n);
-            flow_ids.iter().for_each(|&f| ids.push(f));
-            ids.finish()
-        },
+        Arc::new(flow_ids.clone()) as ArrayRef,
         e2e.finish(),
         transit.finish(),
     ]);
@@ -371,12 +368,13 @@ impl<T: ArrowPrimitiveType> Nullable<T> {
         self.nulls += usize::from(v.is_none());
     }
 
-    fn finish(self) -> ArrayRef {
+    fn finish_array(self) -> PrimitiveArray<T> {
         let nulls = (self.nulls > 0).then(|| NullBuffer::from(self.valid));
-        Arc::new(PrimitiveArray::<T>::new(
-            ScalarBuffer::from(self.values),
-            nulls,
-        ))
+        PrimitiveArray::<T>::new(ScalarBuffer::from(self.values), nulls)
+    }
+
+    fn finish(self) -> ArrayRef {
+        Arc::new(self.finish_array())
     }
 }
 
@@ -404,8 +402,8 @@ impl WordHash {
     }
 }
 
-/// Per report: a [`WordHash`] of its 5-tuple, `None` without a flow.
-fn flow_ids(b: &RecordBatch) -> Result<Vec<Option<u64>>, ArrowError> {
+/// Per report: a [`WordHash`] of its 5-tuple, null without a flow (value 0).
+fn flow_ids(b: &RecordBatch) -> Result<UInt64Array, ArrowError> {
     let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
     let src = column(b, col::SRC_IP)?
         .as_fixed_size_binary_opt()
@@ -429,11 +427,9 @@ fn flow_ids(b: &RecordBatch) -> Result<Vec<Option<u64>>, ArrowError> {
         let (hi, lo) = a.split_at(8);
         [hi, lo].map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
     };
-    Ok((0..b.num_rows())
-        .map(|i| {
-            if src.is_null(i) || dst.is_null(i) {
-                return None;
-            }
+    let mut ids = Nullable::<UInt64Type>::with_capacity(b.num_rows());
+    for i in 0..b.num_rows() {
+        ids.push((src.is_valid(i) && dst.is_valid(i)).then(|| {
             let mut h = WordHash::new();
             for w in halves(src.value(i)).into_iter().chain(halves(dst.value(i))) {
                 h.add(w);
@@ -441,9 +437,10 @@ fn flow_ids(b: &RecordBatch) -> Result<Vec<Option<u64>>, ArrowError> {
             h.add(
                 u64::from(sp.value(i)) << 24 | u64::from(dp.value(i)) << 8 | u64::from(pr.value(i)),
             );
-            Some(h.finish())
-        })
-        .collect())
+            h.finish()
+        }));
+    }
+    Ok(ids.finish_array())
 }
 
 /// Narrows one `events/v1` batch (the collector's `int.events`) to the `events` table; returns

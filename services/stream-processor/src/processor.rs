@@ -114,7 +114,7 @@ impl Processor {
     /// Cumulative time per stage since start.
     pub fn stage_times(&self) -> StageTimes {
         StageTimes {
-            queries: self.analytics.times().queries,
+            queries: self.analytics.query_times(),
             ..self.stages.clone()
         }
     }

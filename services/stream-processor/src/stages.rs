@@ -29,10 +29,6 @@ impl StageTimes {
         *stage += now - started;
         now
     }
-
-    pub fn query(&mut self, table: Table) -> &mut Duration {
-        &mut self.queries[table as usize]
-    }
 }
 
 impl fmt::Display for StageTimes {
