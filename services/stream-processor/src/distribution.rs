@@ -6,7 +6,8 @@
 //! same linear interpolation between the two nearest ranks, its weight rounded down to 10⁻⁶).
 //! Two `percentile_cont` calls beside `count` and `max` keep two copies of every value, each
 //! pushed to one of many scattered per-group vectors, and two more accumulators; this keeps one
-//! copy, appended to two flat vectors (group, value), sorted by group once at window end.
+//! copy, in the input's type, appended as (group, value) pairs to flat vectors, sorted by group
+//! once at window end.
 
 use std::sync::Arc;
 
@@ -30,14 +31,22 @@ const PERCENTILES: [(f64, &str); 2] = [(0.5, "p50"), (0.99, "p99")];
 /// Same as DataFusion's `percentile_cont`: the interpolation weight's resolution.
 const INTERPOLATION_PRECISION: f64 = 1_000_000.0;
 
-/// Input types read as they are (others are coerced to one of them); values are kept as f64,
-/// as `percentile_cont` keeps them.
+/// Input types read as they are (others are coerced to one of them) and kept in their own
+/// type (see [`Sample`]).
 const INPUT_TYPES: [DataType; 4] = [
     DataType::UInt32,
     DataType::UInt64,
     DataType::Int64,
     DataType::Float64,
 ];
+
+/// The (coerced) input's type: one of [`INPUT_TYPES`].
+fn input_type(fields: &[FieldRef]) -> Result<&DataType> {
+    match fields {
+        [f] if INPUT_TYPES.contains(f.data_type()) => Ok(f.data_type()),
+        _ => exec_err!("distribution() takes one argument of {INPUT_TYPES:?}"),
+    }
+}
 
 /// The `distribution` aggregate function.
 pub fn distribution_udaf() -> AggregateUDF {
@@ -85,14 +94,22 @@ impl AggregateUDFImpl for Distribution {
         false
     }
 
-    fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(RowAccumulator::default()))
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        match input_type(args.expr_fields)? {
+            DataType::UInt32 => Ok(Box::new(RowAccumulator::<u32>::default())),
+            DataType::UInt64 => Ok(Box::new(RowAccumulator::<u64>::default())),
+            DataType::Int64 => Ok(Box::new(RowAccumulator::<i64>::default())),
+            _ => Ok(Box::new(RowAccumulator::<f64>::default())),
+        }
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(vec![Arc::new(Field::new(
             format!("{}[values]", args.name),
-            DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true))),
+            DataType::List(Arc::new(Field::new_list_field(
+                input_type(args.input_fields)?.clone(),
+                true,
+            ))),
             true,
         ))])
     }
@@ -103,93 +120,131 @@ impl AggregateUDFImpl for Distribution {
 
     fn create_groups_accumulator(
         &self,
-        _args: AccumulatorArgs,
+        args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(GroupsDistribution::default()))
+        match input_type(args.expr_fields)? {
+            DataType::UInt32 => Ok(Box::new(GroupsDistribution::<u32>::default())),
+            DataType::UInt64 => Ok(Box::new(GroupsDistribution::<u64>::default())),
+            DataType::Int64 => Ok(Box::new(GroupsDistribution::<i64>::default())),
+            _ => Ok(Box::new(GroupsDistribution::<f64>::default())),
+        }
     }
 }
 
-/// Calls `f(row, value)` for every non-null value of `a` (one of [`INPUT_TYPES`]) as f64.
-fn for_each_value(a: &dyn Array, f: impl FnMut(usize, f64)) -> Result<()> {
-    fn each<T: ArrowPrimitiveType>(
-        a: &PrimitiveArray<T>,
-        to_f64: impl Fn(T::Native) -> f64,
-        mut f: impl FnMut(usize, f64),
-    ) {
-        if a.null_count() == 0 {
-            a.values()
-                .iter()
-                .enumerate()
-                .for_each(|(i, &v)| f(i, to_f64(v)));
-        } else {
-            (0..a.len())
-                .filter(|&i| a.is_valid(i))
-                .for_each(|i| f(i, to_f64(a.value(i))));
+/// A value type the accumulators keep natively (the input's own type: a hop latency stays a
+/// 4-byte `u32`, half the memory of an `f64`, and compares as an integer). Ranks are selected
+/// in the native order and only the selected values converted: the same result as converting
+/// first, since every conversion to f64 keeps the order.
+trait Sample: arrow_buffer::ArrowNativeType + Default {
+    type Arrow: ArrowPrimitiveType<Native = Self>;
+    fn to_f64(self) -> f64;
+    fn order(&self, other: &Self) -> std::cmp::Ordering;
+}
+
+macro_rules! integer_sample {
+    ($t:ty, $arrow:ty) => {
+        impl Sample for $t {
+            type Arrow = $arrow;
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn order(&self, other: &Self) -> std::cmp::Ordering {
+                self.cmp(other)
+            }
         }
+    };
+}
+integer_sample!(u32, UInt32Type);
+integer_sample!(u64, UInt64Type);
+integer_sample!(i64, Int64Type);
+
+impl Sample for f64 {
+    type Arrow = Float64Type;
+    fn to_f64(self) -> f64 {
+        self
     }
-    match a.data_type() {
-        DataType::UInt32 => each(a.as_primitive::<UInt32Type>(), f64::from, f),
-        DataType::UInt64 => each(a.as_primitive::<UInt64Type>(), |v| v as f64, f),
-        DataType::Int64 => each(a.as_primitive::<Int64Type>(), |v| v as f64, f),
-        DataType::Float64 => each(a.as_primitive::<Float64Type>(), |v| v, f),
-        t => return exec_err!("distribution() of {t}"),
+    fn order(&self, other: &Self) -> std::cmp::Ordering {
+        self.total_cmp(other)
+    }
+}
+
+/// Calls `f(row, value)` for every non-null value of `a`, whose type is `S`'s.
+fn for_each_value<S: Sample>(a: &dyn Array, mut f: impl FnMut(usize, S)) -> Result<()> {
+    let Some(a) = a.as_primitive_opt::<S::Arrow>() else {
+        return exec_err!(
+            "distribution() of {} read as {:?}",
+            a.data_type(),
+            S::Arrow::DATA_TYPE
+        );
+    };
+    if a.null_count() == 0 {
+        a.values().iter().enumerate().for_each(|(i, &v)| f(i, v));
+    } else {
+        (0..a.len())
+            .filter(|&i| a.is_valid(i))
+            .for_each(|i| f(i, a.value(i)));
     }
     Ok(())
 }
 
-/// The exact percentiles `PERCENTILES` of `values` (reordered in place), as `percentile_cont`
-/// computes each. Ascending ranks: once rank k is selected, every larger value lies right of
-/// it, so the next selection only searches there.
-fn percentiles(values: &mut [f64]) -> [Option<f64>; PERCENTILES.len()] {
-    let cmp = |a: &f64, b: &f64| a.total_cmp(b);
+/// Summary of one group's values (reordered in place): the exact percentiles `PERCENTILES`,
+/// as `percentile_cont` computes each, and the maximum. Ascending ranks: once rank k is
+/// selected, every larger value lies right of it, so the next selection — and finally the
+/// maximum — only searches there.
+fn summarize<S: Sample>(values: &mut [S]) -> ([Option<f64>; PERCENTILES.len()], Option<f64>) {
     let len = values.len();
     let mut out = [None; PERCENTILES.len()];
+    if len == 0 {
+        return (out, None);
+    }
     // Values left of `from` are all ≤ every value from it on.
     let mut from = 0;
     for (o, (q, _)) in out.iter_mut().zip(PERCENTILES) {
-        if len == 0 {
-            break;
-        }
         let index = q * (len - 1) as f64;
         let (lower, upper) = (index.floor() as usize, index.ceil() as usize);
         let lo = if lower < from {
             // Already in place (a rank selected before).
             values[lower]
         } else {
-            *values[from..].select_nth_unstable_by(lower - from, cmp).1
+            *values[from..]
+                .select_nth_unstable_by(lower - from, S::order)
+                .1
         };
         from = from.max(lower + 1);
         if lower == upper {
-            *o = Some(lo);
+            *o = Some(lo.to_f64());
             continue;
         }
         // The next rank is the minimum of the values right of `lower`.
         let hi = values[lower + 1..]
             .iter()
             .copied()
-            .min_by(cmp)
+            .min_by(S::order)
             .unwrap_or(lo);
+        let (lo, hi) = (lo.to_f64(), hi.to_f64());
         let weight = ((index - lower as f64) * INTERPOLATION_PRECISION) as usize as f64
             / INTERPOLATION_PRECISION;
         *o = Some(lo + (hi - lo) * weight);
     }
-    out
+    // The last selected rank and everything right of it hold the maximum.
+    let max = values[from - 1..].iter().copied().max_by(S::order);
+    (out, max.map(S::to_f64))
 }
 
 /// Where each group's values lie in a buffer: (start, len).
 type Spans = Vec<(usize, usize)>;
 
 /// One struct row per group (its values at its span of `values`, reordered in place).
-fn evaluate_groups(values: &mut [f64], spans: &[(usize, usize)]) -> Result<ArrayRef> {
+fn evaluate_groups<S: Sample>(values: &mut [S], spans: &[(usize, usize)]) -> Result<ArrayRef> {
     let mut samples = Vec::with_capacity(spans.len());
     let mut columns: Vec<Vec<Option<f64>>> =
         vec![Vec::with_capacity(spans.len()); PERCENTILES.len()];
     let mut max = Vec::with_capacity(spans.len());
     for &(start, len) in spans {
-        let values = &mut values[start..start + len];
+        let (percentiles, m) = summarize(&mut values[start..start + len]);
         samples.push(len as u64);
-        max.push(values.iter().copied().max_by(f64::total_cmp));
-        for (c, p) in columns.iter_mut().zip(percentiles(values)) {
+        max.push(m);
+        for (c, p) in columns.iter_mut().zip(percentiles) {
             c.push(p);
         }
     }
@@ -207,8 +262,9 @@ fn evaluate_groups(values: &mut [f64], spans: &[(usize, usize)]) -> Result<Array
     )?))
 }
 
-/// The list-of-values state of each group (for partial / final aggregation).
-fn list_state(values: &[f64], spans: &[(usize, usize)]) -> ArrayRef {
+/// The list-of-values state of each group (for partial / final aggregation), in the
+/// input's type.
+fn list_state<S: Sample>(values: &[S], spans: &[(usize, usize)]) -> ArrayRef {
     let mut offsets = vec![0i32];
     let mut flat = Vec::new();
     for &(start, len) in spans {
@@ -216,11 +272,26 @@ fn list_state(values: &[f64], spans: &[(usize, usize)]) -> ArrayRef {
         offsets.push(flat.len() as i32);
     }
     Arc::new(ListArray::new(
-        Arc::new(Field::new_list_field(DataType::Float64, true)),
+        Arc::new(Field::new_list_field(S::Arrow::DATA_TYPE, true)),
         OffsetBuffer::new(ScalarBuffer::from(offsets)),
-        Arc::new(Float64Array::from(flat)),
+        Arc::new(PrimitiveArray::<S::Arrow>::from_iter_values(flat)),
         None,
     ))
+}
+
+/// Calls `f` with every value of every valid list in `states` (the input's type) and the
+/// row it came from.
+fn for_each_state_value<S: Sample>(states: &ArrayRef, mut f: impl FnMut(usize, S)) {
+    let lists = states.as_list::<i32>();
+    for i in 0..lists.len() {
+        if lists.is_valid(i) {
+            let l = lists.value(i);
+            let l = l.as_primitive::<S::Arrow>();
+            (0..l.len())
+                .filter(|&j| l.is_valid(j))
+                .for_each(|j| f(i, l.value(j)));
+        }
+    }
 }
 
 /// Partitions of the (group, value) pairs, by the group's low bits.
@@ -230,48 +301,47 @@ const PARTS: usize = 256;
 /// by the group's low bits. Sorting by group at the end is then a counting sort per
 /// partition, whose few hundred groups and some thousand values stay in cache; one counting
 /// sort over all pairs scattered them across the whole window's values (10 ns a value).
+/// A pair is one element (8 bytes for a `u32` input): one write stream per partition.
 #[derive(Debug)]
-struct GroupsDistribution {
-    parts: Vec<(Vec<u32>, Vec<f64>)>,
+struct GroupsDistribution<S> {
+    parts: Vec<Vec<(u32, S)>>,
     num_groups: usize,
 }
 
-impl Default for GroupsDistribution {
+impl<S: Sample> Default for GroupsDistribution<S> {
     fn default() -> Self {
         Self {
-            parts: vec![(Vec::new(), Vec::new()); PARTS],
+            parts: vec![Vec::new(); PARTS],
             num_groups: 0,
         }
     }
 }
 
-impl GroupsDistribution {
+impl<S: Sample> GroupsDistribution<S> {
     #[inline]
-    fn push(&mut self, group: usize, v: f64) {
-        let (g, x) = &mut self.parts[group % PARTS];
-        g.push(group as u32);
-        x.push(v);
+    fn push(&mut self, group: usize, v: S) {
+        self.parts[group % PARTS].push((group as u32, v));
     }
 
     /// Splits off the groups `emit_to` asks for: their values laid out group by group, and
     /// each one's span; the groups after them are renumbered from 0.
-    fn take(&mut self, emit_to: EmitTo) -> (Vec<f64>, Spans) {
+    fn take(&mut self, emit_to: EmitTo) -> (Vec<S>, Spans) {
         let n = match emit_to {
             EmitTo::All => self.num_groups,
             EmitTo::First(k) => k.min(self.num_groups),
         };
-        let total = self.parts.iter().map(|(g, _)| g.len()).sum();
+        let total = self.parts.iter().map(Vec::len).sum();
         let mut sorted = Vec::with_capacity(total);
         let mut spans = vec![(0, 0); n];
         let mut kept = Self {
             num_groups: self.num_groups - n,
             ..Self::default()
         };
-        for (p, (groups, values)) in std::mem::take(&mut self.parts).into_iter().enumerate() {
+        for (p, pairs) in std::mem::take(&mut self.parts).into_iter().enumerate() {
             // This partition's groups below `n` are p, p + PARTS, …: local index g / PARTS.
             let local = n.saturating_sub(p).div_ceil(PARTS);
             let mut offsets = vec![0usize; local + 1];
-            for &g in &groups {
+            for &(g, _) in &pairs {
                 if (g as usize) < n {
                     offsets[g as usize / PARTS + 1] += 1;
                 }
@@ -280,9 +350,9 @@ impl GroupsDistribution {
                 offsets[i + 1] += offsets[i];
             }
             let base = sorted.len();
-            sorted.resize(base + offsets[local], 0.0);
+            sorted.resize(base + offsets[local], S::default());
             let mut next = offsets.clone();
-            for (&g, &v) in groups.iter().zip(&values) {
+            for (g, v) in pairs {
                 let g = g as usize;
                 if g < n {
                     sorted[base + next[g / PARTS]] = v;
@@ -300,7 +370,7 @@ impl GroupsDistribution {
     }
 }
 
-impl GroupsAccumulator for GroupsDistribution {
+impl<S: Sample> GroupsAccumulator for GroupsDistribution<S> {
     fn update_batch(
         &mut self,
         values: &[ArrayRef],
@@ -334,15 +404,7 @@ impl GroupsAccumulator for GroupsDistribution {
         total_num_groups: usize,
     ) -> Result<()> {
         self.num_groups = self.num_groups.max(total_num_groups);
-        let lists = values[0].as_list::<i32>();
-        for (i, &g) in group_indices.iter().enumerate() {
-            if lists.is_valid(i) {
-                let l = lists.value(i);
-                for x in l.as_primitive::<Float64Type>().iter().flatten() {
-                    self.push(g, x);
-                }
-            }
-        }
+        for_each_state_value(&values[0], |i, x| self.push(group_indices[i], x));
         Ok(())
     }
 
@@ -352,7 +414,7 @@ impl GroupsAccumulator for GroupsDistribution {
         opt_filter: Option<&BooleanArray>,
     ) -> Result<Vec<ArrayRef>> {
         // Each row its own group: a list of its value, empty when null or filtered out.
-        let mut rows: Vec<Vec<f64>> = vec![Vec::new(); values[0].len()];
+        let mut rows: Vec<Vec<S>> = vec![Vec::new(); values[0].len()];
         let taken = |i: usize| opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
         for_each_value(values[0].as_ref(), |i, x| {
             if taken(i) {
@@ -373,18 +435,18 @@ impl GroupsAccumulator for GroupsDistribution {
     fn size(&self) -> usize {
         self.parts
             .iter()
-            .map(|(g, v)| g.capacity() * size_of::<u32>() + v.capacity() * size_of::<f64>())
+            .map(|p| p.capacity() * size_of::<(u32, S)>())
             .sum()
     }
 }
 
 /// The accumulator of an aggregate without GROUP BY.
 #[derive(Debug, Default)]
-struct RowAccumulator {
-    values: Vec<f64>,
+struct RowAccumulator<S> {
+    values: Vec<S>,
 }
 
-impl Accumulator for RowAccumulator {
+impl<S: Sample> Accumulator for RowAccumulator<S> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         for_each_value(values[0].as_ref(), |_, x| self.values.push(x))
     }
@@ -396,7 +458,7 @@ impl Accumulator for RowAccumulator {
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + self.values.capacity() * size_of::<f64>()
+        size_of::<Self>() + self.values.capacity() * size_of::<S>()
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
@@ -405,11 +467,7 @@ impl Accumulator for RowAccumulator {
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let lists = states[0].as_list::<i32>();
-        for l in lists.iter().flatten() {
-            self.values
-                .extend(l.as_primitive::<Float64Type>().iter().flatten());
-        }
+        for_each_state_value(&states[0], |_, x| self.values.push(x));
         Ok(())
     }
 }
@@ -513,7 +571,7 @@ mod tests {
 
     #[test]
     fn emitting_the_first_groups_keeps_the_rest() {
-        let mut acc = GroupsDistribution::default();
+        let mut acc = GroupsDistribution::<f64>::default();
         let values: ArrayRef = Arc::new(Float64Array::from(vec![5.0, 1.0, 9.0, 3.0, 7.0, 2.0]));
         acc.update_batch(&[values], &[0, 1, 2, 0, 1, 2], None, 3)
             .unwrap();
