@@ -547,25 +547,37 @@ mod tests {
         let t = table();
         let mem = MemTable::try_new(t.schema(), vec![vec![t]]).unwrap();
         ctx.register_table("t", Arc::new(mem)).unwrap();
-        for by in ["GROUP BY g ORDER BY g", ""] {
+        // Each kept type: UInt32 as it is, signed, unsigned 64-bit and floating point.
+        let inputs = [
+            "v",
+            "CAST(v AS BIGINT) - 50000",
+            "CAST(v AS BIGINT UNSIGNED) * 4000000000",
+            "CAST(v AS DOUBLE) / 7",
+        ];
+        for (v, by) in inputs
+            .iter()
+            .flat_map(|v| ["GROUP BY g ORDER BY g", ""].map(|by| (v, by)))
+        {
             let ours = rows(
                 &ctx,
                 &format!(
-                    "SELECT distribution(v)['samples'], distribution(v)['p50'], \
-                     distribution(v)['p99'], distribution(v)['max'] FROM t {by}"
+                    "SELECT distribution(x)['samples'], distribution(x)['p50'], \
+                     distribution(x)['p99'], distribution(x)['max'] \
+                     FROM (SELECT g, {v} AS x FROM t) {by}"
                 ),
             )
             .await;
             let theirs = rows(
                 &ctx,
                 &format!(
-                    "SELECT count(v), percentile_cont(0.5) WITHIN GROUP (ORDER BY v), \
-                     percentile_cont(0.99) WITHIN GROUP (ORDER BY v), max(v) FROM t {by}"
+                    "SELECT count(x), percentile_cont(0.5) WITHIN GROUP (ORDER BY x), \
+                     percentile_cont(0.99) WITHIN GROUP (ORDER BY x), max(x) \
+                     FROM (SELECT g, {v} AS x FROM t) {by}"
                 ),
             )
             .await;
             assert!(!ours.is_empty());
-            assert_eq!(ours, theirs, "{by}");
+            assert_eq!(ours, theirs, "{v} {by}");
         }
     }
 
