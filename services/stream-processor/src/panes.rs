@@ -192,8 +192,13 @@ impl Panes {
             return Ok(Vec::new());
         };
         let first_pane = self.pane_of(first);
-        if event_ns.iter().all(|&t| self.pane_of(t) == first_pane) {
-            let max_t = event_ns.iter().copied().max().unwrap_or(first);
+        // The usual case, a batch within one pane: range checks (a division per row cost
+        // 4 % of `kplane bench processor`).
+        let (lo, hi) = (first_pane, first_pane.saturating_add(self.slide_ns));
+        let (min_t, max_t) = event_ns
+            .iter()
+            .fold((first, first), |(a, z), &t| (a.min(t), z.max(t)));
+        if min_t >= lo && max_t < hi {
             return Ok(vec![(first_pane, batch.clone(), max_t)]);
         }
         let mut groups: BTreeMap<i64, (Vec<bool>, i64)> = BTreeMap::new();
