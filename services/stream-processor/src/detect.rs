@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, LazyLock};
 
+use crate::flow_table::FlowTable;
 use arrow_array::builder::{
     FixedSizeBinaryBuilder, ListBuilder, StringBuilder, TimestampNanosecondBuilder, UInt8Builder,
     UInt16Builder, UInt32Builder, UInt64Builder,
@@ -144,6 +145,10 @@ impl FastHasher {
 
 type Fast = std::hash::BuildHasherDefault<FastHasher>;
 
+/// How many reports ahead a flow's state is prefetched: about the reports checked while one
+/// cache miss is served.
+const PREFETCH_DISTANCE: usize = 8;
+
 #[derive(Debug, Default)]
 struct FlowState {
     path: Vec<u32>,
@@ -167,7 +172,7 @@ pub struct Detector {
     t: Thresholds,
     /// By `flow_id` (the frame's 64-bit hash of the 5-tuple, the key the analytics group by
     /// too); the 5-tuple itself is read from the batch only when an alert names it.
-    flows: HashMap<u64, FlowState, Fast>,
+    flows: FlowTable<FlowState>,
     queues_above: HashSet<(u32, u8), Fast>,
     loss: HashMap<u32, LossWindow, Fast>,
     last_sweep_ns: i64,
@@ -298,7 +303,7 @@ impl Detector {
         Self {
             partition,
             t,
-            flows: HashMap::default(),
+            flows: FlowTable::default(),
             queues_above: HashSet::default(),
             loss: HashMap::default(),
             last_sweep_ns: i64::MIN,
@@ -341,7 +346,12 @@ impl Detector {
         let black_hole_after = self.t.black_hole_after.as_nanos() as i64;
         let mut max_t = i64::MIN;
         let (lat_thr, occ_thr) = (self.t.hop_latency_ns, self.t.queue_occupancy);
+        let ids = flow_ids.values();
         for i in 0..reports.num_rows() {
+            // The flow a few reports on starts loading now (most lookups missed the cache).
+            if let Some(&ahead) = ids.get(i + PREFETCH_DISTANCE) {
+                self.flows.prefetch(ahead);
+            }
             // Queue thresholds are per switch, whatever the flow.
             for j in hops_of(i) {
                 self.queue_threshold(&hop_cols, j, occ_thr, out);
@@ -356,7 +366,7 @@ impl Detector {
             let (a, z) = (offsets[i] as usize, offsets[i + 1] as usize);
             let path = &path_nodes.values()[a..z];
             let path_id = path_ids.value(i);
-            let st = self.flows.entry(flow_ids.value(i)).or_default();
+            let st = self.flows.get_or_default(ids[i]);
             st.last_seen_ns = st.last_seen_ns.max(t);
             if path.len() >= 2 && has_repeat(path) {
                 if !st.looping {
