@@ -73,7 +73,7 @@ impl Table {
             // Sink reports only: an intermediate report's path is a prefix.
             // The trajectory is the path of the flow's latest report: chosen by its hash
             // (`path_id`, a fast accumulator), the list looked up among the window's few
-            // distinct paths.
+            // distinct paths (`any_value`: kplane's grouped one, see any_value.rs).
             Self::Flows => format!(
                 "WITH sink AS (SELECT * FROM reports \
                    WHERE src_ip IS NOT NULL AND NOT intermediate AND hop_count > 0), \
@@ -85,7 +85,7 @@ impl Table {
                    avg(transit_ns) AS transit_mean_ns, max(transit_ns) AS transit_max_ns, \
                    min(event_time) AS first_seen, max(event_time) AS last_seen \
                    FROM sink GROUP BY flow_id, {FLOW}), \
-                 paths AS (SELECT path_id, first_value(path) AS path FROM sink GROUP BY path_id) \
+                 paths AS (SELECT path_id, any_value(path) AS path FROM sink GROUP BY path_id) \
                  SELECT f.src_ip, f.dst_ip, f.src_port, f.dst_port, f.protocol, f.reports, f.bytes, \
                    paths.path, f.path_id, f.flow_id, \
                    f.e2e_latency_mean_ns, f.e2e_latency_max_ns, f.transit_mean_ns, \

@@ -23,9 +23,10 @@ use arrow_array::builder::{
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type};
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, ListArray, PrimitiveArray, RecordBatch,
-    StringArray,
+    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, FixedSizeBinaryArray, ListArray,
+    PrimitiveArray, RecordBatch, StringArray,
 };
+use arrow_buffer::{ArrowNativeType, NullBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use kplane_model::schema::col;
 use kplane_model::{HopField, ip_from_16, ip_to_16};
@@ -222,21 +223,53 @@ impl<'a> FlowCols<'a> {
 
 /// The `hops` columns the detectors read.
 struct HopCols<'a> {
-    time: &'a PrimitiveArray<TimestampNanosecondType>,
-    node: &'a PrimitiveArray<UInt32Type>,
-    latency: &'a PrimitiveArray<UInt32Type>,
-    queue: &'a PrimitiveArray<UInt8Type>,
-    occupancy: &'a PrimitiveArray<UInt32Type>,
+    time: &'a [i64],
+    node: Column<'a, u32>,
+    latency: Column<'a, u32>,
+    queue: Column<'a, u8>,
+    occupancy: Column<'a, u32>,
+}
+
+/// A primitive column's values and validity, read per hop without a call per check (the
+/// `Array::is_null` calls were a third of the detectors' time).
+#[derive(Clone, Copy)]
+struct Column<'a, T> {
+    values: &'a [T],
+    nulls: Option<&'a NullBuffer>,
+}
+
+impl<'a, T: ArrowNativeType> Column<'a, T> {
+    fn of<A: ArrowPrimitiveType<Native = T>>(a: &'a PrimitiveArray<A>) -> Self {
+        Self {
+            values: a.values(),
+            nulls: a.nulls(),
+        }
+    }
+
+    /// The value at `j`, `None` if null.
+    #[inline]
+    fn get(&self, j: usize) -> Option<T> {
+        if self.nulls.is_none_or(|n| n.is_valid(j)) {
+            Some(self.values[j])
+        } else {
+            None
+        }
+    }
 }
 
 impl<'a> HopCols<'a> {
     fn of(hops: &'a RecordBatch) -> Result<Self, ArrowError> {
+        let time: &PrimitiveArray<TimestampNanosecondType> = col_of(hops, pcol::EVENT_TIME)?;
+        let node: &PrimitiveArray<UInt32Type> = col_of(hops, HopField::NodeId.name())?;
+        let latency: &PrimitiveArray<UInt32Type> = col_of(hops, HopField::HopLatency.name())?;
+        let queue: &PrimitiveArray<UInt8Type> = col_of(hops, HopField::QueueId.name())?;
+        let occupancy: &PrimitiveArray<UInt32Type> = col_of(hops, HopField::QueueOccupancy.name())?;
         Ok(Self {
-            time: col_of(hops, pcol::EVENT_TIME)?,
-            node: col_of(hops, HopField::NodeId.name())?,
-            latency: col_of(hops, HopField::HopLatency.name())?,
-            queue: col_of(hops, HopField::QueueId.name())?,
-            occupancy: col_of(hops, HopField::QueueOccupancy.name())?,
+            time: time.values(),
+            node: Column::of(node),
+            latency: Column::of(latency),
+            queue: Column::of(queue),
+            occupancy: Column::of(occupancy),
         })
     }
 
@@ -250,16 +283,15 @@ impl<'a> HopCols<'a> {
         lat_thr: u64,
         out: &mut Vec<Alert>,
     ) {
-        if self.node.is_null(j) || !self.latency.is_valid(j) {
+        let (Some(n), Some(v)) = (self.node.get(j), self.latency.get(j)) else {
             return;
-        }
-        let n = self.node.value(j);
-        let v = u64::from(self.latency.value(j));
+        };
+        let v = u64::from(v);
         let was = st.above.iter().position(|&x| x == n);
         match (v > lat_thr, was) {
             (true, None) => {
                 st.above.push(n);
-                let mut al = flow_alert(&id(), partition, self.time.value(j), AlertKind::Threshold);
+                let mut al = flow_alert(&id(), partition, self.time[j], AlertKind::Threshold);
                 al.node_id = Some(n);
                 al.metric = Some("hop_latency_ns".into());
                 al.value = Some(v);
@@ -425,11 +457,13 @@ impl Detector {
 
     /// A queue's occupancy crossing the threshold (once per crossing, per switch).
     fn queue_threshold(&mut self, h: &HopCols<'_>, j: usize, occ_thr: u64, out: &mut Vec<Alert>) {
-        if h.node.is_null(j) || !h.queue.is_valid(j) || !h.occupancy.is_valid(j) {
+        let (Some(node), Some(queue), Some(v)) =
+            (h.node.get(j), h.queue.get(j), h.occupancy.get(j))
+        else {
             return;
-        }
-        let key = (h.node.value(j), h.queue.value(j));
-        let v = u64::from(h.occupancy.value(j));
+        };
+        let key = (node, queue);
+        let v = u64::from(v);
         if v <= occ_thr && self.queues_above.is_empty() {
             // The usual case: nothing to clear, no hash lookup per hop.
             return;
@@ -437,7 +471,7 @@ impl Detector {
         if v > occ_thr {
             if self.queues_above.insert(key) {
                 out.push(Alert {
-                    time_ns: h.time.value(j),
+                    time_ns: h.time[j],
                     detected_ns: kplane_model::unix_time_ns() as i64,
                     kind: Some(AlertKind::Threshold),
                     partition: self.partition,

@@ -12,6 +12,7 @@
 //! DataFusion context over the store. See `docs/stream-processor.md`.
 
 pub mod analytics;
+pub mod any_value;
 pub mod bench;
 pub mod config;
 pub mod detect;

@@ -151,11 +151,13 @@ pub async fn session(data_dir: &Path) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// Registers kplane's SQL functions (`ip_text`, `ip_in`, `distribution`) in `ctx`.
+/// Registers kplane's SQL functions (`ip_text`, `ip_in`, `distribution`, and `any_value` in
+/// place of DataFusion's: see any_value.rs) in `ctx`.
 pub fn register_udfs(ctx: &SessionContext) {
     ctx.register_udf(ip_text_udf());
     ctx.register_udf(ip_in_udf());
     ctx.register_udaf(crate::distribution::distribution_udaf());
+    ctx.register_udaf(crate::any_value::any_value_udaf());
 }
 
 /// Runs `sql` over the store of `data_dir` on a private runtime (tests, tools).
