@@ -2,11 +2,13 @@
 //!
 //! What every kplane service shares: layered configuration ([`config`]), logging
 //! ([`logging`]), the Prometheus registry ([`metrics`]), the admin router serving
-//! `/metrics`, `/healthz` and `/readyz` ([`admin`]) and graceful shutdown ([`shutdown`]).
+//! `/metrics`, `/healthz` and `/readyz` ([`admin`]), graceful shutdown ([`shutdown`]) and the
+//! hot paths' CPU hints ([`hint`]).
 
 pub mod admin;
 pub mod config;
 mod error;
+pub mod hint;
 pub mod logging;
 pub mod metrics;
 pub mod probe;

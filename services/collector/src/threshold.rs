@@ -240,11 +240,7 @@ impl Flows {
         if self.slots.is_empty() {
             return;
         }
-        let slot = &self.slots[flow_hash as usize & (self.slots.len() - 1)];
-        // An entry may straddle two cache lines.
-        let p: *const i8 = std::ptr::from_ref(slot).cast();
-        prefetch(p);
-        prefetch(p.wrapping_add(std::mem::size_of::<Option<FlowEntry>>() - 1));
+        kplane_runtime::hint::prefetch(&self.slots[flow_hash as usize & (self.slots.len() - 1)]);
     }
 
     /// `slots` must not be empty.
@@ -328,19 +324,6 @@ impl Flows {
                 .map(|e| std::mem::size_of_val(&*e.state.hops))
                 .sum::<usize>()
     }
-}
-
-/// A hint to the CPU to load the cache line at `p`; no effect on correctness.
-#[inline(always)]
-fn prefetch(p: *const i8) {
-    // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never faults, whatever the
-    // address.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// A queue's keys: occupancy and congestion.

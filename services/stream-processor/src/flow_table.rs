@@ -33,11 +33,7 @@ impl<V: Default> FlowTable<V> {
         if self.slots.is_empty() {
             return;
         }
-        let slot = &self.slots[self.home(id)];
-        // A slot may straddle two cache lines.
-        let p: *const i8 = std::ptr::from_ref(slot).cast();
-        prefetch(p);
-        prefetch(p.wrapping_add(size_of::<Option<(u64, V)>>() - 1));
+        kplane_runtime::hint::prefetch(&self.slots[self.home(id)]);
     }
 
     #[inline]
@@ -111,19 +107,6 @@ impl<V: Default> FlowTable<V> {
         self.slots[i] = Some((id, v));
         self.len += 1;
     }
-}
-
-/// A hint to the CPU to load the cache line at `p`.
-#[inline(always)]
-fn prefetch(p: *const i8) {
-    // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never faults, whatever the
-    // address.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 #[cfg(test)]
