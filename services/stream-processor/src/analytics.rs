@@ -1,8 +1,8 @@
-//! The window analytics: one DataFusion SQL query per result table, run over a closed
-//! window's input tables (`reports`, `hops`, `events`, see `frame.rs`).
+//! The window analytics: one DataFusion SQL query per result table, planned once and run over
+//! each closed window's input tables (`reports`, `hops`, `events`, see `frame.rs`).
 //!
 //! Every result row is prefixed with `window_start`, `window_end` and the bus `partition` it
-//! was computed from. Percentiles are DataFusion's exact `percentile_cont`.
+//! was computed from. Percentiles are exact (`distribution`, equal to `percentile_cont`).
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
