@@ -166,7 +166,11 @@ impl PipelineFixture {
     #[inline]
     pub fn step(&mut self) {
         let i = self.next;
-        self.next = if i + 1 == self.reports.len() { 0 } else { i + 1 };
+        self.next = if i + 1 == self.reports.len() {
+            0
+        } else {
+            i + 1
+        };
         let r = &mut self.reports[i];
         self.now_ns += 1_000;
         // The sink's next sequence number into the group header (22 bits).
