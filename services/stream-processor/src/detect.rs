@@ -15,7 +15,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, LazyLock};
 
-use crate::flow_table::FlowTable;
 use arrow_array::builder::{
     FixedSizeBinaryBuilder, ListBuilder, StringBuilder, TimestampNanosecondBuilder, UInt8Builder,
     UInt16Builder, UInt32Builder, UInt64Builder,
@@ -34,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Thresholds;
 use crate::frame::pcol;
+use crate::flow_table::FlowTable;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
