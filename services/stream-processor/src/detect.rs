@@ -32,8 +32,8 @@ use kplane_model::{HopField, ip_from_16, ip_to_16};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Thresholds;
-use crate::frame::pcol;
 use crate::flow_table::FlowTable;
+use crate::frame::pcol;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
