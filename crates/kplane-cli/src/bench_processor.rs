@@ -16,8 +16,10 @@ use kplane_stream_processor::result_topics;
 
 #[derive(Debug, Args)]
 pub struct ProcessorArgs {
-    /// Reports to push through the analytics.
-    #[arg(long, default_value_t = 4_000_000)]
+    /// Reports to push through the analytics. The default, 13 one-second windows, measures
+    /// the sustained rate: the first windows also grow the heap (page faults a long-running
+    /// processor pays once), which a 5-window run (4 M) counts in.
+    #[arg(long, default_value_t = 12_000_000)]
     records: u64,
     /// Reports per second of event time (what one 1 s window holds).
     #[arg(long, default_value_t = 1_000_000)]
