@@ -287,17 +287,15 @@ impl Analytics {
             .with_batch_size(65_536);
         let ctx = SessionContext::new_with_config(config);
         crate::query::register_udfs(&ctx);
-        let mut inputs = Inputs {
-            reports: WindowSlot::new(reports_schema()),
-            hops: WindowSlot::new(hops_schema()),
-            events: WindowSlot::new(events_schema()),
-            previous_paths: WindowSlot::new(previous_paths_schema()),
-            window_flows: WindowSlot::new(Arc::new(Schema::empty())), // replaced below
+        let slot = |name: &str, schema: SchemaRef| -> Result<Arc<WindowSlot>> {
+            let s = WindowSlot::new(schema);
+            s.register(&ctx, name)?;
+            Ok(s)
         };
-        inputs.reports.register(&ctx, "reports")?;
-        inputs.hops.register(&ctx, "hops")?;
-        inputs.events.register(&ctx, "events")?;
-        inputs.previous_paths.register(&ctx, "previous_paths")?;
+        let reports = slot("reports", reports_schema())?;
+        let hops = slot("hops", hops_schema())?;
+        let events = slot("events", events_schema())?;
+        let previous_paths = slot("previous_paths", previous_paths_schema())?;
         let plan = |table: Table| {
             let sql = table.sql(congestion_threshold, window_ns);
             let ctx = &ctx;
@@ -306,8 +304,13 @@ impl Analytics {
         // `flows` first: its result, as stored, is what the next queries read as
         // `window_flows`.
         let mut plans = vec![plan(Table::Flows).await?];
-        inputs.window_flows = WindowSlot::new(window_schema(&plans[0].schema()));
-        inputs.window_flows.register(&ctx, "window_flows")?;
+        let inputs = Inputs {
+            reports,
+            hops,
+            events,
+            previous_paths,
+            window_flows: slot("window_flows", window_schema(&plans[0].schema()))?,
+        };
         for &table in &Table::ALL[1..] {
             plans.push(plan(table).await?);
         }

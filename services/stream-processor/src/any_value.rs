@@ -118,26 +118,10 @@ impl GroupsAccumulator for GroupsAnyValue {
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
         let chosen = emit_to.take_needed(&mut self.chosen);
-        // Groups without a value point at a null.
-        let null = self.arrays.len();
-        let indices: Vec<(usize, usize)> = chosen
+        let picks = chosen
             .iter()
-            .map(|&c| {
-                if c == UNSET {
-                    (null, 0)
-                } else {
-                    (c.0 as usize, c.1 as usize)
-                }
-            })
-            .collect();
-        let nulls = new_null_array(&self.data_type, 1);
-        let sources: Vec<&dyn Array> = self
-            .arrays
-            .iter()
-            .map(|a| a.as_ref())
-            .chain([nulls.as_ref()])
-            .collect();
-        let out = arrow_select::interleave::interleave(&sources, &indices)?;
+            .map(|&c| (c != UNSET).then_some((c.0 as usize, c.1 as usize)));
+        let out = gather(&self.data_type, &self.arrays, picks)?;
         if self.chosen.is_empty() {
             self.arrays.clear();
         }
@@ -168,18 +152,12 @@ impl GroupsAccumulator for GroupsAnyValue {
         let Some(f) = opt_filter else {
             return Ok(vec![a.clone()]);
         };
-        let nulls = new_null_array(&self.data_type, 1);
-        let indices: Vec<(usize, usize)> = (0..a.len())
-            .map(|i| {
-                if f.is_valid(i) && f.value(i) {
-                    (0, i)
-                } else {
-                    (1, 0)
-                }
-            })
-            .collect();
-        let out = arrow_select::interleave::interleave(&[a.as_ref(), nulls.as_ref()], &indices)?;
-        Ok(vec![out])
+        let picks = (0..a.len()).map(|i| (f.is_valid(i) && f.value(i)).then_some((0, i)));
+        Ok(vec![gather(
+            &self.data_type,
+            std::slice::from_ref(a),
+            picks,
+        )?])
     }
 
     fn size(&self) -> usize {
@@ -190,6 +168,23 @@ impl GroupsAccumulator for GroupsAnyValue {
                 .map(|a| a.get_array_memory_size())
                 .sum::<usize>()
     }
+}
+
+/// One value per pick: (source array, row) from `sources`, or null for `None`.
+fn gather(
+    data_type: &DataType,
+    sources: &[ArrayRef],
+    picks: impl Iterator<Item = Option<(usize, usize)>>,
+) -> Result<ArrayRef> {
+    let nulls = new_null_array(data_type, 1);
+    let null = (sources.len(), 0);
+    let indices: Vec<(usize, usize)> = picks.map(|p| p.unwrap_or(null)).collect();
+    let arrays: Vec<&dyn Array> = sources
+        .iter()
+        .map(|a| a.as_ref())
+        .chain([nulls.as_ref()])
+        .collect();
+    Ok(arrow_select::interleave::interleave(&arrays, &indices)?)
 }
 
 /// The accumulator of an aggregate without GROUP BY.
@@ -268,17 +263,25 @@ mod tests {
         text.to_string().lines().map(str::to_string).collect()
     }
 
-    #[tokio::test]
-    async fn equals_datafusions_any_value_grouped_and_overall() {
-        // Small batches: a group's value may come from any of many batches. One partition:
-        // "first in input order" is then deterministic for both.
+    /// `table()` as `t`, in `parts` equal partitions, read in small batches (a group's value
+    /// may come from any of many batches) by as many target partitions.
+    fn context(parts: usize) -> SessionContext {
         let config = SessionConfig::new()
             .with_batch_size(97)
-            .with_target_partitions(1);
+            .with_target_partitions(parts);
         let ctx = SessionContext::new_with_config(config);
         let t = table();
-        let mem = MemTable::try_new(t.schema(), vec![vec![t]]).unwrap();
+        let n = t.num_rows() / parts;
+        let parts = (0..parts).map(|i| vec![t.slice(i * n, n)]).collect();
+        let mem = MemTable::try_new(t.schema(), parts).unwrap();
         ctx.register_table("t", Arc::new(mem)).unwrap();
+        ctx
+    }
+
+    #[tokio::test]
+    async fn equals_datafusions_any_value_grouped_and_overall() {
+        // One partition: "first in input order" is then deterministic for both.
+        let ctx = context(1);
         let queries = [
             "SELECT g, any_value(v) AS v, any_value(l) AS l FROM t GROUP BY g ORDER BY g",
             "SELECT any_value(v) AS v, any_value(l) AS l FROM t",
@@ -300,16 +303,7 @@ mod tests {
     /// one of its own non-null values.
     #[tokio::test]
     async fn merged_partial_results_keep_a_value_of_the_group() {
-        let config = SessionConfig::new()
-            .with_batch_size(97)
-            .with_target_partitions(4);
-        let ctx = SessionContext::new_with_config(config);
-        let t = table();
-        let parts = (0..4)
-            .map(|i| vec![t.slice(i * 500, 500)])
-            .collect::<Vec<_>>();
-        let mem = MemTable::try_new(t.schema(), parts).unwrap();
-        ctx.register_table("t", Arc::new(mem)).unwrap();
+        let ctx = context(4);
         ctx.register_udaf(any_value_udaf());
         let check = "SELECT count(*) AS groups, \
               count(*) FILTER (WHERE v % 301 <> g OR l[2] <> g OR (v IS NULL) <> (g = 7)) AS wrong \
