@@ -127,6 +127,22 @@ impl HopRecord {
         }
     }
 
+    /// A hop from its presence mask and storage words: `narrow[i]` holds field 2i in its low
+    /// and field 2i + 1 in its high 32 bits, `wide` the two timestamps — for decoders that
+    /// assemble whole words (e.g. by byte shuffle). Fields outside `present` must be zero.
+    #[inline(always)]
+    pub fn from_words(
+        present: u16,
+        narrow: [u64; HopField::NARROW / 2],
+        wide: [u64; HopField::COUNT - HopField::NARROW],
+    ) -> Self {
+        Self {
+            present,
+            narrow,
+            wide,
+        }
+    }
+
     #[inline]
     fn store(&mut self, index: usize, value: u64) {
         match index.checked_sub(HopField::NARROW) {

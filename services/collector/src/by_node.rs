@@ -40,6 +40,15 @@ impl<T: Default> ByNode<T> {
 
     /// The node's value, created (default) on first use.
     #[inline(always)]
+    pub fn get(&self, node: u32) -> Option<&T> {
+        match self.direct.get(node as usize) {
+            Some(v) => Some(v),
+            None if node < Self::DIRECT => None,
+            None => self.other.get(&node),
+        }
+    }
+
+    #[inline(always)]
     pub fn get_or_default(&mut self, node: u32) -> &mut T {
         if (node as usize) < self.direct.len() {
             return &mut self.direct[node as usize];

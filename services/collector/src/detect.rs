@@ -280,6 +280,12 @@ impl Detection {
     ) {
         let now = rec.envelope.received_ns;
         let clock = Clock::new(now, self.cfg.refresh.as_nanos() as u64);
+        let rule = rec.flow.as_ref().and_then(|f| watchlist.lookup(f));
+        // Most reports change nothing: a read-only look decides that without the event
+        // plumbing below, which then runs only for reports with an event.
+        if rule.is_none() && self.quiet(rec, flow_hash, clock) {
+            return;
+        }
         let th = &self.cfg;
         let keys = &mut self.keys;
         let base = EventRow {
@@ -302,7 +308,6 @@ impl Detection {
             counts.by_kind[row.kind as usize] += 1;
             emit(row);
         };
-        let rule = rec.flow.as_ref().and_then(|f| watchlist.lookup(f));
 
         if let (Some(fh), false) = (flow_hash, rec.hops.is_empty()) {
             // One pass for the path (a missing node id is u32::MAX, which no node can
@@ -433,6 +438,72 @@ impl Detection {
                 report(Metric::LinkUtilization, v, d);
             }
         }
+    }
+
+    /// True when the threshold detector would decide no event for `rec` — and so change no
+    /// state: every check of [`Detection::process_hashed`] without a watchlist rule, read
+    /// only. Anything it does not know (a new flow, node, queue, port, a hop off its index)
+    /// is not quiet, and the full path decides.
+    #[inline(never)]
+    fn quiet(&self, rec: &ReportRecord, flow_hash: Option<u64>, clock: Clock) -> bool {
+        let th = &self.cfg;
+        // A pure predicate: its checks can run in any order, so one pass over the hops reads
+        // each field once. The flow's checks apply when the full path makes them.
+        let flow = match (flow_hash, rec.hops.is_empty()) {
+            (Some(fh), false) => match self.flows.find(fh) {
+                Some(state) => Some(state),
+                None => return false,
+            },
+            _ => None,
+        };
+        let mut ph = PATH_SEED;
+        let (mut sum, mut any_latency) = (0u64, false);
+        for (i, hop) in rec.hops.iter().enumerate() {
+            let node = hop.node_id();
+            let latency = hop.hop_latency_ns();
+            if let Some(state) = flow {
+                ph = mix(ph, node.unwrap_or(u32::MAX).into());
+                sum += u64::from(latency.unwrap_or(0));
+                any_latency |= latency.is_some();
+                if let (Some(node), Some(l)) = (node, latency)
+                    && !state.hop_quiet(i, node, l, th.hop_latency, clock)
+                {
+                    return false;
+                }
+            }
+            // Switch metrics, whatever the flow.
+            let Some(node) = node else { continue };
+            let (q, port) = (hop.queue_id(), hop.egress_port());
+            let occupancy = q.and(hop.queue_occupancy());
+            let congestion = q.and(hop.get(HopField::QueueCongestion)).map(|v| v as u32);
+            let utilization = port.and(hop.tx_utilization());
+            if occupancy.is_none() && congestion.is_none() && utilization.is_none() {
+                continue;
+            }
+            let Some(state) = self.nodes.find(node) else {
+                return false;
+            };
+            let queue = q.unwrap_or(0);
+            let quiet = occupancy.is_none_or(|v| {
+                state.queue_quiet(queue, QueueMetric::Occupancy, v, th.queue_occupancy, clock)
+            }) && congestion.is_none_or(|v| {
+                state.queue_quiet(
+                    queue,
+                    QueueMetric::Congestion,
+                    v,
+                    th.queue_congestion,
+                    clock,
+                )
+            }) && utilization
+                .is_none_or(|v| state.link_quiet(port.unwrap_or(0), v, th.link_utilization, clock));
+            if !quiet {
+                return false;
+            }
+        }
+        flow.is_none_or(|state| {
+            state.path_quiet(ph, clock)
+                && (!any_latency || state.latency_quiet(sum, th.flow_latency, clock))
+        })
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -98,11 +98,18 @@ impl<V: SlotValue> Slot<V> {
         self.due_s != NEVER
     }
 
+    /// True when `check` would decide no event (and so change nothing): a reported key,
+    /// within `t` of its last reported value, not due.
+    #[inline(always)]
+    fn quiet(&self, value: u64, t: u64, clock: Clock) -> bool {
+        value.abs_diff(self.value.get()) <= t && clock.now_s < self.due_s
+    }
+
     /// An event is a new key, |new − last reported| > `t`, or a live key due for refresh;
     /// on an event the value is reported (and `keys` counts a new key).
     #[inline(always)]
     fn check(&mut self, value: u64, t: u64, clock: Clock, keys: &mut usize) -> Decision {
-        if value.abs_diff(self.value.get()) <= t && clock.now_s < self.due_s {
+        if self.quiet(value, t, clock) {
             return None;
         }
         self.event(value, t, clock, keys)
@@ -156,6 +163,25 @@ impl FlowState {
     #[cfg(test)]
     fn keys(&self) -> usize {
         1 + usize::from(self.latency.is_live()) + self.hops.len()
+    }
+
+    /// [`FlowState::path`]'s, [`FlowState::latency`]'s and [`FlowState::hop`]'s "no
+    /// event" without changing anything ([`Detection`](crate::detect::Detection)'s read-only
+    /// first look). A hop whose node is not at its own index is not quiet: the full path
+    /// searches for it.
+    #[inline(always)]
+    pub fn path_quiet(&self, path_hash: u64, clock: Clock) -> bool {
+        self.path.quiet(path_hash, 0, clock)
+    }
+
+    #[inline(always)]
+    pub fn latency_quiet(&self, sum: u64, t: u64, clock: Clock) -> bool {
+        self.latency.quiet(sum, t, clock)
+    }
+
+    #[inline(always)]
+    pub fn hop_quiet(&self, index: usize, node: u32, value: u32, t: u64, clock: Clock) -> bool {
+        matches!(self.hops.get(index), Some(h) if h.node == node && h.slot.quiet(value.into(), t, clock))
     }
 
     #[inline(always)]
@@ -254,6 +280,18 @@ impl Flows {
                 Some(_) => i = (i + 1) & mask,
                 None => return Probe::Vacant(i),
             }
+        }
+    }
+
+    /// The flow's state, if the flow is known.
+    #[inline]
+    pub fn find(&self, flow_hash: u64) -> Option<&FlowState> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        match self.probe(flow_hash) {
+            Probe::Found(i) => self.slots[i].as_ref().map(|e| &e.state),
+            Probe::Vacant(_) => None,
         }
     }
 
@@ -363,6 +401,40 @@ impl NodeState {
             + self.high_ports.len()
     }
 
+    /// [`NodeState::queue`]'s "no event", changing nothing (a queue not yet seen is not
+    /// quiet).
+    #[inline(always)]
+    pub fn queue_quiet(
+        &self,
+        queue: u8,
+        metric: QueueMetric,
+        value: u32,
+        t: u64,
+        clock: Clock,
+    ) -> bool {
+        let Some(q) = self.queues.get(usize::from(queue)) else {
+            return false;
+        };
+        let slot = match metric {
+            QueueMetric::Occupancy => &q.occupancy,
+            QueueMetric::Congestion => &q.congestion,
+        };
+        slot.quiet(value.into(), t, clock)
+    }
+
+    /// [`NodeState::link`]'s "no event", changing nothing.
+    #[inline(always)]
+    pub fn link_quiet(&self, port: u32, value: u32, t: u64, clock: Clock) -> bool {
+        let slot = match self.ports.get(port as usize) {
+            Some(slot) => slot,
+            None => match self.high_ports.iter().find(|(p, _)| *p == port) {
+                Some((_, slot)) => slot,
+                None => return false,
+            },
+        };
+        slot.quiet(value.into(), t, clock)
+    }
+
     #[inline(always)]
     pub fn queue(
         &mut self,
@@ -442,6 +514,12 @@ impl Nodes {
     #[inline(always)]
     pub fn get(&mut self, node: u32) -> &mut NodeState {
         self.0.get_or_default(node)
+    }
+
+    /// The switch's state, if it has any.
+    #[inline(always)]
+    pub fn find(&self, node: u32) -> Option<&NodeState> {
+        self.0.get(node)
     }
 
     #[cfg(test)]

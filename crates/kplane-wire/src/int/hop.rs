@@ -243,6 +243,10 @@ pub fn push_hops(
         // fold, and one length check per hop replaces one per word. Any other bitmap takes
         // the same code with the bitmap tested at run time.
         match bitmap {
+            0xFF00
+                if V == 2
+                    && super::shuffle::push_ff00(present_mask::<2>(0xFF00), stride, stack, out) => {
+            }
             0xFF00 => each::<V>(0xFF00, stride, stack, out),
             0xFC00 => each::<V>(0xFC00, stride, stack, out),
             0xF000 => each::<V>(0xF000, stride, stack, out),

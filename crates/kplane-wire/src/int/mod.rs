@@ -1,6 +1,7 @@
 //! Embedded INT: headers of every version and the per-hop metadata stack.
 
 mod hop;
+mod shuffle;
 mod stack;
 pub mod v05;
 pub mod v10;
