@@ -202,6 +202,95 @@ impl HopRecord {
         (self.present & field.bit() != 0 && v != field.ones()).then_some(v)
     }
 
+    /// The presence mask: a [`HopField::bit`] per field the hop carries (possibly
+    /// unavailable).
+    #[inline(always)]
+    pub fn present(&self) -> u16 {
+        self.present
+    }
+
+    /// The fields that hold a value — present and not unavailable — as a mask of
+    /// [`HopField::bit`]s: every field's [`HopRecord::get`] test at once, for readers of many
+    /// fields (read the values with [`HopRecord::raw`]).
+    #[inline(always)]
+    pub fn valid(&self) -> u16 {
+        self.valid_of(u16::MAX)
+    }
+
+    /// [`HopRecord::valid`] for the fields in `fields` only: with a constant mask of fields
+    /// below [`HopField::DropReason`] (the twelve a 16-byte compare covers at once) the test
+    /// of the others is left out.
+    #[inline(always)]
+    pub fn valid_of(&self, fields: u16) -> u16 {
+        fields & self.present & !self.all_ones(fields & Self::TAIL != 0)
+    }
+
+    /// Fields [`HopRecord::all_ones`] tests one by one.
+    const TAIL: u16 = !((1 << 12) - 1);
+
+    /// The stored value of a field, whatever its presence: meaningful for a field
+    /// [`HopRecord::valid`] reports (an absent field reads 0, an unavailable one all-ones).
+    #[inline(always)]
+    pub fn raw(&self, field: HopField) -> u64 {
+        self.load(field as usize)
+    }
+
+    /// Fields whose stored value is their all-ones ("unavailable") value. x86-64: three
+    /// 4-lane compares (SSE2 is part of the base instruction set) for the 32-bit fields.
+    #[inline(always)]
+    fn all_ones(&self, tail: bool) -> u16 {
+        /// All-ones of the narrow fields, by index.
+        const ONES: [u32; HopField::NARROW] = {
+            let mut ones = [0; HopField::NARROW];
+            let mut i = 0;
+            while i < HopField::NARROW {
+                ones[i] = HopField::ALL[i].ones() as u32;
+                i += 1;
+            }
+            ones
+        };
+        let mut mask = 0u16;
+        #[cfg(target_arch = "x86_64")]
+        let scalar_from = {
+            use std::arch::x86_64::{
+                _mm_castsi128_ps, _mm_cmpeq_epi32, _mm_movemask_ps, _mm_set_epi64x, _mm_setr_epi32,
+            };
+            for chunk in 0..3 {
+                let (w, o) = (&self.narrow[2 * chunk..2 * chunk + 2], 4 * chunk);
+                // SAFETY: SSE and SSE2 are part of every x86-64 CPU (the target's baseline);
+                // the intrinsics touch no memory.
+                let eq = unsafe {
+                    let values = _mm_set_epi64x(w[1] as i64, w[0] as i64);
+                    let ones = _mm_setr_epi32(
+                        ONES[o] as i32,
+                        ONES[o + 1] as i32,
+                        ONES[o + 2] as i32,
+                        ONES[o + 3] as i32,
+                    );
+                    _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(values, ones)))
+                };
+                mask |= (eq as u16) << o;
+            }
+            12
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let scalar_from = 0;
+        for (i, ones) in ONES.iter().enumerate().skip(scalar_from) {
+            if (i < 12 || tail) && self.load(i) as u32 == *ones {
+                mask |= 1 << i;
+            }
+        }
+        if !tail {
+            return mask;
+        }
+        for (i, w) in self.wide.iter().enumerate() {
+            if *w == u64::MAX {
+                mask |= 1 << (HopField::NARROW + i);
+            }
+        }
+        mask
+    }
+
     #[inline]
     pub fn is_present(&self, field: HopField) -> bool {
         self.present & field.bit() != 0
@@ -333,5 +422,32 @@ mod tests {
         h.set_unavailable(HopField::QueueId);
         h.set(HopField::QueueId, 3);
         assert_eq!(h.queue_id(), Some(3));
+    }
+
+    #[test]
+    fn valid_is_every_fields_get_at_once() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..2000 {
+            let mut h = HopRecord::default();
+            for f in HopField::ALL {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                match x % 4 {
+                    0 => {}
+                    1 => h.set_unavailable(f),
+                    _ => h.set(f, (x >> 8) & f.ones()),
+                }
+            }
+            let valid = h.valid();
+            let head = HopField::ALL[..12].iter().fold(0, |m, f| m | f.bit());
+            assert_eq!(h.valid_of(head), valid & head);
+            for f in HopField::ALL {
+                assert_eq!(valid & f.bit() != 0, h.get(f).is_some(), "{f:?}");
+                if let Some(v) = h.get(f) {
+                    assert_eq!(h.raw(f), v, "{f:?}");
+                }
+            }
+        }
     }
 }

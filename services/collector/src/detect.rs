@@ -21,7 +21,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use kplane_model::{Detector, EventKind, EventRow, FlowKey, HopField, Metric, ReportRecord};
 use serde::{Deserialize, Serialize};
 
-use crate::threshold::{Clock, Decision, Flows, Nodes, QueueMetric};
+use crate::threshold::{Clock, Decision, Flows, Nodes, QueueMetric, Refresh};
 use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
 
 /// Keys are already well-mixed hashes: the table uses them as they are.
@@ -165,6 +165,8 @@ pub struct Counts {
 #[derive(Debug)]
 pub struct Detection {
     cfg: EventConfig,
+    /// `cfg.refresh` in whole seconds.
+    refresh: Refresh,
     flows: Flows,
     nodes: Nodes,
     /// Threshold keys held (flows' and switches').
@@ -214,6 +216,7 @@ fn hop_ids(metric: Metric, queue: Option<u8>, port: Option<u32>) -> (Option<u8>,
 impl Detection {
     pub fn new(cfg: EventConfig) -> Self {
         Self {
+            refresh: Refresh::from_ns(cfg.refresh.as_nanos().try_into().unwrap_or(u64::MAX)),
             cfg,
             flows: Flows::default(),
             nodes: Nodes::default(),
@@ -279,7 +282,7 @@ impl Detection {
         mut emit: impl FnMut(&EventRow<'_>),
     ) {
         let now = rec.envelope.received_ns;
-        let clock = Clock::new(now, self.cfg.refresh.as_nanos() as u64);
+        let clock = Clock::new(now, self.refresh);
         let rule = rec.flow.as_ref().and_then(|f| watchlist.lookup(f));
         // Most reports change nothing: a read-only look decides that without the event
         // plumbing below, which then runs only for reports with an event.
@@ -456,46 +459,68 @@ impl Detection {
             },
             _ => None,
         };
+        const NODE: u16 = HopField::NodeId.bit();
+        const LATENCY: u16 = HopField::HopLatency.bit();
+        const QUEUE: u16 = HopField::QueueId.bit();
+        const OCCUPANCY: u16 = QUEUE | HopField::QueueOccupancy.bit();
+        const CONGESTION: u16 = QUEUE | HopField::QueueCongestion.bit();
+        const UTILIZATION: u16 = HopField::L1EgressPort.bit() | HopField::TxUtilization.bit();
         let mut ph = PATH_SEED;
         let (mut sum, mut any_latency) = (0u64, false);
         for (i, hop) in rec.hops.iter().enumerate() {
-            let node = hop.node_id();
-            let latency = hop.hop_latency_ns();
+            // Every field's presence and "unavailable" test at once; values read raw.
+            let valid = hop.valid_of(NODE | LATENCY | OCCUPANCY | CONGESTION | UTILIZATION);
+            let has = |fields: u16| valid & fields == fields;
+            let raw = |f: HopField| hop.raw(f) as u32;
+            let node = raw(HopField::NodeId);
             if let Some(state) = flow {
-                ph = mix(ph, node.unwrap_or(u32::MAX).into());
-                sum += u64::from(latency.unwrap_or(0));
-                any_latency |= latency.is_some();
-                if let (Some(node), Some(l)) = (node, latency)
-                    && !state.hop_quiet(i, node, l, th.hop_latency, clock)
-                {
-                    return false;
+                // A missing node id is u32::MAX, as in the full path.
+                ph = mix(ph, if has(NODE) { node } else { u32::MAX }.into());
+                if has(LATENCY) {
+                    let l = raw(HopField::HopLatency);
+                    sum += u64::from(l);
+                    any_latency = true;
+                    if has(NODE) && !state.hop_quiet(i, node, l, th.hop_latency, clock) {
+                        return false;
+                    }
                 }
             }
             // Switch metrics, whatever the flow.
-            let Some(node) = node else { continue };
-            let (q, port) = (hop.queue_id(), hop.egress_port());
-            let occupancy = q.and(hop.queue_occupancy());
-            let congestion = q.and(hop.get(HopField::QueueCongestion)).map(|v| v as u32);
-            let utilization = port.and(hop.tx_utilization());
-            if occupancy.is_none() && congestion.is_none() && utilization.is_none() {
+            if !has(NODE) || valid & (OCCUPANCY | CONGESTION | UTILIZATION) == 0 {
+                continue;
+            }
+            let (occupancy, congestion, utilization) =
+                (has(OCCUPANCY), has(CONGESTION), has(UTILIZATION));
+            if !(occupancy || congestion || utilization) {
                 continue;
             }
             let Some(state) = self.nodes.find(node) else {
                 return false;
             };
-            let queue = q.unwrap_or(0);
-            let quiet = occupancy.is_none_or(|v| {
-                state.queue_quiet(queue, QueueMetric::Occupancy, v, th.queue_occupancy, clock)
-            }) && congestion.is_none_or(|v| {
-                state.queue_quiet(
+            let queue = raw(HopField::QueueId) as u8;
+            let quiet = (!occupancy
+                || state.queue_quiet(
                     queue,
-                    QueueMetric::Congestion,
-                    v,
-                    th.queue_congestion,
+                    QueueMetric::Occupancy,
+                    raw(HopField::QueueOccupancy),
+                    th.queue_occupancy,
                     clock,
-                )
-            }) && utilization
-                .is_none_or(|v| state.link_quiet(port.unwrap_or(0), v, th.link_utilization, clock));
+                ))
+                && (!congestion
+                    || state.queue_quiet(
+                        queue,
+                        QueueMetric::Congestion,
+                        raw(HopField::QueueCongestion),
+                        th.queue_congestion,
+                        clock,
+                    ))
+                && (!utilization
+                    || state.link_quiet(
+                        raw(HopField::L1EgressPort),
+                        raw(HopField::TxUtilization),
+                        th.link_utilization,
+                        clock,
+                    ));
             if !quiet {
                 return false;
             }

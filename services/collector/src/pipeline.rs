@@ -151,15 +151,19 @@ impl Core {
                 self.lost_event(l, EventKind::Reset, env.exporter);
             }
         }
-        let partition = partition_of(source_of(rec), self.partitions);
+        // The partition is needed only for what is published: most reports publish nothing.
+        let partitions = self.partitions;
+        let mut partition = None;
+        let mut partition_of_rec =
+            || *partition.get_or_insert_with(|| partition_of(source_of(rec), partitions));
         let (publisher, local) = (&mut self.publisher, &mut self.local);
         self.detect
             .process_hashed(rec, flow_hash, &self.watchlist.1, |e| {
                 local.events[e.kind as usize] += 1;
-                publisher.event(partition, e);
+                publisher.event(partition_of_rec(), e);
             });
         if self.publish_reports {
-            self.publisher.report(partition, rec);
+            self.publisher.report(partition_of_rec(), rec);
         }
     }
 

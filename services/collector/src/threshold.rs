@@ -33,12 +33,24 @@ pub struct Clock {
     due_s: u32,
 }
 
+/// The refresh period in whole seconds, rounded up (a key is due when `elapsed s × 10⁹ ≥
+/// refresh ns`); 0 when refresh is off. Computed once, not per report.
+#[derive(Clone, Copy, Debug)]
+pub struct Refresh(u32);
+
+impl Refresh {
+    pub fn from_ns(refresh_ns: u64) -> Self {
+        Self(u32::try_from(refresh_ns.div_ceil(1_000_000_000)).unwrap_or(u32::MAX))
+    }
+}
+
 impl Clock {
-    pub fn new(now_ns: u64, refresh_ns: u64) -> Self {
+    #[inline]
+    pub fn new(now_ns: u64, refresh: Refresh) -> Self {
         let now_s = (now_ns / 1_000_000_000) as u32;
-        let due_s = match refresh_ns.div_ceil(1_000_000_000) {
+        let due_s = match refresh.0 {
             0 => u32::MAX,
-            r => now_s.saturating_add(u32::try_from(r).unwrap_or(u32::MAX)),
+            r => now_s.saturating_add(r),
         };
         // Never `NEVER`: off is u32::MAX, on is at least now + 1.
         Self { now_s, due_s }
@@ -550,7 +562,7 @@ mod tests {
 
     #[test]
     fn the_flow_table_grows_and_finds_every_flow() {
-        let clock = Clock::new(5_000_000_000, 0);
+        let clock = Clock::new(5_000_000_000, Refresh::from_ns(0));
         let mut flows = Flows::default();
         let mut keys = 0;
         // Hashes that collide in the low bits probe past each other.
