@@ -36,6 +36,7 @@ pub(crate) fn v20_record(
     opts: &DecodeOptions,
     meta: RecordMeta,
     rec: &mut ReportRecord,
+    on_flow: &mut impl FnMut(&FlowKey),
 ) -> bool {
     let Some(h) = payload.first_chunk::<12>() else {
         return false;
@@ -65,7 +66,7 @@ pub(crate) fn v20_record(
     }
 
     rec.hops.clear();
-    let Some(packet_length) = inner_int(h[8] & 0x0F, inner, opts, rec) else {
+    let Some(packet_length) = inner_int(h[8] & 0x0F, inner, opts, rec, on_flow) else {
         return false;
     };
     let node_id = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
@@ -102,7 +103,13 @@ pub(crate) fn v20_record(
 /// The inner packet of `in_type`: fills the flow and the INT-MD stack's hops, returns the
 /// packet's IP length. `None` for any other shape.
 #[inline(always)]
-fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord) -> Option<u32> {
+fn inner_int(
+    in_type: u8,
+    b: &[u8],
+    opts: &DecodeOptions,
+    rec: &mut ReportRecord,
+    on_flow: &mut impl FnMut(&FlowKey),
+) -> Option<u32> {
     let (ether, b) = match in_type {
         IN_TYPE_IPV4 => (ethertype::IPV4, b),
         IN_TYPE_IPV6 => (ethertype::IPV6, b),
@@ -220,14 +227,18 @@ fn inner_int(in_type: u8, b: &[u8], opts: &DecodeOptions, rec: &mut ReportRecord
             return None;
         }
     }
-    rec.flow = Some(FlowKey {
+    let flow = FlowKey {
         src_ip: src,
         dst_ip: dst,
         src_port,
         // NPT 1: the shim keeps the original UDP destination port.
         dst_port: if npt == 1 { be16(s, 2) } else { dst_port },
         protocol,
-    });
+    };
+    // A hint (nothing below declines): the caller can start loading the flow's state while
+    // the hops are decoded.
+    on_flow(&flow);
+    rec.flow = Some(flow);
     push_hops(IntVersion::V2, bitmap, stride, stack, &mut rec.hops);
     Some(length)
 }

@@ -34,7 +34,7 @@ pub mod samples;
 pub use bytes::Bytes;
 pub use error::{ErrorKind, Result, WireError};
 pub use frame::{Decoded, decode_frame};
-pub use normalize::{DecodeOutcome, Decoder, RecordMeta};
+pub use normalize::{DecodeOutcome, Decoder, RecordMeta, RecordSink};
 pub use opts::{DecodeOptions, DscpMatch};
 pub use packet::{Packet, Start};
 pub use report::TelemetryReport;

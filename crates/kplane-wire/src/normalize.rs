@@ -267,6 +267,21 @@ impl Decoded<'_> {
     }
 }
 
+/// Where [`Decoder::decode_report_to`] puts what it decodes.
+pub trait RecordSink {
+    /// A record's flow, as soon as it is known and before its hops are decoded: a hint for
+    /// sinks that look up per-flow state and can start loading it early. When given, the
+    /// very next [`RecordSink::record`] call is that flow's record. Only the fast path (one
+    /// v2.0 INT report per datagram) gives it; a record may come without it.
+    #[inline]
+    fn flow(&mut self, flow: &kplane_model::FlowKey) {
+        let _ = flow;
+    }
+
+    /// One decoded record.
+    fn record(&mut self, rec: &ReportRecord);
+}
+
 /// The hot-path decoder for report datagrams: owns its options and a reusable record, so
 /// decoding allocates nothing once the record's hop buffer has grown.
 #[derive(Debug)]
@@ -319,21 +334,41 @@ impl Decoder {
         meta: RecordMeta,
         emit: impl FnMut(&ReportRecord),
     ) -> DecodeOutcome {
+        /// A closure as a sink without the flow hint.
+        struct Emit<F>(F);
+        impl<F: FnMut(&ReportRecord)> RecordSink for Emit<F> {
+            fn record(&mut self, rec: &ReportRecord) {
+                (self.0)(rec);
+            }
+        }
+        self.decode_report_to(payload, meta, &mut Emit(emit))
+    }
+
+    /// [`Decoder::decode_report`] into a [`RecordSink`], which also hears each record's
+    /// flow before its hops are decoded.
+    pub fn decode_report_to(
+        &mut self,
+        payload: &[u8],
+        meta: RecordMeta,
+        sink: &mut impl RecordSink,
+    ) -> DecodeOutcome {
         // v2.0, the common case, goes straight to its small view: the `TelemetryReport`
         // enum is sized for v0.5/v1.0, which embed a whole inner `Packet`.
         let v20 = payload.first().is_some_and(|b| b >> 4 == 2);
         if v20
             && self.fast_path
-            && crate::fast::v20_record(payload, &self.opts, meta, &mut self.record)
+            && crate::fast::v20_record(payload, &self.opts, meta, &mut self.record, &mut |f| {
+                sink.flow(f)
+            })
         {
             self.fast_records += 1;
-            let mut emit = emit;
-            emit(&self.record);
+            sink.record(&self.record);
             return DecodeOutcome {
                 records: 1,
                 error: None,
             };
         }
+        let emit = |r: &ReportRecord| sink.record(r);
         let result = if v20 {
             ReportV20::parse(Bytes::new(payload), &self.opts)
                 .map(|r| r.for_each_record(meta, &mut self.record, emit))

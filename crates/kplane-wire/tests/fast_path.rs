@@ -4,20 +4,23 @@
 
 mod common;
 
-use kplane_model::{HopField, HopRecord, ReportRecord};
+use kplane_model::{FlowKey, HopField, HopRecord, ReportRecord};
 use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, report_v20};
 use kplane_wire::int::IntVersion;
 use kplane_wire::report::v20::GroupHeader;
-use kplane_wire::{DecodeOptions, DecodeOutcome, Decoder, RecordMeta};
+use kplane_wire::{DecodeOptions, DecodeOutcome, Decoder, RecordMeta, RecordSink};
 use proptest::prelude::*;
+
+fn meta() -> RecordMeta {
+    RecordMeta {
+        exporter: Some("10.0.0.9:5000".parse().unwrap()),
+        received_ns: 42,
+    }
+}
 
 fn decode(d: &mut Decoder, payload: &[u8]) -> (Vec<ReportRecord>, DecodeOutcome) {
     let mut out = Vec::new();
-    let meta = RecordMeta {
-        exporter: Some("10.0.0.9:5000".parse().unwrap()),
-        received_ns: 42,
-    };
-    let o = d.decode_report(payload, meta, |r| out.push(r.clone()));
+    let o = d.decode_report(payload, meta(), |r| out.push(r.clone()));
     (out, o)
 }
 
@@ -189,10 +192,36 @@ fn options() -> impl Strategy<Value = DecodeOptions> {
     ])
 }
 
+/// What a [`RecordSink`] hears, in order.
+#[derive(Default)]
+struct Heard {
+    flows: Vec<(usize, FlowKey)>,
+    records: Vec<ReportRecord>,
+}
+
+impl RecordSink for Heard {
+    fn flow(&mut self, flow: &FlowKey) {
+        self.flows.push((self.records.len(), *flow));
+    }
+    fn record(&mut self, rec: &ReportRecord) {
+        self.records.push(rec.clone());
+    }
+}
+
 fn same(opts: &DecodeOptions, payload: &[u8]) -> Result<(), TestCaseError> {
     let fast = decode(&mut Decoder::new(opts.clone()), payload);
     let general = decode(&mut Decoder::general_only(opts.clone()), payload);
-    prop_assert_eq!(fast, general);
+    prop_assert_eq!(&fast, &general);
+    // Through a sink: the same records, and each flow hint is the very next record's flow.
+    let mut heard = Heard::default();
+    let outcome = Decoder::new(opts.clone()).decode_report_to(payload, meta(), &mut heard);
+    prop_assert_eq!((&heard.records, &outcome), (&fast.0, &fast.1));
+    let mut last = None;
+    for &(at, flow) in &heard.flows {
+        prop_assert!(last.is_none_or(|l| l < at), "two hints before one record");
+        prop_assert_eq!(heard.records.get(at).and_then(|r| r.flow), Some(flow));
+        last = Some(at);
+    }
     Ok(())
 }
 

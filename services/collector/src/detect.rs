@@ -253,6 +253,12 @@ impl Detection {
         rec.flow.as_ref().map(flow_hash)
     }
 
+    /// [`Detection::flow_hash`] of a flow.
+    #[inline]
+    pub fn flow_key_hash(flow: &FlowKey) -> u64 {
+        flow_hash(flow)
+    }
+
     /// Starts loading the flow's state into cache: call it as early as the record is known
     /// and pass the hash to [`Detection::process_hashed`] — the work in between hides the
     /// miss.
@@ -274,21 +280,35 @@ impl Detection {
     }
 
     /// [`Detection::process`] with the record's [`Detection::flow_hash`] already computed.
+    #[inline]
     pub fn process_hashed(
         &mut self,
         rec: &ReportRecord,
         flow_hash: Option<u64>,
         watchlist: &Watchlist,
-        mut emit: impl FnMut(&EventRow<'_>),
+        emit: impl FnMut(&EventRow<'_>),
     ) {
-        let now = rec.envelope.received_ns;
-        let clock = Clock::new(now, self.refresh);
+        let clock = Clock::new(rec.envelope.received_ns, self.refresh);
         let rule = rec.flow.as_ref().and_then(|f| watchlist.lookup(f));
         // Most reports change nothing: a read-only look decides that without the event
-        // plumbing below, which then runs only for reports with an event.
+        // plumbing, which then runs only for reports with an event.
         if rule.is_none() && self.quiet(rec, flow_hash, clock) {
             return;
         }
+        self.events(rec, flow_hash, rule, clock, emit);
+    }
+
+    /// The detectors' full path: decisions, state updates and events.
+    #[inline(never)]
+    fn events(
+        &mut self,
+        rec: &ReportRecord,
+        flow_hash: Option<u64>,
+        rule: Option<(usize, &Rule)>,
+        clock: Clock,
+        mut emit: impl FnMut(&EventRow<'_>),
+    ) {
+        let now = rec.envelope.received_ns;
         let th = &self.cfg;
         let keys = &mut self.keys;
         let base = EventRow {

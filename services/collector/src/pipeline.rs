@@ -6,8 +6,10 @@ use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, RwLock};
 
-use kplane_model::{Detector, EventKind, EventRow, Metric, ReportFormat, ReportRecord};
-use kplane_wire::{DecodeOptions, Decoded, Decoder, RecordMeta, Start, WireError, decode_frame};
+use kplane_model::{Detector, EventKind, EventRow, FlowKey, Metric, ReportFormat, ReportRecord};
+use kplane_wire::{
+    DecodeOptions, Decoded, Decoder, RecordMeta, RecordSink, Start, WireError, decode_frame,
+};
 
 use crate::config::Config;
 use crate::detect::Detection;
@@ -81,6 +83,9 @@ struct Core {
     last_loss: crate::loss::LossCounters,
     /// Newest receive time seen (the clock of loss expiry in replays).
     pub now_ns: u64,
+    /// The flow hash of the record the decoder is decoding, from its hint
+    /// ([`RecordSink::flow`]: the next record is that flow's).
+    early: Option<u64>,
 }
 
 fn source_of(rec: &ReportRecord) -> IpAddr {
@@ -88,6 +93,20 @@ fn source_of(rec: &ReportRecord) -> IpAddr {
         .map(|f| f.src_ip)
         .or(rec.envelope.exporter.map(|e| e.ip()))
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
+impl RecordSink for Core {
+    #[inline]
+    fn flow(&mut self, flow: &FlowKey) {
+        let hash = Detection::flow_key_hash(flow);
+        self.detect.prefetch(Some(hash));
+        self.early = Some(hash);
+    }
+
+    #[inline]
+    fn record(&mut self, rec: &ReportRecord) {
+        Core::record(self, rec);
+    }
 }
 
 impl Core {
@@ -121,9 +140,23 @@ impl Core {
     }
 
     fn record(&mut self, rec: &ReportRecord) {
-        // Loss accounting and partitioning run while the flow's state loads.
-        let flow_hash = Detection::flow_hash(rec);
-        self.detect.prefetch(flow_hash);
+        // The decoder's flow hint started loading the flow's state before the hops were
+        // decoded; without it (other formats) the load starts here, under loss accounting.
+        let flow_hash = match self.early.take() {
+            Some(hash) => {
+                debug_assert_eq!(
+                    Detection::flow_hash(rec),
+                    Some(hash),
+                    "hint of another record"
+                );
+                Some(hash)
+            }
+            None => {
+                let hash = Detection::flow_hash(rec);
+                self.detect.prefetch(hash);
+                hash
+            }
+        };
         self.local.decoded[format_index(rec.envelope.format)] += 1;
         self.now_ns = self.now_ns.max(rec.envelope.received_ns);
         let env = &rec.envelope;
@@ -220,6 +253,7 @@ impl Pipeline {
                 local: Local::default(),
                 last_loss: Default::default(),
                 now_ns: 0,
+                early: None,
             },
         }
     }
@@ -246,10 +280,7 @@ impl Pipeline {
             exporter: Some(exporter),
             received_ns,
         };
-        let core = &mut self.core;
-        let outcome = self
-            .decoder
-            .decode_report(payload, meta, |r| core.record(r));
+        let outcome = self.decoder.decode_report_to(payload, meta, &mut self.core);
         if let Some(e) = outcome.error {
             let i = WireError::REASONS
                 .iter()

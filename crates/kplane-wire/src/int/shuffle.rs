@@ -94,15 +94,12 @@ mod x86 {
     /// See [`super::push_ff00`]; the caller checked SSSE3 and `stride >= FF00_LEN`.
     #[target_feature(enable = "ssse3")]
     pub(super) fn push_ff00(present: u16, stride: usize, stack: &[u8], out: &mut Vec<HopRecord>) {
-        // Whole hops only, newest first on the wire: walk from the end.
-        let hops =
-            crate::int::exact_hops(stack.len(), stride).unwrap_or_else(|| stack.len() / stride);
-        out.reserve(hops);
-        for i in (0..hops).rev() {
-            if let Some(h) = stack[i * stride..].first_chunk::<FF00_LEN>() {
-                out.push(hop(present, h));
-            }
-        }
+        // Whole hops only, newest first on the wire: walk from the end. An exact-size
+        // iterator: one capacity check, not one per hop.
+        out.extend(stack.chunks_exact(stride).rev().map(|h| {
+            let h = h.first_chunk::<FF00_LEN>().expect("stride >= FF00_LEN");
+            hop(present, h)
+        }));
     }
 }
 
