@@ -243,16 +243,20 @@ pub fn push_hops(
         // fold, and one length check per hop replaces one per word. Any other bitmap takes
         // the same code with the bitmap tested at run time.
         match bitmap {
-            0xFF00
-                if V == 2
-                    && super::shuffle::push_ff00(present_mask::<2>(0xFF00), stride, stack, out) => {
-            }
             0xFF00 => each::<V>(0xFF00, stride, stack, out),
             0xFC00 => each::<V>(0xFC00, stride, stack, out),
             0xF000 => each::<V>(0xF000, stride, stack, out),
             0xCC00 => each::<V>(0xCC00, stride, stack, out),
             _ => each::<V>(bitmap, stride, stack, out),
         }
+    }
+    // Every baseline field in v2.x: byte shuffles where the CPU has them, tested before
+    // `run` (whose frame, for all its copies, costs more than the test).
+    if version == IntVersion::V2
+        && bitmap == 0xFF00
+        && super::shuffle::push_ff00(present_mask::<2>(0xFF00), stride, stack, out)
+    {
+        return;
     }
     match version {
         IntVersion::V05 => run::<0>(bitmap & 0xFF00, stride, stack, out),
