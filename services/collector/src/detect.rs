@@ -21,7 +21,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use kplane_model::{Detector, EventKind, EventRow, FlowKey, HopField, Metric, ReportRecord};
 use serde::{Deserialize, Serialize};
 
-use crate::threshold::{Clock, Decision, Flows, Nodes, QueueMetric, Refresh};
+use crate::threshold::{Clock, Decision, FlowState, Flows, Nodes, QueueMetric, Refresh};
 use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
 
 /// Keys are already well-mixed hashes: the table uses them as they are.
@@ -176,6 +176,13 @@ pub struct Detection {
     ewma: KeyMap<Ewma>,
     path: Vec<u32>,
     pub counts: Counts,
+}
+
+/// The path hash and latency sum [`Detection::quiet`] folds hop by hop.
+struct PathSum {
+    hash: u64,
+    latency: u64,
+    any_latency: bool,
 }
 
 fn measure_field(m: Measurement) -> (HopField, Metric, Metric) {
@@ -485,70 +492,109 @@ impl Detection {
         const OCCUPANCY: u16 = QUEUE | HopField::QueueOccupancy.bit();
         const CONGESTION: u16 = QUEUE | HopField::QueueCongestion.bit();
         const UTILIZATION: u16 = HopField::L1EgressPort.bit() | HopField::TxUtilization.bit();
-        let mut ph = PATH_SEED;
-        let (mut sum, mut any_latency) = (0u64, false);
+        // Fields of the common case: every one the checks read, congestion aside.
+        const FULL: u16 = NODE | LATENCY | OCCUPANCY | UTILIZATION;
+        let mut path = PathSum {
+            hash: PATH_SEED,
+            latency: 0,
+            any_latency: false,
+        };
         for (i, hop) in rec.hops.iter().enumerate() {
             // Every field's presence and "unavailable" test at once; values read raw.
-            let valid = hop.valid_of(NODE | LATENCY | OCCUPANCY | CONGESTION | UTILIZATION);
+            let valid = hop.valid_of(FULL | CONGESTION);
             let has = |fields: u16| valid & fields == fields;
             let raw = |f: HopField| hop.raw(f) as u32;
-            let node = raw(HopField::NodeId);
-            if let Some(state) = flow {
-                // A missing node id is u32::MAX, as in the full path.
-                ph = mix(ph, if has(NODE) { node } else { u32::MAX }.into());
-                if has(LATENCY) {
-                    let l = raw(HopField::HopLatency);
-                    sum += u64::from(l);
-                    any_latency = true;
-                    if has(NODE) && !state.hop_quiet(i, node, l, th.hop_latency, clock) {
-                        return false;
-                    }
-                }
-            }
-            // Switch metrics, whatever the flow.
-            if !has(NODE) || valid & (OCCUPANCY | CONGESTION | UTILIZATION) == 0 {
-                continue;
-            }
-            let (occupancy, congestion, utilization) =
-                (has(OCCUPANCY), has(CONGESTION), has(UTILIZATION));
-            if !(occupancy || congestion || utilization) {
-                continue;
-            }
-            let Some(state) = self.nodes.find(node) else {
-                return false;
-            };
             let queue = raw(HopField::QueueId) as u8;
-            let quiet = (!occupancy
-                || state.queue_quiet(
-                    queue,
-                    QueueMetric::Occupancy,
-                    raw(HopField::QueueOccupancy),
-                    th.queue_occupancy,
+            let congestion = has(CONGESTION).then(|| (queue, raw(HopField::QueueCongestion)));
+            // The same checks twice: with every field known present (the common case, its
+            // tests folded away) and for any other hop.
+            let quiet = if has(FULL) {
+                self.hop_quiet(
+                    flow,
+                    i,
+                    Some(raw(HopField::NodeId)),
+                    Some(raw(HopField::HopLatency)),
+                    Some((queue, raw(HopField::QueueOccupancy))),
+                    congestion,
+                    Some((raw(HopField::L1EgressPort), raw(HopField::TxUtilization))),
+                    &mut path,
                     clock,
-                ))
-                && (!congestion
-                    || state.queue_quiet(
-                        queue,
-                        QueueMetric::Congestion,
-                        raw(HopField::QueueCongestion),
-                        th.queue_congestion,
-                        clock,
-                    ))
-                && (!utilization
-                    || state.link_quiet(
-                        raw(HopField::L1EgressPort),
-                        raw(HopField::TxUtilization),
-                        th.link_utilization,
-                        clock,
-                    ));
+                )
+            } else {
+                self.hop_quiet(
+                    flow,
+                    i,
+                    has(NODE).then(|| raw(HopField::NodeId)),
+                    has(LATENCY).then(|| raw(HopField::HopLatency)),
+                    has(OCCUPANCY).then(|| (queue, raw(HopField::QueueOccupancy))),
+                    congestion,
+                    has(UTILIZATION)
+                        .then(|| (raw(HopField::L1EgressPort), raw(HopField::TxUtilization))),
+                    &mut path,
+                    clock,
+                )
+            };
             if !quiet {
                 return false;
             }
         }
+        let PathSum {
+            hash: ph,
+            latency: sum,
+            any_latency,
+        } = path;
         flow.is_none_or(|state| {
             state.path_quiet(ph, clock)
                 && (!any_latency || state.latency_quiet(sum, th.flow_latency, clock))
         })
+    }
+
+    /// One hop of [`Detection::quiet`]: its flow checks (with `flow`) and its switch checks;
+    /// folds the hop into the path hash and latency sum. Fields are `None` when missing or
+    /// unavailable; occupancy and congestion come with the queue id, utilisation with the
+    /// egress port.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn hop_quiet(
+        &self,
+        flow: Option<&FlowState>,
+        index: usize,
+        node: Option<u32>,
+        latency: Option<u32>,
+        occupancy: Option<(u8, u32)>,
+        congestion: Option<(u8, u32)>,
+        utilization: Option<(u32, u32)>,
+        path: &mut PathSum,
+        clock: Clock,
+    ) -> bool {
+        let th = &self.cfg;
+        if let Some(state) = flow {
+            // A missing node id is u32::MAX, as in the full path.
+            path.hash = mix(path.hash, node.unwrap_or(u32::MAX).into());
+            if let Some(l) = latency {
+                path.latency += u64::from(l);
+                path.any_latency = true;
+                if let Some(node) = node
+                    && !state.hop_quiet(index, node, l, th.hop_latency, clock)
+                {
+                    return false;
+                }
+            }
+        }
+        // Switch metrics, whatever the flow.
+        let Some(node) = node else { return true };
+        if occupancy.is_none() && congestion.is_none() && utilization.is_none() {
+            return true;
+        }
+        let Some(state) = self.nodes.find(node) else {
+            return false;
+        };
+        occupancy.is_none_or(|(q, v)| {
+            state.queue_quiet(q, QueueMetric::Occupancy, v, th.queue_occupancy, clock)
+        }) && congestion.is_none_or(|(q, v)| {
+            state.queue_quiet(q, QueueMetric::Congestion, v, th.queue_congestion, clock)
+        }) && utilization
+            .is_none_or(|(port, v)| state.link_quiet(port, v, th.link_utilization, clock))
     }
 
     #[allow(clippy::too_many_arguments)]
