@@ -62,6 +62,12 @@ impl Clock {
 pub trait SlotValue: Copy + Default {
     fn get(self) -> u64;
     fn from_u64(v: u64) -> Self;
+
+    /// |`value` − `self`| ≤ `t`.
+    #[inline(always)]
+    fn within(self, value: u64, t: u64) -> bool {
+        value.abs_diff(self.get()) <= t
+    }
 }
 
 impl SlotValue for u64 {
@@ -84,6 +90,15 @@ impl SlotValue for u32 {
     #[inline(always)]
     fn from_u64(v: u64) -> Self {
         v as u32
+    }
+
+    /// As a band: |d| ≤ t ⟺ (d + t) mod 2⁶⁴ ≤ 2t, one compare where |d| takes three.
+    /// Exact for |d| < 2³² (both values are 32-bit): with t < 2⁶³ the sum wraps only for
+    /// negative d, landing above 2t exactly when d < −t; a larger t (2t saturates) holds
+    /// every 32-bit difference anyway.
+    #[inline(always)]
+    fn within(self, value: u64, t: u64) -> bool {
+        value.wrapping_sub(self.get()).wrapping_add(t) <= t.saturating_mul(2)
     }
 }
 
@@ -114,7 +129,7 @@ impl<V: SlotValue> Slot<V> {
     /// within `t` of its last reported value, not due.
     #[inline(always)]
     fn quiet(&self, value: u64, t: u64, clock: Clock) -> bool {
-        value.abs_diff(self.value.get()) <= t && clock.now_s < self.due_s
+        self.value.within(value, t) && clock.now_s < self.due_s
     }
 
     /// An event is a new key, |new − last reported| > `t`, or a live key due for refresh;
@@ -552,6 +567,41 @@ impl Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_32_bit_band_is_abs_diff() {
+        let edges = [
+            0u64,
+            1,
+            2,
+            100,
+            1 << 31,
+            u32::MAX as u64 - 1,
+            u32::MAX as u64,
+        ];
+        let ts = [
+            0u64,
+            1,
+            99,
+            100,
+            1 << 32,
+            1 << 62,
+            (1 << 63) - 1,
+            1 << 63,
+            u64::MAX,
+        ];
+        for &last in &edges {
+            for &v in &edges {
+                for &t in &ts {
+                    assert_eq!(
+                        (last as u32).within(v, t),
+                        v.abs_diff(last) <= t,
+                        "last {last} v {v} t {t}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn slots_are_packed() {
