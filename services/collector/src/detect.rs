@@ -832,6 +832,77 @@ mod tests {
         assert_eq!(d.keys(), 6);
     }
 
+    /// A 5-hop report with every field detection reads (the quiet check's common case):
+    /// queue 1 at every hop, egress port 3, congestion 0.
+    fn full_report(f: FlowKey, now: u64) -> ReportRecord {
+        let mut r = report(f, 5, 2_000, 100, now);
+        for h in &mut r.hops {
+            h.set(HopField::QueueId, 1);
+            h.set(HopField::QueueOccupancy, 100);
+            h.set(HopField::QueueCongestion, 0);
+            h.set(HopField::L1EgressPort, 3);
+            h.set(HopField::TxUtilization, 500);
+        }
+        r
+    }
+
+    #[test]
+    fn after_a_steady_state_each_single_change_is_exactly_its_event() {
+        let wl = Watchlist::default();
+        let f = flow("10.0.0.9");
+        let changes: [(&str, fn(&mut ReportRecord), Metric); 6] = [
+            (
+                "hop latency at hop 4",
+                |r| r.hops[3].set(HopField::HopLatency, 5_000),
+                Metric::FlowHopLatency,
+            ),
+            (
+                "occupancy at hop 5",
+                |r| r.hops[4].set(HopField::QueueOccupancy, 900),
+                Metric::QueueOccupancy,
+            ),
+            (
+                "congestion at hop 1",
+                |r| r.hops[0].set(HopField::QueueCongestion, 7),
+                Metric::QueueCongestion,
+            ),
+            (
+                "utilisation at hop 3",
+                |r| r.hops[2].set(HopField::TxUtilization, 9_000),
+                Metric::LinkUtilization,
+            ),
+            (
+                "path",
+                |r| r.hops[2].set(HopField::NodeId, 42),
+                Metric::FlowPath,
+            ),
+            (
+                "hop latency unavailable",
+                |r| r.hops[1].set_unavailable(HopField::HopLatency),
+                Metric::FlowLatency,
+            ),
+        ];
+        for (name, change, metric) in changes {
+            let mut d = Detection::new(cfg());
+            assert!(!events(&mut d, &wl, &full_report(f, S)).is_empty());
+            for i in 1..50 {
+                let e = events(&mut d, &wl, &full_report(f, S + i));
+                assert!(e.is_empty(), "{name}: steady report {i}: {e:?}");
+            }
+            let mut r = full_report(f, 2 * S);
+            change(&mut r);
+            let e = events(&mut d, &wl, &r);
+            assert!(e.iter().any(|e| e.1 == metric), "{name}: {e:?}");
+            match metric {
+                // A new node on the path brings its own new keys; a missing latency moves
+                // the sum.
+                Metric::FlowPath | Metric::FlowLatency => {}
+                Metric::FlowHopLatency => assert_eq!(e.len(), 2, "{name}: hop and sum: {e:?}"),
+                _ => assert_eq!(e.len(), 1, "{name}: {e:?}"),
+            }
+        }
+    }
+
     #[test]
     fn periodic_refresh_fires_for_live_keys() {
         let wl = Watchlist::default();
