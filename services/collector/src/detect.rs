@@ -850,7 +850,8 @@ mod tests {
     fn after_a_steady_state_each_single_change_is_exactly_its_event() {
         let wl = Watchlist::default();
         let f = flow("10.0.0.9");
-        let changes: [(&str, fn(&mut ReportRecord), Metric); 6] = [
+        type Change = (&'static str, fn(&mut ReportRecord), Metric);
+        let changes: [Change; 6] = [
             (
                 "hop latency at hop 4",
                 |r| r.hops[3].set(HopField::HopLatency, 5_000),
