@@ -850,40 +850,47 @@ mod tests {
     fn after_a_steady_state_each_single_change_is_exactly_its_event() {
         let wl = Watchlist::default();
         let f = flow("10.0.0.9");
-        type Change = (&'static str, fn(&mut ReportRecord), Metric);
-        let changes: [Change; 6] = [
+        use {HopField as F, Metric as M};
+        // (what, hop index, field, new value or None for "unavailable", the event's metric)
+        let changes = [
             (
-                "hop latency at hop 4",
-                |r| r.hops[3].set(HopField::HopLatency, 5_000),
-                Metric::FlowHopLatency,
+                "hop latency",
+                3,
+                F::HopLatency,
+                Some(5_000),
+                M::FlowHopLatency,
             ),
             (
-                "occupancy at hop 5",
-                |r| r.hops[4].set(HopField::QueueOccupancy, 900),
-                Metric::QueueOccupancy,
+                "occupancy",
+                4,
+                F::QueueOccupancy,
+                Some(900),
+                M::QueueOccupancy,
             ),
             (
-                "congestion at hop 1",
-                |r| r.hops[0].set(HopField::QueueCongestion, 7),
-                Metric::QueueCongestion,
+                "congestion",
+                0,
+                F::QueueCongestion,
+                Some(7),
+                M::QueueCongestion,
             ),
             (
-                "utilisation at hop 3",
-                |r| r.hops[2].set(HopField::TxUtilization, 9_000),
-                Metric::LinkUtilization,
+                "utilisation",
+                2,
+                F::TxUtilization,
+                Some(9_000),
+                M::LinkUtilization,
             ),
+            ("path", 2, F::NodeId, Some(42), M::FlowPath),
             (
-                "path",
-                |r| r.hops[2].set(HopField::NodeId, 42),
-                Metric::FlowPath,
-            ),
-            (
-                "hop latency unavailable",
-                |r| r.hops[1].set_unavailable(HopField::HopLatency),
-                Metric::FlowLatency,
+                "latency unavailable",
+                1,
+                F::HopLatency,
+                None,
+                M::FlowLatency,
             ),
         ];
-        for (name, change, metric) in changes {
+        for (name, hop, field, value, metric) in changes {
             let mut d = Detection::new(cfg());
             assert!(!events(&mut d, &wl, &full_report(f, S)).is_empty());
             for i in 1..50 {
@@ -891,7 +898,10 @@ mod tests {
                 assert!(e.is_empty(), "{name}: steady report {i}: {e:?}");
             }
             let mut r = full_report(f, 2 * S);
-            change(&mut r);
+            match value {
+                Some(v) => r.hops[hop].set(field, v),
+                None => r.hops[hop].set_unavailable(field),
+            }
             let e = events(&mut d, &wl, &r);
             assert!(e.iter().any(|e| e.1 == metric), "{name}: {e:?}");
             match metric {
