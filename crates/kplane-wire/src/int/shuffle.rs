@@ -8,6 +8,7 @@ use kplane_model::HopRecord;
 
 /// Wire bytes of one 0xFF00 hop: node id 0, L1 ports 4, hop latency 8, queue id/occupancy
 /// 12, ingress timestamp 16, egress timestamp 24, L2 ports 32, tx utilisation 40.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const FF00_LEN: usize = 44;
 
 /// Appends the hops of `stack` in path order (it is newest first), as the field-by-field
