@@ -280,6 +280,8 @@ impl Pipeline {
             exporter: Some(exporter),
             received_ns,
         };
+        // A hint never outlives its datagram.
+        self.core.early = None;
         let outcome = self.decoder.decode_report_to(payload, meta, &mut self.core);
         if let Some(e) = outcome.error {
             let i = WireError::REASONS
