@@ -227,18 +227,17 @@ fn inner_int(
             return None;
         }
     }
-    let flow = FlowKey {
+    let flow = rec.flow.insert(FlowKey {
         src_ip: src,
         dst_ip: dst,
         src_port,
         // NPT 1: the shim keeps the original UDP destination port.
         dst_port: if npt == 1 { be16(s, 2) } else { dst_port },
         protocol,
-    };
+    });
     // A hint (nothing below declines): the caller can start loading the flow's state while
     // the hops are decoded.
-    on_flow(&flow);
-    rec.flow = Some(flow);
+    on_flow(flow);
     push_hops(IntVersion::V2, bitmap, stride, stack, &mut rec.hops);
     Some(length)
 }
