@@ -202,13 +202,6 @@ impl HopRecord {
         (self.present & field.bit() != 0 && v != field.ones()).then_some(v)
     }
 
-    /// The presence mask: a [`HopField::bit`] per field the hop carries (possibly
-    /// unavailable).
-    #[inline(always)]
-    pub fn present(&self) -> u16 {
-        self.present
-    }
-
     /// The fields that hold a value — present and not unavailable — as a mask of
     /// [`HopField::bit`]s: every field's [`HopRecord::get`] test at once, for readers of many
     /// fields (read the values with [`HopRecord::raw`]).
