@@ -21,7 +21,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use kplane_model::{Detector, EventKind, EventRow, FlowKey, HopField, Metric, ReportRecord};
 use serde::{Deserialize, Serialize};
 
-use crate::threshold::{Clock, Decision, FlowState, Flows, Nodes, QueueMetric, Refresh};
+use crate::threshold::{Clock, Decision, FlowState, Flows, Nodes, QueueMetric, Refresh, Threshold};
 use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
 
 /// Keys are already well-mixed hashes: the table uses them as they are.
@@ -167,6 +167,8 @@ pub struct Detection {
     cfg: EventConfig,
     /// `cfg.refresh` in whole seconds.
     refresh: Refresh,
+    /// The thresholds as the read-only check uses them.
+    limits: Limits,
     flows: Flows,
     nodes: Nodes,
     /// Threshold keys held (flows' and switches').
@@ -176,6 +178,28 @@ pub struct Detection {
     ewma: KeyMap<Ewma>,
     path: Vec<u32>,
     pub counts: Counts,
+}
+
+/// The thresholds of [`EventConfig`] for [`Detection::quiet`].
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    flow_latency: Threshold,
+    hop_latency: Threshold,
+    queue_occupancy: Threshold,
+    queue_congestion: Threshold,
+    link_utilization: Threshold,
+}
+
+impl Limits {
+    fn of(cfg: &EventConfig) -> Self {
+        Self {
+            flow_latency: Threshold::new(cfg.flow_latency),
+            hop_latency: Threshold::new(cfg.hop_latency),
+            queue_occupancy: Threshold::new(cfg.queue_occupancy),
+            queue_congestion: Threshold::new(cfg.queue_congestion),
+            link_utilization: Threshold::new(cfg.link_utilization),
+        }
+    }
 }
 
 /// The path hash and latency sum [`Detection::quiet`] folds hop by hop.
@@ -224,6 +248,7 @@ impl Detection {
     pub fn new(cfg: EventConfig) -> Self {
         Self {
             refresh: Refresh::from_ns(cfg.refresh.as_nanos().try_into().unwrap_or(u64::MAX)),
+            limits: Limits::of(&cfg),
             cfg,
             flows: Flows::default(),
             nodes: Nodes::default(),
@@ -476,7 +501,7 @@ impl Detection {
     /// is not quiet, and the full path decides.
     #[inline(never)]
     fn quiet(&self, rec: &ReportRecord, flow_hash: Option<u64>, clock: Clock) -> bool {
-        let th = &self.cfg;
+        let th = &self.limits;
         // A pure predicate: its checks can run in any order, so one pass over the hops reads
         // each field once. The flow's checks apply when the full path makes them.
         let flow = match (flow_hash, rec.hops.is_empty()) {
@@ -567,7 +592,7 @@ impl Detection {
         path: &mut PathSum,
         clock: Clock,
     ) -> bool {
-        let th = &self.cfg;
+        let th = &self.limits;
         if let Some(state) = flow {
             // A missing node id is u32::MAX, as in the full path.
             path.hash = mix(path.hash, node.unwrap_or(u32::MAX).into());

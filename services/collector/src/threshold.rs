@@ -57,16 +57,33 @@ impl Clock {
     }
 }
 
+/// A threshold T(m) with its quiet band's width 2T (saturating), computed once: the read-only
+/// checks compare against both.
+#[derive(Clone, Copy, Debug)]
+pub struct Threshold {
+    t: u64,
+    span: u64,
+}
+
+impl Threshold {
+    pub const fn new(t: u64) -> Self {
+        Self {
+            t,
+            span: t.saturating_mul(2),
+        }
+    }
+}
+
 /// A value width a slot stores: hop latency and switch metrics fit 32 bits, path hashes and
 /// latency sums need 64.
 pub trait SlotValue: Copy + Default {
     fn get(self) -> u64;
     fn from_u64(v: u64) -> Self;
 
-    /// |`value` − `self`| ≤ `t`.
+    /// |`value` − `self`| ≤ `th.t`.
     #[inline(always)]
-    fn within(self, value: u64, t: u64) -> bool {
-        value.abs_diff(self.get()) <= t
+    fn within(self, value: u64, th: Threshold) -> bool {
+        value.abs_diff(self.get()) <= th.t
     }
 }
 
@@ -97,8 +114,8 @@ impl SlotValue for u32 {
     /// negative d, landing above 2t exactly when d < −t; a larger t (2t saturates) holds
     /// every 32-bit difference anyway.
     #[inline(always)]
-    fn within(self, value: u64, t: u64) -> bool {
-        value.wrapping_sub(self.get()).wrapping_add(t) <= t.saturating_mul(2)
+    fn within(self, value: u64, th: Threshold) -> bool {
+        value.wrapping_sub(self.get()).wrapping_add(th.t) <= th.span
     }
 }
 
@@ -128,15 +145,15 @@ impl<V: SlotValue> Slot<V> {
     /// True when `check` would decide no event (and so change nothing): a reported key,
     /// within `t` of its last reported value, not due.
     #[inline(always)]
-    fn quiet(&self, value: u64, t: u64, clock: Clock) -> bool {
-        self.value.within(value, t) && clock.now_s < self.due_s
+    fn quiet(&self, value: u64, th: Threshold, clock: Clock) -> bool {
+        self.value.within(value, th) && clock.now_s < self.due_s
     }
 
     /// An event is a new key, |new − last reported| > `t`, or a live key due for refresh;
     /// on an event the value is reported (and `keys` counts a new key).
     #[inline(always)]
     fn check(&mut self, value: u64, t: u64, clock: Clock, keys: &mut usize) -> Decision {
-        if self.quiet(value, t, clock) {
+        if self.quiet(value, Threshold::new(t), clock) {
             return None;
         }
         self.event(value, t, clock, keys)
@@ -198,17 +215,24 @@ impl FlowState {
     /// searches for it.
     #[inline(always)]
     pub fn path_quiet(&self, path_hash: u64, clock: Clock) -> bool {
-        self.path.quiet(path_hash, 0, clock)
+        self.path.quiet(path_hash, Threshold::new(0), clock)
     }
 
     #[inline(always)]
-    pub fn latency_quiet(&self, sum: u64, t: u64, clock: Clock) -> bool {
-        self.latency.quiet(sum, t, clock)
+    pub fn latency_quiet(&self, sum: u64, th: Threshold, clock: Clock) -> bool {
+        self.latency.quiet(sum, th, clock)
     }
 
     #[inline(always)]
-    pub fn hop_quiet(&self, index: usize, node: u32, value: u32, t: u64, clock: Clock) -> bool {
-        matches!(self.hops.get(index), Some(h) if h.node == node && h.slot.quiet(value.into(), t, clock))
+    pub fn hop_quiet(
+        &self,
+        index: usize,
+        node: u32,
+        value: u32,
+        th: Threshold,
+        clock: Clock,
+    ) -> bool {
+        matches!(self.hops.get(index), Some(h) if h.node == node && h.slot.quiet(value.into(), th, clock))
     }
 
     #[inline(always)]
@@ -436,7 +460,7 @@ impl NodeState {
         queue: u8,
         metric: QueueMetric,
         value: u32,
-        t: u64,
+        th: Threshold,
         clock: Clock,
     ) -> bool {
         let Some(q) = self.queues.get(usize::from(queue)) else {
@@ -446,12 +470,12 @@ impl NodeState {
             QueueMetric::Occupancy => &q.occupancy,
             QueueMetric::Congestion => &q.congestion,
         };
-        slot.quiet(value.into(), t, clock)
+        slot.quiet(value.into(), th, clock)
     }
 
     /// [`NodeState::link`]'s "no event", changing nothing.
     #[inline(always)]
-    pub fn link_quiet(&self, port: u32, value: u32, t: u64, clock: Clock) -> bool {
+    pub fn link_quiet(&self, port: u32, value: u32, th: Threshold, clock: Clock) -> bool {
         let slot = match self.ports.get(port as usize) {
             Some(slot) => slot,
             None => match self.high_ports.iter().find(|(p, _)| *p == port) {
@@ -459,7 +483,7 @@ impl NodeState {
                 None => return false,
             },
         };
-        slot.quiet(value.into(), t, clock)
+        slot.quiet(value.into(), th, clock)
     }
 
     #[inline(always)]
@@ -594,7 +618,7 @@ mod tests {
             for &v in &edges {
                 for &t in &ts {
                     assert_eq!(
-                        (last as u32).within(v, t),
+                        (last as u32).within(v, Threshold::new(t)),
                         v.abs_diff(last) <= t,
                         "last {last} v {v} t {t}"
                     );
