@@ -124,6 +124,7 @@ impl LossTracker {
 
     /// Records `seq` (of `bits` width) for (node, hw_id) at `now_ns`; definitive losses are
     /// passed to `lost`.
+    #[inline]
     pub fn observe(
         &mut self,
         node_id: u32,
