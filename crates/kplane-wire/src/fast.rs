@@ -200,7 +200,10 @@ fn inner_int(
         }
         _ => return None,
     };
-    if !opts.int_l4_ports.contains(&dst_port) && !opts.dscp_marks_int(dscp) {
+    // The first port inline (a deployment has one or two); `contains` on `u16` is a call.
+    let int_port =
+        opts.int_l4_ports.first() == Some(&dst_port) || opts.int_l4_ports.contains(&dst_port);
+    if !int_port && !opts.dscp_marks_int(dscp) {
         return None;
     }
     // Shim (4) + INT-MD metadata header (12).
