@@ -72,8 +72,22 @@ pub(crate) fn v20_record(
     let node_id = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
     let mut hop = reporting_hop(rep_md_bits, &md[..need]);
     hop.set(HopField::NodeId, node_id.into());
-    let f = h[11];
-    let bit = |mask: u8, flag: u8| if f & mask != 0 { flag } else { 0 };
+    // The D, Q, F, I bits (the high nibble) as record flags, by table: the nibble reversed.
+    const FLAGS: [u8; 16] = {
+        let mut t = [0u8; 16];
+        let mut n = 0;
+        const fn bit(n: usize, mask: usize, flag: u8) -> u8 {
+            if n & mask != 0 { flag } else { 0 }
+        }
+        while n < 16 {
+            t[n] = bit(n, 0x8, ReportFlags::DROPPED)
+                | bit(n, 0x4, ReportFlags::CONGESTED)
+                | bit(n, 0x2, ReportFlags::TRACKED)
+                | bit(n, 0x1, ReportFlags::INTERMEDIATE);
+            n += 1;
+        }
+        t
+    };
     // Written whole: every field once (the record is store-bound).
     rec.envelope = ReportEnvelope {
         format: ReportFormat::TelemetryReportV20,
@@ -81,12 +95,7 @@ pub(crate) fn v20_record(
         hw_id: ((h[0] & 0x0F) << 2) | (h[1] >> 6),
         node_id: Some(node_id),
         sequence: Some(u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & 0x3F_FFFF),
-        flags: ReportFlags(
-            bit(0x80, ReportFlags::DROPPED)
-                | bit(0x40, ReportFlags::CONGESTED)
-                | bit(0x20, ReportFlags::TRACKED)
-                | bit(0x10, ReportFlags::INTERMEDIATE),
-        ),
+        flags: ReportFlags(FLAGS[usize::from(h[11] >> 4)]),
         drop_reason: hop.get(HopField::DropReason).map(|v| v as u8),
         timestamp_ns: hop.get(HopField::IngressTimestamp),
         packet_length: Some(packet_length),
