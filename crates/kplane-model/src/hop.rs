@@ -202,17 +202,11 @@ impl HopRecord {
         (self.present & field.bit() != 0 && v != field.ones()).then_some(v)
     }
 
-    /// The fields that hold a value — present and not unavailable — as a mask of
-    /// [`HopField::bit`]s: every field's [`HopRecord::get`] test at once, for readers of many
-    /// fields (read the values with [`HopRecord::raw`]).
-    #[inline(always)]
-    pub fn valid(&self) -> u16 {
-        self.valid_of(u16::MAX)
-    }
-
-    /// [`HopRecord::valid`] for the fields in `fields` only: with a constant mask of fields
-    /// below [`HopField::DropReason`] (the twelve a 16-byte compare covers at once) the test
-    /// of the others is left out.
+    /// Which of `fields` (a mask of [`HopField::bit`]s) hold a value — present and not
+    /// unavailable: every field's [`HopRecord::get`] test at once, for readers of many fields
+    /// (read the values with [`HopRecord::raw`]). With a constant mask of fields below
+    /// [`HopField::DropReason`] (the twelve a 16-byte compare covers at once) the test of the
+    /// others is left out.
     #[inline(always)]
     pub fn valid_of(&self, fields: u16) -> u16 {
         fields & self.present & !self.all_ones(fields & Self::TAIL != 0)
@@ -222,7 +216,7 @@ impl HopRecord {
     const TAIL: u16 = !((1 << 12) - 1);
 
     /// The stored value of a field, whatever its presence: meaningful for a field
-    /// [`HopRecord::valid`] reports (an absent field reads 0, an unavailable one all-ones).
+    /// [`HopRecord::valid_of`] reports (an absent field reads 0, an unavailable one all-ones).
     #[inline(always)]
     pub fn raw(&self, field: HopField) -> u64 {
         self.load(field as usize)
@@ -432,7 +426,7 @@ mod tests {
                     _ => h.set(f, (x >> 8) & f.ones()),
                 }
             }
-            let valid = h.valid();
+            let valid = h.valid_of(u16::MAX);
             let head = HopField::ALL[..12].iter().fold(0, |m, f| m | f.bit());
             assert_eq!(h.valid_of(head), valid & head);
             for f in HopField::ALL {

@@ -38,7 +38,7 @@ impl<T: Default> ByNode<T> {
         }
     }
 
-    /// The node's value, created (default) on first use.
+    /// [`ByNode::get_mut`], shared.
     #[inline(always)]
     pub fn get(&self, node: u32) -> Option<&T> {
         match self.direct.get(node as usize) {
@@ -48,6 +48,7 @@ impl<T: Default> ByNode<T> {
         }
     }
 
+    /// The node's value, created (default) on first use.
     #[inline(always)]
     pub fn get_or_default(&mut self, node: u32) -> &mut T {
         if (node as usize) < self.direct.len() {
