@@ -3,7 +3,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
 
-.PHONY: help run up test test-console test-kafka broker lint fmt bench fuzz samples bless
+.PHONY: help run up test test-console test-kafka broker lint fmt bench fuzz samples bless p4
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -42,6 +42,11 @@ bench: ## Criterion benchmarks (reports/s): decode, collector pipeline; results 
 fuzz: ## Run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz and a nightly toolchain)
 	cd fuzz && for t in decode_report decode_frame; do \
 	  mkdir -p work/$$t && $(CARGO) +nightly fuzz run $$t work/$$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+
+p4: ## Compile p4/kplane_int.p4 with p4c into p4/build/ (BMv2 JSON, P4Info as JSON and binary; commit them)
+	p4c --target bmv2 --arch v1model --std p4-16 -o p4/build \
+	  --p4runtime-files p4/build/kplane_int.p4info.json,p4/build/kplane_int.p4info.bin p4/kplane_int.p4
+	rm -f p4/build/kplane_int.p4i
 
 samples: ## Regenerate samples/int-formats.pcapng
 	$(CARGO) run -- sample-capture samples/int-formats.pcapng

@@ -9,10 +9,14 @@
  *
  * Structure follows the p4lang tutorials' INT exercises: headers, parser, ingress (ACL,
  * forwarding, INT source decision, sink clone), egress (INT source insert, transit push, sink
- * detection + strip, report encapsulation of the clone), deparser.
+ * strip; detection and report encapsulation of the clone), deparser.
  *
- * Not compiled here (no P4 compiler is installable on the development machines): see
- * p4/README.md for the p4c and simple_switch commands.
+ * BMv2 constraints shape it: no conditions inside actions (they live in `apply` blocks), and
+ * the sink clones ingress-to-egress (I2E), because an I2E clone is re-parsed from the bytes as
+ * they arrived, so the report carries the upstream INT stack while the original is stripped.
+ * Tables, keys and actions carry `@name`s: p4c's P4Info (p4/build/) uses those short names,
+ * and it is the schema the emulator, the intent compiler and the P4Runtime driver share.
+ * Build: `make p4` (p4/README.md).
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -173,7 +177,9 @@ struct headers_t {
 struct metadata_t {
     bit<16> l4_src;
     bit<16> l4_dst;
-    bit<1>  int_source;       /* this switch inserts INT (watchlist hit at the first hop) */
+    /* Preserved into the sink's I2E clone (field list 1). */
+    @field_list(1) bit<1> int_source;  /* this switch inserts INT (watchlist hit at the first hop) */
+    @field_list(1) bit<9> sink_port;   /* the host-facing port the original leaves on */
     bit<1>  int_sink;         /* the egress port faces a host */
     bit<16> instruction_bitmap;
     bit<8>  max_hop;
@@ -185,6 +191,8 @@ struct metadata_t {
     bit<32> hop_latency;
     bit<16> ecmp_base;
     bit<16> ecmp_select;
+    bit<32> switch_id;
+    bit<8>  words;            /* words this hop pushes */
 }
 
 /* ------------------------------------------------------------------ parser */
@@ -246,11 +254,12 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
     register<bit<16>>(1024) ecmp_base;
     register<bit<16>>(1024) ecmp_count;
     register<bit<9>>(16384) ecmp_ports;
+    /* Set by the control plane: which ports face hosts (this switch is their INT sink). */
+    register<bit<1>>(512) host_port;
 
-    action drop() { mark_to_drop(std); }
-    action NoAction_() { }
-    action set_egress(bit<9> port) { std.egress_spec = port; }
-    action ecmp() {
+    @name(".drop") action drop() { mark_to_drop(std); }
+    @name(".set_egress") action set_egress(bit<9> port) { std.egress_spec = port; }
+    @name(".ecmp") action ecmp() {
         bit<16> count;
         bit<32> host = (bit<32>)hdr.ipv4.dst_addr[9:0];
         ecmp_base.read(meta.ecmp_base, host);
@@ -262,42 +271,42 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         ecmp_ports.read(port, (bit<32>)(meta.ecmp_base + meta.ecmp_select));
         std.egress_spec = port;
     }
-    action acl_drop() { mark_to_drop(std); }
-    action int_source(bit<16> instruction_bitmap, bit<8> max_hop) {
+    @name(".acl_drop") action acl_drop() { mark_to_drop(std); }
+    @name(".int_source") action int_source(bit<16> instruction_bitmap, bit<8> max_hop) {
         meta.int_source = 1;
         meta.instruction_bitmap = instruction_bitmap;
         meta.max_hop = max_hop;
     }
 
-    table drop_acl {
+    @name(".drop_acl") table drop_acl {
         key = {
-            hdr.ipv4.src_addr: ternary;
-            hdr.ipv4.dst_addr: ternary;
-            hdr.ipv4.protocol: ternary;
-            meta.l4_src: range;
-            meta.l4_dst: range;
+            hdr.ipv4.src_addr: ternary @name("src_addr");
+            hdr.ipv4.dst_addr: ternary @name("dst_addr");
+            hdr.ipv4.protocol: ternary @name("protocol");
+            meta.l4_src: range @name("src_port");
+            meta.l4_dst: range @name("dst_port");
         }
-        actions = { acl_drop; NoAction; }
+        actions = { acl_drop; @defaultonly NoAction; }
         default_action = NoAction();
         size = 256;
     }
 
-    table ipv4_forward {
-        key = { hdr.ipv4.dst_addr: lpm; }
+    @name(".ipv4_forward") table ipv4_forward {
+        key = { hdr.ipv4.dst_addr: lpm @name("dst_addr"); }
         actions = { set_egress; drop; ecmp; }
         default_action = ecmp();
         size = 1024;
     }
 
-    table int_watchlist {
+    @name(".int_watchlist") table int_watchlist {
         key = {
-            hdr.ipv4.src_addr: ternary;
-            hdr.ipv4.dst_addr: ternary;
-            hdr.ipv4.protocol: ternary;
-            meta.l4_src: range;
-            meta.l4_dst: range;
+            hdr.ipv4.src_addr: ternary @name("src_addr");
+            hdr.ipv4.dst_addr: ternary @name("dst_addr");
+            hdr.ipv4.protocol: ternary @name("protocol");
+            meta.l4_src: range @name("src_port");
+            meta.l4_dst: range @name("dst_port");
         }
-        actions = { int_source; NoAction; }
+        actions = { int_source; @defaultonly NoAction; }
         default_action = NoAction();
         size = 256;
     }
@@ -312,6 +321,12 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         if (!hdr.int_shim.isValid()) {
             int_watchlist.apply();
         }
+        /* INT sink: the packet leaves towards a host. Its I2E clone becomes the report. */
+        host_port.read(meta.int_sink, (bit<32>)std.egress_spec);
+        if (meta.int_sink == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {
+            meta.sink_port = std.egress_spec;
+            clone_preserving_field_list(CloneType.I2E, REPORT_MIRROR_SESSION, 1);
+        }
     }
 }
 
@@ -322,8 +337,8 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     /* Set by the control plane: this switch's INT node id, which ports face hosts (sink),
        the collector's addresses, and the report sequence number per hw_id. */
     register<bit<32>>(1) switch_id;
-    register<bit<1>>(512) host_port;
     register<bit<32>>(1) collector_ip;
+    register<bit<48>>(1) collector_mac;
     register<bit<32>>(1) switch_ip;
     register<bit<22>>(64) report_seq;
     /* Sink event detection state. */
@@ -334,39 +349,40 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     /* INT-label (Base A): last labelling time per egress port. */
     register<bit<48>>(512) label_last;
     register<bit<32>>(512) label_interval;
+    register<bit<8>>(512) label_max_hop;
 
-    action NoAction_() { }
-    action detect_noop() { meta.algorithm = 0; }
-    action detect_per_hop(bit<8> measurement, bit<32> threshold) {
+    @name(".detect_noop") action detect_noop() { meta.algorithm = 0; }
+    @name(".detect_per_hop") action detect_per_hop(bit<8> measurement, bit<32> threshold) {
         meta.algorithm = 1; meta.measurement = measurement; meta.threshold = threshold;
     }
-    action detect_per_flow(bit<8> measurement, bit<32> threshold) {
+    @name(".detect_per_flow") action detect_per_flow(bit<8> measurement, bit<32> threshold) {
         meta.algorithm = 2; meta.measurement = measurement; meta.threshold = threshold;
     }
-    action detect_ewma(bit<8> measurement, bit<32> threshold, bit<8> weight_q8) {
+    @name(".detect_ewma") action detect_ewma(bit<8> measurement, bit<32> threshold, bit<8> weight_q8) {
         meta.algorithm = 3; meta.measurement = measurement; meta.threshold = threshold;
         meta.weight_q8 = weight_q8;
     }
-    action set_labelling(bit<32> interval_ns, bit<8> max_hop) {
+    @name(".set_labelling") action set_labelling(bit<32> interval_ns, bit<8> max_hop) {
         label_interval.write((bit<32>)std.egress_port, interval_ns);
+        label_max_hop.write((bit<32>)std.egress_port, max_hop);
     }
 
-    table int_sink_detection {
+    @name(".int_sink_detection") table int_sink_detection {
         key = {
-            hdr.ipv4.src_addr: ternary;
-            hdr.ipv4.dst_addr: ternary;
-            hdr.ipv4.protocol: ternary;
-            meta.l4_src: range;
-            meta.l4_dst: range;
+            hdr.ipv4.src_addr: ternary @name("src_addr");
+            hdr.ipv4.dst_addr: ternary @name("dst_addr");
+            hdr.ipv4.protocol: ternary @name("protocol");
+            meta.l4_src: range @name("src_port");
+            meta.l4_dst: range @name("dst_port");
         }
         actions = { detect_per_hop; detect_per_flow; detect_ewma; detect_noop; }
         default_action = detect_noop();
         size = 256;
     }
 
-    table label_config {
-        key = { std.egress_port: exact; }
-        actions = { set_labelling; NoAction; }
+    @name(".label_config") table label_config {
+        key = { std.egress_port: exact @name("egress_port"); }
+        actions = { set_labelling; @defaultonly NoAction; }
         default_action = NoAction();
         size = 64;
     }
@@ -385,66 +401,60 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.int_md.instruction_bitmap = meta.instruction_bitmap;
         hdr.ipv4.dscp = INT_DSCP;
         hdr.ipv4.total_len = hdr.ipv4.total_len + 16;
-        if (hdr.udp.isValid()) { hdr.udp.length = hdr.udp.length + 16; }
+        hdr.udp.length = hdr.udp.length + 16;   /* a no-op write when UDP is invalid */
     }
 
-    /* Pushes this hop's metadata, one block per instruction bit (P4 has no loops). */
-    action int_push() {
-        bit<32> id;
-        switch_id.read(id, 0);
-        bit<8> words = 0;
-        if (hdr.int_md.instruction_bitmap & 0x8000 != 0) {
-            hdr.int_node_id.setValid(); hdr.int_node_id.node_id = id; words = words + 1;
-        }
-        if (hdr.int_md.instruction_bitmap & 0x4000 != 0) {
-            hdr.int_l1_port_ids.setValid();
-            hdr.int_l1_port_ids.ingress_port_id = (bit<16>)std.ingress_port;
-            hdr.int_l1_port_ids.egress_port_id = (bit<16>)std.egress_port;
-            words = words + 1;
-        }
-        if (hdr.int_md.instruction_bitmap & 0x2000 != 0) {
-            hdr.int_hop_latency.setValid();
-            hdr.int_hop_latency.hop_latency = meta.hop_latency;
-            words = words + 1;
-        }
-        if (hdr.int_md.instruction_bitmap & 0x1000 != 0) {
-            hdr.int_q_occupancy.setValid();
-            hdr.int_q_occupancy.q_id = 0;
-            hdr.int_q_occupancy.q_occupancy = (bit<24>)std.enq_qdepth;
-            words = words + 1;
-        }
-        if (hdr.int_md.instruction_bitmap & 0x0800 != 0) {
-            hdr.int_ingress_tstamp.setValid();
-            hdr.int_ingress_tstamp.ingress_tstamp = (bit<64>)std.ingress_global_timestamp;
-            words = words + 2;
-        }
-        if (hdr.int_md.instruction_bitmap & 0x0400 != 0) {
-            hdr.int_egress_tstamp.setValid();
-            hdr.int_egress_tstamp.egress_tstamp = (bit<64>)std.egress_global_timestamp;
-            words = words + 2;
-        }
-        if (hdr.int_md.instruction_bitmap & 0x0200 != 0) {
-            hdr.int_l2_port_ids.setValid();
-            hdr.int_l2_port_ids.ingress_port_id = (bit<32>)std.ingress_port;
-            hdr.int_l2_port_ids.egress_port_id = (bit<32>)std.egress_port;
-            words = words + 2;
-        }
-        if (hdr.int_md.instruction_bitmap & 0x0100 != 0) {
-            hdr.int_egress_tx_util.setValid();
-            hdr.int_egress_tx_util.egress_port_tx_util = 0;
-            words = words + 1;
-        }
-        hdr.int_md.hop_ml = (bit<5>)words;
+    /* This hop's metadata, one action per instruction bit (BMv2 allows no conditions inside
+       actions, so `apply` chooses them). */
+    action push_node_id() {
+        hdr.int_node_id.setValid(); hdr.int_node_id.node_id = meta.switch_id;
+        meta.words = meta.words + 1;
+    }
+    action push_l1_port_ids() {
+        hdr.int_l1_port_ids.setValid();
+        hdr.int_l1_port_ids.ingress_port_id = (bit<16>)std.ingress_port;
+        hdr.int_l1_port_ids.egress_port_id = (bit<16>)std.egress_port;
+        meta.words = meta.words + 1;
+    }
+    action push_hop_latency() {
+        hdr.int_hop_latency.setValid();
+        hdr.int_hop_latency.hop_latency = meta.hop_latency;
+        meta.words = meta.words + 1;
+    }
+    action push_q_occupancy() {
+        hdr.int_q_occupancy.setValid();
+        hdr.int_q_occupancy.q_id = 0;
+        hdr.int_q_occupancy.q_occupancy = (bit<24>)std.enq_qdepth;
+        meta.words = meta.words + 1;
+    }
+    action push_ingress_tstamp() {
+        hdr.int_ingress_tstamp.setValid();
+        hdr.int_ingress_tstamp.ingress_tstamp = (bit<64>)std.ingress_global_timestamp;
+        meta.words = meta.words + 2;
+    }
+    action push_egress_tstamp() {
+        hdr.int_egress_tstamp.setValid();
+        hdr.int_egress_tstamp.egress_tstamp = (bit<64>)std.egress_global_timestamp;
+        meta.words = meta.words + 2;
+    }
+    action push_l2_port_ids() {
+        hdr.int_l2_port_ids.setValid();
+        hdr.int_l2_port_ids.ingress_port_id = (bit<32>)std.ingress_port;
+        hdr.int_l2_port_ids.egress_port_id = (bit<32>)std.egress_port;
+        meta.words = meta.words + 2;
+    }
+    action push_egress_tx_util() {
+        hdr.int_egress_tx_util.setValid();
+        hdr.int_egress_tx_util.egress_port_tx_util = 0;
+        meta.words = meta.words + 1;
+    }
+    /* The MD header and lengths after this hop's push. */
+    action push_done() {
+        hdr.int_md.hop_ml = (bit<5>)meta.words;
         hdr.int_md.remaining_hop_cnt = hdr.int_md.remaining_hop_cnt - 1;
-        hdr.int_shim.len = hdr.int_shim.len + words;
-        hdr.ipv4.total_len = hdr.ipv4.total_len + ((bit<16>)words << 2);
-        if (hdr.udp.isValid()) { hdr.udp.length = hdr.udp.length + ((bit<16>)words << 2); }
-    }
-
-    /* The measurement the sink's algorithm watches, for this hop. */
-    action measure(out bit<32> v) {
-        if (meta.measurement == 1) { v = (bit<32>)std.enq_qdepth; }
-        else { v = meta.hop_latency; }
+        hdr.int_shim.len = hdr.int_shim.len + meta.words;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + ((bit<16>)meta.words << 2);
+        hdr.udp.length = hdr.udp.length + ((bit<16>)meta.words << 2);
     }
 
     /* Removes INT before the packet reaches the host. */
@@ -452,7 +462,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.dscp = hdr.int_shim.orig_dscp;
         bit<16> bytes = ((bit<16>)hdr.int_shim.len << 2) + 4;
         hdr.ipv4.total_len = hdr.ipv4.total_len - bytes;
-        if (hdr.udp.isValid()) { hdr.udp.length = hdr.udp.length - bytes; }
+        hdr.udp.length = hdr.udp.length - bytes;
         hdr.int_shim.setInvalid();
         hdr.int_md.setInvalid();
         hdr.int_data.setInvalid();
@@ -468,13 +478,14 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
 
     /* Wraps the (E2E-cloned) packet in Ethernet/IPv4/UDP + Telemetry Report v2.0. */
     action report_encap() {
-        bit<32> id; bit<32> cip; bit<32> sip; bit<22> seq;
-        switch_id.read(id, 0);
+        bit<32> cip; bit<48> cmac; bit<32> sip; bit<22> seq;
         collector_ip.read(cip, 0);
+        collector_mac.read(cmac, 0);
         switch_ip.read(sip, 0);
         report_seq.read(seq, 0);
         report_seq.write(0, seq + 1);
         hdr.report_ethernet.setValid();
+        hdr.report_ethernet.dst_addr = cmac;
         hdr.report_ethernet.ether_type = ETHERTYPE_IPV4;
         hdr.report_ipv4.setValid();
         hdr.report_ipv4.version = 4;
@@ -490,7 +501,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.report_group.ver = 2;
         hdr.report_group.hw_id = 0;
         hdr.report_group.seq_no = seq;
-        hdr.report_group.node_id = id;
+        hdr.report_group.node_id = meta.switch_id;
         hdr.report_individual.setValid();
         hdr.report_individual.rep_type = 1;
         hdr.report_individual.in_type = 4;
@@ -501,7 +512,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.report_individual.rep_len = (bit<8>)(10 + ((hdr.ipv4.total_len + 3) >> 2));
         hdr.report_sink_md.setValid();
         hdr.report_sink_md.ingress_port_id = (bit<16>)std.ingress_port;
-        hdr.report_sink_md.egress_port_id = (bit<16>)std.egress_port;
+        hdr.report_sink_md.egress_port_id = (bit<16>)meta.sink_port;
         hdr.report_sink_md.hop_latency = meta.hop_latency;
         hdr.report_sink_md.q_occupancy = (bit<24>)std.enq_qdepth;
         hdr.report_sink_md.ingress_tstamp = (bit<64>)std.ingress_global_timestamp;
@@ -515,36 +526,25 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
 
     apply {
         meta.hop_latency = (bit<32>)(std.egress_global_timestamp - std.ingress_global_timestamp);
-        if (std.instance_type == 2) {
-            /* The E2E clone of a sink packet: it becomes the report. */
-            report_encap();
-            return;
-        }
+        switch_id.read(meta.switch_id, 0);
         if (!hdr.ipv4.isValid()) { return; }
-        label_config.apply();
-        host_port.read(meta.int_sink, (bit<32>)std.egress_port);
-        if (meta.int_source == 1) { int_insert(); }
-        if (hdr.int_md.isValid()) {
-            if (hdr.int_md.remaining_hop_cnt == 0) {
-                hdr.int_md.e = 1;
-            } else {
-                int_push();
-            }
-        }
-        if (meta.int_sink == 1 && hdr.int_md.isValid()) {
+        if (std.instance_type == 1) {
+            /* The sink's I2E clone: detection decides whether it becomes a report. */
             int_sink_detection.apply();
             bit<32> v;
-            measure(v);
+            if (meta.measurement == 1) { v = (bit<32>)std.enq_qdepth; }
+            else { v = meta.hop_latency; }
             bit<32> last;
             if (meta.algorithm == 0) {
                 meta.report = 1;
             } else if (meta.algorithm == 1) {
                 /* Per hop: the last value reported for this switch (the upstream stack is
                    opaque here; the emulator also checks every upstream hop). */
-                bit<32> id; switch_id.read(id, 0);
-                per_hop_last.read(last, id & 0xFF);
-                if (v > last + meta.threshold || last > v + meta.threshold) { meta.report = 1; }
-                if (meta.report == 1) { per_hop_last.write(id & 0xFF, v); }
+                per_hop_last.read(last, meta.switch_id & 0xFF);
+                if (v > last + meta.threshold || last > v + meta.threshold) {
+                    meta.report = 1;
+                    per_hop_last.write(meta.switch_id & 0xFF, v);
+                }
             } else {
                 /* Per flow (and EWMA): keyed by a flow hash. */
                 bit<12> slot;
@@ -570,10 +570,32 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                     }
                 }
             }
-            if (meta.report == 1) {
-                clone_preserving_field_list(CloneType.E2E, REPORT_MIRROR_SESSION, 0);
+            if (meta.report == 1) { report_encap(); } else { mark_to_drop(std); }
+            return;
+        }
+        label_config.apply();
+        if (meta.int_sink == 1) {
+            /* The packet leaves the fabric: INT goes (its clone carries the report). */
+            if (hdr.int_shim.isValid()) { int_strip(); }
+            return;
+        }
+        if (meta.int_source == 1) { int_insert(); }
+        if (hdr.int_md.isValid()) {
+            if (hdr.int_md.remaining_hop_cnt == 0) {
+                hdr.int_md.e = 1;
+            } else {
+                meta.words = 0;
+                bit<16> b = hdr.int_md.instruction_bitmap;
+                if (b & 0x8000 != 0) { push_node_id(); }
+                if (b & 0x4000 != 0) { push_l1_port_ids(); }
+                if (b & 0x2000 != 0) { push_hop_latency(); }
+                if (b & 0x1000 != 0) { push_q_occupancy(); }
+                if (b & 0x0800 != 0) { push_ingress_tstamp(); }
+                if (b & 0x0400 != 0) { push_egress_tstamp(); }
+                if (b & 0x0200 != 0) { push_l2_port_ids(); }
+                if (b & 0x0100 != 0) { push_egress_tx_util(); }
+                push_done();
             }
-            int_strip();
         }
     }
 }

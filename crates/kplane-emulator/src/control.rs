@@ -1,8 +1,10 @@
 //! The control channel: table entries and failures at runtime, over HTTP on a local address,
-//! typed by the P4 schema. The intent API's switch driver talks to it as it would to
-//! P4Runtime on a real switch. Routes in docs/emulator.md.
+//! typed by p4c's P4Info. The intent API's `emulator` switch driver talks to it as its
+//! `p4runtime` driver talks to a real switch: write batches keyed by (switch, table, match,
+//! priority), reads, and a boot id that changes when the emulator restarts (as a switch
+//! that lost its tables). Routes in docs/emulator.md.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -10,8 +12,20 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+use kplane_p4::{EntrySpec, KPLANE_P4INFO_JSON};
+use serde::Deserialize;
+
 use crate::sim::{Action, Sim};
-use crate::tables::{EntrySpec, SCHEMA_JSON};
+use crate::tables::Update;
+
+/// Changes with every start of the process: a driver that sees it change knows the tables
+/// it wrote are gone.
+static BOOT_ID: LazyLock<u64> = LazyLock::new(|| {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ u64::from(std::process::id()).rotate_left(40)
+});
 
 type Shared = Arc<Mutex<Sim>>;
 
@@ -23,7 +37,7 @@ async fn schema() -> (StatusCode, [(&'static str, &'static str); 1], &'static st
     (
         StatusCode::OK,
         [("content-type", "application/json")],
-        SCHEMA_JSON,
+        KPLANE_P4INFO_JSON,
     )
 }
 
@@ -88,6 +102,41 @@ async fn insert(
     }
 }
 
+/// `GET /v1/tables`: every entry of every table.
+async fn all_entries(State(s): State<Shared>) -> Json<Value> {
+    let s = s.lock().unwrap_or_else(PoisonError::into_inner);
+    let v: Vec<&EntrySpec> = s.tables.all().map(|e| &e.spec).collect();
+    Json(json!({ "boot_id": *BOOT_ID, "entries": v }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteBody {
+    updates: Vec<Update>,
+}
+
+/// `POST /v1/write`: a batch of inserts, modifies and deletes, all or nothing.
+async fn write(
+    State(s): State<Shared>,
+    body: Result<Json<WriteBody>, axum::extract::rejection::JsonRejection>,
+) -> (StatusCode, Json<Value>) {
+    let body = match body {
+        Ok(Json(b)) => b,
+        Err(e) => return err(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let mut s = s.lock().unwrap_or_else(PoisonError::into_inner);
+    match s.write(&body.updates) {
+        Ok(()) => (
+            StatusCode::OK,
+            Json(json!({ "written": body.updates.len(), "at_ns": s.now() })),
+        ),
+        Err((index, e)) => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "error": e, "index": index })),
+        ),
+    }
+}
+
 async fn clear(State(s): State<Shared>, Path(table): Path<String>) -> Json<Value> {
     let mut s = s.lock().unwrap_or_else(PoisonError::into_inner);
     let removed = s.tables.clear(&table);
@@ -140,7 +189,7 @@ async fn switch(
 
 async fn stats(State(s): State<Shared>) -> Json<Value> {
     let s = s.lock().unwrap_or_else(PoisonError::into_inner);
-    Json(json!({ "now_ns": s.now(), "stats": s.stats }))
+    Json(json!({ "now_ns": s.now(), "boot_id": *BOOT_ID, "stats": s.stats }))
 }
 
 /// The control router.
@@ -149,6 +198,8 @@ pub fn router(sim: Shared) -> Router {
         .route("/v1/schema", get(schema))
         .route("/v1/topology", get(topology))
         .route("/v1/stats", get(stats))
+        .route("/v1/tables", get(all_entries))
+        .route("/v1/write", post(write))
         .route(
             "/v1/tables/{table}",
             get(entries).post(insert).delete(clear),

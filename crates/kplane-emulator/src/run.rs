@@ -10,9 +10,9 @@ use serde::Serialize;
 
 use crate::scenario;
 use crate::sim::{Sim, SimConfig, Stats};
-use crate::tables::EntrySpec;
 use crate::topology::{LinkSpec, Topology};
 use crate::traffic::Poisson;
+use kplane_p4::EntrySpec;
 
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -83,7 +83,7 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, String> {
     sim.insert(EntrySpec {
         switch: None,
         table: "int_watchlist".into(),
-        priority: 0,
+        priority: 1,
         matches: Default::default(),
         action: "int_source".into(),
         params: [

@@ -3,9 +3,9 @@
 use serde_json::json;
 
 use crate::sim::{Action, Sim};
-use crate::tables::EntrySpec;
 use crate::topology::{NodeIdx, NodeKind};
 use crate::traffic::{BurstProfile, Microbursts, WEB};
+use kplane_p4::EntrySpec;
 
 /// Every scenario name.
 pub const SCENARIOS: &[&str] = &[
@@ -34,10 +34,13 @@ fn entry(
     matches: &[(&str, String)],
     params: &[(&str, u64)],
 ) -> EntrySpec {
+    let ranked = crate::tables::p4info()
+        .table(table)
+        .is_ok_and(|(_, t)| t.needs_priority());
     EntrySpec {
         switch: Some(switch),
         table: table.into(),
-        priority: 100,
+        priority: if ranked { 100 } else { 0 },
         matches: matches
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
@@ -170,26 +173,25 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
             let (a, b) = (sim.topo.nodes[edge].id, sim.topo.nodes[up].id);
             let dst = host_prefix(sim, v);
             let (start, end) = (at(0.5), at(0.6));
-            sim.schedule(
-                start,
-                Action::Insert(entry(
+            for e in [
+                entry(
                     a,
                     "ipv4_forward",
                     "set_egress",
                     &[("dst_addr", dst.clone())],
                     &[("port", edge_port)],
-                )),
-            );
-            sim.schedule(
-                start,
-                Action::Insert(entry(
+                ),
+                entry(
                     b,
                     "ipv4_forward",
                     "set_egress",
                     &[("dst_addr", dst.clone())],
                     &[("port", up_port.into())],
-                )),
-            );
+                ),
+            ] {
+                sim.schedule(start, Action::Insert(e.clone()));
+                sim.schedule(end, Action::Remove(e));
+            }
             let f = sim.flow(
                 src,
                 v,
@@ -201,7 +203,6 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
             );
             sim.schedule(start, Action::StartFlow(Box::new(f)));
             sim.schedule(start, Action::Truth(json!({"kind": "routing_loop_start", "switches": [a, b], "dst": dst, "end_ns": end})));
-            sim.schedule(end, Action::Clear("ipv4_forward".into()));
             sim.schedule(
                 end,
                 Action::Truth(json!({"kind": "routing_loop_end", "switches": [a, b]})),
@@ -213,23 +214,21 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
             let id = sim.topo.nodes[edge].id;
             let dst = host_prefix(sim, v);
             let (start, end) = (at(0.7), at(0.8));
-            sim.schedule(
-                start,
-                Action::Insert(entry(
-                    id,
-                    "drop_acl",
-                    "acl_drop",
-                    &[("dst_addr", dst.clone())],
-                    &[],
-                )),
+            let acl = entry(
+                id,
+                "drop_acl",
+                "acl_drop",
+                &[("dst_addr", dst.clone())],
+                &[],
             );
+            sim.schedule(start, Action::Insert(acl.clone()));
+            sim.schedule(end, Action::Remove(acl));
             sim.schedule(
                 start,
                 Action::Truth(
                     json!({"kind": "black_hole_start", "switch": id, "dst": dst, "end_ns": end}),
                 ),
             );
-            sim.schedule(end, Action::Clear("drop_acl".into()));
             sim.schedule(
                 end,
                 Action::Truth(json!({"kind": "black_hole_end", "switch": id})),

@@ -10,8 +10,9 @@ use serde::Serialize;
 use crate::report::{self, Hop, PacketInfo, ReportVersion};
 use crate::rng::Rng;
 use crate::routing::Routes;
-use crate::tables::{Entry, EntrySpec, TableId, Tables};
+use crate::tables::{TableId, Tables, Update};
 use crate::topology::{NodeIdx, NodeKind, Topology};
+use kplane_p4::EntrySpec;
 
 /// Most hops a packet's INT stack holds in the emulator.
 pub const MAX_STACK: usize = 16;
@@ -122,7 +123,8 @@ pub enum Action {
     NodeDown(NodeIdx),
     NodeUp(NodeIdx),
     Insert(EntrySpec),
-    Clear(String),
+    /// Deletes the entry with this spec's switch, match and priority.
+    Remove(EntrySpec),
     /// Start a flow (its first packet now).
     StartFlow(Box<Flow>),
     /// A note for the ground truth.
@@ -316,14 +318,23 @@ impl Sim {
         self.heap.push(Reverse((at.max(self.now), self.seq, ev)));
     }
 
-    /// Installs a table entry now (validated against the P4 schema).
+    /// Installs a table entry now (checked against the P4Info).
     pub fn insert(&mut self, spec: EntrySpec) -> Result<(), String> {
-        let e = Entry::new(spec)?;
-        if e.spec.table == "int_sink_detection" {
+        self.write(&[Update::Insert(spec)]).map_err(|(_, e)| e)
+    }
+
+    /// Applies a write batch now, all or nothing (see [`Tables::write`]).
+    pub fn write(&mut self, updates: &[Update]) -> Result<(), (usize, String)> {
+        self.tables.write(updates)?;
+        let detection = |u: &Update| match u {
+            Update::Insert(s) | Update::Modify(s) | Update::Delete(s) => {
+                s.table == "int_sink_detection"
+            }
+        };
+        if updates.iter().any(detection) {
             // New detection rules start from fresh registers.
             self.detection = Detection::default();
         }
-        self.tables.insert(e);
         Ok(())
     }
 
@@ -468,8 +479,10 @@ impl Sim {
                     tracing::warn!(error = %e, "scheduled table entry rejected");
                 }
             }
-            Action::Clear(table) => {
-                self.tables.clear(&table);
+            Action::Remove(spec) => {
+                if let Err((_, e)) = self.write(&[Update::Delete(spec)]) {
+                    tracing::warn!(error = %e, "scheduled table entry removal rejected");
+                }
             }
             Action::StartFlow(f) => {
                 self.start_flow(*f);

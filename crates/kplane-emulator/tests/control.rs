@@ -86,6 +86,46 @@ async fn entries_and_failures_at_runtime() {
             .any(|e| e["kind"] == "link_down")
     );
 
+    // A batch is all or nothing; the error names the failing update.
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/write",
+        r#"{"updates":[
+            {"type":"insert","entry":{"switch":3,"table":"drop_acl","priority":4,"match":{"src_addr":"10.0.0.9"},"action":"acl_drop"}},
+            {"type":"delete","entry":{"switch":3,"table":"drop_acl","priority":5,"action":"acl_drop"}}]}"#,
+    )
+    .await;
+    assert_eq!(
+        (s, v["index"].as_u64()),
+        (StatusCode::BAD_REQUEST, Some(1)),
+        "{v}"
+    );
+    assert!(
+        v["error"].as_str().unwrap().contains("no such entry"),
+        "{v}"
+    );
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/write",
+        r#"{"updates":[
+            {"type":"insert","entry":{"switch":3,"table":"drop_acl","priority":4,"match":{"src_addr":"10.0.0.9"},"action":"acl_drop"}},
+            {"type":"delete","entry":{"switch":17,"table":"drop_acl","priority":9,"match":{"dst_addr":"10.0.0.1/32"},"action":"acl_drop"}}]}"#,
+    )
+    .await;
+    assert_eq!((s, v["written"].as_u64()), (StatusCode::OK, Some(2)), "{v}");
+    let (_, v) = call(&app, "GET", "/v1/tables", "").await;
+    let entries = v["entries"].as_array().unwrap();
+    assert!(v["boot_id"].as_u64().is_some());
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["switch"] == 3 && e["match"]["src_addr"] == "10.0.0.9"),
+        "{v}"
+    );
+    assert!(!entries.iter().any(|e| e["switch"] == 17), "{v}");
+
     let (s, v) = call(&app, "DELETE", "/v1/tables/drop_acl", "").await;
     assert_eq!((s, v["removed"].as_u64()), (StatusCode::OK, Some(1)));
 }

@@ -4,15 +4,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kplane_emulator::scenario;
 use kplane_emulator::sim::{Action, Sim, SimConfig};
-use kplane_emulator::tables::EntrySpec;
 use kplane_emulator::topology::{LinkSpec, NodeKind, Topology};
 use kplane_emulator::traffic::Poisson;
 use kplane_model::{ReportFlags, ReportRecord};
+use kplane_p4::EntrySpec;
 use kplane_wire::{DecodeOptions, Decoder, RecordMeta};
 
 fn watch_all(sim: &mut Sim) {
     sim.insert(serde_json::from_str::<EntrySpec>(
-        r#"{"table":"int_watchlist","action":"int_source","params":{"instruction_bitmap":65280,"max_hop":8}}"#,
+        r#"{"table":"int_watchlist","priority":1,"action":"int_source","params":{"instruction_bitmap":65280,"max_hop":8}}"#,
     ).unwrap())
     .unwrap();
 }
@@ -95,7 +95,7 @@ fn sink_thresholds_filter_reports() {
     let mut sim = Sim::new(line(), quiet());
     watch_all(&mut sim);
     sim.insert(serde_json::from_str::<EntrySpec>(
-        r#"{"table":"int_sink_detection","action":"detect_per_hop","params":{"measurement":0,"threshold":1000}}"#,
+        r#"{"table":"int_sink_detection","priority":1,"action":"detect_per_hop","params":{"measurement":0,"threshold":1000}}"#,
     ).unwrap())
     .unwrap();
     let hosts = sim.topo.host_indices();
