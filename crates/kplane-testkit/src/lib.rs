@@ -7,6 +7,8 @@ use std::time::Duration;
 
 pub use kplane_runtime::probe::metric_sum;
 
+pub mod bmv2;
+
 /// A TCP port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -1,0 +1,265 @@
+//! BMv2 `simple_switch_grpc` for tests: a switch process on free ports, network namespaces
+//! with veth pairs, raw Ethernet frames sent and received inside a namespace, and the Thrift
+//! CLI for provisioning registers. Needs root and the P4 toolchain
+//! (`../shared/p4-toolchain/install.sh`).
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{ChildGuard, free_port};
+
+/// Whether BMv2 can run here. Without it a test returns early (skips), unless
+/// `KPLANE_REQUIRE_P4=1` (CI), where a missing toolchain fails it.
+pub fn available() -> bool {
+    let found = Command::new("simple_switch_grpc")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    let root = unsafe { libc::geteuid() } == 0;
+    if !(found && root) {
+        assert!(
+            std::env::var("KPLANE_REQUIRE_P4").as_deref() != Ok("1"),
+            "KPLANE_REQUIRE_P4=1 but simple_switch_grpc is missing or we are not root"
+        );
+        eprintln!("BMv2 or root missing: skipping (../shared/p4-toolchain/install.sh)");
+    }
+    found && root
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .expect("run a command");
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A network namespace holding the far ends of veth pairs whose near ends stay in ours;
+/// deleted (with its veths) when dropped.
+#[derive(Debug)]
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    /// A new namespace named after the test process and `tag` (a few characters).
+    pub fn new(tag: &str) -> Self {
+        let name = format!("kp{}{tag}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        run("ip", &["netns", "add", &name]);
+        run("ip", &["-n", &name, "link", "set", "lo", "up"]);
+        Self { name }
+    }
+
+    /// A veth pair: `near` stays here (for the switch), `far` goes into the namespace.
+    /// Both are up; checksum offload is off so BMv2 sees and sends finished frames.
+    pub fn veth(&self, near: &str, far: &str) {
+        let _ = Command::new("ip").args(["link", "del", near]).output();
+        run(
+            "ip",
+            &[
+                "link", "add", near, "type", "veth", "peer", "name", far, "netns", &self.name,
+            ],
+        );
+        run("ip", &["link", "set", near, "up"]);
+        run("ip", &["-n", &self.name, "link", "set", far, "up"]);
+        let _ = Command::new("ethtool")
+            .args(["-K", near, "tx", "off", "rx", "off"])
+            .output();
+        // No IPv6 chatter (router solicitations) on the switch's ports.
+        let _ = Command::new("sysctl")
+            .args(["-qw", &format!("net.ipv6.conf.{near}.disable_ipv6=1")])
+            .output();
+    }
+
+    /// Runs `ip ARGS` inside the namespace.
+    pub fn ip(&self, args: &[&str]) {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        run("ip", &all);
+    }
+
+    /// Runs `f` on a thread that has entered the namespace (sockets it opens live there).
+    pub fn enter<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{}", self.name);
+        std::thread::spawn(move || {
+            let fd = std::fs::File::open(&path).expect("open the namespace");
+            let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+            f()
+        })
+        .join()
+        .expect("namespace thread")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// A raw Ethernet socket bound to one interface (opened inside a namespace with
+/// [`Netns::enter`]).
+#[derive(Debug)]
+pub struct RawPort {
+    fd: OwnedFd,
+}
+
+impl RawPort {
+    pub fn open(ifname: &str) -> Self {
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto)) };
+        assert!(
+            fd >= 0,
+            "AF_PACKET socket: {}",
+            std::io::Error::last_os_error()
+        );
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let name = std::ffi::CString::new(ifname).unwrap();
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert!(index > 0, "no interface {ifname}");
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = proto;
+        addr.sll_ifindex = index as i32;
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&raw const addr).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        assert_eq!(rc, 0, "bind {ifname}: {}", std::io::Error::last_os_error());
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&raw const tv).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        Self { fd }
+    }
+
+    pub fn send(&self, frame: &[u8]) {
+        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        assert_eq!(
+            n as usize,
+            frame.len(),
+            "send: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// Frames received within `wait` for which `keep` holds.
+    pub fn recv_for(&self, wait: Duration, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+        let end = Instant::now() + wait;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 9216];
+        while Instant::now() < end {
+            let n =
+                unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n > 0 && keep(&buf[..n as usize]) {
+                out.push(buf[..n as usize].to_vec());
+            }
+        }
+        out
+    }
+}
+
+/// A running `simple_switch_grpc` without a pipeline (`--no-p4`): the P4Runtime client
+/// pushes it. Killed when dropped.
+#[derive(Debug)]
+pub struct Bmv2 {
+    /// `127.0.0.1:port` of its P4Runtime server.
+    pub grpc: String,
+    pub thrift_port: u16,
+    pub device_id: u64,
+    _child: ChildGuard,
+}
+
+impl Bmv2 {
+    /// Starts a switch with `ports` (`(port number, interface)`); waits until its gRPC
+    /// server accepts connections.
+    pub fn start(device_id: u64, ports: &[(u32, &str)]) -> Self {
+        let (grpc_port, thrift_port) = (free_port(), free_port());
+        let grpc = format!("127.0.0.1:{grpc_port}");
+        let mut cmd = Command::new("simple_switch_grpc");
+        cmd.args(["--device-id", &device_id.to_string(), "--no-p4"])
+            .args(["--thrift-port", &thrift_port.to_string()]);
+        for (n, ifname) in ports {
+            cmd.args(["-i", &format!("{n}@{ifname}")]);
+        }
+        let log = std::env::temp_dir().join(format!("bmv2-{grpc_port}.log"));
+        let log = std::fs::File::create(&log).expect("switch log");
+        cmd.args(["--", "--grpc-server-addr", &grpc])
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        let child = ChildGuard::new(cmd.spawn().expect("start simple_switch_grpc"));
+        let end = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&grpc).is_err() {
+            assert!(
+                Instant::now() < end,
+                "simple_switch_grpc never listened on {grpc}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            grpc,
+            thrift_port,
+            device_id,
+            _child: child,
+        }
+    }
+
+    /// Runs `simple_switch_CLI` commands (registers, mirroring); its output.
+    pub fn cli(&self, commands: &str) -> String {
+        let cli = String::from_utf8(
+            Command::new("sh")
+                .args(["-c", "command -v simple_switch_CLI"])
+                .output()
+                .expect("which")
+                .stdout,
+        )
+        .expect("path");
+        // Debian's python3 has the thrift module; a pyenv python first in PATH may not.
+        let mut child = Command::new("/usr/bin/python3")
+            .arg(cli.trim())
+            .args(["--thrift-port", &self.thrift_port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("simple_switch_CLI");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(commands.as_bytes())
+            .expect("write commands");
+        let out = child.wait_with_output().expect("simple_switch_CLI output");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success() && !text.contains("Error"),
+            "simple_switch_CLI: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    }
+}
