@@ -32,6 +32,8 @@ pub struct AppState {
     /// `POST /v1/query`: a context with a memory limit.
     pub sandbox: SessionContext,
     pub live: Live,
+    /// Intents and the switch drivers (the reconcile loop runs beside the server).
+    pub intents: crate::intents::Intents,
 }
 
 impl std::fmt::Debug for AppState {
@@ -52,11 +54,18 @@ impl AppState {
         let sandbox = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
         register_udfs(&sandbox);
         register_store(&sandbox, &cfg.store_dir).await?;
+        let intents = crate::intents::Intents::open(cfg.intents.clone(), live.clone()).map_err(|e| {
+            ApiError::Internal(format!(
+                "intents state in {}: {e}",
+                cfg.intents.state_dir.display()
+            ))
+        })?;
         Ok(Self {
             cfg: Arc::new(cfg),
             store,
             sandbox,
             live,
+            intents,
         })
     }
 
@@ -89,7 +98,7 @@ pub fn to_json(batches: &[RecordBatch]) -> Result<Vec<Value>, ApiError> {
 /// The API router (every route behind its role), without the console.
 pub fn router(state: AppState, auth: Auth) -> Router {
     let viewer = axum::middleware::from_fn_with_state((auth.clone(), Role::Viewer), require);
-    let admin = axum::middleware::from_fn_with_state((auth, Role::Admin), require);
+    let admin = axum::middleware::from_fn_with_state((auth.clone(), Role::Admin), require);
     let admin_routes = Router::new()
         .route("/v1/tokens", get(tokens))
         .route_layer(admin);
@@ -105,6 +114,7 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .route("/v1/query", post(query))
         .route_layer(viewer)
         .merge(admin_routes)
+        .merge(crate::intents_api::router(auth))
         .fallback(|| async { ApiError::NotFound("no such route (see /openapi.json)".into()) })
         .with_state(state)
 }

@@ -60,8 +60,16 @@ impl Auth {
 
     /// The role of the request's bearer token.
     pub fn role(&self, header: Option<&str>) -> Result<Role, ApiError> {
+        self.identify(header).map(|i| i.role)
+    }
+
+    /// Who the request's bearer token belongs to, and its role.
+    pub fn identify(&self, header: Option<&str>) -> Result<Identity, ApiError> {
         if self.open {
-            return Ok(Role::Admin);
+            return Ok(Identity {
+                name: "anonymous".into(),
+                role: Role::Admin,
+            });
         }
         let token = header
             .and_then(|h| h.strip_prefix("Bearer "))
@@ -79,10 +87,25 @@ impl Auth {
                 .fold(0u8, |d, (a, b)| d | (a ^ b))
                 == 0
                 && t.sha256.len() == hash.len();
-            if same { Some(t.role) } else { acc }
+            if same {
+                Some(Identity {
+                    name: t.name.clone(),
+                    role: t.role,
+                })
+            } else {
+                acc
+            }
         });
         found.ok_or(ApiError::Unauthorized("unknown token"))
     }
+}
+
+/// The caller of a request (a request extension set by [`require`]): the token's name is the
+/// actor the audit log records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub role: Role,
 }
 
 /// Middleware: the request needs at least `min`.
@@ -95,14 +118,16 @@ pub async fn require(
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let role = auth.role(header)?;
-    if role < min {
+    let who = auth.identify(header)?;
+    if who.role < min {
         return Err(ApiError::Forbidden(format!(
             "this route needs the {} role; the token has {}",
             min.as_str(),
-            role.as_str()
+            who.role.as_str()
         )));
     }
+    let mut req = req;
+    req.extensions_mut().insert(who);
     Ok(next.run(req).await)
 }
 

@@ -41,6 +41,8 @@ pub struct Config {
     pub query_memory: usize,
     /// Live alerts kept in memory for `GET /v1/events?live=true` and the SSE stream.
     pub live_alerts: usize,
+    /// Intents, their state directory and the switch drivers (`[intent-api.intents]`).
+    pub intents: crate::intents::IntentsConfig,
 }
 
 impl Default for Config {
@@ -55,6 +57,7 @@ impl Default for Config {
             query_max_rows: 10_000,
             query_memory: 256 << 20,
             live_alerts: 1_000,
+            intents: crate::intents::IntentsConfig::default(),
         }
     }
 }
@@ -91,5 +94,6 @@ impl Validate for Config {
             self.query_memory >= 1 << 20,
             "query-memory must be >= 1 MiB".into(),
         );
+        self.intents.check(problems);
     }
 }

@@ -11,6 +11,10 @@ pub enum ApiError {
     Unauthorized(&'static str),
     Forbidden(String),
     NotFound(String),
+    /// The request clashes with the current state (an intent conflict).
+    Conflict(String),
+    /// A dependency (a switch driver) cannot answer now; retry later.
+    Unavailable(String),
     /// The query was refused or failed for a reason the caller can fix (SQL error, limits).
     Unprocessable(String),
     Timeout(String),
@@ -24,6 +28,8 @@ impl IntoResponse for ApiError {
             Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m.to_string()),
             Self::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             Self::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            Self::Conflict(m) => (StatusCode::CONFLICT, m),
+            Self::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             Self::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
             Self::Timeout(m) => (StatusCode::REQUEST_TIMEOUT, m),
             Self::Internal(detail) => {

@@ -3,14 +3,19 @@
 //! The northbound analytics API (axum) and the web console: flows, trajectories, switches,
 //! queues, links and events over HTTP — history from the stream processor's Parquet store
 //! through DataFusion, live views from its result topics (`int.windows`, `int.alerts`) —
-//! read-only SQL, an OpenAPI 3 document, bearer tokens with roles. See `docs/api.md`.
-//! Intents (table entries pushed to switches) come with their own issue.
+//! read-only SQL, an OpenAPI 3 document, bearer tokens with roles — and the control plane:
+//! intents compiled into P4 table entries, pushed through switch drivers (the emulator's
+//! control channel, P4Runtime), verified against fresh telemetry and rolled back when their
+//! effect does not show. See `docs/api.md` and `docs/intents.md`.
 
 pub mod api;
 pub mod auth;
 pub mod config;
 pub mod console;
+pub mod drivers;
 pub mod error;
+pub mod intents;
+pub mod intents_api;
 pub mod live;
 pub mod openapi;
 
@@ -87,6 +92,7 @@ pub async fn start(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, %admin, "API and console listening");
     // /metrics, /healthz and /readyz answer on the API port too.
+    let engine = tokio::spawn(intents::engine::run(state.intents.clone(), shutdown.clone()));
     let app = app(state, auth).merge(admin_state.router());
     let sd = shutdown.clone();
     admin_state.set_ready(true);
@@ -95,6 +101,7 @@ pub async fn start(
             .with_graceful_shutdown(async move { sd.wait().await })
             .await?;
         admin_state.set_ready(false);
+        let _ = engine.await;
         admin_task.await??;
         Ok(())
     });

@@ -42,6 +42,8 @@ pub struct RouteDoc {
     pub params: &'static [Param],
     /// Top-level keys of the JSON answer (or the content type when not JSON).
     pub returns: &'static [&'static str],
+    /// The request body's schema (a name under `components/schemas`), if it takes one.
+    pub body: Option<&'static str>,
 }
 
 const RANGE: [Param; 3] = [
@@ -77,6 +79,7 @@ pub const ROUTES: &[RouteDoc] = &[
             q("limit", "integer", "rows per page, 1..1000 (default 100)"),
             q("cursor", "string", "next_cursor of the previous page"),
         ],
+        body: None,
         returns: &["flows", "next_cursor"],
     },
     RouteDoc {
@@ -94,6 +97,7 @@ pub const ROUTES: &[RouteDoc] = &[
             RANGE[1],
             RANGE[2],
         ],
+        body: None,
         returns: &["flow", "windows"],
     },
     RouteDoc {
@@ -102,6 +106,7 @@ pub const ROUTES: &[RouteDoc] = &[
         summary: "Switches seen in the time range with queue and egress utilisation summaries",
         role: Role::Viewer,
         params: &[RANGE[0], RANGE[1], RANGE[2]],
+        body: None,
         returns: &["switches"],
     },
     RouteDoc {
@@ -115,6 +120,7 @@ pub const ROUTES: &[RouteDoc] = &[
             RANGE[1],
             RANGE[2],
         ],
+        body: None,
         returns: &["switch", "queues"],
     },
     RouteDoc {
@@ -123,6 +129,7 @@ pub const ROUTES: &[RouteDoc] = &[
         summary: "Links as (node, egress port) → next node, with tx utilisation",
         role: Role::Viewer,
         params: &[RANGE[0], RANGE[1], RANGE[2]],
+        body: None,
         returns: &["links"],
     },
     RouteDoc {
@@ -142,6 +149,7 @@ pub const ROUTES: &[RouteDoc] = &[
                 "true: from the live feed in memory instead of the store",
             ),
         ],
+        body: None,
         returns: &["events"],
     },
     RouteDoc {
@@ -150,6 +158,7 @@ pub const ROUTES: &[RouteDoc] = &[
         summary: "Live immediate events as server-sent events (event: alert, data: JSON)",
         role: Role::Viewer,
         params: &[],
+        body: None,
         returns: &["text/event-stream"],
     },
     RouteDoc {
@@ -158,6 +167,7 @@ pub const ROUTES: &[RouteDoc] = &[
         summary: "The latest window of the queues, links, flows and hop_latency tables (what the console polls)",
         role: Role::Viewer,
         params: &[],
+        body: None,
         returns: &[
             "queues",
             "links",
@@ -173,6 +183,7 @@ pub const ROUTES: &[RouteDoc] = &[
         summary: "Read-only SQL over the analytics store: one SELECT; DDL, DML and settings refused; time, memory and row limits",
         role: Role::Viewer,
         params: &[],
+        body: Some("Query"),
         returns: &["columns", "rows", "truncated"],
     },
     RouteDoc {
@@ -181,7 +192,106 @@ pub const ROUTES: &[RouteDoc] = &[
         summary: "The configured tokens' names and roles (never their hashes)",
         role: Role::Admin,
         params: &[],
+        body: None,
         returns: &["tokens", "no_auth"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/intents",
+        summary: "Every intent with its state, entries, per-switch status, expected effect and evidence",
+        role: Role::Viewer,
+        params: &[q(
+            "state",
+            "string",
+            "only this state: pending-approval, applying, verifying, active, failed, rolled-back, expired, deleted",
+        )],
+        body: None,
+        returns: &["intents"],
+    },
+    RouteDoc {
+        method: "post",
+        path: "/v1/intents",
+        summary: "Submit an intent (monitor, block, reroute, tune): compiled, conflict-checked, applied (or pending approval for recommendations the policy does not auto-apply); 201",
+        role: Role::Operator,
+        params: &[],
+        body: Some("IntentSpec"),
+        returns: &["id", "state", "entries", "switches", "expected_effect"],
+    },
+    RouteDoc {
+        method: "post",
+        path: "/v1/intents/dry-run",
+        summary: "Compile and check an intent without applying it: the per-switch diff, or why it would be refused",
+        role: Role::Operator,
+        params: &[],
+        body: Some("IntentSpec"),
+        returns: &["valid", "entries", "switches", "expected_effect", "would_be"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/intents/switches",
+        summary: "The switches the drivers serve: driver, reachability, entries kplane installed, epoch",
+        role: Role::Viewer,
+        params: &[],
+        body: None,
+        returns: &["switches"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/intents/policy",
+        summary: "Which recommended intent kinds are applied without an admin's approval",
+        role: Role::Viewer,
+        params: &[],
+        body: None,
+        returns: &["auto-apply"],
+    },
+    RouteDoc {
+        method: "put",
+        path: "/v1/intents/policy",
+        summary: "Set the policy: {\"auto-apply\": [kinds]}",
+        role: Role::Admin,
+        params: &[],
+        body: Some("Policy"),
+        returns: &["auto-apply"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/intents/{id}",
+        summary: "One intent",
+        role: Role::Viewer,
+        params: &[p("id", "string", "intent id, e.g. i-000001")],
+        body: None,
+        returns: &["id", "spec", "state", "entries", "switches", "expected_effect", "evidence"],
+    },
+    RouteDoc {
+        method: "delete",
+        path: "/v1/intents/{id}",
+        summary: "Delete an intent: its entries are removed from the switches",
+        role: Role::Operator,
+        params: &[p("id", "string", "intent id")],
+        body: None,
+        returns: &["id", "state"],
+    },
+    RouteDoc {
+        method: "post",
+        path: "/v1/intents/{id}/approve",
+        summary: "Approve a pending recommendation: checked again, then applied",
+        role: Role::Admin,
+        params: &[p("id", "string", "intent id")],
+        body: None,
+        returns: &["id", "state", "approved_by"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/audit",
+        summary: "The audit log, newest first: who did what to which intent, when, with what result",
+        role: Role::Viewer,
+        params: &[
+            q("intent", "string", "only this intent"),
+            q("actor", "string", "only this actor (a token name, or kplane)"),
+            q("limit", "integer", "records, 1..10000 (default 100)"),
+        ],
+        body: None,
+        returns: &["audit"],
     },
 ];
 
@@ -229,15 +339,20 @@ pub fn document() -> Value {
                 "500": error("internal error (details in the server log)"),
             },
         });
-        if r.method == "post" {
+        if let Some(schema) = r.body {
             op["requestBody"] = json!({
                 "required": true,
-                "content": { "application/json": { "schema": {
-                    "type": "object", "required": ["sql"],
-                    "properties": { "sql": { "type": "string" } } } } }
+                "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } }
             });
+        }
+        if r.path == "/v1/query" {
             op["responses"]["408"] = error("the query ran too long");
             op["responses"]["422"] = error("the query failed or needed too much memory");
+        } else if r.path.starts_with("/v1/intents") {
+            op["responses"]["404"] = error("no such intent");
+            op["responses"]["409"] = error("a conflict with another intent (named), or a state that does not allow it");
+            op["responses"]["422"] = error("an invalid intent: the field, table or switch at fault is named");
+            op["responses"]["503"] = error("no switch known yet (no driver configured or reachable)");
         } else if r.path.contains('{') {
             op["responses"]["404"] = error("nothing there in that time range");
         }
@@ -257,8 +372,43 @@ pub fn document() -> Value {
         "paths": paths,
         "components": {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
-            "schemas": { "Error": { "type": "object", "required": ["error"],
-                "properties": { "error": { "type": "string" } } } },
+            "schemas": {
+                "Error": { "type": "object", "required": ["error"],
+                    "properties": { "error": { "type": "string" } } },
+                "Query": { "type": "object", "required": ["sql"],
+                    "properties": { "sql": { "type": "string" } } },
+                "Policy": { "type": "object", "required": ["auto-apply"],
+                    "properties": { "auto-apply": { "type": "array", "items": { "type": "string", "enum": ["monitor", "block", "reroute", "tune"] } } } },
+                "FlowMatch": { "type": "object", "description": "a missing field matches anything",
+                    "properties": {
+                        "src": { "type": "string", "description": "IPv4 address or prefix" },
+                        "dst": { "type": "string" },
+                        "protocol": { "type": "string", "description": "tcp, udp, icmp or a number" },
+                        "src-port": { "type": "string", "description": "80 or 1000-2000" },
+                        "dst-port": { "type": "string" } } },
+                "Detection": { "type": "object", "required": ["algorithm"],
+                    "properties": {
+                        "algorithm": { "type": "string", "enum": ["per-hop", "per-flow", "ewma", "noop"] },
+                        "measurement": { "type": "string", "enum": ["hop-latency", "queue-occupancy", "tx-utilization"] },
+                        "threshold": { "type": "integer" },
+                        "weight": { "type": "number", "description": "EWMA weight of the new value, 0-1" } } },
+                "IntentSpec": { "type": "object", "required": ["kind"],
+                    "description": "docs/intents.md; fields of another kind are refused",
+                    "properties": {
+                        "kind": { "type": "string", "enum": ["monitor", "block", "reroute", "tune"] },
+                        "match": { "$ref": "#/components/schemas/FlowMatch" },
+                        "instructions": { "type": "integer", "description": "monitor: INT instruction bitmap (default 65280 = 0xFF00)" },
+                        "max-hops": { "type": "integer", "description": "monitor: 1-16 (default 8)" },
+                        "detection": { "$ref": "#/components/schemas/Detection" },
+                        "dst": { "type": "string", "description": "reroute: destination prefix" },
+                        "avoid": { "type": "object", "description": "reroute: {\"switch\": id} or {\"link\": [a, b]}" },
+                        "switches": { "type": "array", "items": { "type": "integer" }, "description": "scope; absent: derived from the topology" },
+                        "priority": { "type": "integer", "description": "1-65535 (default 100)" },
+                        "ttl": { "type": "string", "description": "e.g. 10m; absent: until deleted" },
+                        "owner": { "type": "string" },
+                        "reason": { "type": "string" },
+                        "origin": { "type": "string", "enum": ["operator", "recommendation"] } } }
+            },
         },
     })
 }

@@ -116,6 +116,10 @@ async fn api() -> Api {
         query_timeout: Duration::from_secs(2),
         query_max_rows: 10,
         query_memory: 4 << 20,
+        intents: kplane_intent_api::intents::IntentsConfig {
+            state_dir: dir.join("intent-api"),
+            ..Default::default()
+        },
         ..Config::default()
     };
     let auth = Auth::new(cfg.tokens.clone(), false);
@@ -353,7 +357,7 @@ async fn missing_wrong_and_insufficient_tokens_are_refused() {
             .replace("{flow}", "10.0.0.1,1000,10.0.1.1,80,6")
             .replace("{id}", "3");
         let method = r.method.to_uppercase();
-        let body = (method == "POST").then_some(r#"{"sql":"SELECT 1"}"#);
+        let body = r.body.map(|_| r#"{"sql":"SELECT 1"}"#);
         let (s, v) = call(&a, &method, &uri, None, body).await;
         assert_eq!(s, StatusCode::UNAUTHORIZED, "{uri} without a token");
         assert_eq!(v["error"], "missing bearer token");
@@ -443,7 +447,7 @@ async fn the_openapi_document_covers_every_route_and_is_current() {
             .replace("{flow}", "10.0.0.1,1000,10.0.1.1,80,6")
             .replace("{id}", "3");
         let method = r.method.to_uppercase();
-        let body = (method == "POST").then_some(r#"{"sql":"SELECT 1"}"#);
+        let body = r.body.map(|_| r#"{"sql":"SELECT 1"}"#);
         let (s, v) = call(&a, &method, &uri, Some(ADMIN), body).await;
         assert!(
             s != StatusCode::METHOD_NOT_ALLOWED

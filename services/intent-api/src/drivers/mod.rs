@@ -1,0 +1,137 @@
+//! Switch drivers: how intents' table entries reach switches. A driver applies write batches
+//! to the switches it serves, reads their entries back, and says what the fabric looks like.
+//! One folder per driver, registered in [`DriverConfig`] (one variant and one `build` arm).
+
+pub mod emulator;
+pub mod p4runtime;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use kplane_p4::Entry;
+use serde::{Deserialize, Serialize};
+
+pub use kplane_p4runtime::UpdateKind;
+
+/// A boxed future (drivers are used as trait objects).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why a driver call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverError {
+    pub message: String,
+    /// Trying again later may succeed (unreachable, restarting, not primary).
+    pub retryable: bool,
+    /// Indices of the updates of a batch that the switch refused (the others were applied).
+    pub failed: Vec<usize>,
+}
+
+impl DriverError {
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retryable: true,
+            failed: Vec::new(),
+        }
+    }
+
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retryable: false,
+            failed: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for DriverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A switch as intents see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchNode {
+    /// INT node id.
+    pub id: u32,
+    pub name: String,
+    /// Hosts behind it: (IPv4 address or network, prefix length, port).
+    pub hosts: Vec<(u32, u32, u32)>,
+}
+
+/// A link between two switches: ((switch, port), (switch, port), up).
+pub type Link = ((u32, u32), (u32, u32), bool);
+
+/// The fabric the drivers serve.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    pub switches: Vec<SwitchNode>,
+    pub links: Vec<Link>,
+}
+
+impl Topology {
+    pub fn switch(&self, id: u32) -> Option<&SwitchNode> {
+        self.switches.iter().find(|s| s.id == id)
+    }
+
+    /// Switches with hosts behind them (INT sources and sinks, where ACLs go).
+    pub fn edge(&self) -> Vec<u32> {
+        self.switches
+            .iter()
+            .filter(|s| !s.hosts.is_empty())
+            .map(|s| s.id)
+            .collect()
+    }
+}
+
+/// What a switch holds now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadBack {
+    pub entries: Vec<Entry>,
+    /// Changes when the switch restarted or lost its pipeline (its tables are then empty).
+    pub epoch: u64,
+}
+
+/// A way to program switches.
+pub trait SwitchDriver: Send + Sync + std::fmt::Debug {
+    /// The driver's registry name.
+    fn kind(&self) -> &'static str;
+    /// The switches it serves and their links.
+    fn topology(&self) -> BoxFuture<'_, Result<Topology, DriverError>>;
+    /// Applies a batch to one switch. On error `failed` names the refused updates; the
+    /// others stay applied (the caller undoes them).
+    fn write(
+        &self,
+        switch: u32,
+        updates: Vec<(UpdateKind, Entry)>,
+    ) -> BoxFuture<'_, Result<(), DriverError>>;
+    /// The switch's entries (only the tables intents use) and its epoch.
+    fn read(&self, switch: u32) -> BoxFuture<'_, Result<ReadBack, DriverError>>;
+}
+
+/// `[[intent-api.drivers]]`: one table per driver, `kind` picks it.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum DriverConfig {
+    /// The emulator's control channel (`kplane emulate --control`, `kplane up`).
+    Emulator(emulator::Config),
+    /// A P4Runtime switch (BMv2 `simple_switch_grpc`, hardware).
+    P4runtime(p4runtime::Config),
+}
+
+impl DriverConfig {
+    pub fn build(&self) -> Box<dyn SwitchDriver> {
+        match self {
+            Self::Emulator(c) => Box::new(emulator::Driver::new(c.clone())),
+            Self::P4runtime(c) => Box::new(p4runtime::Driver::new(c.clone())),
+        }
+    }
+
+    pub fn check(&self, problems: &mut Vec<String>) {
+        match self {
+            Self::Emulator(_) => {}
+            Self::P4runtime(c) => c.check(problems),
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! Intents → table entries of `p4/kplane_int.p4`, typed by p4c's P4Info, per switch; and the
+//! checks that refuse an intent with an explanation naming the other intent: overlapping
+//! matches with different actions at one priority, an entry another intent owns, a table
+//! that would overflow, a reroute that would loop or black-hole traffic.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use kplane_p4::{Entry, EntrySpec, P4Info};
+
+use super::model::{
+    Algorithm, Detection, FlowMatch, IntentKind, IntentSpec, ipv4_prefix, protocol_number,
+};
+use crate::drivers::Topology;
+
+/// An intent's entries: (switch, entry).
+pub type Entries = Vec<(u32, Entry)>;
+
+/// Compiles `spec` against the fabric. The error names the field or the switch at fault.
+pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entries, String> {
+    let problems = spec.check();
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    let scope = |default: Vec<u32>| -> Result<Vec<u32>, String> {
+        match &spec.switches {
+            Some(list) => {
+                for s in list {
+                    if topo.switch(*s).is_none() {
+                        return Err(format!(
+                            "switches: {s} is not a switch of the fabric (known: {})",
+                            known(topo)
+                        ));
+                    }
+                }
+                Ok(list.clone())
+            }
+            None if default.is_empty() => {
+                Err("switches: the fabric has no edge switch to derive the scope from".into())
+            }
+            None => Ok(default),
+        }
+    };
+    let mut specs: Vec<(u32, EntrySpec)> = Vec::new();
+    let ranked = |table: &str, action: &str, flows: &FlowMatch, params: &[(&str, u64)]| {
+        EntrySpec {
+            switch: None,
+            table: table.into(),
+            priority: spec.priority,
+            matches: flow_keys(flows),
+            action: action.into(),
+            params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    };
+    match &spec.kind {
+        IntentKind::Monitor {
+            flows,
+            instructions,
+            max_hops,
+            detection,
+        } => {
+            for s in scope(topo.edge())? {
+                specs.push((
+                    s,
+                    ranked(
+                        "int_watchlist",
+                        "int_source",
+                        flows,
+                        &[
+                            ("instruction_bitmap", u64::from(*instructions)),
+                            ("max_hop", u64::from(*max_hops)),
+                        ],
+                    ),
+                ));
+                if let Some(d) = detection {
+                    specs.push((s, detection_entry(spec, flows, d)));
+                }
+            }
+        }
+        IntentKind::Block { flows } => {
+            for s in scope(topo.edge())? {
+                specs.push((s, ranked("drop_acl", "acl_drop", flows, &[])));
+            }
+        }
+        IntentKind::Tune { flows, detection } => {
+            for s in scope(topo.edge())? {
+                specs.push((s, detection_entry(spec, flows, detection)));
+            }
+        }
+        IntentKind::Reroute { dst, avoid } => {
+            let ports = reroute_ports(topo, dst, avoid.switch, avoid.link)?;
+            let only = spec.switches.as_ref().map(|l| l.iter().copied().collect::<BTreeSet<_>>());
+            for (s, port) in ports {
+                if only.as_ref().is_none_or(|o| o.contains(&s)) {
+                    specs.push((
+                        s,
+                        EntrySpec {
+                            switch: None,
+                            table: "ipv4_forward".into(),
+                            priority: 0,
+                            matches: [("dst_addr".to_string(), dst.clone())].into(),
+                            action: "set_egress".into(),
+                            params: [("port".to_string(), u64::from(port))].into(),
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    specs
+        .into_iter()
+        .map(|(s, e)| {
+            Entry::new(info, &e)
+                .map(|mut e| {
+                    e.switch = Some(s);
+                    (s, e)
+                })
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+fn known(topo: &Topology) -> String {
+    let ids: Vec<String> = topo.switches.iter().map(|s| s.id.to_string()).collect();
+    ids.join(", ")
+}
+
+fn flow_keys(f: &FlowMatch) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    if let Some(v) = &f.src {
+        m.insert("src_addr".into(), v.clone());
+    }
+    if let Some(v) = &f.dst {
+        m.insert("dst_addr".into(), v.clone());
+    }
+    if let Some(p) = f.protocol.as_deref().and_then(protocol_number) {
+        m.insert("protocol".into(), p.to_string());
+    }
+    if let Some(v) = &f.src_port {
+        m.insert("src_port".into(), v.clone());
+    }
+    if let Some(v) = &f.dst_port {
+        m.insert("dst_port".into(), v.clone());
+    }
+    m
+}
+
+fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> EntrySpec {
+    let (action, params): (&str, Vec<(&str, u64)>) = match d.algorithm {
+        Algorithm::Noop => ("detect_noop", vec![]),
+        Algorithm::PerHop => (
+            "detect_per_hop",
+            vec![("measurement", d.measurement.code()), ("threshold", d.threshold.into())],
+        ),
+        Algorithm::PerFlow => (
+            "detect_per_flow",
+            vec![("measurement", d.measurement.code()), ("threshold", d.threshold.into())],
+        ),
+        Algorithm::Ewma => (
+            "detect_ewma",
+            vec![
+                ("measurement", d.measurement.code()),
+                ("threshold", d.threshold.into()),
+                ("weight_q8", d.weight_q8()),
+            ],
+        ),
+    };
+    EntrySpec {
+        switch: None,
+        table: "int_sink_detection".into(),
+        priority: spec.priority,
+        matches: flow_keys(flows),
+        action: action.into(),
+        params: params.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    }
+}
+
+/// Switch → (neighbour, port) over links that are up, without `skip_node` and `skip_link`.
+fn adjacency(
+    topo: &Topology,
+    skip_node: Option<u32>,
+    skip_link: Option<[u32; 2]>,
+) -> HashMap<u32, Vec<(u32, u32)>> {
+    let mut adj: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+    for &((a, pa), (b, pb), up) in &topo.links {
+        let skipped = skip_node.is_some_and(|n| n == a || n == b)
+            || skip_link.is_some_and(|[x, y]| (x, y) == (a, b) || (x, y) == (b, a));
+        if up && !skipped {
+            adj.entry(a).or_default().push((b, pa));
+            adj.entry(b).or_default().push((a, pb));
+        }
+    }
+    for v in adj.values_mut() {
+        v.sort_by_key(|(_, p)| *p);
+    }
+    adj
+}
+
+/// Hop distance of every switch to `dst`.
+fn distances(adj: &HashMap<u32, Vec<(u32, u32)>>, dst: u32) -> HashMap<u32, u32> {
+    let mut d = HashMap::from([(dst, 0)]);
+    let mut q = VecDeque::from([dst]);
+    while let Some(n) = q.pop_front() {
+        for (m, _) in adj.get(&n).into_iter().flatten() {
+            if !d.contains_key(m) {
+                d.insert(*m, d[&n] + 1);
+                q.push_back(*m);
+            }
+        }
+    }
+    d
+}
+
+/// The switch the hosts of `dst` sit behind.
+fn destination(topo: &Topology, dst: &str) -> Result<u32, String> {
+    let (net, len) = ipv4_prefix(dst).ok_or_else(|| format!("dst: {dst:?} is not a prefix"))?;
+    let mask = |l: u32| if l == 0 { 0 } else { u32::MAX << (32 - l) };
+    let behind: BTreeSet<u32> = topo
+        .switches
+        .iter()
+        .filter(|s| {
+            s.hosts.iter().any(|&(hnet, hlen, _)| {
+                let l = len.min(hlen);
+                hnet & mask(l) == net & mask(l)
+            })
+        })
+        .map(|s| s.id)
+        .collect();
+    match behind.len() {
+        1 => Ok(*behind.iter().next().unwrap_or(&0)),
+        0 => Err(format!("dst: no host of the fabric is in {dst}")),
+        n => Err(format!(
+            "dst: {dst} spans hosts behind {n} switches ({behind:?}); give a prefix behind one switch"
+        )),
+    }
+}
+
+/// Per switch, the port towards `dst` on a shortest path that avoids the node or link.
+fn reroute_ports(
+    topo: &Topology,
+    dst: &str,
+    avoid_node: Option<u32>,
+    avoid_link: Option<[u32; 2]>,
+) -> Result<Vec<(u32, u32)>, String> {
+    let target = destination(topo, dst)?;
+    if let Some(n) = avoid_node {
+        if topo.switch(n).is_none() {
+            return Err(format!("avoid.switch: {n} is not a switch of the fabric (known: {})", known(topo)));
+        }
+        if n == target {
+            return Err(format!(
+                "black hole: switch {n} is where {dst} is attached; avoiding it leaves no path"
+            ));
+        }
+    }
+    if let Some([a, b]) = avoid_link
+        && !topo
+            .links
+            .iter()
+            .any(|&((x, _), (y, _), _)| (x, y) == (a, b) || (x, y) == (b, a))
+    {
+        return Err(format!("avoid.link: there is no link between switches {a} and {b}"));
+    }
+    let all = distances(&adjacency(topo, None, None), target);
+    let adj = adjacency(topo, avoid_node, avoid_link);
+    let dist = distances(&adj, target);
+    let mut out = Vec::new();
+    for s in &topo.switches {
+        if Some(s.id) == avoid_node || s.id == target {
+            continue;
+        }
+        match dist.get(&s.id) {
+            Some(d) => {
+                let port = adj[&s.id]
+                    .iter()
+                    .find(|(m, _)| dist.get(m) == Some(&(d - 1)))
+                    .map(|(_, p)| *p);
+                if let Some(p) = port {
+                    out.push((s.id, p));
+                }
+            }
+            None if all.contains_key(&s.id) => {
+                return Err(format!(
+                    "black hole: switch {} would have no path to {dst} without {}",
+                    s.id,
+                    match (avoid_node, avoid_link) {
+                        (Some(n), _) => format!("switch {n}"),
+                        (_, Some([a, b])) => format!("link {a}-{b}"),
+                        _ => String::new(),
+                    }
+                ));
+            }
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Who owns what on which switch: the entries of accepted intents, for conflict checks.
+#[derive(Debug, Default, Clone)]
+pub struct Index {
+    slots: HashMap<(u32, usize), Vec<(String, Entry)>>,
+}
+
+impl Index {
+    pub fn add(&mut self, id: &str, entries: &Entries) {
+        for (s, e) in entries {
+            self.slots
+                .entry((*s, e.key.table))
+                .or_default()
+                .push((id.to_string(), e.clone()));
+        }
+    }
+
+    /// Refuses `entries` (of intent `id`) when they clash with another intent's or would not
+    /// fit; the message names the other intent, the switch and the table.
+    pub fn check(&self, info: &P4Info, id: &str, entries: &Entries) -> Result<(), String> {
+        let mut adding: HashMap<(u32, usize), usize> = HashMap::new();
+        for (s, e) in entries {
+            let table = &info.tables[e.key.table];
+            let slot = self.slots.get(&(*s, e.key.table));
+            for (other, o) in slot.into_iter().flatten() {
+                if other == id {
+                    continue;
+                }
+                if o.key == e.key {
+                    return Err(format!(
+                        "conflict with intent {other}: it already owns this {} entry on switch {s} (same match and priority)",
+                        table.name
+                    ));
+                }
+                let same_action = o.action == e.action && o.params == e.params;
+                if o.key.priority == e.key.priority
+                    && table.needs_priority()
+                    && !same_action
+                    && o.overlaps(info, e)
+                {
+                    return Err(format!(
+                        "conflict with intent {other}: overlapping {} matches on switch {s} at priority {} with a different action ({} vs {}); give one a different priority",
+                        table.name,
+                        e.key.priority,
+                        info.actions[e.action].name,
+                        info.actions[o.action].name
+                    ));
+                }
+            }
+            *adding.entry((*s, e.key.table)).or_default() += 1;
+        }
+        for ((s, t), n) in adding {
+            let have = self
+                .slots
+                .get(&(s, t))
+                .map_or(0, |v| v.iter().filter(|(o, _)| o != id).count());
+            let size = info.tables[t].size;
+            if size > 0 && (have + n) as u64 > size {
+                return Err(format!(
+                    "table {} on switch {s} would hold {} entries; it holds {size}",
+                    info.tables[t].name,
+                    have + n
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses reroute entries that, with the other intents' forwarding entries, would send
+    /// traffic towards `dst` around a loop.
+    pub fn check_loops(
+        &self,
+        info: &P4Info,
+        id: &str,
+        entries: &Entries,
+        topo: &Topology,
+        dst: &str,
+    ) -> Result<(), String> {
+        let Ok(target) = destination(topo, dst) else {
+            return Ok(());
+        };
+        let Some((addr, _)) = ipv4_prefix(dst) else {
+            return Ok(());
+        };
+        let Ok((fwd, _)) = info.table("ipv4_forward") else {
+            return Ok(());
+        };
+        let adj = adjacency(topo, None, None);
+        let dist = distances(&adj, target);
+        let peer = |s: u32, port: u32| adj.get(&s).and_then(|v| v.iter().find(|(_, p)| *p == port)).map(|(m, _)| *m);
+        // The winning forwarding entry at a switch: longest prefix among every intent's.
+        let next = |s: u32| -> Option<(u32, String)> {
+            let mine = entries.iter().filter(|(x, _)| *x == s).map(|(_, e)| (id.to_string(), e));
+            let theirs = self
+                .slots
+                .get(&(s, fwd))
+                .into_iter()
+                .flatten()
+                .filter(|(o, _)| o != id)
+                .map(|(o, e)| (o.clone(), e));
+            mine.chain(theirs)
+                .filter(|(_, e)| e.matches(info, &[u64::from(addr)]))
+                .max_by_key(|(_, e)| e.specificity(info))
+                .and_then(|(o, e)| peer(s, e.param(info, "port") as u32).map(|m| (m, o)))
+        };
+        for start in topo.switches.iter().map(|s| s.id) {
+            let (mut at, mut seen, mut owners) = (start, BTreeSet::new(), BTreeSet::new());
+            let mut looped = false;
+            while at != target {
+                if !seen.insert(at) {
+                    looped = true;
+                    break;
+                }
+                let step = match next(at) {
+                    Some((m, o)) => {
+                        owners.insert(o);
+                        Some(m)
+                    }
+                    // ECMP: a neighbour one hop closer.
+                    None => adj.get(&at).and_then(|v| {
+                        v.iter()
+                            .find(|(m, _)| {
+                                dist.get(m).is_some_and(|d| Some(d + 1) == dist.get(&at).copied())
+                            })
+                            .map(|(m, _)| *m)
+                    }),
+                };
+                match step {
+                    Some(m) => at = m,
+                    None => break,
+                }
+            }
+            if looped {
+                owners.remove(id);
+                return Err(format!(
+                    "loop: traffic towards {dst} from switch {start} would cycle through {seen:?}{}",
+                    if owners.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with the forwarding of intent(s) {owners:?}")
+                    }
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,397 @@
+//! Intents: operators' and the knowledge service's requests, compiled into table entries of
+//! `p4/kplane_int.p4`, checked for conflicts, persisted, pushed through switch drivers,
+//! verified against fresh telemetry and rolled back when their effect does not show
+//! (docs/intents.md). [`Intents`] is the handle the HTTP routes use; [`engine`] runs the
+//! reconcile loop.
+
+pub mod compile;
+pub mod config;
+pub mod engine;
+pub mod model;
+pub mod store;
+pub mod verify;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use kplane_p4::{Entry, EntryKey};
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, Notify};
+
+use self::compile::{Entries, Index, compile};
+use self::model::{IntentKind, IntentSpec, Origin};
+use self::store::{AuditRecord, Intent, Policy, Snapshot, State, Store, now_ms};
+use crate::auth::Identity;
+use crate::drivers::{SwitchDriver, Topology};
+use crate::error::ApiError;
+use crate::live::Live;
+
+pub use config::IntentsConfig;
+
+/// Per switch: reachability and what kplane installed there.
+#[derive(Debug, Default)]
+pub(crate) struct SwitchState {
+    pub status: String,
+    pub epoch: Option<u64>,
+    /// Entries kplane wrote and believes are there.
+    pub managed: BTreeMap<EntryKey, Entry>,
+    pub failures: u32,
+    pub retry_at_ms: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub store: Store,
+    pub snap: Snapshot,
+    pub topo: Topology,
+    /// Switch → index into the drivers.
+    pub route: HashMap<u32, usize>,
+    pub compiled: HashMap<String, Entries>,
+    pub index: Index,
+    pub switches: BTreeMap<u32, SwitchState>,
+    pub trackers: HashMap<String, verify::Tracker>,
+}
+
+impl Inner {
+    fn audit(&self, actor: &str, action: &str, intent: &str, result: &str, detail: String) {
+        let r = AuditRecord {
+            time_ms: now_ms(),
+            actor: actor.to_string(),
+            action: action.to_string(),
+            intent: intent.to_string(),
+            result: result.to_string(),
+            detail,
+        };
+        if let Err(e) = self.store.audit(&r) {
+            tracing::error!(error = %e, "cannot append to the audit log");
+        }
+        tracing::info!(actor, action, intent, result, "intent audit");
+    }
+
+    fn save(&self) {
+        if let Err(e) = self.store.save(&self.snap) {
+            tracing::error!(error = %e, "cannot persist the intents");
+        }
+    }
+
+    /// The index of every intent that holds or reserves entries.
+    fn rebuild_index(&mut self) {
+        let mut index = Index::default();
+        for i in &self.snap.intents {
+            if (i.state.installed() || i.state == State::PendingApproval)
+                && let Some(e) = self.compiled.get(&i.id)
+            {
+                index.add(&i.id, e);
+            }
+        }
+        self.index = index;
+    }
+
+    fn intent_mut(&mut self, id: &str) -> Result<&mut Intent, ApiError> {
+        self.snap
+            .intents
+            .iter_mut()
+            .find(|i| i.id == id)
+            .ok_or_else(|| ApiError::NotFound(format!("no intent {id}")))
+    }
+
+    /// Compiles and checks `spec` as intent `id`; the entries, or why not.
+    fn prepare(&self, id: &str, spec: &IntentSpec) -> Result<Entries, ApiError> {
+        let problems = spec.check();
+        if !problems.is_empty() {
+            return Err(ApiError::Unprocessable(problems.join("; ")));
+        }
+        if self.topo.switches.is_empty() {
+            return Err(ApiError::Unavailable(
+                "no switch known yet: no driver configured ([[intent-api.intents.drivers]]) or none reachable"
+                    .into(),
+            ));
+        }
+        let info = kplane_p4::kplane();
+        let entries = compile(info, spec, &self.topo).map_err(ApiError::Unprocessable)?;
+        for (s, _) in &entries {
+            if !self.route.contains_key(s) {
+                return Err(ApiError::Unprocessable(format!(
+                    "switches: no driver serves switch {s}"
+                )));
+            }
+        }
+        self.index
+            .check(info, id, &entries)
+            .map_err(ApiError::Conflict)?;
+        if let IntentKind::Reroute { dst, .. } = &spec.kind {
+            self.index
+                .check_loops(info, id, &entries, &self.topo, dst)
+                .map_err(ApiError::Conflict)?;
+        }
+        Ok(entries)
+    }
+}
+
+/// The intents and the drivers that carry them out; cheap to clone.
+#[derive(Clone)]
+pub struct Intents {
+    pub(crate) inner: Arc<Mutex<Inner>>,
+    pub(crate) drivers: Arc<Vec<Box<dyn SwitchDriver>>>,
+    pub(crate) wake: Arc<Notify>,
+    pub(crate) cfg: Arc<IntentsConfig>,
+    pub(crate) live: Live,
+}
+
+impl std::fmt::Debug for Intents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Intents").finish_non_exhaustive()
+    }
+}
+
+fn entry_json(e: &Entry) -> Value {
+    serde_json::to_value(e.spec(kplane_p4::kplane())).unwrap_or(Value::Null)
+}
+
+impl Intents {
+    /// Loads the persisted intents from `cfg.state_dir` and builds the drivers.
+    pub fn open(cfg: IntentsConfig, live: Live) -> std::io::Result<Self> {
+        let (store, snap) = Store::open(&cfg.state_dir)?;
+        let drivers: Vec<Box<dyn SwitchDriver>> = cfg.drivers.iter().map(|d| d.build()).collect();
+        let mut compiled = HashMap::new();
+        let info = kplane_p4::kplane();
+        for i in &snap.intents {
+            if i.state.ended() {
+                continue;
+            }
+            // The compiled entries persist with the intent: re-type them (a P4Info change
+            // that no longer fits them is reported, and the intent waits).
+            let entries: Result<Entries, _> = i
+                .entries
+                .iter()
+                .map(|s| {
+                    Entry::new(info, s).map(|e| (s.switch.unwrap_or(0), e))
+                })
+                .collect();
+            match entries {
+                Ok(e) => {
+                    compiled.insert(i.id.clone(), e);
+                }
+                Err(e) => tracing::error!(intent = %i.id, error = %e, "stored intent no longer fits the P4Info"),
+            }
+        }
+        let mut inner = Inner {
+            store,
+            snap,
+            topo: Topology::default(),
+            route: HashMap::new(),
+            compiled,
+            index: Index::default(),
+            switches: BTreeMap::new(),
+            trackers: HashMap::new(),
+        };
+        inner.rebuild_index();
+        Ok(Self {
+            inner: Arc::new(Mutex::new(inner)),
+            drivers: Arc::new(drivers),
+            wake: Arc::new(Notify::new()),
+            cfg: Arc::new(cfg),
+            live,
+        })
+    }
+
+    /// `POST /v1/intents`.
+    pub async fn submit(&self, mut spec: IntentSpec, who: &Identity) -> Result<Value, ApiError> {
+        if spec.owner.is_empty() {
+            spec.owner = who.name.clone();
+        }
+        let mut g = self.inner.lock().await;
+        let id = format!("i-{:06}", g.snap.next_id + 1);
+        let entries = match g.prepare(&id, &spec) {
+            Ok(e) => e,
+            Err(e) => {
+                let detail = match &e {
+                    ApiError::Unprocessable(m) | ApiError::Conflict(m) | ApiError::Unavailable(m) => m.clone(),
+                    _ => String::new(),
+                };
+                g.audit(&who.name, "submit", "", "refused", format!("{}: {detail}", spec.kind.name()));
+                return Err(e);
+            }
+        };
+        g.snap.next_id += 1;
+        let auto = spec.origin == Origin::Operator
+            || g.snap.policy.auto_apply.iter().any(|k| k == spec.kind.name());
+        let now = now_ms();
+        let info = kplane_p4::kplane();
+        let intent = Intent {
+            id: id.clone(),
+            state: if auto { State::Applying } else { State::PendingApproval },
+            created_ms: now,
+            updated_ms: now,
+            expires_ms: spec.ttl.map(|t| now + t.as_millis() as u64),
+            applied_ms: None,
+            submitted_by: who.name.clone(),
+            approved_by: None,
+            entries: entries.iter().map(|(_, e)| e.spec(info)).collect(),
+            switches: entries.iter().map(|(s, _)| (*s, "pending".to_string())).collect(),
+            expected_effect: verify::expected_effect(&spec.kind),
+            evidence: Vec::new(),
+            spec,
+        };
+        let detail = format!(
+            "{} ({} entries on {} switches){}",
+            intent.spec.kind.name(),
+            intent.entries.len(),
+            intent.switches.len(),
+            if intent.spec.reason.is_empty() { String::new() } else { format!(": {}", intent.spec.reason) }
+        );
+        g.audit(&who.name, "submit", &id, intent.state.as_str(), detail);
+        g.compiled.insert(id.clone(), entries);
+        g.snap.intents.push(intent.clone());
+        g.rebuild_index();
+        g.save();
+        drop(g);
+        self.wake.notify_one();
+        Ok(serde_json::to_value(&intent).unwrap_or(Value::Null))
+    }
+
+    /// `POST /v1/intents/dry-run`: the per-switch diff `spec` would make, or why not.
+    pub async fn dry_run(&self, spec: IntentSpec) -> Result<Value, ApiError> {
+        let g = self.inner.lock().await;
+        let entries = g.prepare("dry-run", &spec)?;
+        let mut diff: BTreeMap<u32, Vec<Value>> = BTreeMap::new();
+        for (s, e) in &entries {
+            diff.entry(*s)
+                .or_default()
+                .push(json!({ "op": "insert", "entry": entry_json(e) }));
+        }
+        Ok(json!({
+            "valid": true,
+            "entries": entries.len(),
+            "switches": diff,
+            "expected_effect": verify::expected_effect(&spec.kind),
+            "would_be": if spec.origin == Origin::Operator || g.snap.policy.auto_apply.iter().any(|k| k == spec.kind.name()) {
+                "applying"
+            } else {
+                "pending-approval"
+            },
+        }))
+    }
+
+    pub async fn list(&self, state: Option<&str>) -> Vec<Intent> {
+        let g = self.inner.lock().await;
+        g.snap
+            .intents
+            .iter()
+            .filter(|i| state.is_none_or(|s| i.state.as_str() == s))
+            .cloned()
+            .collect()
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Intent, ApiError> {
+        let mut g = self.inner.lock().await;
+        g.intent_mut(id).map(|i| i.clone())
+    }
+
+    /// `DELETE /v1/intents/{id}`: its entries are removed from the switches.
+    pub async fn delete(&self, id: &str, who: &Identity) -> Result<Intent, ApiError> {
+        let mut g = self.inner.lock().await;
+        let i = g.intent_mut(id)?;
+        if i.state.ended() {
+            return Err(ApiError::Conflict(format!("intent {id} is already {}", i.state.as_str())));
+        }
+        i.state = State::Deleted;
+        i.updated_ms = now_ms();
+        let out = i.clone();
+        g.audit(&who.name, "delete", id, "deleted", String::new());
+        g.rebuild_index();
+        g.save();
+        drop(g);
+        self.wake.notify_one();
+        Ok(out)
+    }
+
+    /// `POST /v1/intents/{id}/approve` (admin): a pending recommendation is applied.
+    pub async fn approve(&self, id: &str, who: &Identity) -> Result<Intent, ApiError> {
+        let mut g = self.inner.lock().await;
+        let spec = {
+            let i = g.intent_mut(id)?;
+            if i.state != State::PendingApproval {
+                return Err(ApiError::Conflict(format!(
+                    "intent {id} is {}, not pending-approval",
+                    i.state.as_str()
+                )));
+            }
+            i.spec.clone()
+        };
+        // The fabric may have changed since it was submitted: compile and check again.
+        let entries = g.prepare(id, &spec)?;
+        let info = kplane_p4::kplane();
+        let i = g.intent_mut(id)?;
+        i.state = State::Applying;
+        i.approved_by = Some(who.name.clone());
+        i.updated_ms = now_ms();
+        i.entries = entries.iter().map(|(_, e)| e.spec(info)).collect();
+        i.switches = entries.iter().map(|(s, _)| (*s, "pending".to_string())).collect();
+        let out = i.clone();
+        g.compiled.insert(id.to_string(), entries);
+        g.audit(&who.name, "approve", id, "applying", String::new());
+        g.rebuild_index();
+        g.save();
+        drop(g);
+        self.wake.notify_one();
+        Ok(out)
+    }
+
+    pub async fn policy(&self) -> Policy {
+        self.inner.lock().await.snap.policy.clone()
+    }
+
+    /// `PUT /v1/intents/policy` (admin).
+    pub async fn set_policy(&self, p: Policy, who: &Identity) -> Result<Policy, ApiError> {
+        for k in &p.auto_apply {
+            if !["monitor", "block", "reroute", "tune"].contains(&k.as_str()) {
+                return Err(ApiError::Unprocessable(format!(
+                    "auto-apply: {k:?} is not monitor, block, reroute or tune"
+                )));
+            }
+        }
+        let mut g = self.inner.lock().await;
+        g.snap.policy = p.clone();
+        g.audit(&who.name, "set-policy", "", "ok", format!("auto-apply {:?}", p.auto_apply));
+        g.save();
+        Ok(p)
+    }
+
+    /// `GET /v1/audit`: newest first.
+    pub async fn audit_log(
+        &self,
+        intent: Option<&str>,
+        actor: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, ApiError> {
+        let g = self.inner.lock().await;
+        g.store
+            .audit_log(limit, |r| {
+                intent.is_none_or(|i| r.intent == i) && actor.is_none_or(|a| r.actor == a)
+            })
+            .map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
+    /// `GET /v1/intents/switches`: per switch its driver, reachability and entries.
+    pub async fn switches(&self) -> Value {
+        let g = self.inner.lock().await;
+        let rows: Vec<Value> = g
+            .topo
+            .switches
+            .iter()
+            .map(|s| {
+                let st = g.switches.get(&s.id);
+                json!({
+                    "switch": s.id,
+                    "name": s.name,
+                    "driver": g.route.get(&s.id).map(|d| self.drivers[*d].kind()),
+                    "status": st.map_or("unknown", |x| x.status.as_str()),
+                    "entries": st.map_or(0, |x| x.managed.len()),
+                    "epoch": st.and_then(|x| x.epoch),
+                })
+            })
+            .collect();
+        json!({ "switches": rows })
+    }
+}

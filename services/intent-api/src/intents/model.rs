@@ -1,0 +1,517 @@
+//! The intent model: what operators and the knowledge service ask for (docs/intents.md).
+//! Specs arrive as JSON (HTTP) or YAML/JSON files (`kplane intent apply -f`); [`IntentSpec::check`]
+//! names the field at fault of everything it refuses.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What an intent asks for, its scope and its bookkeeping. One flat JSON object: `kind`,
+/// the kind's fields and the common ones; a field that is unknown or belongs to another kind
+/// is refused by name.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(try_from = "RawSpec", rename_all = "kebab-case")]
+pub struct IntentSpec {
+    #[serde(flatten)]
+    pub kind: IntentKind,
+    /// Switches (INT node ids) to program; absent: derived from the topology (the edge
+    /// switches for monitor, block and tune; the switches on paths to the prefix for reroute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switches: Option<Vec<u32>>,
+    /// 1–65535, higher wins: the table-entry priority of monitor, block and tune.
+    #[serde(default = "default_priority")]
+    pub priority: u32,
+    /// How long it stays (e.g. `10m`); absent: until deleted.
+    #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<Duration>,
+    /// Who asks (defaults to the token's name).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub owner: String,
+    /// Why (shown in the audit log and the console).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// `operator` (applied at once) or `recommendation` (from the knowledge service or
+    /// telemetry backpressure: applied only if the policy allows its kind, else pending
+    /// until an admin approves).
+    #[serde(default)]
+    pub origin: Origin,
+}
+
+fn default_priority() -> u32 {
+    100
+}
+
+/// The wire form of [`IntentSpec`]: every field of every kind, none unknown.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawSpec {
+    kind: String,
+    #[serde(rename = "match")]
+    flows: Option<FlowMatch>,
+    instructions: Option<u16>,
+    max_hops: Option<u8>,
+    detection: Option<Detection>,
+    dst: Option<String>,
+    avoid: Option<Avoid>,
+    switches: Option<Vec<u32>>,
+    priority: Option<u32>,
+    #[serde(default, with = "humantime_serde")]
+    ttl: Option<Duration>,
+    #[serde(default)]
+    owner: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    origin: Origin,
+}
+
+impl TryFrom<RawSpec> for IntentSpec {
+    type Error = String;
+
+    fn try_from(r: RawSpec) -> Result<Self, String> {
+        let kind = r.kind.as_str();
+        let not_here = |field: &str, present: bool| -> Result<(), String> {
+            if present {
+                Err(format!("{field}: not a field of a {kind} intent"))
+            } else {
+                Ok(())
+            }
+        };
+        let need = |field: &str| format!("{field}: a {kind} intent needs it");
+        let kind = match kind {
+            "monitor" => {
+                not_here("dst", r.dst.is_some())?;
+                not_here("avoid", r.avoid.is_some())?;
+                IntentKind::Monitor {
+                    flows: r.flows.unwrap_or_default(),
+                    instructions: r.instructions.unwrap_or_else(default_bitmap),
+                    max_hops: r.max_hops.unwrap_or_else(default_max_hops),
+                    detection: r.detection,
+                }
+            }
+            "block" => {
+                for (f, p) in [
+                    ("instructions", r.instructions.is_some()),
+                    ("max-hops", r.max_hops.is_some()),
+                    ("detection", r.detection.is_some()),
+                    ("dst", r.dst.is_some()),
+                    ("avoid", r.avoid.is_some()),
+                ] {
+                    not_here(f, p)?;
+                }
+                IntentKind::Block {
+                    flows: r.flows.ok_or_else(|| need("match"))?,
+                }
+            }
+            "reroute" => {
+                for (f, p) in [
+                    ("match", r.flows.is_some()),
+                    ("instructions", r.instructions.is_some()),
+                    ("max-hops", r.max_hops.is_some()),
+                    ("detection", r.detection.is_some()),
+                ] {
+                    not_here(f, p)?;
+                }
+                IntentKind::Reroute {
+                    dst: r.dst.ok_or_else(|| need("dst"))?,
+                    avoid: r.avoid.ok_or_else(|| need("avoid"))?,
+                }
+            }
+            "tune" => {
+                for (f, p) in [
+                    ("instructions", r.instructions.is_some()),
+                    ("max-hops", r.max_hops.is_some()),
+                    ("dst", r.dst.is_some()),
+                    ("avoid", r.avoid.is_some()),
+                ] {
+                    not_here(f, p)?;
+                }
+                IntentKind::Tune {
+                    flows: r.flows.unwrap_or_default(),
+                    detection: r.detection.ok_or_else(|| need("detection"))?,
+                }
+            }
+            other => {
+                return Err(format!(
+                    "kind: {other:?} is not one of monitor, block, reroute, tune"
+                ));
+            }
+        };
+        Ok(Self {
+            kind,
+            switches: r.switches,
+            priority: r.priority.unwrap_or_else(default_priority),
+            ttl: r.ttl,
+            owner: r.owner,
+            reason: r.reason,
+            origin: r.origin,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    #[default]
+    Operator,
+    Recommendation,
+}
+
+/// The kinds of intent.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+pub enum IntentKind {
+    /// Put matching flows on the INT watchlist (the source inserts INT), optionally with a
+    /// per-flow detection algorithm at the sinks.
+    Monitor {
+        #[serde(rename = "match", default)]
+        flows: FlowMatch,
+        /// INT instruction bitmap (default 0xFF00: node id, ports, hop latency, queue,
+        /// timestamps, …).
+        #[serde(default = "default_bitmap")]
+        instructions: u16,
+        #[serde(default = "default_max_hops")]
+        max_hops: u8,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detection: Option<Detection>,
+    },
+    /// Drop matching packets (a drop ACL at the edge).
+    Block {
+        #[serde(rename = "match")]
+        flows: FlowMatch,
+    },
+    /// Traffic towards `dst` avoids a switch or a link.
+    Reroute {
+        /// Destination prefix, e.g. `10.0.1.0/24`.
+        dst: String,
+        avoid: Avoid,
+    },
+    /// Sink detection thresholds of a flow set.
+    Tune {
+        #[serde(rename = "match", default)]
+        flows: FlowMatch,
+        detection: Detection,
+    },
+}
+
+fn default_bitmap() -> u16 {
+    0xFF00
+}
+
+fn default_max_hops() -> u8 {
+    8
+}
+
+impl IntentKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Monitor { .. } => "monitor",
+            Self::Block { .. } => "block",
+            Self::Reroute { .. } => "reroute",
+            Self::Tune { .. } => "tune",
+        }
+    }
+}
+
+/// A switch or a link (its two switches) to avoid.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Avoid {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<u32>,
+    /// `[a, b]`: the link between switches a and b.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<[u32; 2]>,
+}
+
+/// A 5-tuple match: prefixes, a protocol and port ranges; a missing field matches anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FlowMatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// `tcp`, `udp`, `icmp` or a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// `80` or `1000-2000`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_port: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_port: Option<String>,
+}
+
+/// A sink detection algorithm (the event-detection paper's per-flow control).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Detection {
+    pub algorithm: Algorithm,
+    #[serde(default)]
+    pub measurement: Measurement,
+    /// In the measurement's unit (ns, packets, per mille).
+    #[serde(default)]
+    pub threshold: u32,
+    /// EWMA weight of the new value, 0–1 (default 0.25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+}
+
+// Weights are finite numbers in 0..=1 once checked.
+impl Eq for Detection {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    PerHop,
+    PerFlow,
+    Ewma,
+    Noop,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Measurement {
+    #[default]
+    HopLatency,
+    QueueOccupancy,
+    TxUtilization,
+}
+
+impl Measurement {
+    /// The code the P4 program's detection actions take.
+    pub fn code(self) -> u64 {
+        match self {
+            Self::HopLatency => 0,
+            Self::QueueOccupancy => 1,
+            Self::TxUtilization => 2,
+        }
+    }
+}
+
+/// An IPv4 prefix as (network, length).
+pub fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
+    let (ip, len) = s.split_once('/').unwrap_or((s, "32"));
+    let ip: Ipv4Addr = ip.trim().parse().ok()?;
+    let len: u32 = len.trim().parse().ok().filter(|l| *l <= 32)?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some((u32::from(ip) & mask, len))
+}
+
+/// A protocol name or number.
+pub fn protocol_number(s: &str) -> Option<u8> {
+    match s.to_ascii_lowercase().as_str() {
+        "tcp" => Some(6),
+        "udp" => Some(17),
+        "icmp" => Some(1),
+        n => n.parse().ok(),
+    }
+}
+
+/// `80` or `a-b` with a ≤ b.
+pub fn port_range(s: &str) -> Option<(u16, u16)> {
+    let (a, b) = s.split_once('-').unwrap_or((s, s));
+    let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    (a <= b).then_some((a, b))
+}
+
+impl FlowMatch {
+    fn check(&self, at: &str, problems: &mut Vec<String>) {
+        for (name, v) in [("src", &self.src), ("dst", &self.dst)] {
+            if let Some(v) = v
+                && ipv4_prefix(v).is_none()
+            {
+                problems.push(format!(
+                    "{at}.{name}: {v:?} is not an IPv4 address or prefix (e.g. 10.0.1.0/24)"
+                ));
+            }
+        }
+        if let Some(p) = &self.protocol
+            && protocol_number(p).is_none()
+        {
+            problems.push(format!(
+                "{at}.protocol: {p:?} is not tcp, udp, icmp or a number 0-255"
+            ));
+        }
+        for (name, v) in [("src-port", &self.src_port), ("dst-port", &self.dst_port)] {
+            if let Some(v) = v
+                && port_range(v).is_none()
+            {
+                problems.push(format!(
+                    "{at}.{name}: {v:?} is not a port or a range lo-hi (e.g. 80 or 1000-2000)"
+                ));
+            }
+        }
+    }
+
+    /// Whether it matches this 5-tuple.
+    pub fn matches(&self, src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> bool {
+        let in_prefix = |p: &Option<String>, a: u32| {
+            p.as_deref().and_then(ipv4_prefix).is_none_or(|(net, len)| {
+                let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+                a & mask == net
+            })
+        };
+        let in_range = |r: &Option<String>, v: u16| {
+            r.as_deref()
+                .and_then(port_range)
+                .is_none_or(|(a, b)| a <= v && v <= b)
+        };
+        in_prefix(&self.src, src)
+            && in_prefix(&self.dst, dst)
+            && in_range(&self.src_port, sport)
+            && in_range(&self.dst_port, dport)
+            && self
+                .protocol
+                .as_deref()
+                .and_then(protocol_number)
+                .is_none_or(|p| p == proto)
+    }
+}
+
+impl Detection {
+    fn check(&self, at: &str, problems: &mut Vec<String>) {
+        if let Some(w) = self.weight
+            && !(w.is_finite() && (0.0..=1.0).contains(&w))
+        {
+            problems.push(format!("{at}.weight: {w} is not between 0 and 1"));
+        }
+        if self.weight.is_some() && self.algorithm != Algorithm::Ewma {
+            problems.push(format!("{at}.weight: only the ewma algorithm takes a weight"));
+        }
+    }
+
+    /// EWMA weight in the P4 program's 1/256 units.
+    pub fn weight_q8(&self) -> u64 {
+        (self.weight.unwrap_or(0.25) * 256.0).round().clamp(1.0, 255.0) as u64
+    }
+}
+
+impl IntentSpec {
+    /// Every problem at once, each naming its field; empty when the spec is valid.
+    pub fn check(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if !(1..=65_535).contains(&self.priority) {
+            p.push(format!("priority: {} is not 1-65535", self.priority));
+        }
+        if self.ttl.is_some_and(|t| t < Duration::from_secs(1)) {
+            p.push("ttl: must be at least 1s".into());
+        }
+        if self.switches.as_ref().is_some_and(Vec::is_empty) {
+            p.push("switches: an empty list selects nothing (omit it to derive the scope)".into());
+        }
+        if self.reason.len() > 1_000 || self.owner.len() > 200 {
+            p.push("reason/owner: too long (1000 / 200 characters at most)".into());
+        }
+        match &self.kind {
+            IntentKind::Monitor {
+                flows,
+                instructions,
+                max_hops,
+                detection,
+            } => {
+                flows.check("match", &mut p);
+                if instructions & 0x00FF != 0 || *instructions == 0 {
+                    p.push(format!(
+                        "instructions: {instructions:#06x} asks for no or reserved metadata (bits 0x8000-0x0100)"
+                    ));
+                }
+                if !(1..=16).contains(max_hops) {
+                    p.push(format!("max-hops: {max_hops} is not 1-16"));
+                }
+                if let Some(d) = detection {
+                    d.check("detection", &mut p);
+                }
+            }
+            IntentKind::Block { flows } => {
+                flows.check("match", &mut p);
+                if *flows == FlowMatch::default() {
+                    p.push("match: a block of everything is refused; give at least one field".into());
+                }
+            }
+            IntentKind::Reroute { dst, avoid } => {
+                if ipv4_prefix(dst).is_none() {
+                    p.push(format!("dst: {dst:?} is not an IPv4 prefix (e.g. 10.0.1.0/24)"));
+                }
+                if avoid.switch.is_some() == avoid.link.is_some() {
+                    p.push("avoid: give exactly one of switch or link".into());
+                }
+                if let Some([a, b]) = avoid.link
+                    && a == b
+                {
+                    p.push(format!("avoid.link: [{a}, {b}] is not a link between two switches"));
+                }
+            }
+            IntentKind::Tune { flows, detection } => {
+                flows.check("match", &mut p);
+                detection.check("detection", &mut p);
+            }
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: &str) -> IntentSpec {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn every_kind_parses_with_defaults() {
+        let m = spec(r#"{"kind":"monitor","match":{"dst":"10.0.1.0/24","dst-port":"80-443"}}"#);
+        assert_eq!(m.priority, 100);
+        assert!(matches!(m.kind, IntentKind::Monitor { instructions: 0xFF00, max_hops: 8, .. }));
+        assert!(m.check().is_empty());
+        let b = spec(r#"{"kind":"block","match":{"src":"10.0.0.2"},"ttl":"10m","reason":"ddos"}"#);
+        assert_eq!(b.ttl, Some(Duration::from_secs(600)));
+        assert!(b.check().is_empty());
+        let r = spec(r#"{"kind":"reroute","dst":"10.0.0.16/32","avoid":{"switch":3}}"#);
+        assert!(r.check().is_empty());
+        let t = spec(
+            r#"{"kind":"tune","detection":{"algorithm":"ewma","threshold":5000,"weight":0.5}}"#,
+        );
+        assert!(t.check().is_empty());
+        let e = serde_json::from_str::<IntentSpec>(r#"{"kind":"block","match":{},"colour":1}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown field `colour`"), "{e}");
+        let e = serde_json::from_str::<IntentSpec>(r#"{"kind":"block","match":{},"max-hops":3}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("max-hops: not a field of a block intent"), "{e}");
+        // What is stored reads back.
+        let again: IntentSpec = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(again, m);
+    }
+
+    #[test]
+    fn problems_name_their_fields() {
+        let p = spec(
+            r#"{"kind":"monitor","priority":0,"match":{"src":"10.0.0.300","protocol":"tcpp","dst-port":"9-1"},"max-hops":40}"#,
+        )
+        .check();
+        let all = p.join("\n");
+        for field in ["priority:", "match.src:", "match.protocol:", "match.dst-port:", "max-hops:"] {
+            assert!(all.contains(field), "{field} in {all}");
+        }
+        let p = spec(r#"{"kind":"reroute","dst":"x","avoid":{}}"#).check();
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(!spec(r#"{"kind":"block","match":{}}"#).check().is_empty());
+    }
+
+    #[test]
+    fn flow_matches() {
+        let m = FlowMatch {
+            src: Some("10.0.0.0/8".into()),
+            protocol: Some("udp".into()),
+            dst_port: Some("53".into()),
+            ..FlowMatch::default()
+        };
+        let ip = |s: &str| u32::from(s.parse::<Ipv4Addr>().unwrap());
+        assert!(m.matches(ip("10.1.2.3"), ip("1.1.1.1"), 9, 53, 17));
+        assert!(!m.matches(ip("11.1.2.3"), ip("1.1.1.1"), 9, 53, 17));
+        assert!(!m.matches(ip("10.1.2.3"), ip("1.1.1.1"), 9, 54, 17));
+    }
+}

@@ -1,0 +1,264 @@
+//! Verification: every intent declares the effect fresh telemetry must show after it is
+//! applied (the stream processor's `flows` windows, read from the live views); the engine
+//! rolls it back when the effect has not shown by the deadline.
+
+use std::collections::BTreeMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type};
+use arrow_array::RecordBatch;
+
+use super::model::{Avoid, FlowMatch, IntentKind, ipv4_prefix};
+use crate::live::Live;
+
+/// One flow of one window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowObs {
+    pub window_start_ms: u64,
+    pub src: u32,
+    pub dst: u32,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub protocol: u8,
+    pub path: Vec<u32>,
+}
+
+fn v4(b: &[u8]) -> Option<u32> {
+    // Addresses are stored IPv4-mapped (::ffff:a.b.c.d).
+    (b.len() == 16 && b[..10].iter().all(|x| *x == 0) && b[10] == 0xff && b[11] == 0xff)
+        .then(|| u32::from_be_bytes([b[12], b[13], b[14], b[15]]))
+}
+
+fn rows(b: &RecordBatch, out: &mut Vec<FlowObs>) -> Option<()> {
+    let start = b.column_by_name("window_start")?.as_primitive_opt::<TimestampNanosecondType>()?;
+    let src = b.column_by_name("src_ip")?.as_fixed_size_binary_opt()?;
+    let dst = b.column_by_name("dst_ip")?.as_fixed_size_binary_opt()?;
+    let sp = b.column_by_name("src_port")?.as_primitive_opt::<UInt16Type>()?;
+    let dp = b.column_by_name("dst_port")?.as_primitive_opt::<UInt16Type>()?;
+    let pr = b.column_by_name("protocol")?.as_primitive_opt::<UInt8Type>()?;
+    let path = b.column_by_name("path")?.as_list_opt::<i32>()?;
+    for i in 0..b.num_rows() {
+        let (Some(s), Some(d)) = (v4(src.value(i)), v4(dst.value(i))) else {
+            continue;
+        };
+        let hops = path.value(i);
+        let hops = hops.as_primitive_opt::<UInt32Type>()?;
+        out.push(FlowObs {
+            window_start_ms: (start.value(i) / 1_000_000).max(0) as u64,
+            src: s,
+            dst: d,
+            src_port: sp.value(i),
+            dst_port: dp.value(i),
+            protocol: pr.value(i),
+            path: hops.iter().flatten().collect(),
+        });
+    }
+    Some(())
+}
+
+/// The flows of the latest window of every partition.
+pub fn observe(live: &Live) -> Vec<FlowObs> {
+    let mut out = Vec::new();
+    for b in live.latest("flows") {
+        if rows(&b, &mut out).is_none() {
+            tracing::debug!("flows window without the expected columns");
+        }
+    }
+    out
+}
+
+/// The effect an intent of this kind must show, in words (shown with the intent).
+pub fn expected_effect(kind: &IntentKind) -> String {
+    match kind {
+        IntentKind::Block { .. } => {
+            "fresh windows show no flow of the blocked set reaching a sink".into()
+        }
+        IntentKind::Reroute { dst, avoid } => format!(
+            "fresh windows show the flows towards {dst} on paths avoiding {}",
+            avoided(avoid)
+        ),
+        IntentKind::Monitor { .. } => {
+            "matching flows report (INT from their first switch) in fresh windows".into()
+        }
+        IntentKind::Tune { .. } => "the detection entries read back from every sink".into(),
+    }
+}
+
+fn avoided(a: &Avoid) -> String {
+    match (a.switch, a.link) {
+        (Some(s), _) => format!("switch {s}"),
+        (_, Some([x, y])) => format!("link {x}-{y}"),
+        _ => "nothing".into(),
+    }
+}
+
+/// What verification concluded so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Wait,
+    Pass(String),
+    Fail(String),
+}
+
+/// What one intent's verification has seen: fresh windows, and per window the flows that
+/// match its set and those that violate its effect.
+#[derive(Clone, Debug, Default)]
+pub struct Tracker {
+    /// window start → (flows, matching, violations (descriptions)).
+    windows: BTreeMap<u64, (usize, usize, Vec<String>)>,
+}
+
+fn show(f: &FlowObs) -> String {
+    let ip = |a: u32| std::net::Ipv4Addr::from(a).to_string();
+    format!(
+        "{}:{} → {}:{} proto {} via {:?}",
+        ip(f.src),
+        f.src_port,
+        ip(f.dst),
+        f.dst_port,
+        f.protocol,
+        f.path
+    )
+}
+
+fn in_flows(m: &FlowMatch, f: &FlowObs) -> bool {
+    m.matches(f.src, f.dst, f.src_port, f.dst_port, f.protocol)
+}
+
+fn crosses(path: &[u32], a: &Avoid) -> bool {
+    match (a.switch, a.link) {
+        (Some(s), _) => path.contains(&s),
+        (_, Some([x, y])) => path
+            .windows(2)
+            .any(|w| (w[0], w[1]) == (x, y) || (w[0], w[1]) == (y, x)),
+        _ => false,
+    }
+}
+
+impl Tracker {
+    /// Adds observations of windows that started at or after `applied_ms`.
+    pub fn observe(&mut self, kind: &IntentKind, applied_ms: u64, obs: &[FlowObs]) {
+        let mut fresh: BTreeMap<u64, (usize, usize, Vec<String>)> = BTreeMap::new();
+        for f in obs.iter().filter(|f| f.window_start_ms >= applied_ms) {
+            let w = fresh.entry(f.window_start_ms).or_default();
+            w.0 += 1;
+            match kind {
+                IntentKind::Block { flows } if in_flows(flows, f) => {
+                    w.1 += 1;
+                    w.2.push(format!("{} still reaches its sink", show(f)));
+                }
+                IntentKind::Reroute { dst, avoid } => {
+                    let in_dst = ipv4_prefix(dst).is_some_and(|(net, len)| {
+                        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+                        f.dst & mask == net
+                    });
+                    if in_dst {
+                        w.1 += 1;
+                        if crosses(&f.path, avoid) {
+                            w.2.push(format!("{} crosses {}", show(f), avoided(avoid)));
+                        }
+                    }
+                }
+                IntentKind::Monitor { flows, .. } if in_flows(flows, f) => w.1 += 1,
+                _ => {}
+            }
+        }
+        // A window's latest sample holds all its partitions seen so far: keep the largest.
+        for (start, w) in fresh {
+            let slot = self.windows.entry(start).or_default();
+            if w.0 >= slot.0 {
+                *slot = w;
+            }
+        }
+    }
+
+    /// The verdict now; `deadline_passed` turns waiting into a verdict.
+    pub fn verdict(&self, kind: &IntentKind, deadline_passed: bool) -> Verdict {
+        let fresh = self.windows.len();
+        let matching: usize = self.windows.values().map(|w| w.1).sum();
+        let last_violation = self.windows.values().rev().find(|w| !w.2.is_empty());
+        let clean_last = self
+            .windows
+            .iter()
+            .next_back()
+            .filter(|(_, w)| w.0 > 0 && w.2.is_empty());
+        match kind {
+            IntentKind::Tune { .. } => Verdict::Pass("entries read back from every sink".into()),
+            IntentKind::Block { .. } | IntentKind::Reroute { .. } => match (clean_last, last_violation) {
+                (Some((start, w)), _) if matches!(kind, IntentKind::Block { .. }) || w.1 > 0 || deadline_passed => {
+                    Verdict::Pass(format!(
+                        "window at {start} ms: {} flows, {} towards the intent's set, none violating ({fresh} fresh windows)",
+                        w.0, w.1
+                    ))
+                }
+                _ if !deadline_passed => Verdict::Wait,
+                (_, Some(w)) => Verdict::Fail(format!(
+                    "after the deadline: {}{}",
+                    w.2.first().cloned().unwrap_or_default(),
+                    if w.2.len() > 1 { format!(" (and {} more)", w.2.len() - 1) } else { String::new() }
+                )),
+                _ => Verdict::Fail("no fresh telemetry before the deadline to verify against".into()),
+            },
+            IntentKind::Monitor { .. } => {
+                if matching > 0 {
+                    Verdict::Pass(format!("{matching} matching flow reports in {fresh} fresh windows"))
+                } else if !deadline_passed {
+                    Verdict::Wait
+                } else if fresh > 0 {
+                    Verdict::Pass(format!(
+                        "no matching traffic in {fresh} fresh windows: nothing to report yet (kept)"
+                    ))
+                } else {
+                    Verdict::Fail("no fresh telemetry before the deadline to verify against".into())
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(start: u64, src: &str, dst: &str, path: &[u32]) -> FlowObs {
+        let ip = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
+        FlowObs {
+            window_start_ms: start,
+            src: ip(src),
+            dst: ip(dst),
+            src_port: 1000,
+            dst_port: 53,
+            protocol: 17,
+            path: path.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_block_passes_on_a_clean_fresh_window_and_fails_while_its_flows_arrive() {
+        let kind: IntentKind =
+            serde_json::from_str(r#"{"kind":"block","match":{"src":"10.0.0.2"}}"#).unwrap();
+        let mut t = Tracker::default();
+        // Before the intent: ignored.
+        t.observe(&kind, 1_000, &[flow(500, "10.0.0.2", "10.0.0.1", &[1, 2])]);
+        assert_eq!(t.verdict(&kind, false), Verdict::Wait);
+        t.observe(&kind, 1_000, &[flow(1_000, "10.0.0.2", "10.0.0.1", &[1, 2])]);
+        assert_eq!(t.verdict(&kind, false), Verdict::Wait);
+        assert!(matches!(t.verdict(&kind, true), Verdict::Fail(e) if e.contains("10.0.0.2:1000")));
+        t.observe(&kind, 1_000, &[flow(2_000, "10.0.0.3", "10.0.0.1", &[1, 2])]);
+        assert!(matches!(t.verdict(&kind, false), Verdict::Pass(_)));
+    }
+
+    #[test]
+    fn a_reroute_checks_paths_towards_its_prefix() {
+        let kind: IntentKind = serde_json::from_str(
+            r#"{"kind":"reroute","dst":"10.0.0.1/32","avoid":{"link":[2,3]}}"#,
+        )
+        .unwrap();
+        let mut t = Tracker::default();
+        t.observe(&kind, 0, &[flow(1, "10.0.0.9", "10.0.0.1", &[1, 3, 2, 5])]);
+        assert_eq!(t.verdict(&kind, false), Verdict::Wait);
+        assert!(matches!(t.verdict(&kind, true), Verdict::Fail(e) if e.contains("link 2-3")));
+        t.observe(&kind, 0, &[flow(2, "10.0.0.9", "10.0.0.1", &[1, 4, 5])]);
+        assert!(matches!(t.verdict(&kind, false), Verdict::Pass(_)));
+    }
+}

@@ -1,0 +1,148 @@
+//! The intent routes: submit, dry-run, list, show, delete, approve, the policy, the switches'
+//! status and the audit log (docs/intents.md, docs/api.md).
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::api::AppState;
+use crate::auth::{Auth, Identity, Role, require};
+use crate::error::ApiError;
+use crate::intents::model::IntentSpec;
+use crate::intents::store::Policy;
+
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    b.map(|Json(v)| v)
+        .map_err(|e| ApiError::BadRequest(e.body_text()))
+}
+
+/// The routes, each behind its role.
+pub fn router(auth: Auth) -> Router<AppState> {
+    let role = |r| axum::middleware::from_fn_with_state((auth.clone(), r), require);
+    let viewer = Router::new()
+        .route("/v1/intents", get(list))
+        .route("/v1/intents/switches", get(switches))
+        .route("/v1/intents/policy", get(policy))
+        .route("/v1/intents/{id}", get(show))
+        .route("/v1/audit", get(audit))
+        .route_layer(role(Role::Viewer));
+    let operator = Router::new()
+        .route("/v1/intents", post(submit))
+        .route("/v1/intents/dry-run", post(dry_run))
+        .route("/v1/intents/{id}", axum::routing::delete(delete))
+        .route_layer(role(Role::Operator));
+    let admin = Router::new()
+        .route("/v1/intents/{id}/approve", post(approve))
+        .route("/v1/intents/policy", axum::routing::put(set_policy))
+        .route_layer(role(Role::Admin));
+    viewer.merge(operator).merge(admin)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ListParams {
+    pub state: Option<String>,
+}
+
+async fn list(
+    State(s): State<AppState>,
+    Query(p): Query<ListParams>,
+) -> Result<Json<Value>, ApiError> {
+    const STATES: [&str; 8] = [
+        "pending-approval",
+        "applying",
+        "verifying",
+        "active",
+        "failed",
+        "rolled-back",
+        "expired",
+        "deleted",
+    ];
+    if let Some(st) = &p.state
+        && !STATES.contains(&st.as_str())
+    {
+        return Err(ApiError::BadRequest(format!(
+            "state: {st:?} is not one of {}",
+            STATES.join(", ")
+        )));
+    }
+    let intents = s.intents.list(p.state.as_deref()).await;
+    Ok(Json(json!({ "intents": intents })))
+}
+
+async fn show(State(s): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let i = s.intents.get(&id).await?;
+    Ok(Json(serde_json::to_value(i).unwrap_or(Value::Null)))
+}
+
+async fn submit(
+    State(s): State<AppState>,
+    Extension(who): Extension<Identity>,
+    b: Result<Json<IntentSpec>, JsonRejection>,
+) -> Result<(axum::http::StatusCode, Json<Value>), ApiError> {
+    let spec = body(b)?;
+    let v = s.intents.submit(spec, &who).await?;
+    Ok((axum::http::StatusCode::CREATED, Json(v)))
+}
+
+async fn dry_run(
+    State(s): State<AppState>,
+    b: Result<Json<IntentSpec>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(s.intents.dry_run(body(b)?).await?))
+}
+
+async fn delete(
+    State(s): State<AppState>,
+    Extension(who): Extension<Identity>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let i = s.intents.delete(&id, &who).await?;
+    Ok(Json(serde_json::to_value(i).unwrap_or(Value::Null)))
+}
+
+async fn approve(
+    State(s): State<AppState>,
+    Extension(who): Extension<Identity>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let i = s.intents.approve(&id, &who).await?;
+    Ok(Json(serde_json::to_value(i).unwrap_or(Value::Null)))
+}
+
+async fn policy(State(s): State<AppState>) -> Json<Policy> {
+    Json(s.intents.policy().await)
+}
+
+async fn set_policy(
+    State(s): State<AppState>,
+    Extension(who): Extension<Identity>,
+    b: Result<Json<Policy>, JsonRejection>,
+) -> Result<Json<Policy>, ApiError> {
+    Ok(Json(s.intents.set_policy(body(b)?, &who).await?))
+}
+
+async fn switches(State(s): State<AppState>) -> Json<Value> {
+    Json(s.intents.switches().await)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct AuditParams {
+    pub intent: Option<String>,
+    pub actor: Option<String>,
+    pub limit: Option<usize>,
+}
+
+async fn audit(
+    State(s): State<AppState>,
+    Query(p): Query<AuditParams>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = p.limit.unwrap_or(100).clamp(1, 10_000);
+    let records = s
+        .intents
+        .audit_log(p.intent.as_deref(), p.actor.as_deref(), limit)
+        .await?;
+    Ok(Json(json!({ "audit": records })))
+}
