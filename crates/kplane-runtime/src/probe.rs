@@ -62,10 +62,15 @@ pub fn request(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(bad)?;
-    let chunked = head
-        .lines()
-        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding: chunked"));
-    let body = if chunked { dechunk(body) } else { body.to_string() };
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+    });
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     Ok(Response { status, body })
 }
 

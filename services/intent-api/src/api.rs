@@ -54,12 +54,13 @@ impl AppState {
         let sandbox = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
         register_udfs(&sandbox);
         register_store(&sandbox, &cfg.store_dir).await?;
-        let intents = crate::intents::Intents::open(cfg.intents.clone(), live.clone()).map_err(|e| {
-            ApiError::Internal(format!(
-                "intents state in {}: {e}",
-                cfg.intents.state_dir.display()
-            ))
-        })?;
+        let intents =
+            crate::intents::Intents::open(cfg.intents.clone(), live.clone()).map_err(|e| {
+                ApiError::Internal(format!(
+                    "intents state in {}: {e}",
+                    cfg.intents.state_dir.display()
+                ))
+            })?;
         Ok(Self {
             cfg: Arc::new(cfg),
             store,

@@ -92,7 +92,12 @@ pub async fn start(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, %admin, "API and console listening");
     // /metrics, /healthz and /readyz answer on the API port too.
-    let engine = tokio::spawn(intents::engine::run(state.intents.clone(), shutdown.clone()));
+    // Learn the fabric before answering: intents are compiled against it.
+    intents::engine::refresh_topology(&state.intents).await;
+    let engine = tokio::spawn(intents::engine::run(
+        state.intents.clone(),
+        shutdown.clone(),
+    ));
     let app = app(state, auth).merge(admin_state.router());
     let sd = shutdown.clone();
     admin_state.set_ready(true);

@@ -224,7 +224,13 @@ pub const ROUTES: &[RouteDoc] = &[
         role: Role::Operator,
         params: &[],
         body: Some("IntentSpec"),
-        returns: &["valid", "entries", "switches", "expected_effect", "would_be"],
+        returns: &[
+            "valid",
+            "entries",
+            "switches",
+            "expected_effect",
+            "would_be",
+        ],
     },
     RouteDoc {
         method: "get",
@@ -260,7 +266,15 @@ pub const ROUTES: &[RouteDoc] = &[
         role: Role::Viewer,
         params: &[p("id", "string", "intent id, e.g. i-000001")],
         body: None,
-        returns: &["id", "spec", "state", "entries", "switches", "expected_effect", "evidence"],
+        returns: &[
+            "id",
+            "spec",
+            "state",
+            "entries",
+            "switches",
+            "expected_effect",
+            "evidence",
+        ],
     },
     RouteDoc {
         method: "delete",
@@ -287,7 +301,11 @@ pub const ROUTES: &[RouteDoc] = &[
         role: Role::Viewer,
         params: &[
             q("intent", "string", "only this intent"),
-            q("actor", "string", "only this actor (a token name, or kplane)"),
+            q(
+                "actor",
+                "string",
+                "only this actor (a token name, or kplane)",
+            ),
             q("limit", "integer", "records, 1..10000 (default 100)"),
         ],
         body: None,
@@ -350,9 +368,12 @@ pub fn document() -> Value {
             op["responses"]["422"] = error("the query failed or needed too much memory");
         } else if r.path.starts_with("/v1/intents") {
             op["responses"]["404"] = error("no such intent");
-            op["responses"]["409"] = error("a conflict with another intent (named), or a state that does not allow it");
-            op["responses"]["422"] = error("an invalid intent: the field, table or switch at fault is named");
-            op["responses"]["503"] = error("no switch known yet (no driver configured or reachable)");
+            op["responses"]["409"] =
+                error("a conflict with another intent (named), or a state that does not allow it");
+            op["responses"]["422"] =
+                error("an invalid intent: the field, table or switch at fault is named");
+            op["responses"]["503"] =
+                error("no switch known yet (no driver configured or reachable)");
         } else if r.path.contains('{') {
             op["responses"]["404"] = error("nothing there in that time range");
         }

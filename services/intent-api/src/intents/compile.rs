@@ -41,15 +41,13 @@ pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entr
         }
     };
     let mut specs: Vec<(u32, EntrySpec)> = Vec::new();
-    let ranked = |table: &str, action: &str, flows: &FlowMatch, params: &[(&str, u64)]| {
-        EntrySpec {
-            switch: None,
-            table: table.into(),
-            priority: spec.priority,
-            matches: flow_keys(flows),
-            action: action.into(),
-            params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-        }
+    let ranked = |table: &str, action: &str, flows: &FlowMatch, params: &[(&str, u64)]| EntrySpec {
+        switch: None,
+        table: table.into(),
+        priority: spec.priority,
+        matches: flow_keys(flows),
+        action: action.into(),
+        params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
     };
     match &spec.kind {
         IntentKind::Monitor {
@@ -88,7 +86,10 @@ pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entr
         }
         IntentKind::Reroute { dst, avoid } => {
             let ports = reroute_ports(topo, dst, avoid.switch, avoid.link)?;
-            let only = spec.switches.as_ref().map(|l| l.iter().copied().collect::<BTreeSet<_>>());
+            let only = spec
+                .switches
+                .as_ref()
+                .map(|l| l.iter().copied().collect::<BTreeSet<_>>());
             for (s, port) in ports {
                 if only.as_ref().is_none_or(|o| o.contains(&s)) {
                     specs.push((
@@ -149,11 +150,17 @@ fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> Entry
         Algorithm::Noop => ("detect_noop", vec![]),
         Algorithm::PerHop => (
             "detect_per_hop",
-            vec![("measurement", d.measurement.code()), ("threshold", d.threshold.into())],
+            vec![
+                ("measurement", d.measurement.code()),
+                ("threshold", d.threshold.into()),
+            ],
         ),
         Algorithm::PerFlow => (
             "detect_per_flow",
-            vec![("measurement", d.measurement.code()), ("threshold", d.threshold.into())],
+            vec![
+                ("measurement", d.measurement.code()),
+                ("threshold", d.threshold.into()),
+            ],
         ),
         Algorithm::Ewma => (
             "detect_ewma",
@@ -170,7 +177,10 @@ fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> Entry
         priority: spec.priority,
         matches: flow_keys(flows),
         action: action.into(),
-        params: params.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        params: params
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
     }
 }
 
@@ -244,7 +254,10 @@ fn reroute_ports(
     let target = destination(topo, dst)?;
     if let Some(n) = avoid_node {
         if topo.switch(n).is_none() {
-            return Err(format!("avoid.switch: {n} is not a switch of the fabric (known: {})", known(topo)));
+            return Err(format!(
+                "avoid.switch: {n} is not a switch of the fabric (known: {})",
+                known(topo)
+            ));
         }
         if n == target {
             return Err(format!(
@@ -258,7 +271,9 @@ fn reroute_ports(
             .iter()
             .any(|&((x, _), (y, _), _)| (x, y) == (a, b) || (x, y) == (b, a))
     {
-        return Err(format!("avoid.link: there is no link between switches {a} and {b}"));
+        return Err(format!(
+            "avoid.link: there is no link between switches {a} and {b}"
+        ));
     }
     let all = distances(&adjacency(topo, None, None), target);
     let adj = adjacency(topo, avoid_node, avoid_link);
@@ -383,10 +398,17 @@ impl Index {
         };
         let adj = adjacency(topo, None, None);
         let dist = distances(&adj, target);
-        let peer = |s: u32, port: u32| adj.get(&s).and_then(|v| v.iter().find(|(_, p)| *p == port)).map(|(m, _)| *m);
+        let peer = |s: u32, port: u32| {
+            adj.get(&s)
+                .and_then(|v| v.iter().find(|(_, p)| *p == port))
+                .map(|(m, _)| *m)
+        };
         // The winning forwarding entry at a switch: longest prefix among every intent's.
         let next = |s: u32| -> Option<(u32, String)> {
-            let mine = entries.iter().filter(|(x, _)| *x == s).map(|(_, e)| (id.to_string(), e));
+            let mine = entries
+                .iter()
+                .filter(|(x, _)| *x == s)
+                .map(|(_, e)| (id.to_string(), e));
             let theirs = self
                 .slots
                 .get(&(s, fwd))
@@ -416,7 +438,8 @@ impl Index {
                     None => adj.get(&at).and_then(|v| {
                         v.iter()
                             .find(|(m, _)| {
-                                dist.get(m).is_some_and(|d| Some(d + 1) == dist.get(&at).copied())
+                                dist.get(m)
+                                    .is_some_and(|d| Some(d + 1) == dist.get(&at).copied())
                             })
                             .map(|(m, _)| *m)
                     }),

@@ -95,12 +95,12 @@ async fn plan(intents: &Intents, now: u64) -> Vec<Job> {
     let mut g = intents.inner.lock().await;
     let mut expired = false;
     for i in g.snap.intents.iter_mut() {
-        if i.state.installed() || i.state == State::PendingApproval {
-            if i.expires_ms.is_some_and(|t| t <= now) {
-                i.state = State::Expired;
-                i.updated_ms = now;
-                expired = true;
-            }
+        if (i.state.installed() || i.state == State::PendingApproval)
+            && i.expires_ms.is_some_and(|t| t <= now)
+        {
+            i.state = State::Expired;
+            i.updated_ms = now;
+            expired = true;
         }
     }
     if expired {
@@ -127,7 +127,12 @@ async fn plan(intents: &Intents, now: u64) -> Vec<Job> {
         }
     }
     let mut switches: Vec<u32> = desired.keys().copied().collect();
-    switches.extend(g.switches.iter().filter(|(_, st)| !st.managed.is_empty()).map(|(s, _)| *s));
+    switches.extend(
+        g.switches
+            .iter()
+            .filter(|(_, st)| !st.managed.is_empty())
+            .map(|(s, _)| *s),
+    );
     switches.sort_unstable();
     switches.dedup();
     switches
@@ -158,7 +163,11 @@ async fn execute(intents: &Intents, job: Job) -> Outcome {
         drift: Vec::new(),
         written: Vec::new(),
         error: None,
-        desired: job.desired.iter().map(|(k, (e, _))| (k.clone(), e.clone())).collect(),
+        desired: job
+            .desired
+            .iter()
+            .map(|(k, (e, _))| (k.clone(), e.clone()))
+            .collect(),
     };
     let read = match driver.read(job.switch).await {
         Ok(r) => r,
@@ -177,9 +186,21 @@ async fn execute(intents: &Intents, job: Job) -> Outcome {
             Some(p) if p.action != e.action || p.params != e.params => UpdateKind::Modify,
             Some(_) => continue,
         };
-        if !out.restarted && job.managed.get(k).is_some_and(|m| m.action == e.action && m.params == e.params) {
-            let what = if kind == UpdateKind::Insert { "missing" } else { "changed" };
-            out.drift.push(format!("{} entry of {id} {what}", info.tables[k.table].name));
+        if !out.restarted
+            && job
+                .managed
+                .get(k)
+                .is_some_and(|m| m.action == e.action && m.params == e.params)
+        {
+            let what = if kind == UpdateKind::Insert {
+                "missing"
+            } else {
+                "changed"
+            };
+            out.drift.push(format!(
+                "{} entry of {id} {what}",
+                info.tables[k.table].name
+            ));
         }
         updates.push((kind, e.clone()));
         out.written.push((kind, Some(id.clone())));
@@ -203,7 +224,10 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
     let mut changed = false;
     let mut ended = false;
     for o in outcomes {
-        let st = g.switches.entry(o.switch).or_insert_with(SwitchState::default);
+        let st = g
+            .switches
+            .entry(o.switch)
+            .or_insert_with(SwitchState::default);
         let mut failed_owners: Vec<(String, String)> = Vec::new();
         let mut intent_status: Option<String> = Some("installed".into());
         match &o.error {
@@ -222,7 +246,10 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
                     .saturating_mul(1 << st.failures.min(10))
                     .min(intents.cfg.max_backoff);
                 st.retry_at_ms = now + backoff.as_millis() as u64;
-                st.status = format!("unreachable: {e} (retry in {})", humantime::format_duration(Duration::from_millis(backoff.as_millis() as u64)));
+                st.status = format!(
+                    "unreachable: {e} (retry in {})",
+                    humantime::format_duration(Duration::from_millis(backoff.as_millis() as u64))
+                );
                 intent_status = Some(format!("unreachable: {e}"));
             }
             Some(e) => {
@@ -248,18 +275,35 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
         }
         let s = o.switch;
         if o.restarted {
-            let n = o.written.iter().filter(|w| w.0 == UpdateKind::Insert).count();
-            g.audit("kplane", "reconcile", "", "switch-restarted", format!("switch {s}: new epoch, {n} entries re-pushed"));
+            let n = o
+                .written
+                .iter()
+                .filter(|w| w.0 == UpdateKind::Insert)
+                .count();
+            g.audit(
+                "kplane",
+                "reconcile",
+                "",
+                "switch-restarted",
+                format!("switch {s}: new epoch, {n} entries re-pushed"),
+            );
         }
         if !o.drift.is_empty() {
-            g.audit("kplane", "reconcile", "", "drift", format!("switch {s}: {} (re-pushed)", o.drift.join("; ")));
+            g.audit(
+                "kplane",
+                "reconcile",
+                "",
+                "drift",
+                format!("switch {s}: {} (re-pushed)", o.drift.join("; ")),
+            );
         }
         for i in g.snap.intents.iter_mut() {
             if let Some((_, msg)) = failed_owners.iter().find(|(id, _)| *id == i.id) {
                 i.state = State::Failed;
                 i.updated_ms = now;
                 i.switches.insert(s, format!("refused: {msg}"));
-                i.evidence.push(format!("switch {s} refused its entries: {msg}"));
+                i.evidence
+                    .push(format!("switch {s} refused its entries: {msg}"));
                 changed = true;
                 ended = true;
             } else if i.state.installed()
@@ -272,7 +316,13 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
             }
         }
         for (id, msg) in failed_owners {
-            g.audit("kplane", "apply", &id, "failed", format!("switch {s}: {msg}; removing it from the switches that took it"));
+            g.audit(
+                "kplane",
+                "apply",
+                &id,
+                "failed",
+                format!("switch {s}: {msg}; removing it from the switches that took it"),
+            );
         }
     }
     // Lifecycle.
@@ -282,18 +332,31 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
     let mut trackers = std::mem::take(&mut g.trackers);
     for i in g.snap.intents.iter_mut() {
         match i.state {
-            State::Applying if !i.switches.is_empty() && i.switches.values().all(|v| v == "installed") => {
+            State::Applying
+                if !i.switches.is_empty() && i.switches.values().all(|v| v == "installed") =>
+            {
                 i.applied_ms = Some(now);
                 i.updated_ms = now;
                 changed = true;
                 if intents.cfg.verify {
                     i.state = State::Verifying;
                     trackers.insert(i.id.clone(), Tracker::default());
-                    records.push((i.id.clone(), "applied", "verifying".to_string(), format!("written on {} switches", i.switches.len())));
+                    records.push((
+                        i.id.clone(),
+                        "applied",
+                        "verifying".to_string(),
+                        format!("written on {} switches", i.switches.len()),
+                    ));
                 } else {
                     i.state = State::Active;
-                    i.evidence.push("verification is off (intents.verify = false)".into());
-                    records.push((i.id.clone(), "applied", "active".to_string(), "verification off".into()));
+                    i.evidence
+                        .push("verification is off (intents.verify = false)".into());
+                    records.push((
+                        i.id.clone(),
+                        "applied",
+                        "active".to_string(),
+                        "verification off".into(),
+                    ));
                 }
             }
             State::Verifying => {
@@ -322,7 +385,12 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
             _ => {}
         }
     }
-    trackers.retain(|id, _| g.snap.intents.iter().any(|i| &i.id == id && i.state == State::Verifying));
+    trackers.retain(|id, _| {
+        g.snap
+            .intents
+            .iter()
+            .any(|i| &i.id == id && i.state == State::Verifying)
+    });
     g.trackers = trackers;
     for (id, action, result, detail) in records {
         g.audit("kplane", action, &id, &result, detail);

@@ -164,15 +164,15 @@ impl Intents {
             let entries: Result<Entries, _> = i
                 .entries
                 .iter()
-                .map(|s| {
-                    Entry::new(info, s).map(|e| (s.switch.unwrap_or(0), e))
-                })
+                .map(|s| Entry::new(info, s).map(|e| (s.switch.unwrap_or(0), e)))
                 .collect();
             match entries {
                 Ok(e) => {
                     compiled.insert(i.id.clone(), e);
                 }
-                Err(e) => tracing::error!(intent = %i.id, error = %e, "stored intent no longer fits the P4Info"),
+                Err(e) => {
+                    tracing::error!(intent = %i.id, error = %e, "stored intent no longer fits the P4Info")
+                }
             }
         }
         let mut inner = Inner {
@@ -206,21 +206,37 @@ impl Intents {
             Ok(e) => e,
             Err(e) => {
                 let detail = match &e {
-                    ApiError::Unprocessable(m) | ApiError::Conflict(m) | ApiError::Unavailable(m) => m.clone(),
+                    ApiError::Unprocessable(m)
+                    | ApiError::Conflict(m)
+                    | ApiError::Unavailable(m) => m.clone(),
                     _ => String::new(),
                 };
-                g.audit(&who.name, "submit", "", "refused", format!("{}: {detail}", spec.kind.name()));
+                g.audit(
+                    &who.name,
+                    "submit",
+                    "",
+                    "refused",
+                    format!("{}: {detail}", spec.kind.name()),
+                );
                 return Err(e);
             }
         };
         g.snap.next_id += 1;
         let auto = spec.origin == Origin::Operator
-            || g.snap.policy.auto_apply.iter().any(|k| k == spec.kind.name());
+            || g.snap
+                .policy
+                .auto_apply
+                .iter()
+                .any(|k| k == spec.kind.name());
         let now = now_ms();
         let info = kplane_p4::kplane();
         let intent = Intent {
             id: id.clone(),
-            state: if auto { State::Applying } else { State::PendingApproval },
+            state: if auto {
+                State::Applying
+            } else {
+                State::PendingApproval
+            },
             created_ms: now,
             updated_ms: now,
             expires_ms: spec.ttl.map(|t| now + t.as_millis() as u64),
@@ -228,7 +244,10 @@ impl Intents {
             submitted_by: who.name.clone(),
             approved_by: None,
             entries: entries.iter().map(|(_, e)| e.spec(info)).collect(),
-            switches: entries.iter().map(|(s, _)| (*s, "pending".to_string())).collect(),
+            switches: entries
+                .iter()
+                .map(|(s, _)| (*s, "pending".to_string()))
+                .collect(),
             expected_effect: verify::expected_effect(&spec.kind),
             evidence: Vec::new(),
             spec,
@@ -238,7 +257,11 @@ impl Intents {
             intent.spec.kind.name(),
             intent.entries.len(),
             intent.switches.len(),
-            if intent.spec.reason.is_empty() { String::new() } else { format!(": {}", intent.spec.reason) }
+            if intent.spec.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", intent.spec.reason)
+            }
         );
         g.audit(&who.name, "submit", &id, intent.state.as_str(), detail);
         g.compiled.insert(id.clone(), entries);
@@ -293,7 +316,10 @@ impl Intents {
         let mut g = self.inner.lock().await;
         let i = g.intent_mut(id)?;
         if i.state.ended() {
-            return Err(ApiError::Conflict(format!("intent {id} is already {}", i.state.as_str())));
+            return Err(ApiError::Conflict(format!(
+                "intent {id} is already {}",
+                i.state.as_str()
+            )));
         }
         i.state = State::Deleted;
         i.updated_ms = now_ms();
@@ -327,7 +353,10 @@ impl Intents {
         i.approved_by = Some(who.name.clone());
         i.updated_ms = now_ms();
         i.entries = entries.iter().map(|(_, e)| e.spec(info)).collect();
-        i.switches = entries.iter().map(|(s, _)| (*s, "pending".to_string())).collect();
+        i.switches = entries
+            .iter()
+            .map(|(s, _)| (*s, "pending".to_string()))
+            .collect();
         let out = i.clone();
         g.compiled.insert(id.to_string(), entries);
         g.audit(&who.name, "approve", id, "applying", String::new());
@@ -353,7 +382,13 @@ impl Intents {
         }
         let mut g = self.inner.lock().await;
         g.snap.policy = p.clone();
-        g.audit(&who.name, "set-policy", "", "ok", format!("auto-apply {:?}", p.auto_apply));
+        g.audit(
+            &who.name,
+            "set-policy",
+            "",
+            "ok",
+            format!("auto-apply {:?}", p.auto_apply),
+        );
         g.save();
         Ok(p)
     }

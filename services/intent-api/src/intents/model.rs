@@ -23,7 +23,11 @@ pub struct IntentSpec {
     #[serde(default = "default_priority")]
     pub priority: u32,
     /// How long it stays (e.g. `10m`); absent: until deleted.
-    #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ttl: Option<Duration>,
     /// Who asks (defaults to the token's name).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -160,7 +164,11 @@ pub enum Origin {
 
 /// The kinds of intent.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+#[serde(
+    tag = "kind",
+    rename_all = "kebab-case",
+    rename_all_fields = "kebab-case"
+)]
 pub enum IntentKind {
     /// Put matching flows on the INT watchlist (the source inserts INT), optionally with a
     /// per-flow detection algorithm at the sinks.
@@ -378,13 +386,17 @@ impl Detection {
             problems.push(format!("{at}.weight: {w} is not between 0 and 1"));
         }
         if self.weight.is_some() && self.algorithm != Algorithm::Ewma {
-            problems.push(format!("{at}.weight: only the ewma algorithm takes a weight"));
+            problems.push(format!(
+                "{at}.weight: only the ewma algorithm takes a weight"
+            ));
         }
     }
 
     /// EWMA weight in the P4 program's 1/256 units.
     pub fn weight_q8(&self) -> u64 {
-        (self.weight.unwrap_or(0.25) * 256.0).round().clamp(1.0, 255.0) as u64
+        (self.weight.unwrap_or(0.25) * 256.0)
+            .round()
+            .clamp(1.0, 255.0) as u64
     }
 }
 
@@ -427,12 +439,16 @@ impl IntentSpec {
             IntentKind::Block { flows } => {
                 flows.check("match", &mut p);
                 if *flows == FlowMatch::default() {
-                    p.push("match: a block of everything is refused; give at least one field".into());
+                    p.push(
+                        "match: a block of everything is refused; give at least one field".into(),
+                    );
                 }
             }
             IntentKind::Reroute { dst, avoid } => {
                 if ipv4_prefix(dst).is_none() {
-                    p.push(format!("dst: {dst:?} is not an IPv4 prefix (e.g. 10.0.1.0/24)"));
+                    p.push(format!(
+                        "dst: {dst:?} is not an IPv4 prefix (e.g. 10.0.1.0/24)"
+                    ));
                 }
                 if avoid.switch.is_some() == avoid.link.is_some() {
                     p.push("avoid: give exactly one of switch or link".into());
@@ -440,7 +456,9 @@ impl IntentSpec {
                 if let Some([a, b]) = avoid.link
                     && a == b
                 {
-                    p.push(format!("avoid.link: [{a}, {b}] is not a link between two switches"));
+                    p.push(format!(
+                        "avoid.link: [{a}, {b}] is not a link between two switches"
+                    ));
                 }
             }
             IntentKind::Tune { flows, detection } => {
@@ -464,7 +482,14 @@ mod tests {
     fn every_kind_parses_with_defaults() {
         let m = spec(r#"{"kind":"monitor","match":{"dst":"10.0.1.0/24","dst-port":"80-443"}}"#);
         assert_eq!(m.priority, 100);
-        assert!(matches!(m.kind, IntentKind::Monitor { instructions: 0xFF00, max_hops: 8, .. }));
+        assert!(matches!(
+            m.kind,
+            IntentKind::Monitor {
+                instructions: 0xFF00,
+                max_hops: 8,
+                ..
+            }
+        ));
         assert!(m.check().is_empty());
         let b = spec(r#"{"kind":"block","match":{"src":"10.0.0.2"},"ttl":"10m","reason":"ddos"}"#);
         assert_eq!(b.ttl, Some(Duration::from_secs(600)));
@@ -480,7 +505,11 @@ mod tests {
         assert!(e.to_string().contains("unknown field `colour`"), "{e}");
         let e = serde_json::from_str::<IntentSpec>(r#"{"kind":"block","match":{},"max-hops":3}"#)
             .unwrap_err();
-        assert!(e.to_string().contains("max-hops: not a field of a block intent"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("max-hops: not a field of a block intent"),
+            "{e}"
+        );
         // What is stored reads back.
         let again: IntentSpec = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(again, m);
@@ -493,7 +522,13 @@ mod tests {
         )
         .check();
         let all = p.join("\n");
-        for field in ["priority:", "match.src:", "match.protocol:", "match.dst-port:", "max-hops:"] {
+        for field in [
+            "priority:",
+            "match.src:",
+            "match.protocol:",
+            "match.dst-port:",
+            "max-hops:",
+        ] {
             assert!(all.contains(field), "{field} in {all}");
         }
         let p = spec(r#"{"kind":"reroute","dst":"x","avoid":{}}"#).check();

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type};
-use arrow_array::RecordBatch;
 
 use super::model::{Avoid, FlowMatch, IntentKind, ipv4_prefix};
 use crate::live::Live;
@@ -30,12 +30,20 @@ fn v4(b: &[u8]) -> Option<u32> {
 }
 
 fn rows(b: &RecordBatch, out: &mut Vec<FlowObs>) -> Option<()> {
-    let start = b.column_by_name("window_start")?.as_primitive_opt::<TimestampNanosecondType>()?;
+    let start = b
+        .column_by_name("window_start")?
+        .as_primitive_opt::<TimestampNanosecondType>()?;
     let src = b.column_by_name("src_ip")?.as_fixed_size_binary_opt()?;
     let dst = b.column_by_name("dst_ip")?.as_fixed_size_binary_opt()?;
-    let sp = b.column_by_name("src_port")?.as_primitive_opt::<UInt16Type>()?;
-    let dp = b.column_by_name("dst_port")?.as_primitive_opt::<UInt16Type>()?;
-    let pr = b.column_by_name("protocol")?.as_primitive_opt::<UInt8Type>()?;
+    let sp = b
+        .column_by_name("src_port")?
+        .as_primitive_opt::<UInt16Type>()?;
+    let dp = b
+        .column_by_name("dst_port")?
+        .as_primitive_opt::<UInt16Type>()?;
+    let pr = b
+        .column_by_name("protocol")?
+        .as_primitive_opt::<UInt8Type>()?;
     let path = b.column_by_name("path")?.as_list_opt::<i32>()?;
     for i in 0..b.num_rows() {
         let (Some(s), Some(d)) = (v4(src.value(i)), v4(dst.value(i))) else {
@@ -184,24 +192,38 @@ impl Tracker {
             .filter(|(_, w)| w.0 > 0 && w.2.is_empty());
         match kind {
             IntentKind::Tune { .. } => Verdict::Pass("entries read back from every sink".into()),
-            IntentKind::Block { .. } | IntentKind::Reroute { .. } => match (clean_last, last_violation) {
-                (Some((start, w)), _) if matches!(kind, IntentKind::Block { .. }) || w.1 > 0 || deadline_passed => {
-                    Verdict::Pass(format!(
-                        "window at {start} ms: {} flows, {} towards the intent's set, none violating ({fresh} fresh windows)",
-                        w.0, w.1
-                    ))
+            IntentKind::Block { .. } | IntentKind::Reroute { .. } => {
+                match (clean_last, last_violation) {
+                    (Some((start, w)), _)
+                        if matches!(kind, IntentKind::Block { .. })
+                            || w.1 > 0
+                            || deadline_passed =>
+                    {
+                        Verdict::Pass(format!(
+                            "window at {start} ms: {} flows, {} towards the intent's set, none violating ({fresh} fresh windows)",
+                            w.0, w.1
+                        ))
+                    }
+                    _ if !deadline_passed => Verdict::Wait,
+                    (_, Some(w)) => Verdict::Fail(format!(
+                        "after the deadline: {}{}",
+                        w.2.first().cloned().unwrap_or_default(),
+                        if w.2.len() > 1 {
+                            format!(" (and {} more)", w.2.len() - 1)
+                        } else {
+                            String::new()
+                        }
+                    )),
+                    _ => Verdict::Fail(
+                        "no fresh telemetry before the deadline to verify against".into(),
+                    ),
                 }
-                _ if !deadline_passed => Verdict::Wait,
-                (_, Some(w)) => Verdict::Fail(format!(
-                    "after the deadline: {}{}",
-                    w.2.first().cloned().unwrap_or_default(),
-                    if w.2.len() > 1 { format!(" (and {} more)", w.2.len() - 1) } else { String::new() }
-                )),
-                _ => Verdict::Fail("no fresh telemetry before the deadline to verify against".into()),
-            },
+            }
             IntentKind::Monitor { .. } => {
                 if matching > 0 {
-                    Verdict::Pass(format!("{matching} matching flow reports in {fresh} fresh windows"))
+                    Verdict::Pass(format!(
+                        "{matching} matching flow reports in {fresh} fresh windows"
+                    ))
                 } else if !deadline_passed {
                     Verdict::Wait
                 } else if fresh > 0 {
@@ -241,10 +263,18 @@ mod tests {
         // Before the intent: ignored.
         t.observe(&kind, 1_000, &[flow(500, "10.0.0.2", "10.0.0.1", &[1, 2])]);
         assert_eq!(t.verdict(&kind, false), Verdict::Wait);
-        t.observe(&kind, 1_000, &[flow(1_000, "10.0.0.2", "10.0.0.1", &[1, 2])]);
+        t.observe(
+            &kind,
+            1_000,
+            &[flow(1_000, "10.0.0.2", "10.0.0.1", &[1, 2])],
+        );
         assert_eq!(t.verdict(&kind, false), Verdict::Wait);
         assert!(matches!(t.verdict(&kind, true), Verdict::Fail(e) if e.contains("10.0.0.2:1000")));
-        t.observe(&kind, 1_000, &[flow(2_000, "10.0.0.3", "10.0.0.1", &[1, 2])]);
+        t.observe(
+            &kind,
+            1_000,
+            &[flow(2_000, "10.0.0.3", "10.0.0.1", &[1, 2])],
+        );
         assert!(matches!(t.verdict(&kind, false), Verdict::Pass(_)));
     }
 

@@ -54,7 +54,11 @@ impl Driver {
                     "emulator refused: {}",
                     v["error"].as_str().unwrap_or(&r.body)
                 ));
-                e.failed = v["index"].as_u64().map(|i| i as usize).into_iter().collect();
+                e.failed = v["index"]
+                    .as_u64()
+                    .map(|i| i as usize)
+                    .into_iter()
+                    .collect();
                 Err(e)
             }
             s => Err(DriverError::retryable(format!("emulator answered {s}"))),
@@ -107,7 +111,11 @@ impl SwitchDriver for Driver {
                     }
                     (Some((true, Some(ip))), Some((false, _)))
                     | (Some((false, _)), Some((true, Some(ip)))) => {
-                        let sw = if kind_of(a.0).is_some_and(|k| !k.0) { a } else { b };
+                        let sw = if kind_of(a.0).is_some_and(|k| !k.0) {
+                            a
+                        } else {
+                            b
+                        };
                         if let (Ok(ip), Some(s)) = (
                             ip.parse::<std::net::Ipv4Addr>(),
                             t.switches.iter_mut().find(|s| s.id == sw.1),
@@ -144,13 +152,17 @@ impl SwitchDriver for Driver {
                 .collect();
             // The emulator applies a batch all or nothing: a refused update leaves the
             // others unapplied, so none needs undoing.
-            self.call("POST", "/v1/write", json!({ "updates": updates }).to_string())
-                .await
-                .map(|_| ())
-                .map_err(|mut e| {
-                    e.message = format!("switch {switch}: {}", e.message);
-                    e
-                })
+            self.call(
+                "POST",
+                "/v1/write",
+                json!({ "updates": updates }).to_string(),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|mut e| {
+                e.message = format!("switch {switch}: {}", e.message);
+                e
+            })
         })
     }
 

@@ -160,7 +160,11 @@ impl Driver {
                 .map_err(driver_error)?;
                 // A fresh pipeline has empty tables: a new epoch.
                 st.epoch += 1;
-                tracing::info!(switch = self.cfg.switch, epoch = st.epoch, "P4Runtime: pipeline pushed");
+                tracing::info!(
+                    switch = self.cfg.switch,
+                    epoch = st.epoch,
+                    "P4Runtime: pipeline pushed"
+                );
             }
             if let Some(port) = self.cfg.report_port {
                 s.clone_session(500, port).await.map_err(driver_error)?;
@@ -184,7 +188,10 @@ impl SwitchDriver for Driver {
             Ok(Topology {
                 switches: vec![SwitchNode {
                     id: c.switch,
-                    name: c.name.clone().unwrap_or_else(|| format!("p4rt-{}", c.switch)),
+                    name: c
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| format!("p4rt-{}", c.switch)),
                     hosts: c
                         .hosts
                         .iter()

@@ -1,0 +1,472 @@
+//! Intents end to end over real sockets: the API (`kplane_intent_api::start`) with the
+//! emulator driver talking to a real emulator control channel. Submit, dry run, conflicts,
+//! bad input, reroute checks, approval, drift, TTL, delete, an unreachable switch, and the
+//! desired state surviving an API restart.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kplane_emulator::run::{RunConfig, build};
+use kplane_emulator::sim::Sim;
+use kplane_intent_api::auth::{Role, hash_token};
+use kplane_intent_api::config::TokenConfig;
+use kplane_intent_api::drivers::{DriverConfig, emulator};
+use kplane_intent_api::intents::IntentsConfig;
+use kplane_intent_api::live::Live;
+use kplane_intent_api::{Config, Running, start};
+use kplane_runtime::Shutdown;
+use kplane_runtime::probe::{Response, request};
+use serde_json::{Value, json};
+
+const OPS: &str = "ops-token";
+const ADMIN: &str = "admin-token";
+
+struct Fabric {
+    sim: Arc<Mutex<Sim>>,
+    control: SocketAddr,
+    server: tokio::task::JoinHandle<()>,
+}
+
+async fn serve(
+    sim: Arc<Mutex<Sim>>,
+    addr: SocketAddr,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let l = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let control = l.local_addr().unwrap();
+    let router = kplane_emulator::control::router(sim);
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(l, router).await;
+    });
+    (control, server)
+}
+
+async fn fabric() -> Fabric {
+    let cfg = RunConfig {
+        flows_per_second: 0.0,
+        ..RunConfig::default()
+    };
+    let sim = Arc::new(Mutex::new(build(&cfg).unwrap()));
+    let (control, server) = serve(sim.clone(), "127.0.0.1:0".parse().unwrap()).await;
+    Fabric {
+        sim,
+        control,
+        server,
+    }
+}
+
+fn config(state: &std::path::Path, control: SocketAddr) -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin: "127.0.0.1:0".parse().unwrap(),
+        store_dir: state.join("store"),
+        tokens: vec![
+            TokenConfig {
+                name: "ops".into(),
+                role: Role::Operator,
+                sha256: hash_token(OPS),
+            },
+            TokenConfig {
+                name: "root".into(),
+                role: Role::Admin,
+                sha256: hash_token(ADMIN),
+            },
+        ],
+        intents: IntentsConfig {
+            state_dir: state.join("intent-api"),
+            reconcile_interval: Duration::from_millis(50),
+            // No stream processor here: verification is tested in crates/kplane-cli/tests.
+            verify: false,
+            drivers: vec![DriverConfig::Emulator(emulator::Config {
+                control,
+                timeout: Duration::from_secs(2),
+            })],
+            ..IntentsConfig::default()
+        },
+        ..Config::default()
+    }
+}
+
+async fn call(api: &Running, method: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
+    let (addr, method, path, token) = (
+        api.addr,
+        method.to_string(),
+        path.to_string(),
+        token.to_string(),
+    );
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let Response { status, body } = tokio::task::spawn_blocking(move || {
+        let auth = format!("Bearer {token}");
+        request(
+            addr,
+            &method,
+            &path,
+            &[("authorization", &auth)],
+            &body,
+            Duration::from_secs(5),
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+async fn wait_state(api: &Running, id: &str, state: &str) -> Value {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, v) = call(api, "GET", &format!("/v1/intents/{id}"), OPS, Value::Null).await;
+        if v["state"] == state {
+            return v;
+        }
+        assert!(Instant::now() < end, "{id} never became {state}: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn emulator_entries(f: &Fabric, table: &str) -> Vec<Value> {
+    let s = f.sim.lock().unwrap();
+    s.tables
+        .entries(table)
+        .iter()
+        .map(|r| serde_json::to_value(&r.spec).unwrap())
+        .collect()
+}
+
+async fn wait_entries(f: &Fabric, table: &str, want: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let e = emulator_entries(f, table);
+        if want(&e) {
+            return e;
+        }
+        assert!(Instant::now() < end, "{table}: {e:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn temp(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kplane-intents-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intents_reach_the_emulator_and_leave_it_again() {
+    let f = fabric().await;
+    let dir = temp("main");
+    let stop = Shutdown::new();
+    let api = start(config(&dir, f.control), Live::new(10), stop.clone())
+        .await
+        .unwrap();
+
+    // Block: drop ACL entries on every edge switch (8 in fat-tree:4).
+    let block =
+        json!({"kind": "block", "match": {"src": "10.0.0.2", "protocol": "udp"}, "reason": "test"});
+    let (s, v) = call(&api, "POST", "/v1/intents/dry-run", OPS, block.clone()).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["entries"], 8, "{v}");
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, block.clone()).await;
+    assert_eq!(s, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    assert_eq!(v["spec"]["owner"], "ops");
+    let v = wait_state(&api, &id, "active").await;
+    assert!(
+        v["switches"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|s| s == "installed"),
+        "{v}"
+    );
+    let acl = wait_entries(&f, "drop_acl", |e| e.len() == 8).await;
+    assert!(
+        acl.iter().all(|e| e["match"]["src_addr"] == "10.0.0.2"
+            && e["match"]["protocol"] == "17"
+            && e["priority"] == 100),
+        "{acl:?}"
+    );
+
+    // The same block again: a conflict naming the first.
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, block.clone()).await;
+    assert_eq!(s, 409, "{v}");
+    assert!(v["error"].as_str().unwrap().contains(&id), "{v}");
+    // Overlapping with another action at the same priority: monitor is another table, fine;
+    // a tune and a monitor-with-detection of the same flows at one priority clash.
+    let tune = json!({"kind": "tune", "match": {"dst": "10.0.0.0/24"}, "detection": {"algorithm": "per-flow", "threshold": 5000}});
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, tune).await;
+    assert_eq!(s, 201, "{v}");
+    let mon = json!({"kind": "monitor", "match": {"dst": "10.0.0.1"}, "detection": {"algorithm": "ewma", "threshold": 100}});
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, mon).await;
+    assert_eq!(s, 409, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("overlapping int_sink_detection"),
+        "{v}"
+    );
+
+    // Bad input names the field; a viewer-level token cannot submit.
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "block", "match": {"src": "10.0.0.300"}}),
+    )
+    .await;
+    assert_eq!(s, 422, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().starts_with("match.src:"),
+        "{v}"
+    );
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, json!({"kind": "blok"})).await;
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("kind: \"blok\""),
+        "{v}"
+    );
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "block", "match": {"src": "10.0.0.1"}, "switches": [99]}),
+    )
+    .await;
+    assert_eq!(s, 422, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("99 is not a switch"),
+        "{v}"
+    );
+
+    // Reroute: every switch but the avoided one pinned towards the host; a black hole refused.
+    let (topo_edge, victim_edge) = {
+        let s = f.sim.lock().unwrap();
+        let h = s.topo.host_indices()[0];
+        let edge = s.topo.nodes[h].ports[0].1;
+        let core = s
+            .topo
+            .nodes
+            .iter()
+            .find(|n| n.name.starts_with('c'))
+            .map(|n| n.id)
+            .unwrap_or(17);
+        (core, s.topo.nodes[edge].id)
+    };
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "reroute", "dst": "10.0.0.1/32", "avoid": {"switch": victim_edge}}),
+    )
+    .await;
+    assert_eq!(s, 422, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("black hole"), "{v}");
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "reroute", "dst": "10.0.0.1/32", "avoid": {"switch": topo_edge}}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    let reroute = v["id"].as_str().unwrap().to_string();
+    wait_state(&api, &reroute, "active").await;
+    let fwd = wait_entries(&f, "ipv4_forward", |e| !e.is_empty()).await;
+    assert!(!fwd.iter().any(|e| e["switch"] == topo_edge), "{fwd:?}");
+    assert!(fwd.iter().all(|e| e["match"]["dst_addr"] == "10.0.0.1/32"));
+
+    // Drift: an entry removed behind kplane's back is re-pushed, and the audit log says so.
+    f.sim.lock().unwrap().tables.clear("drop_acl");
+    wait_entries(&f, "drop_acl", |e| e.len() == 8).await;
+    let (_, v) = call(&api, "GET", "/v1/audit?actor=kplane", OPS, Value::Null).await;
+    assert!(
+        v["audit"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["result"] == "drift"),
+        "{v}"
+    );
+
+    // A recommendation of a kind the policy does not auto-apply waits for an admin.
+    let rec = json!({"kind": "block", "match": {"src": "10.0.0.3"}, "origin": "recommendation", "owner": "knowledge", "reason": "ddos source"});
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, rec).await;
+    assert_eq!(
+        (s, v["state"].as_str()),
+        (201, Some("pending-approval")),
+        "{v}"
+    );
+    let pending = v["id"].as_str().unwrap().to_string();
+    let (s, _) = call(
+        &api,
+        "POST",
+        &format!("/v1/intents/{pending}/approve"),
+        OPS,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, 403, "operators cannot approve");
+    let (s, v) = call(
+        &api,
+        "POST",
+        &format!("/v1/intents/{pending}/approve"),
+        ADMIN,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["approved_by"], "root");
+    wait_state(&api, &pending, "active").await;
+    wait_entries(&f, "drop_acl", |e| e.len() == 16).await;
+
+    // TTL: gone by itself.
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "monitor", "match": {"dst-port": "443"}, "ttl": "1s", "priority": 7}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    let ttl = v["id"].as_str().unwrap().to_string();
+    wait_entries(&f, "int_watchlist", |e| {
+        e.iter().filter(|e| e["priority"] == 7).count() == 8
+    })
+    .await;
+    wait_state(&api, &ttl, "expired").await;
+    wait_entries(&f, "int_watchlist", |e| {
+        !e.iter().any(|e| e["priority"] == 7)
+    })
+    .await;
+
+    // Delete: its entries leave.
+    let (s, _) = call(
+        &api,
+        "DELETE",
+        &format!("/v1/intents/{id}"),
+        OPS,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, 200);
+    wait_entries(&f, "drop_acl", |e| {
+        e.len() == 8 && e.iter().all(|e| e["match"]["src_addr"] == "10.0.0.3")
+    })
+    .await;
+    let (_, v) = call(
+        &api,
+        "GET",
+        &format!("/v1/audit?intent={id}"),
+        OPS,
+        Value::Null,
+    )
+    .await;
+    let actions: Vec<&str> = v["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["delete", "applied", "submit"], "{v}");
+
+    // The desired state survives a restart of the API.
+    stop.trigger();
+    api.wait().await.unwrap();
+    let stop = Shutdown::new();
+    let api = start(config(&dir, f.control), Live::new(10), stop.clone())
+        .await
+        .unwrap();
+    let (_, v) = call(&api, "GET", "/v1/intents?state=active", OPS, Value::Null).await;
+    let ids: Vec<&str> = v["intents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&reroute.as_str()) && ids.contains(&pending.as_str()),
+        "{v}"
+    );
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, block).await;
+    assert_eq!(s, 201, "the deleted block's match is free again: {v}");
+    stop.trigger();
+    api.wait().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
+    let f = fabric().await;
+    let dir = temp("down");
+    let stop = Shutdown::new();
+    let api = start(config(&dir, f.control), Live::new(10), stop.clone())
+        .await
+        .unwrap();
+    // The control channel goes away after the API learnt the fabric.
+    let Fabric {
+        sim,
+        control,
+        server,
+    } = f;
+    server.abort();
+    let _ = server.await;
+    let f = Fabric {
+        sim,
+        control,
+        server: tokio::spawn(async {}),
+    };
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "block", "match": {"dst-port": "23"}}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, v) = call(&api, "GET", &format!("/v1/intents/{id}"), OPS, Value::Null).await;
+        assert_eq!(v["state"], "applying", "{v}");
+        if v["switches"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|s| s.as_str().unwrap().starts_with("unreachable"))
+        {
+            break;
+        }
+        assert!(Instant::now() < end, "{v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, v) = call(&api, "GET", "/v1/intents/switches", OPS, Value::Null).await;
+    let edge = v["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "edge0-0")
+        .unwrap();
+    assert!(
+        edge["status"].as_str().unwrap().starts_with("unreachable"),
+        "{v}"
+    );
+    // Back on the same address: retried, applied.
+    let (_, server) = serve(f.sim.clone(), f.control).await;
+    wait_state(&api, &id, "active").await;
+    assert_eq!(emulator_entries(&f, "drop_acl").len(), 8);
+    stop.trigger();
+    api.wait().await.unwrap();
+    server.abort();
+    let _ = std::fs::remove_dir_all(&dir);
+}
