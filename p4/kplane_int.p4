@@ -193,6 +193,7 @@ struct metadata_t {
     bit<16> ecmp_select;
     bit<32> switch_id;
     bit<8>  words;            /* words this hop pushes */
+    bit<16> inner_words;      /* words of the packet a report carries */
 }
 
 /* ------------------------------------------------------------------ parser */
@@ -508,8 +509,9 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.report_individual.md_len = 8;
         hdr.report_individual.f = 1;
         hdr.report_individual.rep_md_bits = 0x7D00;
-        /* Report Length: 2 fixed + 8 MD + the inner IPv4 packet in words (rounded up). */
-        hdr.report_individual.rep_len = (bit<8>)(10 + ((hdr.ipv4.total_len + 3) >> 2));
+        /* Report Length (words after the first): 2 fixed + 8 MD + the inner IPv4 packet in
+           whole words, at most 244 (the packet is cut to match, below). */
+        hdr.report_individual.rep_len = (bit<8>)(10 + meta.inner_words);
         hdr.report_sink_md.setValid();
         hdr.report_sink_md.ingress_port_id = (bit<16>)std.ingress_port;
         hdr.report_sink_md.egress_port_id = (bit<16>)meta.sink_port;
@@ -519,9 +521,9 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.report_sink_md.egress_tstamp = (bit<64>)std.egress_global_timestamp;
         /* The report starts at the inner IPv4 header: the inner Ethernet header goes. */
         hdr.ethernet.setInvalid();
-        bit<16> inner = hdr.ipv4.total_len;
-        hdr.report_udp.length = 8 + 8 + 12 + 32 + inner;
+        hdr.report_udp.length = 8 + 8 + 12 + 32 + (meta.inner_words << 2);
         hdr.report_ipv4.total_len = 20 + hdr.report_udp.length;
+        truncate((bit<32>)(14 + hdr.report_ipv4.total_len));
     }
 
     apply {
@@ -570,6 +572,8 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                     }
                 }
             }
+            meta.inner_words = hdr.ipv4.total_len >> 2;
+            if (meta.inner_words > 244) { meta.inner_words = 244; }
             if (meta.report == 1) { report_encap(); } else { mark_to_drop(std); }
             return;
         }

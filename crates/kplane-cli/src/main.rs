@@ -7,6 +7,7 @@ mod bench_processor;
 mod config;
 mod decode;
 mod emulate;
+mod intent;
 mod query;
 mod sample;
 mod serve;
@@ -42,6 +43,8 @@ enum Command {
     Knowledge(serve::ServeArgs),
     /// Run the intent-api service.
     IntentApi(serve::ServeArgs),
+    /// Intents through the intent API: apply, dry-run, list, show, delete, approve, audit.
+    Intent(intent::IntentArgs),
     /// Everything in one process: emulator, collector, stream processor, API and web console.
     Up(up::UpArgs),
     /// Emulate a P4 INT fabric that sends real telemetry reports (see docs/emulator.md).
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         }
         Command::Knowledge(a) => serve::run(source, kplane_knowledge::NAME, a),
         Command::IntentApi(a) => serve::run(source, kplane_intent_api::NAME, a),
+        Command::Intent(a) => intent::run(a),
         Command::Decode(a) => decode::run(a),
         Command::Emulate(a) => emulate::run_cli(a),
         Command::Up(a) => {

@@ -1,6 +1,7 @@
 //! `kplane up`: the whole system in one process on the embedded bus — the emulator (fat-tree
-//! k=4 in real time, recurring microbursts, a link failing and recovering every 3 minutes),
-//! the collector, the stream processor and the API with the web console.
+//! k=4 in real time, recurring microbursts, a link failing and recovering every 3 minutes)
+//! with its control channel on loopback, the collector, the stream processor and the API with
+//! the web console, whose intents reach the emulator through its `emulator` switch driver.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -65,11 +66,46 @@ async fn up(
         lateness: Duration::from_millis(500),
         ..cfg.stream_processor
     };
+    let rc = kplane_emulator::run::RunConfig {
+        duration: a.duration.unwrap_or(Duration::from_secs(365 * 86_400)),
+        scenario: "live".into(),
+        realtime: true,
+        flows_per_second: a.flows,
+        sim: kplane_emulator::sim::SimConfig {
+            clock_base_ns: kplane_model::unix_time_ns(),
+            ..kplane_emulator::sim::SimConfig::default()
+        },
+        ..kplane_emulator::run::RunConfig::default()
+    };
+    let sim = Arc::new(Mutex::new(kplane_emulator::run::build(&rc)?));
+    // The emulator's control channel: what the API's intents are written to.
+    let control = tokio::net::TcpListener::bind(loopback).await?;
+    let control_addr = control.local_addr()?;
+    let control_router = kplane_emulator::control::router(sim.clone());
+    let control_stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(control, control_router)
+            .with_graceful_shutdown(async move { control_stop.wait().await })
+            .await;
+    });
+    let mut intents = cfg.intent_api.intents.clone();
+    if intents.drivers.is_empty() {
+        intents
+            .drivers
+            .push(kplane_intent_api::drivers::DriverConfig::Emulator(
+                kplane_intent_api::drivers::emulator::Config {
+                    control: control_addr,
+                    timeout: Duration::from_secs(5),
+                },
+            ));
+    }
+    intents.state_dir = a.data_dir.join("intent-api");
     let mut api_cfg = kplane_intent_api::Config {
         admin: loopback,
         listen: a.api,
         store_dir: processor_cfg.data_dir.clone(),
         no_auth: a.no_auth,
+        intents,
         ..cfg.intent_api
     };
     let token = if a.no_auth {
@@ -118,23 +154,14 @@ async fn up(
         None => println!("kplane up: console  {url}  (no authentication)"),
     }
     println!(
-        "kplane up: data in {}; emulating fat-tree:4 (microbursts, a link failing every 3 min); Ctrl-C stops",
+        "kplane up: data in {}; emulating fat-tree:4 (microbursts, a link failing every 3 min; control channel http://{control_addr}); Ctrl-C stops",
         a.data_dir.display()
     );
 
     let rc = kplane_emulator::run::RunConfig {
         collectors: collector.udp.clone(),
-        duration: a.duration.unwrap_or(Duration::from_secs(365 * 86_400)),
-        scenario: "live".into(),
-        realtime: true,
-        flows_per_second: a.flows,
-        sim: kplane_emulator::sim::SimConfig {
-            clock_base_ns: kplane_model::unix_time_ns(),
-            ..kplane_emulator::sim::SimConfig::default()
-        },
-        ..kplane_emulator::run::RunConfig::default()
+        ..rc
     };
-    let sim = Arc::new(Mutex::new(kplane_emulator::run::build(&rc)?));
     let stop = shutdown.clone();
     let emulator = tokio::task::spawn_blocking(move || {
         kplane_emulator::run::run(&rc, sim, || stop.is_triggered())

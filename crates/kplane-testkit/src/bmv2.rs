@@ -99,6 +99,13 @@ impl Netns {
         .join()
         .expect("namespace thread")
     }
+
+    /// [`Netns::enter`] through a handle that does not delete the namespace when dropped
+    /// (for a second thread working in it).
+    pub fn enter_keep<T: Send + 'static>(self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.enter(f)
+    }
 }
 
 impl Drop for Netns {
@@ -206,7 +213,12 @@ impl Bmv2 {
         for (n, ifname) in ports {
             cmd.args(["-i", &format!("{n}@{ifname}")]);
         }
+        // KPLANE_BMV2_LOG=debug: the switch's packet trace in its log file (named on stderr).
+        if let Ok(level) = std::env::var("KPLANE_BMV2_LOG") {
+            cmd.args(["--log-console", "-L", &level]);
+        }
         let log = std::env::temp_dir().join(format!("bmv2-{grpc_port}.log"));
+        eprintln!("simple_switch_grpc log: {}", log.display());
         let log = std::fs::File::create(&log).expect("switch log");
         cmd.args(["--", "--grpc-server-addr", &grpc])
             .stdout(log.try_clone().expect("log"))

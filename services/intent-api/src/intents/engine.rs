@@ -238,7 +238,9 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
                 st.epoch = o.epoch;
                 st.managed = o.desired.clone();
             }
-            Some(e) if e.retryable => {
+            // Unreachable, or a read that failed: the switch, not an intent, is at fault.
+            Some(e) if e.retryable || o.written.is_empty() => {
+                tracing::warn!(switch = o.switch, error = %e, "switch not reconciled; retrying");
                 st.failures = st.failures.saturating_add(1);
                 let backoff = intents
                     .cfg
@@ -253,6 +255,7 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
                 intent_status = Some(format!("unreachable: {e}"));
             }
             Some(e) => {
+                tracing::warn!(switch = o.switch, error = %e, "switch refused updates");
                 st.status = format!("refused: {e}");
                 st.epoch = o.epoch;
                 // What the switch holds is read back next pass; until then assume the worst.

@@ -43,6 +43,10 @@ pub struct Config {
     /// Links to other switches: `{port = 1, peer = 2, peer-port = 1}`.
     #[serde(default)]
     pub links: Vec<LinkPort>,
+    /// Entries the switch always holds (a routing agent's forwarding, say), written right
+    /// after the pipeline is pushed; intents neither own nor remove them.
+    #[serde(default)]
+    pub entries: Vec<kplane_p4::EntrySpec>,
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
 }
@@ -81,6 +85,14 @@ impl Config {
                 problems.push(format!(
                     "intent-api.drivers (p4runtime switch {}): hosts.prefix {:?} is not an IPv4 prefix",
                     self.switch, h.prefix
+                ));
+            }
+        }
+        for e in &self.entries {
+            if let Err(err) = kplane_p4::Entry::new(kplane_p4::kplane(), e) {
+                problems.push(format!(
+                    "intent-api.drivers (p4runtime switch {}): entries: {err}",
+                    self.switch
                 ));
             }
         }
@@ -158,8 +170,20 @@ impl Driver {
                 })
                 .await
                 .map_err(driver_error)?;
-                // A fresh pipeline has empty tables: a new epoch.
+                // A fresh pipeline has empty tables: a new epoch, and the static entries.
                 st.epoch += 1;
+                let info = kplane_p4::kplane();
+                let fixed: Vec<Entry> = self
+                    .cfg
+                    .entries
+                    .iter()
+                    .filter_map(|e| Entry::new(info, e).ok())
+                    .collect();
+                if !fixed.is_empty() {
+                    let batch: Vec<(UpdateKind, &Entry)> =
+                        fixed.iter().map(|e| (UpdateKind::Insert, e)).collect();
+                    s.write(info, &batch).await.map_err(driver_error)?;
+                }
                 tracing::info!(
                     switch = self.cfg.switch,
                     epoch = st.epoch,

@@ -1,0 +1,189 @@
+//! `kplane intent …`: the intent API from the command line. Files are YAML or JSON, one
+//! intent or a list of them (docs/intents.md).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+#[derive(Debug, Args)]
+pub struct IntentArgs {
+    /// The intent API (`kplane up` prints it).
+    #[arg(
+        long,
+        env = "KPLANE_API",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    api: String,
+    /// Bearer token (operator to submit and delete, admin to approve).
+    #[arg(long, env = "KPLANE_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
+    #[command(subcommand)]
+    command: IntentCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum IntentCommand {
+    /// Submit the intents in FILE (YAML or JSON; one, or a list).
+    Apply {
+        #[arg(short, long)]
+        file: PathBuf,
+    },
+    /// What the intents in FILE would write on each switch, or why they would be refused.
+    DryRun {
+        #[arg(short, long)]
+        file: PathBuf,
+    },
+    /// Every intent (or those in one state).
+    List {
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// One intent: entries, per-switch status, expected effect, evidence.
+    Show { id: String },
+    /// Delete an intent (its entries leave the switches).
+    Delete { id: String },
+    /// Approve a pending recommendation (admin).
+    Approve { id: String },
+    /// The audit log, newest first.
+    Audit {
+        #[arg(long)]
+        intent: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+}
+
+/// The intents in a YAML or JSON file, as JSON values.
+fn read_intents(file: &PathBuf) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let v: Value = if file.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?
+    } else {
+        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?
+    };
+    Ok(match v {
+        Value::Array(a) => a,
+        v => vec![v],
+    })
+}
+
+fn address(api: &str) -> Result<SocketAddr, String> {
+    let hostport = api
+        .strip_prefix("http://")
+        .unwrap_or(api)
+        .trim_end_matches('/');
+    hostport
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("--api {api:?} is not http://host:port"))
+}
+
+struct Client {
+    addr: SocketAddr,
+    auth: Option<String>,
+}
+
+impl Client {
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+        let headers: Vec<(&str, &str)> = self
+            .auth
+            .as_deref()
+            .map(|a| ("authorization", a))
+            .into_iter()
+            .collect();
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let r = kplane_runtime::probe::request(
+            self.addr,
+            method,
+            path,
+            &headers,
+            &body,
+            Duration::from_secs(30),
+        )
+        .map_err(|e| format!("{}: {e}", self.addr))?;
+        Ok((
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::String(r.body)),
+        ))
+    }
+}
+
+fn print(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+pub fn run(a: IntentArgs) -> ExitCode {
+    let client = match address(&a.api) {
+        Ok(addr) => Client {
+            addr,
+            auth: a.token.map(|t| format!("Bearer {t}")),
+        },
+        Err(e) => {
+            eprintln!("kplane intent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match a.command {
+        IntentCommand::Apply { file } => submit_all(&client, &file, "/v1/intents"),
+        IntentCommand::DryRun { file } => submit_all(&client, &file, "/v1/intents/dry-run"),
+        IntentCommand::List { state } => {
+            let q = state.map(|s| format!("?state={s}")).unwrap_or_default();
+            one(&client, "GET", &format!("/v1/intents{q}"))
+        }
+        IntentCommand::Show { id } => one(&client, "GET", &format!("/v1/intents/{id}")),
+        IntentCommand::Delete { id } => one(&client, "DELETE", &format!("/v1/intents/{id}")),
+        IntentCommand::Approve { id } => one(&client, "POST", &format!("/v1/intents/{id}/approve")),
+        IntentCommand::Audit { intent, limit } => {
+            let q = intent.map(|i| format!("&intent={i}")).unwrap_or_default();
+            one(&client, "GET", &format!("/v1/audit?limit={limit}{q}"))
+        }
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("kplane intent: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// One request; prints the answer (errors on stderr). Ok(false) for an error answer.
+fn one(client: &Client, method: &str, path: &str) -> Result<bool, String> {
+    let (status, v) = client.call(method, path, None)?;
+    if (200..300).contains(&status) {
+        print(&v);
+        Ok(true)
+    } else {
+        eprintln!(
+            "kplane intent: {status}: {}",
+            v["error"].as_str().unwrap_or(&v.to_string())
+        );
+        Ok(false)
+    }
+}
+
+/// Posts every intent of `file`; prints each answer. Ok(false) if any was refused.
+fn submit_all(client: &Client, file: &PathBuf, path: &str) -> Result<bool, String> {
+    let mut ok = true;
+    for (i, intent) in read_intents(file)?.iter().enumerate() {
+        let (status, v) = client.call("POST", path, Some(intent))?;
+        if (200..300).contains(&status) {
+            print(&v);
+        } else {
+            ok = false;
+            eprintln!(
+                "kplane intent: {} #{i}: {status}: {}",
+                file.display(),
+                v["error"].as_str().unwrap_or(&v.to_string())
+            );
+        }
+    }
+    Ok(ok)
+}
