@@ -1,5 +1,6 @@
 // The console in a real browser against a running `kplane up`: the page loads, shows the
-// topology and a live value that changes, logs no console error; a screenshot is saved.
+// topology and a live value that changes, a flow's path opens, a recommended intent is
+// approved from the intents panel, no console error is logged; a screenshot is saved.
 // Usage: KPLANE_CONSOLE_URL='http://127.0.0.1:8080/#token=…' node console.test.mjs [shot.png]
 import { chromium } from "playwright-core";
 
@@ -44,9 +45,33 @@ try {
     const d = document.querySelector("#flow-detail");
     return d && !d.hidden && d.textContent.includes("p50");
   }, null, { timeout: 20000 });
+  // A recommendation waits for approval in the intents panel; Approve applies it.
+  const token = new URLSearchParams(new URL(url).hash.slice(1)).get("token");
+  const r = await fetch(new URL("/v1/intents", url), {
+    method: "POST",
+    headers: { Authorization: "Bearer " + token, "content-type": "application/json" },
+    body: JSON.stringify({
+      kind: "block", match: { src: "10.99.0.1", protocol: "udp", "dst-port": "9" },
+      origin: "recommendation", owner: "knowledge", reason: "console test: a recommended block",
+    }),
+  });
+  const rec = await r.json();
+  if (r.status !== 201 || rec.state !== "pending-approval") throw new Error("recommendation: " + r.status + " " + JSON.stringify(rec));
+  const row = `#intents tr[data-id="${rec.id}"]`;
+  await page.waitForSelector(`${row} button.approve`, { timeout: 10000 });
+  await page.click(`${row} button.approve`);
+  await page.waitForFunction(
+    (sel) => {
+      const s = document.querySelector(sel + " td.state-applying, " + sel + " td.state-verifying, " + sel + " td.state-active");
+      return s != null;
+    },
+    row,
+    { timeout: 10000 },
+  );
+  const approved = await page.textContent(`${row} td:nth-child(3)`);
   await page.screenshot({ path: shot, fullPage: true });
   if (errors.length) throw new Error("console errors: " + errors.join(" | "));
-  console.log(`console ok: ${switches} switches, ${links} links, windows ${first} → ${later}, ${flows} flows; screenshot ${shot}`);
+  console.log(`console ok: ${switches} switches, ${links} links, windows ${first} → ${later}, ${flows} flows; intent ${rec.id} approved → ${approved}; screenshot ${shot}`);
 } finally {
   await browser.close();
 }

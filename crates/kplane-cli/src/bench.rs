@@ -28,6 +28,10 @@ pub enum Bench {
     /// Stream processor: reports/s through the 1 s window analytics on one core; with
     /// `--latency 20s`, arrival → window result / immediate event latency p50/p99.
     Processor(crate::bench_processor::ProcessorArgs),
+    /// Intents: check, compile and conflict-check many intents (in memory).
+    Intents(crate::bench_intents::IntentsArgs),
+    /// Table entries pushed per second to a P4Runtime switch (BMv2 started if no --addr).
+    P4runtime(crate::bench_intents::P4runtimeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -83,6 +87,8 @@ pub struct UdpArgs {
 pub fn run(b: Bench) -> ExitCode {
     match b {
         Bench::Reduction(a) => reduction(a),
+        Bench::Intents(a) => crate::bench_intents::intents(a),
+        Bench::P4runtime(a) => crate::bench_intents::p4runtime(a),
         Bench::Memory(a) => memory(a),
         Bench::Emulator(a) => emulator(a),
         Bench::Processor(a) => match crate::bench_processor::run_cli(a) {

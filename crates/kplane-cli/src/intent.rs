@@ -28,7 +28,7 @@ pub struct IntentArgs {
 
 #[derive(Debug, Subcommand)]
 enum IntentCommand {
-    /// Submit the intents in FILE (YAML or JSON; one, or a list).
+    /// Submit the intents in FILE (YAML or JSON; one, or a list; `-` for stdin).
     Apply {
         #[arg(short, long)]
         file: PathBuf,
@@ -38,10 +38,12 @@ enum IntentCommand {
         #[arg(short, long)]
         file: PathBuf,
     },
-    /// Every intent (or those in one state).
+    /// Every intent (or those in one state) as a table; `--json` for everything.
     List {
         #[arg(long)]
         state: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// One intent: entries, per-switch status, expected effect, evidence.
     Show { id: String },
@@ -53,6 +55,9 @@ enum IntentCommand {
     Audit {
         #[arg(long)]
         intent: Option<String>,
+        /// Only what this actor (a token's name, `kplane`, `backpressure`) did.
+        #[arg(long)]
+        actor: Option<String>,
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
@@ -60,7 +65,12 @@ enum IntentCommand {
 
 /// The intents in a YAML or JSON file, as JSON values.
 fn read_intents(file: &PathBuf) -> Result<Vec<Value>, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
+    }
+    .map_err(|e| format!("{}: {e}", file.display()))?;
     let v: Value = if file.extension().is_some_and(|e| e == "json") {
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?
     } else {
@@ -132,16 +142,29 @@ pub fn run(a: IntentArgs) -> ExitCode {
     let result = match a.command {
         IntentCommand::Apply { file } => submit_all(&client, &file, "/v1/intents"),
         IntentCommand::DryRun { file } => submit_all(&client, &file, "/v1/intents/dry-run"),
-        IntentCommand::List { state } => {
+        IntentCommand::List { state, json } => {
             let q = state.map(|s| format!("?state={s}")).unwrap_or_default();
-            one(&client, "GET", &format!("/v1/intents{q}"))
+            if json {
+                one(&client, "GET", &format!("/v1/intents{q}"))
+            } else {
+                list(&client, &format!("/v1/intents{q}"))
+            }
         }
         IntentCommand::Show { id } => one(&client, "GET", &format!("/v1/intents/{id}")),
         IntentCommand::Delete { id } => one(&client, "DELETE", &format!("/v1/intents/{id}")),
         IntentCommand::Approve { id } => one(&client, "POST", &format!("/v1/intents/{id}/approve")),
-        IntentCommand::Audit { intent, limit } => {
-            let q = intent.map(|i| format!("&intent={i}")).unwrap_or_default();
-            one(&client, "GET", &format!("/v1/audit?limit={limit}{q}"))
+        IntentCommand::Audit {
+            intent,
+            actor,
+            limit,
+        } => {
+            let mut q = format!("limit={limit}");
+            for (k, v) in [("intent", intent), ("actor", actor)] {
+                if let Some(v) = v {
+                    q.push_str(&format!("&{k}={v}"));
+                }
+            }
+            one(&client, "GET", &format!("/v1/audit?{q}"))
         }
     };
     match result {
@@ -167,6 +190,39 @@ fn one(client: &Client, method: &str, path: &str) -> Result<bool, String> {
         );
         Ok(false)
     }
+}
+
+/// `kplane intent list`: one line per intent.
+fn list(client: &Client, path: &str) -> Result<bool, String> {
+    let (status, v) = client.call("GET", path, None)?;
+    if !(200..300).contains(&status) {
+        eprintln!(
+            "kplane intent: {status}: {}",
+            v["error"].as_str().unwrap_or(&v.to_string())
+        );
+        return Ok(false);
+    }
+    println!(
+        "{:<10} {:<8} {:<17} {:>5} {:<14} {:>9}  REASON",
+        "ID", "KIND", "STATE", "PRIO", "OWNER", "SWITCHES"
+    );
+    for i in v["intents"].as_array().into_iter().flatten() {
+        let switches = i["switches"].as_object();
+        let installed = switches.map_or(0, |m| m.values().filter(|s| *s == "installed").count());
+        let total = switches.map_or(0, |m| m.len());
+        let text = |k: &str| i["spec"][k].as_str().unwrap_or("").to_string();
+        println!(
+            "{:<10} {:<8} {:<17} {:>5} {:<14} {:>9}  {}",
+            i["id"].as_str().unwrap_or(""),
+            text("kind"),
+            i["state"].as_str().unwrap_or(""),
+            i["spec"]["priority"],
+            text("owner"),
+            format!("{installed}/{total}"),
+            text("reason"),
+        );
+    }
+    Ok(true)
 }
 
 /// Posts every intent of `file`; prints each answer. Ok(false) if any was refused.

@@ -2,6 +2,7 @@
 
 mod alloc;
 mod bench;
+mod bench_intents;
 mod bench_kafka;
 mod bench_processor;
 mod config;

@@ -140,6 +140,11 @@ async fn up(
         bus.clone(),
         processor_stop.clone(),
     ));
+    // Telemetry backpressure reads the collector's drops (the embedded bus has no lag).
+    let backpressure = &mut api_cfg.intents.backpressure;
+    if backpressure.enabled && backpressure.sources.is_empty() {
+        backpressure.sources = vec![collector.admin.to_string()];
+    }
     let live = kplane_intent_api::live::Live::new(api_cfg.live_alerts);
     let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let follower = kplane_intent_api::follow_embedded(&bus, live.clone(), follow_stop.clone());

@@ -165,3 +165,163 @@ fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
     assert!(stored > 0, "flows stored");
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// Intents in `kplane up` against the live emulator, verified by its own telemetry: a block
+/// scoped where it cannot take its effect is rolled back with the evidence; a block of one
+/// host at the edge becomes active, and the host's traffic is gone from the windows stored
+/// after it.
+#[test]
+fn kplane_up_verifies_intents_against_fresh_telemetry_and_rolls_back_what_does_not_show() {
+    let port = free_port();
+    let data = std::env::temp_dir().join(format!("kplane-up-verify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let mut child = ChildGuard::from(
+        Command::new(env!("CARGO_BIN_EXE_kplane"))
+            .args(["up", "--api", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--duration", "120s"])
+            .env("KPLANE__INTENT_API__INTENTS__VERIFY_DEADLINE", "5s")
+            // Every packet reports (no backpressure thresholds): a quiet flow is not a blocked one.
+            .env(
+                "KPLANE__INTENT_API__INTENTS__BACKPRESSURE__ENABLED",
+                "false",
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let token = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.split("#token=").nth(1).map(|t| t.trim().to_string()))
+        .expect("kplane up prints the console URL with a token");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let call = |method: &str, path: &str, body: Option<&str>| {
+        http(addr, method, path, Some(&token), body).unwrap()
+    };
+    let sql = |q: &str| -> u64 {
+        let body = serde_json::json!({ "sql": q }).to_string();
+        let r = call("POST", "/v1/query", Some(&body));
+        assert_eq!(r.status, 200, "{q}: {}", r.body);
+        r.json()["rows"][0]["n"].as_u64().unwrap_or(0)
+    };
+    let wait_state = |id: &str, want: &str| -> serde_json::Value {
+        let end = Instant::now() + Duration::from_secs(40);
+        loop {
+            let v = call("GET", &format!("/v1/intents/{id}"), None).json();
+            if v["state"] == want {
+                return v;
+            }
+            assert!(Instant::now() < end, "{id} never {want}: {v}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+
+    // A host sending in the latest window, and its edge switch.
+    let end = Instant::now() + Duration::from_secs(60);
+    let flow = loop {
+        let f = call("GET", "/v1/flows?since=3s&limit=1&sort=reports", None).json();
+        if f["flows"][0].is_object() {
+            break f["flows"][0].clone();
+        }
+        assert!(Instant::now() < end, "no flows: {f}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let host = flow["src_ip"].as_str().unwrap().to_string();
+    let own_edge = flow["path"][0].as_u64().unwrap();
+    let switches = call("GET", "/v1/intents/switches", None).json();
+    let other_edge = switches["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["name"].as_str().unwrap().starts_with("edge")
+                && s["switch"].as_u64() != Some(own_edge)
+        })
+        .map(|s| s["switch"].as_u64().unwrap())
+        .expect("another edge switch");
+
+    // Dropping every host's packets, but only at one edge switch: the flows towards the other
+    // edges still arrive, in every window.
+    let body = format!(
+        r#"{{"kind":"block","match":{{"src":"10.0.0.0/8"}},"switches":[{other_edge}],"reason":"scoped too narrowly"}}"#
+    );
+    let r = call("POST", "/v1/intents", Some(&body));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let narrow = r.json()["id"].as_str().unwrap().to_string();
+    let v = wait_state(&narrow, "rolled-back");
+    assert!(
+        v["evidence"].to_string().contains("still reaches its sink"),
+        "{v}"
+    );
+
+    // At the edge (every switch hosts attach to): active, and the host is gone.
+    let body = format!(
+        r#"{{"kind":"block","match":{{"src":"{host}/32"}},"reason":"tenant misbehaving"}}"#
+    );
+    let r = call("POST", "/v1/intents", Some(&body));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let block = r.json()["id"].as_str().unwrap().to_string();
+    let v = wait_state(&block, "active");
+    assert!(v["evidence"].to_string().contains("none violating"), "{v}");
+    let applied = v["applied_ms"].as_u64().unwrap();
+    let before = sql(&format!(
+        "SELECT count(*) AS n FROM flows WHERE ip_text(src_ip) = '{host}' AND window_start < to_timestamp_millis({applied})"
+    ));
+    assert!(before > 0, "{host} sent before the block");
+    // Three more windows (1 s each) stored after the block: none carries the host.
+    let after = format!("window_start > to_timestamp_millis({})", applied + 1_000);
+    let end = Instant::now() + Duration::from_secs(30);
+    while sql(&format!(
+        "SELECT count(DISTINCT window_start) AS n FROM flows WHERE {after}"
+    )) < 3
+    {
+        let r = call(
+            "POST",
+            "/v1/query",
+            Some(r#"{"sql":"SELECT max(window_start) AS m, count(*) AS n FROM flows"}"#),
+        );
+        assert!(
+            Instant::now() < end,
+            "no windows stored after the block ({after}): {}",
+            r.body
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        sql(&format!(
+            "SELECT count(*) AS n FROM flows WHERE ip_text(src_ip) = '{host}' AND {after}"
+        )),
+        0,
+        "{host}'s flows after the block"
+    );
+    let audit = call("GET", "/v1/audit?limit=50", None).json();
+    let results: Vec<String> = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["intent"].as_str().unwrap_or(""),
+                r["result"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(
+        results.contains(&format!("{narrow} rolled-back")),
+        "{results:?}"
+    );
+    assert!(results.contains(&format!("{block} active")), "{results:?}");
+
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success(), "{rest:?}");
+    let _ = std::fs::remove_dir_all(&data);
+}

@@ -45,11 +45,19 @@ impl std::fmt::Debug for AppState {
 impl AppState {
     pub async fn new(cfg: Config, live: Live) -> Result<Self, ApiError> {
         std::fs::create_dir_all(&cfg.store_dir).map_err(|e| ApiError::Internal(e.to_string()))?;
-        let store = SessionContext::new();
+        // The processor adds and compacts files all the time: DataFusion's directory listing
+        // cache (infinite TTL by default) would freeze the API's view of the store.
+        let store = SessionContext::new_with_config_rt(
+            SessionConfig::new(),
+            RuntimeEnvBuilder::new()
+                .with_object_list_cache_limit(0)
+                .build_arc()?,
+        );
         register_udfs(&store);
         register_store(&store, &cfg.store_dir).await?;
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_limit(cfg.query_memory, 1.0)
+            .with_object_list_cache_limit(0)
             .build_arc()?;
         let sandbox = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
         register_udfs(&sandbox);

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bench;
 pub mod config;
 pub mod console;
 pub mod drivers;
@@ -96,6 +97,11 @@ pub async fn start(
     intents::engine::refresh_topology(&state.intents).await;
     let engine = tokio::spawn(intents::engine::run(
         state.intents.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(intents::backpressure::run(
+        state.intents.clone(),
+        state.intents.cfg.backpressure.clone(),
         shutdown.clone(),
     ));
     let app = app(state, auth).merge(admin_state.router());

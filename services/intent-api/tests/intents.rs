@@ -470,3 +470,158 @@ async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
     server.abort();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A TR v2.0 report of a 3-hop flow from `src`.
+fn report(seq: u32, src: std::net::Ipv4Addr) -> Vec<u8> {
+    use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
+    let hops = (1..=3).map(|n| sample_hop(n, 1_000, 10)).collect();
+    let flow = FlowSpec::udp(src.into(), "10.9.9.9".parse().unwrap(), 4000, 80);
+    let inner = PacketSpec {
+        ethernet: false,
+        ..PacketSpec::new(flow).with_int(
+            IntSpec::new(kplane_wire::int::IntVersion::V2, 0xF000, hops),
+            Encap::UdpPort { port: 0x4568 },
+        )
+    }
+    .build();
+    kplane_wire::build::report_v20(
+        kplane_wire::report::v20::GroupHeader {
+            hw_id: 1,
+            sequence: seq,
+            node_id: 3,
+            ..Default::default()
+        },
+        &[IndividualSpec::int(0x1000, sample_hop(3, 0, 10), 4, inner)],
+    )
+}
+
+/// Telemetry backpressure through its real inputs and outputs: a collector whose bus is full
+/// (nobody consumes it) drops what it receives; the API reads that off the collector's
+/// `/metrics`, steps the sinks' detection thresholds up level by level through `tune`
+/// intents in the emulator, and steps them down again once the drops stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backpressure_coarsens_the_sinks_while_the_collector_drops_and_relaxes_after() {
+    use kplane_intent_api::intents::backpressure::BackpressureConfig;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let collector_cfg = kplane_collector::Config {
+        admin: "127.0.0.1:0".parse().unwrap(),
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        publish_reports: true,
+        bus_capacity: 1,
+        linger: Duration::from_millis(1),
+        ..kplane_collector::Config::default()
+    };
+    let bus = kplane_collector::embedded_bus(&collector_cfg);
+    let collector_stop = Shutdown::new();
+    let collector =
+        kplane_collector::start(collector_cfg, Arc::new(bus.clone()), collector_stop.clone())
+            .await
+            .unwrap();
+
+    let f = fabric().await;
+    let dir = temp("backpressure");
+    let mut cfg = config(&dir, f.control);
+    cfg.intents.backpressure = BackpressureConfig {
+        sources: vec![collector.admin.to_string()],
+        interval: Duration::from_millis(200),
+        max_drop_rate: 50.0,
+        hold: Duration::from_millis(600),
+        relax_after: Duration::from_secs(1),
+        max_level: 2,
+        ..BackpressureConfig::default()
+    };
+    let stop = Shutdown::new();
+    let api = start(cfg, Live::new(10), stop.clone()).await.unwrap();
+
+    // Overload: 2,000 reports/s into a collector that can publish none of them.
+    let sending = Arc::new(AtomicBool::new(true));
+    let sender = {
+        let (sending, to) = (sending.clone(), collector.udp[0]);
+        std::thread::spawn(move || {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let mut seq = 0u32;
+            while sending.load(Ordering::Relaxed) {
+                for _ in 0..20 {
+                    seq += 1;
+                    let src = std::net::Ipv4Addr::from(0x0a00_0000 + seq % 500);
+                    let _ = s.send_to(&report(seq, src), to);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    // Level 1, then level 2 (threshold doubled, one priority higher), each from `backpressure`.
+    let thresholds = |e: &[Value]| -> Vec<(u64, u64)> {
+        let mut t: Vec<(u64, u64)> = e
+            .iter()
+            .map(|x| {
+                (
+                    x["priority"].as_u64().unwrap(),
+                    x["params"]["threshold"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    let e = wait_entries(&f, "int_sink_detection", |e| {
+        thresholds(e).iter().any(|t| t.1 == 40_000)
+    })
+    .await;
+    assert!(e.iter().all(|x| x["action"] == "detect_per_flow"), "{e:?}");
+    wait_entries(&f, "int_sink_detection", |e| {
+        thresholds(e) == [(11, 40_000)]
+    })
+    .await;
+    let (_, v) = call(&api, "GET", "/v1/intents?state=active", OPS, Value::Null).await;
+    let mine: Vec<&Value> = v["intents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["spec"]["owner"] == "backpressure")
+        .collect();
+    assert_eq!(mine.len(), 1, "{v}");
+    assert_eq!(mine[0]["spec"]["origin"], "recommendation");
+    assert!(
+        mine[0]["spec"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("reports/s"),
+        "{v}"
+    );
+
+    // Load gone: back down to level 1, then no backpressure entries at all.
+    sending.store(false, Ordering::Relaxed);
+    sender.join().unwrap();
+    wait_entries(&f, "int_sink_detection", |e| {
+        thresholds(e) == [(10, 20_000)]
+    })
+    .await;
+    wait_entries(&f, "int_sink_detection", |e| e.is_empty()).await;
+    let (_, audit) = call(
+        &api,
+        "GET",
+        "/v1/audit?actor=backpressure&limit=100",
+        ADMIN,
+        Value::Null,
+    )
+    .await;
+    let actions: Vec<&str> = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "submit").count(),
+        3,
+        "{audit}"
+    );
+    stop.trigger();
+    api.wait().await.unwrap();
+    collector_stop.trigger();
+    collector.wait().await.unwrap();
+    f.server.abort();
+}

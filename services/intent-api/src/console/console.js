@@ -144,6 +144,64 @@ async function showPath(id) {
   }
 }
 
+// What a switch status says, shortened for a table cell.
+function switchSummary(switches) {
+  const all = Object.entries(switches || {});
+  const installed = all.filter(([, s]) => s === "installed").length;
+  const other = all.filter(([, s]) => s !== "installed").map(([n, s]) => `${n}: ${s}`);
+  return { text: `${installed}/${all.length} installed`, title: other.join("\n") || "every switch holds its entries" };
+}
+
+async function approve(id) {
+  const msg = el("intent-message");
+  try {
+    const r = await fetch(`/v1/intents/${encodeURIComponent(id)}/approve`, { method: "POST", headers });
+    const v = await r.json();
+    msg.hidden = r.ok;
+    if (!r.ok) msg.textContent = `${id}: ${v.error || r.status}`;
+  } catch (e) {
+    msg.hidden = false;
+    msg.textContent = `${id}: ${e}`;
+  }
+  refreshIntents();
+}
+
+async function refreshIntents() {
+  try {
+    const { intents } = await api("/v1/intents");
+    const body = el("intents").tBodies[0];
+    body.replaceChildren();
+    // Open ones first (pending approval on top), newest first; the last 20 ended ones after.
+    const rank = (i) => (i.state === "pending-approval" ? 0 : ["applying", "verifying", "active"].includes(i.state) ? 1 : 2);
+    const rows = intents.slice().sort((a, b) => rank(a) - rank(b) || b.created_ms - a.created_ms);
+    let ended = 0;
+    for (const i of rows) {
+      if (rank(i) === 2 && ++ended > 20) break;
+      const tr = body.insertRow();
+      tr.dataset.id = i.id;
+      tr.title = (i.expected_effect || "") + (i.evidence && i.evidence.length ? "\n" + i.evidence.join("\n") : "");
+      const sw = switchSummary(i.switches);
+      const cells = [i.id, i.spec.kind, i.state, sw.text, i.spec.owner || i.submitted_by, i.spec.reason || ""];
+      cells.forEach((v, n) => {
+        const td = tr.insertCell();
+        td.textContent = v;
+        if (n === 2) td.className = "state-" + i.state;
+        if (n === 3) td.title = sw.title;
+      });
+      const action = tr.insertCell();
+      if (i.state === "pending-approval") {
+        const b = document.createElement("button");
+        b.textContent = "Approve";
+        b.className = "approve";
+        b.onclick = () => approve(i.id);
+        action.appendChild(b);
+      }
+    }
+  } catch (e) {
+    /* shown by the status */
+  }
+}
+
 function addEvent(a) {
   const li = document.createElement("li");
   const k = document.createElement("span");
@@ -194,7 +252,9 @@ async function start() {
   }
   refreshLive();
   refreshFlows();
+  refreshIntents();
   setInterval(refreshLive, 1000);
+  setInterval(refreshIntents, 2000);
   setInterval(refreshFlows, 5000);
   el("flow-search").addEventListener("change", refreshFlows);
   streamEvents();

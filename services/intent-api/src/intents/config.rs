@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::backpressure::BackpressureConfig;
 use crate::drivers::DriverConfig;
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -29,6 +30,8 @@ pub struct IntentsConfig {
     /// Switch drivers (`[[intent-api.intents.drivers]]`, `kind = "emulator"` or `"p4runtime"`);
     /// none: intents are refused (nothing to program).
     pub drivers: Vec<DriverConfig>,
+    /// Telemetry backpressure (`[intent-api.intents.backpressure]`).
+    pub backpressure: BackpressureConfig,
 }
 
 impl Default for IntentsConfig {
@@ -41,6 +44,7 @@ impl Default for IntentsConfig {
             verify_deadline: Duration::from_secs(10),
             max_backoff: Duration::from_secs(30),
             drivers: Vec::new(),
+            backpressure: BackpressureConfig::default(),
         }
     }
 }
@@ -56,5 +60,6 @@ impl IntentsConfig {
         for d in &self.drivers {
             d.check(problems);
         }
+        self.backpressure.check(problems);
     }
 }

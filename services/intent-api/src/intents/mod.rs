@@ -4,6 +4,7 @@
 //! (docs/intents.md). [`Intents`] is the handle the HTTP routes use; [`engine`] runs the
 //! reconcile loop.
 
+pub mod backpressure;
 pub mod compile;
 pub mod config;
 pub mod engine;

@@ -45,7 +45,15 @@ impl Driver {
         })
         .await
         .map_err(|e| DriverError::retryable(e.to_string()))?
-        .map_err(|e| DriverError::retryable(format!("emulator {addr}: {e}")))?;
+        .map_err(|e| {
+            let e = match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    format!("no answer within {timeout:?}")
+                }
+                _ => e.to_string(),
+            };
+            DriverError::retryable(format!("emulator {addr}: {e}"))
+        })?;
         let v: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
         match r.status {
             200..=299 => Ok(v),
