@@ -177,31 +177,40 @@ pub fn run(a: IntentArgs) -> ExitCode {
     }
 }
 
-/// One request; prints the answer (errors on stderr). Ok(false) for an error answer.
-fn one(client: &Client, method: &str, path: &str) -> Result<bool, String> {
-    let (status, v) = client.call(method, path, None)?;
+/// One request: the answer when the API took it; a refusal is printed on stderr, after
+/// `context` (which intent of a file), and is `None`.
+fn answer(
+    client: &Client,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    context: &str,
+) -> Result<Option<Value>, String> {
+    let (status, v) = client.call(method, path, body)?;
     if (200..300).contains(&status) {
-        print(&v);
-        Ok(true)
-    } else {
-        eprintln!(
-            "kplane intent: {status}: {}",
-            v["error"].as_str().unwrap_or(&v.to_string())
-        );
-        Ok(false)
+        return Ok(Some(v));
     }
+    eprintln!(
+        "kplane intent: {context}{status}: {}",
+        v["error"].as_str().unwrap_or(&v.to_string())
+    );
+    Ok(None)
+}
+
+/// One request; prints the answer. Ok(false) for a refusal.
+fn one(client: &Client, method: &str, path: &str) -> Result<bool, String> {
+    let v = answer(client, method, path, None, "")?;
+    if let Some(v) = &v {
+        print(v);
+    }
+    Ok(v.is_some())
 }
 
 /// `kplane intent list`: one line per intent.
 fn list(client: &Client, path: &str) -> Result<bool, String> {
-    let (status, v) = client.call("GET", path, None)?;
-    if !(200..300).contains(&status) {
-        eprintln!(
-            "kplane intent: {status}: {}",
-            v["error"].as_str().unwrap_or(&v.to_string())
-        );
+    let Some(v) = answer(client, "GET", path, None, "")? else {
         return Ok(false);
-    }
+    };
     println!(
         "{:<10} {:<8} {:<17} {:>5} {:<14} {:>9}  REASON",
         "ID", "KIND", "STATE", "PRIO", "OWNER", "SWITCHES"
@@ -229,16 +238,10 @@ fn list(client: &Client, path: &str) -> Result<bool, String> {
 fn submit_all(client: &Client, file: &PathBuf, path: &str) -> Result<bool, String> {
     let mut ok = true;
     for (i, intent) in read_intents(file)?.iter().enumerate() {
-        let (status, v) = client.call("POST", path, Some(intent))?;
-        if (200..300).contains(&status) {
-            print(&v);
-        } else {
-            ok = false;
-            eprintln!(
-                "kplane intent: {} #{i}: {status}: {}",
-                file.display(),
-                v["error"].as_str().unwrap_or(&v.to_string())
-            );
+        let context = format!("{} #{i}: ", file.display());
+        match answer(client, "POST", path, Some(intent), &context)? {
+            Some(v) => print(&v),
+            None => ok = false,
         }
     }
     Ok(ok)

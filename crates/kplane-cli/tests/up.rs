@@ -10,34 +10,64 @@ use std::time::{Duration, Instant};
 
 use kplane_testkit::{ChildGuard, free_port, http, http_limited};
 
+/// A running `kplane up` with its API address, admin token and the rest of its stdout.
+struct Up {
+    child: ChildGuard,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    addr: SocketAddr,
+    token: String,
+    data: std::path::PathBuf,
+}
+
+impl Up {
+    /// Starts it for `duration` with `env` on a free port; returns once it printed the URL.
+    fn start(tag: &str, duration: &str, env: &[(&str, &str)]) -> Self {
+        let port = free_port();
+        let data = std::env::temp_dir().join(format!("kplane-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        let mut child = ChildGuard::from(
+            Command::new(env!("CARGO_BIN_EXE_kplane"))
+                .args(["up", "--api", &format!("127.0.0.1:{port}")])
+                .arg("--data-dir")
+                .arg(&data)
+                .args(["--duration", duration])
+                .envs(env.iter().copied())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        );
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let token = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.split("#token=").nth(1).map(|t| t.trim().to_string()))
+            .expect("kplane up prints the console URL with a token");
+        Self {
+            child,
+            lines,
+            addr: format!("127.0.0.1:{port}").parse().unwrap(),
+            token,
+            data,
+        }
+    }
+
+    /// Ctrl-C (SIGINT): it must stop cleanly; what it printed until then.
+    fn interrupt(mut self) -> (Vec<String>, std::path::PathBuf) {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let rest: Vec<String> = self.lines.by_ref().map_while(Result::ok).collect();
+        assert!(self.child.wait().unwrap().success(), "{rest:?}");
+        (rest, self.data)
+    }
+}
+
 #[test]
 fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
-    let port = free_port();
-    let data = std::env::temp_dir().join(format!("kplane-up-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let mut child = ChildGuard::from(
-        Command::new(env!("CARGO_BIN_EXE_kplane"))
-            .args(["up", "--api", &format!("127.0.0.1:{port}")])
-            .arg("--data-dir")
-            .arg(&data)
-            .args(["--duration", "60s"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.split_whitespace()
-                .find(|w| w.contains("#token="))
-                .map(str::to_string)
-        })
-        .expect("kplane up prints the console URL with a token");
-    let token = url.split("#token=").nth(1).unwrap().to_string();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let up = Up::start("up", "60s", &[]);
+    let (addr, token) = (up.addr, up.token.clone());
     let get = |path: &str| http(addr, "GET", path, Some(&token), None).unwrap();
 
     // Windows arrive once the first second of traffic is through the processor.
@@ -152,12 +182,7 @@ fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
     );
 
     // Ctrl-C: everything stops cleanly, results stay in the store.
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-    }
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(child.wait().unwrap().success(), "{rest:?}");
+    let (rest, data) = up.interrupt();
     assert!(rest.iter().any(|l| l.contains("stopped after")), "{rest:?}");
     let stored = std::fs::read_dir(data.join("stream-processor/tables/flows"))
         .map(|d| d.count())
@@ -172,33 +197,19 @@ fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
 /// after it.
 #[test]
 fn kplane_up_verifies_intents_against_fresh_telemetry_and_rolls_back_what_does_not_show() {
-    let port = free_port();
-    let data = std::env::temp_dir().join(format!("kplane-up-verify-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let mut child = ChildGuard::from(
-        Command::new(env!("CARGO_BIN_EXE_kplane"))
-            .args(["up", "--api", &format!("127.0.0.1:{port}")])
-            .arg("--data-dir")
-            .arg(&data)
-            .args(["--duration", "120s"])
-            .env("KPLANE__INTENT_API__INTENTS__VERIFY_DEADLINE", "5s")
+    let up = Up::start(
+        "up-verify",
+        "120s",
+        &[
+            ("KPLANE__INTENT_API__INTENTS__VERIFY_DEADLINE", "5s"),
             // Every packet reports (no backpressure thresholds): a quiet flow is not a blocked one.
-            .env(
+            (
                 "KPLANE__INTENT_API__INTENTS__BACKPRESSURE__ENABLED",
                 "false",
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
+            ),
+        ],
     );
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let token = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| l.split("#token=").nth(1).map(|t| t.trim().to_string()))
-        .expect("kplane up prints the console URL with a token");
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (addr, token) = (up.addr, up.token.clone());
     let call = |method: &str, path: &str, body: Option<&str>| {
         http(addr, method, path, Some(&token), body).unwrap()
     };
@@ -317,11 +328,6 @@ fn kplane_up_verifies_intents_against_fresh_telemetry_and_rolls_back_what_does_n
     );
     assert!(results.contains(&format!("{block} active")), "{results:?}");
 
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-    }
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(child.wait().unwrap().success(), "{rest:?}");
+    let (_, data) = up.interrupt();
     let _ = std::fs::remove_dir_all(&data);
 }

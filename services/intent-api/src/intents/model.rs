@@ -303,8 +303,16 @@ pub fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
     let (ip, len) = s.split_once('/').unwrap_or((s, "32"));
     let ip: Ipv4Addr = ip.trim().parse().ok()?;
     let len: u32 = len.trim().parse().ok().filter(|l| *l <= 32)?;
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    Some((u32::from(ip) & mask, len))
+    Some((u32::from(ip) & prefix_mask(len), len))
+}
+
+fn prefix_mask(len: u32) -> u32 {
+    if len == 0 { 0 } else { u32::MAX << (32 - len) }
+}
+
+/// Whether `addr` is in the prefix `p` (an unparsable prefix contains nothing).
+pub fn in_prefix(p: &str, addr: u32) -> bool {
+    ipv4_prefix(p).is_some_and(|(net, len)| addr & prefix_mask(len) == net)
 }
 
 /// A protocol name or number.
@@ -355,12 +363,8 @@ impl FlowMatch {
 
     /// Whether it matches this 5-tuple.
     pub fn matches(&self, src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> bool {
-        let in_prefix = |p: &Option<String>, a: u32| {
-            p.as_deref().and_then(ipv4_prefix).is_none_or(|(net, len)| {
-                let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-                a & mask == net
-            })
-        };
+        // Parts are checked before matching: a missing part matches anything.
+        let in_prefix = |p: &Option<String>, a: u32| p.as_deref().is_none_or(|p| in_prefix(p, a));
         let in_range = |r: &Option<String>, v: u16| {
             r.as_deref()
                 .and_then(port_range)

@@ -8,7 +8,7 @@ use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type};
 
-use super::model::{Avoid, FlowMatch, IntentKind, ipv4_prefix};
+use super::model::{Avoid, FlowMatch, IntentKind, in_prefix};
 use crate::live::Live;
 
 /// One flow of one window.
@@ -155,16 +155,10 @@ impl Tracker {
                     w.1 += 1;
                     w.2.push(format!("{} still reaches its sink", show(f)));
                 }
-                IntentKind::Reroute { dst, avoid } => {
-                    let in_dst = ipv4_prefix(dst).is_some_and(|(net, len)| {
-                        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-                        f.dst & mask == net
-                    });
-                    if in_dst {
-                        w.1 += 1;
-                        if crosses(&f.path, avoid) {
-                            w.2.push(format!("{} crosses {}", show(f), avoided(avoid)));
-                        }
+                IntentKind::Reroute { dst, avoid } if in_prefix(dst, f.dst) => {
+                    w.1 += 1;
+                    if crosses(&f.path, avoid) {
+                        w.2.push(format!("{} crosses {}", show(f), avoided(avoid)));
                     }
                 }
                 IntentKind::Monitor { flows, .. } if in_flows(flows, f) => w.1 += 1,
