@@ -118,8 +118,9 @@ timeout = "2s"
     // The switch goes away and comes back empty, with a new boot id.
     first.kill().unwrap();
     first.wait().unwrap();
+    // (No check that it starts empty: the reconciler may re-push before the
+    // test can look. The audit record below proves the re-push happened.)
     let _second = emulator(control);
-    assert_eq!(drop_acl(control), 0, "a fresh emulator holds none");
     wait("the entries pushed again", || drop_acl(control) == 8);
     let audit = http(api, "GET", "/v1/audit?limit=100", None, None)
         .unwrap()
