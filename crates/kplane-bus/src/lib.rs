@@ -2,28 +2,41 @@
 //!
 //! How kplane services hand batches to each other: topics split into partitions, messages
 //! with a key, headers and an opaque payload (an Arrow IPC stream or JSON lines, see
-//! `docs/bus.md`). One interface, [`Producer`]; implementations:
+//! `docs/bus.md`). Two interfaces, [`Producer`] and [`Consumer`]; implementations:
 //!
-//! * [`EmbeddedBus`] — in-process, bounded, partitioned; the default when everything runs in
-//!   one process. A full partition refuses the message ([`BusError::Full`]) so the producer
-//!   counts it: nothing is dropped silently.
+//! * [`EmbeddedBus`] / [`EmbeddedGroup`] — in-process, bounded, partitioned; the default when
+//!   everything runs in one process. A full partition refuses the message
+//!   ([`BusError::Full`]) so the producer counts it: nothing is dropped silently.
 //! * Kafka — `kplane-kafka` (rdkafka), chosen with `bus = "kafka"` and configured by
 //!   [`KafkaConfig`]; that crate alone links librdkafka.
+//!
+//! Every topic name is in [`topics`]; the JSON messages of the result topics are typed in
+//! `kplane_model::results`, the Arrow ones by their `kplane-schema` header.
 
 mod config;
+mod consumer;
 mod embedded;
 
 use bytes::Bytes;
 
 pub use config::{BusConfig, BusKind, Compression, KafkaConfig};
+pub use consumer::{Consumer, EmbeddedGroup, PartitionEvent, Received, TopicPartition};
 pub use embedded::{Delivery, EmbeddedBus, EmbeddedConsumer, TopicStats};
 
 /// Topic names, defined once.
 pub mod topics {
-    /// Filtered events from the collector (INTCollector event detection).
+    /// Filtered events from the collector (INTCollector event detection): Arrow IPC.
     pub const EVENTS: &str = "int.events";
-    /// Every decoded report (optional).
+    /// Every decoded report (optional): Arrow IPC.
     pub const REPORTS: &str = "int.reports";
+    /// The stream processor's window results: Arrow IPC, `kplane-schema: <table>/v1`.
+    pub const WINDOWS: &str = "int.windows";
+    /// The stream processor's immediate events: JSON lines (`kplane_model::results::Alert`).
+    pub const ALERTS: &str = "int.alerts";
+    /// The knowledge service's anomalies: JSON lines (`kplane_model::results::Anomaly`).
+    pub const ANOMALIES: &str = "int.anomalies";
+    /// The knowledge service's forecasts: JSON lines (`kplane_model::results::Forecast`).
+    pub const FORECASTS: &str = "int.forecasts";
 }
 
 /// `content-type` values, defined once.
@@ -85,6 +98,9 @@ pub enum BusError {
     },
     #[error("the bus is closed")]
     Closed,
+    /// A transient broker condition (unreachable, topic not created yet): try again.
+    #[error("bus unavailable: {0}")]
+    Unavailable(String),
     #[error("kafka: {0}")]
     Kafka(String),
 }
@@ -97,8 +113,15 @@ impl BusError {
             Self::UnknownPartition { .. } => "unknown_partition",
             Self::Full { .. } => "full",
             Self::Closed => "closed",
+            Self::Unavailable(_) => "unavailable",
             Self::Kafka(_) => "kafka",
         }
+    }
+
+    /// Whether trying again later may succeed (a full partition drains, a broker comes
+    /// back); the others need a change of configuration or code.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Full { .. } | Self::Unavailable(_))
     }
 }
 

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
 use clap::Args;
+use kplane_bus::PartitionEvent;
 use kplane_bus::{KafkaConfig, headers, topics};
-use kplane_kafka::{KafkaConsumer, KafkaMetrics, PartitionEvent};
+use kplane_kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 
 use crate::bench::{cpu_seconds, free_port, paced_send};

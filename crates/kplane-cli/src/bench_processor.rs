@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use clap::Args;
 use kplane_bus::headers;
+use kplane_bus::topics as result_topics;
 use kplane_runtime::{BoxError, Shutdown};
 use kplane_stream_processor::bench::{BenchConfig, run};
 use kplane_stream_processor::detect::Alert;
 use kplane_stream_processor::processor::LATEST_ARRIVAL;
-use kplane_stream_processor::result_topics;
 
 #[derive(Debug, Args)]
 pub struct ProcessorArgs {

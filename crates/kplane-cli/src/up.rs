@@ -147,7 +147,15 @@ async fn up(
     }
     let live = kplane_intent_api::live::Live::new(api_cfg.live_alerts);
     let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let follower = kplane_intent_api::follow_embedded(&bus, live.clone(), follow_stop.clone());
+    let follower = kplane_intent_api::follow(
+        Box::new(kplane_bus::EmbeddedGroup::subscribe(
+            &bus,
+            &kplane_intent_api::FOLLOWED,
+            kplane_intent_api::NAME,
+        )?),
+        live.clone(),
+        follow_stop.clone(),
+    );
     let api = kplane_intent_api::start(api_cfg, live, api_stop.clone()).await?;
 
     let url = format!("http://{}/", api.addr);

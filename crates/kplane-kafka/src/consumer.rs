@@ -12,48 +12,16 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use kplane_bus::KafkaConfig;
+use kplane_bus::{BusError, KafkaConfig, PartitionEvent, Received, TopicPartition};
+use rdkafka::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{Headers, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::{ClientContext, error::KafkaResult};
 
 use crate::KafkaBusError;
 use crate::client::consumer_config;
 use crate::metrics::{KafkaMetrics, KindLabel, PartitionLabel, TopicLabel};
-
-/// A partition of a topic.
-pub type TopicPartition = (String, u32);
-
-/// A change in what this member owns.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PartitionEvent {
-    /// Build state for these; reading resumes at their committed offsets.
-    Assigned(Vec<TopicPartition>),
-    /// Drop state for these; their durable offsets are already committed.
-    Revoked(Vec<TopicPartition>),
-}
-
-/// One message read from Kafka.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Received {
-    pub topic: String,
-    pub partition: u32,
-    pub offset: i64,
-    pub key: Option<Bytes>,
-    pub headers: Vec<(String, String)>,
-    pub payload: Bytes,
-    pub timestamp_ms: Option<i64>,
-}
-
-impl Received {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 #[derive(Default)]
 struct Shared {
@@ -274,5 +242,37 @@ impl KafkaConsumer {
         for _ in 0..10 {
             let _ = self.inner.poll(Duration::from_millis(50));
         }
+    }
+}
+
+impl kplane_bus::Consumer for KafkaConsumer {
+    fn poll(&mut self, timeout: Duration) -> Result<Option<Received>, BusError> {
+        KafkaConsumer::poll(self, timeout).map_err(|e| match e {
+            // E.g. the topic does not exist yet because no producer has started.
+            KafkaBusError::Client(KafkaError::MessageConsumption(code)) => {
+                BusError::Unavailable(code.to_string())
+            }
+            e => BusError::Kafka(e.to_string()),
+        })
+    }
+
+    fn partition_events(&mut self) -> Vec<PartitionEvent> {
+        KafkaConsumer::partition_events(self)
+    }
+
+    fn mark_durable(&mut self, topic: &str, partition: u32, offset: i64) {
+        KafkaConsumer::mark_durable(self, topic, partition, offset);
+    }
+
+    fn commit(&mut self) -> Result<(), BusError> {
+        KafkaConsumer::commit(self).map_err(|e| BusError::Unavailable(e.to_string()))
+    }
+
+    fn update_lag(&mut self) {
+        KafkaConsumer::update_lag(self, Duration::from_secs(1));
+    }
+
+    fn close(self: Box<Self>) {
+        KafkaConsumer::close(*self);
     }
 }

@@ -5,7 +5,7 @@
 //! * [`KafkaProducer`] — implements [`kplane_bus::Producer`]: idempotent, `acks=all`,
 //!   compressed, the partition chosen by the caller (the collector's source-IP hash); every
 //!   delivery report is checked and failures are counted by reason.
-//! * [`KafkaConsumer`] — a consumer group member (cooperative-sticky): offsets are committed
+//! * [`KafkaConsumer`] — implements [`kplane_bus::Consumer`]: a consumer group member (cooperative-sticky): offsets are committed
 //!   only for what the application marked durable; assignments and revocations are handed to
 //!   the application as [`PartitionEvent`]s, and durable offsets of revoked partitions are
 //!   committed inside the revoke callback, before the partitions move.
@@ -21,7 +21,8 @@ mod producer;
 
 pub use admin::ensure_topics;
 pub use client::{consumer_config, producer_config};
-pub use consumer::{KafkaConsumer, PartitionEvent, Received};
+pub use consumer::KafkaConsumer;
+pub use kplane_bus::{PartitionEvent, Received};
 pub use metrics::KafkaMetrics;
 pub use producer::KafkaProducer;
 pub use rdkafka::error::KafkaError;

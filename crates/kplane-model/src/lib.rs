@@ -10,6 +10,7 @@ mod event;
 mod flow;
 mod hop;
 mod record;
+pub mod results;
 pub mod schema;
 
 pub use envelope::{ReportEnvelope, ReportFlags, ReportFormat};

@@ -449,7 +449,7 @@ async fn events(
 ) -> Result<Json<Value>, ApiError> {
     let limit = p.limit.unwrap_or(100).clamp(1, 10_000);
     if let Some(k) = &p.kind
-        && !kplane_stream_processor::detect::AlertKind::ALL
+        && !kplane_model::results::AlertKind::ALL
             .iter()
             .any(|a| a.as_str() == k)
     {

@@ -27,9 +27,8 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::routing::get;
-use kplane_bus::{BusConfig, BusKind, EmbeddedBus, headers};
+use kplane_bus::{BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, headers, topics};
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
-use kplane_stream_processor::result_topics;
 
 pub use config::Config;
 
@@ -124,31 +123,35 @@ pub async fn start(
     })
 }
 
-/// Reads the result topics of an in-process bus into `live` until `stop`.
-pub fn follow_embedded(
-    bus: &EmbeddedBus,
+/// The topics the live views follow.
+pub const FOLLOWED: [&str; 2] = [topics::WINDOWS, topics::ALERTS];
+
+/// Reads the result topics into `live` until `stop` (a thread of its own: bus consumers
+/// block).
+pub fn follow(
+    mut consumer: Box<dyn Consumer>,
     live: Live,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
-    let consumers: Vec<_> = [result_topics::WINDOWS, result_topics::ALERTS]
-        .into_iter()
-        .filter_map(|t| bus.consumer(t, NAME).ok().map(|c| (t, c)))
-        .collect();
     std::thread::spawn(move || {
-        let mut consumers = consumers;
         while !stop.load(Ordering::Acquire) {
-            for (topic, c) in &mut consumers {
-                while let Some(d) = c.poll(Duration::from_millis(20)) {
-                    live::apply(
-                        &live,
-                        topic,
-                        d.message.header(headers::SCHEMA),
-                        &d.message.payload,
-                    );
+            match consumer.poll(Duration::from_millis(100)) {
+                Ok(Some(m)) => {
+                    live::apply(&live, &m.topic, m.header(headers::SCHEMA), &m.payload);
+                    // Live views need no replay: what was read may be forgotten.
+                    consumer.mark_durable(&m.topic, m.partition, m.offset);
                 }
-                c.commit();
+                Ok(None) => {
+                    let _ = consumer.commit();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "result topics: consume error; retrying");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
             }
         }
+        let _ = consumer.commit();
+        consumer.close();
     })
 }
 
@@ -156,7 +159,11 @@ pub fn follow_embedded(
 pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> ServiceResult {
     let live = Live::new(cfg.live_alerts);
     let stop = Arc::new(AtomicBool::new(false));
-    let reader = follow_embedded(&bus, live.clone(), stop.clone());
+    let reader = follow(
+        Box::new(EmbeddedGroup::subscribe(&bus, &FOLLOWED, NAME)?),
+        live.clone(),
+        stop.clone(),
+    );
     let running = start(cfg, live, shutdown).await?;
     let r = running.wait().await;
     stop.store(true, Ordering::Release);
@@ -185,25 +192,10 @@ pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResu
             let consumer = kplane_kafka::KafkaConsumer::subscribe(
                 &kafka,
                 &kafka.group_id,
-                &[result_topics::WINDOWS, result_topics::ALERTS],
+                &FOLLOWED,
                 kplane_kafka::KafkaMetrics::default(),
             )?;
-            let (live, stop) = (live.clone(), stop.clone());
-            Some(std::thread::spawn(move || {
-                while !stop.load(Ordering::Acquire) {
-                    match consumer.poll(Duration::from_millis(100)) {
-                        Ok(Some(m)) => {
-                            live::apply(&live, &m.topic, m.header(headers::SCHEMA), &m.payload)
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing::warn!(error = %e, "result topics: consume error; retrying");
-                            std::thread::sleep(Duration::from_secs(1));
-                        }
-                    }
-                }
-                consumer.close();
-            }))
+            Some(follow(Box::new(consumer), live.clone(), stop.clone()))
         }
     };
     let running = start(cfg, live, shutdown).await?;

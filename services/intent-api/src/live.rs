@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow_array::RecordBatch;
-use kplane_stream_processor::detect::Alert;
+use kplane_model::results::Alert;
 use tokio::sync::broadcast;
 
 /// The latest results, shared by the handlers and the topic reader.
@@ -105,7 +105,7 @@ impl Live {
 
 /// Applies one result-topic message to `live`.
 pub fn apply(live: &Live, topic: &str, schema: Option<&str>, payload: &[u8]) {
-    if topic == kplane_stream_processor::result_topics::ALERTS {
+    if topic == kplane_bus::topics::ALERTS {
         for line in payload.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             match serde_json::from_slice::<Alert>(line) {
                 Ok(a) => live.alert(a),

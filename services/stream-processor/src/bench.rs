@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
+use kplane_bus::PartitionEvent;
 use kplane_bus::topics;
-use kplane_kafka::PartitionEvent;
 use kplane_model::batch::ReportBatchBuilder;
 use kplane_model::schema::col;
 use kplane_model::{FlowKey, HopField, HopRecord, ReportRecord};

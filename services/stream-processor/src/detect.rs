@@ -12,7 +12,6 @@
 //! so alerts are at-least-once and a path change across a restart is not seen.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::IpAddr;
 use std::sync::{Arc, LazyLock};
 
 use arrow_array::builder::{
@@ -29,72 +28,12 @@ use arrow_buffer::{ArrowNativeType, NullBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use kplane_model::schema::col;
 use kplane_model::{HopField, ip_from_16, ip_to_16};
-use serde::{Deserialize, Serialize};
 
 use crate::config::Thresholds;
 use crate::flow_table::FlowTable;
 use crate::frame::pcol;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AlertKind {
-    PathChange,
-    Loop,
-    BlackHole,
-    BlackHoleCleared,
-    Threshold,
-    ReportLossBurst,
-}
-
-impl AlertKind {
-    pub const ALL: [AlertKind; 6] = [
-        Self::PathChange,
-        Self::Loop,
-        Self::BlackHole,
-        Self::BlackHoleCleared,
-        Self::Threshold,
-        Self::ReportLossBurst,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::PathChange => "path_change",
-            Self::Loop => "loop",
-            Self::BlackHole => "black_hole",
-            Self::BlackHoleCleared => "black_hole_cleared",
-            Self::Threshold => "threshold",
-            Self::ReportLossBurst => "report_loss_burst",
-        }
-    }
-}
-
-/// One immediate event. On `int.alerts` as a JSON line; in the store's `alerts` table.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-pub struct Alert {
-    /// Event time of the row that raised it, ns since the Unix epoch.
-    pub time_ns: i64,
-    /// When the collector received the report (or event) that raised it.
-    pub received_ns: i64,
-    /// Wall clock when it was raised.
-    pub detected_ns: i64,
-    pub kind: Option<AlertKind>,
-    pub partition: u32,
-    pub src_ip: Option<IpAddr>,
-    pub dst_ip: Option<IpAddr>,
-    pub src_port: Option<u16>,
-    pub dst_port: Option<u16>,
-    pub protocol: Option<u8>,
-    /// The switch it is about (threshold, loss, black hole: the last node still reporting).
-    pub node_id: Option<u32>,
-    pub queue_id: Option<u8>,
-    /// `hop_latency_ns` or `queue_occupancy` for threshold alerts.
-    pub metric: Option<String>,
-    /// The measured value: latency, occupancy, reports lost, ns since the last sink report.
-    pub value: Option<u64>,
-    pub threshold: Option<u64>,
-    pub path: Vec<u32>,
-    pub previous_path: Vec<u32>,
-}
+pub use kplane_model::results::{Alert, AlertKind};
 
 type FlowId = [u8; 37];
 

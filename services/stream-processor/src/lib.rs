@@ -24,22 +24,19 @@ pub mod metrics;
 pub mod panes;
 pub mod processor;
 pub mod query;
-pub mod source;
 pub mod stages;
 pub mod store;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kplane_bus::{BusConfig, BusKind, EmbeddedBus, Producer, topics};
+use kplane_bus::{BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Producer, topics};
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 
 pub use config::Config;
-pub use processor::result_topics;
 
 use crate::metrics::ProcessorMetrics;
 use crate::processor::Processor;
-use crate::source::{EmbeddedSource, KafkaSource, Source};
 
 /// The service's name: its config section, metric prefix and subcommand.
 pub const NAME: &str = "stream-processor";
@@ -58,7 +55,7 @@ fn inputs(cfg: &Config) -> Vec<&'static str> {
 
 /// Creates the result topics on an in-process bus (kept if they exist).
 pub fn create_result_topics(bus: &EmbeddedBus, cfg: &Config, capacity: usize) {
-    for t in [result_topics::WINDOWS, result_topics::ALERTS] {
+    for t in [topics::WINDOWS, topics::ALERTS] {
         bus.create_topic(t, cfg.result_partitions, capacity);
     }
 }
@@ -83,8 +80,8 @@ pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResu
             let bus_metrics = kplane_kafka::KafkaMetrics::default();
             let results: Option<Arc<dyn Producer>> = if cfg.publish {
                 let wanted = [
-                    (result_topics::WINDOWS, cfg.result_partitions),
-                    (result_topics::ALERTS, cfg.result_partitions),
+                    (topics::WINDOWS, cfg.result_partitions),
+                    (topics::ALERTS, cfg.result_partitions),
                 ];
                 kplane_kafka::ensure_topics(&kafka, &wanted).await?;
                 Some(Arc::new(kplane_kafka::KafkaProducer::new(
@@ -97,8 +94,10 @@ pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResu
             };
             let topics = inputs(&cfg);
             let m = bus_metrics.clone();
-            let source = move || -> Result<Box<dyn Source>, kplane_runtime::BoxError> {
-                Ok(Box::new(KafkaSource::subscribe(&kafka, &topics, m)?))
+            let source = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
+                let c =
+                    kplane_kafka::KafkaConsumer::subscribe(&kafka, &kafka.group_id, &topics, m)?;
+                Ok(Box::new(c))
             };
             serve(cfg, source, results, Some(bus_metrics), shutdown).await
         }
@@ -113,15 +112,15 @@ pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> 
         .publish
         .then(|| Arc::new(bus.clone()) as Arc<dyn Producer>);
     let topics = inputs(&cfg);
-    let source = move || -> Result<Box<dyn Source>, kplane_runtime::BoxError> {
-        Ok(Box::new(EmbeddedSource::new(&bus, &topics, NAME)?))
+    let source = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
+        Ok(Box::new(EmbeddedGroup::subscribe(&bus, &topics, NAME)?))
     };
     serve(cfg, source, results, None, shutdown).await
 }
 
 async fn serve(
     cfg: Config,
-    source: impl FnOnce() -> Result<Box<dyn Source>, kplane_runtime::BoxError> + Send + 'static,
+    source: impl FnOnce() -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> + Send + 'static,
     results: Option<Arc<dyn Producer>>,
     bus_metrics: Option<kplane_kafka::KafkaMetrics>,
     shutdown: Shutdown,

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
 use bytes::Bytes;
-use kplane_bus::{Message, Producer, content_types, headers, topics};
-use kplane_kafka::PartitionEvent;
+use kplane_bus::{
+    Consumer, Message, PartitionEvent, Producer, Received, content_types, headers, topics,
+};
 
 use crate::analytics::{Analytics, Table, WindowInput, paths_of};
 use crate::config::{Config, EventTime};
@@ -20,19 +21,10 @@ use crate::detect::{Alert, Detector, alerts_batch};
 use crate::frame::{event_frame, report_frame};
 use crate::metrics::ProcessorMetrics;
 use crate::panes::{ClosedWindow, Offered, Panes};
-use crate::source::{Msg, Source};
 use crate::stages::StageTimes;
 use crate::store::{LaneStore, WindowRows};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Result topics.
-pub mod result_topics {
-    /// Window results: Arrow IPC, header `kplane-schema: <table>/v1`.
-    pub const WINDOWS: &str = "int.windows";
-    /// Immediate events: JSON lines, one [`crate::detect::Alert`] per line.
-    pub const ALERTS: &str = "int.alerts";
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LaneKind {
@@ -132,15 +124,30 @@ impl Processor {
     /// Consumes `source` until `stop`. On stop, open windows of a replayable source (Kafka)
     /// are not written — their messages are read again by whoever owns the partition next; an
     /// in-process bus is drained and every open window written, since nothing could replay it.
-    pub fn run(&mut self, mut source: Box<dyn Source>, stop: &AtomicBool) -> Result<(), BoxError> {
+    pub fn run(
+        &mut self,
+        mut source: Box<dyn Consumer>,
+        stop: &AtomicBool,
+    ) -> Result<(), BoxError> {
         let mut last_lag = Instant::now();
         let mut last_commit = Instant::now();
         let mut last_any = Instant::now();
+        let mut last_warned: Option<Instant> = None;
         while !stop.load(Ordering::Acquire) {
-            let consume_errors = self.metrics.consume_errors.clone();
-            let msg = source.poll(Duration::from_millis(50), &move || {
-                consume_errors.inc();
-            })?;
+            let msg = match source.poll(Duration::from_millis(50)) {
+                Ok(m) => m,
+                // E.g. the topic does not exist yet because no collector has started:
+                // counted, logged at most every 10 s, retried.
+                Err(e) if e.is_retryable() => {
+                    self.metrics.consume_errors.inc();
+                    if last_warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        tracing::warn!(error = %e, "consume error; retrying");
+                        last_warned = Some(Instant::now());
+                    }
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            };
             self.rebalance(source.partition_events())?;
             if let Some(m) = msg {
                 last_any = Instant::now();
@@ -163,7 +170,7 @@ impl Processor {
                 }
             }
             if committed || last_commit.elapsed() >= Duration::from_millis(200) {
-                source.commit();
+                commit(source.as_mut());
                 last_commit = Instant::now();
             }
             self.metrics.open_panes.set(
@@ -181,15 +188,18 @@ impl Processor {
             }
         }
         if !source.replayable() {
-            let consume_errors = self.metrics.consume_errors.clone();
-            let transient = move || consume_errors.inc();
-            while let Some(m) = source.poll(Duration::from_millis(100), &|| {
-                transient();
-            })? {
-                self.handle(m);
+            loop {
+                match source.poll(Duration::from_millis(100)) {
+                    Ok(Some(m)) => self.handle(m),
+                    Ok(None) => break,
+                    Err(e) if e.is_retryable() => {
+                        self.metrics.consume_errors.inc();
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
             self.flush()?;
-            source.commit();
+            commit(source.as_mut());
         }
         source.close();
         Ok(())
@@ -254,7 +264,7 @@ impl Processor {
     }
 
     /// Offers one message to its lane: detectors first (alerts go out at once), then panes.
-    pub fn handle(&mut self, m: Msg) {
+    pub fn handle(&mut self, m: Received) {
         let key = (m.topic.clone(), m.partition);
         let Some(lane) = self.lanes.get(&key) else {
             // Not ours (a message delivered across a revocation): its owner reads it; counted.
@@ -263,7 +273,7 @@ impl Processor {
             return;
         };
         let decoded = crate::input::batches(
-            m.content_type.as_deref(),
+            m.header(headers::CONTENT_TYPE),
             &m.payload,
             lane.kind == LaneKind::Reports,
         );
@@ -361,9 +371,9 @@ impl Processor {
                     payload.push(b'\n');
                 }
             }
-            let partitions = p.partitions(result_topics::ALERTS).unwrap_or(1).max(1);
+            let partitions = p.partitions(topics::ALERTS).unwrap_or(1).max(1);
             let msg = Message {
-                topic: result_topics::ALERTS,
+                topic: topics::ALERTS,
                 partition: lane.partition % partitions,
                 key: None,
                 headers: vec![
@@ -531,7 +541,7 @@ fn publish_windows(
     results: &[(&'static str, RecordBatch)],
     metrics: &ProcessorMetrics,
 ) {
-    let partitions = p.partitions(result_topics::WINDOWS).unwrap_or(1).max(1);
+    let partitions = p.partitions(topics::WINDOWS).unwrap_or(1).max(1);
     for (table, batch) in results {
         let mut payload = Vec::new();
         let encoded = arrow_ipc::writer::StreamWriter::try_new(&mut payload, &batch.schema())
@@ -545,7 +555,7 @@ fn publish_windows(
             continue;
         }
         let msg = Message {
-            topic: result_topics::WINDOWS,
+            topic: topics::WINDOWS,
             partition: partition % partitions,
             key: None,
             headers: vec![
@@ -561,5 +571,11 @@ fn publish_windows(
             metrics.publish_failures.inc();
             tracing::warn!(error = %e, table, "window result not published (it is stored)");
         }
+    }
+}
+
+fn commit(source: &mut dyn Consumer) {
+    if let Err(e) = source.commit() {
+        tracing::warn!(error = %e, "offset commit failed; results stay exact, the next owner re-reads more");
     }
 }

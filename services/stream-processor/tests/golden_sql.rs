@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use kplane_bus::PartitionEvent;
 use kplane_bus::topics;
-use kplane_kafka::PartitionEvent;
 use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
 use kplane_model::{
     Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportFlags, ReportRecord,
@@ -205,7 +205,6 @@ fn window_results_match_the_golden_tables() {
 
 #[test]
 fn an_undecodable_message_is_counted_skipped_and_committed_past() {
-    use kplane_stream_processor::source::Msg;
     let data = std::env::temp_dir().join(format!("kplane-sp-bad-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let cfg = Config {
@@ -218,12 +217,14 @@ fn an_undecodable_message_is_counted_skipped_and_committed_past() {
     let r = (topics::REPORTS.to_string(), 0u32);
     p.rebalance(vec![PartitionEvent::Assigned(vec![r.clone()])])
         .unwrap();
-    p.handle(Msg {
+    p.handle(kplane_bus::Received {
         topic: r.0.clone(),
         partition: 0,
         offset: 0,
-        content_type: None,
+        key: None,
+        headers: vec![],
         payload: bytes::Bytes::from_static(b"not arrow"),
+        timestamp_ms: None,
     });
     p.offer_batches(&r, 1, &[reports()]);
     assert_eq!(metrics.undecodable.get(), 1);

@@ -11,13 +11,14 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, RecordBatch};
 use kplane_bus::headers;
+use kplane_bus::topics as result_topics;
 use kplane_emulator::run::{RunConfig, build, run};
 use kplane_emulator::sim::{Action, Sim, SimConfig, Truth};
 use kplane_runtime::Shutdown;
+use kplane_stream_processor::Config;
 use kplane_stream_processor::config::Thresholds;
 use kplane_stream_processor::detect::{Alert, AlertKind};
 use kplane_stream_processor::query::{scalar, sql_blocking};
-use kplane_stream_processor::{Config, result_topics};
 
 const MS: u64 = 1_000_000;
 

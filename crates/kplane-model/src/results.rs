@@ -1,0 +1,243 @@
+//! The JSON messages of the result topics, defined once: the stream processor's immediate
+//! events on `int.alerts` ([`Alert`]), the knowledge service's anomalies on `int.anomalies`
+//! ([`Anomaly`]) and forecasts on `int.forecasts` ([`Forecast`]). One object per line.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    PathChange,
+    Loop,
+    BlackHole,
+    BlackHoleCleared,
+    Threshold,
+    ReportLossBurst,
+}
+
+impl AlertKind {
+    pub const ALL: [AlertKind; 6] = [
+        Self::PathChange,
+        Self::Loop,
+        Self::BlackHole,
+        Self::BlackHoleCleared,
+        Self::Threshold,
+        Self::ReportLossBurst,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::PathChange => "path_change",
+            Self::Loop => "loop",
+            Self::BlackHole => "black_hole",
+            Self::BlackHoleCleared => "black_hole_cleared",
+            Self::Threshold => "threshold",
+            Self::ReportLossBurst => "report_loss_burst",
+        }
+    }
+}
+
+/// One immediate event. On `int.alerts` as a JSON line; in the store's `alerts` table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Alert {
+    /// Event time of the row that raised it, ns since the Unix epoch.
+    pub time_ns: i64,
+    /// When the collector received the report (or event) that raised it.
+    pub received_ns: i64,
+    /// Wall clock when it was raised.
+    pub detected_ns: i64,
+    pub kind: Option<AlertKind>,
+    pub partition: u32,
+    pub src_ip: Option<IpAddr>,
+    pub dst_ip: Option<IpAddr>,
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+    pub protocol: Option<u8>,
+    /// The switch it is about (threshold, loss, black hole: the last node still reporting).
+    pub node_id: Option<u32>,
+    pub queue_id: Option<u8>,
+    /// `hop_latency_ns` or `queue_occupancy` for threshold alerts.
+    pub metric: Option<String>,
+    /// The measured value: latency, occupancy, reports lost, ns since the last sink report.
+    pub value: Option<u64>,
+    pub threshold: Option<u64>,
+    pub path: Vec<u32>,
+    pub previous_path: Vec<u32>,
+}
+
+/// What an anomaly is about: a source or destination address, a (node, queue), a (node,
+/// egress port) link, or a flow (loops and black holes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityKind {
+    Source,
+    Destination,
+    Queue,
+    Link,
+    Flow,
+}
+
+impl EntityKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Source => "source",
+            Self::Destination => "destination",
+            Self::Queue => "queue",
+            Self::Link => "link",
+            Self::Flow => "flow",
+        }
+    }
+}
+
+/// The type of an anomaly. `routing_loop` and `black_hole` are the processor's facts
+/// (alerts), merged; the others are learnt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnomalyType {
+    Ddos,
+    PortScan,
+    Congestion,
+    LinkFailure,
+    RoutingLoop,
+    BlackHole,
+    /// Far from normal, but like no type the classifier knows.
+    Unknown,
+}
+
+impl AnomalyType {
+    pub const ALL: [AnomalyType; 7] = [
+        Self::Ddos,
+        Self::PortScan,
+        Self::Congestion,
+        Self::LinkFailure,
+        Self::RoutingLoop,
+        Self::BlackHole,
+        Self::Unknown,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ddos => "ddos",
+            Self::PortScan => "port_scan",
+            Self::Congestion => "congestion",
+            Self::LinkFailure => "link_failure",
+            Self::RoutingLoop => "routing_loop",
+            Self::BlackHole => "black_hole",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// One feature of an entity-window and how far it is from normal.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct FeatureDeviation {
+    pub name: String,
+    pub value: f64,
+    /// The training data's mean of the feature.
+    pub normal: f64,
+    /// Standard deviations from `normal` (on the model's scale).
+    pub z: f64,
+}
+
+/// A flow touched by an anomaly, with its path.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub struct FlowRef {
+    pub src_ip: Option<IpAddr>,
+    pub dst_ip: Option<IpAddr>,
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+    pub protocol: Option<u8>,
+    pub path: Vec<u32>,
+}
+
+/// Who else an anomaly reaches: the flows it concerns, the switches, queues and links on
+/// their paths, and the other flows crossing those switches.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct BlastRadius {
+    /// The flows of the entity in the anomaly's latest window (at most 50; `flows_total`).
+    pub flows: Vec<FlowRef>,
+    pub flows_total: usize,
+    /// Switches on those flows' paths.
+    pub nodes: Vec<u32>,
+    /// (node, queue) on those switches, with their mean occupancy in the window.
+    pub queues: Vec<(u32, u8)>,
+    /// (node, egress port) links leaving those switches.
+    pub links: Vec<(u32, u16)>,
+    /// Other flows crossing the same switches in the window.
+    pub other_flows: usize,
+}
+
+/// Why an anomaly was raised.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct Explanation {
+    /// One sentence for people.
+    pub summary: String,
+    /// The features that drove the score, largest deviation first.
+    pub features: Vec<FeatureDeviation>,
+    pub blast_radius: BlastRadius,
+}
+
+/// An anomaly episode: raised when an entity's score crosses the model's calibrated
+/// threshold, updated while it lasts, closed when the score stays below.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct Anomaly {
+    /// `<entity kind>:<entity>:<start ns>`: stable across updates of one episode.
+    pub id: String,
+    pub entity_kind: EntityKind,
+    /// `10.0.0.2`, `5/0` (node/queue), `5:2` (node:port), or a flow's 5-tuple.
+    pub entity: String,
+    #[serde(rename = "type")]
+    pub anomaly_type: AnomalyType,
+    /// The classifier's confidence in `type` (1 for facts from alerts).
+    pub confidence: f64,
+    /// Distance from normal; `threshold` is where the model calibrated "anomalous".
+    pub score: f64,
+    pub threshold: f64,
+    /// Window times (event time, ns since the Unix epoch).
+    pub start_ns: i64,
+    /// Absent while the episode is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<i64>,
+    pub last_ns: i64,
+    /// Windows above the threshold so far.
+    pub windows: u32,
+    /// Wall clock when it was first raised.
+    pub detected_ns: i64,
+    /// `start`, `update` or `end`.
+    pub phase: AnomalyPhase,
+    pub model_version: u64,
+    pub explanation: Explanation,
+    /// Intent documents (docs/intents.md) the control plane may apply, with
+    /// `origin: recommendation`.
+    #[serde(default)]
+    pub recommendations: Vec<serde_json::Value>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnomalyPhase {
+    Start,
+    Update,
+    End,
+}
+
+/// A forecast of one series for the next window, beside the baselines it must beat.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct Forecast {
+    /// `link_utilization` (entity `node:port`) or `destination_bytes` (entity an address).
+    pub series: String,
+    pub entity: String,
+    /// The window forecast (its end, event time ns).
+    pub window_end_ns: i64,
+    pub horizon_windows: u32,
+    pub predicted: f64,
+    pub last_value: f64,
+    pub ewma: f64,
+    pub model_version: u64,
+}
