@@ -1,25 +1,388 @@
 //! # kplane knowledge
 //!
-//! Will provide: anomaly and traffic models with linfa.
-//! Today it only starts, serves the shared admin router (`/metrics`, `/healthz`,
-//! `/readyz`) and stops cleanly on SIGINT/SIGTERM: nothing here pretends to do the work yet.
+//! The knowledge plane of the KDN paper: it learns the network's normal behaviour from the
+//! stream processor's window results and hands knowledge to operators and the control plane.
+//!
+//! * In: `int.windows` (flows, queues, links) and `int.alerts` from the bus — a Kafka consumer
+//!   group, or the in-process bus in `kplane up` — and, at a cold start, the history in the
+//!   processor's Parquet store.
+//! * Models (linfa, pure Rust): per entity kind (source, destination, queue, link) a model of
+//!   normal behaviour (`detectors/`, k-means distance) with a threshold calibrated on held-out
+//!   windows; a decision tree that types anomalies (DDoS, port scan, congestion, link
+//!   failure), trained on the emulator's ground truth; loops and black holes merged from the
+//!   processor's alerts; per link and destination a linear forecast of the next window.
+//! * Out: anomaly episodes with an explanation (features, blast radius) and recommended
+//!   intents on `int.anomalies` and in `<store-dir>/knowledge/anomalies.jsonl`; forecasts on
+//!   `int.forecasts`; the model registry in `<state-dir>/models.json`.
+//!
+//! See `docs/knowledge.md`.
 
-use kplane_runtime::{AdminOnlyConfig, AdminPort, ServiceResult, Shutdown, run_admin_only};
+pub mod config;
+pub mod detectors;
+pub mod engine;
+pub mod explain;
+pub mod features;
+pub mod forecast;
+pub mod history;
+pub mod metrics;
+pub mod model;
+pub mod registry;
+pub mod typer;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kplane_bus::{
+    BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Message, Producer, content_types,
+    headers, topics,
+};
+use kplane_model::results::{Alert, Anomaly, AnomalyPhase, Forecast};
+use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
+use serde::Serialize;
+
+pub use config::Config;
+pub use engine::{Engine, EngineConfig, Output};
+
+use crate::metrics::{KnowledgeMetrics, ResultLabel, TypeLabel};
+use crate::model::TrainParams;
 
 /// The service's name: its config section, metric prefix and subcommand.
 pub const NAME: &str = "knowledge";
 
-/// `[knowledge]`: admin listener, default 127.0.0.1:9103.
-pub type Config = AdminOnlyConfig<DefaultAdmin>;
+/// The topics the service reads.
+pub const INPUTS: [&str; 2] = [topics::WINDOWS, topics::ALERTS];
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DefaultAdmin;
-
-impl AdminPort for DefaultAdmin {
-    const PORT: u16 = 9103;
+impl Config {
+    pub fn engine(&self) -> EngineConfig {
+        EngineConfig {
+            state_dir: self.state_dir.clone(),
+            min_windows: self.min_windows,
+            training_windows: self.training_windows,
+            retrain_every: self.retrain_every,
+            close_after: self.close_after,
+            train: TrainParams {
+                detector: self.detector.clone(),
+                clusters: self.clusters,
+                holdout: self.holdout,
+                false_alarms_per_hour: self.false_alarms_per_hour,
+                window_ns: self.window.as_nanos() as i64,
+            },
+        }
+    }
 }
 
-/// Runs until `shutdown` fires.
-pub async fn run(cfg: Config, shutdown: Shutdown) -> ServiceResult {
-    run_admin_only(NAME, cfg.admin, shutdown).await
+/// Creates the output topics on an in-process bus (kept if they exist).
+pub fn create_topics(bus: &EmbeddedBus, capacity: usize) {
+    bus.create_topic(topics::ANOMALIES, 1, capacity);
+    bus.create_topic(topics::FORECASTS, 1, capacity);
 }
+
+/// Runs on the configured bus (Kafka: consumer group `<bus.kafka.group-id>-knowledge`).
+pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
+    match bus.kind {
+        BusKind::Embedded => Err(
+            "bus = embedded: a stand-alone knowledge service has no stream \
+             processor in its process; run `kplane up` for everything in one process, or set \
+             bus.kind = \"kafka\""
+                .into(),
+        ),
+        BusKind::Kafka => {
+            let mut kafka = bus.kafka.clone();
+            kafka.group_id = format!("{}-{NAME}", kafka.group_id);
+            let wanted = [(topics::ANOMALIES, 1), (topics::FORECASTS, 1)];
+            kplane_kafka::ensure_topics(&kafka, &wanted).await?;
+            let bus_metrics = kplane_kafka::KafkaMetrics::default();
+            let producer: Arc<dyn Producer> = Arc::new(kplane_kafka::KafkaProducer::new(
+                &kafka,
+                &wanted,
+                bus_metrics.clone(),
+            )?);
+            let m = bus_metrics.clone();
+            let consumer = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
+                Ok(Box::new(kplane_kafka::KafkaConsumer::subscribe(
+                    &kafka,
+                    &kafka.group_id,
+                    &INPUTS,
+                    m,
+                )?))
+            };
+            serve(cfg, consumer, producer, Some(bus_metrics), shutdown).await
+        }
+    }
+}
+
+/// Runs on an in-process bus shared with the stream processor (`kplane up`, tests).
+pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> ServiceResult {
+    create_topics(&bus, 4_096);
+    let producer: Arc<dyn Producer> = Arc::new(bus.clone());
+    let consumer = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
+        Ok(Box::new(EmbeddedGroup::subscribe(&bus, &INPUTS, NAME)?))
+    };
+    serve(cfg, consumer, producer, None, shutdown).await
+}
+
+async fn serve(
+    cfg: Config,
+    consumer: impl FnOnce() -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> + Send + 'static,
+    producer: Arc<dyn Producer>,
+    bus_metrics: Option<kplane_kafka::KafkaMetrics>,
+    shutdown: Shutdown,
+) -> ServiceResult {
+    let registry = Metrics::new(NAME);
+    let metrics = KnowledgeMetrics::default();
+    registry.register(|r| {
+        metrics.register(r);
+        if let Some(m) = &bus_metrics {
+            m.register(r);
+        }
+    });
+    let admin_state = AdminState::new(registry);
+    let (admin, admin_task) = serve_admin(cfg.admin, admin_state.clone(), shutdown.clone()).await?;
+    tracing::info!(%admin, state_dir = %cfg.state_dir.display(), "admin listening (/metrics /healthz /readyz)");
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (stop, admin_state) = (stop.clone(), admin_state.clone());
+        tokio::task::spawn_blocking(move || -> ServiceResult {
+            let mut engine = Engine::new(cfg.engine())?;
+            if engine.registry().models.is_empty() {
+                let (windows, unreadable) = history::windows(&cfg.store_dir, cfg.training_windows);
+                tracing::info!(
+                    windows = windows.len(),
+                    unreadable,
+                    "history read from the store"
+                );
+                engine.seed_history(windows);
+            }
+            let mut svc = Service {
+                cfg,
+                engine,
+                producer,
+                metrics,
+                admin_state,
+                last_result: None,
+            };
+            svc.publish_status();
+            svc.run(consumer()?, &stop)
+        })
+    };
+    tokio::pin!(worker);
+    let result = tokio::select! {
+        r = &mut worker => r?,
+        () = shutdown.wait() => {
+            stop.store(true, Ordering::Release);
+            worker.await?
+        }
+    };
+    admin_state.set_ready(false);
+    shutdown.trigger();
+    admin_task.await??;
+    tracing::info!(service = NAME, "stopped");
+    result
+}
+
+struct Service {
+    cfg: Config,
+    engine: Engine,
+    producer: Arc<dyn Producer>,
+    metrics: KnowledgeMetrics,
+    admin_state: AdminState,
+    last_result: Option<Instant>,
+}
+
+impl Service {
+    fn run(&mut self, mut consumer: Box<dyn Consumer>, stop: &AtomicBool) -> ServiceResult {
+        let mut last_any = Instant::now();
+        let mut last_commit = Instant::now();
+        let mut last_warned: Option<Instant> = None;
+        while !stop.load(Ordering::Acquire) {
+            let _ = consumer.partition_events();
+            match consumer.poll(Duration::from_millis(100)) {
+                Ok(Some(m)) => {
+                    last_any = Instant::now();
+                    let out = self.apply(&m.topic, m.header(headers::SCHEMA), &m.payload);
+                    self.emit(out);
+                    // Results are acted on at once; models and open episodes are rebuilt
+                    // from the registry and the next windows after a restart.
+                    consumer.mark_durable(&m.topic, m.partition, m.offset);
+                }
+                Ok(None) => {}
+                Err(e) if e.is_retryable() => {
+                    self.metrics.consume_errors.inc();
+                    if last_warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        tracing::warn!(error = %e, "consume error; retrying");
+                        last_warned = Some(Instant::now());
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let out = self.engine.tick(last_any.elapsed() >= self.cfg.idle_close);
+            self.emit(out);
+            if last_commit.elapsed() >= Duration::from_secs(1) {
+                if let Err(e) = consumer.commit() {
+                    tracing::warn!(error = %e, "offset commit failed; a restart re-reads more");
+                }
+                last_commit = Instant::now();
+                consumer.update_lag();
+                self.publish_status();
+            }
+        }
+        let _ = consumer.commit();
+        consumer.close();
+        Ok(())
+    }
+
+    /// One message of `int.windows` or `int.alerts`.
+    fn apply(&mut self, topic: &str, schema: Option<&str>, payload: &[u8]) -> Output {
+        if topic == topics::ALERTS {
+            let mut alerts = Vec::new();
+            for line in payload.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                match serde_json::from_slice::<Alert>(line) {
+                    Ok(a) => alerts.push(a),
+                    Err(e) => {
+                        self.metrics.undecodable.inc();
+                        tracing::warn!(error = %e, "undecodable alert skipped");
+                    }
+                }
+            }
+            return self.engine.add_alerts(&alerts);
+        }
+        let Some(table) = schema.and_then(|s| s.strip_suffix("/v1")) else {
+            self.metrics.undecodable.inc();
+            tracing::warn!(
+                ?schema,
+                "window result without a known schema header skipped"
+            );
+            return Output::default();
+        };
+        self.last_result = Some(Instant::now());
+        if !history::TABLES.contains(&table) {
+            return Output::default();
+        }
+        match arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(payload), None)
+            .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+        {
+            Ok(batches) => {
+                for b in &batches {
+                    self.engine.add_result(table, b);
+                }
+            }
+            Err(e) => {
+                self.metrics.undecodable.inc();
+                tracing::warn!(error = %e, table, "undecodable window result skipped");
+            }
+        }
+        Output::default()
+    }
+
+    fn emit(&mut self, out: Output) {
+        if out.anomalies.is_empty() && out.forecasts.is_empty() {
+            return;
+        }
+        for a in &out.anomalies {
+            if a.phase == AnomalyPhase::Start {
+                self.metrics
+                    .anomalies
+                    .get_or_create(&TypeLabel {
+                        r#type: a.anomaly_type.as_str(),
+                    })
+                    .inc();
+                tracing::info!(id = %a.id, r#type = a.anomaly_type.as_str(), score = a.score, "{}", a.explanation.summary);
+            }
+        }
+        self.metrics.forecasts.inc_by(out.forecasts.len() as u64);
+        if let Err(e) = append_anomalies(&self.cfg.store_dir, &out.anomalies) {
+            tracing::warn!(error = %e, "anomalies not stored");
+        }
+        if self.cfg.publish {
+            self.publish(topics::ANOMALIES, "anomalies/v1", &out.anomalies);
+            self.publish(topics::FORECASTS, "forecasts/v1", &out.forecasts);
+        }
+    }
+
+    fn publish<T: Serialize>(&self, topic: &'static str, schema: &str, rows: &[T]) {
+        if rows.is_empty() {
+            return;
+        }
+        let mut payload = Vec::new();
+        for r in rows {
+            if serde_json::to_writer(&mut payload, r).is_ok() {
+                payload.push(b'\n');
+            }
+        }
+        let msg = Message {
+            topic,
+            partition: 0,
+            key: None,
+            headers: vec![
+                (headers::CONTENT_TYPE, content_types::JSON_LINES.to_string()),
+                (headers::SCHEMA, schema.to_string()),
+                (headers::RECORDS, rows.len().to_string()),
+            ],
+            payload: Bytes::from(payload),
+            timestamp_ns: kplane_model::unix_time_ns(),
+        };
+        if let Err(e) = self.producer.send(msg) {
+            self.metrics.publish_failures.inc();
+            tracing::warn!(error = %e, topic, "not published");
+        }
+    }
+
+    /// Gauges and readiness: not ready while window results have stopped arriving.
+    fn publish_status(&self) {
+        let c = &self.engine.counts;
+        let m = &self.metrics;
+        m.windows.inc_by(c.windows.saturating_sub(m.windows.get()));
+        m.entity_windows
+            .inc_by(c.entity_windows.saturating_sub(m.entity_windows.get()));
+        m.late_results
+            .inc_by(c.late_results.saturating_sub(m.late_results.get()));
+        for (result, n) in [("ok", c.trainings_ok), ("failed", c.trainings_failed)] {
+            let counter = m.trainings.get_or_create(&ResultLabel { result });
+            counter.inc_by(n.saturating_sub(counter.get()));
+        }
+        let r = self.engine.registry();
+        m.model_version.set(r.version as i64);
+        m.learning
+            .set(i64::from(r.status == registry::Status::Learning));
+        m.open_anomalies.set(self.engine.open().len() as i64);
+        let age = self.last_result.map(|t| t.elapsed());
+        m.last_result_age_seconds
+            .set(age.map_or(-1, |a| a.as_secs() as i64));
+        let stale = age.is_some_and(|a| a > self.cfg.stale_after);
+        if stale {
+            tracing::warn!(
+                seconds = age.map_or(0, |a| a.as_secs()),
+                "no window result from the stream processor: not ready"
+            );
+        }
+        self.admin_state.set_ready(!stale);
+        if let Err(e) = r.save(&self.cfg.state_dir) {
+            tracing::warn!(error = %e, "model registry not saved");
+        }
+    }
+}
+
+/// Appends anomaly records (every phase) to `<store>/knowledge/anomalies.jsonl`.
+pub fn append_anomalies(store: &std::path::Path, rows: &[Anomaly]) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let dir = store.join("knowledge");
+    std::fs::create_dir_all(&dir)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("anomalies.jsonl"))?;
+    let mut buf = Vec::new();
+    for r in rows {
+        serde_json::to_writer(&mut buf, r)?;
+        buf.push(b'\n');
+    }
+    f.write_all(&buf)
+}
+
+/// Forecast rows for tests and tools.
+pub type Forecasts = Vec<Forecast>;

@@ -1,0 +1,95 @@
+//! `[knowledge]`: the knowledge service's settings (docs/knowledge.md).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Admin listener for /metrics, /healthz and /readyz.
+    pub admin: SocketAddr,
+    /// The stream processor's store: history for a cold start, and where anomalies are
+    /// appended (`<store-dir>/knowledge/anomalies.jsonl`).
+    pub store_dir: PathBuf,
+    /// The model registry (`models.json`) and labelled anomalies (`types.json`).
+    pub state_dir: PathBuf,
+    /// Detector of normal behaviour (see `detectors/`): `kmeans`.
+    pub detector: String,
+    /// Its size parameter (k-means: clusters).
+    pub clusters: usize,
+    /// Windows of history needed before the first training ("learning" until then).
+    pub min_windows: usize,
+    /// Windows the models are (re)trained on: the most recent ones.
+    pub training_windows: usize,
+    /// Retrain after this many windows.
+    pub retrain_every: usize,
+    /// Share of the training windows (the latest) held out to calibrate thresholds.
+    pub holdout: f64,
+    /// False alarms per hour of normal traffic the thresholds are calibrated for.
+    pub false_alarms_per_hour: f64,
+    /// Windows below threshold that close an anomaly.
+    pub close_after: u32,
+    /// Window length assumed before the first result says otherwise.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+    /// No window result for this long (after the first) makes `/readyz` fail: the processor
+    /// stopped publishing.
+    #[serde(with = "humantime_serde")]
+    pub stale_after: Duration,
+    /// Complete the newest window when nothing arrived for this long.
+    #[serde(with = "humantime_serde")]
+    pub idle_close: Duration,
+    /// Publish on `int.anomalies` / `int.forecasts` (else only the store and the log).
+    pub publish: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            admin: SocketAddr::from(([127, 0, 0, 1], 9103)),
+            store_dir: PathBuf::from("data"),
+            state_dir: PathBuf::from("data/knowledge"),
+            detector: "kmeans".into(),
+            clusters: 4,
+            min_windows: 30,
+            training_windows: 3_600,
+            retrain_every: 600,
+            holdout: 0.25,
+            false_alarms_per_hour: 1.0,
+            close_after: 2,
+            window: Duration::from_secs(1),
+            stale_after: Duration::from_secs(30),
+            idle_close: Duration::from_secs(2),
+            publish: true,
+        }
+    }
+}
+
+impl kplane_runtime::Validate for Config {
+    fn validate(&self, problems: &mut Vec<String>) {
+        if let Err(e) = crate::detectors::by_name(&self.detector) {
+            problems.push(format!("knowledge.detector: {e}"));
+        }
+        if self.clusters == 0 {
+            problems.push("knowledge.clusters: must be at least 1".into());
+        }
+        if self.min_windows < 4 {
+            problems.push("knowledge.min-windows: must be at least 4".into());
+        }
+        if self.training_windows < self.min_windows {
+            problems.push("knowledge.training-windows: must be at least min-windows".into());
+        }
+        if !(0.05..=0.5).contains(&self.holdout) {
+            problems.push("knowledge.holdout: must be between 0.05 and 0.5".into());
+        }
+        if self.false_alarms_per_hour <= 0.0 {
+            problems.push("knowledge.false-alarms-per-hour: must be above 0".into());
+        }
+        if self.close_after == 0 || self.retrain_every == 0 {
+            problems.push("knowledge.close-after and retrain-every: must be at least 1".into());
+        }
+    }
+}

@@ -1,0 +1,669 @@
+//! The knowledge engine, independent of the bus: window results and alerts in, anomalies and
+//! forecasts out.
+//!
+//! * Window results arrive per (table, partition); a window is complete once a later window
+//!   has been seen (or the input went idle), then it becomes entity-windows.
+//! * Cold start: until `min-windows` windows of history exist (from the store or live), the
+//!   engine is `learning` and raises nothing. Then it trains; every `retrain-every` windows it
+//!   trains again on the last `training-windows`, in a thread of its own, and swaps the new
+//!   models in between two windows (none is lost). A training that fails keeps the previous
+//!   models and says why in the registry.
+//! * Scoring: an entity-window above its model's threshold opens (or extends) an anomaly
+//!   episode; `close-after` windows below close it.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use kplane_model::results::{
+    Alert, AlertKind, Anomaly, AnomalyPhase, AnomalyType, EntityKind, Explanation, Forecast,
+};
+
+use crate::explain;
+use crate::features::{MODELLED, Sample, Window, window_end};
+use crate::forecast::{self, Coefficients, Forecaster};
+use crate::model::{EntityModel, TrainParams};
+use crate::registry::{ForecastInfo, Registry, Status, Training, TyperInfo};
+use crate::typer::{Labelled, Typer};
+
+/// The engine's settings (from `[knowledge]`).
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub state_dir: PathBuf,
+    pub min_windows: usize,
+    pub training_windows: usize,
+    pub retrain_every: usize,
+    pub close_after: u32,
+    pub train: TrainParams,
+}
+
+/// What one step produced.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub anomalies: Vec<Anomaly>,
+    pub forecasts: Vec<Forecast>,
+}
+
+impl Output {
+    fn extend(&mut self, o: Output) {
+        self.anomalies.extend(o.anomalies);
+        self.forecasts.extend(o.forecasts);
+    }
+}
+
+/// One window kept for (re)training.
+#[derive(Debug)]
+struct Kept {
+    samples: Vec<Sample>,
+    series: Vec<(&'static str, String, f64)>,
+}
+
+#[derive(Debug)]
+struct Episode {
+    anomaly: Anomaly,
+    below: u32,
+    touched: bool,
+}
+
+/// Models produced by a training.
+#[derive(Debug)]
+struct Trained {
+    models: BTreeMap<EntityKind, EntityModel>,
+    typer: Option<Typer>,
+    forecasts: BTreeMap<&'static str, Coefficients>,
+    problems: Vec<String>,
+    seconds: f64,
+}
+
+/// Counters for metrics.
+#[derive(Clone, Debug, Default)]
+pub struct Counts {
+    pub windows: u64,
+    pub late_results: u64,
+    pub entity_windows: u64,
+    pub trainings_ok: u64,
+    pub trainings_failed: u64,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    cfg: EngineConfig,
+    pending: BTreeMap<i64, Window>,
+    finalized_until: i64,
+    window_ns: i64,
+    kept: VecDeque<Kept>,
+    since_training: usize,
+    /// Links and queues seen in recent windows (count of the last 8 windows they were in).
+    presence: HashMap<(EntityKind, String), u8>,
+    models: BTreeMap<EntityKind, EntityModel>,
+    typer: Option<Typer>,
+    labelled: Vec<Labelled>,
+    forecaster: Forecaster,
+    episodes: HashMap<(EntityKind, String), Episode>,
+    training: Option<mpsc::Receiver<Trained>>,
+    registry: Registry,
+    pub counts: Counts,
+}
+
+impl Engine {
+    /// Loads the registry of `cfg.state_dir` if there is one (a restart keeps its models).
+    pub fn new(cfg: EngineConfig) -> Result<Self, String> {
+        let labelled = crate::registry::labelled(&cfg.state_dir)?;
+        let typer = Typer::train(&labelled).ok();
+        let mut e = Self {
+            window_ns: cfg.train.window_ns,
+            cfg,
+            pending: BTreeMap::new(),
+            finalized_until: i64::MIN,
+            kept: VecDeque::new(),
+            since_training: 0,
+            presence: HashMap::new(),
+            models: BTreeMap::new(),
+            typer,
+            labelled,
+            forecaster: Forecaster::default(),
+            episodes: HashMap::new(),
+            training: None,
+            registry: Registry::default(),
+            counts: Counts::default(),
+        };
+        if let Some(r) = Registry::load(&e.cfg.state_dir)? {
+            for s in &r.models {
+                match EntityModel::load(s) {
+                    Ok(m) => {
+                        e.models.insert(m.kind, m);
+                    }
+                    Err(err) => tracing::warn!(error = %err, "stored model not loaded"),
+                }
+            }
+            let forecasts = r
+                .forecasts
+                .iter()
+                .filter_map(|(k, f)| {
+                    forecast::SERIES
+                        .iter()
+                        .find(|s| **s == k)
+                        .map(|s| (*s, f.model.clone()))
+                })
+                .collect();
+            e.forecaster.set_models(forecasts);
+            e.registry = r;
+        }
+        Ok(e)
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn status(&self) -> Status {
+        self.registry.status
+    }
+
+    /// One window result (any table, any partition).
+    pub fn add_result(&mut self, table: &str, batch: &RecordBatch) {
+        let Some(end) = window_end(batch) else {
+            return;
+        };
+        if let Some(start) = crate::features::f64s(batch, "window_start")
+            .into_iter()
+            .flatten()
+            .next()
+        {
+            self.window_ns = (end - start as i64).max(1);
+        }
+        if end <= self.finalized_until {
+            self.counts.late_results += 1;
+            return;
+        }
+        self.pending
+            .entry(end)
+            .or_insert_with(|| Window::new(end))
+            .add(table, batch);
+    }
+
+    /// Immediate events: loops and black holes become anomalies (facts, not learnt).
+    pub fn add_alerts(&mut self, alerts: &[Alert]) -> Output {
+        let mut out = Output::default();
+        for a in alerts {
+            let t = match a.kind {
+                Some(AlertKind::Loop) => AnomalyType::RoutingLoop,
+                Some(AlertKind::BlackHole) => AnomalyType::BlackHole,
+                Some(AlertKind::BlackHoleCleared) => {
+                    let key = (EntityKind::Flow, flow_entity(a));
+                    if let Some(mut ep) = self.episodes.remove(&key) {
+                        ep.anomaly.end_ns = Some(a.time_ns);
+                        ep.anomaly.phase = AnomalyPhase::End;
+                        out.anomalies.push(ep.anomaly);
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            let key = (EntityKind::Flow, flow_entity(a));
+            if let Some(ep) = self.episodes.get_mut(&key) {
+                ep.touched = true;
+                ep.below = 0;
+                ep.anomaly.last_ns = a.time_ns;
+                continue;
+            }
+            let id = format!("flow:{}:{}", key.1, a.time_ns);
+            let mut nodes = a.path.clone();
+            nodes.sort_unstable();
+            nodes.dedup();
+            let anomaly = Anomaly {
+                id,
+                entity_kind: EntityKind::Flow,
+                entity: key.1.clone(),
+                anomaly_type: t,
+                confidence: 1.0,
+                score: 0.0,
+                threshold: 0.0,
+                start_ns: a.time_ns,
+                end_ns: None,
+                last_ns: a.time_ns,
+                windows: 1,
+                detected_ns: kplane_model::unix_time_ns() as i64,
+                phase: AnomalyPhase::Start,
+                model_version: self.registry.version,
+                explanation: Explanation {
+                    summary: format!(
+                        "{}: the stream processor saw {} (path {:?})",
+                        t.as_str(),
+                        a.kind.map_or("an alert", AlertKind::as_str),
+                        a.path
+                    ),
+                    features: Vec::new(),
+                    blast_radius: kplane_model::results::BlastRadius {
+                        flows: vec![kplane_model::results::FlowRef {
+                            src_ip: a.src_ip,
+                            dst_ip: a.dst_ip,
+                            src_port: a.src_port,
+                            dst_port: a.dst_port,
+                            protocol: a.protocol,
+                            path: a.path.clone(),
+                        }],
+                        flows_total: 1,
+                        nodes,
+                        ..Default::default()
+                    },
+                },
+                recommendations: Vec::new(),
+            };
+            out.anomalies.push(anomaly.clone());
+            self.episodes.insert(
+                key,
+                Episode {
+                    anomaly,
+                    below: 0,
+                    touched: true,
+                },
+            );
+        }
+        out
+    }
+
+    /// Completes every window but the newest (all of them when `idle`), and swaps in models a
+    /// finished training produced.
+    pub fn tick(&mut self, idle: bool) -> Output {
+        self.collect_training();
+        let mut out = Output::default();
+        let newest = self.pending.keys().next_back().copied();
+        let ready: Vec<i64> = self
+            .pending
+            .keys()
+            .copied()
+            .filter(|e| idle || Some(*e) != newest)
+            .collect();
+        for end in ready {
+            if let Some(w) = self.pending.remove(&end) {
+                self.finalized_until = end;
+                out.extend(self.window(&w));
+            }
+        }
+        out
+    }
+
+    fn window(&mut self, w: &Window) -> Output {
+        self.counts.windows += 1;
+        let expected: HashSet<(EntityKind, String)> = self
+            .presence
+            .iter()
+            .filter(|(_, n)| **n >= 3)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let samples = w.samples(&expected);
+        self.counts.entity_windows += samples.len() as u64;
+        // Presence: +1 per window an entity is in (at most 8), −1 per window it is not.
+        let here: HashSet<(EntityKind, String)> = samples
+            .iter()
+            .filter(|s| s.x.iter().any(|v| *v != 0.0))
+            .map(|s| (s.kind, s.entity.clone()))
+            .collect();
+        for k in &here {
+            self.presence.entry(k.clone()).or_insert(0);
+        }
+        self.presence.retain(|k, n| {
+            if here.contains(k) {
+                *n = (*n + 1).min(8);
+            } else {
+                *n -= 1;
+            }
+            *n > 0
+        });
+        let mut out = Output {
+            forecasts: self
+                .forecaster
+                .observe(w, self.window_ns, self.registry.version),
+            anomalies: Vec::new(),
+        };
+        if !self.models.is_empty() {
+            out.anomalies = self.score(w, &samples);
+        }
+        self.kept.push_back(Kept {
+            samples,
+            series: forecast::values(w),
+        });
+        while self.kept.len() > self.cfg.training_windows {
+            self.kept.pop_front();
+        }
+        self.since_training += 1;
+        let due = if self.models.is_empty() {
+            self.kept.len() >= self.cfg.min_windows
+        } else {
+            self.since_training >= self.cfg.retrain_every
+        };
+        if due && self.training.is_none() {
+            self.start_training();
+        }
+        if self.models.is_empty() && self.training.is_none() {
+            self.registry.status = Status::Learning;
+            self.registry.message = format!(
+                "learning: {} of {} windows of history",
+                self.kept.len(),
+                self.cfg.min_windows
+            );
+        }
+        out
+    }
+
+    fn score(&mut self, w: &Window, samples: &[Sample]) -> Vec<Anomaly> {
+        let mut out = Vec::new();
+        for ep in self.episodes.values_mut() {
+            ep.touched = ep.anomaly.entity_kind == EntityKind::Flow && ep.touched;
+        }
+        for s in samples {
+            let Some(m) = self.models.get(&s.kind) else {
+                continue;
+            };
+            let score = m.score(&s.x);
+            if !score.is_finite() || score <= m.threshold() {
+                continue;
+            }
+            let key = (s.kind, s.entity.clone());
+            if let Some(ep) = self.episodes.get_mut(&key) {
+                ep.touched = true;
+                ep.below = 0;
+                let a = &mut ep.anomaly;
+                a.last_ns = w.end_ns;
+                a.windows += 1;
+                if score > a.score * 1.2 || a.windows % 10 == 0 {
+                    a.score = a.score.max(score);
+                    a.phase = AnomalyPhase::Update;
+                    out.push(a.clone());
+                }
+                continue;
+            }
+            let z = m.z(&s.x);
+            let (t, confidence) = self
+                .typer
+                .as_ref()
+                .map_or((AnomalyType::Unknown, 0.0), |ty| ty.classify(s.kind, &z));
+            let features = m.deviations(&s.x);
+            let flows = explain::flows_of(w, s.kind, &s.entity);
+            let id = format!("{}:{}:{}", s.kind.as_str(), s.entity, w.end_ns);
+            let anomaly = Anomaly {
+                recommendations: explain::recommend(t, s.kind, &s.entity, w, &flows, &id),
+                id,
+                entity_kind: s.kind,
+                entity: s.entity.clone(),
+                anomaly_type: t,
+                confidence,
+                score,
+                threshold: m.threshold(),
+                start_ns: w.end_ns - self.window_ns,
+                end_ns: None,
+                last_ns: w.end_ns,
+                windows: 1,
+                detected_ns: kplane_model::unix_time_ns() as i64,
+                phase: AnomalyPhase::Start,
+                model_version: self.registry.version,
+                explanation: Explanation {
+                    summary: explain::summary(
+                        t,
+                        s.kind,
+                        &s.entity,
+                        features.first().map(|f| f.name.as_str()),
+                    ),
+                    features,
+                    blast_radius: explain::blast_radius(w, &flows),
+                },
+            };
+            out.push(anomaly.clone());
+            self.episodes.insert(
+                key,
+                Episode {
+                    anomaly,
+                    below: 0,
+                    touched: true,
+                },
+            );
+        }
+        let close_after = self.cfg.close_after;
+        let mut closed = Vec::new();
+        for (k, ep) in &mut self.episodes {
+            if ep.touched || ep.anomaly.anomaly_type == AnomalyType::BlackHole {
+                continue;
+            }
+            ep.below += 1;
+            if ep.below >= close_after {
+                closed.push(k.clone());
+            }
+        }
+        for k in closed {
+            if let Some(mut ep) = self.episodes.remove(&k) {
+                ep.anomaly.end_ns = Some(ep.anomaly.last_ns);
+                ep.anomaly.phase = AnomalyPhase::End;
+                out.push(ep.anomaly);
+            }
+        }
+        out
+    }
+
+    /// Open episodes.
+    pub fn open(&self) -> Vec<&Anomaly> {
+        self.episodes.values().map(|e| &e.anomaly).collect()
+    }
+
+    /// Trains on the history given (the store's windows at start), before any live window.
+    pub fn seed_history(&mut self, windows: Vec<Window>) {
+        for w in windows {
+            let expected = HashSet::new();
+            self.kept.push_back(Kept {
+                samples: w.samples(&expected),
+                series: forecast::values(&w),
+            });
+            self.finalized_until = self.finalized_until.max(w.end_ns);
+        }
+        while self.kept.len() > self.cfg.training_windows {
+            self.kept.pop_front();
+        }
+        if self.models.is_empty() && self.kept.len() >= self.cfg.min_windows {
+            self.start_training();
+            self.wait_for_training();
+        }
+    }
+
+    /// Blocks until a running training ends and its models are in use.
+    pub fn wait_for_training(&mut self) {
+        if let Some(rx) = self.training.take() {
+            if let Ok(t) = rx.recv() {
+                self.install(t);
+            }
+        }
+    }
+
+    fn start_training(&mut self) {
+        self.since_training = 0;
+        let samples: Vec<Sample> = self
+            .kept
+            .iter()
+            .flat_map(|k| k.samples.iter().cloned())
+            .collect();
+        let mut series: BTreeMap<(&'static str, String), Vec<f64>> = BTreeMap::new();
+        for k in &self.kept {
+            for (s, e, v) in &k.series {
+                series.entry((*s, e.clone())).or_default().push(*v);
+            }
+        }
+        let params = self.cfg.train.clone();
+        let labelled = self.labelled.clone();
+        let (tx, rx) = mpsc::channel();
+        self.training = Some(rx);
+        std::thread::spawn(move || {
+            let _ = tx.send(train(&samples, &series, &params, &labelled));
+        });
+    }
+
+    fn collect_training(&mut self) {
+        let Some(rx) = &self.training else {
+            return;
+        };
+        match rx.try_recv() {
+            Ok(t) => {
+                self.training = None;
+                self.install(t);
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
+            Err(mpsc::TryRecvError::Disconnected) => self.training = None,
+        }
+    }
+
+    fn install(&mut self, t: Trained) {
+        let ok = !t.models.is_empty();
+        let version = self.registry.version + 1;
+        let message = if t.problems.is_empty() {
+            "trained".to_string()
+        } else {
+            t.problems.join("; ")
+        };
+        if ok {
+            self.counts.trainings_ok += 1;
+            // Kinds that failed this time keep their previous model.
+            for (k, m) in t.models {
+                self.models.insert(k, m);
+            }
+            if t.typer.is_some() {
+                self.typer = t.typer;
+            }
+            let mut f = self.forecaster.models().clone();
+            f.extend(t.forecasts);
+            self.forecaster.set_models(f);
+            self.registry.version = version;
+            self.registry.status = Status::Ready;
+            self.registry.message = message.clone();
+        } else {
+            self.counts.trainings_failed += 1;
+            if self.models.is_empty() {
+                self.registry.status = Status::Failed;
+            }
+            self.registry.message = format!("training failed, previous models kept: {message}");
+            tracing::warn!(%message, "training failed; the previous models stay");
+        }
+        self.registry.models = self.models.values().map(EntityModel::save).collect();
+        self.registry.typer = self.typer.as_ref().map(|t| TyperInfo {
+            samples: t.samples,
+            precision: t
+                .precision
+                .iter()
+                .map(|(k, p)| (k.as_str().to_string(), *p))
+                .collect(),
+        });
+        self.registry.forecasts = self
+            .forecaster
+            .models()
+            .iter()
+            .map(|(s, c)| {
+                (
+                    s.to_string(),
+                    ForecastInfo {
+                        model: c.clone(),
+                        evaluation: self
+                            .forecaster
+                            .evaluation
+                            .get(s)
+                            .cloned()
+                            .unwrap_or_default(),
+                    },
+                )
+            })
+            .collect();
+        self.registry.record(Training {
+            version: self.registry.version,
+            trained_ns: kplane_model::unix_time_ns() as i64,
+            ok,
+            message,
+            seconds: t.seconds,
+        });
+        if let Err(e) = self.registry.save(&self.cfg.state_dir) {
+            tracing::warn!(error = %e, "model registry not saved");
+        }
+        tracing::info!(
+            version = self.registry.version,
+            seconds = t.seconds,
+            "models trained"
+        );
+    }
+
+    /// Forecast evaluation so far, refreshed into the registry view.
+    pub fn forecast_evaluation(&self) -> &BTreeMap<&'static str, forecast::Evaluation> {
+        &self.forecaster.evaluation
+    }
+
+    /// The anomalous entity-windows of `w` as labelled data, given the true type of each
+    /// (for `kplane eval knowledge --train`).
+    pub fn labelled_of(
+        &self,
+        samples: &[Sample],
+        label: impl Fn(&Sample) -> Option<AnomalyType>,
+    ) -> Vec<Labelled> {
+        samples
+            .iter()
+            .filter_map(|s| {
+                let m = self.models.get(&s.kind)?;
+                (m.score(&s.x) > m.threshold()).then(|| Labelled {
+                    kind: s.kind,
+                    z: m.z(&s.x),
+                    label: label(s).unwrap_or(AnomalyType::Unknown),
+                })
+            })
+            .collect()
+    }
+}
+
+/// `10.0.0.1:5000>10.0.0.2:80/17`.
+fn flow_entity(a: &Alert) -> String {
+    let ip = |i: Option<std::net::IpAddr>| i.map(|i| i.to_string()).unwrap_or_default();
+    format!(
+        "{}:{}>{}:{}/{}",
+        ip(a.src_ip),
+        a.src_port.unwrap_or(0),
+        ip(a.dst_ip),
+        a.dst_port.unwrap_or(0),
+        a.protocol.unwrap_or(0)
+    )
+}
+
+fn train(
+    samples: &[Sample],
+    series: &BTreeMap<(&'static str, String), Vec<f64>>,
+    p: &TrainParams,
+    labelled: &[Labelled],
+) -> Trained {
+    let started = Instant::now();
+    let mut models = BTreeMap::new();
+    let mut problems = Vec::new();
+    for kind in MODELLED {
+        let of_kind: Vec<&Sample> = samples.iter().filter(|s| s.kind == kind).collect();
+        match EntityModel::train(kind, &of_kind, p) {
+            Ok(m) => {
+                models.insert(kind, m);
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    let mut forecasts = BTreeMap::new();
+    for s in forecast::SERIES {
+        let data: Vec<Vec<f64>> = series
+            .iter()
+            .filter(|((k, _), _)| *k == s)
+            .map(|(_, v)| v.clone())
+            .collect();
+        match forecast::fit(&data) {
+            Ok(c) => {
+                forecasts.insert(s, c);
+            }
+            Err(e) => problems.push(format!("forecast {s}: {e}")),
+        }
+    }
+    let typer = Typer::train(labelled).ok();
+    Trained {
+        models,
+        typer,
+        forecasts,
+        problems,
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}

@@ -1,0 +1,194 @@
+//! Explanations and recommended actions: who an anomaly reaches (its blast radius, from the
+//! window's flows and their paths) and the intents (docs/intents.md) that would answer it.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use kplane_model::results::{AnomalyType, BlastRadius, EntityKind};
+use serde_json::{Value, json};
+
+use crate::features::{FlowRow, Window, parse_node_pair};
+
+/// At most this many flows are listed (the total is counted).
+const LISTED: usize = 50;
+/// At most this many sources are blocked by one recommendation set.
+const BLOCKED: usize = 32;
+
+/// The flows an entity concerns in a window.
+pub fn flows_of<'w>(w: &'w Window, kind: EntityKind, entity: &str) -> Vec<&'w FlowRow> {
+    let ip: Option<IpAddr> = entity.parse().ok();
+    let pair = parse_node_pair(entity);
+    w.flows
+        .iter()
+        .filter(|f| match kind {
+            EntityKind::Source => f.src.is_some() && f.src == ip,
+            EntityKind::Destination => f.dst.is_some() && f.dst == ip,
+            EntityKind::Queue | EntityKind::Link => {
+                pair.is_some_and(|(node, _)| f.path.contains(&node))
+            }
+            EntityKind::Flow => false,
+        })
+        .collect()
+}
+
+pub fn blast_radius(w: &Window, flows: &[&FlowRow]) -> BlastRadius {
+    let nodes: BTreeSet<u32> = flows.iter().flat_map(|f| f.path.iter().copied()).collect();
+    let queues = w
+        .queues
+        .keys()
+        .filter(|(n, _)| nodes.contains(n))
+        .copied()
+        .collect();
+    let links = w
+        .links
+        .keys()
+        .filter(|(n, _)| nodes.contains(n))
+        .copied()
+        .collect();
+    let mine: BTreeSet<*const FlowRow> = flows.iter().map(|f| *f as *const FlowRow).collect();
+    let other_flows = w
+        .flows
+        .iter()
+        .filter(|f| !mine.contains(&(*f as *const FlowRow)))
+        .filter(|f| f.path.iter().any(|n| nodes.contains(n)))
+        .count();
+    BlastRadius {
+        flows: flows.iter().take(LISTED).map(|f| f.flow_ref()).collect(),
+        flows_total: flows.len(),
+        nodes: nodes.into_iter().collect(),
+        queues,
+        links,
+        other_flows,
+    }
+}
+
+fn host(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => format!("{v4}/32"),
+        IpAddr::V6(v6) => format!("{v6}/128"),
+    }
+}
+
+/// The intents that answer an anomaly, as documents the intent API accepts.
+pub fn recommend(
+    t: AnomalyType,
+    kind: EntityKind,
+    entity: &str,
+    w: &Window,
+    flows: &[&FlowRow],
+    id: &str,
+) -> Vec<Value> {
+    let reason = |what: &str| format!("knowledge: {what} (anomaly {id})");
+    let base = |mut v: Value, what: &str| {
+        v["reason"] = json!(reason(what));
+        v["origin"] = json!("recommendation");
+        v["owner"] = json!("knowledge");
+        v["ttl"] = json!("10m");
+        v
+    };
+    match (t, kind) {
+        // Block the heaviest sources towards the victim.
+        (AnomalyType::Ddos, EntityKind::Destination) => {
+            let Ok(victim) = entity.parse::<IpAddr>() else {
+                return Vec::new();
+            };
+            let mut by_source: Vec<(IpAddr, f64)> = Vec::new();
+            for f in flows {
+                if let Some(s) = f.src {
+                    match by_source.iter_mut().find(|(ip, _)| *ip == s) {
+                        Some(e) => e.1 += f.bytes,
+                        None => by_source.push((s, f.bytes)),
+                    }
+                }
+            }
+            by_source.sort_by(|a, b| b.1.total_cmp(&a.1));
+            by_source
+                .into_iter()
+                .take(BLOCKED)
+                .map(|(s, _)| {
+                    base(
+                        json!({"kind": "block", "match": {"src": host(s), "dst": host(victim)}}),
+                        &format!("DDoS towards {victim}: block {s}"),
+                    )
+                })
+                .collect()
+        }
+        (AnomalyType::PortScan, EntityKind::Destination | EntityKind::Source) => {
+            let mut pairs: BTreeSet<(IpAddr, IpAddr)> = BTreeSet::new();
+            // The scanner is the source with the most destination ports towards the target.
+            let mut ports: Vec<(IpAddr, IpAddr, BTreeSet<u16>)> = Vec::new();
+            for f in flows {
+                let (Some(s), Some(d), Some(p)) = (f.src, f.dst, f.dst_port) else {
+                    continue;
+                };
+                match ports.iter_mut().find(|(a, b, _)| *a == s && *b == d) {
+                    Some(e) => {
+                        e.2.insert(p);
+                    }
+                    None => ports.push((s, d, [p].into())),
+                }
+            }
+            ports.sort_by(|a, b| b.2.len().cmp(&a.2.len()));
+            if let Some((s, d, _)) = ports.first() {
+                pairs.insert((*s, *d));
+            }
+            pairs
+                .into_iter()
+                .map(|(s, d)| {
+                    base(
+                        json!({"kind": "block", "match": {"src": host(s), "dst": host(d)}}),
+                        &format!("port scan of {d} by {s}: block it"),
+                    )
+                })
+                .collect()
+        }
+        // Watch the flows through the congested switch with a tighter queue threshold.
+        (AnomalyType::Congestion, EntityKind::Queue) => {
+            let Some((node, _)) = parse_node_pair(entity) else {
+                return Vec::new();
+            };
+            vec![base(
+                json!({"kind": "tune", "switches": [node],
+                       "detection": {"algorithm": "per-hop", "measurement": "queue-occupancy", "threshold": 16}}),
+                &format!("congestion at switch {node} queue: report occupancy changes of 16 cells"),
+            )]
+        }
+        // Steer the destinations whose traffic used the failed link around it.
+        (AnomalyType::LinkFailure, EntityKind::Link) => {
+            let Some((node, port)) = parse_node_pair(entity) else {
+                return Vec::new();
+            };
+            let Some(next) = w.next_node(node, port as u16) else {
+                return Vec::new();
+            };
+            let dsts: BTreeSet<IpAddr> = flows.iter().filter_map(|f| f.dst).collect();
+            dsts.into_iter()
+                .take(8)
+                .map(|d| {
+                    base(
+                        json!({"kind": "reroute", "dst": host(d), "avoid": {"link": [node, next]}}),
+                        &format!("link {node}–{next} failed: route {d} around it"),
+                    )
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// One sentence for the console and the log.
+pub fn summary(t: AnomalyType, kind: EntityKind, entity: &str, top: Option<&str>) -> String {
+    let what = match t {
+        AnomalyType::Ddos => "a DDoS towards",
+        AnomalyType::PortScan => "a port scan involving",
+        AnomalyType::Congestion => "congestion at",
+        AnomalyType::LinkFailure => "a link failure at",
+        AnomalyType::RoutingLoop => "a routing loop of",
+        AnomalyType::BlackHole => "a black hole on the path of",
+        AnomalyType::Unknown => "unusual behaviour of",
+    };
+    match top {
+        Some(f) => format!("{what} {} {entity}; driven most by {f}", kind.as_str()),
+        None => format!("{what} {} {entity}", kind.as_str()),
+    }
+}

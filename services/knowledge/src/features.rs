@@ -1,0 +1,458 @@
+//! From the stream processor's window results to entity-windows: one feature vector per
+//! (entity, window) for sources, destinations, (node, queue)s and links.
+//!
+//! Source and destination features are computed from the window's `flows` rows, not from the
+//! per-partition `sources` / `destinations` tables, so that distinct counts stay exact when
+//! several partitions (processors) contribute to one window. Queues and links are merged
+//! across partitions (max of maxima, sample-weighted means).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::IpAddr;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Float64Type, Int64Type, TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use kplane_model::ip_from_16;
+use kplane_model::results::{EntityKind, FlowRef};
+
+/// The entity kinds a detector model is learnt for.
+pub const MODELLED: [EntityKind; 4] = [
+    EntityKind::Source,
+    EntityKind::Destination,
+    EntityKind::Queue,
+    EntityKind::Link,
+];
+
+/// Feature names per entity kind, in vector order. Counts are `log1p`-scaled (heavy tails).
+pub fn names(kind: EntityKind) -> &'static [&'static str] {
+    match kind {
+        EntityKind::Source => &[
+            "log_flows",
+            "log_destinations",
+            "log_dst_ports",
+            "log_reports",
+            "log_bytes",
+        ],
+        EntityKind::Destination => &[
+            "log_flows",
+            "log_sources",
+            "log_dst_ports",
+            "log_reports",
+            "log_bytes",
+        ],
+        EntityKind::Queue => &[
+            "occupancy_mean",
+            "occupancy_max",
+            "congested_fraction",
+            "log_samples",
+        ],
+        EntityKind::Link => &["utilization_mean", "utilization_max", "log_samples"],
+        EntityKind::Flow => &[],
+    }
+}
+
+/// One entity in one window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub kind: EntityKind,
+    pub entity: String,
+    pub window_end_ns: i64,
+    pub x: Vec<f64>,
+}
+
+/// One flow row of a window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlowRow {
+    pub src: Option<IpAddr>,
+    pub dst: Option<IpAddr>,
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+    pub protocol: Option<u8>,
+    pub reports: f64,
+    pub bytes: f64,
+    pub path: Vec<u32>,
+}
+
+impl FlowRow {
+    pub fn flow_ref(&self) -> FlowRef {
+        FlowRef {
+            src_ip: self.src,
+            dst_ip: self.dst,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            protocol: self.protocol,
+            path: self.path.clone(),
+        }
+    }
+}
+
+/// (node, queue) → (samples, occupancy sum, occupancy max, congested samples).
+type QueueAcc = (f64, f64, f64, f64);
+/// (node, port) → (samples, utilisation sum, utilisation max, next node).
+type LinkAcc = (f64, f64, f64, Option<u32>);
+
+/// Everything of one window (end time), merged over the partitions that reported it.
+#[derive(Clone, Debug, Default)]
+pub struct Window {
+    pub end_ns: i64,
+    pub flows: Vec<FlowRow>,
+    pub queues: BTreeMap<(u32, u8), QueueAcc>,
+    pub links: BTreeMap<(u32, u16), LinkAcc>,
+}
+
+/// A numeric column as f64 whatever its integer or float type (null: `None`).
+pub fn f64s(b: &RecordBatch, name: &str) -> Vec<Option<f64>> {
+    let Some(c) = b.column_by_name(name) else {
+        return vec![None; b.num_rows()];
+    };
+    macro_rules! prim {
+        ($t:ty) => {
+            c.as_primitive::<$t>()
+                .iter()
+                .map(|v| v.map(|v| v as f64))
+                .collect()
+        };
+    }
+    match c.data_type() {
+        DataType::Float64 => c.as_primitive::<Float64Type>().iter().collect(),
+        DataType::Int64 => prim!(Int64Type),
+        DataType::UInt64 => prim!(UInt64Type),
+        DataType::UInt32 => prim!(UInt32Type),
+        DataType::UInt16 => prim!(UInt16Type),
+        DataType::UInt8 => prim!(UInt8Type),
+        DataType::Timestamp(_, _) => prim!(TimestampNanosecondType),
+        _ => vec![None; b.num_rows()],
+    }
+}
+
+fn ips(b: &RecordBatch, name: &str) -> Vec<Option<IpAddr>> {
+    let Some(c) = b
+        .column_by_name(name)
+        .and_then(|c| c.as_fixed_size_binary_opt())
+    else {
+        return vec![None; b.num_rows()];
+    };
+    (0..c.len())
+        .map(|i| {
+            (c.is_valid(i) && c.value_length() == 16).then(|| {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(c.value(i));
+                ip_from_16(a)
+            })
+        })
+        .collect()
+}
+
+fn paths(b: &RecordBatch) -> Vec<Vec<u32>> {
+    let Some(c) = b
+        .column_by_name("path")
+        .and_then(|c| c.as_list_opt::<i32>())
+    else {
+        return vec![Vec::new(); b.num_rows()];
+    };
+    (0..c.len())
+        .map(|i| {
+            if c.is_null(i) {
+                return Vec::new();
+            }
+            c.value(i)
+                .as_primitive_opt::<UInt32Type>()
+                .map(|v| v.iter().flatten().collect())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn as_u<T: TryFrom<u64>>(v: Option<f64>) -> Option<T> {
+    v.and_then(|v| T::try_from(v as u64).ok())
+}
+
+/// The largest `window_end` of a result batch (ns).
+pub fn window_end(b: &RecordBatch) -> Option<i64> {
+    f64s(b, "window_end")
+        .into_iter()
+        .flatten()
+        .map(|v| v as i64)
+        .max()
+}
+
+impl Window {
+    pub fn new(end_ns: i64) -> Self {
+        Self {
+            end_ns,
+            ..Self::default()
+        }
+    }
+
+    /// Adds one result batch of `table` (rows of other tables are ignored).
+    pub fn add(&mut self, table: &str, b: &RecordBatch) {
+        match table {
+            "flows" => {
+                let (src, dst) = (ips(b, "src_ip"), ips(b, "dst_ip"));
+                let (sp, dp, pr) = (
+                    f64s(b, "src_port"),
+                    f64s(b, "dst_port"),
+                    f64s(b, "protocol"),
+                );
+                let (reports, bytes, path) = (f64s(b, "reports"), f64s(b, "bytes"), paths(b));
+                for i in 0..b.num_rows() {
+                    self.flows.push(FlowRow {
+                        src: src[i],
+                        dst: dst[i],
+                        src_port: as_u(sp[i]),
+                        dst_port: as_u(dp[i]),
+                        protocol: as_u(pr[i]),
+                        reports: reports[i].unwrap_or(0.0),
+                        bytes: bytes[i].unwrap_or(0.0),
+                        path: path[i].clone(),
+                    });
+                }
+            }
+            "queues" => {
+                let (node, queue) = (f64s(b, "node_id"), f64s(b, "queue_id"));
+                let (n, mean, max, cong) = (
+                    f64s(b, "samples"),
+                    f64s(b, "occupancy_mean"),
+                    f64s(b, "occupancy_max"),
+                    f64s(b, "congested_samples"),
+                );
+                for i in 0..b.num_rows() {
+                    let (Some(node), Some(queue)) = (as_u(node[i]), as_u(queue[i])) else {
+                        continue;
+                    };
+                    let n = n[i].unwrap_or(0.0);
+                    let e = self.queues.entry((node, queue)).or_default();
+                    e.0 += n;
+                    e.1 += mean[i].unwrap_or(0.0) * n;
+                    e.2 = e.2.max(max[i].unwrap_or(0.0));
+                    e.3 += cong[i].unwrap_or(0.0);
+                }
+            }
+            "links" => {
+                let (node, port, next) = (
+                    f64s(b, "node_id"),
+                    f64s(b, "egress_port"),
+                    f64s(b, "next_node_id"),
+                );
+                let (n, mean, max) = (
+                    f64s(b, "samples"),
+                    f64s(b, "tx_utilization_mean"),
+                    f64s(b, "tx_utilization_max"),
+                );
+                for i in 0..b.num_rows() {
+                    let (Some(node), Some(port)) = (as_u(node[i]), as_u(port[i])) else {
+                        continue;
+                    };
+                    let n = n[i].unwrap_or(0.0);
+                    let e = self.links.entry((node, port)).or_default();
+                    e.0 += n;
+                    e.1 += mean[i].unwrap_or(0.0) * n;
+                    e.2 = e.2.max(max[i].unwrap_or(0.0));
+                    e.3 = e.3.or(as_u(next[i]));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The window's entity-windows. `expected` names links and queues seen recently: those
+    /// missing from this window get an all-zero sample (a failed link carries nothing).
+    pub fn samples(&self, expected: &HashSet<(EntityKind, String)>) -> Vec<Sample> {
+        let mut out = Vec::new();
+        let mut per_src: BTreeMap<IpAddr, (f64, BTreeSet<IpAddr>, BTreeSet<u16>, f64, f64)> =
+            BTreeMap::new();
+        let mut per_dst: BTreeMap<IpAddr, (f64, BTreeSet<IpAddr>, BTreeSet<u16>, f64, f64)> =
+            BTreeMap::new();
+        for f in &self.flows {
+            let (Some(s), Some(d)) = (f.src, f.dst) else {
+                continue;
+            };
+            for (map, key, other) in [(&mut per_src, s, d), (&mut per_dst, d, s)] {
+                let e = map.entry(key).or_default();
+                e.0 += 1.0;
+                e.1.insert(other);
+                if let Some(p) = f.dst_port {
+                    e.2.insert(p);
+                }
+                e.3 += f.reports;
+                e.4 += f.bytes;
+            }
+        }
+        for (kind, map) in [
+            (EntityKind::Source, per_src),
+            (EntityKind::Destination, per_dst),
+        ] {
+            for (ip, (flows, others, ports, reports, bytes)) in map {
+                out.push(self.sample(
+                    kind,
+                    ip.to_string(),
+                    vec![
+                        flows.ln_1p(),
+                        (others.len() as f64).ln_1p(),
+                        (ports.len() as f64).ln_1p(),
+                        reports.ln_1p(),
+                        bytes.ln_1p(),
+                    ],
+                ));
+            }
+        }
+        for (&(node, queue), &(n, sum, max, cong)) in &self.queues {
+            let mean = if n > 0.0 { sum / n } else { 0.0 };
+            let frac = if n > 0.0 { cong / n } else { 0.0 };
+            out.push(self.sample(
+                EntityKind::Queue,
+                queue_entity(node, queue),
+                vec![mean, max, frac, n.ln_1p()],
+            ));
+        }
+        for (&(node, port), &(n, sum, max, _)) in &self.links {
+            let mean = if n > 0.0 { sum / n } else { 0.0 };
+            out.push(self.sample(
+                EntityKind::Link,
+                link_entity(node, port),
+                vec![mean, max, n.ln_1p()],
+            ));
+        }
+        let present: HashSet<(EntityKind, &str)> =
+            out.iter().map(|s| (s.kind, s.entity.as_str())).collect();
+        let mut missing: Vec<Sample> = expected
+            .iter()
+            .filter(|(k, e)| {
+                matches!(k, EntityKind::Link | EntityKind::Queue)
+                    && !present.contains(&(*k, e.as_str()))
+            })
+            .map(|(k, e)| self.sample(*k, e.clone(), vec![0.0; names(*k).len()]))
+            .collect();
+        missing.sort_by(|a, b| a.entity.cmp(&b.entity));
+        out.extend(missing);
+        out
+    }
+
+    fn sample(&self, kind: EntityKind, entity: String, x: Vec<f64>) -> Sample {
+        Sample {
+            kind,
+            entity,
+            window_end_ns: self.end_ns,
+            x,
+        }
+    }
+
+    /// The next node of a link, if the window saw it.
+    pub fn next_node(&self, node: u32, port: u16) -> Option<u32> {
+        self.links.get(&(node, port)).and_then(|l| l.3)
+    }
+}
+
+/// `5/0`: node 5, queue 0.
+pub fn queue_entity(node: u32, queue: u8) -> String {
+    format!("{node}/{queue}")
+}
+
+/// `5:2`: node 5, egress port 2.
+pub fn link_entity(node: u32, port: u16) -> String {
+    format!("{node}:{port}")
+}
+
+/// The inverse of [`queue_entity`] / [`link_entity`].
+pub fn parse_node_pair(entity: &str) -> Option<(u32, u32)> {
+    let (a, b) = entity.split_once(['/', ':'])?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{FixedSizeBinaryBuilder, ListBuilder, UInt32Builder};
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, UInt8Array, UInt16Array, UInt32Array};
+    use kplane_model::ip_to_16;
+
+    use super::*;
+
+    fn flows(rows: &[(&str, &str, u16)]) -> RecordBatch {
+        let mut src = FixedSizeBinaryBuilder::new(16);
+        let mut dst = FixedSizeBinaryBuilder::new(16);
+        let mut path = ListBuilder::new(UInt32Builder::new());
+        for (s, d, _) in rows {
+            src.append_value(ip_to_16(s.parse().unwrap())).unwrap();
+            dst.append_value(ip_to_16(d.parse().unwrap())).unwrap();
+            path.values().append_slice(&[1, 2, 3]);
+            path.append(true);
+        }
+        let n = rows.len();
+        RecordBatch::try_from_iter(vec![
+            ("src_ip", Arc::new(src.finish()) as ArrayRef),
+            ("dst_ip", Arc::new(dst.finish())),
+            ("src_port", Arc::new(UInt16Array::from(vec![1000; n]))),
+            (
+                "dst_port",
+                Arc::new(UInt16Array::from(
+                    rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+                )),
+            ),
+            ("protocol", Arc::new(UInt8Array::from(vec![17; n]))),
+            ("reports", Arc::new(Int64Array::from(vec![2; n]))),
+            ("bytes", Arc::new(Int64Array::from(vec![100; n]))),
+            ("path", Arc::new(path.finish())),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn destinations_count_distinct_sources_and_ports_across_partitions() {
+        let mut w = Window::new(10);
+        // Two partitions' flows of one window.
+        w.add("flows", &flows(&[("10.0.0.1", "10.0.0.9", 80)]));
+        w.add(
+            "flows",
+            &flows(&[("10.0.0.2", "10.0.0.9", 80), ("10.0.0.2", "10.0.0.9", 81)]),
+        );
+        let s = w.samples(&HashSet::new());
+        let d = s
+            .iter()
+            .find(|s| s.kind == EntityKind::Destination)
+            .unwrap();
+        assert_eq!(d.entity, "10.0.0.9");
+        let expect = [3.0f64, 2.0, 2.0, 6.0, 300.0].map(f64::ln_1p);
+        assert_eq!(d.x, expect.to_vec());
+        let sources: Vec<_> = s
+            .iter()
+            .filter(|s| s.kind == EntityKind::Source)
+            .map(|s| s.entity.as_str())
+            .collect();
+        assert_eq!(sources, ["10.0.0.1", "10.0.0.2"]);
+    }
+
+    #[test]
+    fn queues_merge_partitions_and_missing_links_are_zero() {
+        let q = |mean: f64, max: u32, n: i64| {
+            RecordBatch::try_from_iter(vec![
+                ("node_id", Arc::new(UInt32Array::from(vec![5])) as ArrayRef),
+                ("queue_id", Arc::new(UInt8Array::from(vec![0]))),
+                ("samples", Arc::new(Int64Array::from(vec![n]))),
+                ("occupancy_mean", Arc::new(Float64Array::from(vec![mean]))),
+                ("occupancy_max", Arc::new(UInt32Array::from(vec![max]))),
+                ("congested_samples", Arc::new(Int64Array::from(vec![n / 2]))),
+            ])
+            .unwrap()
+        };
+        let mut w = Window::new(10);
+        w.add("queues", &q(10.0, 20, 10));
+        w.add("queues", &q(40.0, 90, 30));
+        let expected: HashSet<_> = [(EntityKind::Link, "7:1".to_string())].into();
+        let s = w.samples(&expected);
+        let queue = s.iter().find(|s| s.kind == EntityKind::Queue).unwrap();
+        assert_eq!(queue.entity, "5/0");
+        assert_eq!(queue.x, vec![32.5, 90.0, 20.0 / 40.0, 40f64.ln_1p()]);
+        let link = s.iter().find(|s| s.kind == EntityKind::Link).unwrap();
+        assert_eq!(
+            (link.entity.as_str(), link.x.clone()),
+            ("7:1", vec![0.0; 3])
+        );
+        assert_eq!(parse_node_pair("7:1"), Some((7, 1)));
+        assert_eq!(parse_node_pair("5/0"), Some((5, 0)));
+    }
+}

@@ -1,0 +1,80 @@
+//! History from the stream processor's Parquet store (`<store-dir>/tables/<table>/…`): the
+//! windows the models train on at a cold start.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::features::{Window, window_end};
+
+/// The tables the models read.
+pub const TABLES: [&str; 3] = ["flows", "queues", "links"];
+
+fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            parquet_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p);
+        }
+    }
+}
+
+/// The last `keep` windows of the store, oldest first; unreadable files are skipped and
+/// counted in the second value.
+pub fn windows(store: &Path, keep: usize) -> (Vec<Window>, usize) {
+    let mut by_end: BTreeMap<i64, Window> = BTreeMap::new();
+    let mut unreadable = 0;
+    for table in TABLES {
+        let mut files = Vec::new();
+        parquet_files(&store.join("tables").join(table), &mut files);
+        for f in files {
+            let reader = std::fs::File::open(&f)
+                .map_err(|e| e.to_string())
+                .and_then(|file| {
+                    ParquetRecordBatchReaderBuilder::try_new(file)
+                        .and_then(|b| b.build())
+                        .map_err(|e| e.to_string())
+                });
+            let Ok(reader) = reader else {
+                unreadable += 1;
+                continue;
+            };
+            for batch in reader {
+                let Ok(batch) = batch else {
+                    unreadable += 1;
+                    break;
+                };
+                // A file may hold several windows (compaction): split by window end.
+                for b in split_by_end(&batch) {
+                    if let Some(end) = window_end(&b) {
+                        by_end
+                            .entry(end)
+                            .or_insert_with(|| Window::new(end))
+                            .add(table, &b);
+                    }
+                }
+            }
+        }
+    }
+    let skip = by_end.len().saturating_sub(keep);
+    (by_end.into_values().skip(skip).collect(), unreadable)
+}
+
+fn split_by_end(b: &arrow_array::RecordBatch) -> Vec<arrow_array::RecordBatch> {
+    let ends = crate::features::f64s(b, "window_end");
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=ends.len() {
+        if i == ends.len() || ends[i] != ends[start] {
+            out.push(b.slice(start, i - start));
+            start = i;
+        }
+    }
+    out
+}
