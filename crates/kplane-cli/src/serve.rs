@@ -87,7 +87,7 @@ fn run_with(source: ConfigSource, name: &str, args: ServeArgs, print: bool) -> E
             kplane_stream_processor::NAME => {
                 kplane_stream_processor::run(cfg.stream_processor, cfg.bus, shutdown).await
             }
-            kplane_knowledge::NAME => kplane_knowledge::run(cfg.knowledge, shutdown).await,
+            kplane_knowledge::NAME => kplane_knowledge::run(cfg.knowledge, cfg.bus, shutdown).await,
             _ => kplane_intent_api::run(cfg.intent_api, cfg.bus, shutdown).await,
         }
     })

@@ -66,6 +66,13 @@ async fn up(
         lateness: Duration::from_millis(500),
         ..cfg.stream_processor
     };
+    let knowledge_cfg = kplane_knowledge::Config {
+        admin: loopback,
+        store_dir: processor_cfg.data_dir.clone(),
+        state_dir: a.data_dir.join("knowledge"),
+        window: processor_cfg.window,
+        ..cfg.knowledge
+    };
     let rc = kplane_emulator::run::RunConfig {
         duration: a.duration.unwrap_or(Duration::from_secs(365 * 86_400)),
         scenario: "live".into(),
@@ -123,6 +130,7 @@ async fn up(
     collector_cfg.validate(&mut problems);
     processor_cfg.validate(&mut problems);
     api_cfg.validate(&mut problems);
+    knowledge_cfg.validate(&mut problems);
     if !problems.is_empty() {
         return Err(problems.join("; ").into());
     }
@@ -130,8 +138,12 @@ async fn up(
     let bus = kplane_collector::embedded_bus(&collector_cfg);
     kplane_stream_processor::create_result_topics(&bus, &processor_cfg, 4_096);
     // Each stage stops after the one feeding it has flushed.
-    let (collector_stop, processor_stop, api_stop) =
-        (Shutdown::new(), Shutdown::new(), Shutdown::new());
+    let (collector_stop, processor_stop, knowledge_stop, api_stop) = (
+        Shutdown::new(),
+        Shutdown::new(),
+        Shutdown::new(),
+        Shutdown::new(),
+    );
     let collector =
         kplane_collector::start(collector_cfg, Arc::new(bus.clone()), collector_stop.clone())
             .await?;
@@ -139,6 +151,12 @@ async fn up(
         processor_cfg,
         bus.clone(),
         processor_stop.clone(),
+    ));
+    kplane_knowledge::create_topics(&bus, 4_096);
+    let knowledge = tokio::spawn(kplane_knowledge::run_embedded(
+        knowledge_cfg,
+        bus.clone(),
+        knowledge_stop.clone(),
     ));
     // Telemetry backpressure reads the collector's drops (the embedded bus has no lag).
     let backpressure = &mut api_cfg.intents.backpressure;
@@ -186,6 +204,8 @@ async fn up(
     collector.wait().await?;
     processor_stop.trigger();
     processor.await??;
+    knowledge_stop.trigger();
+    knowledge.await??;
     api_stop.trigger();
     api.wait().await?;
     follow_stop.store(true, std::sync::atomic::Ordering::Release);

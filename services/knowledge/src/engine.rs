@@ -468,10 +468,8 @@ impl Engine {
 
     /// Blocks until a running training ends and its models are in use.
     pub fn wait_for_training(&mut self) {
-        if let Some(rx) = self.training.take() {
-            if let Ok(t) = rx.recv() {
-                self.install(t);
-            }
+        if let Some(Ok(t)) = self.training.take().map(|rx| rx.recv()) {
+            self.install(t);
         }
     }
 

@@ -128,7 +128,7 @@ pub fn recommend(
                     None => ports.push((s, d, [p].into())),
                 }
             }
-            ports.sort_by(|a, b| b.2.len().cmp(&a.2.len()));
+            ports.sort_by_key(|p| std::cmp::Reverse(p.2.len()));
             if let Some((s, d, _)) = ports.first() {
                 pairs.insert((*s, *d));
             }

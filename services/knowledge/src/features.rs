@@ -94,6 +94,9 @@ type QueueAcc = (f64, f64, f64, f64);
 /// (node, port) → (samples, utilisation sum, utilisation max, next node).
 type LinkAcc = (f64, f64, f64, Option<u32>);
 
+/// Per address: (flows, the other ends, destination ports, reports, bytes).
+type AddrAcc = (f64, BTreeSet<IpAddr>, BTreeSet<u16>, f64, f64);
+
 /// Everything of one window (end time), merged over the partitions that reported it.
 #[derive(Clone, Debug, Default)]
 pub struct Window {
@@ -262,10 +265,8 @@ impl Window {
     /// missing from this window get an all-zero sample (a failed link carries nothing).
     pub fn samples(&self, expected: &HashSet<(EntityKind, String)>) -> Vec<Sample> {
         let mut out = Vec::new();
-        let mut per_src: BTreeMap<IpAddr, (f64, BTreeSet<IpAddr>, BTreeSet<u16>, f64, f64)> =
-            BTreeMap::new();
-        let mut per_dst: BTreeMap<IpAddr, (f64, BTreeSet<IpAddr>, BTreeSet<u16>, f64, f64)> =
-            BTreeMap::new();
+        let mut per_src: BTreeMap<IpAddr, AddrAcc> = BTreeMap::new();
+        let mut per_dst: BTreeMap<IpAddr, AddrAcc> = BTreeMap::new();
         for f in &self.flows {
             let (Some(s), Some(d)) = (f.src, f.dst) else {
                 continue;

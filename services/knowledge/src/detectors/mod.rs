@@ -13,13 +13,17 @@ pub trait Scorer: Send + Sync + std::fmt::Debug {
     fn save(&self) -> serde_json::Value;
 }
 
+/// Fits a detector on standardised rows, with a size parameter (k-means: clusters).
+pub type Fit = fn(&Array2<f64>, usize) -> Result<Box<dyn Scorer>, String>;
+/// Rebuilds a fitted detector from what [`Scorer::save`] gave.
+pub type Load = fn(&serde_json::Value) -> Result<Box<dyn Scorer>, String>;
+
 /// A registered detector.
 #[derive(Debug)]
 pub struct DetectorKind {
     pub name: &'static str,
-    /// Fits on the rows of `x` (standardised) with `clusters` as its size parameter.
-    pub fit: fn(&Array2<f64>, usize) -> Result<Box<dyn Scorer>, String>,
-    pub load: fn(&serde_json::Value) -> Result<Box<dyn Scorer>, String>,
+    pub fit: Fit,
+    pub load: Load,
 }
 
 /// Every detector, by name.
