@@ -83,12 +83,18 @@ pub fn create_topics(bus: &EmbeddedBus, capacity: usize) {
 /// Runs on the configured bus (Kafka: consumer group `<bus.kafka.group-id>-knowledge`).
 pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
     match bus.kind {
-        BusKind::Embedded => Err(
-            "bus = embedded: a stand-alone knowledge service has no stream \
-             processor in its process; run `kplane up` for everything in one process, or set \
-             bus.kind = \"kafka\""
-                .into(),
-        ),
+        BusKind::Embedded => {
+            tracing::warn!(
+                "bus = embedded: a stand-alone knowledge service has no stream processor in \
+                 its process, so nothing arrives; run `kplane up` for everything in one \
+                 process, or set bus.kind = \"kafka\""
+            );
+            let bus = EmbeddedBus::new();
+            for t in INPUTS {
+                bus.create_topic(t, 1, 1);
+            }
+            run_embedded(cfg, bus, shutdown).await
+        }
         BusKind::Kafka => {
             let mut kafka = bus.kafka.clone();
             kafka.group_id = format!("{}-{NAME}", kafka.group_id);
