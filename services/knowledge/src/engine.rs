@@ -252,15 +252,7 @@ impl Engine {
                 },
                 recommendations: Vec::new(),
             };
-            out.anomalies.push(anomaly.clone());
-            self.episodes.insert(
-                key,
-                Episode {
-                    anomaly,
-                    below: 0,
-                    touched: true,
-                },
-            );
+            out.anomalies.push(self.open_episode(key, anomaly));
         }
         out
     }
@@ -411,15 +403,7 @@ impl Engine {
                     blast_radius: explain::blast_radius(w, &flows),
                 },
             };
-            out.push(anomaly.clone());
-            self.episodes.insert(
-                key,
-                Episode {
-                    anomaly,
-                    below: 0,
-                    touched: true,
-                },
-            );
+            out.push(self.open_episode(key, anomaly));
         }
         let close_after = self.cfg.close_after;
         let mut closed = Vec::new();
@@ -440,6 +424,20 @@ impl Engine {
             }
         }
         out
+    }
+
+    /// Starts tracking a new episode; returns its `start` message.
+    fn open_episode(&mut self, key: (EntityKind, String), anomaly: Anomaly) -> Anomaly {
+        let start = anomaly.clone();
+        self.episodes.insert(
+            key,
+            Episode {
+                anomaly,
+                below: 0,
+                touched: true,
+            },
+        );
+        start
     }
 
     /// Open episodes.
@@ -486,7 +484,11 @@ impl Engine {
                 series.entry((*s, e.clone())).or_default().push(*v);
             }
         }
-        let params = self.cfg.train.clone();
+        // Calibration converts alarms per hour with the window length the results showed.
+        let params = TrainParams {
+            window_ns: self.window_ns,
+            ..self.cfg.train.clone()
+        };
         let labelled = self.labelled.clone();
         let (tx, rx) = mpsc::channel();
         self.training = Some(rx);
@@ -583,31 +585,6 @@ impl Engine {
             seconds = t.seconds,
             "models trained"
         );
-    }
-
-    /// Forecast evaluation so far, refreshed into the registry view.
-    pub fn forecast_evaluation(&self) -> &BTreeMap<&'static str, forecast::Evaluation> {
-        &self.forecaster.evaluation
-    }
-
-    /// The anomalous entity-windows of `w` as labelled data, given the true type of each
-    /// (for `kplane eval knowledge --train`).
-    pub fn labelled_of(
-        &self,
-        samples: &[Sample],
-        label: impl Fn(&Sample) -> Option<AnomalyType>,
-    ) -> Vec<Labelled> {
-        samples
-            .iter()
-            .filter_map(|s| {
-                let m = self.models.get(&s.kind)?;
-                (m.score(&s.x) > m.threshold()).then(|| Labelled {
-                    kind: s.kind,
-                    z: m.z(&s.x),
-                    label: label(s).unwrap_or(AnomalyType::Unknown),
-                })
-            })
-            .collect()
     }
 }
 

@@ -39,7 +39,7 @@ use kplane_bus::{
     BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Message, Producer, content_types,
     headers, topics,
 };
-use kplane_model::results::{Alert, Anomaly, AnomalyPhase, Forecast};
+use kplane_model::results::{Alert, Anomaly, AnomalyPhase};
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 use serde::Serialize;
 
@@ -365,9 +365,6 @@ impl Service {
             );
         }
         self.admin_state.set_ready(!stale);
-        if let Err(e) = r.save(&self.cfg.state_dir) {
-            tracing::warn!(error = %e, "model registry not saved");
-        }
     }
 }
 
@@ -389,6 +386,3 @@ pub fn append_anomalies(store: &std::path::Path, rows: &[Anomaly]) -> std::io::R
     }
     f.write_all(&buf)
 }
-
-/// Forecast rows for tests and tools.
-pub type Forecasts = Vec<Forecast>;

@@ -1,6 +1,6 @@
 //! Anomaly typing: a decision tree (linfa-trees) over an anomalous entity-window — its entity
 //! kind and its standardised features — trained on entity-windows labelled by the emulator's
-//! ground truth (`kplane eval knowledge --train`). Loops and black holes are not learnt: they
+//! ground truth (`types.json` in the state directory). Loops and black holes are not learnt: they
 //! are the stream processor's alerts, merged as facts.
 
 use kplane_model::results::{AnomalyType, EntityKind};
