@@ -1,6 +1,7 @@
 // The console in a real browser against a running `kplane up`: the page loads, shows the
 // topology and a live value that changes, a flow's path opens, a recommended intent is
-// approved from the intents panel, no console error is logged; a screenshot is saved.
+// approved from the intents panel, the knowledge service's model status and a link's forecast
+// against what happened are drawn, no console error is logged; a screenshot is saved.
 // Usage: KPLANE_CONSOLE_URL='http://127.0.0.1:8080/#token=…' node console.test.mjs [shot.png]
 import { chromium } from "playwright-core";
 
@@ -69,9 +70,16 @@ try {
     { timeout: 10000 },
   );
   const approved = await page.textContent(`${row} td:nth-child(3)`);
+  // The knowledge panels: the model registry's status, then (once the models are trained on
+  // the first windows) a link's forecast drawn against what happened.
+  await page.waitForFunction(() => document.querySelector("#models-status").textContent.startsWith("models:"), null, { timeout: 10000 });
+  await page.waitForFunction(() => document.querySelectorAll("#forecast-chart polyline.predicted").length > 0
+    && document.querySelectorAll("#forecast-chart polyline.actual").length > 0, null, { timeout: 90000 });
+  const models = await page.textContent("#models-status");
+  const forecastError = await page.textContent("#forecast-error");
   await page.screenshot({ path: shot, fullPage: true });
   if (errors.length) throw new Error("console errors: " + errors.join(" | "));
-  console.log(`console ok: ${switches} switches, ${links} links, windows ${first} → ${later}, ${flows} flows; intent ${rec.id} approved → ${approved}; screenshot ${shot}`);
+  console.log(`console ok: ${switches} switches, ${links} links, windows ${first} → ${later}, ${flows} flows; intent ${rec.id} approved → ${approved}; ${models}; forecast ${forecastError}; screenshot ${shot}`);
 } finally {
   await browser.close();
 }

@@ -24,7 +24,8 @@ pub struct EmulateArgs {
     /// How long to emulate (virtual time), e.g. 60s, 500ms.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     duration: Duration,
-    /// none | microburst[-cache|-hadoop] | ddos | port-scan | link-failure | routing-loop | black-hole | all
+    /// none | microburst[-cache|-hadoop] | ddos | port-scan | link-failure | routing-loop |
+    /// black-hole | all, optionally with parameters: `ddos:victim=5,rate=3` (docs/emulator.md)
     #[arg(long, default_value = "none")]
     scenario: String,
     /// Pace virtual time to the wall clock (for live use); default: as fast as possible.

@@ -111,6 +111,7 @@ async fn up(
         admin: loopback,
         listen: a.api,
         store_dir: processor_cfg.data_dir.clone(),
+        knowledge_dir: knowledge_cfg.state_dir.clone(),
         no_auth: a.no_auth,
         intents,
         ..cfg.intent_api

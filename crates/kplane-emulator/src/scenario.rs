@@ -61,6 +61,60 @@ fn victim(sim: &Sim) -> NodeIdx {
     sim.topo.host_indices().first().copied().unwrap_or(0)
 }
 
+/// A scenario's parameters: `name:key=value,key=value` (docs/emulator.md lists them per
+/// scenario). Every key given must be one the scenario reads.
+#[derive(Debug, Default)]
+struct Params {
+    given: Vec<(String, f64)>,
+    read: std::cell::RefCell<Vec<&'static str>>,
+}
+
+impl Params {
+    fn parse(s: &str) -> Result<Self, String> {
+        let mut given = Vec::new();
+        for kv in s.split(',').filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("scenario parameter {kv:?}: not key=value"))?;
+            let v: f64 = v
+                .parse()
+                .map_err(|_| format!("scenario parameter {k}: {v:?} is not a number"))?;
+            given.push((k.to_string(), v));
+        }
+        Ok(Self {
+            given,
+            read: Default::default(),
+        })
+    }
+
+    /// `key`'s value, or `default`.
+    fn get(&self, key: &'static str, default: f64) -> f64 {
+        self.read.borrow_mut().push(key);
+        self.given
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or(default, |(_, v)| *v)
+    }
+
+    /// A host by its index in the host list (wrapping), or `default`.
+    fn host(&self, sim: &Sim, key: &'static str, default: usize) -> NodeIdx {
+        let hosts = sim.topo.host_indices();
+        let i = self.get(key, default as f64).max(0.0) as usize;
+        hosts.get(i % hosts.len().max(1)).copied().unwrap_or(0)
+    }
+
+    fn check_all_read(&self, scenario: &str) -> Result<(), String> {
+        let read = self.read.borrow();
+        match self.given.iter().find(|(k, _)| !read.contains(&k.as_str())) {
+            Some((k, _)) => Err(format!(
+                "scenario {scenario}: no parameter {k:?} (it reads {})",
+                read.join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A switch-to-switch link at `at` (0..1) along the list of them.
 fn inner_link(sim: &Sim, at: f64) -> Option<usize> {
     let inner: Vec<usize> = sim
@@ -77,8 +131,15 @@ fn inner_link(sim: &Sim, at: f64) -> Option<usize> {
     inner.get((inner.len() as f64 * at) as usize).copied()
 }
 
-/// Installs `name` on `sim` for a run of `duration` ns.
-pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
+/// Installs `spec` (`name` or `name:key=value,…`) on `sim` for a run of `duration` ns.
+pub fn apply(sim: &mut Sim, spec: &str, duration: u64) -> Result<(), String> {
+    let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
+    let p = Params::parse(params)?;
+    install(sim, name, &p, duration)?;
+    p.check_all_read(name)
+}
+
+fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), String> {
     let at = |f: f64| (duration as f64 * f) as u64;
     match name {
         "none" => {}
@@ -87,29 +148,35 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
                 .strip_prefix("microburst-")
                 .and_then(BurstProfile::by_name)
                 .unwrap_or(WEB);
-            let target = *sim.topo.host_indices().last().ok_or("no hosts")?;
+            let hosts = sim.topo.host_indices().len();
+            let target = p.host(sim, "target", hosts.saturating_sub(1));
             sim.add_generator(
-                at(0.1),
+                at(p.get("start", 0.1)),
                 Box::new(Microbursts {
                     profile,
                     target,
                     packet_bytes: 1_500,
-                    stop_ns: at(0.9),
+                    stop_ns: at(p.get("end", 0.9)),
                 }),
             );
         }
         "ddos" => {
-            let v = victim(sim);
-            let hosts: Vec<_> = sim
+            let v = p.host(sim, "victim", 0);
+            let mut hosts: Vec<_> = sim
                 .topo
                 .host_indices()
                 .into_iter()
                 .filter(|h| *h != v)
                 .collect();
-            let (start, end) = (at(0.4), at(0.6));
+            let attackers = p.get("attackers", hosts.len() as f64).max(1.0) as usize;
+            // The attackers furthest down the host list, so a changed victim keeps them apart.
+            hosts = hosts.split_off(hosts.len().saturating_sub(attackers));
+            let start = at(p.get("start", 0.4));
+            let end = start + at(p.get("duration", 0.2));
             let rate = sim.topo.links[sim.topo.nodes[v].ports[0].0].rate_bps;
-            // Together the sources offer twice the victim's link rate.
-            let per = (rate * 2 / hosts.len().max(1) as u64).max(1);
+            // Together the sources offer `rate` times the victim's link rate (default twice).
+            let offered = (rate as f64 * p.get("rate", 2.0)) as u64;
+            let per = (offered / hosts.len().max(1) as u64).max(1);
             let gap = 512 * 8 * 1_000_000_000 / per;
             let packets = (end - start) / gap.max(1);
             for (i, &h) in hosts.iter().enumerate() {
@@ -124,31 +191,38 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
             );
         }
         "port-scan" => {
-            let v = victim(sim);
-            let hosts = sim.topo.host_indices();
-            let scanner = *hosts.last().ok_or("no hosts")?;
-            let start = at(0.3);
-            for port in 1..=1024u16 {
+            let v = p.host(sim, "victim", 0);
+            let hosts = sim.topo.host_indices().len();
+            let scanner = p.host(sim, "scanner", hosts.saturating_sub(1));
+            let start = at(p.get("start", 0.3));
+            let ports = p.get("ports", 1024.0).clamp(1.0, 65_535.0) as u16;
+            // One probe every `gap` ns (default 10 µs).
+            let gap = (p.get("gap-us", 10.0) * 1_000.0).max(1.0) as u64;
+            for port in 1..=ports {
                 let f = sim.flow(scanner, v, 6, (55_555, port), 1, 64, 0);
                 sim.schedule(
-                    start + u64::from(port) * 10_000,
+                    start + u64::from(port) * gap,
                     Action::StartFlow(Box::new(f)),
                 );
             }
-            sim.schedule(start, Action::Truth(json!({"kind": "port_scan", "scanner": sim.topo.nodes[scanner].ip, "victim": sim.topo.nodes[v].ip, "ports": [1, 1024], "end_ns": start + 1024 * 10_000})));
+            let end = start + u64::from(ports) * gap;
+            sim.schedule(start, Action::Truth(json!({"kind": "port_scan", "scanner": sim.topo.nodes[scanner].ip, "victim": sim.topo.nodes[v].ip, "ports": [1, ports], "end_ns": end})));
         }
         "link-failure" => {
-            let l = inner_link(sim, 0.5).ok_or("no switch-to-switch link")?;
+            let l = inner_link(sim, p.get("link", 0.5).clamp(0.0, 0.999))
+                .ok_or("no switch-to-switch link")?;
             let link = &sim.topo.links[l];
             let (a, b) = (sim.topo.nodes[link.a.0].id, sim.topo.nodes[link.b.0].id);
-            sim.schedule(at(1.0 / 3.0), Action::LinkDown(l));
+            let start = at(p.get("start", 1.0 / 3.0));
+            let end = start + at(p.get("duration", 1.0 / 3.0));
+            sim.schedule(start, Action::LinkDown(l));
             sim.schedule(
-                at(1.0 / 3.0),
-                Action::Truth(json!({"kind": "link_down", "link": [a, b]})),
+                start,
+                Action::Truth(json!({"kind": "link_down", "link": [a, b], "end_ns": end})),
             );
-            sim.schedule(at(2.0 / 3.0), Action::LinkUp(l));
+            sim.schedule(end, Action::LinkUp(l));
             sim.schedule(
-                at(2.0 / 3.0),
+                end,
                 Action::Truth(json!({"kind": "link_up", "link": [a, b]})),
             );
         }
@@ -273,7 +347,7 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
                 "routing-loop",
                 "black-hole",
             ] {
-                apply(sim, s, duration)?;
+                install(sim, s, &Params::default(), duration)?;
             }
         }
         other => {
@@ -284,4 +358,60 @@ pub fn apply(sim: &mut Sim, name: &str, duration: u64) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimConfig;
+    use crate::topology::{LinkSpec, Topology};
+
+    fn sim() -> Sim {
+        Sim::new(
+            Topology::parse("fat-tree:4", LinkSpec::default()).unwrap(),
+            SimConfig::default(),
+        )
+    }
+
+    fn truth(s: &mut Sim, kind: &str) -> serde_json::Value {
+        s.run_until(1_000);
+        s.truth
+            .events
+            .iter()
+            .find(|e| e["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} in the ground truth"))
+    }
+
+    #[test]
+    fn parameters_change_who_is_attacked_by_whom_and_when() {
+        let mut s = sim();
+        apply(
+            &mut s,
+            "ddos:victim=5,attackers=3,start=0.5,duration=0.1",
+            1_000,
+        )
+        .unwrap();
+        let t = truth(&mut s, "ddos_start");
+        let hosts = s.topo.host_indices();
+        assert_eq!(t["victim"], json!(s.topo.nodes[hosts[5]].ip));
+        assert_eq!(t["sources"].as_array().unwrap().len(), 3);
+        assert_eq!(t["end_ns"], 600);
+        let mut d = sim();
+        apply(&mut d, "ddos", 1_000).unwrap();
+        assert_eq!(
+            truth(&mut d, "ddos_start")["victim"],
+            json!(s.topo.nodes[hosts[0]].ip)
+        );
+    }
+
+    #[test]
+    fn unknown_or_malformed_parameters_are_refused_by_name() {
+        let e = apply(&mut sim(), "ddos:victum=2", 1_000).unwrap_err();
+        assert!(e.contains("victum") && e.contains("victim"), "{e}");
+        let e = apply(&mut sim(), "port-scan:ports=many", 1_000).unwrap_err();
+        assert!(e.contains("ports"), "{e}");
+        let e = apply(&mut sim(), "link-failure:5", 1_000).unwrap_err();
+        assert!(e.contains("key=value"), "{e}");
+    }
 }

@@ -80,6 +80,14 @@ pub enum EntityKind {
 }
 
 impl EntityKind {
+    pub const ALL: [EntityKind; 5] = [
+        Self::Source,
+        Self::Destination,
+        Self::Queue,
+        Self::Link,
+        Self::Flow,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Source => "source",
@@ -237,7 +245,12 @@ pub struct Forecast {
     pub window_end_ns: i64,
     pub horizon_windows: u32,
     pub predicted: f64,
+    /// The value of the window the forecast was made at (ending at `observed_end_ns`): what
+    /// the last-value baseline predicts, and what happened for the forecast made a window
+    /// earlier.
     pub last_value: f64,
+    #[serde(default)]
+    pub observed_end_ns: i64,
     pub ewma: f64,
     pub model_version: u64,
 }

@@ -62,6 +62,14 @@ impl AppState {
         let sandbox = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
         register_udfs(&sandbox);
         register_store(&sandbox, &cfg.store_dir).await?;
+        let (read, bad) = live.findings.load_history(&cfg.store_dir);
+        if read + bad > 0 {
+            tracing::info!(
+                read,
+                undecodable = bad,
+                "anomaly history read from the store"
+            );
+        }
         let intents =
             crate::intents::Intents::open(cfg.intents.clone(), live.clone()).map_err(|e| {
                 ApiError::Internal(format!(
@@ -123,7 +131,8 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .route("/v1/query", post(query))
         .route_layer(viewer)
         .merge(admin_routes)
-        .merge(crate::intents_api::router(auth))
+        .merge(crate::intents_api::router(auth.clone()))
+        .merge(crate::knowledge_api::router(auth))
         .fallback(|| async { ApiError::NotFound("no such route (see /openapi.json)".into()) })
         .with_state(state)
 }

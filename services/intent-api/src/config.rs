@@ -27,8 +27,11 @@ pub struct Config {
     pub admin: SocketAddr,
     /// The HTTP API and the web console.
     pub listen: SocketAddr,
-    /// The stream processor's analytics store (its `data-dir`).
+    /// The stream processor's analytics store (its `data-dir`); the knowledge service's
+    /// anomalies are read from `<store-dir>/knowledge/` at start.
     pub store_dir: PathBuf,
+    /// The knowledge service's `state-dir`: `GET /v1/models` serves its `models.json`.
+    pub knowledge_dir: PathBuf,
     /// Serve without authentication — only allowed when `listen` is a loopback address.
     pub no_auth: bool,
     pub tokens: Vec<TokenConfig>,
@@ -51,6 +54,7 @@ impl Default for Config {
             admin: SocketAddr::from(([127, 0, 0, 1], 9104)),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             store_dir: PathBuf::from("kplane-data/stream-processor"),
+            knowledge_dir: PathBuf::from("kplane-data/knowledge"),
             no_auth: false,
             tokens: Vec::new(),
             query_timeout: Duration::from_secs(10),

@@ -15,8 +15,10 @@ pub mod config;
 pub mod console;
 pub mod drivers;
 pub mod error;
+pub mod findings;
 pub mod intents;
 pub mod intents_api;
+pub mod knowledge_api;
 pub mod live;
 pub mod openapi;
 
@@ -27,7 +29,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::routing::get;
-use kplane_bus::{BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, headers, topics};
+use kplane_bus::{BusConfig, BusKind, Consumer, headers, topics};
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 
 pub use config::Config;
@@ -103,6 +105,14 @@ pub async fn start(
         state.intents.cfg.backpressure.clone(),
         shutdown.clone(),
     ));
+    if state.intents.cfg.follow_recommendations {
+        tokio::spawn(intents::recommendations::run(
+            state.intents.clone(),
+            &state.live.findings,
+            state.intents.cfg.recommendation_max_age,
+            shutdown.clone(),
+        ));
+    }
     let app = app(state, auth).merge(admin_state.router());
     let sd = shutdown.clone();
     admin_state.set_ready(true);
@@ -123,8 +133,13 @@ pub async fn start(
     })
 }
 
-/// The topics the live views follow.
-pub const FOLLOWED: [&str; 2] = [topics::WINDOWS, topics::ALERTS];
+/// The topics the live views follow: the processor's results and the knowledge service's.
+pub const FOLLOWED: [&str; 4] = [
+    topics::WINDOWS,
+    topics::ALERTS,
+    topics::ANOMALIES,
+    topics::FORECASTS,
+];
 
 /// Reads the result topics into `live` until `stop` (a thread of its own: bus consumers
 /// block).
@@ -134,6 +149,7 @@ pub fn follow(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
+        let mut warned: Option<std::time::Instant> = None;
         while !stop.load(Ordering::Acquire) {
             match consumer.poll(Duration::from_millis(100)) {
                 Ok(Some(m)) => {
@@ -145,8 +161,13 @@ pub fn follow(
                     let _ = consumer.commit();
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "result topics: consume error; retrying");
-                    std::thread::sleep(Duration::from_secs(1));
+                    // E.g. int.anomalies before the knowledge service created it: the other
+                    // topics go on.
+                    if warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        tracing::warn!(error = %e, "result topics: consume error; retrying");
+                        warned = Some(std::time::Instant::now());
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
                 }
             }
         }
@@ -155,24 +176,7 @@ pub fn follow(
     })
 }
 
-/// Runs on an in-process bus shared with the stream processor (`kplane up`).
-pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> ServiceResult {
-    let live = Live::new(cfg.live_alerts);
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = follow(
-        Box::new(EmbeddedGroup::subscribe(&bus, &FOLLOWED, NAME)?),
-        live.clone(),
-        stop.clone(),
-    );
-    let running = start(cfg, live, shutdown).await?;
-    let r = running.wait().await;
-    stop.store(true, Ordering::Release);
-    let _ = reader.join();
-    r
-}
-
-/// Runs on the configured bus: with Kafka the live views follow `int.windows` / `int.alerts`
-/// as consumer group `<bus.kafka.group-id>-intent-api`; on its own with the embedded bus only
+/// Runs on the configured bus: with Kafka the live views follow [`FOLLOWED`] as consumer group `<bus.kafka.group-id>-intent-api`; on its own with the embedded bus only
 /// the store (history) is served.
 pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
     let live = Live::new(cfg.live_alerts);

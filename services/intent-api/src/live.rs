@@ -1,6 +1,7 @@
-//! Live views: the stream processor's result topics (`int.windows`, `int.alerts`) read into
-//! memory — the latest window of every table per partition, and the recent alerts, which the
-//! SSE stream also fans out as they arrive.
+//! Live views: the result topics read into memory — the stream processor's (`int.windows`,
+//! `int.alerts`: the latest window of every table per partition, and the recent alerts, which
+//! the SSE stream also fans out as they arrive) and the knowledge service's (`int.anomalies`,
+//! `int.forecasts`: [`Findings`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,12 +10,19 @@ use arrow_array::RecordBatch;
 use kplane_model::results::Alert;
 use tokio::sync::broadcast;
 
+use crate::findings::Findings;
+
+/// Anomaly episodes kept in memory (the oldest are forgotten; the store keeps them all).
+pub const ANOMALIES_KEPT: usize = 10_000;
+
 /// The latest results, shared by the handlers and the topic reader.
 #[derive(Clone, Debug)]
 pub struct Live {
     inner: Arc<Mutex<Inner>>,
     alerts_tx: broadcast::Sender<Arc<Alert>>,
     capacity: usize,
+    /// Anomalies and forecasts of the knowledge service.
+    pub findings: Findings,
 }
 
 #[derive(Debug, Default)]
@@ -34,6 +42,7 @@ impl Live {
             inner: Arc::default(),
             alerts_tx,
             capacity: capacity.max(1),
+            findings: Findings::new(ANOMALIES_KEPT),
         }
     }
 
@@ -105,6 +114,10 @@ impl Live {
 
 /// Applies one result-topic message to `live`.
 pub fn apply(live: &Live, topic: &str, schema: Option<&str>, payload: &[u8]) {
+    if topic == kplane_bus::topics::ANOMALIES || topic == kplane_bus::topics::FORECASTS {
+        crate::findings::apply(&live.findings, topic, payload);
+        return;
+    }
     if topic == kplane_bus::topics::ALERTS {
         for line in payload.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             match serde_json::from_slice::<Alert>(line) {

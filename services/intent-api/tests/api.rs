@@ -97,10 +97,16 @@ const VIEWER: &str = "viewer-token";
 const ADMIN: &str = "admin-token";
 
 async fn api() -> Api {
+    api_with(Live::new(10)).await
+}
+
+async fn api_with(live: Live) -> Api {
     // The processor runs its own runtime: not inside the test's.
     let dir = std::thread::spawn(store).join().unwrap();
+    knowledge_files(&dir);
     let cfg = Config {
         store_dir: dir.clone(),
+        knowledge_dir: dir.join("knowledge-state"),
         tokens: vec![
             TokenConfig {
                 name: "v".into(),
@@ -123,7 +129,7 @@ async fn api() -> Api {
         ..Config::default()
     };
     let auth = Auth::new(cfg.tokens.clone(), false);
-    let state = api::AppState::new(cfg, Live::new(10)).await.unwrap();
+    let state = api::AppState::new(cfg, live).await.unwrap();
     Api {
         app: app(state, auth),
         dir,
@@ -486,4 +492,164 @@ async fn the_console_is_served_without_a_token() {
     );
     let (s, _) = call(&a, "GET", "/console.js", None, None).await;
     assert_eq!(s, StatusCode::OK);
+}
+
+/// What the knowledge service leaves in the store and its state directory: two episodes of
+/// one anomaly (start, end) and one still open, an undecodable line, and a model registry.
+fn knowledge_files(dir: &std::path::Path) {
+    let now = kplane_model::unix_time_ns() as i64;
+    let episode = |id: &str, entity: &str, kind: &str, t: &str, end: Option<i64>| {
+        let mut v = serde_json::json!({
+            "id": id, "entity_kind": kind, "entity": entity, "type": t,
+            "confidence": 0.9, "score": 11.0, "threshold": 4.0,
+            "start_ns": now - 60 * S as i64, "last_ns": now, "windows": 3,
+            "detected_ns": now - 60 * S as i64, "phase": if end.is_some() { "end" } else { "start" },
+            "model_version": 2,
+            "explanation": {"summary": format!("{t} at {entity}"),
+                            "features": [{"name": "bytes", "value": 9e6, "normal": 1e5, "z": 40.0}],
+                            "blast_radius": {"flows": [], "flows_total": 7, "nodes": [1, 3],
+                                             "queues": [], "links": [], "other_flows": 2}},
+            "recommendations": [{"kind": "block", "match": {"src": "10.0.9.9/32"}}],
+        });
+        if let Some(e) = end {
+            v["end_ns"] = e.into();
+        }
+        v.to_string() + "\n"
+    };
+    std::fs::create_dir_all(dir.join("knowledge")).unwrap();
+    let text = episode(
+        "destination:10.0.1.1:1",
+        "10.0.1.1",
+        "destination",
+        "ddos",
+        None,
+    ) + "{ torn\n"
+        + &episode(
+            "destination:10.0.1.1:1",
+            "10.0.1.1",
+            "destination",
+            "ddos",
+            Some(now),
+        )
+        + &episode("queue:3/0:2", "3/0", "queue", "congestion", None);
+    std::fs::write(dir.join("knowledge/anomalies.jsonl"), text).unwrap();
+    std::fs::create_dir_all(dir.join("knowledge-state")).unwrap();
+    std::fs::write(
+        dir.join("knowledge-state/models.json"),
+        r#"{"version": 2, "status": "ready", "message": "", "models": [{"kind": "destination", "detector": "kmeans", "features": ["bytes"], "fitted": {"centroids": [[0.0]]}}], "typer": null, "forecasts": {}, "history": []}"#,
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_knowledge_services_findings_are_served() {
+    use kplane_bus::topics::FORECASTS;
+    let live = Live::new(10);
+    let a = api_with(live.clone()).await;
+    // Anomalies from the store: one row per episode, the latest record of each.
+    let (s, v) = call(&a, "GET", "/v1/anomalies", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["anomalies"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["undecodable"], 1, "{v}");
+    let (_, v) = call(&a, "GET", "/v1/anomalies?state=open", Some(VIEWER), None).await;
+    assert_eq!(v["anomalies"][0]["entity"], "3/0", "{v}");
+    let (_, v) = call(
+        &a,
+        "GET",
+        "/v1/anomalies?type=ddos&since=1h",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    let rows = v["anomalies"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    assert_eq!(rows[0]["phase"], "end");
+    assert_eq!(rows[0]["summary"], "ddos at 10.0.1.1");
+    assert_eq!(rows[0]["flows_affected"], 7);
+    // The whole record with the intents submitted for it (none here).
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/anomalies/destination:10.0.1.1:1",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["explanation"]["features"][0]["name"], "bytes");
+    assert_eq!(v["recommendations"][0]["kind"], "block");
+    assert_eq!(v["intents"], serde_json::json!([]));
+    let (s, _) = call(&a, "GET", "/v1/anomalies/nope", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // Bad filters are refused by name.
+    for q in [
+        "type=meteor",
+        "entity_kind=planet",
+        "state=ajar",
+        "since=yesterday",
+    ] {
+        let (s, v) = call(&a, "GET", &format!("/v1/anomalies?{q}"), Some(VIEWER), None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{q}: {v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .starts_with(q.split('=').next().unwrap()),
+            "{v}"
+        );
+    }
+    let (s, v) = call(&a, "GET", "/v1/anomalies?live=true", Some(VIEWER), None).await;
+    assert_eq!(
+        (s, v),
+        (StatusCode::OK, Value::String("event-stream".into()))
+    );
+    let (s, _) = call(&a, "GET", "/v1/anomalies", None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+
+    // Forecasts from int.forecasts: each window's forecast beside what happened.
+    let fc = |end: i64, observed: i64, predicted: f64, last: f64| {
+        serde_json::json!({"series": "link_utilization", "entity": "3:1", "window_end_ns": end,
+            "horizon_windows": 1, "predicted": predicted, "last_value": last,
+            "observed_end_ns": observed, "ewma": last, "model_version": 2})
+        .to_string()
+    };
+    let payload = [
+        fc(2, 1, 500.0, 400.0),
+        fc(3, 2, 520.0, 510.0),
+        fc(4, 3, 530.0, 525.0),
+    ]
+    .join("\n");
+    kplane_intent_api::live::apply(&live, FORECASTS, None, payload.as_bytes());
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/forecasts?series=link_utilization",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let points = v["forecasts"][0]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3, "{v}");
+    assert_eq!(points[0]["predicted"], 500.0);
+    assert_eq!(points[0]["actual"], 510.0, "window 2 turned out 510: {v}");
+    assert_eq!(points[1]["actual"], 525.0);
+    assert!(points[2]["actual"].is_null(), "window 4 is not over: {v}");
+    let (s, _) = call(
+        &a,
+        "GET",
+        "/v1/forecasts?series=weather",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    // The model registry, fitted parameters only on request.
+    let (s, v) = call(&a, "GET", "/v1/models", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["status"], "ready");
+    assert!(v["models"][0].get("fitted").is_none(), "{v}");
+    let (_, v) = call(&a, "GET", "/v1/models?detail=true", Some(VIEWER), None).await;
+    assert!(v["models"][0]["fitted"].is_object(), "{v}");
 }

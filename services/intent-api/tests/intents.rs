@@ -625,3 +625,176 @@ async fn backpressure_coarsens_the_sinks_while_the_collector_drops_and_relaxes_a
     collector.wait().await.unwrap();
     f.server.abort();
 }
+
+/// An anomaly record as the knowledge service publishes it on `int.anomalies`.
+fn anomaly(id: &str, detected_ns: i64, phase: &str, recommendations: Value) -> Vec<u8> {
+    let v = json!({
+        "id": id, "entity_kind": "destination", "entity": "10.0.0.2", "type": "ddos",
+        "confidence": 0.97, "score": 14.2, "threshold": 4.1,
+        "start_ns": detected_ns, "last_ns": detected_ns, "windows": 1,
+        "detected_ns": detected_ns, "phase": phase, "model_version": 3,
+        "explanation": {"summary": "a DDoS towards destination 10.0.0.2", "features": [],
+                        "blast_radius": {"flows": [], "flows_total": 0, "nodes": [], "queues": [],
+                                         "links": [], "other_flows": 0}},
+        "recommendations": recommendations,
+    });
+    let mut b = serde_json::to_vec(&v).unwrap();
+    b.push(b'\n');
+    b
+}
+
+fn block(src: &str) -> Value {
+    json!({"kind": "block", "match": {"src": src, "dst": "10.0.0.2/32"}, "origin": "recommendation",
+           "owner": "knowledge", "ttl": "10m", "reason": format!("knowledge: DDoS towards 10.0.0.2: block {src}")})
+}
+
+async fn intents_of(api: &Running, anomaly: &str, n: usize) -> Vec<Value> {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, v) = call(api, "GET", "/v1/intents", OPS, Value::Null).await;
+        let mine: Vec<Value> = v["intents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["spec"]["anomaly"] == anomaly)
+            .cloned()
+            .collect();
+        if mine.len() >= n {
+            return mine;
+        }
+        assert!(Instant::now() < end, "{anomaly}: {mine:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anomalys_recommendations_become_intents_once_under_the_policy() {
+    use kplane_bus::topics::ANOMALIES;
+    use kplane_intent_api::live::apply;
+    let f = fabric().await;
+    let dir = temp("recommend");
+    let stop = Shutdown::new();
+    let live = Live::new(10);
+    let api = start(config(&dir, f.control), live.clone(), stop.clone())
+        .await
+        .unwrap();
+    let now = kplane_model::unix_time_ns() as i64;
+
+    // Blocks are not auto-applied by default: both wait for an admin, naming the anomaly.
+    let recs = json!([block("10.0.1.2/32"), block("10.0.1.3/32")]);
+    apply(
+        &live,
+        ANOMALIES,
+        None,
+        &anomaly("destination:10.0.0.2:1", now, "start", recs.clone()),
+    );
+    let mine = intents_of(&api, "destination:10.0.0.2:1", 2).await;
+    for i in &mine {
+        assert_eq!(i["state"], "pending-approval", "{i}");
+        assert_eq!(i["spec"]["origin"], "recommendation");
+        assert_eq!(i["submitted_by"], "knowledge");
+    }
+    let (s, v) = call(
+        &api,
+        "GET",
+        "/v1/anomalies/destination:10.0.0.2:1",
+        OPS,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["intents"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["intents"][0]["state"], "pending-approval");
+
+    // An update of the same episode does not submit them again.
+    apply(
+        &live,
+        ANOMALIES,
+        None,
+        &anomaly("destination:10.0.0.2:1", now, "update", recs),
+    );
+    // With blocks auto-applied, the next anomaly's block reaches the switches at once.
+    let (s, _) = call(
+        &api,
+        "PUT",
+        "/v1/intents/policy",
+        ADMIN,
+        json!({"auto-apply": ["block"]}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    apply(
+        &live,
+        ANOMALIES,
+        None,
+        &anomaly(
+            "destination:10.0.0.2:2",
+            now,
+            "start",
+            json!([block("10.0.1.9/32")]),
+        ),
+    );
+    let mine = intents_of(&api, "destination:10.0.0.2:2", 1).await;
+    let id = mine[0]["id"].as_str().unwrap();
+    wait_state(&api, id, "active").await;
+    wait_entries(&f, "drop_acl", |e| {
+        e.iter().any(|x| x.to_string().contains("10.0.1.9"))
+    })
+    .await;
+    assert_eq!(intents_of(&api, "destination:10.0.0.2:1", 2).await.len(), 2);
+
+    // A replayed old anomaly is not acted on; an unusable recommendation is refused in the
+    // audit log under the knowledge service's name.
+    let old = now - 600_000_000_000;
+    apply(
+        &live,
+        ANOMALIES,
+        None,
+        &anomaly(
+            "destination:10.0.0.2:0",
+            old,
+            "start",
+            json!([block("10.0.1.7/32")]),
+        ),
+    );
+    apply(
+        &live,
+        ANOMALIES,
+        None,
+        &anomaly(
+            "destination:10.0.0.2:3",
+            now,
+            "start",
+            json!([{"kind": "block"}]),
+        ),
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, v) = call(&api, "GET", "/v1/audit?actor=knowledge", OPS, Value::Null).await;
+        let refused = v["audit"].as_array().unwrap().iter().any(|r| {
+            r["result"] == "refused"
+                && r["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("destination:10.0.0.2:3")
+        });
+        if refused {
+            break;
+        }
+        assert!(Instant::now() < end, "{v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, v) = call(&api, "GET", "/v1/intents", OPS, Value::Null).await;
+    assert!(
+        !v["intents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["spec"]["anomaly"] == "destination:10.0.0.2:0"),
+        "{v}"
+    );
+    stop.trigger();
+    api.wait().await.unwrap();
+    f.server.abort();
+    let _ = std::fs::remove_dir_all(&dir);
+}

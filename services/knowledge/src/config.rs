@@ -50,8 +50,8 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             admin: SocketAddr::from(([127, 0, 0, 1], 9103)),
-            store_dir: PathBuf::from("data"),
-            state_dir: PathBuf::from("data/knowledge"),
+            store_dir: PathBuf::from("kplane-data/stream-processor"),
+            state_dir: PathBuf::from("kplane-data/knowledge"),
             detector: "kmeans".into(),
             clusters: 4,
             min_windows: 30,

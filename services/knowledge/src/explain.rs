@@ -78,11 +78,12 @@ pub fn recommend(
     flows: &[&FlowRow],
     id: &str,
 ) -> Vec<Value> {
-    let reason = |what: &str| format!("knowledge: {what} (anomaly {id})");
+    let reason = |what: &str| format!("knowledge: {what}");
     let base = |mut v: Value, what: &str| {
         v["reason"] = json!(reason(what));
         v["origin"] = json!("recommendation");
         v["owner"] = json!("knowledge");
+        v["anomaly"] = json!(id);
         v["ttl"] = json!("10m");
         v
     };

@@ -205,6 +205,7 @@ impl Forecaster {
                 horizon_windows: 1,
                 predicted,
                 last_value: v,
+                observed_end_ns: w.end_ns,
                 ewma: h.ewma,
                 model_version: version,
             });

@@ -13,7 +13,8 @@
 //!   processor's alerts; per link and destination a linear forecast of the next window.
 //! * Out: anomaly episodes with an explanation (features, blast radius) and recommended
 //!   intents on `int.anomalies` and in `<store-dir>/knowledge/anomalies.jsonl`; forecasts on
-//!   `int.forecasts`; the model registry in `<state-dir>/models.json`.
+//!   `int.forecasts` and in `<store-dir>/knowledge/forecasts.jsonl`; the model registry in
+//!   `<state-dir>/models.json`.
 //!
 //! See `docs/knowledge.md`.
 
@@ -39,7 +40,7 @@ use kplane_bus::{
     BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Message, Producer, content_types,
     headers, topics,
 };
-use kplane_model::results::{Alert, Anomaly, AnomalyPhase};
+use kplane_model::results::{Alert, AnomalyPhase};
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 use serde::Serialize;
 
@@ -299,8 +300,14 @@ impl Service {
             }
         }
         self.metrics.forecasts.inc_by(out.forecasts.len() as u64);
-        if let Err(e) = append_anomalies(&self.cfg.store_dir, &out.anomalies) {
-            tracing::warn!(error = %e, "anomalies not stored");
+        for r in [
+            append_jsonl(&self.cfg.store_dir, "anomalies.jsonl", &out.anomalies),
+            append_jsonl(&self.cfg.store_dir, "forecasts.jsonl", &out.forecasts),
+        ] {
+            if let Err(e) = r {
+                self.metrics.store_failures.inc();
+                tracing::warn!(error = %e, "knowledge results not stored");
+            }
         }
         if self.cfg.publish {
             self.publish(topics::ANOMALIES, "anomalies/v1", &out.anomalies);
@@ -368,21 +375,34 @@ impl Service {
     }
 }
 
-/// Appends anomaly records (every phase) to `<store>/knowledge/anomalies.jsonl`.
-pub fn append_anomalies(store: &std::path::Path, rows: &[Anomaly]) -> std::io::Result<()> {
+/// A store file is rotated (to `<name>.1`, replacing the previous one) when it reaches this
+/// size: at most twice this much per file stays on disk.
+pub const STORE_FILE_LIMIT: u64 = 64 << 20;
+
+/// Appends records as JSON lines to `<store>/knowledge/<name>` (`anomalies.jsonl`: every
+/// phase of every episode; `forecasts.jsonl`), rotating it at [`STORE_FILE_LIMIT`].
+pub fn append_jsonl<T: Serialize>(
+    store: &std::path::Path,
+    name: &str,
+    rows: &[T],
+) -> std::io::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
     let dir = store.join("knowledge");
     std::fs::create_dir_all(&dir)?;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("anomalies.jsonl"))?;
+    let path = dir.join(name);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() >= STORE_FILE_LIMIT) {
+        std::fs::rename(&path, dir.join(format!("{name}.1")))?;
+    }
     let mut buf = Vec::new();
     for r in rows {
         serde_json::to_writer(&mut buf, r)?;
         buf.push(b'\n');
     }
-    f.write_all(&buf)
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(&buf)
 }

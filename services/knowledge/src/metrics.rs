@@ -26,6 +26,7 @@ pub struct KnowledgeMetrics {
     pub anomalies: Family<TypeLabel, Counter>,
     pub forecasts: Counter,
     pub publish_failures: Counter,
+    pub store_failures: Counter,
     pub trainings: Family<ResultLabel, Counter>,
     pub model_version: Gauge,
     pub learning: Gauge,
@@ -71,6 +72,11 @@ impl KnowledgeMetrics {
             "publish_failures",
             "Anomaly or forecast messages the bus refused",
             self.publish_failures.clone(),
+        );
+        r.register(
+            "store_failures",
+            "Anomaly or forecast batches that could not be appended to the store",
+            self.store_failures.clone(),
         );
         r.register(
             "trainings",

@@ -243,6 +243,84 @@ async function streamEvents() {
   }
 }
 
+const time = (ns) => new Date(ns / 1e6).toLocaleTimeString();
+
+async function refreshAnomalies() {
+  try {
+    const models = await api("/v1/models");
+    el("models-status").textContent = `models: ${models.status}` + (models.version ? ` v${models.version}` : "") + (models.message ? ` — ${models.message}` : "");
+    const { anomalies } = await api("/v1/anomalies?limit=30");
+    const body = el("anomalies").tBodies[0];
+    body.replaceChildren();
+    for (const a of anomalies) {
+      const tr = body.insertRow();
+      tr.dataset.id = a.id;
+      const open = a.end_ns == null;
+      const cells = [time(a.start_ns), a.type, `${a.entity_kind} ${a.entity}`, `${a.score.toFixed(1)} / ${a.threshold.toFixed(1)}`, open ? "open" : "closed", a.summary];
+      cells.forEach((v, n) => {
+        const td = tr.insertCell();
+        td.textContent = v;
+        if (n === 4 && open) td.className = "open";
+      });
+      tr.onclick = () => showAnomaly(a.id);
+    }
+  } catch (e) {
+    /* shown by the status */
+  }
+}
+
+async function showAnomaly(id) {
+  const d = el("anomaly-detail");
+  d.hidden = false;
+  try {
+    const a = await api(`/v1/anomalies/${encodeURIComponent(id)}`);
+    const b = a.explanation.blast_radius;
+    const lines = [
+      a.explanation.summary,
+      "features: " + a.explanation.features.slice(0, 5).map((f) => `${f.name} ${f.value.toFixed(1)} (normal ${f.normal.toFixed(1)}, z ${f.z.toFixed(1)})`).join("; "),
+      `blast radius: ${b.flows_total} flows over switches ${b.nodes.join(", ")}; ${b.other_flows} other flows share them`,
+      "recommended: " + (a.recommendations.map((r) => r.reason || r.kind).join("; ") || "nothing"),
+      "intents: " + (a.intents.map((i) => `${i.id} ${i.kind} (${i.state})`).join(", ") || "none"),
+    ];
+    d.textContent = lines.join("\n");
+  } catch (e) {
+    d.textContent = "no anomaly " + id;
+  }
+}
+
+// Predicted (dashed) against actual (solid) for one link, on one scale.
+async function refreshForecast() {
+  try {
+    const select = el("forecast-entity");
+    const { forecasts } = await api("/v1/forecasts?series=link_utilization&windows=120");
+    const entities = forecasts.map((f) => f.entity).sort();
+    if (select.options.length !== entities.length) {
+      const keep = select.value;
+      select.replaceChildren(...entities.map((e) => new Option(`link ${e}`, e)));
+      if (entities.includes(keep)) select.value = keep;
+    }
+    const f = forecasts.find((x) => x.entity === select.value);
+    const root = el("forecast-chart");
+    root.replaceChildren();
+    if (!f || f.points.length < 2) return;
+    const pts = f.points;
+    const max = Math.max(1, ...pts.map((p) => Math.max(p.predicted, p.actual ?? 0)));
+    const x = (i) => (i * 400) / (pts.length - 1);
+    const y = (v) => 115 - (110 * v) / max;
+    const line = (values, attrs) => {
+      const xy = values.map((v, i) => (v == null ? null : `${x(i)},${y(v)}`)).filter(Boolean).join(" ");
+      svg("polyline", { points: xy, fill: "none", "stroke-width": 1.5, "vector-effect": "non-scaling-stroke", ...attrs }, root);
+    };
+    line(pts.map((p) => p.actual), { stroke: "#1d2330", class: "actual" });
+    line(pts.map((p) => p.predicted), { stroke: "#3367d6", "stroke-dasharray": "4 3", class: "predicted" });
+    const scored = pts.filter((p) => p.actual != null && p.actual > 0);
+    const mape = (k) => (100 * scored.reduce((s, p) => s + Math.abs(p[k] - p.actual) / p.actual, 0)) / Math.max(1, scored.length);
+    el("forecast-error").textContent = scored.length ? `over ${scored.length} windows: error ${mape("predicted").toFixed(1)} % (EWMA ${mape("ewma").toFixed(1)} %), max ${max.toFixed(0)} ‰` : "";
+  } catch (e) {
+    /* shown by the status */
+  }
+}
+
 async function start() {
   try {
     const { events } = await api("/v1/events?live=true&limit=50");
@@ -256,6 +334,11 @@ async function start() {
   setInterval(refreshLive, 1000);
   setInterval(refreshIntents, 2000);
   setInterval(refreshFlows, 5000);
+  refreshAnomalies();
+  refreshForecast();
+  setInterval(refreshAnomalies, 2000);
+  setInterval(refreshForecast, 2000);
+  el("forecast-entity").addEventListener("change", refreshForecast);
   el("flow-search").addEventListener("change", refreshFlows);
   streamEvents();
 }

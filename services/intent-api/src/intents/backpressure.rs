@@ -125,6 +125,7 @@ impl BackpressureConfig {
             owner: OWNER.into(),
             reason: format!("telemetry backpressure level {level}: {why}"),
             origin: Origin::Recommendation,
+            anomaly: None,
         }
     }
 }

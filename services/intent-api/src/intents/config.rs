@@ -32,6 +32,12 @@ pub struct IntentsConfig {
     pub drivers: Vec<DriverConfig>,
     /// Telemetry backpressure (`[intent-api.intents.backpressure]`).
     pub backpressure: BackpressureConfig,
+    /// Submit the knowledge service's recommended intents (`int.anomalies`) as
+    /// `origin: recommendation` (the policy decides whether they wait for approval).
+    pub follow_recommendations: bool,
+    /// Anomalies detected longer ago than this are not acted on (a replay after a restart).
+    #[serde(with = "humantime_serde")]
+    pub recommendation_max_age: Duration,
 }
 
 impl Default for IntentsConfig {
@@ -45,6 +51,8 @@ impl Default for IntentsConfig {
             max_backoff: Duration::from_secs(30),
             drivers: Vec::new(),
             backpressure: BackpressureConfig::default(),
+            follow_recommendations: true,
+            recommendation_max_age: Duration::from_secs(60),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod compile;
 pub mod config;
 pub mod engine;
 pub mod model;
+pub mod recommendations;
 pub mod store;
 pub mod verify;
 
@@ -305,6 +306,25 @@ impl Intents {
             .filter(|i| state.is_none_or(|s| i.state.as_str() == s))
             .cloned()
             .collect()
+    }
+
+    /// The intents submitted for anomaly `id` (its recommendations).
+    pub async fn for_anomaly(&self, id: &str) -> Vec<Intent> {
+        let g = self.inner.lock().await;
+        g.snap
+            .intents
+            .iter()
+            .filter(|i| i.spec.anomaly.as_deref() == Some(id))
+            .cloned()
+            .collect()
+    }
+
+    /// Records in the audit log a request refused before it became an intent.
+    pub async fn refuse(&self, actor: &str, detail: &str) {
+        self.inner
+            .lock()
+            .await
+            .audit(actor, "submit", "", "refused", detail.to_string());
     }
 
     pub async fn get(&self, id: &str) -> Result<Intent, ApiError> {

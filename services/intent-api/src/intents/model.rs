@@ -40,6 +40,9 @@ pub struct IntentSpec {
     /// until an admin approves).
     #[serde(default)]
     pub origin: Origin,
+    /// The anomaly (`GET /v1/anomalies/{id}`) a recommended intent answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anomaly: Option<String>,
 }
 
 fn default_priority() -> u32 {
@@ -68,6 +71,7 @@ struct RawSpec {
     reason: String,
     #[serde(default)]
     origin: Origin,
+    anomaly: Option<String>,
 }
 
 impl TryFrom<RawSpec> for IntentSpec {
@@ -150,6 +154,7 @@ impl TryFrom<RawSpec> for IntentSpec {
             owner: r.owner,
             reason: r.reason,
             origin: r.origin,
+            anomaly: r.anomaly,
         })
     }
 }
