@@ -8,6 +8,7 @@ mod bench_processor;
 mod config;
 mod decode;
 mod emulate;
+mod eval;
 mod intent;
 mod query;
 mod sample;
@@ -61,6 +62,9 @@ enum Command {
     /// Benchmarks (printed figures: see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(bench::Bench),
+    /// Evaluations against the emulator's ground truth (see docs/knowledge.md).
+    #[command(subcommand)]
+    Eval(eval::Eval),
 }
 
 fn main() -> ExitCode {
@@ -85,5 +89,6 @@ fn main() -> ExitCode {
         Command::SampleCapture(a) => sample::run(a),
         Command::Query(a) => query::run(source, a),
         Command::Bench(b) => bench::run(b),
+        Command::Eval(e) => eval::run(e),
     }
 }

@@ -131,12 +131,16 @@ fn inner_link(sim: &Sim, at: f64) -> Option<usize> {
     inner.get((inner.len() as f64 * at) as usize).copied()
 }
 
-/// Installs `spec` (`name` or `name:key=value,…`) on `sim` for a run of `duration` ns.
+/// Installs `spec` on `sim` for a run of `duration` ns: `name`, `name:key=value,…`, or several
+/// joined by `+` (`ddos:start=0.2+link-failure:start=0.6`).
 pub fn apply(sim: &mut Sim, spec: &str, duration: u64) -> Result<(), String> {
-    let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
-    let p = Params::parse(params)?;
-    install(sim, name, &p, duration)?;
-    p.check_all_read(name)
+    for one in spec.split('+') {
+        let (name, params) = one.split_once(':').unwrap_or((one, ""));
+        let p = Params::parse(params)?;
+        install(sim, name, &p, duration)?;
+        p.check_all_read(name)?;
+    }
+    Ok(())
 }
 
 fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), String> {
@@ -413,5 +417,9 @@ mod tests {
         assert!(e.contains("ports"), "{e}");
         let e = apply(&mut sim(), "link-failure:5", 1_000).unwrap_err();
         assert!(e.contains("key=value"), "{e}");
+        let mut s = sim();
+        apply(&mut s, "ddos:start=0.1,duration=0.1+port-scan:start=0.5", 1_000).unwrap();
+        truth(&mut s, "ddos_start");
+        truth(&mut s, "port_scan");
     }
 }

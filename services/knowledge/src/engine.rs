@@ -278,7 +278,8 @@ impl Engine {
         out
     }
 
-    fn window(&mut self, w: &Window) -> Output {
+    /// Scores one complete window (what `tick` does with each): anomalies and forecasts.
+    pub fn window(&mut self, w: &Window) -> Output {
         self.counts.windows += 1;
         let expected: HashSet<(EntityKind, String)> = self
             .presence

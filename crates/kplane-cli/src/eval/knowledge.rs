@@ -1,0 +1,745 @@
+//! `kplane eval knowledge`: the knowledge service scored against the emulator's ground truth.
+//!
+//! 1. **Train**: clean traffic (seed [`TRAIN_SEED`]) teaches the models of normal behaviour.
+//! 2. **Label**: the scripted scenarios with their default parameters (the training variants)
+//!    are run; every anomaly raised is labelled from the ground truth → the type classifier's
+//!    training set (`types.json`), unless `--labels` gives one.
+//! 3. **Score**: each asked scenario runs `--runs` times (seeds `--seed`, `--seed`+1, …) with
+//!    parameters drawn from the seed — other victims, attackers, rates, links and times than
+//!    the training variants — and what the service raised is compared with what was injected.
+//!
+//! Every run is a fresh knowledge service loading the persisted models (a restart).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use kplane_emulator::run::RunConfig;
+use kplane_emulator::topology::{LinkSpec, Topology};
+use kplane_knowledge::typer::Labelled;
+use kplane_model::results::{Anomaly, AnomalyPhase, AnomalyType, EntityKind, Forecast};
+
+use super::pipeline::{Outcome, knowledge_config, run_pipeline};
+
+/// The clean run the models learn from.
+pub const TRAIN_SEED: u64 = 9_001;
+/// The labelling runs' first seed.
+pub const LABEL_SEED: u64 = 9_101;
+/// Windows of the evaluation (the processor's and the knowledge service's).
+pub const WINDOW: Duration = Duration::from_millis(100);
+/// Scored scenarios.
+pub const SCENARIOS: [&str; 6] = [
+    "ddos",
+    "port-scan",
+    "microburst",
+    "link-failure",
+    "mixed",
+    "clean",
+];
+/// The types scored.
+const SCORED: [AnomalyType; 4] = [
+    AnomalyType::Ddos,
+    AnomalyType::PortScan,
+    AnomalyType::Congestion,
+    AnomalyType::LinkFailure,
+];
+
+#[derive(Debug, Args)]
+pub struct KnowledgeArgs {
+    /// ddos | port-scan | microburst | link-failure | mixed | clean (repeatable).
+    #[arg(long, default_values_t = ["mixed".to_string(), "clean".to_string()])]
+    scenario: Vec<String>,
+    /// First seed of the scored runs (scenario parameters are drawn from it).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Scored runs per scenario (seeds seed, seed+1, …).
+    #[arg(long, default_value_t = 3)]
+    runs: u64,
+    /// Virtual seconds per scored run.
+    #[arg(long, default_value_t = 8)]
+    seconds: u64,
+    /// Virtual seconds of clean traffic the models learn from.
+    #[arg(long, default_value_t = 15)]
+    train_seconds: u64,
+    /// The type classifier's labelled set (JSON, docs/knowledge.md); default: generated from
+    /// the training variants of the scenarios.
+    #[arg(long)]
+    labels: Option<PathBuf>,
+    /// Also write the generated labelled set here.
+    #[arg(long)]
+    write_labels: Option<PathBuf>,
+    /// Where results go (results.csv, anomalies.jsonl, report.md); default: a new directory
+    /// under the system's temporary directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// One injected incident and the entities it is about.
+#[derive(Clone, Debug)]
+struct Incident {
+    kind: AnomalyType,
+    start_ns: i64,
+    end_ns: i64,
+    /// (entity kind, entity or, for queues, `node/` prefix).
+    primary: Vec<(EntityKind, String)>,
+}
+
+impl Incident {
+    fn is_primary(&self, a: &Anomaly) -> bool {
+        self.primary.iter().any(|(k, e)| {
+            *k == a.entity_kind
+                && if *k == EntityKind::Queue {
+                    a.entity.starts_with(e.as_str())
+                } else {
+                    a.entity == *e
+                }
+        })
+    }
+
+    /// Whether `a`'s windows meet the incident's (one window early for the window holding its
+    /// start, `close_after` + 1 late for its aftermath).
+    fn overlaps(&self, a: &Anomaly, window_ns: i64) -> bool {
+        a.start_ns <= self.end_ns + 3 * window_ns && a.last_ns >= self.start_ns - window_ns
+    }
+}
+
+/// The node ids' link entities (`node:egress port`, both directions) of a link between two
+/// INT node ids.
+fn link_entities(topo: &Topology, a: u32, b: u32) -> Vec<(EntityKind, String)> {
+    let id = |n: usize| topo.nodes[n].id;
+    topo.links
+        .iter()
+        .filter(|l| {
+            let (x, y) = (id(l.a.0), id(l.b.0));
+            (x, y) == (a, b) || (x, y) == (b, a)
+        })
+        .flat_map(|l| {
+            [
+                (EntityKind::Link, format!("{}:{}", id(l.a.0), l.a.1)),
+                (EntityKind::Link, format!("{}:{}", id(l.b.0), l.b.1)),
+            ]
+        })
+        .collect()
+}
+
+/// The incidents of a run's ground truth.
+fn incidents(o: &Outcome) -> Vec<Incident> {
+    let mut out = Vec::new();
+    let mut bursts: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+    let t = |e: &serde_json::Value, k: &str| e[k].as_i64().unwrap_or(0);
+    let s = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
+    for e in &o.truth.events {
+        match e["kind"].as_str().unwrap_or_default() {
+            "ddos_start" => {
+                let mut primary = vec![(EntityKind::Destination, s(e, "victim"))];
+                for src in e["sources"].as_array().into_iter().flatten() {
+                    if let Some(ip) = src.as_str() {
+                        primary.push((EntityKind::Source, ip.to_string()));
+                    }
+                }
+                out.push(Incident {
+                    kind: AnomalyType::Ddos,
+                    start_ns: t(e, "t_ns"),
+                    end_ns: t(e, "end_ns"),
+                    primary,
+                });
+            }
+            "port_scan" => out.push(Incident {
+                kind: AnomalyType::PortScan,
+                start_ns: t(e, "t_ns"),
+                end_ns: t(e, "end_ns"),
+                primary: vec![
+                    (EntityKind::Source, s(e, "scanner")),
+                    (EntityKind::Destination, s(e, "victim")),
+                ],
+            }),
+            "link_down" => {
+                let ids: Vec<u32> = e["link"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_u64().map(|v| v as u32))
+                    .collect();
+                if let [a, b] = ids[..] {
+                    out.push(Incident {
+                        kind: AnomalyType::LinkFailure,
+                        start_ns: t(e, "t_ns"),
+                        end_ns: t(e, "end_ns"),
+                        primary: link_entities(&o.topology, a, b),
+                    });
+                }
+            }
+            // Bursts of tens of microseconds: one incident per target queue, over the span.
+            "microburst" => {
+                let node = e["queue"]["node"].as_u64().unwrap_or(0) as u32;
+                let b = bursts.entry(node).or_insert((i64::MAX, 0));
+                b.0 = b.0.min(t(e, "t_ns"));
+                b.1 = b.1.max(t(e, "end_ns"));
+            }
+            _ => {}
+        }
+    }
+    for (node, (start, end)) in bursts {
+        out.push(Incident {
+            kind: AnomalyType::Congestion,
+            start_ns: start,
+            end_ns: end,
+            primary: vec![(EntityKind::Queue, format!("{node}/"))],
+        });
+    }
+    out
+}
+
+/// What the ground truth says an anomaly is: its incident's type on an entity the incident is
+/// about; congestion for a queue that filled during any incident (collateral, but real);
+/// `unknown` otherwise (a false alarm when no incident was under way).
+fn truth_label(a: &Anomaly, incidents: &[Incident], window_ns: i64) -> AnomalyType {
+    let during: Vec<&Incident> = incidents
+        .iter()
+        .filter(|i| i.overlaps(a, window_ns))
+        .collect();
+    if let Some(i) = during.iter().find(|i| i.is_primary(a)) {
+        return i.kind;
+    }
+    if a.entity_kind == EntityKind::Queue && !during.is_empty() {
+        return AnomalyType::Congestion;
+    }
+    AnomalyType::Unknown
+}
+
+/// The standardised features of an anomaly in model order (from its explanation).
+fn z_vector(a: &Anomaly) -> Vec<f64> {
+    kplane_knowledge::features::names(a.entity_kind)
+        .iter()
+        .map(|n| {
+            a.explanation
+                .features
+                .iter()
+                .find(|f| f.name == *n)
+                .map_or(0.0, |f| f.z)
+        })
+        .collect()
+}
+
+/// Learnt anomalies as they were raised (facts from alerts are not scored here).
+fn raised(o: &Outcome) -> impl Iterator<Item = &Anomaly> {
+    o.anomalies.iter().filter(|a| {
+        a.phase == AnomalyPhase::Start
+            && !matches!(
+                a.anomaly_type,
+                AnomalyType::RoutingLoop | AnomalyType::BlackHole
+            )
+    })
+}
+
+/// A small deterministic generator for the scored runs' parameters.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// In `lo..hi`.
+    fn int(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo).max(1)
+    }
+
+    fn real(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
+    }
+}
+
+/// The emulator scenario of a scored run: parameters drawn from `seed`, never the training
+/// variants' (victim 0, the last host scanning, the middle link, the last host bursting).
+pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
+    let mut d = Draw(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let ddos = |d: &mut Draw, start: f64| {
+        format!(
+            "ddos:victim={},attackers={},rate={:.2},start={start:.2},duration={:.2}",
+            d.int(1, 14),
+            d.int(4, 12),
+            d.real(1.5, 3.0),
+            d.real(0.15, 0.25)
+        )
+    };
+    let scan = |d: &mut Draw, start: f64| {
+        format!(
+            "port-scan:victim={},scanner={},ports={},gap-us={},start={start:.2}",
+            d.int(1, 8),
+            d.int(8, 15),
+            d.int(300, 2_000),
+            d.int(10, 60)
+        )
+    };
+    let link = |d: &mut Draw, start: f64| {
+        // Any switch-to-switch link but the middle one.
+        let mut at = d.real(0.0, 0.95);
+        if (0.45..0.55).contains(&at) {
+            at -= 0.2;
+        }
+        format!(
+            "link-failure:link={at:.3},start={start:.2},duration={:.2}",
+            d.real(0.2, 0.3)
+        )
+    };
+    let burst = |d: &mut Draw, start: f64| {
+        let profile = ["", "-cache", "-hadoop"][d.int(0, 3) as usize];
+        format!(
+            "microburst{profile}:target={},start={start:.2},end={:.2}",
+            d.int(0, 14),
+            start + 0.3
+        )
+    };
+    Ok(match scenario {
+        "ddos" => ddos(&mut d, 0.5),
+        "port-scan" => scan(&mut d, 0.5),
+        "link-failure" => link(&mut d, 0.5),
+        "microburst" => burst(&mut d, 0.5),
+        // Apart in time so that each is scored on its own.
+        "mixed" => [
+            ddos(&mut d, 0.35),
+            scan(&mut d, 0.55),
+            link(&mut d, 0.7),
+        ]
+        .join("+"),
+        "clean" => "none".into(),
+        other => bail!(
+            "unknown scenario {other:?} (one of {})",
+            SCENARIOS.join(", ")
+        ),
+    })
+}
+
+/// The training variants the labelled set comes from.
+const LABELLING: [&str; 4] = [
+    "ddos:start=0.5",
+    "port-scan:start=0.5",
+    "link-failure:start=0.5,duration=0.3",
+    "microburst-hadoop:start=0.5,end=0.8",
+];
+
+fn emulation(spec: &str, seconds: u64, seed: u64) -> RunConfig {
+    let mut rc = RunConfig {
+        duration: Duration::from_secs(seconds),
+        scenario: spec.into(),
+        flows_per_second: 300.0,
+        // 100 Mb/s links: a DDoS at twice the victim's link rate stays small enough to emulate.
+        link: LinkSpec {
+            rate_bps: 100_000_000,
+            ..LinkSpec::default()
+        },
+        ..RunConfig::default()
+    };
+    rc.sim.seed = seed;
+    rc
+}
+
+/// Per type: (raised as it, of them right, incidents, detected, detection delays in windows).
+#[derive(Debug, Default)]
+struct TypeScore {
+    raised: u64,
+    right: u64,
+    incidents: u64,
+    detected: u64,
+    delays: Vec<f64>,
+}
+
+impl TypeScore {
+    fn precision(&self) -> Option<f64> {
+        (self.raised > 0).then(|| self.right as f64 / self.raised as f64)
+    }
+    fn recall(&self) -> Option<f64> {
+        (self.incidents > 0).then(|| self.detected as f64 / self.incidents as f64)
+    }
+    fn f1(&self) -> Option<f64> {
+        match (self.precision(), self.recall()) {
+            (Some(p), Some(r)) if p + r > 0.0 => Some(2.0 * p * r / (p + r)),
+            (Some(_), Some(_)) => Some(0.0),
+            _ => None,
+        }
+    }
+}
+
+/// Forecast errors of one method: windows, sum of |error| / actual (actual > 0), sum of
+/// squared errors.
+#[derive(Debug, Default, Clone, Copy)]
+struct Err3 {
+    n: u64,
+    n_pct: u64,
+    abs_pct: f64,
+    sq: f64,
+}
+
+impl Err3 {
+    fn add(&mut self, predicted: f64, actual: f64) {
+        self.n += 1;
+        self.sq += (predicted - actual).powi(2);
+        if actual > 0.0 {
+            self.n_pct += 1;
+            self.abs_pct += (predicted - actual).abs() / actual;
+        }
+    }
+    fn mape(&self) -> f64 {
+        100.0 * self.abs_pct / self.n_pct.max(1) as f64
+    }
+    fn rmse(&self) -> f64 {
+        (self.sq / self.n.max(1) as f64).sqrt()
+    }
+}
+
+/// Per series: model, last value, EWMA.
+type ForecastScore = BTreeMap<String, [Err3; 3]>;
+
+fn score_forecasts(forecasts: &[Forecast], into: &mut ForecastScore) {
+    // What window T turned out to be is the last value of the forecast made at T.
+    let actual: BTreeMap<(&str, &str, i64), f64> = forecasts
+        .iter()
+        .map(|f| {
+            (
+                (f.series.as_str(), f.entity.as_str(), f.observed_end_ns),
+                f.last_value,
+            )
+        })
+        .collect();
+    for f in forecasts {
+        let Some(&v) = actual.get(&(f.series.as_str(), f.entity.as_str(), f.window_end_ns)) else {
+            continue;
+        };
+        let e = into.entry(f.series.clone()).or_default();
+        e[0].add(f.predicted, v);
+        e[1].add(f.last_value, v);
+        e[2].add(f.ewma, v);
+    }
+}
+
+#[derive(Debug, Default)]
+struct Totals {
+    types: BTreeMap<AnomalyType, TypeScore>,
+    false_alarms: u64,
+    virtual_seconds: f64,
+    clean_false_alarms: u64,
+    clean_seconds: f64,
+    forecasts: ForecastScore,
+    runs: u64,
+}
+
+fn score_run(o: &Outcome, scenario: &str, totals: &mut Totals) {
+    let window_ns = WINDOW.as_nanos() as i64;
+    let incidents = incidents(o);
+    for a in raised(o) {
+        let truth = truth_label(a, &incidents, window_ns);
+        let s = totals.types.entry(a.anomaly_type).or_default();
+        s.raised += 1;
+        if truth == a.anomaly_type {
+            s.right += 1;
+        }
+        if truth == AnomalyType::Unknown && !incidents.iter().any(|i| i.overlaps(a, window_ns)) {
+            totals.false_alarms += 1;
+            if scenario == "clean" {
+                totals.clean_false_alarms += 1;
+            }
+        }
+    }
+    for i in &incidents {
+        let s = totals.types.entry(i.kind).or_default();
+        s.incidents += 1;
+        let first = raised(o)
+            .filter(|a| a.anomaly_type == i.kind && i.is_primary(a) && i.overlaps(a, window_ns))
+            .map(|a| a.last_ns)
+            .min();
+        if let Some(at) = first {
+            s.detected += 1;
+            s.delays
+                .push(((at - i.start_ns) as f64 / window_ns as f64).max(0.0));
+        }
+    }
+    totals.virtual_seconds += o.virtual_seconds;
+    if scenario == "clean" {
+        totals.clean_seconds += o.virtual_seconds;
+    }
+    score_forecasts(&o.forecasts, &mut totals.forecasts);
+    totals.runs += 1;
+}
+
+/// The labelled entity-windows of a labelling run.
+fn labels_of(o: &Outcome) -> Vec<Labelled> {
+    let incidents = incidents(o);
+    raised(o)
+        .map(|a| Labelled {
+            kind: a.entity_kind,
+            z: z_vector(a),
+            label: truth_label(a, &incidents, WINDOW.as_nanos() as i64),
+        })
+        .collect()
+}
+
+fn fmt(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{v:.2}"))
+}
+
+pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
+    for s in &a.scenario {
+        scored_spec(s, 0)?;
+    }
+    let out = match &a.out {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("kplane-eval-knowledge-{}", std::process::id())),
+    };
+    let state = out.join("state");
+    if state.exists() {
+        std::fs::remove_dir_all(&state).with_context(|| format!("{}", state.display()))?;
+    }
+    std::fs::create_dir_all(&state)?;
+    let stores = out.join("stores");
+    let _ = std::fs::remove_dir_all(&stores);
+    let store = |name: &str| stores.join(name);
+    let window_count = (a.train_seconds * 1_000 / WINDOW.as_millis() as u64) as usize;
+    // Trained with a margin before the run ends (training runs beside the scoring).
+    let min_windows = (window_count * 3 / 5).max(20);
+
+    // 1. Train on clean traffic.
+    eprintln!("kplane eval knowledge: training on {} s of clean traffic (seed {TRAIN_SEED})", a.train_seconds);
+    run_pipeline(
+        &store("train"),
+        WINDOW,
+        knowledge_config(&state, WINDOW, min_windows),
+        emulation("none", a.train_seconds, TRAIN_SEED),
+        || state.join(kplane_knowledge::registry::Registry::FILE).exists(),
+    )?;
+    let registry = kplane_knowledge::registry::Registry::load(&state)
+        .map_err(anyhow::Error::msg)?
+        .context("no model registry after the training run")?;
+    if registry.models.is_empty() {
+        bail!("no model trained: {}", registry.message);
+    }
+    let training_seconds = registry.history.last().map_or(0.0, |t| t.seconds);
+
+    // 2. The type classifier's labelled set.
+    let labels: Vec<Labelled> = match &a.labels {
+        Some(p) => serde_json::from_str(
+            &std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
+        )
+        .with_context(|| format!("{}: not a labelled set", p.display()))?,
+        None => {
+            let mut all = Vec::new();
+            for (i, spec) in LABELLING.iter().enumerate() {
+                eprintln!("kplane eval knowledge: labelling {spec}");
+                let o = run_pipeline(
+                    &store(&format!("label-{i}")),
+                    WINDOW,
+                    knowledge_config(&state, WINDOW, min_windows),
+                    emulation(spec, a.seconds, LABEL_SEED + i as u64),
+                    || true,
+                )?;
+                all.extend(labels_of(&o));
+            }
+            all
+        }
+    };
+    let text = serde_json::to_string_pretty(&labels)?;
+    std::fs::write(state.join("types.json"), &text)?;
+    if let Some(p) = &a.write_labels {
+        std::fs::write(p, &text).with_context(|| format!("{}", p.display()))?;
+    }
+
+    // 3. Scored runs.
+    let mut totals = Totals::default();
+    let mut anomalies = std::fs::File::create(out.join("anomalies.jsonl"))?;
+    for scenario in &a.scenario {
+        for r in 0..a.runs {
+            let seed = a.seed + r;
+            let spec = scored_spec(scenario, seed)?;
+            eprintln!("kplane eval knowledge: {scenario} seed {seed}: {spec}");
+            let o = run_pipeline(
+                &store(&format!("{scenario}-{seed}")),
+                WINDOW,
+                knowledge_config(&state, WINDOW, min_windows),
+                emulation(&spec, a.seconds, seed),
+                || true,
+            )?;
+            for x in raised(&o) {
+                let mut v = serde_json::to_value(x)?;
+                v["eval"] = serde_json::json!({"scenario": scenario, "seed": seed, "spec": spec,
+                    "truth": truth_label(x, &incidents(&o), WINDOW.as_nanos() as i64)});
+                writeln!(anomalies, "{v}")?;
+            }
+            score_run(&o, scenario, &mut totals);
+        }
+    }
+
+    // 4. Cost: training on an hour of 1 s windows, scoring on one core.
+    let (history, _) = kplane_knowledge::history::windows(&store("train"), usize::MAX);
+    let hour = kplane_knowledge::bench::repeat(&history, 3_600, 1_000_000_000);
+    let bench_dir = out.join("bench-state");
+    let _ = std::fs::remove_dir_all(&bench_dir);
+    let mut cfg = knowledge_config(&bench_dir, Duration::from_secs(1), 3_600);
+    cfg.training_windows = 3_600;
+    let (mut engine, hour_training) =
+        kplane_knowledge::bench::train(cfg.engine(), hour.clone()).map_err(anyhow::Error::msg)?;
+    let (scored, secs) = kplane_knowledge::bench::score(&mut engine, &hour);
+
+    let report = report(&a, &totals, training_seconds, hour_training, scored, secs, &out);
+    std::fs::write(out.join("report.md"), &report.0)?;
+    std::fs::write(out.join("results.csv"), &report.1)?;
+    print!("{}", report.0);
+    Ok(())
+}
+
+/// The markdown report and the CSV.
+fn report(
+    a: &KnowledgeArgs,
+    t: &Totals,
+    training_seconds: f64,
+    hour_training: f64,
+    scored: u64,
+    secs: f64,
+    out: &Path,
+) -> (String, String) {
+    let mut md = String::new();
+    let mut csv = String::from("metric,type,value\n");
+    let mut row = |metric: &str, ty: &str, v: f64| {
+        csv += &format!("{metric},{ty},{v}\n");
+    };
+    md += &format!(
+        "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each, {} ms windows; \
+         models trained on {} s of clean traffic (seed {TRAIN_SEED}); results in {}.\n\n",
+        a.scenario.join(", "),
+        a.runs,
+        a.seed,
+        a.seed + a.runs.saturating_sub(1),
+        a.seconds,
+        WINDOW.as_millis(),
+        a.train_seconds,
+        out.display()
+    );
+    md += "| type | incidents | detected | recall | raised as it | right | precision | F1 | delay (windows, mean) |\n";
+    md += "|---|---|---|---|---|---|---|---|---|\n";
+    for ty in SCORED {
+        let s = t.types.get(&ty).map_or_else(TypeScore::default, |s| TypeScore {
+            raised: s.raised,
+            right: s.right,
+            incidents: s.incidents,
+            detected: s.detected,
+            delays: s.delays.clone(),
+        });
+        let delay = (!s.delays.is_empty())
+            .then(|| s.delays.iter().sum::<f64>() / s.delays.len() as f64);
+        md += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            ty.as_str(),
+            s.incidents,
+            s.detected,
+            fmt(s.recall()),
+            s.raised,
+            s.right,
+            fmt(s.precision()),
+            fmt(s.f1()),
+            fmt(delay)
+        );
+        for (m, v) in [
+            ("recall", s.recall()),
+            ("precision", s.precision()),
+            ("f1", s.f1()),
+            ("delay_windows", delay),
+        ] {
+            if let Some(v) = v {
+                row(m, ty.as_str(), v);
+            }
+        }
+    }
+    let unknown = t.types.get(&AnomalyType::Unknown).map_or(0, |s| s.raised);
+    md += &format!("\nRaised as `unknown`: {unknown}.\n");
+    let per_hour = |n: u64, s: f64| n as f64 / (s / 3_600.0).max(1e-9);
+    md += &format!(
+        "\nFalse alarms (raised while nothing was injected): {} in {:.0} virtual s → {:.1} per hour; \
+         on clean runs {} in {:.0} s → {:.1} per hour.\n",
+        t.false_alarms,
+        t.virtual_seconds,
+        per_hour(t.false_alarms, t.virtual_seconds),
+        t.clean_false_alarms,
+        t.clean_seconds,
+        per_hour(t.clean_false_alarms, t.clean_seconds)
+    );
+    row("false_alarms_per_hour", "all", per_hour(t.false_alarms, t.virtual_seconds));
+    if t.clean_seconds > 0.0 {
+        row(
+            "false_alarms_per_hour",
+            "clean",
+            per_hour(t.clean_false_alarms, t.clean_seconds),
+        );
+    }
+    md += "\n| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | vs EWMA | RMSE model | RMSE last value | RMSE EWMA |\n|---|---|---|---|---|---|---|---|---|\n";
+    for (series, [m, l, e]) in &t.forecasts {
+        let gain = 100.0 * (1.0 - m.mape() / e.mape().max(1e-9));
+        md += &format!(
+            "| {series} | {} | {:.1} % | {:.1} % | {:.1} % | {gain:+.0} % | {:.1} | {:.1} | {:.1} |\n",
+            m.n,
+            m.mape(),
+            l.mape(),
+            e.mape(),
+            m.rmse(),
+            l.rmse(),
+            e.rmse()
+        );
+        row("forecast_mape_model", series, m.mape());
+        row("forecast_mape_last_value", series, l.mape());
+        row("forecast_mape_ewma", series, e.mape());
+        row("forecast_mape_gain_vs_ewma_pct", series, gain);
+        row("forecast_rmse_model", series, m.rmse());
+        row("forecast_rmse_ewma", series, e.rmse());
+    }
+    let rate = scored as f64 / secs.max(1e-9);
+    md += &format!(
+        "\nTraining: {training_seconds:.2} s on the clean run's windows; {hour_training:.2} s on an hour of 1 s \
+         windows (3600, the clean run's repeated), one thread. Scoring: {scored} entity-windows in {secs:.3} s → \
+         {:.0} entity-windows/s on one core (features, models, episodes, forecasts).\n",
+        rate
+    );
+    row("training_seconds", "hour_of_1s_windows", hour_training);
+    row("scoring_entity_windows_per_second", "all", rate);
+    (md, csv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scored_runs_draw_parameters_apart_from_the_training_variants() {
+        for seed in 0..50 {
+            let s = scored_spec("ddos", seed).unwrap();
+            assert!(!s.contains("victim=0,"), "{s}");
+            let l = scored_spec("link-failure", seed).unwrap();
+            let at: f64 = l["link-failure:link=".len()..].split(',').next().unwrap().parse().unwrap();
+            assert!(!(0.45..0.55).contains(&at), "{l}");
+        }
+        assert_eq!(scored_spec("ddos", 3).unwrap(), scored_spec("ddos", 3).unwrap());
+        assert_ne!(scored_spec("ddos", 3).unwrap(), scored_spec("ddos", 4).unwrap());
+        assert!(scored_spec("mixed", 1).unwrap().contains('+'));
+        assert!(scored_spec("flood", 1).is_err());
+    }
+
+    #[test]
+    fn precision_recall_and_f1() {
+        let s = TypeScore {
+            raised: 4,
+            right: 3,
+            incidents: 2,
+            detected: 2,
+            delays: vec![1.0],
+        };
+        assert_eq!(s.precision(), Some(0.75));
+        assert_eq!(s.recall(), Some(1.0));
+        assert!((s.f1().unwrap() - 6.0 / 7.0).abs() < 1e-9);
+        assert_eq!(TypeScore::default().f1(), None);
+    }
+}

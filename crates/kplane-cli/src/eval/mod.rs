@@ -1,0 +1,35 @@
+//! `kplane eval …`: components scored against the emulator's ground truth, printed as a table
+//! with the parameters (docs/knowledge.md#evaluation).
+
+mod knowledge;
+mod pipeline;
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum Eval {
+    /// The knowledge service: learn clean traffic, label the training scenarios, then score
+    /// detection, typing, delay, false alarms, forecasts, training and scoring cost on other
+    /// seeds and attack parameters.
+    Knowledge(knowledge::KnowledgeArgs),
+}
+
+pub fn run(e: Eval) -> ExitCode {
+    // The services' warnings (RUST_LOG=info for everything they say).
+    let _ = kplane_runtime::init_logging(&kplane_runtime::LogConfig {
+        level: "warn".into(),
+        ..Default::default()
+    });
+    let r = match e {
+        Eval::Knowledge(a) => knowledge::run(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kplane eval: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

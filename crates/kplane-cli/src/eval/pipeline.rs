@@ -1,0 +1,159 @@
+//! One emulation through the whole pipeline in one process, in virtual time: the emulator
+//! sends real reports over UDP to a collector → embedded bus → stream processor →
+//! `int.windows` / `int.alerts` → knowledge service (its state in a directory that outlives
+//! the run) → `int.anomalies` / `int.forecasts`, read back here with the ground truth.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use kplane_bus::topics;
+use kplane_emulator::run::{RunConfig, build, run};
+use kplane_emulator::sim::Truth;
+use kplane_emulator::topology::Topology;
+use kplane_model::results::{Anomaly, Forecast};
+use kplane_runtime::Shutdown;
+
+/// What one run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub truth: Truth,
+    pub topology: Topology,
+    pub anomalies: Vec<Anomaly>,
+    pub forecasts: Vec<Forecast>,
+    pub virtual_seconds: f64,
+}
+
+/// The knowledge service's settings for a run of windows of `window`.
+pub fn knowledge_config(state: &Path, window: Duration, min_windows: usize) -> kplane_knowledge::Config {
+    kplane_knowledge::Config {
+        admin: "127.0.0.1:0".parse().expect("an address"),
+        store_dir: state.join("store-not-used"),
+        state_dir: state.to_path_buf(),
+        window,
+        min_windows,
+        // One training per deployment: the clean run's.
+        retrain_every: 1_000_000,
+        idle_close: Duration::from_millis(400),
+        publish: true,
+        ..kplane_knowledge::Config::default()
+    }
+}
+
+fn lines<T: serde::de::DeserializeOwned>(
+    c: &mut kplane_bus::EmbeddedConsumer,
+) -> anyhow::Result<Vec<T>> {
+    let mut out = Vec::new();
+    for d in c.drain(Duration::from_millis(50)) {
+        for l in d.message.payload.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            out.push(serde_json::from_slice(l).context("a knowledge record that does not decode")?);
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `rc` with the processor's store in `store` and the knowledge service's state in
+/// `kcfg.state_dir`; returns once every window has been scored and `done()` holds.
+pub fn run_pipeline(
+    store: &Path,
+    window: Duration,
+    kcfg: kplane_knowledge::Config,
+    mut rc: RunConfig,
+    done: impl Fn() -> bool,
+) -> anyhow::Result<Outcome> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let collector_cfg = kplane_collector::Config {
+        admin: "127.0.0.1:0".parse()?,
+        listen: vec!["127.0.0.1:0".parse()?],
+        partitions: 2,
+        publish_reports: true,
+        linger: Duration::from_millis(5),
+        queue_capacity: 1 << 16,
+        bus_capacity: 1 << 16,
+        ..kplane_collector::Config::default()
+    };
+    let bus = kplane_collector::embedded_bus(&collector_cfg);
+    let shutdown = Shutdown::new();
+    let collector = rt
+        .block_on(kplane_collector::start(
+            collector_cfg,
+            Arc::new(bus.clone()),
+            shutdown.clone(),
+        ))
+        .map_err(|e| anyhow::anyhow!("collector: {e}"))?;
+    rc.collectors = collector.udp.clone();
+    let pcfg = kplane_stream_processor::Config {
+        admin: "127.0.0.1:0".parse()?,
+        // A store per run: each emulation starts its clock again, which a processor resuming
+        // from an earlier run's checkpoint would take for a replay.
+        data_dir: store.to_path_buf(),
+        window,
+        lateness: window / 2,
+        idle_close: Duration::from_millis(300),
+        ..kplane_stream_processor::Config::default()
+    };
+    kplane_stream_processor::create_result_topics(&bus, &pcfg, 1 << 16);
+    let sp = rt.spawn(kplane_stream_processor::run_embedded(
+        pcfg,
+        bus.clone(),
+        shutdown.clone(),
+    ));
+    let idle = kcfg.idle_close;
+    kplane_knowledge::create_topics(&bus, 1 << 16);
+    let mut anomalies_in = bus.consumer(topics::ANOMALIES, "eval")?;
+    let mut forecasts_in = bus.consumer(topics::FORECASTS, "eval")?;
+    let ks = rt.spawn(kplane_knowledge::run_embedded(
+        kcfg,
+        bus.clone(),
+        shutdown.clone(),
+    ));
+
+    let sim = Arc::new(Mutex::new(build(&rc).map_err(anyhow::Error::msg)?));
+    let summary = run(&rc, sim.clone(), || false).map_err(anyhow::Error::msg)?;
+    if summary.reports_sent == 0 {
+        bail!("the emulation sent no report: {summary:?}");
+    }
+    // The processor closes the last windows when its input goes idle; the knowledge service
+    // completes them when its own does.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while bus.stats(topics::WINDOWS).map_or(true, |s| {
+        s.held.iter().sum::<usize>() > 0 || s.end_offsets.iter().sum::<u64>() == 0
+    }) {
+        if Instant::now() > deadline {
+            bail!("window results never all read: {:?}", bus.stats(topics::WINDOWS));
+        }
+        if ks.is_finished() {
+            let r = rt.block_on(ks);
+            bail!("the knowledge service stopped: {r:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(idle + Duration::from_millis(600));
+    while !done() {
+        if Instant::now() > deadline {
+            bail!("the knowledge service did not finish (e.g. its training) in time");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    shutdown.trigger();
+    rt.block_on(async {
+        sp.await?.map_err(|e| anyhow::anyhow!("stream processor: {e}"))?;
+        ks.await?.map_err(|e| anyhow::anyhow!("knowledge: {e}"))?;
+        collector
+            .wait()
+            .await
+            .map_err(|e| anyhow::anyhow!("collector: {e}"))
+    })?;
+    let s = sim.lock().map_err(|_| anyhow::anyhow!("emulator poisoned"))?;
+    Ok(Outcome {
+        truth: s.truth.clone(),
+        topology: s.topo.clone(),
+        anomalies: lines(&mut anomalies_in)?,
+        forecasts: lines(&mut forecasts_in)?,
+        virtual_seconds: summary.virtual_seconds,
+    })
+}
