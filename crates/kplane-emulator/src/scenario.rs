@@ -418,7 +418,12 @@ mod tests {
         let e = apply(&mut sim(), "link-failure:5", 1_000).unwrap_err();
         assert!(e.contains("key=value"), "{e}");
         let mut s = sim();
-        apply(&mut s, "ddos:start=0.1,duration=0.1+port-scan:start=0.5", 1_000).unwrap();
+        apply(
+            &mut s,
+            "ddos:start=0.1,duration=0.1+port-scan:start=0.5",
+            1_000,
+        )
+        .unwrap();
         truth(&mut s, "ddos_start");
         truth(&mut s, "port_scan");
     }

@@ -21,12 +21,18 @@ use kplane_model::results::{
     Alert, AlertKind, Anomaly, AnomalyPhase, AnomalyType, EntityKind, Explanation, Forecast,
 };
 
+use crate::baseline::Baselines;
 use crate::explain;
 use crate::features::{MODELLED, Sample, Window, window_end};
 use crate::forecast::{self, Coefficients, Forecaster};
 use crate::model::{EntityModel, TrainParams};
 use crate::registry::{ForecastInfo, Registry, Status, Training, TyperInfo};
 use crate::typer::{Labelled, Typer};
+
+/// A switch-to-switch link is expected (an all-zero window when missing) while it was in at least 3
+/// more of the recent windows than it missed, counting at most this many: a busy one stays
+/// expected through this many silent windows less 3, so that a failed link keeps scoring.
+const PRESENCE_CAP: u8 = 30;
 
 /// The engine's settings (from `[knowledge]`).
 #[derive(Clone, Debug)]
@@ -95,8 +101,9 @@ pub struct Engine {
     window_ns: i64,
     kept: VecDeque<Kept>,
     since_training: usize,
-    /// Links and queues seen in recent windows (count of the last 8 windows they were in).
+    /// Switch-to-switch links seen in recent windows (+1 per window seen, −1 per window missed, at most `PRESENCE_CAP`).
     presence: HashMap<(EntityKind, String), u8>,
+    baselines: Baselines,
     models: BTreeMap<EntityKind, EntityModel>,
     typer: Option<Typer>,
     labelled: Vec<Labelled>,
@@ -120,6 +127,7 @@ impl Engine {
             kept: VecDeque::new(),
             since_training: 0,
             presence: HashMap::new(),
+            baselines: Baselines::default(),
             models: BTreeMap::new(),
             typer,
             labelled,
@@ -287,20 +295,27 @@ impl Engine {
             .filter(|(_, n)| **n >= 3)
             .map(|(k, _)| k.clone())
             .collect();
-        let samples = w.samples(&expected);
+        let mut samples = w.samples(&expected);
         self.counts.entity_windows += samples.len() as u64;
-        // Presence: +1 per window an entity is in (at most 8), −1 per window it is not.
+        // Presence: +1 per window an entity is in (at most PRESENCE_CAP), −1 per window it is not.
         let here: HashSet<(EntityKind, String)> = samples
             .iter()
             .filter(|s| s.x.iter().any(|v| *v != 0.0))
             .map(|s| (s.kind, s.entity.clone()))
             .collect();
-        for k in &here {
-            self.presence.entry(k.clone()).or_insert(0);
+        let episodes = &self.episodes;
+        self.baselines.augment(&mut samples, |k, e| {
+            episodes.contains_key(&(k, e.to_string()))
+        });
+        // Only switch-to-switch links are expected when missing (see `tracks_silence`).
+        for e in w.inner_links() {
+            if here.contains(&(EntityKind::Link, e.clone())) {
+                self.presence.entry((EntityKind::Link, e)).or_insert(0);
+            }
         }
         self.presence.retain(|k, n| {
             if here.contains(k) {
-                *n = (*n + 1).min(8);
+                *n = (*n + 1).min(PRESENCE_CAP);
             } else {
                 *n -= 1;
             }
@@ -449,9 +464,10 @@ impl Engine {
     /// Trains on the history given (the store's windows at start), before any live window.
     pub fn seed_history(&mut self, windows: Vec<Window>) {
         for w in windows {
-            let expected = HashSet::new();
+            let mut samples = w.samples(&HashSet::new());
+            self.baselines.augment(&mut samples, |_, _| false);
             self.kept.push_back(Kept {
-                samples: w.samples(&expected),
+                samples,
                 series: forecast::values(&w),
             });
             self.finalized_until = self.finalized_until.max(w.end_ns);
@@ -641,5 +657,69 @@ fn train(
         forecasts,
         problems,
         seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(i: i64, links: &[((u32, u16), f64)]) -> Window {
+        let mut w = Window {
+            end_ns: (i + 1) * 100_000_000,
+            ..Window::default()
+        };
+        for &(k, samples) in links {
+            let u = 600.0 + 20.0 * ((i * 7) % 5) as f64;
+            w.links.insert(k, (samples, u * samples, u + 50.0, Some(9)));
+        }
+        w
+    }
+
+    #[test]
+    fn a_busy_link_gone_silent_is_raised_within_a_few_windows() {
+        let dir = std::env::temp_dir().join(format!("kplane-engine-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut e = Engine::new(EngineConfig {
+            state_dir: dir.clone(),
+            min_windows: 60,
+            training_windows: 1_000,
+            retrain_every: 1_000_000,
+            close_after: 2,
+            train: TrainParams {
+                detector: "kmeans".into(),
+                clusters: 3,
+                holdout: 0.25,
+                false_alarms_per_hour: 1.0,
+                window_ns: 100_000_000,
+            },
+        })
+        .unwrap();
+        // Link 1:1 is busy in every window; 2:1 in about two of three.
+        let busy = |i: i64| ((1, 1), 80.0 + (i % 4) as f64 * 10.0);
+        for i in 0..90 {
+            let mut l = vec![busy(i)];
+            if i % 3 != 0 {
+                l.push(((2, 1), 30.0));
+            }
+            e.window(&window(i, &l));
+            e.wait_for_training();
+        }
+        assert_eq!(e.registry().status, Status::Ready, "{:?}", e.registry());
+        let mut raised_at = None;
+        for i in 90..100 {
+            let out = e.window(&window(i, &[((2, 1), 30.0)]));
+            if out
+                .anomalies
+                .iter()
+                .any(|a| a.entity_kind == EntityKind::Link && a.entity == "1:1")
+            {
+                raised_at = Some(i - 89);
+                break;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let n = raised_at.expect("the silent busy link is raised");
+        assert!(n <= 3, "raised after {n} silent windows");
     }
 }

@@ -26,8 +26,9 @@ pub const MODELLED: [EntityKind; 4] = [
     EntityKind::Link,
 ];
 
-/// Feature names per entity kind, in vector order. Counts are `log1p`-scaled (heavy tails).
-pub fn names(kind: EntityKind) -> &'static [&'static str] {
+/// What a window measures per entity kind, in vector order. Counts are `log1p`-scaled
+/// (heavy tails).
+pub fn measured(kind: EntityKind) -> &'static [&'static str] {
     match kind {
         EntityKind::Source => &[
             "log_flows",
@@ -50,6 +51,65 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_samples",
         ],
         EntityKind::Link => &["utilization_mean", "utilization_max", "log_samples"],
+        EntityKind::Flow => &[],
+    }
+}
+
+/// Whether an entity of `kind` that stops showing up is news: a switch-to-switch link
+/// carries many hosts' traffic (the engine expects only those, not links towards a host); a
+/// host that sends nothing, or a queue that drains, is not an anomaly.
+pub const fn tracks_silence(kind: EntityKind) -> bool {
+    matches!(kind, EntityKind::Link)
+}
+
+/// Every feature a model sees per entity kind, in vector order: what the window measured;
+/// for switch-to-switch links, how surprising their current silence is; then how far each
+/// measure is from the entity's own usual value (`vs_usual_…`, see [`crate::baseline`]).
+pub fn names(kind: EntityKind) -> &'static [&'static str] {
+    match kind {
+        EntityKind::Source => &[
+            "log_flows",
+            "log_destinations",
+            "log_dst_ports",
+            "log_reports",
+            "log_bytes",
+            "vs_usual_log_flows",
+            "vs_usual_log_destinations",
+            "vs_usual_log_dst_ports",
+            "vs_usual_log_reports",
+            "vs_usual_log_bytes",
+        ],
+        EntityKind::Destination => &[
+            "log_flows",
+            "log_sources",
+            "log_dst_ports",
+            "log_reports",
+            "log_bytes",
+            "vs_usual_log_flows",
+            "vs_usual_log_sources",
+            "vs_usual_log_dst_ports",
+            "vs_usual_log_reports",
+            "vs_usual_log_bytes",
+        ],
+        EntityKind::Queue => &[
+            "occupancy_mean",
+            "occupancy_max",
+            "congested_fraction",
+            "log_samples",
+            "vs_usual_occupancy_mean",
+            "vs_usual_occupancy_max",
+            "vs_usual_congested_fraction",
+            "vs_usual_log_samples",
+        ],
+        EntityKind::Link => &[
+            "utilization_mean",
+            "utilization_max",
+            "log_samples",
+            "silence_surprise",
+            "vs_usual_utilization_mean",
+            "vs_usual_utilization_max",
+            "vs_usual_log_samples",
+        ],
         EntityKind::Flow => &[],
     }
 }
@@ -321,11 +381,8 @@ impl Window {
             out.iter().map(|s| (s.kind, s.entity.as_str())).collect();
         let mut missing: Vec<Sample> = expected
             .iter()
-            .filter(|(k, e)| {
-                matches!(k, EntityKind::Link | EntityKind::Queue)
-                    && !present.contains(&(*k, e.as_str()))
-            })
-            .map(|(k, e)| self.sample(*k, e.clone(), vec![0.0; names(*k).len()]))
+            .filter(|(k, e)| tracks_silence(*k) && !present.contains(&(*k, e.as_str())))
+            .map(|(k, e)| self.sample(*k, e.clone(), vec![0.0; measured(*k).len()]))
             .collect();
         missing.sort_by(|a, b| a.entity.cmp(&b.entity));
         out.extend(missing);
@@ -339,6 +396,14 @@ impl Window {
             window_end_ns: self.end_ns,
             x,
         }
+    }
+
+    /// Links between two switches (their next node known), as entities.
+    pub fn inner_links(&self) -> impl Iterator<Item = String> + '_ {
+        self.links
+            .iter()
+            .filter(|(_, l)| l.3.is_some())
+            .map(|(&(node, port), _)| link_entity(node, port))
     }
 
     /// The next node of a link, if the window saw it.

@@ -18,6 +18,7 @@
 //!
 //! See `docs/knowledge.md`.
 
+pub mod baseline;
 pub mod bench;
 pub mod config;
 pub mod detectors;

@@ -282,16 +282,22 @@ mod tests {
         let samples: Vec<Sample> = (0..200)
             .map(|i| {
                 let u = 0.4 + 0.05 * ((i * 7 % 11) as f64 / 11.0);
-                sample(i, vec![u, u + 0.1, 5.0 + (i % 3) as f64 * 0.1])
+                let d = 0.01 * ((i % 5) as f64 - 2.0);
+                // Measured, silence surprise, deviations from the usual.
+                sample(
+                    i,
+                    vec![u, u + 0.1, 5.0 + (i % 3) as f64 * 0.1, 0.0, d, d, d],
+                )
             })
             .collect();
         let refs: Vec<&Sample> = samples.iter().collect();
         let m = EntityModel::train(EntityKind::Link, &refs, &p).unwrap();
-        assert!(m.score(&[0.42, 0.52, 5.1]) < m.threshold());
-        assert!(m.score(&[0.0, 0.0, 0.0]) > m.threshold());
-        assert_eq!(m.deviations(&[0.0, 0.0, 0.0])[0].name, "log_samples");
+        let dead = [0.0, 0.0, 0.0, 9.2, -0.42, -0.52, -5.1];
+        assert!(m.score(&[0.42, 0.52, 5.1, 0.0, 0.0, 0.0, 0.0]) < m.threshold());
+        assert!(m.score(&dead) > m.threshold());
+        assert_eq!(m.deviations(&dead)[0].name, "silence_surprise");
         let again = EntityModel::load(&m.save()).unwrap();
-        assert_eq!(again.score(&[0.0, 0.0, 0.0]), m.score(&[0.0, 0.0, 0.0]));
+        assert_eq!(again.score(&dead), m.score(&dead));
         assert!(EntityModel::train(EntityKind::Link, &refs[..2], &p).is_err());
     }
 }

@@ -21,7 +21,7 @@ pub const LEARNT: [AnomalyType; 5] = [
 ];
 
 /// Width of the standardised-feature part of the classifier input (the widest kind).
-const WIDTH: usize = 5;
+const WIDTH: usize = 10;
 
 /// One labelled anomalous entity-window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

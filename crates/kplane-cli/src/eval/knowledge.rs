@@ -49,7 +49,8 @@ const SCORED: [AnomalyType; 4] = [
 
 #[derive(Debug, Args)]
 pub struct KnowledgeArgs {
-    /// ddos | port-scan | microburst | link-failure | mixed | clean (repeatable).
+    /// ddos | port-scan | microburst | link-failure | mixed | clean (repeatable), or an emulator
+    /// scenario with parameters, run as given (`ddos:victim=3,rate=4`, docs/emulator.md).
     #[arg(long, default_values_t = ["mixed".to_string(), "clean".to_string()])]
     scenario: Vec<String>,
     /// First seed of the scored runs (scenario parameters are drawn from it).
@@ -62,15 +63,21 @@ pub struct KnowledgeArgs {
     #[arg(long, default_value_t = 8)]
     seconds: u64,
     /// Virtual seconds of clean traffic the models learn from.
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, default_value_t = 60)]
     train_seconds: u64,
     /// The type classifier's labelled set (JSON, docs/knowledge.md); default: generated from
     /// the training variants of the scenarios.
     #[arg(long)]
     labels: Option<PathBuf>,
+    /// Labelling runs per training variant (seeds 9101, 9102, …).
+    #[arg(long, default_value_t = 2)]
+    label_runs: u64,
     /// Also write the generated labelled set here.
     #[arg(long)]
     write_labels: Option<PathBuf>,
+    /// Windows of 1 s the training and scoring cost is measured on (3600: an hour).
+    #[arg(long, default_value_t = 3_600)]
+    cost_windows: usize,
     /// Where results go (results.csv, anomalies.jsonl, report.md); default: a new directory
     /// under the system's temporary directory.
     #[arg(long)]
@@ -260,7 +267,13 @@ impl Draw {
 
 /// The emulator scenario of a scored run: parameters drawn from `seed`, never the training
 /// variants' (victim 0, the last host scanning, the middle link, the last host bursting).
+///
+/// A scenario with parameters (`ddos:victim=3,rate=4`, several joined by `+`; docs/emulator.md)
+/// is run as given: operators script their own.
 pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
+    if scenario.contains(':') || scenario.contains('+') {
+        return Ok(scenario.to_string());
+    }
     let mut d = Draw(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
     let ddos = |d: &mut Draw, start: f64| {
         format!(
@@ -305,12 +318,7 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
         "link-failure" => link(&mut d, 0.5),
         "microburst" => burst(&mut d, 0.5),
         // Apart in time so that each is scored on its own.
-        "mixed" => [
-            ddos(&mut d, 0.35),
-            scan(&mut d, 0.55),
-            link(&mut d, 0.7),
-        ]
-        .join("+"),
+        "mixed" => [ddos(&mut d, 0.35), scan(&mut d, 0.55), link(&mut d, 0.7)].join("+"),
         "clean" => "none".into(),
         other => bail!(
             "unknown scenario {other:?} (one of {})",
@@ -319,12 +327,18 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
     })
 }
 
-/// The training variants the labelled set comes from.
-const LABELLING: [&str; 4] = [
+/// The training variants the labelled set comes from: victims, scanners and burst targets
+/// among the first and last hosts and links at 0.5 and 0.97 along the list, which the scored
+/// runs never draw.
+const LABELLING: [&str; 8] = [
     "ddos:start=0.5",
+    "ddos:victim=15,attackers=6,rate=2,start=0.4,duration=0.25",
     "port-scan:start=0.5",
+    "port-scan:victim=15,scanner=0,ports=600,gap-us=30,start=0.4",
     "link-failure:start=0.5,duration=0.3",
+    "link-failure:link=0.97,start=0.4,duration=0.3",
     "microburst-hadoop:start=0.5,end=0.8",
+    "microburst-cache:target=15,start=0.3,end=0.7",
 ];
 
 fn emulation(spec: &str, seconds: u64, seed: u64) -> RunConfig {
@@ -507,13 +521,20 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     let min_windows = (window_count * 3 / 5).max(20);
 
     // 1. Train on clean traffic.
-    eprintln!("kplane eval knowledge: training on {} s of clean traffic (seed {TRAIN_SEED})", a.train_seconds);
+    eprintln!(
+        "kplane eval knowledge: training on {} s of clean traffic (seed {TRAIN_SEED})",
+        a.train_seconds
+    );
     run_pipeline(
         &store("train"),
         WINDOW,
         knowledge_config(&state, WINDOW, min_windows),
         emulation("none", a.train_seconds, TRAIN_SEED),
-        || state.join(kplane_knowledge::registry::Registry::FILE).exists(),
+        || {
+            state
+                .join(kplane_knowledge::registry::Registry::FILE)
+                .exists()
+        },
     )?;
     let registry = kplane_knowledge::registry::Registry::load(&state)
         .map_err(anyhow::Error::msg)?
@@ -532,15 +553,18 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         None => {
             let mut all = Vec::new();
             for (i, spec) in LABELLING.iter().enumerate() {
-                eprintln!("kplane eval knowledge: labelling {spec}");
-                let o = run_pipeline(
-                    &store(&format!("label-{i}")),
-                    WINDOW,
-                    knowledge_config(&state, WINDOW, min_windows),
-                    emulation(spec, a.seconds, LABEL_SEED + i as u64),
-                    || true,
-                )?;
-                all.extend(labels_of(&o));
+                for r in 0..a.label_runs {
+                    let seed = LABEL_SEED + 100 * r + i as u64;
+                    eprintln!("kplane eval knowledge: labelling {spec} (seed {seed})");
+                    let o = run_pipeline(
+                        &store(&format!("label-{seed}")),
+                        WINDOW,
+                        knowledge_config(&state, WINDOW, min_windows),
+                        emulation(spec, a.seconds, seed),
+                        || true,
+                    )?;
+                    all.extend(labels_of(&o));
+                }
             }
             all
         }
@@ -578,32 +602,43 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
 
     // 4. Cost: training on an hour of 1 s windows, scoring on one core.
     let (history, _) = kplane_knowledge::history::windows(&store("train"), usize::MAX);
-    let hour = kplane_knowledge::bench::repeat(&history, 3_600, 1_000_000_000);
+    let n = a.cost_windows.max(20);
+    let hour = kplane_knowledge::bench::repeat(&history, n, 1_000_000_000);
     let bench_dir = out.join("bench-state");
     let _ = std::fs::remove_dir_all(&bench_dir);
-    let mut cfg = knowledge_config(&bench_dir, Duration::from_secs(1), 3_600);
-    cfg.training_windows = 3_600;
+    let mut cfg = knowledge_config(&bench_dir, Duration::from_secs(1), n);
+    cfg.training_windows = n;
     let (mut engine, hour_training) =
         kplane_knowledge::bench::train(cfg.engine(), hour.clone()).map_err(anyhow::Error::msg)?;
     let (scored, secs) = kplane_knowledge::bench::score(&mut engine, &hour);
 
-    let report = report(&a, &totals, training_seconds, hour_training, scored, secs, &out);
+    let cost = Cost {
+        training_seconds,
+        windows: n,
+        hour_training,
+        scored,
+        secs,
+    };
+    let report = report(&a, &totals, &cost, &out);
     std::fs::write(out.join("report.md"), &report.0)?;
     std::fs::write(out.join("results.csv"), &report.1)?;
     print!("{}", report.0);
     Ok(())
 }
 
-/// The markdown report and the CSV.
-fn report(
-    a: &KnowledgeArgs,
-    t: &Totals,
+/// Training and scoring cost.
+struct Cost {
+    /// The clean run's training.
     training_seconds: f64,
+    /// 1 s windows of the measured training and scoring.
+    windows: usize,
     hour_training: f64,
     scored: u64,
     secs: f64,
-    out: &Path,
-) -> (String, String) {
+}
+
+/// The markdown report and the CSV.
+fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, String) {
     let mut md = String::new();
     let mut csv = String::from("metric,type,value\n");
     let mut row = |metric: &str, ty: &str, v: f64| {
@@ -624,15 +659,18 @@ fn report(
     md += "| type | incidents | detected | recall | raised as it | right | precision | F1 | delay (windows, mean) |\n";
     md += "|---|---|---|---|---|---|---|---|---|\n";
     for ty in SCORED {
-        let s = t.types.get(&ty).map_or_else(TypeScore::default, |s| TypeScore {
-            raised: s.raised,
-            right: s.right,
-            incidents: s.incidents,
-            detected: s.detected,
-            delays: s.delays.clone(),
-        });
-        let delay = (!s.delays.is_empty())
-            .then(|| s.delays.iter().sum::<f64>() / s.delays.len() as f64);
+        let s = t
+            .types
+            .get(&ty)
+            .map_or_else(TypeScore::default, |s| TypeScore {
+                raised: s.raised,
+                right: s.right,
+                incidents: s.incidents,
+                detected: s.detected,
+                delays: s.delays.clone(),
+            });
+        let delay =
+            (!s.delays.is_empty()).then(|| s.delays.iter().sum::<f64>() / s.delays.len() as f64);
         md += &format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             ty.as_str(),
@@ -669,7 +707,11 @@ fn report(
         t.clean_seconds,
         per_hour(t.clean_false_alarms, t.clean_seconds)
     );
-    row("false_alarms_per_hour", "all", per_hour(t.false_alarms, t.virtual_seconds));
+    row(
+        "false_alarms_per_hour",
+        "all",
+        per_hour(t.false_alarms, t.virtual_seconds),
+    );
     if t.clean_seconds > 0.0 {
         row(
             "false_alarms_per_hour",
@@ -697,14 +739,18 @@ fn report(
         row("forecast_rmse_model", series, m.rmse());
         row("forecast_rmse_ewma", series, e.rmse());
     }
-    let rate = scored as f64 / secs.max(1e-9);
+    let rate = c.scored as f64 / c.secs.max(1e-9);
     md += &format!(
-        "\nTraining: {training_seconds:.2} s on the clean run's windows; {hour_training:.2} s on an hour of 1 s \
-         windows (3600, the clean run's repeated), one thread. Scoring: {scored} entity-windows in {secs:.3} s → \
-         {:.0} entity-windows/s on one core (features, models, episodes, forecasts).\n",
-        rate
+        "\nTraining: {:.2} s on the clean run's windows; {:.2} s on {} windows of 1 s (the clean run's, \
+         repeated), one thread. Scoring: {} entity-windows in {:.3} s → {rate:.0} entity-windows/s on one \
+         core (features, models, episodes, forecasts).\n",
+        c.training_seconds, c.hour_training, c.windows, c.scored, c.secs
     );
-    row("training_seconds", "hour_of_1s_windows", hour_training);
+    row(
+        "training_seconds",
+        &format!("{}_windows_of_1s", c.windows),
+        c.hour_training,
+    );
     row("scoring_entity_windows_per_second", "all", rate);
     (md, csv)
 }
@@ -719,11 +765,22 @@ mod tests {
             let s = scored_spec("ddos", seed).unwrap();
             assert!(!s.contains("victim=0,"), "{s}");
             let l = scored_spec("link-failure", seed).unwrap();
-            let at: f64 = l["link-failure:link=".len()..].split(',').next().unwrap().parse().unwrap();
+            let at: f64 = l["link-failure:link=".len()..]
+                .split(',')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
             assert!(!(0.45..0.55).contains(&at), "{l}");
         }
-        assert_eq!(scored_spec("ddos", 3).unwrap(), scored_spec("ddos", 3).unwrap());
-        assert_ne!(scored_spec("ddos", 3).unwrap(), scored_spec("ddos", 4).unwrap());
+        assert_eq!(
+            scored_spec("ddos", 3).unwrap(),
+            scored_spec("ddos", 3).unwrap()
+        );
+        assert_ne!(
+            scored_spec("ddos", 3).unwrap(),
+            scored_spec("ddos", 4).unwrap()
+        );
         assert!(scored_spec("mixed", 1).unwrap().contains('+'));
         assert!(scored_spec("flood", 1).is_err());
     }

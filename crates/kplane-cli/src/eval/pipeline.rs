@@ -26,7 +26,11 @@ pub struct Outcome {
 }
 
 /// The knowledge service's settings for a run of windows of `window`.
-pub fn knowledge_config(state: &Path, window: Duration, min_windows: usize) -> kplane_knowledge::Config {
+pub fn knowledge_config(
+    state: &Path,
+    window: Duration,
+    min_windows: usize,
+) -> kplane_knowledge::Config {
     kplane_knowledge::Config {
         admin: "127.0.0.1:0".parse().expect("an address"),
         store_dir: state.join("store-not-used"),
@@ -46,7 +50,12 @@ fn lines<T: serde::de::DeserializeOwned>(
 ) -> anyhow::Result<Vec<T>> {
     let mut out = Vec::new();
     for d in c.drain(Duration::from_millis(50)) {
-        for l in d.message.payload.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        for l in d
+            .message
+            .payload
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
             out.push(serde_json::from_slice(l).context("a knowledge record that does not decode")?);
         }
     }
@@ -124,7 +133,10 @@ pub fn run_pipeline(
         s.held.iter().sum::<usize>() > 0 || s.end_offsets.iter().sum::<u64>() == 0
     }) {
         if Instant::now() > deadline {
-            bail!("window results never all read: {:?}", bus.stats(topics::WINDOWS));
+            bail!(
+                "window results never all read: {:?}",
+                bus.stats(topics::WINDOWS)
+            );
         }
         if ks.is_finished() {
             let r = rt.block_on(ks);
@@ -141,14 +153,17 @@ pub fn run_pipeline(
     }
     shutdown.trigger();
     rt.block_on(async {
-        sp.await?.map_err(|e| anyhow::anyhow!("stream processor: {e}"))?;
+        sp.await?
+            .map_err(|e| anyhow::anyhow!("stream processor: {e}"))?;
         ks.await?.map_err(|e| anyhow::anyhow!("knowledge: {e}"))?;
         collector
             .wait()
             .await
             .map_err(|e| anyhow::anyhow!("collector: {e}"))
     })?;
-    let s = sim.lock().map_err(|_| anyhow::anyhow!("emulator poisoned"))?;
+    let s = sim
+        .lock()
+        .map_err(|_| anyhow::anyhow!("emulator poisoned"))?;
     Ok(Outcome {
         truth: s.truth.clone(),
         topology: s.topo.clone(),

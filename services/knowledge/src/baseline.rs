@@ -1,0 +1,176 @@
+//! Each entity's history as features: how surprising a switch-to-switch link's silence is — its
+//! silent run times −ln(1 − p), p the share of recent windows it carried traffic in, so that a
+//! busy link silent for a few windows scores as high as a rare one silent for many — and an exponentially weighted mean of every measured feature, so that a model of a
+//! whole kind can still see an entity leave its own habit — a busy link gone silent looks like
+//! a quiet link to a model of all links, and a host receiving from ten times its usual sources
+//! may still look like a busy server. Both are appended to the measured features
+//! ([`crate::features::names`]).
+
+use std::collections::HashMap;
+
+use kplane_model::results::EntityKind;
+
+use crate::features::{Sample, tracks_silence};
+
+/// Weight of the newest window in the usual value (about the last 20 windows).
+const ALPHA: f64 = 0.05;
+/// The busiest share a silence is judged against: a silent window of an entity that was never
+/// silent costs −ln(1 − 0.95) ≈ 3 nats, so one or two quiet windows of a busy link stay
+/// ordinary and a failed link passes any threshold within a few windows.
+const MAX_BUSY: f64 = 0.95;
+/// Windows an entity is seen before its usual value counts (deviations are 0 before).
+const WARM: u32 = 5;
+/// An entity not seen for this many windows is forgotten (bounded state).
+const FORGET_AFTER: u64 = 600;
+
+#[derive(Debug)]
+struct Usual {
+    mean: Vec<f64>,
+    seen: u32,
+    /// Windows in a row with nothing measured.
+    silent: u32,
+    /// Share of recent windows with something measured (exponentially weighted).
+    busy: f64,
+    /// `busy` when the current silent run began: the run is judged against the habit before
+    /// it, not against a habit the silence itself wears down.
+    busy_before: f64,
+    last_window: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Baselines {
+    usual: HashMap<(EntityKind, String), Usual>,
+    windows: u64,
+}
+
+impl Baselines {
+    /// Appends to every sample of one window its silent run (links, queues) and its deviations
+    /// from the entity's usual values, then lets the usual values learn from this window —
+    /// except for entities `frozen` (in an anomaly: an attack must not become their habit).
+    pub fn augment(&mut self, samples: &mut [Sample], frozen: impl Fn(EntityKind, &str) -> bool) {
+        self.windows += 1;
+        for s in samples.iter_mut() {
+            let n = s.x.len();
+            let key = (s.kind, s.entity.clone());
+            let u = self.usual.entry(key).or_insert_with(|| Usual {
+                mean: s.x.clone(),
+                seen: 0,
+                silent: 0,
+                busy: 1.0,
+                busy_before: 1.0,
+                last_window: 0,
+            });
+            let empty = s.x.iter().all(|v| *v == 0.0);
+            if empty && u.silent == 0 {
+                u.busy_before = u.busy;
+            }
+            u.silent = if empty { u.silent.saturating_add(1) } else { 0 };
+            // In nats: how unlikely this silent run is for this entity.
+            let surprise = f64::from(u.silent) * -(1.0 - u.busy_before.min(MAX_BUSY)).ln();
+            u.busy += ALPHA * (f64::from(u8::from(!empty)) - u.busy);
+            let warm = u.seen >= WARM && u.mean.len() == n;
+            let deviations: Vec<f64> = (0..n)
+                .map(|i| if warm { s.x[i] - u.mean[i] } else { 0.0 })
+                .collect();
+            if u.mean.len() != n {
+                u.mean = s.x.clone();
+            } else if u.seen < WARM || !frozen(s.kind, &s.entity) {
+                // The first windows average plainly; then exponentially.
+                let a = if u.seen < WARM {
+                    1.0 / f64::from(u.seen + 1)
+                } else {
+                    ALPHA
+                };
+                for (m, x) in u.mean.iter_mut().zip(&s.x) {
+                    *m += a * (x - *m);
+                }
+            }
+            u.seen = u.seen.saturating_add(1);
+            u.last_window = self.windows;
+            if tracks_silence(s.kind) {
+                s.x.push(surprise);
+            }
+            s.x.extend(deviations);
+        }
+        let horizon = self.windows.saturating_sub(FORGET_AFTER);
+        if self.windows.is_multiple_of(64) {
+            self.usual.retain(|_, u| u.last_window >= horizon);
+        }
+    }
+
+    /// Entities with a usual value.
+    pub fn len(&self) -> usize {
+        self.usual.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.usual.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(entity: &str, x: f64) -> Sample {
+        Sample {
+            kind: EntityKind::Link,
+            entity: entity.into(),
+            window_end_ns: 0,
+            x: vec![x],
+        }
+    }
+
+    #[test]
+    fn a_busy_entity_gone_silent_deviates_and_a_steady_one_does_not() {
+        let mut b = Baselines::default();
+        for _ in 0..30 {
+            let mut w = vec![sample("busy", 900.0), sample("quiet", 5.0)];
+            b.augment(&mut w, |_, _| false);
+            assert_eq!(w[0].x.len(), 3, "measured, silent run, deviation");
+        }
+        let mut w = vec![sample("busy", 0.0), sample("quiet", 5.0)];
+        b.augment(&mut w, |_, _| false);
+        assert!(w[0].x[2] < -800.0, "{:?}", w[0].x);
+        assert!(w[1].x[2].abs() < 1e-9, "{:?}", w[1].x);
+        // Silence of an entity always busy costs 3 nats a window; of a sometimes silent one
+        // far less.
+        let first = w[0].x[1];
+        assert!((first - 3.0).abs() < 0.01, "{:?}", w[0].x);
+        let mut w = vec![sample("busy", 0.0)];
+        b.augment(&mut w, |_, _| false);
+        assert!(
+            (w[0].x[1] - 2.0 * first).abs() < 1e-9,
+            "the run grows: {:?}",
+            w[0].x
+        );
+        let mut b = Baselines::default();
+        for i in 0..100 {
+            b.augment(
+                &mut [sample("sparse", if i % 2 == 0 { 0.0 } else { 9.0 })],
+                |_, _| false,
+            );
+        }
+        let mut w = vec![sample("sparse", 0.0)];
+        b.augment(&mut w, |_, _| false);
+        assert!(w[0].x[1] < 1.0, "{:?}", w[0].x);
+        // A new entity deviates by nothing until it has a habit.
+        let mut w = vec![sample("new", 50.0)];
+        b.augment(&mut w, |_, _| false);
+        assert_eq!(w[0].x[2], 0.0);
+    }
+
+    #[test]
+    fn a_frozen_entity_keeps_its_habit() {
+        let mut b = Baselines::default();
+        for _ in 0..30 {
+            b.augment(&mut [sample("victim", 10.0)], |_, _| false);
+        }
+        for _ in 0..100 {
+            b.augment(&mut [sample("victim", 1_000.0)], |_, _| true);
+        }
+        let mut w = vec![sample("victim", 1_000.0)];
+        b.augment(&mut w, |_, _| true);
+        assert!((w[0].x[2] - 990.0).abs() < 1e-6, "{:?}", w[0].x);
+    }
+}
