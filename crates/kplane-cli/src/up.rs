@@ -31,6 +31,11 @@ pub struct UpArgs {
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
+    /// What the emulator injects (docs/emulator.md): `live` (recurring microbursts, a link
+    /// failing every 3 minutes), or any scenario with parameters, joined by `+`, e.g.
+    /// `live+ddos:start=0.5,rate=0.01` (times are fractions of --duration).
+    #[arg(long, default_value = "live")]
+    scenario: String,
 }
 
 pub fn run(source: ConfigSource, a: UpArgs) -> ExitCode {
@@ -75,7 +80,7 @@ async fn up(
     };
     let rc = kplane_emulator::run::RunConfig {
         duration: a.duration.unwrap_or(Duration::from_secs(365 * 86_400)),
-        scenario: "live".into(),
+        scenario: a.scenario.clone(),
         realtime: true,
         flows_per_second: a.flows,
         sim: kplane_emulator::sim::SimConfig {
@@ -186,8 +191,9 @@ async fn up(
         None => println!("kplane up: console  {url}  (no authentication)"),
     }
     println!(
-        "kplane up: data in {}; emulating fat-tree:4 (microbursts, a link failing every 3 min; control channel http://{control_addr}); Ctrl-C stops",
-        a.data_dir.display()
+        "kplane up: data in {}; emulating fat-tree:4, scenario {} (live: microbursts, a link failing every 3 min; control channel http://{control_addr}); Ctrl-C stops",
+        a.data_dir.display(),
+        a.scenario
     );
 
     let rc = kplane_emulator::run::RunConfig {

@@ -54,7 +54,7 @@ impl Default for Config {
             state_dir: PathBuf::from("kplane-data/knowledge"),
             detector: "kmeans".into(),
             clusters: 4,
-            min_windows: 30,
+            min_windows: 60,
             training_windows: 3_600,
             retrain_every: 600,
             holdout: 0.25,

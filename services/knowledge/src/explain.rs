@@ -114,6 +114,32 @@ pub fn recommend(
                 })
                 .collect()
         }
+        // One of the attackers: block it towards the destination it sends the most to.
+        (AnomalyType::Ddos, EntityKind::Source) => {
+            let Ok(attacker) = entity.parse::<IpAddr>() else {
+                return Vec::new();
+            };
+            let mut by_dst: Vec<(IpAddr, f64)> = Vec::new();
+            for f in flows.iter().filter(|f| f.src == Some(attacker)) {
+                if let Some(d) = f.dst {
+                    match by_dst.iter_mut().find(|(ip, _)| *ip == d) {
+                        Some(e) => e.1 += f.bytes,
+                        None => by_dst.push((d, f.bytes)),
+                    }
+                }
+            }
+            by_dst.sort_by(|a, b| b.1.total_cmp(&a.1));
+            by_dst
+                .first()
+                .map(|(victim, _)| {
+                    base(
+                        json!({"kind": "block", "match": {"src": host(attacker), "dst": host(*victim)}}),
+                        &format!("DDoS from {attacker} towards {victim}: block it"),
+                    )
+                })
+                .into_iter()
+                .collect()
+        }
         (AnomalyType::PortScan, EntityKind::Destination | EntityKind::Source) => {
             let mut pairs: BTreeSet<(IpAddr, IpAddr)> = BTreeSet::new();
             // The scanner is the source with the most destination ports towards the target.
@@ -180,6 +206,7 @@ pub fn recommend(
 /// One sentence for the console and the log.
 pub fn summary(t: AnomalyType, kind: EntityKind, entity: &str, top: Option<&str>) -> String {
     let what = match t {
+        AnomalyType::Ddos if kind == EntityKind::Source => "a DDoS from",
         AnomalyType::Ddos => "a DDoS towards",
         AnomalyType::PortScan => "a port scan involving",
         AnomalyType::Congestion => "congestion at",

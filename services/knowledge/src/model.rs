@@ -173,8 +173,16 @@ impl EntityModel {
                 *sd += (v - m) * (v - m) / n;
             }
         }
-        // A feature constant in training (e.g. always zero) still gets a finite scale.
-        let std: Vec<f64> = std.iter().map(|v| v.sqrt().max(1e-2)).collect();
+        // A feature constant in training (e.g. always zero) still gets a finite scale; a
+        // silence is measured in nats, and one more silent window is not a thousand sigmas.
+        let std: Vec<f64> = std
+            .iter()
+            .zip(names(kind))
+            .map(|(v, n)| {
+                v.sqrt()
+                    .max(if *n == "silence_surprise" { 1.0 } else { 1e-2 })
+            })
+            .collect();
         let rows: Vec<f64> = train
             .iter()
             .flat_map(|s| {
