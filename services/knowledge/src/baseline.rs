@@ -18,6 +18,8 @@ const ALPHA: f64 = 0.05;
 /// silent costs −ln(1 − 0.95) ≈ 3 nats, so one or two quiet windows of a busy link stay
 /// ordinary and a failed link passes any threshold within a few windows.
 const MAX_BUSY: f64 = 0.95;
+/// Windows an entity is seen before its silences are judged.
+const JUDGE_AFTER: u32 = 20;
 /// Windows an entity is seen before its usual value counts (deviations are 0 before).
 const WARM: u32 = 5;
 /// An entity not seen for this many windows is forgotten (bounded state).
@@ -56,8 +58,8 @@ impl Baselines {
                 mean: s.x.clone(),
                 seen: 0,
                 silent: 0,
-                busy: 1.0,
-                busy_before: 1.0,
+                busy: 0.0,
+                busy_before: 0.0,
                 last_window: 0,
             });
             let empty = s.x.iter().all(|v| *v == 0.0);
@@ -65,9 +67,15 @@ impl Baselines {
                 u.busy_before = u.busy;
             }
             u.silent = if empty { u.silent.saturating_add(1) } else { 0 };
-            // In nats: how unlikely this silent run is for this entity.
-            let surprise = f64::from(u.silent) * -(1.0 - u.busy_before.min(MAX_BUSY)).ln();
-            u.busy += ALPHA * (f64::from(u8::from(!empty)) - u.busy);
+            // In nats: how unlikely this silent run is for this entity — once its habit is
+            // known (a link seen in its first few windows only is not yet "always busy").
+            let surprise = if u.seen >= JUDGE_AFTER {
+                f64::from(u.silent) * -(1.0 - u.busy_before.min(MAX_BUSY)).ln()
+            } else {
+                0.0
+            };
+            let a = ALPHA.max(1.0 / f64::from(u.seen + 1));
+            u.busy += a * (f64::from(u8::from(!empty)) - u.busy);
             let warm = u.seen >= WARM && u.mean.len() == n;
             let deviations: Vec<f64> = (0..n)
                 .map(|i| if warm { s.x[i] - u.mean[i] } else { 0.0 })
@@ -154,10 +162,17 @@ mod tests {
         let mut w = vec![sample("sparse", 0.0)];
         b.augment(&mut w, |_, _| false);
         assert!(w[0].x[1] < 1.0, "{:?}", w[0].x);
-        // A new entity deviates by nothing until it has a habit.
+        // A new entity deviates by nothing until it has a habit, and its silences are not
+        // judged before.
         let mut w = vec![sample("new", 50.0)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[2], 0.0);
+        for _ in 0..3 {
+            b.augment(&mut [sample("young", 900.0)], |_, _| false);
+        }
+        let mut w = vec![sample("young", 0.0)];
+        b.augment(&mut w, |_, _| false);
+        assert_eq!(w[0].x[1], 0.0, "{:?}", w[0].x);
     }
 
     #[test]
