@@ -87,6 +87,8 @@ struct Trained {
 #[derive(Clone, Debug, Default)]
 pub struct Counts {
     pub windows: u64,
+    /// Windows in which most expected links were missing (no link silence judged).
+    pub telemetry_gaps: u64,
     pub late_results: u64,
     pub entity_windows: u64,
     pub trainings_ok: u64,
@@ -289,12 +291,22 @@ impl Engine {
     /// Scores one complete window (what `tick` does with each): anomalies and forecasts.
     pub fn window(&mut self, w: &Window) -> Output {
         self.counts.windows += 1;
-        let expected: HashSet<(EntityKind, String)> = self
+        let mut expected: HashSet<(EntityKind, String)> = self
             .presence
             .iter()
             .filter(|(_, n)| **n >= 3)
             .map(|(k, _)| k.clone())
             .collect();
+        // Most of the fabric silent at once is a gap in the telemetry (a collector or
+        // processor stall, a window cut short), not that many failed links.
+        let heard = w
+            .inner_links()
+            .filter(|e| expected.contains(&(EntityKind::Link, e.clone())))
+            .count();
+        if expected.len() >= 4 && heard * 2 < expected.len() {
+            self.counts.telemetry_gaps += 1;
+            expected.clear();
+        }
         let mut samples = w.samples(&expected);
         self.counts.entity_windows += samples.len() as u64;
         // Presence: +1 per window an entity is in (at most PRESENCE_CAP), −1 per window it is not.
@@ -676,11 +688,10 @@ mod tests {
         w
     }
 
-    #[test]
-    fn a_busy_link_gone_silent_is_raised_within_a_few_windows() {
-        let dir = std::env::temp_dir().join(format!("kplane-engine-{}", std::process::id()));
+    fn engine(tag: &str) -> (Engine, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("kplane-engine-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let mut e = Engine::new(EngineConfig {
+        let e = Engine::new(EngineConfig {
             state_dir: dir.clone(),
             min_windows: 60,
             training_windows: 1_000,
@@ -695,6 +706,12 @@ mod tests {
             },
         })
         .unwrap();
+        (e, dir)
+    }
+
+    #[test]
+    fn a_busy_link_gone_silent_is_raised_within_a_few_windows() {
+        let (mut e, dir) = engine("silent");
         // Link 1:1 is busy in every window; 2:1 in about two of three.
         let busy = |i: i64| ((1, 1), 80.0 + (i % 4) as f64 * 10.0);
         for i in 0..90 {
@@ -721,5 +738,27 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let n = raised_at.expect("the silent busy link is raised");
         assert!(n <= 3, "raised after {n} silent windows");
+    }
+
+    #[test]
+    fn most_of_the_fabric_silent_at_once_is_a_telemetry_gap_not_failed_links() {
+        let (mut e, dir) = engine("gap");
+        let links: Vec<((u32, u16), f64)> = (1..=6).map(|n| ((n, 1), 80.0)).collect();
+        for i in 0..90 {
+            e.window(&window(i, &links));
+            e.wait_for_training();
+        }
+        for i in 90..96 {
+            let out = e.window(&window(i, &links[..1]));
+            assert!(
+                out.anomalies
+                    .iter()
+                    .all(|a| a.entity_kind != EntityKind::Link),
+                "{:?}",
+                out.anomalies
+            );
+        }
+        assert_eq!(e.counts.telemetry_gaps, 6);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

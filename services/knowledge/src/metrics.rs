@@ -21,6 +21,7 @@ pub struct KnowledgeMetrics {
     pub windows: Counter,
     pub entity_windows: Counter,
     pub late_results: Counter,
+    pub telemetry_gaps: Counter,
     pub undecodable: Counter,
     pub consume_errors: Counter,
     pub anomalies: Family<TypeLabel, Counter>,
@@ -41,6 +42,11 @@ impl KnowledgeMetrics {
             "windows",
             "Windows completed and scored",
             self.windows.clone(),
+        );
+        r.register(
+            "telemetry_gaps",
+            "Windows in which most expected links were missing: a gap in the telemetry, not link failures",
+            self.telemetry_gaps.clone(),
         );
         r.register(
             "entity_windows",
