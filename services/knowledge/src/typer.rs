@@ -68,8 +68,9 @@ impl Typer {
             })
             .collect();
         let ds = Dataset::new(x.clone(), y.clone());
+        // Shallow: the labelled sets are small, and a deep tree learns their noise.
         let tree = DecisionTree::params()
-            .max_depth(Some(8))
+            .max_depth(Some(4))
             .min_weight_leaf(2.0)
             .fit(&ds)
             .map_err(|e| format!("decision tree: {e}"))?;
