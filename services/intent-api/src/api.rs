@@ -87,9 +87,26 @@ impl AppState {
     }
 
     async fn rows(&self, sql: &str) -> Result<Vec<Value>, ApiError> {
-        let batches = self.store.sql(sql).await?.collect().await?;
-        to_json(&batches)
+        // The processor compacts the store while it is read: a file listed by the plan and
+        // removed before it is read fails the query; planning again lists the store afresh.
+        let mut retries = 0;
+        loop {
+            match self.store.sql(sql).await?.collect().await {
+                Ok(batches) => return to_json(&batches),
+                Err(e) if retries < 10 && vanished_file(&e) => {
+                    retries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
+}
+
+/// A Parquet file gone between listing and reading (compaction), as DataFusion reports it.
+fn vanished_file(e: &datafusion::error::DataFusionError) -> bool {
+    let m = e.to_string();
+    m.contains(".parquet") && m.contains("not found")
 }
 
 /// Rows as JSON objects.
