@@ -19,7 +19,10 @@ bin=${CARGO_TARGET_DIR:-target}/debug/kplane
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 data=$(mktemp -d)
 log=$(mktemp)
-"$bin" up --api "127.0.0.1:$port" --data-dir "$data" --duration 120s >"$log" 2>&1 &
+# The knowledge service trains after 20 windows here (60 by default), so that the console's
+# forecast chart has something to draw well within the run.
+KPLANE__KNOWLEDGE__MIN_WINDOWS=20 \
+    "$bin" up --api "127.0.0.1:$port" --data-dir "$data" --duration 150s >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
 for _ in $(seq 1 100); do
