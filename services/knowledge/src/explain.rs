@@ -69,6 +69,19 @@ fn host(ip: IpAddr) -> String {
     }
 }
 
+/// Bytes per address, heaviest first.
+fn heaviest(bytes: impl Iterator<Item = (IpAddr, f64)>) -> Vec<(IpAddr, f64)> {
+    let mut by: Vec<(IpAddr, f64)> = Vec::new();
+    for (ip, b) in bytes {
+        match by.iter_mut().find(|(x, _)| *x == ip) {
+            Some(e) => e.1 += b,
+            None => by.push((ip, b)),
+        }
+    }
+    by.sort_by(|a, b| b.1.total_cmp(&a.1));
+    by
+}
+
 /// The intents that answer an anomaly, as documents the intent API accepts.
 pub fn recommend(
     t: AnomalyType,
@@ -93,17 +106,7 @@ pub fn recommend(
             let Ok(victim) = entity.parse::<IpAddr>() else {
                 return Vec::new();
             };
-            let mut by_source: Vec<(IpAddr, f64)> = Vec::new();
-            for f in flows {
-                if let Some(s) = f.src {
-                    match by_source.iter_mut().find(|(ip, _)| *ip == s) {
-                        Some(e) => e.1 += f.bytes,
-                        None => by_source.push((s, f.bytes)),
-                    }
-                }
-            }
-            by_source.sort_by(|a, b| b.1.total_cmp(&a.1));
-            by_source
+            heaviest(flows.iter().filter_map(|f| f.src.map(|s| (s, f.bytes))))
                 .into_iter()
                 .take(BLOCKED)
                 .map(|(s, _)| {
@@ -119,18 +122,13 @@ pub fn recommend(
             let Ok(attacker) = entity.parse::<IpAddr>() else {
                 return Vec::new();
             };
-            let mut by_dst: Vec<(IpAddr, f64)> = Vec::new();
-            for f in flows.iter().filter(|f| f.src == Some(attacker)) {
-                if let Some(d) = f.dst {
-                    match by_dst.iter_mut().find(|(ip, _)| *ip == d) {
-                        Some(e) => e.1 += f.bytes,
-                        None => by_dst.push((d, f.bytes)),
-                    }
-                }
-            }
-            by_dst.sort_by(|a, b| b.1.total_cmp(&a.1));
-            by_dst
-                .first()
+            heaviest(
+                flows
+                    .iter()
+                    .filter(|f| f.src == Some(attacker))
+                    .filter_map(|f| f.dst.map(|d| (d, f.bytes))),
+            )
+            .first()
                 .map(|(victim, _)| {
                     base(
                         json!({"kind": "block", "match": {"src": host(attacker), "dst": host(*victim)}}),

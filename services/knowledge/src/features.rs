@@ -26,33 +26,15 @@ pub const MODELLED: [EntityKind; 4] = [
     EntityKind::Link,
 ];
 
-/// What a window measures per entity kind, in vector order. Counts are `log1p`-scaled
-/// (heavy tails).
+/// What a window measures per entity kind, in vector order (the leading part of
+/// [`names`]). Counts are `log1p`-scaled (heavy tails).
 pub fn measured(kind: EntityKind) -> &'static [&'static str] {
-    match kind {
-        EntityKind::Source => &[
-            "log_flows",
-            "log_destinations",
-            "log_dst_ports",
-            "log_reports",
-            "log_bytes",
-        ],
-        EntityKind::Destination => &[
-            "log_flows",
-            "log_sources",
-            "log_dst_ports",
-            "log_reports",
-            "log_bytes",
-        ],
-        EntityKind::Queue => &[
-            "occupancy_mean",
-            "occupancy_max",
-            "congested_fraction",
-            "log_samples",
-        ],
-        EntityKind::Link => &["utilization_mean", "utilization_max", "log_samples"],
-        EntityKind::Flow => &[],
-    }
+    let all = names(kind);
+    let n = all
+        .iter()
+        .take_while(|n| **n != "silence_surprise" && !n.starts_with("vs_usual_"))
+        .count();
+    &all[..n]
 }
 
 /// Whether an entity of `kind` that stops showing up is news: a switch-to-switch link
