@@ -4,6 +4,7 @@ mod alloc;
 mod bench;
 mod bench_intents;
 mod bench_kafka;
+mod bench_loop;
 mod bench_processor;
 mod config;
 mod decode;

@@ -200,6 +200,12 @@ async fn up(
         collectors: collector.udp.clone(),
         ..rc
     };
+    // Reports carry wall-clock time from the moment the emulation starts, so that telemetry,
+    // the ground truth (`/v1/truth`) and the API's records share one clock.
+    sim.lock()
+        .map_err(|_| "emulator poisoned")?
+        .cfg
+        .clock_base_ns = kplane_model::unix_time_ns();
     let stop = shutdown.clone();
     let emulator = tokio::task::spawn_blocking(move || {
         kplane_emulator::run::run(&rc, sim, || stop.is_triggered())

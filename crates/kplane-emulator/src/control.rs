@@ -192,12 +192,24 @@ async fn stats(State(s): State<Shared>) -> Json<Value> {
     Json(json!({ "now_ns": s.now(), "boot_id": *BOOT_ID, "stats": s.stats }))
 }
 
+/// What the scenario injected so far (the ground truth's events, without the queue series):
+/// times are virtual (`t_ns`); reports carry `clock_base_ns` + virtual time.
+async fn truth(State(s): State<Shared>) -> Json<Value> {
+    let s = s.lock().unwrap_or_else(PoisonError::into_inner);
+    Json(json!({
+        "clock_base_ns": s.cfg.clock_base_ns,
+        "now_ns": s.now(),
+        "events": s.truth.events,
+    }))
+}
+
 /// The control router.
 pub fn router(sim: Shared) -> Router {
     Router::new()
         .route("/v1/schema", get(schema))
         .route("/v1/topology", get(topology))
         .route("/v1/stats", get(stats))
+        .route("/v1/truth", get(truth))
         .route("/v1/tables", get(all_entries))
         .route("/v1/write", post(write))
         .route(

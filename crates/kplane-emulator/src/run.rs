@@ -118,6 +118,17 @@ pub fn run(
     sim: Arc<Mutex<Sim>>,
     stop: impl Fn() -> bool,
 ) -> Result<Summary, String> {
+    run_paced(cfg, sim, stop, |_| {})
+}
+
+/// [`run`], calling `pace(reports sent so far)` after each step's reports are sent: a consumer
+/// that must not be outrun (an evaluation in virtual time) blocks there until it has caught up.
+pub fn run_paced(
+    cfg: &RunConfig,
+    sim: Arc<Mutex<Sim>>,
+    stop: impl Fn() -> bool,
+    mut pace: impl FnMut(u64),
+) -> Result<Summary, String> {
     let socket = if cfg.collectors.is_empty() {
         None
     } else {
@@ -148,6 +159,7 @@ pub fn run(
                 }
             }
         }
+        pace(sent);
         if now >= duration || stop() {
             break;
         }

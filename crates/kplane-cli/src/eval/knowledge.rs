@@ -444,6 +444,8 @@ struct Totals {
     clean_seconds: f64,
     forecasts: ForecastScore,
     runs: u64,
+    reports_sent: u64,
+    reports_lost: u64,
 }
 
 fn score_run(o: &Outcome, scenario: &str, totals: &mut Totals) {
@@ -482,6 +484,8 @@ fn score_run(o: &Outcome, scenario: &str, totals: &mut Totals) {
     }
     score_forecasts(&o.forecasts, &mut totals.forecasts);
     totals.runs += 1;
+    totals.reports_sent += o.reports_sent;
+    totals.reports_lost += o.reports_lost;
 }
 
 /// The labelled entity-windows of a labelling run.
@@ -696,6 +700,11 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
     }
     let unknown = t.types.get(&AnomalyType::Unknown).map_or(0, |s| s.raised);
     md += &format!("\nRaised as `unknown`: {unknown}.\n");
+    md += &format!(
+        "\nReports: {} sent, {} lost on the way into the collector (the emulator is paced by it).\n",
+        t.reports_sent, t.reports_lost
+    );
+    row("reports_lost", "all", t.reports_lost as f64);
     let per_hour = |n: u64, s: f64| n as f64 / (s / 3_600.0).max(1e-9);
     md += &format!(
         "\nFalse alarms (raised while nothing was injected): {} in {:.0} virtual s → {:.1} per hour; \

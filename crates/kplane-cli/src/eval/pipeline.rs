@@ -2,6 +2,10 @@
 //! sends real reports over UDP to a collector → embedded bus → stream processor →
 //! `int.windows` / `int.alerts` → knowledge service (its state in a directory that outlives
 //! the run) → `int.anomalies` / `int.forecasts`, read back here with the ground truth.
+//!
+//! The emulator is paced by the collector: it never has more than [`IN_FLIGHT`] reports sent
+//! and not yet taken, so a slow machine (a debug build on two busy cores) takes longer but
+//! sees the same reports as a fast one, instead of losing the ones its socket could not hold.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -9,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use kplane_bus::topics;
-use kplane_emulator::run::{RunConfig, build, run};
+use kplane_collector::metrics::{CollectorMetrics, DropLabels};
+use kplane_emulator::run::{RunConfig, build, run_paced};
 use kplane_emulator::sim::Truth;
 use kplane_emulator::topology::Topology;
 use kplane_model::results::{Anomaly, Forecast};
@@ -23,6 +28,43 @@ pub struct Outcome {
     pub anomalies: Vec<Anomaly>,
     pub forecasts: Vec<Forecast>,
     pub virtual_seconds: f64,
+    /// Reports the emulator sent.
+    pub reports_sent: u64,
+    /// Reports the collector dropped (socket or queue overflow), or never took.
+    pub reports_lost: u64,
+}
+
+/// Reports sent and not yet taken by the collector before the emulator waits.
+pub const IN_FLIGHT: u64 = 1_024;
+/// How long the emulator waits for the collector before it counts the rest as lost.
+const PACE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reports the collector has taken: decoded or rejected by its pipeline, or dropped (and
+/// counted) on the way in.
+fn taken(m: &CollectorMetrics) -> u64 {
+    let dropped = |stage, reason| m.dropped.get_or_create(&DropLabels { stage, reason }).get();
+    m.datagrams.get() + dropped("socket", "rcvbuf_overflow") + dropped("queue", "full")
+}
+
+/// Drops the collector counted on the way in.
+fn dropped(m: &CollectorMetrics) -> u64 {
+    taken(m) - m.datagrams.get()
+}
+
+/// Blocks until the collector is at most [`IN_FLIGHT`] reports behind `sent`, or
+/// [`PACE_TIMEOUT`] has passed without progress.
+fn wait_for(m: &CollectorMetrics, sent: u64) {
+    let mut last = taken(m);
+    let mut since = Instant::now();
+    while sent.saturating_sub(taken(m)) > IN_FLIGHT {
+        let now = taken(m);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        } else if since.elapsed() > PACE_TIMEOUT {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
 
 /// The knowledge service's settings for a run of windows of `window`.
@@ -122,7 +164,9 @@ pub fn run_pipeline(
     ));
 
     let sim = Arc::new(Mutex::new(build(&rc).map_err(anyhow::Error::msg)?));
-    let summary = run(&rc, sim.clone(), || false).map_err(anyhow::Error::msg)?;
+    let metrics = collector.metrics.clone();
+    let summary = run_paced(&rc, sim.clone(), || false, |sent| wait_for(&metrics, sent))
+        .map_err(anyhow::Error::msg)?;
     if summary.reports_sent == 0 {
         bail!("the emulation sent no report: {summary:?}");
     }
@@ -161,6 +205,15 @@ pub fn run_pipeline(
             .await
             .map_err(|e| anyhow::anyhow!("collector: {e}"))
     })?;
+    // Every report sent was taken (the collector flushed its counts when it stopped).
+    let reports_lost =
+        summary.reports_sent - taken(&metrics).min(summary.reports_sent) + dropped(&metrics);
+    if reports_lost > 0 {
+        eprintln!(
+            "kplane eval: the collector lost {reports_lost} of {} reports",
+            summary.reports_sent
+        );
+    }
     let s = sim
         .lock()
         .map_err(|_| anyhow::anyhow!("emulator poisoned"))?;
@@ -170,5 +223,7 @@ pub fn run_pipeline(
         anomalies: lines(&mut anomalies_in)?,
         forecasts: lines(&mut forecasts_in)?,
         virtual_seconds: summary.virtual_seconds,
+        reports_sent: summary.reports_sent,
+        reports_lost,
     })
 }

@@ -1,6 +1,11 @@
 //! Verification: every intent declares the effect fresh telemetry must show after it is
 //! applied (the stream processor's `flows` windows, read from the live views); the engine
 //! rolls it back when the effect has not shown by the deadline.
+//!
+//! Fresh telemetry is what was reported after the entries were written: a window counts once
+//! it ends more than [`GRACE_MS`] after the write, and within it only flows last seen after
+//! that moment can violate the effect. The window the write fell in is used, not wasted: a
+//! blocked flow whose last report came before the block is history, not a violation.
 
 use std::collections::BTreeMap;
 
@@ -11,10 +16,17 @@ use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32T
 use super::model::{Avoid, FlowMatch, IntentKind, in_prefix};
 use crate::live::Live;
 
+/// Packets in flight when an entry is written, and switch clocks a little behind the API's:
+/// reports up to this long after the write are not yet its effect.
+pub const GRACE_MS: u64 = 100;
+
 /// One flow of one window.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowObs {
     pub window_start_ms: u64,
+    pub window_end_ms: u64,
+    /// The flow's last report in the window (event time).
+    pub last_seen_ms: u64,
     pub src: u32,
     pub dst: u32,
     pub src_port: u16,
@@ -45,6 +57,13 @@ fn rows(b: &RecordBatch, out: &mut Vec<FlowObs>) -> Option<()> {
         .column_by_name("protocol")?
         .as_primitive_opt::<UInt8Type>()?;
     let path = b.column_by_name("path")?.as_list_opt::<i32>()?;
+    let end = b
+        .column_by_name("window_end")?
+        .as_primitive_opt::<TimestampNanosecondType>()?;
+    let last = b
+        .column_by_name("last_seen")?
+        .as_primitive_opt::<TimestampNanosecondType>()?;
+    let ms = |ns: i64| (ns / 1_000_000).max(0) as u64;
     for i in 0..b.num_rows() {
         let (Some(s), Some(d)) = (v4(src.value(i)), v4(dst.value(i))) else {
             continue;
@@ -52,7 +71,9 @@ fn rows(b: &RecordBatch, out: &mut Vec<FlowObs>) -> Option<()> {
         let hops = path.value(i);
         let hops = hops.as_primitive_opt::<UInt32Type>()?;
         out.push(FlowObs {
-            window_start_ms: (start.value(i) / 1_000_000).max(0) as u64,
+            window_start_ms: ms(start.value(i)),
+            window_end_ms: ms(end.value(i)),
+            last_seen_ms: ms(last.value(i)),
             src: s,
             dst: d,
             src_port: sp.value(i),
@@ -144,12 +165,16 @@ fn crosses(path: &[u32], a: &Avoid) -> bool {
 }
 
 impl Tracker {
-    /// Adds observations of windows that started at or after `applied_ms`.
+    /// Adds observations of windows that ended after `applied_ms` + [`GRACE_MS`].
     pub fn observe(&mut self, kind: &IntentKind, applied_ms: u64, obs: &[FlowObs]) {
+        let after = applied_ms + GRACE_MS;
         let mut fresh: BTreeMap<u64, (usize, usize, Vec<String>)> = BTreeMap::new();
-        for f in obs.iter().filter(|f| f.window_start_ms >= applied_ms) {
+        for f in obs.iter().filter(|f| f.window_end_ms > after) {
             let w = fresh.entry(f.window_start_ms).or_default();
             w.0 += 1;
+            if f.last_seen_ms <= after {
+                continue;
+            }
             match kind {
                 IntentKind::Block { flows } if in_flows(flows, f) => {
                     w.1 += 1;
@@ -236,10 +261,13 @@ impl Tracker {
 mod tests {
     use super::*;
 
+    /// A flow seen until the end of the 1 s window starting at `start`.
     fn flow(start: u64, src: &str, dst: &str, path: &[u32]) -> FlowObs {
         let ip = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
         FlowObs {
             window_start_ms: start,
+            window_end_ms: start + 1_000,
+            last_seen_ms: start + 999,
             src: ip(src),
             dst: ip(dst),
             src_port: 1000,
@@ -255,7 +283,7 @@ mod tests {
             serde_json::from_str(r#"{"kind":"block","match":{"src":"10.0.0.2"}}"#).unwrap();
         let mut t = Tracker::default();
         // Before the intent: ignored.
-        t.observe(&kind, 1_000, &[flow(500, "10.0.0.2", "10.0.0.1", &[1, 2])]);
+        t.observe(&kind, 1_000, &[flow(0, "10.0.0.2", "10.0.0.1", &[1, 2])]);
         assert_eq!(t.verdict(&kind, false), Verdict::Wait);
         t.observe(
             &kind,
@@ -279,10 +307,50 @@ mod tests {
         )
         .unwrap();
         let mut t = Tracker::default();
-        t.observe(&kind, 0, &[flow(1, "10.0.0.9", "10.0.0.1", &[1, 3, 2, 5])]);
+        t.observe(
+            &kind,
+            0,
+            &[flow(1_000, "10.0.0.9", "10.0.0.1", &[1, 3, 2, 5])],
+        );
         assert_eq!(t.verdict(&kind, false), Verdict::Wait);
         assert!(matches!(t.verdict(&kind, true), Verdict::Fail(e) if e.contains("link 2-3")));
-        t.observe(&kind, 0, &[flow(2, "10.0.0.9", "10.0.0.1", &[1, 4, 5])]);
+        t.observe(&kind, 0, &[flow(2_000, "10.0.0.9", "10.0.0.1", &[1, 4, 5])]);
         assert!(matches!(t.verdict(&kind, false), Verdict::Pass(_)));
+    }
+
+    #[test]
+    fn the_window_a_block_was_written_in_counts_by_when_its_flows_were_last_seen() {
+        let kind: IntentKind =
+            serde_json::from_str(r#"{"kind":"block","match":{"src":"10.0.0.2"}}"#).unwrap();
+        // Written at 1 500 ms, inside the window [1 000, 2 000).
+        let before = FlowObs {
+            last_seen_ms: 1_450,
+            ..flow(1_000, "10.0.0.2", "10.0.0.1", &[1, 2])
+        };
+        let mut t = Tracker::default();
+        t.observe(
+            &kind,
+            1_500,
+            &[before.clone(), flow(1_000, "10.0.0.3", "10.0.0.1", &[1, 2])],
+        );
+        assert!(
+            matches!(t.verdict(&kind, false), Verdict::Pass(e) if e.contains("none violating"))
+        );
+        // Still reported after the write (and its grace): a violation, in the same window.
+        let after = FlowObs {
+            last_seen_ms: 1_500 + GRACE_MS + 1,
+            ..before
+        };
+        let mut t = Tracker::default();
+        t.observe(&kind, 1_500, &[after]);
+        assert!(matches!(t.verdict(&kind, true), Verdict::Fail(e) if e.contains("still reaches")));
+        // A window that ended within the grace is not fresh at all.
+        let mut t = Tracker::default();
+        t.observe(
+            &kind,
+            1_950,
+            &[flow(1_000, "10.0.0.3", "10.0.0.1", &[1, 2])],
+        );
+        assert_eq!(t.verdict(&kind, false), Verdict::Wait);
     }
 }

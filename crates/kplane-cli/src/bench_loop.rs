@@ -1,0 +1,375 @@
+//! `kplane bench loop`: the closed loop in `kplane up`, timed. A `kplane up` child runs the
+//! emulator's DDoS after a clean stretch the knowledge service learns from; the bench reads
+//! what happened through the real entry points (the API over HTTP, the emulator's control
+//! channel for the ground truth) and prints, from the attack's start: the anomaly raised, the
+//! block intents submitted, written to the switches and verified against fresh telemetry; then
+//! whether the attackers' traffic still reaches the victim.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+#[derive(Debug, Args)]
+pub struct LoopArgs {
+    /// Seconds of clean traffic before the attack (the knowledge service learns from them:
+    /// keep it above `[knowledge] min-windows` windows).
+    #[arg(long, default_value_t = 75)]
+    learn: u64,
+    /// Seconds the attack lasts.
+    #[arg(long, default_value_t = 30)]
+    attack: u64,
+    /// Attacking hosts.
+    #[arg(long, default_value_t = 8)]
+    attackers: u64,
+    /// What the attackers offer together, as a multiple of the victim's link rate.
+    #[arg(long, default_value_t = 0.01)]
+    rate: f64,
+    /// The victim (host index).
+    #[arg(long, default_value_t = 0)]
+    victim: u64,
+    /// Background flow arrivals per second.
+    #[arg(long, default_value_t = 200.0)]
+    flows: f64,
+    /// Print the measurement as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The `kplane up` child and how to reach it.
+struct Up {
+    child: Child,
+    api: SocketAddr,
+    control: SocketAddr,
+    token: String,
+    data: PathBuf,
+}
+
+impl Up {
+    fn start(a: &LoopArgs, total: u64) -> anyhow::Result<Self> {
+        let api: SocketAddr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            l.local_addr()?
+        };
+        let data = std::env::temp_dir().join(format!("kplane-bench-loop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        let scenario = format!(
+            "ddos:victim={},attackers={},rate={},start={},duration={}",
+            a.victim,
+            a.attackers,
+            a.rate,
+            a.learn as f64 / total as f64,
+            a.attack as f64 / total as f64
+        );
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["up", "--api", &api.to_string(), "--scenario", &scenario])
+            .args(["--duration", &format!("{total}s")])
+            .args(["--flows", &a.flows.to_string()])
+            .arg("--data-dir")
+            .arg(&data)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start kplane up")?;
+        let stdout = child.stdout.take().context("kplane up's stdout")?;
+        let (mut token, mut control) = (None, None);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(t) = line.split("#token=").nth(1) {
+                token = Some(t.trim().to_string());
+            }
+            if let Some(c) = line.split("control channel http://").nth(1) {
+                control = c.split(')').next().and_then(|c| c.parse().ok());
+            }
+            if token.is_some() && control.is_some() {
+                break;
+            }
+        }
+        let (Some(token), Some(control)) = (token, control) else {
+            let _ = child.kill();
+            bail!("kplane up did not print its console URL and control channel");
+        };
+        Ok(Self {
+            child,
+            api,
+            control,
+            token,
+            data,
+        })
+    }
+
+    fn get(
+        &self,
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        body: &Value,
+    ) -> anyhow::Result<Value> {
+        let auth = format!("Bearer {}", self.token);
+        let body = if body.is_null() {
+            String::new()
+        } else {
+            body.to_string()
+        };
+        let r = kplane_runtime::probe::request(
+            addr,
+            method,
+            path,
+            &[("authorization", &auth)],
+            &body,
+            Duration::from_secs(30),
+        )
+        .with_context(|| format!("{method} {path}"))?;
+        if r.status >= 300 {
+            bail!("{method} {path}: {} {}", r.status, r.body);
+        }
+        serde_json::from_str(&r.body).with_context(|| format!("{method} {path}: {}", r.body))
+    }
+
+    fn api(&self, method: &str, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.get(self.api, method, path, body)
+    }
+
+    /// Rows of `/v1/query`'s first column `n`.
+    fn count(&self, sql: &str) -> anyhow::Result<u64> {
+        let v = self.api("POST", "/v1/query", &json!({ "sql": sql }))?;
+        Ok(v["rows"][0]["n"].as_u64().unwrap_or(0))
+    }
+
+    /// Ctrl-C, as an operator stops it.
+    fn stop(mut self) {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// Polls `f` every 100 ms until it gives a value or `deadline` passes.
+fn wait_for<T>(
+    what: &str,
+    deadline: Instant,
+    mut f: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
+    loop {
+        if let Some(v) = f()? {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("{what}: not seen in time");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One measured run.
+#[derive(Debug, serde::Serialize)]
+struct Measurement {
+    victim: String,
+    attackers: Vec<String>,
+    attack_start_ms: u64,
+    anomaly: String,
+    anomaly_type: String,
+    /// Seconds from the attack's start.
+    anomaly_raised_s: f64,
+    intent_submitted_s: f64,
+    intent_applied_s: f64,
+    intent_verified_s: f64,
+    blocks: usize,
+    blocks_active: usize,
+    attack_flows_before: u64,
+    attack_flows_after: u64,
+    windows_after: u64,
+}
+
+pub fn run(a: LoopArgs) -> anyhow::Result<()> {
+    if a.learn == 0 || a.attack == 0 {
+        bail!("--learn and --attack must be at least one second");
+    }
+    let after = 15;
+    let total = a.learn + a.attack + after;
+    let up = Up::start(&a, total)?;
+    let end = Instant::now() + Duration::from_secs(total + 30);
+    // Blocks are what a DDoS is answered with; apply them without an admin.
+    up.api(
+        "PUT",
+        "/v1/intents/policy",
+        &json!({"auto-apply": ["monitor", "tune", "block"]}),
+    )?;
+    eprintln!(
+        "kplane bench loop: {} s of clean traffic, then a DDoS for {} s (kplane up, API {})",
+        a.learn, a.attack, up.api
+    );
+
+    // The attack as injected (report time = clock base + virtual time).
+    let (attack_start_ms, victim, attackers) = wait_for("the DDoS's start", end, || {
+        let t = up.get(up.control, "GET", "/v1/truth", &Value::Null)?;
+        let base = t["clock_base_ns"].as_u64().unwrap_or(0);
+        Ok(t["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["kind"] == "ddos_start")
+            .map(|e| {
+                let sources: Vec<String> = e["sources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect();
+                (
+                    (base + e["t_ns"].as_u64().unwrap_or(0)) / 1_000_000,
+                    e["victim"].as_str().unwrap_or_default().to_string(),
+                    sources,
+                )
+            }))
+    })?;
+    let since = |ms: u64| (ms as f64 - attack_start_ms as f64) / 1e3;
+
+    // The first anomaly about the attack that recommended blocks, and its intents.
+    let about = |v: &Value| {
+        let e = v["entity"].as_str().unwrap_or_default();
+        (v["entity_kind"] == "destination" && e == victim)
+            || (v["entity_kind"] == "source" && attackers.iter().any(|s| s == e))
+    };
+    let anomaly = wait_for(
+        "an anomaly about the attack with blocks recommended",
+        end,
+        || {
+            let v = up.api("GET", "/v1/anomalies?limit=1000", &Value::Null)?;
+            Ok(v["anomalies"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|x| {
+                    about(x)
+                        && x["recommendations"]
+                            .as_array()
+                            .is_some_and(|r| !r.is_empty())
+                })
+                .min_by_key(|x| x["detected_ns"].as_u64().unwrap_or(u64::MAX))
+                .cloned())
+        },
+    )?;
+    let id = anomaly["id"].as_str().unwrap_or_default().to_string();
+    let path = format!("/v1/anomalies/{id}");
+    let intents: Vec<Value> = wait_for("the recommended blocks verified", end, || {
+        let v = up.api("GET", &path, &Value::Null)?;
+        let intents: Vec<Value> = v["intents"].as_array().cloned().unwrap_or_default();
+        let settled = !intents.is_empty()
+            && intents.iter().all(|i| {
+                !matches!(
+                    i["state"].as_str(),
+                    Some("pending" | "applying" | "verifying")
+                )
+            });
+        Ok(settled.then_some(intents))
+    })?;
+    let mut submitted = u64::MAX;
+    let mut applied = u64::MAX;
+    let mut verified = u64::MAX;
+    let mut active = 0;
+    for i in &intents {
+        let iid = i["id"].as_str().unwrap_or_default();
+        let full = up.api("GET", &format!("/v1/intents/{iid}"), &Value::Null)?;
+        submitted = submitted.min(full["created_ms"].as_u64().unwrap_or(u64::MAX));
+        applied = applied.min(full["applied_ms"].as_u64().unwrap_or(u64::MAX));
+        if full["state"] == "active" {
+            active += 1;
+            let audit = up.api("GET", &format!("/v1/audit?intent={iid}"), &Value::Null)?;
+            for r in audit["audit"].as_array().into_iter().flatten() {
+                // `applied` → `active` when verification is off.
+                if r["result"] == "active" {
+                    verified = verified.min(r["time_ms"].as_u64().unwrap_or(u64::MAX));
+                }
+            }
+        }
+    }
+    if active == 0 {
+        bail!("no recommended block became active: {intents:?}");
+    }
+
+    // The attack's traffic at the victim: windows before the blocks, and windows that started
+    // a second after they were written.
+    let sources = attackers
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let attack_flows = |cond: &str| {
+        up.count(&format!(
+            "SELECT count(*) AS n FROM flows WHERE ip_text(dst_ip) = '{victim}' \
+             AND ip_text(src_ip) IN ({sources}) AND {cond}"
+        ))
+    };
+    let before = attack_flows(&format!(
+        "window_start >= to_timestamp_millis({attack_start_ms}) AND window_start < to_timestamp_millis({applied})"
+    ))?;
+    let after_cond = format!("window_start > to_timestamp_millis({})", applied + 1_000);
+    let windows_after = wait_for("three windows stored after the blocks", end, || {
+        let n = up.count(&format!(
+            "SELECT count(DISTINCT window_start) AS n FROM flows WHERE {after_cond}"
+        ))?;
+        Ok((n >= 3).then_some(n))
+    })?;
+    let m = Measurement {
+        anomaly: id,
+        anomaly_type: anomaly["type"].as_str().unwrap_or_default().to_string(),
+        anomaly_raised_s: since(anomaly["detected_ns"].as_u64().unwrap_or(0) / 1_000_000),
+        intent_submitted_s: since(submitted),
+        intent_applied_s: since(applied),
+        intent_verified_s: since(verified),
+        blocks: intents.len(),
+        blocks_active: active,
+        attack_flows_before: before,
+        attack_flows_after: attack_flows(&after_cond)?,
+        windows_after,
+        victim,
+        attackers,
+        attack_start_ms,
+    };
+    up.stop();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+    } else {
+        println!(
+            "closed loop in kplane up: a DDoS towards {} from {} hosts",
+            m.victim,
+            m.attackers.len()
+        );
+        println!("  attack start                  0.00 s");
+        println!(
+            "  anomaly raised ({:>9})   {:>5.2} s  ({})",
+            m.anomaly_type, m.anomaly_raised_s, m.anomaly
+        );
+        println!(
+            "  block intents submitted      {:>5.2} s",
+            m.intent_submitted_s
+        );
+        println!(
+            "  written to the switches      {:>5.2} s",
+            m.intent_applied_s
+        );
+        println!(
+            "  verified by fresh telemetry  {:>5.2} s  ({} of {} blocks active)",
+            m.intent_verified_s, m.blocks_active, m.blocks
+        );
+        println!(
+            "  attack flows at the victim: {} in the windows before the blocks, {} in {} windows after",
+            m.attack_flows_before, m.attack_flows_after, m.windows_after
+        );
+    }
+    Ok(())
+}
