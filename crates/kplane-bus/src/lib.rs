@@ -57,6 +57,12 @@ pub mod headers {
     pub const BATCH_ID: &str = "kplane-batch-id";
     /// Number of records in the batch.
     pub const RECORDS: &str = "kplane-records";
+    /// `int.windows`: the processor lane a result comes from (`reports-p3`: input topic, partition).
+    pub const LANE: &str = "kplane-lane";
+    /// `int.windows`: on a lane's last message of a commit, the end (ns) of the latest window
+    /// it closed — every result of that lane up to there is published, so a consumer need not
+    /// wait for a later window to know a window is complete.
+    pub const LANE_THROUGH: &str = "kplane-lane-through-ns";
 }
 
 /// One message on the bus.

@@ -28,14 +28,20 @@ pub struct LoopArgs {
     #[arg(long, default_value_t = 8)]
     attackers: u64,
     /// What the attackers offer together, as a multiple of the victim's link rate.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 3.0)]
     rate: f64,
     /// The victim (host index).
     #[arg(long, default_value_t = 0)]
     victim: u64,
-    /// Background flow arrivals per second.
-    #[arg(long, default_value_t = 200.0)]
+    /// Background flow arrivals per second. With the default link rate this is the traffic per
+    /// window `kplane eval knowledge` scores and the shipped anomaly types were labelled on
+    /// (300 flows/s in 100 ms windows there, 30 flows/s in 1 s windows here).
+    #[arg(long, default_value_t = 30.0)]
     flows: f64,
+    /// Link rate, Gb/s: 100 Mb/s links, as in `kplane eval knowledge`, so that an attack at
+    /// three times the victim's link rate stays small enough to emulate in real time.
+    #[arg(long, default_value_t = 0.1)]
+    link_gbps: f64,
     /// Print the measurement as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -70,6 +76,7 @@ impl Up {
             .args(["up", "--api", &api.to_string(), "--scenario", &scenario])
             .args(["--duration", &format!("{total}s")])
             .args(["--flows", &a.flows.to_string()])
+            .args(["--link-gbps", &a.link_gbps.to_string()])
             .arg("--data-dir")
             .arg(&data)
             .stdout(Stdio::piped())
@@ -77,8 +84,9 @@ impl Up {
             .spawn()
             .context("cannot start kplane up")?;
         let stdout = child.stdout.take().context("kplane up's stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
         let (mut token, mut control) = (None, None);
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in lines.by_ref().map_while(Result::ok) {
             if let Some(t) = line.split("#token=").nth(1) {
                 token = Some(t.trim().to_string());
             }
@@ -89,6 +97,8 @@ impl Up {
                 break;
             }
         }
+        // The rest of what it prints is read (and dropped) so that it never blocks on a pipe.
+        std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
         let (Some(token), Some(control)) = (token, control) else {
             let _ = child.kill();
             bail!("kplane up did not print its console URL and control channel");
@@ -198,7 +208,7 @@ pub fn run(a: LoopArgs) -> anyhow::Result<()> {
     if a.learn == 0 || a.attack == 0 {
         bail!("--learn and --attack must be at least one second");
     }
-    let after = 15;
+    let after = 30;
     let total = a.learn + a.attack + after;
     let up = Up::start(&a, total)?;
     let end = Instant::now() + Duration::from_secs(total + 30);
@@ -241,10 +251,12 @@ pub fn run(a: LoopArgs) -> anyhow::Result<()> {
     // The first anomaly about the attack that recommended blocks, and its intents.
     let about = |v: &Value| {
         let e = v["entity"].as_str().unwrap_or_default();
-        (v["entity_kind"] == "destination" && e == victim)
+        // Episodes of windows ending after the attack began.
+        let after = v["last_ns"].as_u64().unwrap_or(0) / 1_000_000 > attack_start_ms;
+        after && (v["entity_kind"] == "destination" && e == victim)
             || (v["entity_kind"] == "source" && attackers.iter().any(|s| s == e))
     };
-    let anomaly = wait_for(
+    let first = wait_for(
         "an anomaly about the attack with blocks recommended",
         end,
         || {
@@ -253,18 +265,14 @@ pub fn run(a: LoopArgs) -> anyhow::Result<()> {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|x| {
-                    about(x)
-                        && x["recommendations"]
-                            .as_array()
-                            .is_some_and(|r| !r.is_empty())
-                })
-                .min_by_key(|x| x["detected_ns"].as_u64().unwrap_or(u64::MAX))
+                .filter(|x| about(x) && x["recommendations"].as_u64() > Some(0))
+                .min_by_key(|x| x["start_ns"].as_u64().unwrap_or(u64::MAX))
                 .cloned())
         },
     )?;
-    let id = anomaly["id"].as_str().unwrap_or_default().to_string();
+    let id = first["id"].as_str().unwrap_or_default().to_string();
     let path = format!("/v1/anomalies/{id}");
+    let anomaly = up.api("GET", &path, &Value::Null)?;
     let intents: Vec<Value> = wait_for("the recommended blocks verified", end, || {
         let v = up.api("GET", &path, &Value::Null)?;
         let intents: Vec<Value> = v["intents"].as_array().cloned().unwrap_or_default();

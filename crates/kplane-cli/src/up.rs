@@ -28,6 +28,9 @@ pub struct UpArgs {
     /// Emulated flow arrivals per second.
     #[arg(long, default_value_t = 200.0)]
     flows: f64,
+    /// Emulated link rate, Gb/s.
+    #[arg(long, default_value_t = 10.0)]
+    link_gbps: f64,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
@@ -68,7 +71,8 @@ async fn up(
     let processor_cfg = kplane_stream_processor::Config {
         admin: loopback,
         data_dir: a.data_dir.join("stream-processor"),
-        lateness: Duration::from_millis(500),
+        // One process on loopback: reports of a lane arrive in order within milliseconds.
+        lateness: Duration::from_millis(200),
         ..cfg.stream_processor
     };
     let knowledge_cfg = kplane_knowledge::Config {
@@ -83,6 +87,10 @@ async fn up(
         scenario: a.scenario.clone(),
         realtime: true,
         flows_per_second: a.flows,
+        link: kplane_emulator::topology::LinkSpec {
+            rate_bps: (a.link_gbps * 1e9) as u64,
+            ..kplane_emulator::topology::LinkSpec::default()
+        },
         sim: kplane_emulator::sim::SimConfig {
             clock_base_ns: kplane_model::unix_time_ns(),
             ..kplane_emulator::sim::SimConfig::default()

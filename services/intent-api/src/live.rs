@@ -23,6 +23,8 @@ pub struct Live {
     capacity: usize,
     /// Anomalies and forecasts of the knowledge service.
     pub findings: Findings,
+    /// Signalled when a `flows` window arrives: verification need not wait for its interval.
+    fresh_flows: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Debug, Default)]
@@ -43,7 +45,13 @@ impl Live {
             alerts_tx,
             capacity: capacity.max(1),
             findings: Findings::new(ANOMALIES_KEPT),
+            fresh_flows: Arc::default(),
         }
+    }
+
+    /// Returns once a `flows` window has arrived (since the last call).
+    pub async fn flows_arrived(&self) {
+        self.fresh_flows.notified().await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -71,6 +79,9 @@ impl Live {
         let slot = g.tables.entry(table.to_string()).or_default();
         if slot.get(&p).is_none_or(|(e, _)| *e <= end) {
             slot.insert(p, (end, batch));
+        }
+        if table == "flows" {
+            self.fresh_flows.notify_one();
         }
     }
 

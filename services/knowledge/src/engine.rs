@@ -1,8 +1,10 @@
 //! The knowledge engine, independent of the bus: window results and alerts in, anomalies and
 //! forecasts out.
 //!
-//! * Window results arrive per (table, partition); a window is complete once a later window
-//!   has been seen (or the input went idle), then it becomes entity-windows.
+//! * Window results arrive per (table, partition); a window is complete once every processor
+//!   lane that publishes the tables read here has said it published through it
+//!   (`kplane-lane-through-ns`), or a later window has been seen, or the input went idle; then
+//!   it becomes entity-windows.
 //! * Cold start: until `min-windows` windows of history exist (from the store or live), the
 //!   engine is `learning` and raises nothing. Then it trains; every `retrain-every` windows it
 //!   trains again on the last `training-windows`, in a thread of its own, and swaps the new
@@ -99,6 +101,9 @@ pub struct Counts {
 pub struct Engine {
     cfg: EngineConfig,
     pending: BTreeMap<i64, Window>,
+    /// Processor lanes that publish the tables read here → the end of the latest window each
+    /// has published completely.
+    lanes: HashMap<String, i64>,
     finalized_until: i64,
     window_ns: i64,
     kept: VecDeque<Kept>,
@@ -125,6 +130,7 @@ impl Engine {
             window_ns: cfg.train.window_ns,
             cfg,
             pending: BTreeMap::new(),
+            lanes: HashMap::new(),
             finalized_until: i64::MIN,
             kept: VecDeque::new(),
             since_training: 0,
@@ -172,11 +178,16 @@ impl Engine {
         self.registry.status
     }
 
-    /// One window result (any table, any partition).
-    pub fn add_result(&mut self, table: &str, batch: &RecordBatch) {
+    /// One window result (any table, any partition), from processor lane `lane`.
+    pub fn add_result(&mut self, table: &str, batch: &RecordBatch, lane: Option<&str>) {
         let Some(end) = window_end(batch) else {
             return;
         };
+        if let Some(lane) = lane {
+            // Published through the window before, until it says otherwise.
+            let before = end - self.window_ns;
+            self.lanes.entry(lane.to_string()).or_insert(before);
+        }
         if let Some(start) = crate::features::f64s(batch, "window_start")
             .into_iter()
             .flatten()
@@ -269,15 +280,30 @@ impl Engine {
 
     /// Completes every window but the newest (all of them when `idle`), and swaps in models a
     /// finished training produced.
+    /// A processor lane has published every result up to the window ending at `through_ns`.
+    pub fn lane_published(&mut self, lane: &str, through_ns: i64) {
+        if let Some(t) = self.lanes.get_mut(lane) {
+            *t = (*t).max(through_ns);
+        }
+    }
+
     pub fn tick(&mut self, idle: bool) -> Output {
         self.collect_training();
         let mut out = Output::default();
         let newest = self.pending.keys().next_back().copied();
+        // A lane silent for 10 windows (its traffic stopped, its partition went away) no longer
+        // holds windows back; it is counted again with its next result.
+        if let Some(n) = newest {
+            let horizon = n - 10 * self.window_ns;
+            self.lanes.retain(|_, t| *t >= horizon);
+        }
+        let lanes = &self.lanes;
+        let published = |e: i64| !lanes.is_empty() && lanes.values().all(|t| *t >= e);
         let ready: Vec<i64> = self
             .pending
             .keys()
             .copied()
-            .filter(|e| idle || Some(*e) != newest)
+            .filter(|e| idle || Some(*e) != newest || published(*e))
             .collect();
         for end in ready {
             if let Some(w) = self.pending.remove(&end) {
@@ -390,6 +416,31 @@ impl Engine {
                 a.last_ns = w.end_ns;
                 a.windows += 1;
                 if score > a.score * 1.2 || a.windows % 10 == 0 {
+                    // The window that opened an episode may have held only the incident's first
+                    // moments: one that scores higher types an untyped episode again.
+                    if score > a.score
+                        && a.anomaly_type == AnomalyType::Unknown
+                        && let Some(ty) = &self.typer
+                        && let (t, confidence) = ty.classify(s.kind, &m.z(&s.x))
+                        && t != AnomalyType::Unknown
+                    {
+                        let flows = explain::flows_of(w, s.kind, &s.entity);
+                        let features = m.deviations(&s.x);
+                        a.anomaly_type = t;
+                        a.confidence = confidence;
+                        a.recommendations =
+                            explain::recommend(t, s.kind, &s.entity, w, &flows, &a.id);
+                        a.explanation = Explanation {
+                            summary: explain::summary(
+                                t,
+                                s.kind,
+                                &s.entity,
+                                features.first().map(|f| f.name.as_str()),
+                            ),
+                            features,
+                            blast_radius: explain::blast_radius(w, &flows),
+                        };
+                    }
                     a.score = a.score.max(score);
                     a.phase = AnomalyPhase::Update;
                     out.push(a.clone());
@@ -707,6 +758,43 @@ mod tests {
         })
         .unwrap();
         (e, dir)
+    }
+
+    /// A result of `table` for the 100 ms window ending at `end_ns` (window columns only).
+    fn result(end_ns: i64) -> RecordBatch {
+        use arrow_array::{ArrayRef, TimestampNanosecondArray};
+        let col = |v: i64| std::sync::Arc::new(TimestampNanosecondArray::from(vec![v])) as ArrayRef;
+        RecordBatch::try_from_iter([
+            ("window_start", col(end_ns - 100_000_000)),
+            ("window_end", col(end_ns)),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn a_window_is_complete_once_every_lane_published_through_it() {
+        let (mut e, dir) = engine("lanes");
+        let (w1, w2) = (100_000_000, 200_000_000);
+        e.add_result("event_counts", &result(w1), Some("reports-p0"));
+        e.add_result("event_counts", &result(w1), Some("reports-p1"));
+        e.tick(false);
+        assert_eq!(e.counts.windows, 0, "nothing published through it yet");
+        e.lane_published("reports-p0", w1);
+        e.tick(false);
+        assert_eq!(e.counts.windows, 0, "one lane of two");
+        e.lane_published("reports-p1", w1);
+        e.tick(false);
+        assert_eq!(
+            e.counts.windows, 1,
+            "both lanes: complete without a later window"
+        );
+        // Without lane headers, a later window (or idleness) completes it, as before.
+        e.add_result("event_counts", &result(w2), None);
+        e.tick(false);
+        assert_eq!(e.counts.windows, 1);
+        e.tick(true);
+        assert_eq!(e.counts.windows, 2);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -39,8 +39,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kplane_bus::{
-    BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Message, Producer, content_types,
-    headers, topics,
+    BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Message, Producer, Received,
+    content_types, headers, topics,
 };
 use kplane_model::results::{Alert, AnomalyPhase};
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
@@ -211,7 +211,7 @@ impl Service {
             match consumer.poll(Duration::from_millis(100)) {
                 Ok(Some(m)) => {
                     last_any = Instant::now();
-                    let out = self.apply(&m.topic, m.header(headers::SCHEMA), &m.payload);
+                    let out = self.apply(&m);
                     self.emit(out);
                     // Results are acted on at once; models and open episodes are rebuilt
                     // from the registry and the next windows after a restart.
@@ -244,7 +244,9 @@ impl Service {
     }
 
     /// One message of `int.windows` or `int.alerts`.
-    fn apply(&mut self, topic: &str, schema: Option<&str>, payload: &[u8]) -> Output {
+    fn apply(&mut self, m: &Received) -> Output {
+        let (topic, schema, payload) =
+            (m.topic.as_str(), m.header(headers::SCHEMA), &m.payload[..]);
         if topic == topics::ALERTS {
             let mut alerts = Vec::new();
             for line in payload.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -267,21 +269,28 @@ impl Service {
             return Output::default();
         };
         self.last_result = Some(Instant::now());
-        if !history::TABLES.contains(&table) {
-            return Output::default();
-        }
-        match arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(payload), None)
-            .and_then(|r| r.collect::<Result<Vec<_>, _>>())
-        {
-            Ok(batches) => {
-                for b in &batches {
-                    self.engine.add_result(table, b);
+        let lane = m.header(headers::LANE);
+        if history::TABLES.contains(&table) {
+            match arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(payload), None)
+                .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+            {
+                Ok(batches) => {
+                    for b in &batches {
+                        self.engine.add_result(table, b, lane);
+                    }
+                }
+                Err(e) => {
+                    self.metrics.undecodable.inc();
+                    tracing::warn!(error = %e, table, "undecodable window result skipped");
                 }
             }
-            Err(e) => {
-                self.metrics.undecodable.inc();
-                tracing::warn!(error = %e, table, "undecodable window result skipped");
-            }
+        }
+        if let (Some(lane), Some(through)) = (
+            lane,
+            m.header(headers::LANE_THROUGH)
+                .and_then(|t| t.parse::<i64>().ok()),
+        ) {
+            self.engine.lane_published(lane, through);
         }
         Output::default()
     }

@@ -428,6 +428,7 @@ impl Processor {
         };
         let published: Vec<(&'static str, RecordBatch)> =
             rows.iter().map(|(t, _, _, b)| (*t, b.clone())).collect();
+        let through_ns = rows.iter().map(|(_, _, end, _)| *end).max().unwrap_or(0);
         let (files, compactions) = (lane.store.files_written, lane.store.compactions);
         let started = Instant::now();
         lane.store.commit(rows, alerts, n_windows, checkpoint)?;
@@ -457,7 +458,8 @@ impl Processor {
         if let Some(p) = &self.results {
             publish_windows(
                 p.as_ref(),
-                partition,
+                (&topic, partition),
+                through_ns,
                 last_arrival,
                 &published,
                 &self.metrics,
@@ -534,15 +536,19 @@ async fn run_window(
 /// the windows committed with this result — its freshness.
 pub const LATEST_ARRIVAL: &str = "kplane-latest-arrival-ns";
 
+/// Publishes a lane's commit: one message per result table; the last one also says through
+/// which window end the lane is complete (`headers::LANE_THROUGH`).
 fn publish_windows(
     p: &dyn Producer,
-    partition: u32,
+    lane: (&str, u32),
+    through_ns: i64,
     last_arrival: i64,
     results: &[(&'static str, RecordBatch)],
     metrics: &ProcessorMetrics,
 ) {
+    let (topic, partition) = lane;
     let partitions = p.partitions(topics::WINDOWS).unwrap_or(1).max(1);
-    for (table, batch) in results {
+    for (i, (table, batch)) in results.iter().enumerate() {
         let mut payload = Vec::new();
         let encoded = arrow_ipc::writer::StreamWriter::try_new(&mut payload, &batch.schema())
             .and_then(|mut w| {
@@ -554,7 +560,7 @@ fn publish_windows(
             metrics.publish_failures.inc();
             continue;
         }
-        let msg = Message {
+        let mut msg = Message {
             topic: topics::WINDOWS,
             partition: partition % partitions,
             key: None,
@@ -563,10 +569,15 @@ fn publish_windows(
                 (headers::SCHEMA, format!("{table}/v1")),
                 (headers::RECORDS, batch.num_rows().to_string()),
                 (LATEST_ARRIVAL, last_arrival.to_string()),
+                (headers::LANE, lane_name(topic, partition)),
             ],
             payload: Bytes::from(payload),
             timestamp_ns: kplane_model::unix_time_ns(),
         };
+        if i + 1 == results.len() {
+            msg.headers
+                .push((headers::LANE_THROUGH, through_ns.to_string()));
+        }
         if let Err(e) = p.send(msg) {
             metrics.publish_failures.inc();
             tracing::warn!(error = %e, table, "window result not published (it is stored)");

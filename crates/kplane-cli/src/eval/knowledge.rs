@@ -231,14 +231,29 @@ fn z_vector(a: &Anomaly) -> Vec<f64> {
         .collect()
 }
 
-/// Learnt anomalies as they were raised (facts from alerts are not scored here).
+/// Learnt anomalies as they were raised: each episode's start, and the update that typed it
+/// if its start was untyped (facts from alerts are not scored here).
 fn raised(o: &Outcome) -> impl Iterator<Item = &Anomaly> {
-    o.anomalies.iter().filter(|a| {
-        a.phase == AnomalyPhase::Start
-            && !matches!(
-                a.anomaly_type,
-                AnomalyType::RoutingLoop | AnomalyType::BlackHole
-            )
+    let mut typed_at_start = std::collections::HashSet::new();
+    o.anomalies.iter().filter(move |a| {
+        let learnt = !matches!(
+            a.anomaly_type,
+            AnomalyType::RoutingLoop | AnomalyType::BlackHole
+        );
+        match a.phase {
+            AnomalyPhase::Start => {
+                if a.anomaly_type != AnomalyType::Unknown {
+                    typed_at_start.insert(a.id.as_str());
+                }
+                learnt
+            }
+            AnomalyPhase::Update => {
+                learnt
+                    && a.anomaly_type != AnomalyType::Unknown
+                    && typed_at_start.insert(a.id.as_str())
+            }
+            AnomalyPhase::End => false,
+        }
     })
 }
 

@@ -30,9 +30,19 @@ pub async fn run(intents: Intents, shutdown: Shutdown) {
             topo_at = Some(Instant::now());
         }
         reconcile(&intents).await;
+        // An intent being verified is checked as soon as fresh flows arrive.
+        let verifying = intents
+            .inner
+            .lock()
+            .await
+            .snap
+            .intents
+            .iter()
+            .any(|i| i.state == State::Verifying);
         tokio::select! {
             _ = tokio::time::sleep(intents.cfg.reconcile_interval) => {}
             _ = intents.wake.notified() => {}
+            () = intents.live.flows_arrived(), if verifying => {}
             _ = shutdown.wait() => break,
         }
     }
