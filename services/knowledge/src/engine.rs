@@ -291,14 +291,19 @@ impl Engine {
         self.collect_training();
         let mut out = Output::default();
         let newest = self.pending.keys().next_back().copied();
-        // A lane silent for 10 windows (its traffic stopped, its partition went away) no longer
-        // holds windows back; it is counted again with its next result.
+        // Lanes silent for 10 windows are forgotten until their next result.
         if let Some(n) = newest {
             let horizon = n - 10 * self.window_ns;
             self.lanes.retain(|_, t| *t >= horizon);
         }
-        let lanes = &self.lanes;
-        let published = |e: i64| !lanes.is_empty() && lanes.values().all(|t| *t >= e);
+        // Complete once a lane is through it and none that was through the window before is
+        // still on it. A lane further behind is quiet (it closes windows only as its sparse
+        // reports move its watermark): waiting for it would hold every window back, and what
+        // it publishes late is counted (`late_results`), as under the later-window rule.
+        let (lanes, w) = (&self.lanes, self.window_ns);
+        let published = |e: i64| {
+            lanes.values().any(|t| *t >= e) && !lanes.values().any(|t| (e - w..e).contains(t))
+        };
         let ready: Vec<i64> = self
             .pending
             .keys()
@@ -774,26 +779,39 @@ mod tests {
     #[test]
     fn a_window_is_complete_once_every_lane_published_through_it() {
         let (mut e, dir) = engine("lanes");
-        let (w1, w2) = (100_000_000, 200_000_000);
-        e.add_result("event_counts", &result(w1), Some("reports-p0"));
-        e.add_result("event_counts", &result(w1), Some("reports-p1"));
+        let w = |i: i64| i * 100_000_000;
+        let lanes = ["reports-p0", "reports-p1"];
+        for l in lanes {
+            e.add_result("event_counts", &result(w(1)), Some(l));
+        }
         e.tick(false);
         assert_eq!(e.counts.windows, 0, "nothing published through it yet");
-        e.lane_published("reports-p0", w1);
+        e.lane_published(lanes[0], w(1));
         e.tick(false);
         assert_eq!(e.counts.windows, 0, "one lane of two");
-        e.lane_published("reports-p1", w1);
+        e.lane_published(lanes[1], w(1));
         e.tick(false);
-        assert_eq!(
-            e.counts.windows, 1,
-            "both lanes: complete without a later window"
-        );
-        // Without lane headers, a later window (or idleness) completes it, as before.
-        e.add_result("event_counts", &result(w2), None);
+        assert_eq!(e.counts.windows, 1, "both: complete without a later window");
+        for l in lanes {
+            e.add_result("event_counts", &result(w(2)), Some(l));
+        }
+        e.lane_published(lanes[0], w(2));
         e.tick(false);
-        assert_eq!(e.counts.windows, 1);
-        e.tick(true);
+        assert_eq!(e.counts.windows, 1, "p1 kept pace: waited for");
+        e.lane_published(lanes[1], w(2));
+        e.tick(false);
         assert_eq!(e.counts.windows, 2);
+        // p1 falls quiet: two windows behind, it does not hold window 4 back.
+        e.add_result("event_counts", &result(w(4)), Some(lanes[0]));
+        e.lane_published(lanes[0], w(4));
+        e.tick(false);
+        assert_eq!(e.counts.windows, 3);
+        // Without lane headers, a later window (or idleness) completes it, as before.
+        e.add_result("event_counts", &result(w(5)), None);
+        e.tick(false);
+        assert_eq!(e.counts.windows, 3);
+        e.tick(true);
+        assert_eq!(e.counts.windows, 4);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
