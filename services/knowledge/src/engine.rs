@@ -426,25 +426,10 @@ impl Engine {
                     if score > a.score
                         && a.anomaly_type == AnomalyType::Unknown
                         && let Some(ty) = &self.typer
-                        && let (t, confidence) = ty.classify(s.kind, &m.z(&s.x))
+                        && let typed @ (t, _) = ty.classify(s.kind, &m.z(&s.x))
                         && t != AnomalyType::Unknown
                     {
-                        let flows = explain::flows_of(w, s.kind, &s.entity);
-                        let features = m.deviations(&s.x);
-                        a.anomaly_type = t;
-                        a.confidence = confidence;
-                        a.recommendations =
-                            explain::recommend(t, s.kind, &s.entity, w, &flows, &a.id);
-                        a.explanation = Explanation {
-                            summary: explain::summary(
-                                t,
-                                s.kind,
-                                &s.entity,
-                                features.first().map(|f| f.name.as_str()),
-                            ),
-                            features,
-                            blast_radius: explain::blast_radius(w, &flows),
-                        };
+                        set_type(a, typed, m, s, w);
                     }
                     a.score = a.score.max(score);
                     a.phase = AnomalyPhase::Update;
@@ -452,21 +437,18 @@ impl Engine {
                 }
                 continue;
             }
-            let z = m.z(&s.x);
-            let (t, confidence) = self
+            let typed = self
                 .typer
                 .as_ref()
-                .map_or((AnomalyType::Unknown, 0.0), |ty| ty.classify(s.kind, &z));
-            let features = m.deviations(&s.x);
-            let flows = explain::flows_of(w, s.kind, &s.entity);
-            let id = format!("{}:{}:{}", s.kind.as_str(), s.entity, w.end_ns);
-            let anomaly = Anomaly {
-                recommendations: explain::recommend(t, s.kind, &s.entity, w, &flows, &id),
-                id,
+                .map_or((AnomalyType::Unknown, 0.0), |ty| {
+                    ty.classify(s.kind, &m.z(&s.x))
+                });
+            let mut anomaly = Anomaly {
+                id: format!("{}:{}:{}", s.kind.as_str(), s.entity, w.end_ns),
                 entity_kind: s.kind,
                 entity: s.entity.clone(),
-                anomaly_type: t,
-                confidence,
+                anomaly_type: AnomalyType::Unknown,
+                confidence: 0.0,
                 score,
                 threshold: m.threshold(),
                 start_ns: w.end_ns - self.window_ns,
@@ -476,17 +458,10 @@ impl Engine {
                 detected_ns: kplane_model::unix_time_ns() as i64,
                 phase: AnomalyPhase::Start,
                 model_version: self.registry.version,
-                explanation: Explanation {
-                    summary: explain::summary(
-                        t,
-                        s.kind,
-                        &s.entity,
-                        features.first().map(|f| f.name.as_str()),
-                    ),
-                    features,
-                    blast_radius: explain::blast_radius(w, &flows),
-                },
+                explanation: Explanation::default(),
+                recommendations: Vec::new(),
             };
+            set_type(&mut anomaly, typed, m, s, w);
             out.push(self.open_episode(key, anomaly));
         }
         let close_after = self.cfg.close_after;
@@ -726,6 +701,32 @@ fn train(
         problems,
         seconds: started.elapsed().as_secs_f64(),
     }
+}
+
+/// Gives `a` its type and what follows from it: the explanation of window `w` (the features
+/// that drove the score, the blast radius) and the recommended intents.
+fn set_type(
+    a: &mut Anomaly,
+    (t, confidence): (AnomalyType, f64),
+    m: &EntityModel,
+    s: &Sample,
+    w: &Window,
+) {
+    let flows = explain::flows_of(w, s.kind, &s.entity);
+    let features = m.deviations(&s.x);
+    a.anomaly_type = t;
+    a.confidence = confidence;
+    a.recommendations = explain::recommend(t, s.kind, &s.entity, w, &flows, &a.id);
+    a.explanation = Explanation {
+        summary: explain::summary(
+            t,
+            s.kind,
+            &s.entity,
+            features.first().map(|f| f.name.as_str()),
+        ),
+        features,
+        blast_radius: explain::blast_radius(w, &flows),
+    };
 }
 
 #[cfg(test)]
