@@ -115,7 +115,7 @@ impl Up {
         })
     }
 
-    fn get(
+    fn call(
         &self,
         addr: SocketAddr,
         method: &str,
@@ -144,7 +144,7 @@ impl Up {
     }
 
     fn api(&self, method: &str, path: &str, body: &Value) -> anyhow::Result<Value> {
-        self.get(self.api, method, path, body)
+        self.call(self.api, method, path, body)
     }
 
     /// Rows of `/v1/query`'s first column `n`.
@@ -255,7 +255,7 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
 
     // The attack as injected (report time = clock base + virtual time).
     let (attack_start_ms, victim, attackers) = wait_for("the DDoS's start", end, || {
-        let t = up.get(up.control, "GET", "/v1/truth", &Value::Null)?;
+        let t = up.call(up.control, "GET", "/v1/truth", &Value::Null)?;
         let base = t["clock_base_ns"].as_u64().unwrap_or(0);
         Ok(t["events"]
             .as_array()
