@@ -91,10 +91,6 @@ async fn up(
             rate_bps: (a.link_gbps * 1e9) as u64,
             ..kplane_emulator::topology::LinkSpec::default()
         },
-        sim: kplane_emulator::sim::SimConfig {
-            clock_base_ns: kplane_model::unix_time_ns(),
-            ..kplane_emulator::sim::SimConfig::default()
-        },
         ..kplane_emulator::run::RunConfig::default()
     };
     let sim = Arc::new(Mutex::new(kplane_emulator::run::build(&rc)?));

@@ -1,10 +1,10 @@
 //! The knowledge engine, independent of the bus: window results and alerts in, anomalies and
 //! forecasts out.
 //!
-//! * Window results arrive per (table, partition); a window is complete once every processor
-//!   lane that publishes the tables read here has said it published through it
-//!   (`kplane-lane-through-ns`), or a later window has been seen, or the input went idle; then
-//!   it becomes entity-windows.
+//! * Window results arrive per (table, partition); a window is complete once a processor lane
+//!   has said it published through it (`kplane-lane-through-ns`) and no other lane that kept
+//!   pace is still on it, or a later window has been seen, or the input went idle; then it
+//!   becomes entity-windows.
 //! * Cold start: until `min-windows` windows of history exist (from the store or live), the
 //!   engine is `learning` and raises nothing. Then it trains; every `retrain-every` windows it
 //!   trains again on the last `training-windows`, in a thread of its own, and swaps the new
@@ -278,8 +278,6 @@ impl Engine {
         out
     }
 
-    /// Completes every window but the newest (all of them when `idle`), and swaps in models a
-    /// finished training produced.
     /// A processor lane has published every result up to the window ending at `through_ns`.
     pub fn lane_published(&mut self, lane: &str, through_ns: i64) {
         if let Some(t) = self.lanes.get_mut(lane) {
@@ -287,6 +285,8 @@ impl Engine {
         }
     }
 
+    /// Completes every window but the newest (all of them when `idle`; the newest too once the
+    /// lanes have published through it), and swaps in models a finished training produced.
     pub fn tick(&mut self, idle: bool) -> Output {
         self.collect_training();
         let mut out = Output::default();

@@ -46,11 +46,6 @@ fn taken(m: &CollectorMetrics) -> u64 {
     m.datagrams.get() + dropped("socket", "rcvbuf_overflow") + dropped("queue", "full")
 }
 
-/// Drops the collector counted on the way in.
-fn dropped(m: &CollectorMetrics) -> u64 {
-    taken(m) - m.datagrams.get()
-}
-
 /// Blocks until the collector is at most [`IN_FLIGHT`] reports behind `sent`, or
 /// [`PACE_TIMEOUT`] has passed without progress.
 fn wait_for(m: &CollectorMetrics, sent: u64) {
@@ -209,9 +204,9 @@ pub fn run_pipeline(
             .await
             .map_err(|e| anyhow::anyhow!("collector: {e}"))
     })?;
-    // Every report sent was taken (the collector flushed its counts when it stopped).
-    let reports_lost =
-        summary.reports_sent - taken(&metrics).min(summary.reports_sent) + dropped(&metrics);
+    // What its pipeline did not see, dropped or never received (the collector flushed its
+    // counts when it stopped).
+    let reports_lost = summary.reports_sent.saturating_sub(metrics.datagrams.get());
     if reports_lost > 0 {
         eprintln!(
             "kplane eval: the collector lost {reports_lost} of {} reports",
