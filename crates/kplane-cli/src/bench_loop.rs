@@ -278,13 +278,13 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
     })?;
     let since = |ms: u64| (ms as f64 - attack_start_ms as f64) / 1e3;
 
-    // The first anomaly about the attack that recommended blocks, and its intents.
+    // The victim's anomaly that recommended blocks (of its heaviest sources: every attacker),
+    // raised on a window that ended after the attack began, and its intents. An attacker's
+    // own anomaly blocks only that attacker, so it does not close the loop.
     let about = |v: &Value| {
-        let e = v["entity"].as_str().unwrap_or_default();
-        // Episodes of windows ending after the attack began.
-        let after = v["last_ns"].as_u64().unwrap_or(0) / 1_000_000 > attack_start_ms;
-        after && (v["entity_kind"] == "destination" && e == victim)
-            || (v["entity_kind"] == "source" && attackers.iter().any(|s| s == e))
+        v["entity_kind"] == "destination"
+            && v["entity"] == victim.as_str()
+            && v["last_ns"].as_u64().unwrap_or(0) / 1_000_000 > attack_start_ms
     };
     let first = wait_for(
         "an anomaly about the attack with blocks recommended",
