@@ -241,7 +241,10 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
     let after = 30;
     let total = a.learn + a.attack + after;
     let up = Up::start(a, total)?;
-    let end = Instant::now() + Duration::from_secs(total + 30);
+    let started = Instant::now();
+    let end = started + Duration::from_secs(total + 30);
+    // `kplane up` runs for `total` seconds: the anomaly must come before the attack ends.
+    let raised_by = started + Duration::from_secs(a.learn + a.attack);
     // Blocks are what a DDoS is answered with; apply them without an admin.
     up.api(
         "PUT",
@@ -286,20 +289,33 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
             && v["entity"] == victim.as_str()
             && v["last_ns"].as_u64().unwrap_or(0) / 1_000_000 > attack_start_ms
     };
+    // What was raised, for the error if the victim never is.
+    let mut raised = Vec::new();
     let first = wait_for(
         "an anomaly about the attack with blocks recommended",
-        end,
+        raised_by,
         || {
             let v = up.api("GET", "/v1/anomalies?limit=1000", &Value::Null)?;
-            Ok(v["anomalies"]
-                .as_array()
+            let all = v["anomalies"].as_array().cloned().unwrap_or_default();
+            raised = all
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{} {} {} (recommendations {})",
+                        x["entity_kind"].as_str().unwrap_or_default(),
+                        x["entity"].as_str().unwrap_or_default(),
+                        x["type"].as_str().unwrap_or_default(),
+                        x["recommendations"]
+                    )
+                })
+                .collect();
+            Ok(all
                 .into_iter()
-                .flatten()
                 .filter(|x| about(x) && x["recommendations"].as_u64() > Some(0))
-                .min_by_key(|x| x["start_ns"].as_u64().unwrap_or(u64::MAX))
-                .cloned())
+                .min_by_key(|x| x["start_ns"].as_u64().unwrap_or(u64::MAX)))
         },
-    )?;
+    )
+    .with_context(|| format!("victim {victim}; raised: {raised:?}"))?;
     let id = first["id"].as_str().unwrap_or_default().to_string();
     let path = format!("/v1/anomalies/{id}");
     let anomaly = up.api("GET", &path, &Value::Null)?;

@@ -711,7 +711,7 @@ async fn an_anomalys_recommendations_become_intents_once_under_the_policy() {
         &live,
         ANOMALIES,
         None,
-        &anomaly("destination:10.0.0.2:1", now, "update", recs),
+        &anomaly("destination:10.0.0.2:1", now, "update", recs.clone()),
     );
     // With blocks auto-applied, the next anomaly's block reaches the switches at once.
     let (s, _) = call(
@@ -742,6 +742,23 @@ async fn an_anomalys_recommendations_become_intents_once_under_the_policy() {
     })
     .await;
     assert_eq!(intents_of(&api, "destination:10.0.0.2:1", 2).await.len(), 2);
+
+    // An attacker that joins the first episode later is blocked too, and only it.
+    let mut grown = recs.as_array().unwrap().clone();
+    grown.push(block("10.0.1.4/32"));
+    apply(
+        &live,
+        ANOMALIES,
+        None,
+        &anomaly("destination:10.0.0.2:1", now, "update", Value::Array(grown)),
+    );
+    let mine = intents_of(&api, "destination:10.0.0.2:1", 3).await;
+    let joined: Vec<&Value> = mine
+        .iter()
+        .filter(|i| i["spec"]["match"]["src"] == "10.0.1.4/32")
+        .collect();
+    assert_eq!(joined.len(), 1, "{mine:?}");
+    wait_state(&api, joined[0]["id"].as_str().unwrap(), "active").await;
 
     // A replayed old anomaly is not acted on; an unusable recommendation is refused in the
     // audit log under the knowledge service's name.

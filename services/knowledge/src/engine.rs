@@ -420,7 +420,10 @@ impl Engine {
                 let a = &mut ep.anomaly;
                 a.last_ns = w.end_ns;
                 a.windows += 1;
-                if score > a.score * 1.2 || a.windows % 10 == 0 {
+                // Attackers that join later are answered too: a typed episode's recommendations
+                // grow with every window it lasts.
+                let grew = a.anomaly_type != AnomalyType::Unknown && add_recommendations(a, s, w);
+                if grew || score > a.score * 1.2 || a.windows % 10 == 0 {
                     // The window that opened an episode may have held only the incident's first
                     // moments: one that scores higher types an untyped episode again.
                     if score > a.score
@@ -729,6 +732,19 @@ fn set_type(
     };
 }
 
+/// Adds to `a`'s recommendations what window `w` recommends that it does not hold yet (a source
+/// of a DDoS that was not among the first window's); whether any was added.
+fn add_recommendations(a: &mut Anomaly, s: &Sample, w: &Window) -> bool {
+    let flows = explain::flows_of(w, s.kind, &s.entity);
+    let before = a.recommendations.len();
+    for r in explain::recommend(a.anomaly_type, s.kind, &s.entity, w, &flows, &a.id) {
+        if a.recommendations.len() < explain::BLOCKED && !a.recommendations.contains(&r) {
+            a.recommendations.push(r);
+        }
+    }
+    a.recommendations.len() > before
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -814,6 +830,57 @@ mod tests {
         e.tick(true);
         assert_eq!(e.counts.windows, 4);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_ddos_episode_blocks_attackers_that_join_later() {
+        let flow = |src: &str| crate::features::FlowRow {
+            src: src.parse().ok(),
+            dst: "10.0.0.1".parse().ok(),
+            bytes: 5e6,
+            ..Default::default()
+        };
+        let s = Sample {
+            kind: EntityKind::Destination,
+            entity: "10.0.0.1".into(),
+            window_end_ns: 0,
+            x: Vec::new(),
+        };
+        let w1 = Window {
+            flows: vec![flow("10.0.1.1")],
+            ..Window::default()
+        };
+        let mut a = Anomaly {
+            id: "destination:10.0.0.1:0".into(),
+            entity_kind: EntityKind::Destination,
+            entity: "10.0.0.1".into(),
+            anomaly_type: AnomalyType::Ddos,
+            confidence: 1.0,
+            score: 10.0,
+            threshold: 1.0,
+            start_ns: 0,
+            end_ns: None,
+            last_ns: 0,
+            windows: 1,
+            detected_ns: 0,
+            phase: AnomalyPhase::Start,
+            model_version: 1,
+            explanation: Explanation::default(),
+            recommendations: Vec::new(),
+        };
+        assert!(add_recommendations(&mut a, &s, &w1));
+        assert!(!add_recommendations(&mut a, &s, &w1), "nothing new");
+        let w2 = Window {
+            flows: vec![flow("10.0.1.1"), flow("10.0.1.2")],
+            ..Window::default()
+        };
+        assert!(add_recommendations(&mut a, &s, &w2));
+        let srcs: Vec<&str> = a
+            .recommendations
+            .iter()
+            .map(|r| r["match"]["src"].as_str().unwrap())
+            .collect();
+        assert_eq!(srcs, ["10.0.1.1/32", "10.0.1.2/32"]);
     }
 
     #[test]

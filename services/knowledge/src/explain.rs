@@ -11,8 +11,11 @@ use crate::features::{FlowRow, Window, parse_node_pair};
 
 /// At most this many flows are listed (the total is counted).
 const LISTED: usize = 50;
-/// At most this many sources are blocked by one recommendation set.
-const BLOCKED: usize = 32;
+/// At most this many sources are blocked for one anomaly.
+pub const BLOCKED: usize = 32;
+/// A DDoS victim's source is blocked if it sent it at least this share of the heaviest source's
+/// bytes in the window: attackers are blocked, a client that sent the victim a little is not.
+const ATTACKER_SHARE: f64 = 0.1;
 
 /// The flows an entity concerns in a window.
 pub fn flows_of<'w>(w: &'w Window, kind: EntityKind, entity: &str) -> Vec<&'w FlowRow> {
@@ -106,8 +109,11 @@ pub fn recommend(
             let Ok(victim) = entity.parse::<IpAddr>() else {
                 return Vec::new();
             };
-            heaviest(flows.iter().filter_map(|f| f.src.map(|s| (s, f.bytes))))
+            let sources = heaviest(flows.iter().filter_map(|f| f.src.map(|s| (s, f.bytes))));
+            let top = sources.first().map_or(0.0, |(_, b)| *b);
+            sources
                 .into_iter()
+                .take_while(|(_, b)| *b >= ATTACKER_SHARE * top)
                 .take(BLOCKED)
                 .map(|(s, _)| {
                     base(
@@ -216,5 +222,80 @@ pub fn summary(t: AnomalyType, kind: EntityKind, entity: &str, top: Option<&str>
     match top {
         Some(f) => format!("{what} {} {entity}; driven most by {f}", kind.as_str()),
         None => format!("{what} {} {entity}", kind.as_str()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(src: &str, dst: &str, bytes: f64) -> FlowRow {
+        FlowRow {
+            src: src.parse().ok(),
+            dst: dst.parse().ok(),
+            bytes,
+            ..FlowRow::default()
+        }
+    }
+
+    fn blocked(recs: &[Value]) -> Vec<&str> {
+        recs.iter()
+            .map(|r| r["match"]["src"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_ddos_victim_blocks_its_heavy_sources_not_a_light_client() {
+        let w = Window {
+            flows: vec![
+                flow("10.0.1.1", "10.0.0.1", 9e6),
+                flow("10.0.1.2", "10.0.0.1", 8e6),
+                // A client that sent the victim a little.
+                flow("10.0.2.9", "10.0.0.1", 4e4),
+                // Elsewhere.
+                flow("10.0.1.3", "10.0.0.7", 9e6),
+            ],
+            ..Window::default()
+        };
+        let flows = flows_of(&w, EntityKind::Destination, "10.0.0.1");
+        let recs = recommend(
+            AnomalyType::Ddos,
+            EntityKind::Destination,
+            "10.0.0.1",
+            &w,
+            &flows,
+            "a",
+        );
+        assert_eq!(blocked(&recs), ["10.0.1.1/32", "10.0.1.2/32"]);
+        for r in &recs {
+            assert_eq!(r["kind"], "block");
+            assert_eq!(r["match"]["dst"], "10.0.0.1/32");
+            assert_eq!(r["anomaly"], "a");
+        }
+    }
+
+    #[test]
+    fn a_port_scan_blocks_the_scanner_towards_its_target() {
+        let mut w = Window::default();
+        for p in 1..=40 {
+            w.flows.push(FlowRow {
+                dst_port: Some(p),
+                ..flow("10.0.3.3", "10.0.0.5", 64.0)
+            });
+        }
+        w.flows.push(FlowRow {
+            dst_port: Some(443),
+            ..flow("10.0.2.2", "10.0.0.5", 9e6)
+        });
+        let flows = flows_of(&w, EntityKind::Destination, "10.0.0.5");
+        let recs = recommend(
+            AnomalyType::PortScan,
+            EntityKind::Destination,
+            "10.0.0.5",
+            &w,
+            &flows,
+            "a",
+        );
+        assert_eq!(blocked(&recs), ["10.0.3.3/32"]);
     }
 }

@@ -76,7 +76,9 @@ async fn follow(
         if a.phase == AnomalyPhase::End || a.recommendations.is_empty() {
             continue;
         }
-        let age_ns = kplane_model::unix_time_ns() as i64 - a.detected_ns;
+        // Fresh: raised recently, or an update of a window that just ended (a long attack's
+        // later attackers).
+        let age_ns = kplane_model::unix_time_ns() as i64 - a.detected_ns.max(a.last_ns);
         if age_ns > max_age.as_nanos() as i64 {
             continue;
         }
