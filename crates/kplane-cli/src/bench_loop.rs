@@ -200,11 +200,14 @@ struct Measurement {
     intent_submitted_s: f64,
     intent_applied_s: f64,
     intent_verified_s: f64,
+    /// Blocks of the first answer that became active.
+    first_blocks: usize,
+    /// The episode's blocks when the attack's traffic was gone (attackers that joined later).
     blocks: usize,
-    blocks_active: usize,
+    /// Attackers' flows at the victim in the windows before the first blocks.
     attack_flows_before: u64,
-    attack_flows_after: u64,
-    windows_after: u64,
+    /// The end of the last window in which an attacker's flow reached the victim.
+    attack_stopped_s: f64,
 }
 
 pub fn run(a: LoopArgs) -> anyhow::Result<()> {
@@ -226,14 +229,18 @@ pub fn run(a: LoopArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(());
     }
-    let mut verified: Vec<f64> = all.iter().map(|m| m.intent_verified_s).collect();
-    verified.sort_by(f64::total_cmp);
-    println!(
-        "attack start → verified blocks over {} runs: median {:.2} s, max {:.2} s",
-        verified.len(),
-        verified[verified.len() / 2],
-        verified[verified.len() - 1]
-    );
+    let spread = |what: &str, f: fn(&Measurement) -> f64| {
+        let mut v: Vec<f64> = all.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        println!(
+            "attack start → {what} over {} runs: median {:.2} s, max {:.2} s",
+            v.len(),
+            v[v.len() / 2],
+            v[v.len() - 1]
+        );
+    };
+    spread("verified blocks", |m| m.intent_verified_s);
+    spread("attack traffic gone", |m| m.attack_stopped_s);
     Ok(())
 }
 
@@ -315,7 +322,12 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
                 .min_by_key(|x| x["start_ns"].as_u64().unwrap_or(u64::MAX)))
         },
     )
-    .with_context(|| format!("victim {victim}; raised: {raised:?}"))?;
+    .with_context(|| {
+        let models = up
+            .api("GET", "/v1/models", &Value::Null)
+            .map_or_else(|e| e.to_string(), |m| m.to_string());
+        format!("victim {victim}; raised: {raised:?}; models: {models}")
+    })?;
     let id = first["id"].as_str().unwrap_or_default().to_string();
     let path = format!("/v1/anomalies/{id}");
     let anomaly = up.api("GET", &path, &Value::Null)?;
@@ -355,29 +367,42 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
         bail!("no recommended block became active: {intents:?}");
     }
 
-    // The attack's traffic at the victim: windows before the blocks, and windows that started
-    // a second after they were written.
+    // The attack's traffic at the victim: its flows in the windows before the first blocks;
+    // then when it stopped — the end of the last window an attacker's flow reached the victim
+    // in, once three windows after it are stored (attackers that join later are blocked by the
+    // episode's later recommendations, or by their own anomalies).
     let sources = attackers
         .iter()
         .map(|s| format!("'{s}'"))
         .collect::<Vec<_>>()
         .join(",");
-    let attack_flows = |cond: &str| {
-        up.count(&format!(
-            "SELECT count(*) AS n FROM flows WHERE ip_text(dst_ip) = '{victim}' \
-             AND ip_text(src_ip) IN ({sources}) AND {cond}"
-        ))
-    };
-    let before = attack_flows(&format!(
-        "window_start >= to_timestamp_millis({attack_start_ms}) AND window_start < to_timestamp_millis({applied})"
+    let attack =
+        format!("FROM flows WHERE ip_text(dst_ip) = '{victim}' AND ip_text(src_ip) IN ({sources})");
+    let before = up.count(&format!(
+        "SELECT count(*) AS n {attack} AND window_start >= to_timestamp_millis({attack_start_ms}) \
+         AND window_start < to_timestamp_millis({applied})"
     ))?;
-    let after_cond = format!("window_start > to_timestamp_millis({})", applied + 1_000);
-    let windows_after = wait_for("three windows stored after the blocks", end, || {
-        let n = up.count(&format!(
-            "SELECT count(DISTINCT window_start) AS n FROM flows WHERE {after_cond}"
+    let attack_end_ms = attack_start_ms + a.attack * 1_000;
+    let stopped_ms = wait_for("the attack's traffic gone from the victim", end, || {
+        let last = up.count(&format!(
+            "SELECT CAST(max(window_start) AS BIGINT) / 1000000 AS n {attack}"
         ))?;
-        Ok((n >= 3).then_some(n))
+        let quiet = up.count(&format!(
+            "SELECT count(DISTINCT window_start) AS n FROM flows \
+             WHERE window_start > to_timestamp_millis({last})"
+        ))?;
+        Ok((quiet >= 3).then_some(last + 1_000))
     })?;
+    if stopped_ms >= attack_end_ms {
+        bail!(
+            "the attack's traffic reached the victim until it ended ({} blocks active)",
+            active
+        );
+    }
+    // The episode's blocks by then.
+    let blocks = up.api("GET", &path, &Value::Null)?["intents"]
+        .as_array()
+        .map_or(0, Vec::len);
     let m = Measurement {
         anomaly: id,
         anomaly_type: anomaly["type"].as_str().unwrap_or_default().to_string(),
@@ -385,11 +410,10 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
         intent_submitted_s: since(submitted),
         intent_applied_s: since(applied),
         intent_verified_s: since(verified),
-        blocks: intents.len(),
-        blocks_active: active,
+        first_blocks: active,
+        blocks,
         attack_flows_before: before,
-        attack_flows_after: attack_flows(&after_cond)?,
-        windows_after,
+        attack_stopped_s: since(stopped_ms),
         victim,
         attackers,
         attack_start_ms,
@@ -419,11 +443,11 @@ fn print_run(n: u64, m: &Measurement) {
         m.intent_applied_s
     );
     println!(
-        "  verified by fresh telemetry  {:>5.2} s  ({} of {} blocks active)",
-        m.intent_verified_s, m.blocks_active, m.blocks
+        "  verified by fresh telemetry  {:>5.2} s  ({} blocks active)",
+        m.intent_verified_s, m.first_blocks
     );
     println!(
-        "  attack flows at the victim: {} in the windows before the blocks, {} in {} windows after",
-        m.attack_flows_before, m.attack_flows_after, m.windows_after
+        "  attack traffic gone          {:>5.2} s  ({} blocks in all; {} attack flows at the victim before the first)",
+        m.attack_stopped_s, m.blocks, m.attack_flows_before
     );
 }

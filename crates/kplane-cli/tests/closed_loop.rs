@@ -2,17 +2,13 @@
 //! service learns clean traffic, the emulator's DDoS starts, the victim is raised and typed a
 //! DDoS, its recommended blocks are applied under the policy, written to the emulator's
 //! switches, verified against fresh telemetry, and the attackers' flows are gone from the
-//! victim afterwards. Times are printed, not asserted (docs/benchmarks.md#the-closed-loop).
+//! victim while the attack still runs. Times are printed, not asserted (docs/benchmarks.md#the-closed-loop).
 
 use std::process::Command;
 
 use serde_json::Value;
 
-// Opt-in: in a debug build trained on 25 windows, the victim was raised and answered in only one
-// of three runs (release: five of five). Run it with `cargo nextest run -p kplane-cli --test
-// closed_loop --run-ignored all`.
 #[test]
-#[ignore = "the victim is not raised reliably in a debug build trained on 25 windows"]
 fn a_ddos_is_answered_by_verified_blocks_and_its_traffic_is_gone() {
     let run = Command::new(env!("CARGO_BIN_EXE_kplane"))
         .args([
@@ -39,11 +35,14 @@ fn a_ddos_is_answered_by_verified_blocks_and_its_traffic_is_gone() {
     let runs: Value = serde_json::from_str(&out).unwrap();
     let m = &runs[0];
     assert_eq!(m["anomaly_type"], "ddos", "{m:#}");
-    assert!(m["blocks_active"].as_u64() >= Some(1), "{m:#}");
+    assert!(m["first_blocks"].as_u64() >= Some(1), "{m:#}");
+    assert!(m["blocks"].as_u64() >= m["first_blocks"].as_u64(), "{m:#}");
     assert!(m["attack_flows_before"].as_u64() > Some(0), "{m:#}");
-    assert_eq!(m["attack_flows_after"], 0, "{m:#}");
     let t = |k: &str| m[k].as_f64().unwrap();
     assert!(t("anomaly_raised_s") > 0.0, "{m:#}");
     assert!(t("anomaly_raised_s") <= t("intent_applied_s"), "{m:#}");
     assert!(t("intent_applied_s") <= t("intent_verified_s"), "{m:#}");
+    // The blocks stopped the attack, not its end (it lasts 25 s): the bench fails a run whose
+    // attack traffic reached the victim until the attack ended.
+    assert!(t("attack_stopped_s") < 25.0, "{m:#}");
 }

@@ -577,6 +577,11 @@ pub fn check_read_only(sql: &str) -> Result<(), ApiError> {
     }
 }
 
+/// Whether a query failed because a store file it listed was removed before it was read.
+fn is_compacted_away(error: &str) -> bool {
+    error.contains(".parquet not found")
+}
+
 /// `POST /v1/query`: `{"sql": "SELECT …"}` → `{"columns", "rows", "truncated"}`.
 async fn query(
     State(s): State<AppState>,
@@ -590,25 +595,35 @@ async fn query(
     let max = s.cfg.query_max_rows;
     let timeout = s.cfg.query_timeout;
     let run = async {
-        let df = s
-            .sandbox
-            .sql_with_options(&body.sql, options)
-            .await
-            .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
-        let df = df
-            .limit(0, Some(max + 1))
-            .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
-        df.collect().await.map_err(|e| {
-            let m = e.to_string();
-            if m.contains("Resources exhausted") {
-                ApiError::Unprocessable(format!(
-                    "the query needs more than the {} MiB a query may use: {m}",
-                    s.cfg.query_memory >> 20
-                ))
-            } else {
-                ApiError::Unprocessable(m)
+        // The processor's compaction replaces window files by one merged file: a query that
+        // listed them just before finds one gone, and is planned again over the new listing.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let df = s
+                .sandbox
+                .sql_with_options(&body.sql, options)
+                .await
+                .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+            let df = df
+                .limit(0, Some(max + 1))
+                .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+            match df.collect().await {
+                Ok(b) => break Ok(b),
+                Err(e) if attempts < 3 && is_compacted_away(&e.to_string()) => continue,
+                Err(e) => {
+                    let m = e.to_string();
+                    break Err(if m.contains("Resources exhausted") {
+                        ApiError::Unprocessable(format!(
+                            "the query needs more than the {} MiB a query may use: {m}",
+                            s.cfg.query_memory >> 20
+                        ))
+                    } else {
+                        ApiError::Unprocessable(m)
+                    });
+                }
             }
-        })
+        }
     };
     let batches = tokio::time::timeout(timeout, run)
         .await
@@ -634,6 +649,15 @@ async fn query(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_compacted_away_mid_query_is_told_from_other_errors() {
+        // DataFusion's message when a listed file is gone (seen during a compaction).
+        assert!(is_compacted_away(
+            "Parquet error: External: Object at location /d/tables/flows/date=2026-11-25/hour=14/reports-p7-w1.parquet not found: No such file or directory (os error 2)"
+        ));
+        assert!(!is_compacted_away("table 'flowz' not found"));
+    }
 
     #[test]
     fn only_single_read_only_statements_pass() {
