@@ -760,6 +760,22 @@ async fn an_anomalys_recommendations_become_intents_once_under_the_policy() {
     assert_eq!(joined.len(), 1, "{mine:?}");
     wait_state(&api, joined[0]["id"].as_str().unwrap(), "active").await;
 
+    // A block another anomaly's intent already holds is not asked for again (nor refused).
+    apply(
+        &live,
+        ANOMALIES,
+        None,
+        &anomaly(
+            "destination:10.0.0.2:4",
+            now,
+            "start",
+            json!([block("10.0.1.9/32"), block("10.0.1.5/32")]),
+        ),
+    );
+    let mine = intents_of(&api, "destination:10.0.0.2:4", 1).await;
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!(mine[0]["spec"]["match"]["src"], "10.0.1.5/32");
+
     // A replayed old anomaly is not acted on; an unusable recommendation is refused in the
     // audit log under the knowledge service's name.
     let old = now - 600_000_000_000;
@@ -801,6 +817,16 @@ async fn an_anomalys_recommendations_become_intents_once_under_the_policy() {
         assert!(Instant::now() < end, "{v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let (_, v) = call(&api, "GET", "/v1/audit?actor=knowledge", OPS, Value::Null).await;
+    let conflicts: Vec<&Value> = v["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["result"] == "refused" && r["detail"].as_str().unwrap().contains("already owns")
+        })
+        .collect();
+    assert!(conflicts.is_empty(), "{conflicts:?}");
     let (_, v) = call(&api, "GET", "/v1/intents", OPS, Value::Null).await;
     assert!(
         !v["intents"]

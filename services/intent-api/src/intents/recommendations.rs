@@ -13,7 +13,8 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Intents;
-use super::model::{IntentSpec, Origin};
+use super::model::{IntentKind, IntentSpec, Origin};
+use super::store::State;
 use crate::auth::{Identity, Role};
 use crate::findings::Findings;
 
@@ -83,6 +84,20 @@ async fn follow(
             continue;
         }
         let done = intents.for_anomaly(&a.id).await;
+        // What another intent already asks for (an attacker blocked through its own anomaly)
+        // is not asked for again.
+        let standing: Vec<IntentKind> = intents
+            .list(None)
+            .await
+            .into_iter()
+            .filter(|i| {
+                matches!(
+                    i.state,
+                    State::PendingApproval | State::Applying | State::Verifying | State::Active
+                )
+            })
+            .map(|i| i.spec.kind)
+            .collect();
         for spec in specs(&a) {
             let spec = match spec {
                 Ok(s) => s,
@@ -93,7 +108,7 @@ async fn follow(
                     continue;
                 }
             };
-            if done.iter().any(|i| i.spec.kind == spec.kind) {
+            if done.iter().any(|i| i.spec.kind == spec.kind) || standing.contains(&spec.kind) {
                 continue;
             }
             match intents.submit(spec, &me).await {
