@@ -719,7 +719,8 @@ fn set_type(
     let features = m.deviations(&s.x);
     a.anomaly_type = t;
     a.confidence = confidence;
-    a.recommendations = explain::recommend(t, s.kind, &s.entity, w, &flows, &a.id);
+    a.recommendations.clear();
+    add_recommendations(a, s, w);
     a.explanation = Explanation {
         summary: explain::summary(
             t,
