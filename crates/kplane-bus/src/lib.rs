@@ -63,6 +63,14 @@ pub mod headers {
     /// it closed — every result of that lane up to there is published, so a consumer need not
     /// wait for a later window to know a window is complete.
     pub const LANE_THROUGH: &str = "kplane-lane-through-ns";
+    /// `int.reports`, `int.events`: the latest report timestamp (ns) the producer had processed
+    /// when it sent the message — every record it processed before is in this message or an
+    /// earlier one of the partition. A partition with nothing to send gets this on an empty
+    /// heartbeat message (`kplane-records: 0`), so its windows close as time moves on
+    /// elsewhere instead of waiting for its own next record.
+    pub const REPORT_TIME_THROUGH: &str = "kplane-report-time-through-ns";
+    /// The same for the producer's receive clock (the latest receive time processed).
+    pub const RECEIVED_THROUGH: &str = "kplane-received-through-ns";
 }
 
 /// One message on the bus.

@@ -79,6 +79,10 @@ fn consume(
                 {
                     continue;
                 }
+                // Heartbeats carry no records.
+                if m.payload.is_empty() {
+                    continue;
+                }
                 let read = now_ns();
                 let reader = arrow_ipc::reader::StreamReader::try_new(
                     std::io::Cursor::new(&m.payload[..]),

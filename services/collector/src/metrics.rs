@@ -56,6 +56,7 @@ pub struct CollectorMetrics {
     pub sequence_resets: Counter,
     pub dropped: Family<DropLabels, Counter>,
     pub batch_records: Histogram,
+    pub heartbeats: Counter,
     pub publish_seconds: Histogram,
     pub partition_records: Family<TopicPartition, Counter>,
     pub metric_keys: Gauge,
@@ -78,6 +79,7 @@ impl Default for CollectorMetrics {
             sequence_resets: Counter::default(),
             dropped: Family::default(),
             batch_records: Histogram::new(exponential_buckets(1.0, 4.0, 9)),
+            heartbeats: Counter::default(),
             publish_seconds: Histogram::new(exponential_buckets(1e-6, 4.0, 12)),
             partition_records: Family::default(),
             metric_keys: Gauge::default(),
@@ -150,6 +152,11 @@ impl CollectorMetrics {
             "batch_records",
             "Records per published batch",
             self.batch_records.clone(),
+        );
+        r.register(
+            "heartbeats",
+            "Empty messages that tell a quiet partition's consumers how far the collector got",
+            self.heartbeats.clone(),
         );
         r.register(
             "publish_seconds",

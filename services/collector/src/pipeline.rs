@@ -159,6 +159,8 @@ impl Core {
         };
         self.local.decoded[format_index(rec.envelope.format)] += 1;
         self.now_ns = self.now_ns.max(rec.envelope.received_ns);
+        self.publisher
+            .processed(rec.envelope.timestamp_ns, rec.envelope.received_ns);
         let env = &rec.envelope;
         if let (Some(node), Some(seq)) = (env.node_id, env.sequence) {
             let bits = if env.format == ReportFormat::TelemetryReportV20 {

@@ -125,6 +125,8 @@ fn batches(bus: &EmbeddedBus, topic: &str) -> Vec<RecordBatch> {
     let mut c = bus.consumer(topic, "test").unwrap();
     c.drain(Duration::from_millis(50))
         .into_iter()
+        // Heartbeats carry no rows.
+        .filter(|d| !d.message.payload.is_empty())
         .flat_map(|d| {
             assert_eq!(
                 d.message.header(headers::CONTENT_TYPE),

@@ -219,6 +219,12 @@ impl Panes {
             .collect()
     }
 
+    /// The producer has published every row up to event time `t` (a heartbeat): the watermark
+    /// moves on as if a row of that time had arrived.
+    pub fn advance(&mut self, t: i64) {
+        self.max_event_ns = self.max_event_ns.max(t);
+    }
+
     /// Emits the windows the watermark has passed (all of them with `all`) with the new
     /// checkpoint, or `None` when nothing closed and nothing new was read.
     pub fn close(&mut self, all: bool) -> Option<(Vec<ClosedWindow>, Checkpoint)> {

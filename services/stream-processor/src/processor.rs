@@ -272,19 +272,31 @@ impl Processor {
             self.metrics.unowned.inc();
             return;
         };
-        let decoded = crate::input::batches(
-            m.header(headers::CONTENT_TYPE),
-            &m.payload,
-            lane.kind == LaneKind::Reports,
-        );
-        let batches = match decoded {
-            Ok(b) => b,
-            Err(e) => {
-                self.undecodable(&key, m.offset, &e);
-                return;
-            }
+        // How far the producer had got on the lane's clock: a quiet lane's windows close on it.
+        let clock = match (lane.kind, self.cfg.event_time) {
+            (LaneKind::Reports, EventTime::Report) => headers::REPORT_TIME_THROUGH,
+            _ => headers::RECEIVED_THROUGH,
         };
-        self.offer_batches(&key, m.offset, &batches);
+        let through = m.header(clock).and_then(|v| v.parse::<i64>().ok());
+        if m.payload.is_empty() {
+            // A heartbeat (or an empty batch): nothing to decode, its offset is accounted for.
+            if let Some(lane) = self.lanes.get_mut(&key) {
+                let _ = lane.panes.offer(m.offset, &[]);
+            }
+        } else {
+            let decoded = crate::input::batches(
+                m.header(headers::CONTENT_TYPE),
+                &m.payload,
+                lane.kind == LaneKind::Reports,
+            );
+            match decoded {
+                Ok(batches) => self.offer_batches(&key, m.offset, &batches),
+                Err(e) => self.undecodable(&key, m.offset, &e),
+            }
+        }
+        if let (Some(t), Some(lane)) = (through, self.lanes.get_mut(&key)) {
+            lane.panes.advance(t);
+        }
     }
 
     fn undecodable(&mut self, key: &(String, u32), offset: i64, e: &str) {

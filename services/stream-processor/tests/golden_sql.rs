@@ -238,3 +238,57 @@ fn an_undecodable_message_is_counted_skipped_and_committed_past() {
     );
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// A heartbeat on `lane` at `offset`: the collector had processed reports up to `through_ns`.
+fn heartbeat(lane: &(String, u32), offset: i64, through_ns: u64) -> kplane_bus::Received {
+    use kplane_bus::headers;
+    kplane_bus::Received {
+        topic: lane.0.clone(),
+        partition: lane.1,
+        offset,
+        key: None,
+        headers: vec![
+            (headers::RECORDS.to_string(), "0".to_string()),
+            (headers::REPORT_TIME_THROUGH.to_string(), through_ns.to_string()),
+            (headers::RECEIVED_THROUGH.to_string(), through_ns.to_string()),
+        ],
+        payload: bytes::Bytes::new(),
+        timestamp_ms: None,
+    }
+}
+
+#[test]
+fn a_heartbeat_closes_a_quiet_lanes_windows() {
+    let data = std::env::temp_dir().join(format!("kplane-sp-beat-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let cfg = Config {
+        data_dir: data.clone(),
+        publish: false,
+        lateness: std::time::Duration::from_millis(200),
+        ..Config::default()
+    };
+    let metrics = ProcessorMetrics::default();
+    let mut p = Processor::new(cfg, metrics.clone(), None).unwrap();
+    let r = (topics::REPORTS.to_string(), 0u32);
+    p.rebalance(vec![PartitionEvent::Assigned(vec![r.clone()])])
+        .unwrap();
+    // Rows of [10 s, 11 s) and [11 s, 12 s); the lane's own rows close neither (lateness).
+    p.offer_batches(&r, 0, &[reports()]);
+    assert_eq!(p.close_lane(&r, false).unwrap(), None);
+    // The collector got to 11.1 s elsewhere: not past [10 s, 11 s) by the lateness yet.
+    p.handle(heartbeat(&r, 1, 11 * S + 100_000_000));
+    assert_eq!(p.close_lane(&r, false).unwrap(), None);
+    // 11.2 s: the first window closes (message 0 still holds rows of the second).
+    p.handle(heartbeat(&r, 2, 11 * S + 200_000_000));
+    let (_, _, through) = p.close_lane(&r, false).unwrap().expect("a window closed");
+    assert_eq!((through, metrics.windows_written.get()), (-1, 1));
+    // 12.2 s: the second closes, and every message, heartbeats too, is accounted for.
+    p.handle(heartbeat(&r, 3, 12 * S + 200_000_000));
+    let (_, _, through) = p.close_lane(&r, false).unwrap().expect("a window closed");
+    assert_eq!((through, metrics.windows_written.get()), (3, 2));
+    assert_eq!(metrics.undecodable.get(), 0, "a heartbeat is not a bad message");
+    let flows = sql_blocking(&data, "SELECT count(*) AS n FROM flows").unwrap();
+    let text = pretty_format_batches(&flows).unwrap().to_string();
+    assert!(text.contains("| 5 |"), "3 flows in [10 s, 11 s), 2 in [11 s, 12 s): {text}");
+    std::fs::remove_dir_all(&data).unwrap();
+}
