@@ -437,10 +437,20 @@ mod tests {
                 m.header(headers::RECEIVED_THROUGH).unwrap().to_string(),
             )
         };
-        assert_eq!(msgs.len(), 2, "the batch of partition 0 and a heartbeat for 1");
+        assert_eq!(
+            msgs.len(),
+            2,
+            "the batch of partition 0 and a heartbeat for 1"
+        );
         let (batch, beat) = (&msgs[0], &msgs[1]);
-        assert_eq!((batch.partition, batch.header(headers::RECORDS)), (0, Some("1")));
-        assert_eq!((beat.partition, beat.header(headers::RECORDS)), (1, Some("0")));
+        assert_eq!(
+            (batch.partition, batch.header(headers::RECORDS)),
+            (0, Some("1"))
+        );
+        assert_eq!(
+            (beat.partition, beat.header(headers::RECORDS)),
+            (1, Some("0"))
+        );
         assert!(beat.payload.is_empty());
         for m in [batch, beat] {
             assert_eq!(through(m), ("5000".into(), "6000".into()));
@@ -457,6 +467,10 @@ mod tests {
         p.flush_due(false);
         let beats = std::mem::take(&mut *sent.0.lock().unwrap());
         assert_eq!(beats.len(), 2);
-        assert!(beats.iter().all(|m| through(m) == ("9000".into(), "9000".into())));
+        assert!(
+            beats
+                .iter()
+                .all(|m| through(m) == ("9000".into(), "9000".into()))
+        );
     }
 }

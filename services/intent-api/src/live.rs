@@ -141,6 +141,10 @@ pub fn apply(live: &Live, topic: &str, schema: Option<&str>, payload: &[u8]) {
     let Some(table) = schema.and_then(|s| s.strip_suffix("/v1")) else {
         return;
     };
+    // A lane's progress message (`lane-progress/v1`) carries no rows.
+    if payload.is_empty() {
+        return;
+    }
     match arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(payload), None)
         .and_then(|r| r.collect::<Result<Vec<_>, _>>())
     {

@@ -280,13 +280,13 @@ impl Engine {
 
     /// A processor lane has published every result up to the window ending at `through_ns`.
     pub fn lane_published(&mut self, lane: &str, through_ns: i64) {
-        if let Some(t) = self.lanes.get_mut(lane) {
-            *t = (*t).max(through_ns);
-        }
+        let t = self.lanes.entry(lane.to_string()).or_insert(through_ns);
+        *t = (*t).max(through_ns);
     }
 
-    /// Completes every window but the newest (all of them when `idle`; the newest too once the
-    /// lanes have published through it), and swaps in models a finished training produced.
+    /// Completes, in order, the windows every processor lane has published through (all of
+    /// them when `idle`; without lane marks, every window but the newest), and swaps in models
+    /// a finished training produced.
     pub fn tick(&mut self, idle: bool) -> Output {
         self.collect_training();
         let mut out = Output::default();
@@ -296,19 +296,24 @@ impl Engine {
             let horizon = n - 10 * self.window_ns;
             self.lanes.retain(|_, t| *t >= horizon);
         }
-        // Complete once a lane is through it and none that was through the window before is
-        // still on it. A lane further behind is quiet (it closes windows only as its sparse
-        // reports move its watermark): waiting for it would hold every window back, and what
-        // it publishes late is counted (`late_results`), as under the later-window rule.
-        let (lanes, w) = (&self.lanes, self.window_ns);
-        let published = |e: i64| {
-            lanes.values().any(|t| *t >= e) && !lanes.values().any(|t| (e - w..e).contains(t))
+        // Every lane says how far it is, windows without its rows included (the collector's
+        // heartbeats move a quiet lane's watermark), so a window is complete once all are
+        // through it. A lane that falls behind holds windows back until it catches up or
+        // has been silent for 10 windows; what it publishes after that is counted
+        // (`late_results`).
+        let lanes = &self.lanes;
+        let complete = |e: i64| {
+            if lanes.is_empty() {
+                Some(e) != newest
+            } else {
+                lanes.values().all(|t| *t >= e)
+            }
         };
         let ready: Vec<i64> = self
             .pending
             .keys()
             .copied()
-            .filter(|e| idle || Some(*e) != newest || published(*e))
+            .take_while(|e| idle || complete(*e))
             .collect();
         for end in ready {
             if let Some(w) = self.pending.remove(&end) {
@@ -815,21 +820,45 @@ mod tests {
         }
         e.lane_published(lanes[0], w(2));
         e.tick(false);
-        assert_eq!(e.counts.windows, 1, "p1 kept pace: waited for");
+        assert_eq!(
+            e.counts.windows, 1,
+            "p1 is not through window 2: waited for"
+        );
         e.lane_published(lanes[1], w(2));
         e.tick(false);
         assert_eq!(e.counts.windows, 2);
-        // p1 falls quiet: two windows behind, it does not hold window 4 back.
+        // p0 has results in windows 3 and 4; p1 none (its progress message says so).
+        e.add_result("event_counts", &result(w(3)), Some(lanes[0]));
         e.add_result("event_counts", &result(w(4)), Some(lanes[0]));
         e.lane_published(lanes[0], w(4));
         e.tick(false);
-        assert_eq!(e.counts.windows, 3);
-        // Without lane headers, a later window (or idleness) completes it, as before.
-        e.add_result("event_counts", &result(w(5)), None);
+        assert_eq!(
+            e.counts.windows, 2,
+            "p1 may still have rows of window 3: a later window does not complete it"
+        );
+        e.lane_published(lanes[1], w(4));
         e.tick(false);
-        assert_eq!(e.counts.windows, 3);
+        assert_eq!(e.counts.windows, 4, "in order, both");
+        // A lane silent for 10 windows is forgotten: it holds nothing back any more.
+        e.add_result("event_counts", &result(w(15)), Some(lanes[0]));
+        e.lane_published(lanes[0], w(15));
+        e.tick(false);
+        assert_eq!(e.counts.windows, 5);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn without_lane_marks_a_later_window_completes_one() {
+        let (mut e, dir) = engine("nolanes");
+        let w = |i: i64| i * 100_000_000;
+        e.add_result("event_counts", &result(w(1)), None);
+        e.tick(false);
+        assert_eq!(e.counts.windows, 0);
+        e.add_result("event_counts", &result(w(2)), None);
+        e.tick(false);
+        assert_eq!(e.counts.windows, 1);
         e.tick(true);
-        assert_eq!(e.counts.windows, 4);
+        assert_eq!(e.counts.windows, 2);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

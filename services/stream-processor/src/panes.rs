@@ -225,6 +225,15 @@ impl Panes {
         self.max_event_ns = self.max_event_ns.max(t);
     }
 
+    /// The end of the latest window the watermark has passed (every window up to there is
+    /// emitted once `close` has run); `None` before any row or heartbeat.
+    pub fn watermark_window_end(&self) -> Option<i64> {
+        (self.max_event_ns != i64::MIN).then(|| {
+            let mark = self.max_event_ns.saturating_sub(self.lateness_ns);
+            mark - mark.rem_euclid(self.slide_ns)
+        })
+    }
+
     /// Emits the windows the watermark has passed (all of them with `all`) with the new
     /// checkpoint, or `None` when nothing closed and nothing new was read.
     pub fn close(&mut self, all: bool) -> Option<(Vec<ClosedWindow>, Checkpoint)> {

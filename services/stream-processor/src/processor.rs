@@ -44,6 +44,8 @@ struct Lane {
     /// Alerts raised since the last commit (stored with it).
     pending_alerts: Vec<Alert>,
     first_alert_offset: i64,
+    /// The window end the lane last told `int.windows` it is through (`kplane-lane-through-ns`).
+    told_through: i64,
 }
 
 /// `reports-p3`, `events-p0`: the lane's file prefix and checkpoint log name.
@@ -245,6 +247,7 @@ impl Processor {
                                 detector: Detector::new(partition, self.cfg.thresholds.clone()),
                                 last_data: Instant::now(),
                                 previous_paths: Vec::new(),
+                                told_through: i64::MIN,
                                 pending_alerts: Vec::new(),
                                 first_alert_offset: -1,
                             },
@@ -421,6 +424,7 @@ impl Processor {
         let closed = lane.panes.close(all);
         StageTimes::lap(&mut self.stages.panes, started);
         let Some((windows, checkpoint)) = closed else {
+            self.tell_progress(key);
             return Ok(None);
         };
         let mut rows: Vec<WindowRows> = Vec::new();
@@ -440,7 +444,16 @@ impl Processor {
         };
         let published: Vec<(&'static str, RecordBatch)> =
             rows.iter().map(|(t, _, _, b)| (*t, b.clone())).collect();
-        let through_ns = rows.iter().map(|(_, _, end, _)| *end).max().unwrap_or(0);
+        // Through every window the watermark passed, those without rows too.
+        let through_ns = rows
+            .iter()
+            .map(|(_, _, end, _)| *end)
+            .chain(lane.panes.watermark_window_end())
+            .max()
+            .unwrap_or(0);
+        if !published.is_empty() {
+            lane.told_through = lane.told_through.max(through_ns);
+        }
         let (files, compactions) = (lane.store.files_written, lane.store.compactions);
         let started = Instant::now();
         lane.store.commit(rows, alerts, n_windows, checkpoint)?;
@@ -478,9 +491,51 @@ impl Processor {
             );
         }
         tracing::debug!(lane = %lane_name(&topic, partition), windows = n_windows, ?checkpoint, "committed");
+        if published.is_empty() {
+            self.tell_progress(key);
+        }
         Ok(Some((topic, partition, through)))
     }
 }
+
+impl Processor {
+    /// A lane whose watermark passed the end of windows it holds no rows for says so on
+    /// `int.windows` (an empty message with `kplane-lane-through-ns`): its consumers complete
+    /// those windows without waiting for it.
+    fn tell_progress(&mut self, key: &(String, u32)) {
+        let (Some(p), Some(lane)) = (&self.results, self.lanes.get_mut(key)) else {
+            return;
+        };
+        let Some(end) = lane.panes.watermark_window_end() else {
+            return;
+        };
+        if end <= lane.told_through {
+            return;
+        }
+        lane.told_through = end;
+        let partitions = p.partitions(topics::WINDOWS).unwrap_or(1).max(1);
+        let msg = Message {
+            topic: topics::WINDOWS,
+            partition: lane.partition % partitions,
+            key: None,
+            headers: vec![
+                (headers::SCHEMA, LANE_PROGRESS_SCHEMA.to_string()),
+                (headers::RECORDS, "0".to_string()),
+                (headers::LANE, lane_name(&lane.topic, lane.partition)),
+                (headers::LANE_THROUGH, end.to_string()),
+            ],
+            payload: Bytes::new(),
+            timestamp_ns: kplane_model::unix_time_ns(),
+        };
+        if let Err(e) = p.send(msg) {
+            self.metrics.publish_failures.inc();
+            tracing::debug!(error = %e, "lane progress not published");
+        }
+    }
+}
+
+/// The schema of a lane's progress message on `int.windows` (no payload).
+pub const LANE_PROGRESS_SCHEMA: &str = "lane-progress/v1";
 
 /// The latest collector receive time in a window (for the arrival → result latency).
 fn latest_arrival(w: &ClosedWindow) -> i64 {

@@ -249,8 +249,14 @@ fn heartbeat(lane: &(String, u32), offset: i64, through_ns: u64) -> kplane_bus::
         key: None,
         headers: vec![
             (headers::RECORDS.to_string(), "0".to_string()),
-            (headers::REPORT_TIME_THROUGH.to_string(), through_ns.to_string()),
-            (headers::RECEIVED_THROUGH.to_string(), through_ns.to_string()),
+            (
+                headers::REPORT_TIME_THROUGH.to_string(),
+                through_ns.to_string(),
+            ),
+            (
+                headers::RECEIVED_THROUGH.to_string(),
+                through_ns.to_string(),
+            ),
         ],
         payload: bytes::Bytes::new(),
         timestamp_ms: None,
@@ -268,13 +274,32 @@ fn a_heartbeat_closes_a_quiet_lanes_windows() {
         ..Config::default()
     };
     let metrics = ProcessorMetrics::default();
-    let mut p = Processor::new(cfg, metrics.clone(), None).unwrap();
+    let bus = std::sync::Arc::new(kplane_bus::EmbeddedBus::new());
+    bus.create_topic(topics::WINDOWS, 1, 1 << 10);
+    let mut windows = bus.consumer(topics::WINDOWS, "t").unwrap();
+    let mut p = Processor::new(cfg, metrics.clone(), Some(bus.clone())).unwrap();
     let r = (topics::REPORTS.to_string(), 0u32);
     p.rebalance(vec![PartitionEvent::Assigned(vec![r.clone()])])
         .unwrap();
+    // What the lane told `int.windows` it is through, and in how many messages without rows.
+    let mut marks = || {
+        let got = windows.drain(std::time::Duration::ZERO);
+        let through = got
+            .iter()
+            .filter_map(|d| d.message.header(kplane_bus::headers::LANE_THROUGH))
+            .map(|t| t.parse::<u64>().unwrap())
+            .max();
+        let empty = got.iter().filter(|d| d.message.payload.is_empty()).count();
+        (through, empty)
+    };
     // Rows of [10 s, 11 s) and [11 s, 12 s); the lane's own rows close neither (lateness).
     p.offer_batches(&r, 0, &[reports()]);
     assert_eq!(p.close_lane(&r, false).unwrap(), None);
+    assert_eq!(
+        marks(),
+        (Some(10 * S), 1),
+        "through every window before its first"
+    );
     // The collector got to 11.1 s elsewhere: not past [10 s, 11 s) by the lateness yet.
     p.handle(heartbeat(&r, 1, 11 * S + 100_000_000));
     assert_eq!(p.close_lane(&r, false).unwrap(), None);
@@ -286,9 +311,33 @@ fn a_heartbeat_closes_a_quiet_lanes_windows() {
     p.handle(heartbeat(&r, 3, 12 * S + 200_000_000));
     let (_, _, through) = p.close_lane(&r, false).unwrap().expect("a window closed");
     assert_eq!((through, metrics.windows_written.get()), (3, 2));
-    assert_eq!(metrics.undecodable.get(), 0, "a heartbeat is not a bad message");
+    assert_eq!(
+        marks(),
+        (Some(12 * S), 0),
+        "results, through the second window"
+    );
+    // 14.2 s: no rows in [12 s, 13 s) and [13 s, 14 s): an empty progress message says so.
+    p.handle(heartbeat(&r, 4, 14 * S + 200_000_000));
+    p.close_lane(&r, false).unwrap();
+    assert_eq!(marks(), (Some(14 * S), 1));
+    p.handle(heartbeat(&r, 5, 14 * S + 300_000_000));
+    p.close_lane(&r, false).unwrap();
+    assert_eq!(marks(), (None, 0), "told once per window");
+    assert_eq!(
+        metrics.windows_written.get(),
+        2,
+        "no window without rows is written"
+    );
+    assert_eq!(
+        metrics.undecodable.get(),
+        0,
+        "a heartbeat is not a bad message"
+    );
     let flows = sql_blocking(&data, "SELECT count(*) AS n FROM flows").unwrap();
     let text = pretty_format_batches(&flows).unwrap().to_string();
-    assert!(text.contains("| 5 |"), "3 flows in [10 s, 11 s), 2 in [11 s, 12 s): {text}");
+    assert!(
+        text.contains("| 5 |"),
+        "3 flows in [10 s, 11 s), 2 in [11 s, 12 s): {text}"
+    );
     std::fs::remove_dir_all(&data).unwrap();
 }
