@@ -27,7 +27,7 @@ use arrow_array::{
 use arrow_buffer::{ArrowNativeType, NullBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use kplane_model::schema::col;
-use kplane_model::{HopField, ip_from_16, ip_to_16};
+use kplane_model::{HopField, Metric, ip_from_16, ip_to_16};
 
 use crate::config::Thresholds;
 use crate::flow_table::FlowTable;
@@ -436,7 +436,8 @@ impl Detector {
         let interval = self.t.loss_burst_interval.as_nanos() as i64;
         let threshold = self.t.loss_burst_reports;
         for i in 0..events.num_rows() {
-            if metric.value(i) != "report_loss" || node.is_null(i) || value.is_null(i) {
+            if metric.value(i) != Metric::ReportLoss.as_str() || node.is_null(i) || value.is_null(i)
+            {
                 continue;
             }
             let (n, t, lost) = (node.value(i), time.value(i), value.value(i));
@@ -572,4 +573,94 @@ pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
         Arc::new(prev.finish()),
     ];
     RecordBatch::try_new(alerts_schema(), cols)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kplane_model::batch::EventBatchBuilder;
+    use kplane_model::{Detector as EventDetector, EventKind, EventRow};
+
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// Events of `(time ms, metric, node, value)`.
+    fn events(rows: &[(i64, Metric, u32, u64)]) -> RecordBatch {
+        let mut b = EventBatchBuilder::new(rows.len());
+        for &(t, metric, node, value) in rows {
+            b.append(&EventRow {
+                received_ns: (t * MS) as u64,
+                kind: EventKind::Loss,
+                metric,
+                detector: EventDetector::Sequence,
+                flow: None,
+                node_id: Some(node),
+                queue_id: None,
+                egress_port: None,
+                hw_id: Some(0),
+                value: Some(value),
+                previous: None,
+                path: &[],
+                exporter: None,
+            })
+            .unwrap();
+        }
+        b.finish().unwrap()
+    }
+
+    fn detector() -> Detector {
+        Detector::new(
+            3,
+            Thresholds {
+                loss_burst_reports: 10,
+                loss_burst_interval: Duration::from_secs(1),
+                ..Thresholds::default()
+            },
+        )
+    }
+
+    fn bursts(d: &mut Detector, rows: &[(i64, Metric, u32, u64)]) -> Vec<Alert> {
+        let mut out = Vec::new();
+        d.events(&events(rows), &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn report_loss_within_the_interval_raises_one_burst_per_episode() {
+        let mut d = detector();
+        let loss = Metric::ReportLoss;
+        assert!(
+            bursts(&mut d, &[(0, loss, 7, 4), (300, loss, 7, 5)]).is_empty(),
+            "9 < 10"
+        );
+        let got = bursts(&mut d, &[(600, loss, 7, 2)]);
+        assert_eq!(got.len(), 1);
+        let a = &got[0];
+        assert_eq!(a.kind, Some(AlertKind::ReportLossBurst));
+        assert_eq!(
+            (a.node_id, a.value, a.threshold),
+            (Some(7), Some(11), Some(10))
+        );
+        assert_eq!((a.time_ns, a.partition), (600 * MS, 3));
+        // Still bursting: no second alert.
+        assert!(bursts(&mut d, &[(900, loss, 7, 20)]).is_empty());
+        // The window slides past the loss: the episode ends; a new one raises again.
+        assert!(bursts(&mut d, &[(3_000, loss, 7, 1)]).is_empty());
+        assert_eq!(bursts(&mut d, &[(3_100, loss, 7, 12)]).len(), 1);
+    }
+
+    #[test]
+    fn loss_spread_over_time_other_nodes_and_other_metrics_do_not_burst() {
+        let mut d = detector();
+        let loss = Metric::ReportLoss;
+        // 5 + 5 + 5 lost, each 1.1 s apart: never 10 within 1 s.
+        let spread = [(0, loss, 1, 5), (1_100, loss, 1, 5), (2_200, loss, 1, 5)];
+        assert!(bursts(&mut d, &spread).is_empty());
+        // Per node: 6 on one and 6 on another are not a burst of 12.
+        assert!(bursts(&mut d, &[(3_300, loss, 1, 6), (3_310, loss, 2, 6)]).is_empty());
+        // Other metrics' values are not losses.
+        assert!(bursts(&mut d, &[(4_000, Metric::FlowLatency, 1, 1_000)]).is_empty());
+    }
 }
