@@ -3,7 +3,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
 
-.PHONY: help run up test test-console test-kafka broker lint fmt bench fuzz samples bless p4
+.PHONY: help run up test test-suite test-console broker lint fmt bench fuzz samples bless p4
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -13,7 +13,16 @@ run: ## Everything in one process: emulator, collector, processor, API + console
 
 up: run ## Same as run
 
-test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay, end to end, the console in Chromium)
+test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay, end to end, Kafka, the console in Chromium); starts the local broker unless KPLANE_KAFKA_BROKERS names one
+	@if [ -n "$$KPLANE_KAFKA_BROKERS" ]; then \
+	  KPLANE_REQUIRE_KAFKA=1 $(MAKE) --no-print-directory test-suite; \
+	else \
+	  broker=$$(scripts/kafka-broker.sh start) || exit 1; \
+	  trap 'scripts/kafka-broker.sh stop' EXIT; \
+	  env $$broker KPLANE_REQUIRE_KAFKA=1 $(MAKE) --no-print-directory test-suite; \
+	fi
+
+test-suite: ## The tests alone, against the broker in KPLANE_KAFKA_BROKERS (Kafka tests return early, saying so, without one)
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
 	$(CARGO) test --workspace --locked --doc
 	scripts/console-test.sh
@@ -21,9 +30,6 @@ test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay
 test-console: ## The web console in Debian's Chromium against `kplane up` (screenshot: target/console.png)
 	scripts/console-test.sh
 
-test-kafka: ## Start a local Kafka-protocol broker (scripts/kafka-broker.sh) and run every test, Kafka ones included
-	@eval "$$(scripts/kafka-broker.sh start)"; export KPLANE_KAFKA_BROKERS KPLANE_REQUIRE_KAFKA=1; \
-	  $(MAKE) test; rc=$$?; scripts/kafka-broker.sh stop; exit $$rc
 
 broker: ## Start the local Kafka-protocol broker on 127.0.0.1:19092 (stop: scripts/kafka-broker.sh stop)
 	scripts/kafka-broker.sh start
