@@ -491,14 +491,11 @@ impl Processor {
             );
         }
         tracing::debug!(lane = %lane_name(&topic, partition), windows = n_windows, ?checkpoint, "committed");
-        if published.is_empty() {
-            self.tell_progress(key);
-        }
+        // Without results the lane says how far it is in a message of its own.
+        self.tell_progress(key);
         Ok(Some((topic, partition, through)))
     }
-}
 
-impl Processor {
     /// A lane whose watermark passed the end of windows it holds no rows for says so on
     /// `int.windows` (an empty message with `kplane-lane-through-ns`): its consumers complete
     /// those windows without waiting for it.
