@@ -386,10 +386,9 @@ impl Processor {
                     payload.push(b'\n');
                 }
             }
-            let partitions = p.partitions(topics::ALERTS).unwrap_or(1).max(1);
             let msg = Message {
                 topic: topics::ALERTS,
-                partition: lane.partition % partitions,
+                partition: result_partition(p.as_ref(), topics::ALERTS, lane.partition),
                 key: None,
                 headers: vec![
                     (headers::CONTENT_TYPE, content_types::JSON_LINES.to_string()),
@@ -510,10 +509,9 @@ impl Processor {
             return;
         }
         lane.told_through = end;
-        let partitions = p.partitions(topics::WINDOWS).unwrap_or(1).max(1);
         let msg = Message {
             topic: topics::WINDOWS,
-            partition: lane.partition % partitions,
+            partition: result_partition(p.as_ref(), topics::WINDOWS, lane.partition),
             key: None,
             headers: vec![
                 (headers::SCHEMA, LANE_PROGRESS_SCHEMA.to_string()),
@@ -529,6 +527,12 @@ impl Processor {
             tracing::debug!(error = %e, "lane progress not published");
         }
     }
+}
+
+/// The partition of a result topic a lane's messages go to: its input partition modulo the
+/// topic's partitions (`result-partitions`).
+fn result_partition(p: &dyn Producer, topic: &str, lane_partition: u32) -> u32 {
+    lane_partition % p.partitions(topic).unwrap_or(1).max(1)
 }
 
 /// The schema of a lane's progress message on `int.windows` (no payload).
@@ -611,7 +615,7 @@ fn publish_windows(
     metrics: &ProcessorMetrics,
 ) {
     let (topic, partition) = lane;
-    let partitions = p.partitions(topics::WINDOWS).unwrap_or(1).max(1);
+    let out_partition = result_partition(p, topics::WINDOWS, partition);
     for (i, (table, batch)) in results.iter().enumerate() {
         let mut payload = Vec::new();
         let encoded = arrow_ipc::writer::StreamWriter::try_new(&mut payload, &batch.schema())
@@ -626,7 +630,7 @@ fn publish_windows(
         }
         let mut msg = Message {
             topic: topics::WINDOWS,
-            partition: partition % partitions,
+            partition: out_partition,
             key: None,
             headers: vec![
                 (headers::CONTENT_TYPE, content_types::ARROW.to_string()),
