@@ -15,7 +15,7 @@ pub mod schema;
 
 pub use envelope::{ReportEnvelope, ReportFlags, ReportFormat};
 pub use event::{Detector, EventKind, EventRow, Metric};
-pub use flow::{FlowKey, ip_from_16, ip_to_16};
+pub use flow::{FlowHashKey, FlowKey, ip_from_16, ip_to_16};
 pub use hop::{HopField, HopRecord};
 pub use record::{MAX_HOPS, ReportRecord};
 

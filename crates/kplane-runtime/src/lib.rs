@@ -9,6 +9,7 @@ pub mod admin;
 pub mod config;
 mod error;
 pub mod hint;
+pub mod id_table;
 pub mod logging;
 pub mod metrics;
 pub mod probe;

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use kplane_model::{FlowKey, HopField, HopRecord, ReportEnvelope, ReportRecord};
 
-use crate::detect::{Detection, EventConfig};
+use crate::detect::{Detection, EventConfig, StateConfig};
 use crate::metrics::CollectorMetrics;
 use crate::pipeline::{Pipeline, SharedWatchlist};
 use crate::publish::Publisher;
@@ -256,7 +256,7 @@ pub fn reduction(p: &ReductionParams) -> ReductionResult {
     let noise = |rng: &mut Rng, t: u64| rng.below((t / 3).max(1));
     let total = p.rate * p.seconds;
     let step_every = (p.rate / p.changes.max(1)).max(1);
-    let mut det = Detection::new(p.events.clone());
+    let mut det = Detection::new(p.events.clone(), &StateConfig::default());
     let wl = Watchlist::default();
     let mut rec = ReportRecord {
         envelope: ReportEnvelope::default(),
@@ -350,7 +350,7 @@ pub fn rss_bytes() -> Option<u64> {
 /// Memory of event-detection state with `flows` flows (one hop each: a path, a flow latency
 /// and a per-hop latency key per flow). Returns (keys, resident bytes added, table bytes).
 pub fn memory(flows: u32) -> (usize, u64, usize) {
-    let mut det = Detection::new(EventConfig::default());
+    let mut det = Detection::new(EventConfig::default(), &StateConfig::default());
     let wl = Watchlist::default();
     let before = rss_bytes().unwrap_or(0);
     let mut rec = ReportRecord::default();

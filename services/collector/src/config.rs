@@ -9,7 +9,7 @@ use kplane_runtime::Validate;
 use kplane_wire::{DecodeOptions, DscpMatch};
 use serde::{Deserialize, Serialize};
 
-use crate::detect::EventConfig;
+use crate::detect::{EventConfig, StateConfig};
 use crate::watchlist::{Rule, Watchlist};
 
 /// How batches are encoded on the bus.
@@ -149,6 +149,8 @@ pub struct Config {
     /// Embedded bus: unconsumed messages held per partition.
     pub bus_capacity: usize,
     pub events: EventConfig,
+    /// Bounds of the detection state.
+    pub state: StateConfig,
     pub loss: LossConfig,
     pub decode: DecodeConfig,
     /// Flow-match rules selecting a per-flow event-detection algorithm.
@@ -174,6 +176,7 @@ impl Default for Config {
             publish_reports: false,
             bus_capacity: 1024,
             events: EventConfig::default(),
+            state: StateConfig::default(),
             loss: LossConfig::default(),
             decode: DecodeConfig::default(),
             watchlist: Vec::new(),
@@ -215,6 +218,16 @@ impl Validate for Config {
             self.events.refresh.is_zero() || self.events.refresh >= Duration::from_secs(1),
             "events.refresh must be 0 (off) or at least 1s",
         );
+        for (name, l) in [
+            ("flows", self.state.flows),
+            ("nodes", self.state.nodes),
+            ("algorithms", self.state.algorithms),
+        ] {
+            need(
+                l.max >= 1 && l.idle >= Duration::from_secs(1),
+                &format!("state.{name}: max must be >= 1 and idle at least 1s"),
+            );
+        }
         need(
             self.loss.reorder_window >= 1,
             "loss.reorder-window must be >= 1",

@@ -10,39 +10,22 @@
 //!   for the flow's numeric metrics (latency by default); path events and the switch metrics
 //!   (queues, links) keep the threshold detector.
 //!
-//! Threshold state is kept per flow (found by a 64-bit flow hash) and per switch (found by
-//! node id), see [`crate::threshold`]; the watchlist algorithms' state is keyed by a 64-bit
-//! hash of (metric, ids). See `docs/collector.md` for the collision argument.
+//! Threshold state is kept per flow (found by a keyed 64-bit flow hash,
+//! [`kplane_model::FlowHashKey`]: a tenant cannot make two flows collide) and per switch
+//! (found by node id), see [`crate::threshold`]; the watchlist algorithms' state is keyed by
+//! a 64-bit hash of (metric, flow hash, ids). See `docs/collector.md`.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
+use std::time::Duration;
 
-use kplane_model::{Detector, EventKind, EventRow, FlowKey, HopField, Metric, ReportRecord};
+use kplane_model::{
+    Detector, EventKind, EventRow, FlowHashKey, FlowKey, HopField, Metric, ReportRecord,
+};
+use kplane_runtime::id_table::{self, Evictions, IdTable};
 use serde::{Deserialize, Serialize};
 
 use crate::threshold::{Clock, Decision, FlowState, Flows, Nodes, QueueMetric, Refresh, Threshold};
 use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
-
-/// Keys are already well-mixed hashes: the table uses them as they are.
-#[derive(Clone, Copy, Debug, Default)]
-struct PassThrough(u64);
-
-impl Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = mix(self.0, u64::from(*b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<PassThrough>>;
 
 /// A fast hasher for small integer keys (node ids, sequence streams): each word is mixed in
 /// and the result finalised — no SipHash on the per-report path.
@@ -81,33 +64,6 @@ fn finish(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-/// An address as the integer of its 16-byte form ([`kplane_model::ip_to_16`]: IPv4 as
-/// `::ffff:a.b.c.d`), without going through bytes.
-#[inline]
-fn ip_bits(ip: std::net::IpAddr) -> u128 {
-    match ip {
-        std::net::IpAddr::V4(a) => 0xFFFF_0000_0000 | u128::from(u32::from(a)),
-        std::net::IpAddr::V6(a) => u128::from(a),
-    }
-}
-
-#[inline]
-fn flow_hash(f: &FlowKey) -> u64 {
-    let s = ip_bits(f.src_ip);
-    let d = ip_bits(f.dst_ip);
-    let ports =
-        (u64::from(f.src_port) << 24) | (u64::from(f.dst_port) << 8) | u64::from(f.protocol);
-    [
-        (s >> 64) as u64,
-        s as u64,
-        (d >> 64) as u64,
-        d as u64,
-        ports,
-    ]
-    .into_iter()
-    .fold(0x243F_6A88_85A3_08D3, mix)
 }
 
 /// Seed of the path hash (over the node ids in hop order).
@@ -150,6 +106,48 @@ impl Default for EventConfig {
     }
 }
 
+/// `[collector.state]`: bounds of the detection state that grows with traffic (see
+/// [`kplane_runtime::id_table`]): an entry idle for longer than `idle` is forgotten, and at
+/// `max` entries the least recently seen make room; evictions are counted by reason.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StateConfig {
+    /// Threshold state per flow (path, latency, hop latencies).
+    pub flows: id_table::Limits,
+    /// Switch state (queues, ports) and loss streams of switches with ids from 4096 up
+    /// (smaller ids are array slots, at most 4096, kept).
+    pub nodes: id_table::Limits,
+    /// Each watchlist algorithm's state (per-hop, per-flow, EWMA).
+    pub algorithms: id_table::Limits,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            flows: id_table::Limits {
+                idle: Duration::from_secs(300),
+                max: 1_000_000,
+            },
+            nodes: id_table::Limits {
+                idle: Duration::from_secs(3600),
+                max: 65_536,
+            },
+            algorithms: id_table::Limits {
+                idle: Duration::from_secs(300),
+                max: 1_000_000,
+            },
+        }
+    }
+}
+
+/// Entries and evictions of one table of detection state, for metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableState {
+    pub table: &'static str,
+    pub entries: usize,
+    pub evicted: Evictions,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Ewma {
     avg: f64,
@@ -169,13 +167,17 @@ pub struct Detection {
     refresh: Refresh,
     /// The thresholds as the read-only check uses them.
     limits: Limits,
+    /// This process's secret flow-hash key.
+    flow_key: FlowHashKey,
     flows: Flows,
     nodes: Nodes,
     /// Threshold keys held (flows' and switches').
     keys: usize,
-    per_hop: KeyMap<u64>,
-    per_flow: KeyMap<u64>,
-    ewma: KeyMap<Ewma>,
+    /// The watchlist algorithms' state (per-hop: by rule and switch ids; per-flow and EWMA:
+    /// by rule and flow).
+    per_hop: IdTable<u64>,
+    per_flow: IdTable<u64>,
+    ewma: IdTable<Ewma>,
     path: Vec<u32>,
     pub counts: Counts,
 }
@@ -245,17 +247,18 @@ fn hop_ids(metric: Metric, queue: Option<u8>, port: Option<u32>) -> (Option<u8>,
 }
 
 impl Detection {
-    pub fn new(cfg: EventConfig) -> Self {
+    pub fn new(cfg: EventConfig, state: &StateConfig) -> Self {
         Self {
             refresh: Refresh::from_ns(cfg.refresh.as_nanos().try_into().unwrap_or(u64::MAX)),
             limits: Limits::of(&cfg),
             cfg,
-            flows: Flows::default(),
-            nodes: Nodes::default(),
+            flow_key: FlowHashKey::random(),
+            flows: Flows::new(state.flows),
+            nodes: Nodes::new(state.nodes),
             keys: 0,
-            per_hop: KeyMap::default(),
-            per_flow: KeyMap::default(),
-            ewma: KeyMap::default(),
+            per_hop: IdTable::new(state.algorithms),
+            per_flow: IdTable::new(state.algorithms),
+            ewma: IdTable::new(state.algorithms),
             path: Vec::with_capacity(16),
             counts: Counts::default(),
         }
@@ -272,6 +275,46 @@ impl Detection {
         self.flows.bytes() + self.nodes.bytes()
     }
 
+    /// Entries and evictions per table (the switch table counts ids from 4096 up; `ports`
+    /// is switches' high ports, capped per switch).
+    pub fn tables(&self) -> [TableState; 6] {
+        let (nodes, ports) = self.nodes.evictions();
+        let table = |table, entries, evicted| TableState {
+            table,
+            entries,
+            evicted,
+        };
+        [
+            table("flows", self.flows.len(), self.flows.evictions()),
+            table("nodes", self.nodes.len(), nodes),
+            table(
+                "ports",
+                0,
+                Evictions {
+                    capacity: ports,
+                    ..Evictions::default()
+                },
+            ),
+            table("per-hop", self.per_hop.len(), self.per_hop.evictions()),
+            table("per-flow", self.per_flow.len(), self.per_flow.evictions()),
+            table("ewma", self.ewma.len(), self.ewma.evictions()),
+        ]
+    }
+
+    /// Stamps the flow and its switches seen after a report without events (their idle
+    /// time counts from the last report, not the last event).
+    #[inline]
+    fn seen(&mut self, rec: &ReportRecord, flow_hash: Option<u64>, clock: Clock) {
+        if let Some(fh) = flow_hash {
+            self.flows.seen(fh, clock);
+        }
+        for hop in &rec.hops {
+            if let Some(node) = hop.node_id() {
+                self.nodes.seen(node, clock);
+            }
+        }
+    }
+
     /// Forgets the watchlist algorithms' state (the rules changed).
     pub fn reset_algorithms(&mut self) {
         self.per_hop.clear();
@@ -281,14 +324,14 @@ impl Detection {
 
     /// The 64-bit hash a record's flow state is found by.
     #[inline]
-    pub fn flow_hash(rec: &ReportRecord) -> Option<u64> {
-        rec.flow.as_ref().map(flow_hash)
+    pub fn flow_hash(&self, rec: &ReportRecord) -> Option<u64> {
+        rec.flow.as_ref().map(|f| self.flow_key_hash(f))
     }
 
     /// [`Detection::flow_hash`] of a flow.
     #[inline]
-    pub fn flow_key_hash(flow: &FlowKey) -> u64 {
-        flow_hash(flow)
+    pub fn flow_key_hash(&self, flow: &FlowKey) -> u64 {
+        self.flow_key.hash(flow)
     }
 
     /// Starts loading the flow's state into cache: call it as early as the record is known
@@ -308,7 +351,7 @@ impl Detection {
         watchlist: &Watchlist,
         emit: impl FnMut(&EventRow<'_>),
     ) {
-        self.process_hashed(rec, Self::flow_hash(rec), watchlist, emit);
+        self.process_hashed(rec, self.flow_hash(rec), watchlist, emit);
     }
 
     /// [`Detection::process`] with the record's [`Detection::flow_hash`] already computed.
@@ -325,6 +368,7 @@ impl Detection {
         // Most reports change nothing: a read-only look decides that without the event
         // plumbing, which then runs only for reports with an event.
         if rule.is_none() && self.quiet(rec, flow_hash, clock) {
+            self.seen(rec, flow_hash, clock);
             return;
         }
         self.events(rec, flow_hash, rule, clock, emit);
@@ -396,6 +440,7 @@ impl Detection {
                     &mut self.per_hop,
                     &mut self.per_flow,
                     &mut self.ewma,
+                    clock.now_s,
                     &base,
                     &mut out,
                 ),
@@ -448,7 +493,7 @@ impl Detection {
             if occupancy.is_none() && congestion.is_none() && utilization.is_none() {
                 continue;
             }
-            let state = self.nodes.get(node);
+            let state = self.nodes.get(node, clock, keys);
             let mut report = |metric: Metric, value: u32, decision: Decision| {
                 if let Some((kind, previous)) = decision {
                     let (queue_id, egress_port) = hop_ids(metric, q, port);
@@ -505,7 +550,7 @@ impl Detection {
         // A pure predicate: its checks can run in any order, so one pass over the hops reads
         // each field once. The flow's checks apply when the full path makes them.
         let flow = match (flow_hash, rec.hops.is_empty()) {
-            (Some(fh), false) => match self.flows.find(fh) {
+            (Some(fh), false) => match self.flows.find(fh, clock) {
                 Some(state) => Some(state),
                 None => return false,
             },
@@ -611,7 +656,7 @@ impl Detection {
         if occupancy.is_none() && congestion.is_none() && utilization.is_none() {
             return true;
         }
-        let Some(state) = self.nodes.find(node) else {
+        let Some(state) = self.nodes.find(node, clock) else {
             return false;
         };
         occupancy.is_none_or(|(q, v)| {
@@ -629,9 +674,10 @@ impl Detection {
         fh: u64,
         rec: &ReportRecord,
         path: &[u32],
-        per_hop: &mut KeyMap<u64>,
-        per_flow: &mut KeyMap<u64>,
-        ewma: &mut KeyMap<Ewma>,
+        per_hop: &mut IdTable<u64>,
+        per_flow: &mut IdTable<u64>,
+        ewma: &mut IdTable<Ewma>,
+        now_s: u32,
         base: &EventRow<'_>,
         out: &mut impl FnMut(&EventRow<'_>),
     ) {
@@ -664,16 +710,12 @@ impl Detection {
                         | u64::from(queue_id.unwrap_or(0))
                         | u64::from(egress_port.unwrap_or(0));
                     let k = key(hop_metric, rule_id, ids);
-                    let event = match per_hop.entry(k) {
-                        Entry::Vacant(e) => {
-                            e.insert(v);
-                            Some((EventKind::New, None))
+                    let event = match per_hop.get_or_insert_with(k, now_s, || v, drop) {
+                        (_, true) => Some((EventKind::New, None)),
+                        (last, false) if v.abs_diff(*last) > t => {
+                            Some((EventKind::Change, Some(std::mem::replace(last, v))))
                         }
-                        Entry::Occupied(mut e) if v.abs_diff(*e.get()) > t => {
-                            let prev = e.insert(v);
-                            Some((EventKind::Change, Some(prev)))
-                        }
-                        Entry::Occupied(_) => None,
+                        _ => None,
                     };
                     if let Some((kind, previous)) = event {
                         out(&EventRow {
@@ -693,16 +735,12 @@ impl Detection {
             Algorithm::PerFlow => {
                 let Some(s) = sum() else { return };
                 let k = key(flow_metric, mix(fh, rule_id), 1);
-                let event = match per_flow.entry(k) {
-                    Entry::Vacant(e) => {
-                        e.insert(s);
-                        Some((EventKind::New, None))
+                let event = match per_flow.get_or_insert_with(k, now_s, || s, drop) {
+                    (_, true) => Some((EventKind::New, None)),
+                    (last, false) if s.abs_diff(*last) > t => {
+                        Some((EventKind::Change, Some(std::mem::replace(last, s))))
                     }
-                    Entry::Occupied(mut e) if s.abs_diff(*e.get()) > t => {
-                        let prev = e.insert(s);
-                        Some((EventKind::Change, Some(prev)))
-                    }
-                    Entry::Occupied(_) => None,
+                    _ => None,
                 };
                 if let Some((kind, previous)) = event {
                     out(&EventRow {
@@ -721,16 +759,13 @@ impl Detection {
                 let w = rule.weight.unwrap_or(1.0);
                 let k = key(flow_metric, mix(fh, rule_id), 2);
                 let x = s as f64;
-                let event = match ewma.entry(k) {
-                    Entry::Vacant(e) => {
-                        e.insert(Ewma {
-                            avg: x,
-                            reported: x,
-                        });
-                        Some((EventKind::New, x, None))
-                    }
-                    Entry::Occupied(mut e) => {
-                        let st = e.get_mut();
+                let first = || Ewma {
+                    avg: x,
+                    reported: x,
+                };
+                let event = match ewma.get_or_insert_with(k, now_s, first, drop) {
+                    (_, true) => Some((EventKind::New, x, None)),
+                    (st, false) => {
                         st.avg = w * x + (1.0 - w) * st.avg;
                         if (st.avg - st.reported).abs() > t as f64 {
                             let prev = st.reported;
@@ -759,6 +794,8 @@ impl Detection {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use kplane_model::{FlowKey, HopRecord, ReportEnvelope};
 
     use super::*;
@@ -823,7 +860,7 @@ mod tests {
     #[test]
     fn new_keys_then_silence_then_exactly_one_event_per_step() {
         let wl = Watchlist::default();
-        let mut d = Detection::new(cfg());
+        let mut d = Detection::new(cfg(), &StateConfig::default());
         let f = flow("10.0.0.1");
         let first = events(&mut d, &wl, &report(f, 3, 100, 5, S));
         // path, flow latency, 3 per-hop latencies, 1 queue: all new.
@@ -916,7 +953,7 @@ mod tests {
             ),
         ];
         for (name, hop, field, value, metric) in changes {
-            let mut d = Detection::new(cfg());
+            let mut d = Detection::new(cfg(), &StateConfig::default());
             assert!(!events(&mut d, &wl, &full_report(f, S)).is_empty());
             for i in 1..50 {
                 let e = events(&mut d, &wl, &full_report(f, S + i));
@@ -942,7 +979,7 @@ mod tests {
     #[test]
     fn periodic_refresh_fires_for_live_keys() {
         let wl = Watchlist::default();
-        let mut d = Detection::new(cfg());
+        let mut d = Detection::new(cfg(), &StateConfig::default());
         let f = flow("10.0.0.2");
         events(&mut d, &wl, &report(f, 2, 100, 5, S));
         assert!(events(&mut d, &wl, &report(f, 2, 100, 5, 5 * S)).is_empty());
@@ -955,7 +992,7 @@ mod tests {
     #[test]
     fn a_path_change_is_an_event() {
         let wl = Watchlist::default();
-        let mut d = Detection::new(cfg());
+        let mut d = Detection::new(cfg(), &StateConfig::default());
         let f = flow("10.0.0.3");
         events(&mut d, &wl, &report(f, 3, 100, 5, S));
         let mut r = report(f, 3, 100, 5, S + 1);
@@ -975,7 +1012,7 @@ mod tests {
     #[test]
     fn noop_reports_everything() {
         let wl = watch(r#"{"algorithm":"noop"}"#);
-        let mut d = Detection::new(cfg());
+        let mut d = Detection::new(cfg(), &StateConfig::default());
         let f = flow("10.0.0.4");
         for i in 0..5 {
             let e = events(&mut d, &wl, &report(f, 3, 100, 5, S + i));
@@ -991,7 +1028,7 @@ mod tests {
             ("per-flow", Detector::PerFlow),
         ] {
             let wl = watch(&format!(r#"{{"algorithm":"{alg}","threshold":200}}"#));
-            let mut d = Detection::new(cfg());
+            let mut d = Detection::new(cfg(), &StateConfig::default());
             let f = flow("10.0.0.5");
             let first = events(&mut d, &wl, &report(f, 3, 100, 5, S));
             assert!(
@@ -1017,7 +1054,7 @@ mod tests {
     #[test]
     fn ewma_smooths_a_short_burst() {
         let wl = watch(r#"{"algorithm":"ewma","weight":0.25,"threshold":300}"#);
-        let mut d = Detection::new(cfg());
+        let mut d = Detection::new(cfg(), &StateConfig::default());
         let f = flow("10.0.0.6");
         let mut fired = 0;
         // Sum 300 steady, one burst to 1200, back to 300: EWMA moves 225, under 300.
@@ -1195,7 +1232,7 @@ mod tests {
             };
             let flows: Vec<FlowKey> = (0..4).map(|i| flow(&format!("10.0.1.{i}"))).collect();
             let wl = Watchlist::default();
-            let mut d = Detection::new(c.clone());
+            let mut d = Detection::new(c.clone(), &StateConfig::default());
             let mut reference = FlatReference::default();
             let mut now = S;
             for _ in 0..400 {
@@ -1253,28 +1290,112 @@ mod tests {
         }
     }
 
+    /// The flow hash kplane used before it was keyed: a seeded multiply–xorshift fold over
+    /// the 5-tuple's words.
+    fn unkeyed_flow_hash(f: &FlowKey) -> u64 {
+        let bits = |ip| u128::from_be_bytes(kplane_model::ip_to_16(ip));
+        let (s, d) = (bits(f.src_ip), bits(f.dst_ip));
+        let ports =
+            (u64::from(f.src_port) << 24) | (u64::from(f.dst_port) << 8) | u64::from(f.protocol);
+        [
+            (s >> 64) as u64,
+            s as u64,
+            (d >> 64) as u64,
+            d as u64,
+            ports,
+        ]
+        .into_iter()
+        .fold(0x243F_6A88_85A3_08D3, mix)
+    }
+
     #[test]
-    fn ip_bits_is_the_16_byte_form() {
-        for ip in [
-            "10.1.2.3",
-            "0.0.0.0",
-            "255.255.255.255",
-            "2001:db8::1",
-            "::ffff:1.2.3.4",
+    fn flows_a_tenant_makes_collide_under_an_unkeyed_hash_keep_their_own_state() {
+        // Flipping the top bit of one word flips bits 63 and 34 after `mix`, whatever came
+        // before; flipping those in the next word cancels it. Two flows a tenant can send.
+        let a = FlowKey {
+            src_ip: "2001:db8::1".parse().unwrap(),
+            dst_ip: "2001:db8:ffff::2".parse().unwrap(),
+            src_port: 1000,
+            dst_port: 80,
+            protocol: 6,
+        };
+        let flip = |ip: std::net::IpAddr, hi: u64, lo: u64| {
+            let v = u128::from_be_bytes(kplane_model::ip_to_16(ip));
+            std::net::IpAddr::V6((v ^ (u128::from(hi) << 64 | u128::from(lo))).into())
+        };
+        let b = FlowKey {
+            src_ip: flip(a.src_ip, 0, 1 << 63),
+            dst_ip: flip(a.dst_ip, (1 << 63) | (1 << 34), 0),
+            ..a
+        };
+        assert_ne!(a, b);
+        assert_eq!(
+            unkeyed_flow_hash(&a),
+            unkeyed_flow_hash(&b),
+            "the constructed pair"
+        );
+
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg(), &StateConfig::default());
+        assert_ne!(d.flow_key_hash(&a), d.flow_key_hash(&b));
+        events(&mut d, &wl, &report(a, 3, 100, 5, S));
+        // Under the unkeyed hash `b` found `a`'s state: same path and latency, no event.
+        let e = events(&mut d, &wl, &report(b, 3, 100, 5, S));
+        for m in [
+            Metric::FlowPath,
+            Metric::FlowLatency,
+            Metric::FlowHopLatency,
         ] {
-            let ip: std::net::IpAddr = ip.parse().unwrap();
-            assert_eq!(
-                ip_bits(ip),
-                u128::from_be_bytes(kplane_model::ip_to_16(ip)),
-                "{ip}"
+            assert!(
+                e.iter().any(|e| e.0 == EventKind::New && e.1 == m),
+                "{m:?} of the second flow is a new key: {e:?}"
             );
         }
+        // And `a` still has its own: a change of `b` is not seen as `a`'s.
+        events(&mut d, &wl, &report(b, 3, 5000, 5, S + 1));
+        let e = events(&mut d, &wl, &report(a, 3, 100, 5, S + 1));
+        assert!(e.iter().all(|e| e.1 != Metric::FlowLatency), "{e:?}");
+    }
+
+    #[test]
+    fn a_flow_forgotten_when_idle_or_for_room_is_new_when_seen_again() {
+        let state = StateConfig {
+            flows: id_table::Limits {
+                idle: Duration::from_secs(30),
+                max: 2,
+            },
+            ..StateConfig::default()
+        };
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg(), &state);
+        let new_path = |e: &[(EventKind, Metric, Detector, Option<u64>)]| {
+            e.iter()
+                .any(|e| e.0 == EventKind::New && e.1 == Metric::FlowPath)
+        };
+        let (a, b, c) = (flow("10.0.0.1"), flow("10.0.0.2"), flow("10.0.0.3"));
+        assert!(new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, S))));
+        // Reported within the idle time (quiet reports count): still known.
+        assert!(!new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, 25 * S))));
+        assert!(!new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, 50 * S))));
+        // Silent for more than 30 s: a new flow again, its old keys gone from the count.
+        let keys = d.keys();
+        assert!(new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, 81 * S))));
+        assert_eq!(d.keys(), keys, "the same keys, forgotten and made again");
+        assert_eq!(d.tables()[0].evicted.idle, 1);
+        // Two flows fill the table; a third evicts the least recently seen (a).
+        events(&mut d, &wl, &report(b, 3, 100, 5, 82 * S));
+        events(&mut d, &wl, &report(c, 3, 100, 5, 83 * S));
+        assert_eq!(d.tables()[0].evicted.capacity, 1);
+        assert_eq!(d.tables()[0].entries, 2);
+        assert!(!new_path(&events(&mut d, &wl, &report(b, 3, 100, 5, 84 * S))));
+        assert!(new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, 85 * S))));
+        assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
     }
 
     #[test]
     fn switch_metrics_are_shared_across_flows() {
         let wl = Watchlist::default();
-        let mut d = Detection::new(cfg());
+        let mut d = Detection::new(cfg(), &StateConfig::default());
         events(&mut d, &wl, &report(flow("10.0.0.7"), 3, 100, 5, S));
         let e = events(&mut d, &wl, &report(flow("10.0.0.8"), 3, 100, 5, S));
         assert!(

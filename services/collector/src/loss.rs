@@ -11,6 +11,8 @@
 
 use std::collections::VecDeque;
 
+use kplane_runtime::id_table::{Evictions, Limits};
+
 use crate::by_node::ByNode;
 
 /// What one report did to its stream.
@@ -42,6 +44,8 @@ pub struct Lost {
 
 #[derive(Debug)]
 struct Stream {
+    node_id: u32,
+    hw_id: u8,
     modulus: u64,
     /// Newest sequence, unwrapped.
     highest: u64,
@@ -61,38 +65,45 @@ pub struct LossCounters {
 
 /// Streams by (node, hw_id): per node, indexed by hw_id — indexed loads on the per-report
 /// path instead of a hash probe.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct StreamTable {
     nodes: ByNode<Vec<Option<Stream>>>,
     len: usize,
 }
 
+/// Streams of a node's slots that hold one.
+fn streams_in(slots: &[Option<Stream>]) -> usize {
+    slots.iter().filter(|s| s.is_some()).count()
+}
+
 impl StreamTable {
     #[inline]
-    fn get_mut(&mut self, node: u32, hw_id: u8) -> Option<&mut Stream> {
+    fn get_mut(&mut self, node: u32, hw_id: u8, now_s: u32) -> Option<&mut Stream> {
+        let len = &mut self.len;
         self.nodes
-            .get_mut(node)?
+            .get_mut(node, now_s, |gone| *len -= streams_in(&gone))?
             .get_mut(usize::from(hw_id))?
             .as_mut()
     }
 
-    fn insert(&mut self, node: u32, hw_id: u8, stream: Stream) {
-        self.len += 1;
-        let streams = self.nodes.get_or_default(node);
+    fn insert(&mut self, node: u32, hw_id: u8, now_s: u32, stream: Stream) {
+        let len = &mut self.len;
+        let streams = self
+            .nodes
+            .get_or_default(node, now_s, |gone| *len -= streams_in(&gone));
         let h = usize::from(hw_id);
         if h >= streams.len() {
             streams.resize_with(h + 1, || None);
         }
-        streams[h] = Some(stream);
+        if streams[h].replace(stream).is_none() {
+            *len += 1;
+        }
     }
 
-    fn iter_mut(&mut self) -> impl Iterator<Item = ((u32, u8), &mut Stream)> {
-        self.nodes.iter_mut().flat_map(|(n, streams)| {
-            streams
-                .iter_mut()
-                .enumerate()
-                .filter_map(move |(h, s)| Some(((n, h as u8), s.as_mut()?)))
-        })
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
+        self.nodes
+            .values_mut()
+            .flat_map(|streams| streams.iter_mut().filter_map(Option::as_mut))
     }
 }
 
@@ -108,18 +119,31 @@ pub struct LossTracker {
 impl LossTracker {
     /// `window`: reorder window in sequences; `reset_distance`: a jump back further than
     /// this is a restart; `max_wait_ns`: longest a gap may stay open.
-    pub fn new(window: u64, reset_distance: u64, max_wait_ns: u64) -> Self {
+    pub fn new(window: u64, reset_distance: u64, max_wait_ns: u64, nodes: Limits) -> Self {
         Self {
             window: window.max(1),
             reset_distance: reset_distance.max(window),
             max_wait_ns,
-            streams: StreamTable::default(),
+            streams: StreamTable {
+                nodes: ByNode::new(nodes),
+                len: 0,
+            },
             counters: LossCounters::default(),
         }
     }
 
     pub fn streams(&self) -> usize {
         self.streams.len
+    }
+
+    /// Nodes with ids from [`ByNode::DIRECT`] up in the stream table.
+    pub fn nodes(&self) -> usize {
+        self.streams.nodes.other_len()
+    }
+
+    /// Nodes with ids from [`ByNode::DIRECT`] up evicted from the stream table.
+    pub fn evictions(&self) -> Evictions {
+        self.streams.nodes.evictions()
     }
 
     /// Records `seq` (of `bits` width) for (node, hw_id) at `now_ns`; definitive losses are
@@ -139,11 +163,15 @@ impl LossTracker {
         let (window, reset_distance, max_wait) =
             (self.window, self.reset_distance, self.max_wait_ns);
         let counters = &mut self.counters;
-        let Some(s) = self.streams.get_mut(node_id, hw_id) else {
+        let now_s = (now_ns / 1_000_000_000) as u32;
+        let Some(s) = self.streams.get_mut(node_id, hw_id, now_s) else {
             self.streams.insert(
                 node_id,
                 hw_id,
+                now_s,
                 Stream {
+                    node_id,
+                    hw_id,
                     modulus,
                     highest: seq,
                     missing: VecDeque::new(),
@@ -241,7 +269,7 @@ impl LossTracker {
     /// Counts everything still missing as lost (time-based expiry at `now_ns`, or all when
     /// `all`), e.g. on a timer and at shutdown.
     pub fn flush(&mut self, now_ns: u64, all: bool, mut lost: impl FnMut(Lost)) {
-        for ((node_id, hw_id), s) in self.streams.iter_mut() {
+        for s in self.streams.iter_mut() {
             let mut count = 0;
             s.missing.retain(|&(a, b, t)| {
                 let expire = all || now_ns.saturating_sub(t) > self.max_wait_ns;
@@ -253,8 +281,8 @@ impl LossTracker {
             if count > 0 {
                 self.counters.lost += count;
                 lost(Lost {
-                    node_id,
-                    hw_id,
+                    node_id: s.node_id,
+                    hw_id: s.hw_id,
                     count,
                 });
             }
@@ -265,6 +293,11 @@ impl LossTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NODES: Limits = Limits {
+        idle: std::time::Duration::from_secs(600),
+        max: 1024,
+    };
 
     fn run(t: &mut LossTracker, seqs: &[u32], bits: u32) -> (Vec<SeqOutcome>, u64) {
         let mut lost = 0;
@@ -277,7 +310,7 @@ mod tests {
 
     #[test]
     fn the_issues_example_loses_eleven() {
-        let mut t = LossTracker::new(1024, 1 << 20, u64::MAX);
+        let mut t = LossTracker::new(1024, 1 << 20, u64::MAX, NODES);
         let (_, early) = run(&mut t, &[1, 2, 4, 6, 9, 11, 12, 15, 16, 20, 22], 32);
         assert_eq!(early, 0, "still inside the reorder window");
         let mut lost = 0;
@@ -288,7 +321,7 @@ mod tests {
 
     #[test]
     fn late_reports_fill_their_gap_and_duplicates_are_tolerated() {
-        let mut t = LossTracker::new(1024, 1 << 20, u64::MAX);
+        let mut t = LossTracker::new(1024, 1 << 20, u64::MAX, NODES);
         let (out, _) = run(&mut t, &[1, 5, 3, 3, 2, 4, 5, 6], 32);
         assert_eq!(out[1], SeqOutcome::Gap { missing: 3 });
         assert_eq!(out[2], SeqOutcome::Late);
@@ -301,7 +334,7 @@ mod tests {
 
     #[test]
     fn gaps_older_than_the_window_become_lost() {
-        let mut t = LossTracker::new(4, 100, u64::MAX);
+        let mut t = LossTracker::new(4, 100, u64::MAX, NODES);
         let (_, lost) = run(&mut t, &[1, 3, 4, 5, 6, 7, 8], 32);
         assert_eq!(lost, 1, "seq 2 fell out of a 4-wide window");
         let (out, _) = run(&mut t, &[2], 32);
@@ -311,7 +344,7 @@ mod tests {
 
     #[test]
     fn gaps_waiting_too_long_become_lost() {
-        let mut t = LossTracker::new(1024, 1 << 20, 1_000);
+        let mut t = LossTracker::new(1024, 1 << 20, 1_000, NODES);
         t.observe(1, 0, 1, 32, 0, |_| {});
         t.observe(1, 0, 5, 32, 10, |_| {});
         let mut lost = 0;
@@ -321,7 +354,7 @@ mod tests {
 
     #[test]
     fn twenty_two_bit_sequences_wrap() {
-        let mut t = LossTracker::new(1024, 1 << 20, u64::MAX);
+        let mut t = LossTracker::new(1024, 1 << 20, u64::MAX, NODES);
         let top = (1 << 22) - 2;
         let (out, _) = run(&mut t, &[top, top + 1, 0, 2], 22);
         assert_eq!(out[2], SeqOutcome::InOrder, "wraps to 0");
@@ -330,7 +363,7 @@ mod tests {
 
     #[test]
     fn counter_resets_restart_the_stream() {
-        let mut t = LossTracker::new(16, 100, u64::MAX);
+        let mut t = LossTracker::new(16, 100, u64::MAX, NODES);
         let (out, lost) = run(&mut t, &[1000, 1002, 1, 2, 3], 32);
         assert_eq!(out[2], SeqOutcome::Reset);
         assert_eq!(lost, 1, "the gap before the reset is lost");

@@ -35,6 +35,17 @@ pub struct DropLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabel {
+    pub table: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    pub table: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TopicPartition {
     pub topic: &'static str,
     pub partition: String,
@@ -61,6 +72,8 @@ pub struct CollectorMetrics {
     pub partition_records: Family<TopicPartition, Counter>,
     pub metric_keys: Gauge,
     pub sequence_streams: Gauge,
+    pub state_entries: Family<TableLabel, Gauge>,
+    pub state_evictions: Family<EvictionLabels, Counter>,
 }
 
 impl Default for CollectorMetrics {
@@ -84,6 +97,8 @@ impl Default for CollectorMetrics {
             partition_records: Family::default(),
             metric_keys: Gauge::default(),
             sequence_streams: Gauge::default(),
+            state_entries: Family::default(),
+            state_evictions: Family::default(),
         }
     }
 }
@@ -177,6 +192,16 @@ impl CollectorMetrics {
             "sequence_streams",
             "Report sequence streams tracked (node, hw_id)",
             self.sequence_streams.clone(),
+        );
+        r.register(
+            "state_entries",
+            "Entries of each table of detection state ([collector.state])",
+            self.state_entries.clone(),
+        );
+        r.register(
+            "state_evictions",
+            "Entries evicted from each table of detection state, by reason (idle, capacity)",
+            self.state_evictions.clone(),
         );
     }
 

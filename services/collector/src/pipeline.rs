@@ -12,9 +12,13 @@ use kplane_wire::{
 };
 
 use crate::config::Config;
-use crate::detect::Detection;
+use kplane_runtime::id_table::Evictions;
+
+use crate::detect::{Detection, TableState};
 use crate::loss::{LossTracker, Lost, SeqOutcome};
-use crate::metrics::{CollectorMetrics, EventLabels, FormatLabel, NodeLabel, ReasonLabel};
+use crate::metrics::{
+    CollectorMetrics, EventLabels, EvictionLabels, FormatLabel, NodeLabel, ReasonLabel, TableLabel,
+};
 use crate::partition::partition_of;
 use crate::publish::Publisher;
 use crate::watchlist::{Rule, Watchlist};
@@ -81,11 +85,25 @@ struct Core {
     node_label_limit: usize,
     local: Local,
     last_loss: crate::loss::LossCounters,
+    /// Evictions per [`Core::state_tables`] entry at the last metrics flush.
+    last_evictions: Vec<Evictions>,
     /// Newest receive time seen (the clock of loss expiry in replays).
     pub now_ns: u64,
     /// The flow hash of the record the decoder is decoding, from its hint
     /// ([`RecordSink::flow`]: the next record is that flow's).
     early: Option<u64>,
+}
+
+impl Core {
+    fn state_tables(&self) -> Vec<TableState> {
+        let mut tables = self.detect.tables().to_vec();
+        tables.push(TableState {
+            table: "loss-nodes",
+            entries: self.loss.nodes(),
+            evicted: self.loss.evictions(),
+        });
+        tables
+    }
 }
 
 fn source_of(rec: &ReportRecord) -> IpAddr {
@@ -98,7 +116,7 @@ fn source_of(rec: &ReportRecord) -> IpAddr {
 impl RecordSink for Core {
     #[inline]
     fn flow(&mut self, flow: &FlowKey) {
-        let hash = Detection::flow_key_hash(flow);
+        let hash = self.detect.flow_key_hash(flow);
         self.detect.prefetch(Some(hash));
         self.early = Some(hash);
     }
@@ -145,14 +163,14 @@ impl Core {
         let flow_hash = match self.early.take() {
             Some(hash) => {
                 debug_assert_eq!(
-                    Detection::flow_hash(rec),
+                    self.detect.flow_hash(rec),
                     Some(hash),
                     "hint of another record"
                 );
                 Some(hash)
             }
             None => {
-                let hash = Detection::flow_hash(rec);
+                let hash = self.detect.flow_hash(rec);
                 self.detect.prefetch(hash);
                 hash
             }
@@ -242,8 +260,9 @@ impl Pipeline {
                     cfg.loss.reorder_window,
                     cfg.loss.reset_distance,
                     cfg.loss.max_wait.as_nanos() as u64,
+                    cfg.state.nodes,
                 ),
-                detect: Detection::new(cfg.events.clone()),
+                detect: Detection::new(cfg.events.clone(), &cfg.state),
                 shared: watchlist,
                 watchlist: current,
                 publisher,
@@ -254,6 +273,7 @@ impl Pipeline {
                 node_label_limit: cfg.loss.node_label_limit,
                 local: Local::default(),
                 last_loss: Default::default(),
+                last_evictions: Vec::new(),
                 now_ns: 0,
                 early: None,
             },
@@ -411,6 +431,27 @@ impl Pipeline {
         c.last_loss = now;
         m.metric_keys.set(c.detect.keys() as i64);
         m.sequence_streams.set(c.loss.streams() as i64);
+        let tables = c.state_tables();
+        c.last_evictions.resize(tables.len(), Evictions::default());
+        for (i, t) in tables.into_iter().enumerate() {
+            let table = t.table;
+            m.state_entries
+                .get_or_create(&TableLabel { table })
+                .set(t.entries as i64);
+            let last = std::mem::replace(&mut c.last_evictions[i], t.evicted);
+            for ((reason, now), (_, before)) in
+                t.evicted.by_reason().into_iter().zip(last.by_reason())
+            {
+                m.state_evictions
+                    .get_or_create(&EvictionLabels { table, reason })
+                    .inc_by(now - before);
+            }
+        }
+    }
+
+    /// Entries and evictions of every table of detection state.
+    pub fn state_tables(&self) -> Vec<TableState> {
+        self.core.state_tables()
     }
 
     /// Records published so far.

@@ -16,6 +16,8 @@
 
 use kplane_model::EventKind;
 
+use kplane_runtime::id_table::{Evictions, IdTable, Limits};
+
 use crate::by_node::ByNode;
 
 /// An event the threshold detector decided: its kind and the previously reported value.
@@ -137,7 +139,6 @@ impl<V: SlotValue> Slot<V> {
         }
     }
 
-    #[cfg(test)]
     fn is_live(&self) -> bool {
         self.due_s != NEVER
     }
@@ -185,7 +186,7 @@ struct HopSlot {
 
 /// A flow's keys: path, end-to-end latency, and hop latency per node — 40 bytes and the
 /// hop slots, packed since a collector tracks millions of flows.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct FlowState {
     path: Slot<u64>,
     latency: Slot<u64>,
@@ -195,16 +196,7 @@ pub struct FlowState {
 }
 
 impl FlowState {
-    fn new(path: Slot<u64>) -> Self {
-        Self {
-            path,
-            latency: Slot::default(),
-            hops: Box::default(),
-        }
-    }
-
-    /// Keys this flow holds.
-    #[cfg(test)]
+    /// Keys this flow holds (its path is one as soon as the flow is).
     fn keys(&self) -> usize {
         1 + usize::from(self.latency.is_live()) + self.hops.len()
     }
@@ -284,69 +276,38 @@ impl FlowState {
     }
 }
 
-/// One flow in the table: its hash (the key) and its state, 48 bytes.
+/// Every flow's keys, by keyed 64-bit flow hash, in a bounded [`IdTable`]: a flow not
+/// reported for `flow-idle` is forgotten (its next report is a new flow), and at `max-flows`
+/// the least recently seen make room. The table's first probe is one cache line, which the
+/// pipeline prefetches ([`Flows::prefetch`]) before loss accounting runs.
 #[derive(Debug)]
-struct FlowEntry {
-    hash: u64,
-    state: FlowState,
-}
-
-/// Every flow's keys, by 64-bit flow hash: open addressing with linear probing over a
-/// power-of-two array kept at most half full, so a flow is almost always in the first slot
-/// probed — one cache line, which the pipeline prefetches ([`Flows::prefetch`]) before loss
-/// accounting runs, hiding the miss a table of a million flows costs. Flows are never
-/// removed, so probing needs no tombstones.
-#[derive(Debug, Default)]
-pub struct Flows {
-    slots: Vec<Option<FlowEntry>>,
-    len: usize,
-}
-
-/// Where a hash is: its slot, or the empty slot it would take.
-enum Probe {
-    Found(usize),
-    Vacant(usize),
-}
+pub struct Flows(IdTable<FlowState>);
 
 impl Flows {
-    const MIN_SLOTS: usize = 1024;
+    pub fn new(limits: Limits) -> Self {
+        Self(IdTable::new(limits))
+    }
 
     /// Starts loading the flow's first slot into cache.
     #[inline]
     pub fn prefetch(&self, flow_hash: u64) {
-        if self.slots.is_empty() {
-            return;
-        }
-        kplane_runtime::hint::prefetch(&self.slots[flow_hash as usize & (self.slots.len() - 1)]);
+        self.0.prefetch(flow_hash);
     }
 
-    /// `slots` must not be empty.
+    /// The flow's state, if the flow is known (and not idle).
     #[inline]
-    fn probe(&self, flow_hash: u64) -> Probe {
-        let mask = self.slots.len() - 1;
-        let mut i = flow_hash as usize & mask;
-        loop {
-            match &self.slots[i] {
-                Some(e) if e.hash == flow_hash => return Probe::Found(i),
-                Some(_) => i = (i + 1) & mask,
-                None => return Probe::Vacant(i),
-            }
-        }
+    pub fn find(&self, flow_hash: u64, clock: Clock) -> Option<&FlowState> {
+        self.0.get(flow_hash, clock.now_s)
     }
 
-    /// The flow's state, if the flow is known.
+    /// Marks the flow seen (a report with no event changes nothing else).
     #[inline]
-    pub fn find(&self, flow_hash: u64) -> Option<&FlowState> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        match self.probe(flow_hash) {
-            Probe::Found(i) => self.slots[i].as_ref().map(|e| &e.state),
-            Probe::Vacant(_) => None,
-        }
+    pub fn seen(&mut self, flow_hash: u64, clock: Clock) {
+        self.0.touch(flow_hash, clock.now_s);
     }
 
-    /// The flow's state and its path decision: a new flow's path is a new key.
+    /// The flow's state and its path decision: a new flow's path is a new key. `keys` loses
+    /// the keys of flows evicted to make room.
     #[inline]
     pub fn path(
         &mut self,
@@ -355,62 +316,37 @@ impl Flows {
         clock: Clock,
         keys: &mut usize,
     ) -> (&mut FlowState, Decision) {
-        if !self.slots.is_empty()
-            && let Probe::Found(i) = self.probe(flow_hash)
-        {
-            let state = &mut self.slots[i].as_mut().expect("probed slot").state;
-            // The path key's threshold is 0: any other path is a change.
-            let d = state.path.check(path_hash, 0, clock, keys);
-            return (state, d);
-        }
-        *keys += 1;
-        let state = self.insert(FlowEntry {
-            hash: flow_hash,
-            state: FlowState::new(Slot::reported(path_hash, clock)),
-        });
-        (state, Some((EventKind::New, None)))
+        let (state, _) =
+            self.0
+                .get_or_insert_with(flow_hash, clock.now_s, FlowState::default, |gone| {
+                    *keys -= gone.keys()
+                });
+        // The path key's threshold is 0: any other path is a change (a new flow's is new).
+        let d = state.path.check(path_hash, 0, clock, keys);
+        (state, d)
     }
 
-    #[cold]
-    #[inline(never)]
-    fn insert(&mut self, entry: FlowEntry) -> &mut FlowState {
-        if (self.len + 1) * 2 > self.slots.len() {
-            let size = (self.slots.len() * 2).max(Self::MIN_SLOTS);
-            let old = std::mem::take(&mut self.slots);
-            self.slots.resize_with(size, || None);
-            for e in old.into_iter().flatten() {
-                self.place(e);
-            }
-        }
-        self.len += 1;
-        let i = self.place(entry);
-        &mut self.slots[i].as_mut().expect("just placed").state
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 
-    /// Puts an entry whose hash is not in the table into its vacant slot.
-    fn place(&mut self, entry: FlowEntry) -> usize {
-        match self.probe(entry.hash) {
-            Probe::Vacant(i) | Probe::Found(i) => {
-                self.slots[i] = Some(entry);
-                i
-            }
-        }
+    pub fn evictions(&self) -> Evictions {
+        self.0.evictions()
     }
 
     /// Keys held, counted (the detector keeps a running count; tests compare the two).
     #[cfg(test)]
     pub fn keys(&self) -> usize {
-        self.slots.iter().flatten().map(|e| e.state.keys()).sum()
+        self.0.iter().map(|(_, s)| s.keys()).sum()
     }
 
     /// Bytes held: the slot array and the hop slots.
     pub fn bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Option<FlowEntry>>()
+        self.0.slot_bytes()
             + self
-                .slots
+                .0
                 .iter()
-                .flatten()
-                .map(|e| std::mem::size_of_val(&*e.state.hops))
+                .map(|(_, s)| std::mem::size_of_val(&*s.hops))
                 .sum::<usize>()
     }
 }
@@ -429,7 +365,10 @@ struct QueueSlots {
 pub struct NodeState {
     queues: Vec<QueueSlots>,
     ports: Vec<Slot<u32>>,
+    /// At most [`NodeState::MAX_HIGH_PORTS`], searched.
     high_ports: Vec<(u32, Slot<u32>)>,
+    /// High ports that made room for another.
+    ports_evicted: u64,
 }
 
 /// Which queue metric.
@@ -441,8 +380,9 @@ pub enum QueueMetric {
 
 impl NodeState {
     const DIRECT_PORTS: u32 = 256;
+    /// Ports from `DIRECT_PORTS` up tracked per switch (ports are 32-bit wire values).
+    const MAX_HIGH_PORTS: usize = 64;
 
-    #[cfg(test)]
     fn keys(&self) -> usize {
         self.queues
             .iter()
@@ -548,9 +488,18 @@ impl NodeState {
         match self.high_ports.iter_mut().find(|(p, _)| *p == port) {
             Some((_, s)) => s.check(value.into(), t, clock, keys),
             None => {
-                *keys += 1;
-                self.high_ports
-                    .push((port, Slot::reported(value.into(), clock)));
+                let slot = (port, Slot::reported(value.into(), clock));
+                if self.high_ports.len() < Self::MAX_HIGH_PORTS {
+                    *keys += 1;
+                    self.high_ports.push(slot);
+                } else {
+                    // Full: the port reported longest ago (earliest due) makes room.
+                    let oldest = self.high_ports.iter_mut().min_by_key(|(_, s)| s.due_s);
+                    if let Some(oldest) = oldest {
+                        *oldest = slot;
+                    }
+                    self.ports_evicted += 1;
+                }
                 Some((EventKind::New, None))
             }
         }
@@ -558,24 +507,47 @@ impl NodeState {
 }
 
 /// Switches by node id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Nodes(ByNode<NodeState>);
 
 impl Nodes {
+    pub fn new(limits: Limits) -> Self {
+        Self(ByNode::new(limits))
+    }
+
+    /// The switch's state; `keys` loses the keys of switches evicted to make room.
     #[inline(always)]
-    pub fn get(&mut self, node: u32) -> &mut NodeState {
-        self.0.get_or_default(node)
+    pub fn get(&mut self, node: u32, clock: Clock, keys: &mut usize) -> &mut NodeState {
+        self.0
+            .get_or_default(node, clock.now_s, |gone| *keys -= gone.keys())
     }
 
     /// The switch's state, if it has any.
     #[inline(always)]
-    pub fn find(&self, node: u32) -> Option<&NodeState> {
-        self.0.get(node)
+    pub fn find(&self, node: u32, clock: Clock) -> Option<&NodeState> {
+        self.0.get(node, clock.now_s)
+    }
+
+    /// Marks the switch seen.
+    #[inline(always)]
+    pub fn seen(&mut self, node: u32, clock: Clock) {
+        self.0.touch(node, clock.now_s);
+    }
+
+    /// Switches held in the bounded table (ids from [`ByNode::DIRECT`] up).
+    pub fn len(&self) -> usize {
+        self.0.other_len()
     }
 
     #[cfg(test)]
     pub fn keys(&self) -> usize {
         self.0.values().map(NodeState::keys).sum()
+    }
+
+    /// Switches (ids from [`ByNode::DIRECT`] up) evicted, and high ports evicted.
+    pub fn evictions(&self) -> (Evictions, u64) {
+        let ports = self.0.values().map(|n| n.ports_evicted).sum();
+        (self.0.evictions(), ports)
     }
 
     pub fn bytes(&self) -> usize {
@@ -631,13 +603,16 @@ mod tests {
     fn slots_are_packed() {
         assert_eq!(std::mem::size_of::<Slot<u64>>(), 12);
         assert_eq!(std::mem::size_of::<HopSlot>(), 12);
-        assert_eq!(std::mem::size_of::<Option<FlowEntry>>(), 48);
+        assert_eq!(std::mem::size_of::<FlowState>(), 40);
     }
 
     #[test]
     fn the_flow_table_grows_and_finds_every_flow() {
         let clock = Clock::new(5_000_000_000, Refresh::from_ns(0));
-        let mut flows = Flows::default();
+        let mut flows = Flows::new(Limits {
+            idle: std::time::Duration::from_secs(60),
+            max: 1 << 20,
+        });
         let mut keys = 0;
         // Hashes that collide in the low bits probe past each other.
         let hashes: Vec<u64> = (0..5000u64).map(|i| (i % 7) << 40 | i << 3).collect();
@@ -652,6 +627,6 @@ mod tests {
             assert_eq!(d, None, "{h:#x} found, same path");
         }
         assert_eq!(flows.keys(), hashes.len());
-        assert!(flows.slots.len() >= 2 * hashes.len());
+        assert_eq!(flows.len(), hashes.len());
     }
 }

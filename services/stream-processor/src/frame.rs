@@ -23,7 +23,7 @@ use arrow_array::{
 use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use kplane_model::schema::{col, flow_fields, hop_field_type};
-use kplane_model::{HopField, ReportFlags};
+use kplane_model::{FlowHashKey, HopField, ReportFlags};
 
 /// Columns added by the processor.
 pub mod pcol {
@@ -171,8 +171,13 @@ fn typed<'a, T: 'static>(a: &'a ArrayRef, name: &str) -> Result<&'a T, ArrowErro
         .ok_or_else(|| ArrowError::SchemaError(format!("{name} has type {}", a.data_type())))
 }
 
-/// Reshapes one `reports/v1` batch (the collector's `int.reports`).
-pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, ArrowError> {
+/// Reshapes one `reports/v1` batch (the collector's `int.reports`); `flow_key` keys the
+/// `flow_id` hash.
+pub fn report_frame(
+    b: &RecordBatch,
+    report_clock: bool,
+    flow_key: &FlowHashKey,
+) -> Result<ReportFrame, ArrowError> {
     let n = b.num_rows();
     let received: &TimestampNanosecondArray = typed(column(b, col::RECEIVED)?, col::RECEIVED)?;
     let stamp: &UInt64Array = typed(column(b, col::TIMESTAMP_NS)?, col::TIMESTAMP_NS)?;
@@ -216,7 +221,7 @@ pub fn report_frame(b: &RecordBatch, report_clock: bool) -> Result<ReportFrame, 
     let egress = field(HopField::EgressTimestamp)?;
     let egress = egress.as_primitive::<UInt64Type>();
 
-    let flow_ids = flow_ids(b)?;
+    let flow_ids = flow_ids(b, flow_key)?;
     let hop_rows = hi - lo;
     let bounds = |i: usize| (offsets[i] as usize - lo, offsets[i + 1] as usize - lo);
     let (nodes, latencies) = (node.values(), latency.values());
@@ -402,8 +407,8 @@ impl WordHash {
     }
 }
 
-/// Per report: a [`WordHash`] of its 5-tuple, null without a flow (value 0).
-fn flow_ids(b: &RecordBatch) -> Result<UInt64Array, ArrowError> {
+/// Per report: the keyed hash of its 5-tuple ([`FlowHashKey`]), null without a flow (value 0).
+fn flow_ids(b: &RecordBatch, key: &FlowHashKey) -> Result<UInt64Array, ArrowError> {
     let bad = |n: &str| ArrowError::SchemaError(format!("{n}: unexpected type"));
     let src = column(b, col::SRC_IP)?
         .as_fixed_size_binary_opt()
@@ -423,10 +428,7 @@ fn flow_ids(b: &RecordBatch) -> Result<UInt64Array, ArrowError> {
     if src.value_length() != 16 || dst.value_length() != 16 {
         return Err(bad("addresses (16 bytes expected)"));
     }
-    let halves = |a: &[u8]| {
-        let (hi, lo) = a.split_at(8);
-        [hi, lo].map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
-    };
+    let bytes16 = |a: &[u8]| <[u8; 16]>::try_from(a).unwrap_or_default();
     // Straight over the value buffers (one 16-byte chunk per address): no per-row bounds
     // checks or offset arithmetic.
     let rows = src
@@ -435,14 +437,7 @@ fn flow_ids(b: &RecordBatch) -> Result<UInt64Array, ArrowError> {
         .zip(dst.value_data().chunks_exact(16))
         .zip(sp.values().iter().zip(dp.values()).zip(pr.values()));
     let mut ids: Vec<u64> = rows
-        .map(|((s, d), ((&sp, &dp), &pr))| {
-            let mut h = WordHash::new();
-            for w in halves(s).into_iter().chain(halves(d)) {
-                h.add(w);
-            }
-            h.add(u64::from(sp) << 24 | u64::from(dp) << 8 | u64::from(pr));
-            h.finish()
-        })
+        .map(|((s, d), ((&sp, &dp), &pr))| key.hash_16(bytes16(s), bytes16(d), sp, dp, pr))
         .collect();
     let nulls = NullBuffer::union(src.nulls(), dst.nulls());
     if let Some(n) = &nulls {

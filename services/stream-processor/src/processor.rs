@@ -14,6 +14,7 @@ use bytes::Bytes;
 use kplane_bus::{
     Consumer, Message, PartitionEvent, Producer, Received, content_types, headers, topics,
 };
+use kplane_model::FlowHashKey;
 
 use crate::analytics::{Analytics, Table, WindowInput, paths_of};
 use crate::config::{Config, EventTime};
@@ -62,6 +63,8 @@ pub struct Processor {
     metrics: ProcessorMetrics,
     results: Option<Arc<dyn Producer>>,
     lanes: HashMap<(String, u32), Lane>,
+    /// Keys `flow_id` (kept in the store: see [`crate::store::flow_hash_key`]).
+    flow_key: FlowHashKey,
     alert_sink: Option<AlertSink>,
     window_sink: Option<WindowSink>,
     /// Time per stage outside the queries (see [`Self::stage_times`]).
@@ -93,6 +96,7 @@ impl Processor {
             cfg.window_ns(),
         ))?;
         Ok(Self {
+            flow_key: crate::store::flow_hash_key(&cfg.data_dir)?,
             cfg,
             analytics,
             rt,
@@ -330,7 +334,8 @@ impl Processor {
                 let t = Instant::now();
                 let o = match lane.kind {
                     LaneKind::Reports => {
-                        let f = report_frame(b, report_clock).map_err(|e| e.to_string())?;
+                        let f = report_frame(b, report_clock, &self.flow_key)
+                            .map_err(|e| e.to_string())?;
                         let t = StageTimes::lap(&mut st.frame, t);
                         lane.detector
                             .reports(&f.reports, &f.hops, &f.hop_offsets, &mut alerts)

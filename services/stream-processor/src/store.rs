@@ -29,6 +29,8 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
+use kplane_model::FlowHashKey;
+
 use crate::panes::Checkpoint;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -126,18 +128,61 @@ fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 
 static STAGED: AtomicU64 = AtomicU64::new(0);
 
-/// Writes `batches` as one Parquet file at `path`, atomically (staging + rename).
+/// A fresh file name in `<root>/_staging/`.
+fn staging_path(root: &Path, extension: &str) -> std::io::Result<PathBuf> {
+    let staging = root.join("_staging");
+    std::fs::create_dir_all(&staging)?;
+    Ok(staging.join(format!(
+        "{}-{}.{extension}",
+        std::process::id(),
+        STAGED.fetch_add(1, Ordering::Relaxed)
+    )))
+}
+
+/// Moves a written, fsynced staging file to `path` and fsyncs `path`'s directory, so the
+/// rename itself survives a power cut (a file renamed into an unsynced directory can vanish).
+fn publish(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    std::fs::rename(tmp, path)?;
+    File::open(parent)?.sync_all()
+}
+
+/// Writes `bytes` to `path` atomically and durably (staging, fsync, rename, fsync of the
+/// directory).
+fn write_durably(root: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = staging_path(root, "tmp")?;
+    let mut file = File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    publish(&tmp, path)
+}
+
+/// The store's flow-hash key (`<data-dir>/flow-hash.key`), drawn at random the first time:
+/// restored per-flow detector state is found by the same `flow_id`s after a restart.
+pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, BoxError> {
+    let path = root.join("flow-hash.key");
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            let hint = "delete it to draw a new one";
+            format!("{}: not a flow-hash key ({e}); {hint}", path.display()).into()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = FlowHashKey::random();
+            write_durably(root, &path, &serde_json::to_vec(&key)?)?;
+            Ok(key)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes `batches` as one Parquet file at `path`, atomically and durably (staging, fsync,
+/// rename, fsync of the directory).
 pub fn write_parquet(root: &Path, path: &Path, batches: &[RecordBatch]) -> Result<(), BoxError> {
     let Some(first) = batches.first() else {
         return Ok(());
     };
-    let staging = root.join("_staging");
-    std::fs::create_dir_all(&staging)?;
-    let tmp = staging.join(format!(
-        "{}-{}.parquet",
-        std::process::id(),
-        STAGED.fetch_add(1, Ordering::Relaxed)
-    ));
+    let tmp = staging_path(root, "parquet")?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .build();
@@ -148,10 +193,7 @@ pub fn write_parquet(root: &Path, path: &Path, batches: &[RecordBatch]) -> Resul
     }
     let file = w.into_inner()?;
     file.sync_all()?;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::rename(&tmp, path)?;
+    publish(&tmp, path)?;
     Ok(())
 }
 
