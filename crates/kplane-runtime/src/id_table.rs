@@ -117,6 +117,12 @@ impl<V> IdTable<V> {
         self.slots.iter().flatten().map(|e| (e.id, &e.value))
     }
 
+    /// Removes `id`'s entry, live or idle (not counted: the caller chose to forget it).
+    pub fn remove(&mut self, id: u64) -> Option<V> {
+        let i = self.find(id)?;
+        Some(self.remove_at(i))
+    }
+
     /// Removes every entry (not counted as evictions: the caller chose to forget).
     pub fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = None);

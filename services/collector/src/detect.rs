@@ -1375,11 +1375,23 @@ mod tests {
         let (a, b, c) = (flow("10.0.0.1"), flow("10.0.0.2"), flow("10.0.0.3"));
         assert!(new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, S))));
         // Reported within the idle time (quiet reports count): still known.
-        assert!(!new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, 25 * S))));
-        assert!(!new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, 50 * S))));
+        assert!(!new_path(&events(
+            &mut d,
+            &wl,
+            &report(a, 3, 100, 5, 25 * S)
+        )));
+        assert!(!new_path(&events(
+            &mut d,
+            &wl,
+            &report(a, 3, 100, 5, 50 * S)
+        )));
         // Silent for more than 30 s: a new flow again, its old keys gone from the count.
         let keys = d.keys();
-        assert!(new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, 81 * S))));
+        assert!(new_path(&events(
+            &mut d,
+            &wl,
+            &report(a, 3, 100, 5, 81 * S)
+        )));
         assert_eq!(d.keys(), keys, "the same keys, forgotten and made again");
         assert_eq!(d.tables()[0].evicted.idle, 1);
         // Two flows fill the table; a third evicts the least recently seen (a).
@@ -1387,8 +1399,16 @@ mod tests {
         events(&mut d, &wl, &report(c, 3, 100, 5, 83 * S));
         assert_eq!(d.tables()[0].evicted.capacity, 1);
         assert_eq!(d.tables()[0].entries, 2);
-        assert!(!new_path(&events(&mut d, &wl, &report(b, 3, 100, 5, 84 * S))));
-        assert!(new_path(&events(&mut d, &wl, &report(a, 3, 100, 5, 85 * S))));
+        assert!(!new_path(&events(
+            &mut d,
+            &wl,
+            &report(b, 3, 100, 5, 84 * S)
+        )));
+        assert!(new_path(&events(
+            &mut d,
+            &wl,
+            &report(a, 3, 100, 5, 85 * S)
+        )));
         assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
     }
 

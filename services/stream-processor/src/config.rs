@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kplane_runtime::Validate;
+use kplane_runtime::id_table::Limits;
 use serde::{Deserialize, Serialize};
 
 /// Which clock windows the reports: the switches' or the collector's.
@@ -50,6 +51,7 @@ pub struct Config {
     /// Consume `int.events` (event counts per window, report-loss bursts).
     pub consume_events: bool,
     pub thresholds: Thresholds,
+    pub state: StateConfig,
     /// Committed files of one (table, hour, partition) that trigger their compaction into one.
     pub compact_files: usize,
     /// Publish window results and immediate events on `int.windows` / `int.alerts`.
@@ -76,9 +78,33 @@ pub struct Thresholds {
     pub loss_burst_reports: u64,
     #[serde(with = "humantime_serde")]
     pub loss_burst_interval: Duration,
-    /// Flows unseen for this long (event time) are forgotten by the immediate detectors.
-    #[serde(with = "humantime_serde")]
-    pub flow_idle: Duration,
+}
+
+/// `[stream-processor.state]`: bounds of the immediate detectors' state, per partition (see
+/// `kplane_runtime::id_table`): entries idle for longer than `idle` (event time) are
+/// forgotten, and at `max` the least recently seen make room; evictions are counted.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StateConfig {
+    /// Per-flow state: path, loop, black hole, hop latencies above the threshold.
+    pub flows: Limits,
+    /// Per-switch state: queues above the threshold, report-loss windows.
+    pub nodes: Limits,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            flows: Limits {
+                idle: Duration::from_secs(60),
+                max: 1_000_000,
+            },
+            nodes: Limits {
+                idle: Duration::from_secs(3600),
+                max: 65_536,
+            },
+        }
+    }
 }
 
 impl Default for Thresholds {
@@ -89,7 +115,6 @@ impl Default for Thresholds {
             black_hole_after: Duration::from_secs(1),
             loss_burst_reports: 100,
             loss_burst_interval: Duration::from_secs(1),
-            flow_idle: Duration::from_secs(60),
         }
     }
 }
@@ -107,6 +132,7 @@ impl Default for Config {
             consume_reports: true,
             consume_events: true,
             thresholds: Thresholds::default(),
+            state: StateConfig::default(),
             compact_files: 64,
             publish: true,
             result_partitions: 4,
@@ -166,5 +192,11 @@ impl Validate for Config {
             self.thresholds.loss_burst_interval >= Duration::from_millis(1),
             "thresholds.loss-burst-interval must be >= 1ms",
         );
+        for (name, l) in [("flows", self.state.flows), ("nodes", self.state.nodes)] {
+            need(
+                l.max >= 1 && l.idle >= Duration::from_secs(1),
+                &format!("state.{name}: max must be >= 1 and idle at least 1s"),
+            );
+        }
     }
 }

@@ -8,10 +8,10 @@
 //! reporting node: a report-loss burst from the collector's `report_loss` events.
 //!
 //! These are stateful per-row checks over Arrow columns — a keyed state machine, which a
-//! window query cannot express. The state lives in memory: after a restart it starts empty,
-//! so alerts are at-least-once and a path change across a restart is not seen.
+//! window query cannot express. The state is bounded (`[stream-processor.state]`: per-flow
+//! and per-switch tables with an idle timeout on event time and a cap, evictions counted).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, LazyLock};
 
 use arrow_array::builder::{
@@ -27,63 +27,15 @@ use arrow_array::{
 use arrow_buffer::{ArrowNativeType, NullBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use kplane_model::schema::col;
-use kplane_model::{HopField, Metric, ip_from_16, ip_to_16};
+use kplane_model::{FlowHashKey, HopField, Metric, ip_from_16, ip_to_16};
+use kplane_runtime::id_table::{Evictions, IdTable};
 
-use crate::config::Thresholds;
-use crate::flow_table::FlowTable;
+use crate::config::{StateConfig, Thresholds};
 use crate::frame::pcol;
 
 pub use kplane_model::results::{Alert, AlertKind};
 
 type FlowId = [u8; 37];
-
-/// A fast hasher for the detectors' maps (keys are not attacker-chosen in a way that matters
-/// here: flow keys of a partition, node ids). SipHash was a tenth of the processing time.
-#[derive(Clone, Copy, Debug, Default)]
-struct FastHasher(u64);
-
-impl std::hash::Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        for &b in chunks.remainder() {
-            self.add(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-
-    fn write_u32(&mut self, v: u32) {
-        self.add(u64::from(v));
-    }
-
-    fn write_u8(&mut self, v: u8) {
-        self.add(u64::from(v));
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.add(v as u64);
-    }
-}
-
-impl FastHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type Fast = std::hash::BuildHasherDefault<FastHasher>;
 
 /// How many reports ahead a flow's state is prefetched: about the reports checked while one
 /// cache miss is served.
@@ -94,7 +46,6 @@ struct FlowState {
     path: Vec<u32>,
     /// `path_id` of `path` (the frame's hash of the node ids): compared instead of the list.
     path_id: u64,
-    last_seen_ns: i64,
     last_sink_ns: Option<i64>,
     black_hole: bool,
     looping: bool,
@@ -110,12 +61,20 @@ type LossWindow = (VecDeque<(i64, u64)>, u64, bool);
 pub struct Detector {
     partition: u32,
     t: Thresholds,
-    /// By `flow_id` (the frame's 64-bit hash of the 5-tuple, the key the analytics group by
-    /// too); the 5-tuple itself is read from the batch only when an alert names it.
-    flows: FlowTable<FlowState>,
-    queues_above: HashSet<(u32, u8), Fast>,
-    loss: HashMap<u32, LossWindow, Fast>,
-    last_sweep_ns: i64,
+    /// By `flow_id` (the frame's keyed 64-bit hash of the 5-tuple, the key the analytics
+    /// group by too); the 5-tuple itself is read from the batch only when an alert names it.
+    flows: IdTable<FlowState>,
+    /// Queues above the occupancy threshold now, by keyed hash of (node, queue).
+    queues_above: IdTable<()>,
+    /// By keyed hash of the reporting node.
+    loss: IdTable<LossWindow>,
+    /// Keys the node and queue ids (wire values) of the tables above.
+    key: FlowHashKey,
+}
+
+/// Whole seconds of an event time, the clock of the state's idle timeouts.
+fn seconds(t_ns: i64) -> u32 {
+    (t_ns.max(0) / 1_000_000_000) as u32
 }
 
 struct FlowCols<'a> {
@@ -270,20 +229,29 @@ fn has_repeat(path: &[u32]) -> bool {
 }
 
 impl Detector {
-    pub fn new(partition: u32, t: Thresholds) -> Self {
+    /// `key` keys node and queue ids (the flows' ids come keyed already).
+    pub fn new(partition: u32, t: Thresholds, state: &StateConfig, key: FlowHashKey) -> Self {
         Self {
             partition,
             t,
-            flows: FlowTable::default(),
-            queues_above: HashSet::default(),
-            loss: HashMap::default(),
-            last_sweep_ns: i64::MIN,
+            flows: IdTable::new(state.flows),
+            queues_above: IdTable::new(state.nodes),
+            loss: IdTable::new(state.nodes),
+            key,
         }
     }
 
-    /// Flows tracked (for metrics).
-    pub fn flows(&self) -> usize {
-        self.flows.len()
+    /// (table, entries, evictions) of each state table, for metrics.
+    pub fn tables(&self) -> [(&'static str, usize, Evictions); 3] {
+        [
+            ("flows", self.flows.len(), self.flows.evictions()),
+            (
+                "queues-above",
+                self.queues_above.len(),
+                self.queues_above.evictions(),
+            ),
+            ("loss-nodes", self.loss.len(), self.loss.evictions()),
+        ]
     }
 
     /// Checks one message's `reports` and `hops` rows (see `frame.rs`; report `i`'s hops
@@ -337,8 +305,9 @@ impl Detector {
             let (a, z) = (offsets[i] as usize, offsets[i + 1] as usize);
             let path = &path_nodes.values()[a..z];
             let path_id = path_ids.value(i);
-            let st = self.flows.get_or_default(ids[i]);
-            st.last_seen_ns = st.last_seen_ns.max(t);
+            let (st, _) =
+                self.flows
+                    .get_or_insert_with(ids[i], seconds(t), FlowState::default, drop);
             if path.len() >= 2 && has_repeat(path) {
                 if !st.looping {
                     st.looping = true;
@@ -390,7 +359,6 @@ impl Detector {
         for a in &mut out[raised..] {
             a.received_ns = arrived;
         }
-        self.sweep(max_t);
         Ok(())
     }
 
@@ -401,21 +369,26 @@ impl Detector {
         else {
             return;
         };
-        let key = (node, queue);
         let v = u64::from(v);
         if v <= occ_thr && self.queues_above.is_empty() {
             // The usual case: nothing to clear, no hash lookup per hop.
             return;
         }
+        let id = self.key.hash_words(&[u64::from(node), u64::from(queue)]);
+        let now_s = seconds(h.time[j]);
         if v > occ_thr {
-            if self.queues_above.insert(key) {
+            if self
+                .queues_above
+                .get_or_insert_with(id, now_s, || (), drop)
+                .1
+            {
                 out.push(Alert {
                     time_ns: h.time[j],
                     detected_ns: kplane_model::unix_time_ns() as i64,
                     kind: Some(AlertKind::Threshold),
                     partition: self.partition,
-                    node_id: Some(key.0),
-                    queue_id: Some(key.1),
+                    node_id: Some(node),
+                    queue_id: Some(queue),
                     metric: Some("queue_occupancy".into()),
                     value: Some(v),
                     threshold: Some(occ_thr),
@@ -423,7 +396,7 @@ impl Detector {
                 });
             }
         } else {
-            self.queues_above.remove(&key);
+            self.queues_above.remove(id);
         }
     }
 
@@ -441,7 +414,11 @@ impl Detector {
                 continue;
             }
             let (n, t, lost) = (node.value(i), time.value(i), value.value(i));
-            let (window, sum, bursting) = self.loss.entry(n).or_default();
+            let id = self.key.hash_words(&[u64::from(n)]);
+            let (window, sum, bursting) = self
+                .loss
+                .get_or_insert_with(id, seconds(t), Default::default, drop)
+                .0;
             window.push_back((t, lost));
             *sum += lost;
             while let Some(&(t0, l0)) = window.front() {
@@ -469,16 +446,6 @@ impl Detector {
             }
         }
         Ok(())
-    }
-
-    /// Forgets flows idle for `flow-idle` of event time.
-    fn sweep(&mut self, now_ns: i64) {
-        let idle = self.t.flow_idle.as_nanos() as i64;
-        if now_ns == i64::MIN || now_ns.saturating_sub(self.last_sweep_ns) < idle / 2 {
-            return;
-        }
-        self.last_sweep_ns = now_ns;
-        self.flows.retain(|_, st| now_ns - st.last_seen_ns <= idle);
     }
 }
 
@@ -579,12 +546,137 @@ pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
 mod tests {
     use std::time::Duration;
 
-    use kplane_model::batch::EventBatchBuilder;
-    use kplane_model::{Detector as EventDetector, EventKind, EventRow};
+    use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
+    use kplane_model::{
+        Detector as EventDetector, EventKind, EventRow, FlowKey, HopRecord, ReportFlags,
+        ReportRecord,
+    };
 
     use super::*;
+    use crate::config::StateConfig;
+    use crate::frame::report_frame;
 
     const MS: i64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
+    const KEY: FlowHashKey = FlowHashKey([1, 2]);
+
+    fn flow(src: u8) -> FlowKey {
+        FlowKey {
+            src_ip: format!("10.0.0.{src}").parse().unwrap(),
+            dst_ip: "10.0.1.1".parse().unwrap(),
+            src_port: 1000,
+            dst_port: 80,
+            protocol: 6,
+        }
+    }
+
+    /// A report of `f` at `t` along `path` with hop latency `lat` and queue occupancy `occ`
+    /// at every hop; `sink` false makes it an intermediate report.
+    fn report(t: u64, f: FlowKey, path: &[u32], lat: u64, occ: u64, sink: bool) -> ReportRecord {
+        let mut r = ReportRecord::default();
+        r.envelope.received_ns = t;
+        r.envelope.timestamp_ns = Some(t);
+        r.envelope.node_id = path.last().copied();
+        r.envelope.flags.set(ReportFlags::INTERMEDIATE, !sink);
+        r.flow = Some(f);
+        for &n in path {
+            let mut h = HopRecord::default();
+            h.set(HopField::NodeId, n.into());
+            h.set(HopField::HopLatency, lat);
+            h.set(HopField::QueueId, 0);
+            h.set(HopField::QueueOccupancy, occ);
+            r.hops.push(h);
+        }
+        r
+    }
+
+    /// The kinds of the alerts `d` raises for `rows`, in order.
+    fn alerts(d: &mut Detector, rows: &[ReportRecord]) -> Vec<AlertKind> {
+        let mut b = ReportBatchBuilder::new(rows.len());
+        for r in rows {
+            b.append(r).unwrap();
+        }
+        let f = report_frame(&b.finish().unwrap(), true, &KEY).unwrap();
+        let mut out = Vec::new();
+        d.reports(&f.reports, &f.hops, &f.hop_offsets, &mut out)
+            .unwrap();
+        out.iter().filter_map(|a| a.kind).collect()
+    }
+
+    fn flow_detector(state: StateConfig) -> Detector {
+        let t = Thresholds {
+            hop_latency_ns: 1_000,
+            queue_occupancy: 50,
+            black_hole_after: Duration::from_secs(1),
+            ..Thresholds::default()
+        };
+        Detector::new(0, t, &state, KEY)
+    }
+
+    #[test]
+    fn path_changes_loops_and_black_holes_are_raised_once() {
+        use AlertKind::*;
+        let mut d = flow_detector(StateConfig::default());
+        let a = flow(1);
+        assert_eq!(alerts(&mut d, &[report(S, a, &[1, 2, 3], 10, 0, true)]), []);
+        assert_eq!(
+            alerts(&mut d, &[report(2 * S, a, &[1, 4, 3], 10, 0, true)]),
+            [PathChange]
+        );
+        assert_eq!(alerts(&mut d, &[report(3 * S, a, &[1, 4, 3], 10, 0, true)]), []);
+        assert_eq!(
+            alerts(&mut d, &[report(4 * S, a, &[1, 4, 1, 3], 10, 0, true)]),
+            [Loop, PathChange]
+        );
+        // Upstream keeps reporting the flow, its sink stopped 2 s ago: a black hole, once.
+        let upstream = |t| report(t, a, &[1, 4], 10, 0, false);
+        assert_eq!(alerts(&mut d, &[upstream(6 * S + 1)]), [BlackHole]);
+        assert_eq!(alerts(&mut d, &[upstream(7 * S)]), []);
+        assert_eq!(
+            alerts(&mut d, &[report(8 * S, a, &[1, 4, 3], 10, 0, true)]),
+            [BlackHoleCleared, PathChange]
+        );
+    }
+
+    #[test]
+    fn thresholds_are_raised_on_crossing_and_rearmed_below() {
+        use AlertKind::*;
+        let mut d = flow_detector(StateConfig::default());
+        let a = flow(1);
+        let r = |t, lat, occ| report(t, a, &[1], lat, occ, true);
+        // Hop latency 2000 > 1000 and occupancy 60 > 50: one alert each.
+        assert_eq!(alerts(&mut d, &[r(S, 2_000, 60)]), [Threshold, Threshold]);
+        assert_eq!(alerts(&mut d, &[r(2 * S, 2_000, 60)]), []);
+        assert_eq!(alerts(&mut d, &[r(3 * S, 10, 0)]), []);
+        assert_eq!(alerts(&mut d, &[r(4 * S, 2_000, 60)]), [Threshold, Threshold]);
+    }
+
+    #[test]
+    fn a_flow_idle_past_its_limit_or_evicted_for_room_starts_afresh() {
+        let limits = |max| kplane_runtime::id_table::Limits {
+            idle: Duration::from_secs(10),
+            max,
+        };
+        let mut d = flow_detector(StateConfig {
+            flows: limits(2),
+            nodes: limits(100),
+        });
+        let (a, b, c) = (flow(1), flow(2), flow(3));
+        alerts(&mut d, &[report(S, a, &[1, 2], 10, 0, true)]);
+        // 20 s later on another path: `a` was forgotten, so this is its first path.
+        assert!(alerts(&mut d, &[report(21 * S, a, &[1, 3], 10, 0, true)]).is_empty());
+        assert_eq!(d.tables()[0].2.idle, 1);
+        // A full table: `b` then `c` push out `a`, the least recently seen.
+        alerts(&mut d, &[report(22 * S, b, &[1, 2], 10, 0, true)]);
+        alerts(&mut d, &[report(23 * S, c, &[1, 2], 10, 0, true)]);
+        assert_eq!(d.tables()[0].2.capacity, 1);
+        assert!(alerts(&mut d, &[report(24 * S, a, &[1, 2], 10, 0, true)]).is_empty());
+        assert_eq!(
+            alerts(&mut d, &[report(25 * S, c, &[1, 3], 10, 0, true)]),
+            [AlertKind::PathChange],
+            "c was kept"
+        );
+    }
 
     /// Events of `(time ms, metric, node, value)`.
     fn events(rows: &[(i64, Metric, u32, u64)]) -> RecordBatch {
@@ -618,6 +710,8 @@ mod tests {
                 loss_burst_interval: Duration::from_secs(1),
                 ..Thresholds::default()
             },
+            &StateConfig::default(),
+            KEY,
         )
     }
 

@@ -17,7 +17,6 @@ pub mod bench;
 pub mod config;
 pub mod detect;
 pub mod distribution;
-mod flow_table;
 pub mod frame;
 pub mod input;
 pub mod metrics;

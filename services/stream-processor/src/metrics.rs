@@ -21,6 +21,12 @@ pub struct TableLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    pub table: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
     pub kind: &'static str,
 }
@@ -42,7 +48,8 @@ pub struct ProcessorMetrics {
     pub publish_failures: Counter,
     pub open_panes: Gauge,
     pub partitions: Gauge,
-    pub tracked_flows: Gauge,
+    pub state_entries: Family<TableLabel, Gauge>,
+    pub state_evictions: Family<EvictionLabels, Counter>,
     pub store_files: Counter,
     pub compactions: Counter,
     pub window_latency: Histogram,
@@ -62,7 +69,8 @@ impl Default for ProcessorMetrics {
             publish_failures: Counter::default(),
             open_panes: Gauge::default(),
             partitions: Gauge::default(),
-            tracked_flows: Gauge::default(),
+            state_entries: Family::default(),
+            state_evictions: Family::default(),
             store_files: Counter::default(),
             compactions: Counter::default(),
             window_latency: latency_histogram(),
@@ -127,9 +135,14 @@ impl ProcessorMetrics {
             self.partitions.clone(),
         );
         r.register(
-            "tracked_flows",
-            "Flows held by the immediate-event detectors",
-            self.tracked_flows.clone(),
+            "state_entries",
+            "Entries of the immediate-event detectors' state tables, across lanes",
+            self.state_entries.clone(),
+        );
+        r.register(
+            "state_evictions",
+            "Entries evicted from the detectors' state tables, by reason (idle, capacity)",
+            self.state_evictions.clone(),
         );
         r.register(
             "store_files_written",

@@ -15,12 +15,13 @@ use kplane_bus::{
     Consumer, Message, PartitionEvent, Producer, Received, content_types, headers, topics,
 };
 use kplane_model::FlowHashKey;
+use kplane_runtime::id_table::Evictions;
 
 use crate::analytics::{Analytics, Table, WindowInput, paths_of};
 use crate::config::{Config, EventTime};
 use crate::detect::{Alert, Detector, alerts_batch};
 use crate::frame::{event_frame, report_frame};
-use crate::metrics::ProcessorMetrics;
+use crate::metrics::{EvictionLabels, ProcessorMetrics, TableLabel};
 use crate::panes::{ClosedWindow, Offered, Panes};
 use crate::stages::StageTimes;
 use crate::store::{LaneStore, WindowRows};
@@ -42,6 +43,8 @@ struct Lane {
     detector: Detector,
     last_data: Instant,
     previous_paths: Vec<RecordBatch>,
+    /// The detector's evictions per table as last counted in metrics.
+    counted_evictions: [Evictions; 3],
     /// Alerts raised since the last commit (stored with it).
     pending_alerts: Vec<Alert>,
     first_alert_offset: i64,
@@ -107,6 +110,34 @@ impl Processor {
             window_sink: None,
             stages: StageTimes::default(),
         })
+    }
+
+    /// Sets the state-table metrics: entries across lanes, evictions since the last call.
+    fn report_state(&mut self) {
+        let mut entries: Vec<(&'static str, i64)> = Vec::new();
+        for lane in self.lanes.values_mut() {
+            for (i, (table, n, evicted)) in lane.detector.tables().into_iter().enumerate() {
+                match entries.iter_mut().find(|e| e.0 == table) {
+                    Some(e) => e.1 += n as i64,
+                    None => entries.push((table, n as i64)),
+                }
+                let before = std::mem::replace(&mut lane.counted_evictions[i], evicted);
+                for ((reason, now), (_, was)) in
+                    evicted.by_reason().into_iter().zip(before.by_reason())
+                {
+                    self.metrics
+                        .state_evictions
+                        .get_or_create(&EvictionLabels { table, reason })
+                        .inc_by(now - was);
+                }
+            }
+        }
+        for (table, n) in entries {
+            self.metrics
+                .state_entries
+                .get_or_create(&TableLabel { table })
+                .set(n);
+        }
     }
 
     /// Cumulative time per stage since start.
@@ -185,9 +216,7 @@ impl Processor {
                     .map(|l| l.panes.held_panes() as i64)
                     .sum(),
             );
-            self.metrics
-                .tracked_flows
-                .set(self.lanes.values().map(|l| l.detector.flows() as i64).sum());
+            self.report_state();
             if last_lag.elapsed() >= Duration::from_secs(5) {
                 source.update_lag();
                 last_lag = Instant::now();
@@ -248,10 +277,16 @@ impl Processor {
                                     checkpoint,
                                 ),
                                 store,
-                                detector: Detector::new(partition, self.cfg.thresholds.clone()),
+                                detector: Detector::new(
+                                    partition,
+                                    self.cfg.thresholds.clone(),
+                                    &self.cfg.state,
+                                    self.flow_key,
+                                ),
                                 last_data: Instant::now(),
                                 previous_paths: Vec::new(),
                                 told_through: i64::MIN,
+                                counted_evictions: Default::default(),
                                 pending_alerts: Vec::new(),
                                 first_alert_offset: -1,
                             },
