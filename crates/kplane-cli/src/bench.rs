@@ -32,6 +32,9 @@ pub enum Bench {
     Intents(crate::bench_intents::IntentsArgs),
     /// Table entries pushed per second to a P4Runtime switch (BMv2 started if no --addr).
     P4runtime(crate::bench_intents::P4runtimeArgs),
+    /// Flow churn through the collector's pipeline and the processor's detectors (virtual
+    /// time): resident memory and state-table sizes and evictions per virtual minute.
+    Soak(crate::bench_soak::SoakArgs),
     /// The closed loop in `kplane up`: a DDoS → anomaly → block intents written → verified,
     /// seconds from the attack's start, and the attack's traffic at the victim afterwards.
     Loop(crate::bench_loop::LoopArgs),
@@ -105,6 +108,13 @@ pub fn run(b: Bench) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench kafka: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Bench::Soak(a) => match crate::bench_soak::run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kplane bench soak: {e:#}");
                 ExitCode::FAILURE
             }
         },

@@ -623,7 +623,10 @@ mod tests {
             alerts(&mut d, &[report(2 * S, a, &[1, 4, 3], 10, 0, true)]),
             [PathChange]
         );
-        assert_eq!(alerts(&mut d, &[report(3 * S, a, &[1, 4, 3], 10, 0, true)]), []);
+        assert_eq!(
+            alerts(&mut d, &[report(3 * S, a, &[1, 4, 3], 10, 0, true)]),
+            []
+        );
         assert_eq!(
             alerts(&mut d, &[report(4 * S, a, &[1, 4, 1, 3], 10, 0, true)]),
             [Loop, PathChange]
@@ -648,7 +651,10 @@ mod tests {
         assert_eq!(alerts(&mut d, &[r(S, 2_000, 60)]), [Threshold, Threshold]);
         assert_eq!(alerts(&mut d, &[r(2 * S, 2_000, 60)]), []);
         assert_eq!(alerts(&mut d, &[r(3 * S, 10, 0)]), []);
-        assert_eq!(alerts(&mut d, &[r(4 * S, 2_000, 60)]), [Threshold, Threshold]);
+        assert_eq!(
+            alerts(&mut d, &[r(4 * S, 2_000, 60)]),
+            [Threshold, Threshold]
+        );
     }
 
     #[test]
