@@ -324,8 +324,9 @@ fn processed(data: &std::path::Path, run_ns: i64, want: f64) -> (u64, Vec<i64>) 
                     p.value(i),
                 );
                 let log = data.join("checkpoints").join(format!("{lane}.jsonl"));
-                let commits =
-                    kplane_stream_processor::store::read_commits(&log).unwrap_or_default();
+                let commits = kplane_stream_processor::store::read_commits(&log)
+                    .map(|l| l.commits)
+                    .unwrap_or_default();
                 let written = commits
                     .iter()
                     .find(|c| c.checkpoint.emitted_until_ns >= end.value(i))

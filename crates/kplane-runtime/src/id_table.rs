@@ -129,6 +129,19 @@ impl<V> IdTable<V> {
         self.len = 0;
     }
 
+    /// Every (id, second last seen, value): what a snapshot saves.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, u32, &V)> {
+        self.slots
+            .iter()
+            .flatten()
+            .map(|e| (e.id, e.seen_s, &e.value))
+    }
+
+    /// Puts back an entry of [`IdTable::entries`] (its id absent), seen at `seen_s`.
+    pub fn restore(&mut self, id: u64, seen_s: u32, value: V) {
+        self.get_or_insert_with(id, seen_s, || value, drop);
+    }
+
     /// Every value, mutable (stamps and limits unchanged).
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.slots.iter_mut().flatten().map(|e| &mut e.value)

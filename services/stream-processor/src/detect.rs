@@ -32,6 +32,7 @@ use kplane_runtime::id_table::{Evictions, IdTable};
 
 use crate::config::{StateConfig, Thresholds};
 use crate::frame::pcol;
+use crate::snapshot::{Reader, Writer};
 
 pub use kplane_model::results::{Alert, AlertKind};
 
@@ -52,6 +53,9 @@ struct FlowState {
     /// Nodes whose hop latency is above the threshold now.
     above: Vec<u32>,
 }
+
+/// Version of [`Detector::snapshot`]'s encoding.
+const SNAPSHOT_VERSION: u8 = 1;
 
 /// Per reporting node: recent (time, lost) loss events, their sum, and whether a burst is on.
 type LossWindow = (VecDeque<(i64, u64)>, u64, bool);
@@ -239,6 +243,86 @@ impl Detector {
             loss: IdTable::new(state.nodes),
             key,
         }
+    }
+
+    /// The detectors' state as bytes ([`Detector::restore`] reads them back): saved with
+    /// every commit, so a path change or black hole that spans a restart is still raised.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u8(SNAPSHOT_VERSION);
+        w.u32(self.flows.len() as u32);
+        for (id, seen, f) in self.flows.entries() {
+            w.u64(id);
+            w.u32(seen);
+            w.u64(f.path_id);
+            w.u8(u8::from(f.black_hole)
+                | u8::from(f.looping) << 1
+                | u8::from(f.last_sink_ns.is_some()) << 2);
+            w.i64(f.last_sink_ns.unwrap_or(0));
+            w.u32s(&f.path);
+            w.u32s(&f.above);
+        }
+        w.u32(self.queues_above.len() as u32);
+        for (id, seen, ()) in self.queues_above.entries() {
+            w.u64(id);
+            w.u32(seen);
+        }
+        w.u32(self.loss.len() as u32);
+        for (id, seen, (events, sum, bursting)) in self.loss.entries() {
+            w.u64(id);
+            w.u32(seen);
+            w.u64(*sum);
+            w.u8(u8::from(*bursting));
+            w.u32(events.len() as u32);
+            for &(t, lost) in events {
+                w.i64(t);
+                w.u64(lost);
+            }
+        }
+        w.0
+    }
+
+    /// Puts back the state of a [`Detector::snapshot`] (into a new detector).
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let mut r = Reader(bytes);
+        let version = r.u8("the version")?;
+        if version != SNAPSHOT_VERSION {
+            return Err(format!(
+                "detector state version {version}, expected {SNAPSHOT_VERSION}"
+            ));
+        }
+        for _ in 0..r.u32("the flow count")? {
+            let (id, seen) = (r.u64("a flow")?, r.u32("a flow")?);
+            let path_id = r.u64("a flow")?;
+            let flags = r.u8("a flow")?;
+            let last_sink = r.i64("a flow")?;
+            let state = FlowState {
+                path_id,
+                black_hole: flags & 1 != 0,
+                looping: flags & 2 != 0,
+                last_sink_ns: (flags & 4 != 0).then_some(last_sink),
+                path: r.u32s("a flow's path")?,
+                above: r.u32s("a flow's nodes above")?,
+            };
+            self.flows.restore(id, seen, state);
+        }
+        for _ in 0..r.u32("the queue count")? {
+            let (id, seen) = (r.u64("a queue")?, r.u32("a queue")?);
+            self.queues_above.restore(id, seen, ());
+        }
+        for _ in 0..r.u32("the loss-window count")? {
+            let (id, seen) = (r.u64("a loss window")?, r.u32("a loss window")?);
+            let sum = r.u64("a loss window")?;
+            let bursting = r.u8("a loss window")? != 0;
+            let events = (0..r.u32("a loss window")?)
+                .map(|_| Ok((r.i64("a loss event")?, r.u64("a loss event")?)))
+                .collect::<Result<VecDeque<_>, String>>()?;
+            self.loss.restore(id, seen, (events, sum, bursting));
+        }
+        if !r.is_empty() {
+            return Err("detector state has trailing bytes".into());
+        }
+        Ok(())
     }
 
     /// (table, entries, evictions) of each state table, for metrics.

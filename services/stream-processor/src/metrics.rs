@@ -51,6 +51,7 @@ pub struct ProcessorMetrics {
     pub state_entries: Family<TableLabel, Gauge>,
     pub state_evictions: Family<EvictionLabels, Counter>,
     pub store_files: Counter,
+    pub torn_checkpoint_lines: Counter,
     pub compactions: Counter,
     pub window_latency: Histogram,
     pub alert_latency: Histogram,
@@ -72,6 +73,7 @@ impl Default for ProcessorMetrics {
             state_entries: Family::default(),
             state_evictions: Family::default(),
             store_files: Counter::default(),
+            torn_checkpoint_lines: Counter::default(),
             compactions: Counter::default(),
             window_latency: latency_histogram(),
             alert_latency: latency_histogram(),
@@ -143,6 +145,11 @@ impl ProcessorMetrics {
             "state_evictions",
             "Entries evicted from the detectors' state tables, by reason (idle, capacity)",
             self.state_evictions.clone(),
+        );
+        r.register(
+            "torn_checkpoint_lines",
+            "Torn last lines (a crash mid-write) found and cut off checkpoint logs on opening",
+            self.torn_checkpoint_lines.clone(),
         );
         r.register(
             "store_files_written",

@@ -24,7 +24,7 @@ use crate::frame::{event_frame, report_frame};
 use crate::metrics::{EvictionLabels, ProcessorMetrics, TableLabel};
 use crate::panes::{ClosedWindow, Offered, Panes};
 use crate::stages::StageTimes;
-use crate::store::{LaneStore, WindowRows};
+use crate::store::{DetectorState, LaneStore, WindowRows};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -43,6 +43,8 @@ struct Lane {
     detector: Detector,
     last_data: Instant,
     previous_paths: Vec<RecordBatch>,
+    /// The last message the restored detector state includes: not checked again.
+    detectors_through: i64,
     /// The detector's evictions per table as last counted in metrics.
     counted_evictions: [Evictions; 3],
     /// Alerts raised since the last commit (stored with it).
@@ -261,9 +263,29 @@ impl Processor {
                             LaneKind::Reports
                         };
                         let name = lane_name(&topic, partition);
-                        let (store, checkpoint) =
+                        let (store, resume) =
                             LaneStore::open(&self.cfg.data_dir, &name, self.cfg.compact_files)?;
+                        let checkpoint = resume.checkpoint;
                         tracing::info!(lane = %name, ?checkpoint, "partition assigned");
+                        self.metrics.torn_checkpoint_lines.inc_by(store.torn_lines);
+                        let mut detector = Detector::new(
+                            partition,
+                            self.cfg.thresholds.clone(),
+                            &self.cfg.state,
+                            self.flow_key,
+                        );
+                        let detectors_through = match &resume.detectors {
+                            Some(saved) => {
+                                detector.restore(&saved.bytes).map_err(|e| {
+                                    format!(
+                                        "{}: {e}; remove the file to start the lane's detectors empty",
+                                        store.detectors_path().display()
+                                    )
+                                })?;
+                                saved.through_offset
+                            }
+                            None => -1,
+                        };
                         self.lanes.insert(
                             (topic.clone(), partition),
                             Lane {
@@ -277,12 +299,8 @@ impl Processor {
                                     checkpoint,
                                 ),
                                 store,
-                                detector: Detector::new(
-                                    partition,
-                                    self.cfg.thresholds.clone(),
-                                    &self.cfg.state,
-                                    self.flow_key,
-                                ),
+                                detector,
+                                detectors_through,
                                 last_data: Instant::now(),
                                 previous_paths: Vec::new(),
                                 told_through: i64::MIN,
@@ -358,8 +376,10 @@ impl Processor {
         };
         lane.last_data = Instant::now();
         let report_clock = self.cfg.event_time == EventTime::Report;
-        // Rows of a message read before the last checkpoint was taken already raised their
-        // alerts then: detectors see them again (to rebuild state) but stay quiet.
+        // A message the restored detector state already includes is not checked again. Without
+        // saved state, a message read before the last checkpoint already raised its alerts
+        // then: the detectors see it again (to rebuild state) but stay quiet.
+        let detect = offset > lane.detectors_through;
         let replay = offset <= lane.panes.checkpoint().read_until;
         let mut alerts = Vec::new();
         let st = &mut self.stages;
@@ -372,9 +392,11 @@ impl Processor {
                         let f = report_frame(b, report_clock, &self.flow_key)
                             .map_err(|e| e.to_string())?;
                         let t = StageTimes::lap(&mut st.frame, t);
-                        lane.detector
-                            .reports(&f.reports, &f.hops, &f.hop_offsets, &mut alerts)
-                            .map_err(|e| e.to_string())?;
+                        if detect {
+                            lane.detector
+                                .reports(&f.reports, &f.hops, &f.hop_offsets, &mut alerts)
+                                .map_err(|e| e.to_string())?;
+                        }
                         let t = StageTimes::lap(&mut st.detect, t);
                         let o = lane
                             .panes
@@ -389,9 +411,11 @@ impl Processor {
                     LaneKind::Events => {
                         let (events, event_ns) = event_frame(b).map_err(|e| e.to_string())?;
                         let t = StageTimes::lap(&mut st.frame, t);
-                        lane.detector
-                            .events(&events, &mut alerts)
-                            .map_err(|e| e.to_string())?;
+                        if detect {
+                            lane.detector
+                                .events(&events, &mut alerts)
+                                .map_err(|e| e.to_string())?;
+                        }
                         let t = StageTimes::lap(&mut st.detect, t);
                         let o = lane
                             .panes
@@ -495,7 +519,12 @@ impl Processor {
         }
         let (files, compactions) = (lane.store.files_written, lane.store.compactions);
         let started = Instant::now();
-        lane.store.commit(rows, alerts, n_windows, checkpoint)?;
+        let detectors = DetectorState {
+            through_offset: checkpoint.read_until,
+            bytes: lane.detector.snapshot(),
+        };
+        lane.store
+            .commit(rows, alerts, n_windows, checkpoint, Some(&detectors))?;
         StageTimes::lap(&mut self.stages.store, started);
         self.metrics.windows_written.inc_by(n_windows as u64);
         // Counted across lanes: what this commit added.

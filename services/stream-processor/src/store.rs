@@ -75,20 +75,83 @@ fn read_or_empty(path: &Path) -> std::io::Result<Vec<u8>> {
     }
 }
 
-/// Complete lines of a checkpoint log (a torn last line — a crash mid-write — is skipped).
-pub fn read_commits(path: &Path) -> std::io::Result<Vec<CommitLine>> {
-    Ok(read_or_empty(path)?
-        .split(|&b| b == b'\n')
-        .filter_map(|line| serde_json::from_slice::<CommitLine>(line).ok())
-        .collect())
+/// A checkpoint log read back.
+#[derive(Debug, Default)]
+pub struct CommitLog {
+    /// Its complete lines, oldest first.
+    pub commits: Vec<CommitLine>,
+    /// Where a torn last line starts (a crash while it was appended): the log's valid
+    /// length. `None` when the log ends with a complete line.
+    pub torn_at: Option<u64>,
+}
+
+/// Reads a checkpoint log. A last line that does not parse is torn (a crash mid-append) and
+/// left out; a line that does not parse *followed by lines that do* is corruption, an error
+/// naming the file and line — resuming from an earlier checkpoint would double windows.
+pub fn read_commits(path: &Path) -> Result<CommitLog, BoxError> {
+    let text = read_or_empty(path)?;
+    let mut log = CommitLog::default();
+    let mut bad: Option<(usize, u64, String)> = None;
+    let mut start = 0usize;
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let at = start as u64;
+        start += line.len() + 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<CommitLine>(line) {
+            Ok(c) => {
+                if let Some((n, _, e)) = bad {
+                    return Err(format!(
+                        "{}: line {} is corrupt ({e}) but later lines are intact; refusing to \
+                         resume from a damaged checkpoint log (restore the file or remove the \
+                         lane's data to rebuild it)",
+                        path.display(),
+                        n
+                    )
+                    .into());
+                }
+                log.commits.push(c);
+            }
+            Err(e) => {
+                bad.get_or_insert((i + 1, at, e.to_string()));
+            }
+        }
+    }
+    log.torn_at = bad.map(|(_, at, _)| at);
+    Ok(log)
+}
+
+/// A lane's saved detector state: its offset (8 bytes, little-endian), then the detectors'
+/// encoding. Written whole by rename, so it is never torn.
+fn read_detectors(path: &Path) -> Result<Option<DetectorState>, BoxError> {
+    let bytes = read_or_empty(path)?;
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let (offset, rest) = bytes
+        .split_first_chunk::<8>()
+        .ok_or_else(|| format!("{}: too short for detector state", path.display()))?;
+    Ok(Some(DetectorState {
+        through_offset: i64::from_le_bytes(*offset),
+        bytes: rest.to_vec(),
+    }))
 }
 
 /// What a stored file name says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FileKind {
-    Window { first_end: i64 },
-    Compacted { first_end: i64, last_end: i64 },
-    Alerts,
+    Window {
+        first_end: i64,
+    },
+    Compacted {
+        first_end: i64,
+        last_end: i64,
+    },
+    /// Alerts of the messages from `first_offset` to the commit's `read_until`.
+    Alerts {
+        first_offset: i64,
+    },
 }
 
 fn parse_name(name: &str, lane: &str) -> Option<FileKind> {
@@ -106,7 +169,8 @@ fn parse_name(name: &str, lane: &str) -> Option<FileKind> {
             last_end: b.parse().ok()?,
         });
     }
-    rest.strip_prefix('a').map(|_| FileKind::Alerts)
+    let first_offset = rest.strip_prefix('a')?.parse().ok()?;
+    Some(FileKind::Alerts { first_offset })
 }
 
 /// Every `*.parquet` under `dir` (recursively).
@@ -228,29 +292,54 @@ pub struct LaneStore {
     /// Files written and compacted (for metrics).
     pub files_written: u64,
     pub compactions: u64,
+    /// Torn last lines found in the checkpoint log on opening (0 or 1).
+    pub torn_lines: u64,
+    /// The last message the detectors' durable state includes (`-1`: none).
+    detectors_through: i64,
+}
+
+/// The immediate detectors' state as of a message: restored on open, the detectors skip
+/// every message up to `through_offset` (their state already includes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DetectorState {
+    pub through_offset: i64,
+    /// The detectors' own encoding ([`crate::detect::Detector::snapshot`]).
+    pub bytes: Vec<u8>,
+}
+
+/// What a lane resumes from.
+#[derive(Debug)]
+pub struct Resume {
+    pub checkpoint: Checkpoint,
+    pub detectors: Option<DetectorState>,
 }
 
 impl LaneStore {
     /// Opens the lane's checkpoint, rolls the store back to it and finishes interrupted
-    /// compactions; returns the store and the checkpoint to resume from.
-    pub fn open(
-        root: &Path,
-        lane: &str,
-        compact_files: usize,
-    ) -> Result<(Self, Checkpoint), BoxError> {
+    /// compactions; returns the store and what to resume from.
+    pub fn open(root: &Path, lane: &str, compact_files: usize) -> Result<(Self, Resume), BoxError> {
         let dir = root.join("checkpoints");
         std::fs::create_dir_all(&dir)?;
         std::fs::create_dir_all(tables_dir(root))?;
         let path = dir.join(format!("{lane}.jsonl"));
-        let text = read_or_empty(&path)?;
-        let checkpoint = read_commits(&path)?
+        let read = read_commits(&path)?;
+        let checkpoint = read
+            .commits
             .last()
             .map(|c| c.checkpoint)
             .unwrap_or_default();
-        let mut log = OpenOptions::new().create(true).append(true).open(&path)?;
-        if text.last().is_some_and(|&b| b != b'\n') {
-            log.write_all(b"\n")?;
+        let created = !path.exists();
+        let log = OpenOptions::new().create(true).append(true).open(&path)?;
+        if let Some(at) = read.torn_at {
+            // Cut the torn line off, so the next line appended starts clean.
+            tracing::warn!(log = %path.display(), at, "checkpoint log ends in a torn line (a crash mid-write): ignored");
+            log.set_len(at)?;
+            log.sync_all()?;
         }
+        if created {
+            File::open(&dir)?.sync_all()?;
+        }
+        let detectors = read_detectors(&dir.join(format!("{lane}.detectors")))?;
         let store = Self {
             root: root.to_path_buf(),
             lane: lane.to_string(),
@@ -259,9 +348,28 @@ impl LaneStore {
             compact_files,
             files_written: 0,
             compactions: 0,
+            torn_lines: u64::from(read.torn_at.is_some()),
+            // Without saved state the detectors rebuild theirs from the checkpoint's messages
+            // and raise nothing up to `read_until` (those alerts are stored).
+            detectors_through: detectors
+                .as_ref()
+                .map_or(checkpoint.read_until, |d| d.through_offset),
         };
         store.recover()?;
-        Ok((store, checkpoint))
+        Ok((
+            store,
+            Resume {
+                checkpoint,
+                detectors,
+            },
+        ))
+    }
+
+    /// Where the lane's detector state is saved.
+    pub fn detectors_path(&self) -> PathBuf {
+        self.root
+            .join("checkpoints")
+            .join(format!("{}.detectors", self.lane))
     }
 
     fn lane_files(&self) -> Result<Vec<(PathBuf, FileKind)>, BoxError> {
@@ -298,7 +406,8 @@ impl LaneStore {
                         && matches!(*k, FileKind::Compacted { first_end: a, last_end: b }
                             if a <= first_end && last_end <= b && (a, b) != (first_end, last_end))
                 }),
-                FileKind::Alerts => false,
+                // Alerts of messages the detectors will read again are raised again.
+                FileKind::Alerts { first_offset } => first_offset > self.detectors_through,
             };
             if remove {
                 tracing::info!(file = %path.display(), "removing a file past the checkpoint or already compacted");
@@ -325,6 +434,7 @@ impl LaneStore {
         alerts: Option<(i64, i64, RecordBatch)>,
         n_windows: usize,
         checkpoint: Checkpoint,
+        detectors: Option<&DetectorState>,
     ) -> Result<Vec<PathBuf>, BoxError> {
         // (table, date/hour dir) → (first end, batches)
         let mut groups: Vec<(&'static str, PathBuf, i64, Vec<RecordBatch>)> = Vec::new();
@@ -360,6 +470,15 @@ impl LaneStore {
             );
             write_parquet(&self.root, &path, &[batch])?;
             written.push(path);
+        }
+        // After the alerts (a restored state must not re-raise stored ones), before the
+        // line (the line's windows must not be recomputed on a state that includes them).
+        if let Some(d) = detectors {
+            let mut bytes = Vec::with_capacity(8 + d.bytes.len());
+            bytes.extend_from_slice(&d.through_offset.to_le_bytes());
+            bytes.extend_from_slice(&d.bytes);
+            write_durably(&self.root, &self.detectors_path(), &bytes)?;
+            self.detectors_through = d.through_offset;
         }
         let mut line = serde_json::to_vec(&CommitLine {
             lane: self.lane.clone(),
@@ -492,29 +611,111 @@ mod tests {
     fn a_reopened_lane_is_the_checkpoints_image_and_compaction_loses_nothing() {
         let root = std::env::temp_dir().join(format!("kplane-sp-store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let (mut s, c) = LaneStore::open(&root, "reports-p0", 3).unwrap();
-        assert_eq!(c, Checkpoint::default());
+        let (mut s, r) = LaneStore::open(&root, "reports-p0", 3).unwrap();
+        assert_eq!(r.checkpoint, Checkpoint::default());
         for end in [10, 20] {
-            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end))
-                .unwrap();
+            s.commit(
+                vec![("t", end - 10, end, rows(end))],
+                None,
+                1,
+                cp(end),
+                None,
+            )
+            .unwrap();
         }
         // A crash after writing the files of window 30 but before its checkpoint line.
         let path = s.file_path("t", 20, "reports-p0-w30.parquet");
         write_parquet(&root, &path, &[rows(30)]).unwrap();
         drop(s);
-        let (mut s, c) = LaneStore::open(&root, "reports-p0", 3).unwrap();
-        assert_eq!(c, cp(20));
+        let (mut s, r) = LaneStore::open(&root, "reports-p0", 3).unwrap();
+        assert_eq!(r.checkpoint, cp(20));
         assert_eq!(
             stored(&root),
             vec![10, 20],
             "the uncommitted window is gone"
         );
         for end in [30, 40, 50] {
-            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end))
-                .unwrap();
+            s.commit(
+                vec![("t", end - 10, end, rows(end))],
+                None,
+                1,
+                cp(end),
+                None,
+            )
+            .unwrap();
         }
         assert!(s.compactions >= 1);
         assert_eq!(stored(&root), vec![10, 20, 30, 40, 50]);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_off_and_a_corrupt_middle_refuses_to_open() {
+        let root = std::env::temp_dir().join(format!("kplane-sp-torn-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (mut s, _) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        for end in [10, 20] {
+            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end), None)
+                .unwrap();
+        }
+        drop(s);
+        let log = root.join("checkpoints/reports-p0.jsonl");
+        let whole = std::fs::read(&log).unwrap();
+        // A crash in the middle of appending the third line.
+        let mut torn = whole.clone();
+        torn.extend_from_slice(br#"{"lane":"reports-p0","written_ns":1,"win"#);
+        std::fs::write(&log, &torn).unwrap();
+        let (mut s, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        assert_eq!(r.checkpoint, cp(20));
+        assert_eq!(s.torn_lines, 1);
+        assert_eq!(std::fs::read(&log).unwrap(), whole, "cut back to the last line");
+        s.commit(vec![("t", 20, 30, rows(30))], None, 1, cp(30), None)
+            .unwrap();
+        drop(s);
+        let (s, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        assert_eq!((r.checkpoint, s.torn_lines), (cp(30), 0));
+        drop(s);
+
+        // Damage in the middle, intact lines after it: refuse, naming file and line.
+        let text = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
+        let damaged = text.replacen("\"lane\"", "\"la~e\"", 1);
+        std::fs::write(&log, damaged).unwrap();
+        let e = LaneStore::open(&root, "reports-p0", 64).unwrap_err().to_string();
+        assert!(e.contains("reports-p0.jsonl: line 1 is corrupt"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn alerts_the_restored_detectors_will_raise_again_are_removed() {
+        let root = std::env::temp_dir().join(format!("kplane-sp-alerts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (mut s, _) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        let alerts = |offset: i64| Some((10, offset, rows(10)));
+        let state = |through_offset| DetectorState {
+            through_offset,
+            bytes: vec![1, 2, 3],
+        };
+        s.commit(vec![], alerts(3), 0, cp(10), Some(&state(5))).unwrap();
+        // A crash after the next commit's alerts were written, before its state and line.
+        let late = s.file_path("alerts", 10, "reports-p0-a6.parquet");
+        write_parquet(&root, &late, &[rows(10)]).unwrap();
+        drop(s);
+        let (_, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        assert_eq!(r.detectors, Some(state(5)));
+        assert!(!late.exists(), "offset 6 comes again and raises its alerts again");
+        assert!(
+            s_path(&root, "reports-p0-a3.parquet").exists(),
+            "offset 3 is in the state: its alerts stay"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    fn s_path(root: &Path, name: &str) -> PathBuf {
+        let (date, hour) = date_hour(10);
+        tables_dir(root)
+            .join("alerts")
+            .join(format!("date={date}"))
+            .join(format!("hour={hour}"))
+            .join(name)
     }
 }

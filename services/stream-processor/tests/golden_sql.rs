@@ -232,7 +232,7 @@ fn an_undecodable_message_is_counted_skipped_and_committed_past() {
     let log = data.join("checkpoints/reports-p0.jsonl");
     let last = kplane_stream_processor::store::read_commits(&log).unwrap();
     assert_eq!(
-        last.last().unwrap().checkpoint.through_offset,
+        last.commits.last().unwrap().checkpoint.through_offset,
         1,
         "the bad message is accounted for"
     );
@@ -339,5 +339,65 @@ fn a_heartbeat_closes_a_quiet_lanes_windows() {
         text.contains("| 5 |"),
         "3 flows in [10 s, 11 s), 2 in [11 s, 12 s): {text}"
     );
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+#[test]
+fn detector_state_survives_a_restart_so_changes_spanning_it_are_raised_once() {
+    use kplane_stream_processor::detect::{Alert, AlertKind};
+    use std::sync::{Arc, Mutex};
+    let data = std::env::temp_dir().join(format!("kplane-sp-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let lane = (topics::REPORTS.to_string(), 0u32);
+    let start = |seen: &Arc<Mutex<Vec<Alert>>>| {
+        let cfg = Config {
+            data_dir: data.clone(),
+            publish: false,
+            ..Config::default()
+        };
+        let mut p = Processor::new(cfg, ProcessorMetrics::default(), None).unwrap();
+        let seen = seen.clone();
+        p.on_alerts(Box::new(move |a| seen.lock().unwrap().extend_from_slice(a)));
+        p.rebalance(vec![PartitionEvent::Assigned(vec![lane.clone()])])
+            .unwrap();
+        p
+    };
+    let batch = |rows: &[ReportRecord]| {
+        let mut b = ReportBatchBuilder::new(rows.len());
+        rows.iter().for_each(|r| b.append(r).unwrap());
+        b.finish().unwrap()
+    };
+    let (a, c) = (flow(1, 1, 1000), flow(2, 1, 2000));
+    let before = batch(&[
+        report(10 * S, a, &[1, 2, 3], 100, 1, false),
+        report(10 * S, c, &[5, 2, 3], 100, 1, false),
+    ]);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut p = start(&seen);
+    p.offer_batches(&lane, 0, std::slice::from_ref(&before));
+    p.flush().unwrap();
+    drop(p);
+    assert!(seen.lock().unwrap().is_empty(), "first paths raise nothing");
+
+    // Restarted: the message before the checkpoint comes again (a Kafka replay), then new
+    // ones: `a` moved to another path, `c`'s sink went silent while upstream still reports it.
+    let mut p = start(&seen);
+    p.offer_batches(&lane, 0, &[before]);
+    p.offer_batches(
+        &lane,
+        1,
+        &[batch(&[
+            report(12 * S, a, &[1, 4, 3], 100, 1, false),
+            report(12 * S, c, &[5, 2], 100, 1, true),
+        ])],
+    );
+    p.flush().unwrap();
+    let kinds: Vec<AlertKind> = seen.lock().unwrap().iter().filter_map(|a| a.kind).collect();
+    assert_eq!(kinds, [AlertKind::PathChange, AlertKind::BlackHole]);
+    // Stored once each, with the commit.
+    let stored = sql_blocking(&data, "SELECT kind FROM alerts ORDER BY kind").unwrap();
+    let text = pretty_format_batches(&stored).unwrap().to_string();
+    assert_eq!(text.matches("path_change").count(), 1, "{text}");
+    assert_eq!(text.matches("black_hole").count(), 1, "{text}");
     std::fs::remove_dir_all(&data).unwrap();
 }
