@@ -23,7 +23,7 @@ pub mod metrics;
 pub mod panes;
 pub mod processor;
 pub mod query;
-mod snapshot;
+pub(crate) mod snapshot;
 pub mod stages;
 pub mod store;
 

@@ -23,6 +23,7 @@ use crate::detect::{Alert, Detector, alerts_batch};
 use crate::frame::{event_frame, report_frame};
 use crate::metrics::{EvictionLabels, ProcessorMetrics, TableLabel};
 use crate::panes::{ClosedWindow, Offered, Panes};
+use crate::snapshot::{Reader, Writer};
 use crate::stages::StageTimes;
 use crate::store::{DetectorState, LaneStore, WindowRows};
 
@@ -274,17 +275,18 @@ impl Processor {
                             &self.cfg.state,
                             self.flow_key,
                         );
-                        let detectors_through = match &resume.detectors {
+                        let (detectors_through, previous_paths) = match &resume.detectors {
                             Some(saved) => {
-                                detector.restore(&saved.bytes).map_err(|e| {
-                                    format!(
-                                        "{}: {e}; remove the file to start the lane's detectors empty",
-                                        store.detectors_path().display()
-                                    )
-                                })?;
-                                saved.through_offset
+                                let paths = restore_lane_state(&mut detector, &saved.bytes)
+                                    .map_err(|e| {
+                                        format!(
+                                            "{}: {e}; remove the file to start the lane's detectors empty",
+                                            store.detectors_path().display()
+                                        )
+                                    })?;
+                                (saved.through_offset, paths)
                             }
-                            None => -1,
+                            None => (-1, Vec::new()),
                         };
                         self.lanes.insert(
                             (topic.clone(), partition),
@@ -302,7 +304,7 @@ impl Processor {
                                 detector,
                                 detectors_through,
                                 last_data: Instant::now(),
-                                previous_paths: Vec::new(),
+                                previous_paths,
                                 told_through: i64::MIN,
                                 counted_evictions: Default::default(),
                                 pending_alerts: Vec::new(),
@@ -521,7 +523,7 @@ impl Processor {
         let started = Instant::now();
         let detectors = DetectorState {
             through_offset: checkpoint.read_until,
-            bytes: lane.detector.snapshot(),
+            bytes: save_lane_state(&lane.detector, &lane.previous_paths)?,
         };
         lane.store
             .commit(rows, alerts, n_windows, checkpoint, Some(&detectors))?;
@@ -596,6 +598,39 @@ impl Processor {
             tracing::debug!(error = %e, "lane progress not published");
         }
     }
+}
+
+/// What a lane saves with each commit besides its windows: its detectors' state and the
+/// paths of its last flows window (what `path_changed` compares against).
+fn save_lane_state(
+    detector: &Detector,
+    previous_paths: &[RecordBatch],
+) -> Result<Vec<u8>, BoxError> {
+    let mut w = Writer::default();
+    w.bytes(&detector.snapshot());
+    let mut paths = Vec::new();
+    if let Some(first) = previous_paths.first() {
+        let mut ipc = arrow_ipc::writer::StreamWriter::try_new(&mut paths, &first.schema())?;
+        for b in previous_paths {
+            ipc.write(b)?;
+        }
+        ipc.finish()?;
+    }
+    w.bytes(&paths);
+    Ok(w.0)
+}
+
+/// Reads [`save_lane_state`]'s bytes back: restores the detector, returns the paths.
+fn restore_lane_state(detector: &mut Detector, bytes: &[u8]) -> Result<Vec<RecordBatch>, String> {
+    let mut r = Reader(bytes);
+    detector.restore(r.bytes("the detectors")?)?;
+    let paths = r.bytes("the previous paths")?;
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(paths), None)
+        .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("previous paths: {e}"))
 }
 
 /// The partition of a result topic a lane's messages go to: its input partition modulo the

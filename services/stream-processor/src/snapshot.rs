@@ -1,4 +1,4 @@
-//! A little-endian byte encoding for the detectors' saved state: written once per commit, so
+//! A little-endian byte encoding for a lane's saved state (detectors, previous paths): written once per commit, so
 //! compact and allocation-light rather than self-describing (a version byte guards it).
 
 /// Appends fixed-width little-endian values.
@@ -21,6 +21,11 @@ impl Writer {
     pub fn i64(&mut self, v: i64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
+    /// Length-prefixed (u32) bytes.
+    pub fn bytes(&mut self, v: &[u8]) {
+        self.u32(v.len() as u32);
+        self.0.extend_from_slice(v);
+    }
     /// A length-prefixed (u16) list of u32, cut at 65,535 (paths are at most 255 hops).
     pub fn u32s(&mut self, v: &[u32]) {
         let v = &v[..v.len().min(usize::from(u16::MAX))];
@@ -33,7 +38,7 @@ impl Writer {
 #[derive(Debug)]
 pub struct Reader<'a>(pub &'a [u8]);
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn take<const N: usize>(&mut self, what: &str) -> Result<[u8; N], String> {
         let (head, rest) = self
             .0
@@ -57,6 +62,15 @@ impl Reader<'_> {
     pub fn i64(&mut self, what: &str) -> Result<i64, String> {
         Ok(i64::from_le_bytes(self.take(what)?))
     }
+    pub fn bytes(&mut self, what: &str) -> Result<&'a [u8], String> {
+        let n = self.u32(what)? as usize;
+        if self.0.len() < n {
+            return Err(format!("detector state ends inside {what}"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
     pub fn u32s(&mut self, what: &str) -> Result<Vec<u32>, String> {
         let n = self.u16(what)?;
         (0..n).map(|_| self.u32(what)).collect()
@@ -79,6 +93,7 @@ mod tests {
         w.u64(u64::MAX - 1);
         w.i64(-5);
         w.u32s(&[1, 2, 3]);
+        w.bytes(b"ab");
         let mut r = Reader(&w.0);
         assert_eq!(r.u8("a").unwrap(), 7);
         assert_eq!(r.u16("b").unwrap(), 300);
@@ -86,6 +101,7 @@ mod tests {
         assert_eq!(r.u64("d").unwrap(), u64::MAX - 1);
         assert_eq!(r.i64("e").unwrap(), -5);
         assert_eq!(r.u32s("f").unwrap(), vec![1, 2, 3]);
+        assert_eq!(r.bytes("g").unwrap(), b"ab");
         assert!(r.is_empty());
         assert_eq!(
             r.u32("a path").unwrap_err(),

@@ -232,9 +232,19 @@ pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, BoxError> {
             format!("{}: not a flow-hash key ({e}); {hint}", path.display()).into()
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = FlowHashKey::random();
-            write_durably(root, &path, &serde_json::to_vec(&key)?)?;
-            Ok(key)
+            // Linked, not renamed, into place: of processors starting together on one store,
+            // the first key wins and the others read it.
+            let tmp = staging_path(root, "key")?;
+            let mut file = File::create(&tmp)?;
+            file.write_all(&serde_json::to_vec(&FlowHashKey::random())?)?;
+            file.sync_all()?;
+            let linked = std::fs::hard_link(&tmp, &path);
+            std::fs::remove_file(&tmp)?;
+            match linked {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
+                _ => File::open(root)?.sync_all()?,
+            }
+            flow_hash_key(root)
         }
         Err(e) => Err(e.into()),
     }
@@ -655,8 +665,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let (mut s, _) = LaneStore::open(&root, "reports-p0", 64).unwrap();
         for end in [10, 20] {
-            s.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp(end), None)
-                .unwrap();
+            s.commit(
+                vec![("t", end - 10, end, rows(end))],
+                None,
+                1,
+                cp(end),
+                None,
+            )
+            .unwrap();
         }
         drop(s);
         let log = root.join("checkpoints/reports-p0.jsonl");
@@ -668,7 +684,11 @@ mod tests {
         let (mut s, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
         assert_eq!(r.checkpoint, cp(20));
         assert_eq!(s.torn_lines, 1);
-        assert_eq!(std::fs::read(&log).unwrap(), whole, "cut back to the last line");
+        assert_eq!(
+            std::fs::read(&log).unwrap(),
+            whole,
+            "cut back to the last line"
+        );
         s.commit(vec![("t", 20, 30, rows(30))], None, 1, cp(30), None)
             .unwrap();
         drop(s);
@@ -680,7 +700,9 @@ mod tests {
         let text = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
         let damaged = text.replacen("\"lane\"", "\"la~e\"", 1);
         std::fs::write(&log, damaged).unwrap();
-        let e = LaneStore::open(&root, "reports-p0", 64).unwrap_err().to_string();
+        let e = LaneStore::open(&root, "reports-p0", 64)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("reports-p0.jsonl: line 1 is corrupt"), "{e}");
         std::fs::remove_dir_all(&root).unwrap();
     }
@@ -695,14 +717,18 @@ mod tests {
             through_offset,
             bytes: vec![1, 2, 3],
         };
-        s.commit(vec![], alerts(3), 0, cp(10), Some(&state(5))).unwrap();
+        s.commit(vec![], alerts(3), 0, cp(10), Some(&state(5)))
+            .unwrap();
         // A crash after the next commit's alerts were written, before its state and line.
         let late = s.file_path("alerts", 10, "reports-p0-a6.parquet");
         write_parquet(&root, &late, &[rows(10)]).unwrap();
         drop(s);
         let (_, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
         assert_eq!(r.detectors, Some(state(5)));
-        assert!(!late.exists(), "offset 6 comes again and raises its alerts again");
+        assert!(
+            !late.exists(),
+            "offset 6 comes again and raises its alerts again"
+        );
         assert!(
             s_path(&root, "reports-p0-a3.parquet").exists(),
             "offset 3 is in the state: its alerts stay"
