@@ -62,7 +62,8 @@ struct Lanes {
 impl Lanes {
     fn check(&mut self, m: &Message, key: &FlowHashKey) -> Result<(), String> {
         for b in kplane_stream_processor::input::batches(None, &m.payload, true)? {
-            let f = report_frame(&b, true, key).map_err(|e| e.to_string())?;
+            // Receive time as event time: the template reports' own timestamps stand still.
+            let f = report_frame(&b, false, key).map_err(|e| e.to_string())?;
             self.rows += b.num_rows() as u64;
             self.detectors[m.partition as usize]
                 .reports(&f.reports, &f.hops, &f.hop_offsets, &mut self.alerts)
@@ -175,8 +176,8 @@ pub fn run(a: SoakArgs) -> anyhow::Result<()> {
         a.flows, a.seconds, a.rate, active, new_per_second, cfg.state.flows, proc_state.flows
     );
     println!(
-        "{:>6} {:>10} {:>8}  collector tables: entries (evicted idle/capacity)  |  processor",
-        "min", "flows", "RSS MB"
+        "{:>4} {:>10} {:>8} {:>8} {:>8}  collector tables: entries (evicted idle/capacity)  |  processor (all partitions)",
+        "min", "flows", "RSS MB", "coll. MB", "proc. MB"
     );
     for second in 0..a.seconds {
         // Churn: this second's new flows replace the oldest active ones.
@@ -213,17 +214,21 @@ pub fn run(a: SoakArgs) -> anyhow::Result<()> {
                 .lock()
                 .map_err(|_| anyhow::anyhow!("poisoned"))?;
             let mut flows = (0usize, Evictions::default());
+            let mut processor_bytes = 0;
             for d in &guard.detectors {
                 let (_, n, e) = d.tables()[0];
                 flows.0 += n;
                 flows.1.idle += e.idle;
                 flows.1.capacity += e.capacity;
+                processor_bytes += d.state_bytes();
             }
             println!(
-                "{:>6} {:>10} {:>8.1}  {}  |  {}",
+                "{:>4} {:>10} {:>8.0} {:>8.0} {:>8.0}  {}  |  {}",
                 (second + 1) / 60,
                 next_flow,
                 rss_bytes().unwrap_or(0) as f64 / 1e6,
+                pipeline.key_footprint().1 as f64 / 1e6,
+                processor_bytes as f64 / 1e6,
                 collector.join(", "),
                 table_cell("flows", flows.0, flows.1),
             );

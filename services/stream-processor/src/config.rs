@@ -97,7 +97,7 @@ impl Default for StateConfig {
         Self {
             flows: Limits {
                 idle: Duration::from_secs(60),
-                max: 1_000_000,
+                max: 250_000,
             },
             nodes: Limits {
                 idle: Duration::from_secs(3600),

@@ -325,6 +325,21 @@ impl Detector {
         Ok(())
     }
 
+    /// Bytes the state holds: the tables' slots and the flows' path and node lists.
+    pub fn state_bytes(&self) -> usize {
+        let lists: usize = self
+            .flows
+            .iter()
+            .map(|(_, f)| (f.path.capacity() + f.above.capacity()) * 4)
+            .sum();
+        let windows: usize = self.loss.iter().map(|(_, w)| w.0.capacity() * 16).sum();
+        self.flows.slot_bytes()
+            + self.queues_above.slot_bytes()
+            + self.loss.slot_bytes()
+            + lists
+            + windows
+    }
+
     /// (table, entries, evictions) of each state table, for metrics.
     pub fn tables(&self) -> [(&'static str, usize, Evictions); 3] {
         [
