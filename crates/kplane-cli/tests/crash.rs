@@ -12,9 +12,9 @@ use arrow_array::RecordBatch;
 use bytes::Bytes;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use kplane_bus::{KafkaConfig, Message, Producer, content_types, headers, topics};
-use kplane_collector::bench::Rng;
 use kplane_kafka::{KafkaMetrics, KafkaProducer};
 use kplane_model::batch::ReportBatchBuilder;
+use kplane_model::rng::Rng;
 use kplane_model::{FlowKey, HopField, HopRecord, ReportFlags, ReportRecord};
 use kplane_stream_processor::query::sql_blocking;
 use kplane_testkit::{

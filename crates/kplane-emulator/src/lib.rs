@@ -4,7 +4,6 @@
 
 pub mod control;
 pub mod report;
-pub mod rng;
 pub mod routing;
 pub mod run;
 pub mod scenario;

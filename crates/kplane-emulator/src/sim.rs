@@ -8,10 +8,10 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::report::{self, Hop, PacketInfo, ReportVersion};
-use crate::rng::Rng;
 use crate::routing::Routes;
 use crate::tables::{TableId, Tables, Update};
 use crate::topology::{NodeIdx, NodeKind, Topology};
+use kplane_model::rng::Rng;
 use kplane_p4::EntrySpec;
 
 /// Most hops a packet's INT stack holds in the emulator.

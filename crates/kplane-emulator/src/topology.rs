@@ -226,7 +226,7 @@ impl Topology {
                 "watts-strogatz n={n} k={k} p={p}: n >= 3, even k in 2..n, p in [0,1]"
             )));
         }
-        let mut rng = crate::rng::Rng::new(seed);
+        let mut rng = kplane_model::rng::Rng::new(seed);
         let mut edges: Vec<(usize, usize)> = Vec::new();
         for i in 0..n {
             for j in 1..=k / 2 {

@@ -413,13 +413,11 @@ mod tests {
 
     #[test]
     fn valid_is_every_fields_get_at_once() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut rng = crate::rng::Rng::new(1);
         for _ in 0..2000 {
             let mut h = HopRecord::default();
             for f in HopField::ALL {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = rng.next_u64();
                 match x % 4 {
                     0 => {}
                     1 => h.set_unavailable(f),

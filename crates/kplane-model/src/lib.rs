@@ -11,6 +11,7 @@ mod flow;
 mod hop;
 mod record;
 pub mod results;
+pub mod rng;
 pub mod schema;
 
 pub use envelope::{ReportEnvelope, ReportFlags, ReportFormat};

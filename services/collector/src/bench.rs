@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use kplane_model::rng::Rng;
 use kplane_model::{FlowKey, HopField, HopRecord, ReportEnvelope, ReportRecord};
 
 use crate::detect::{Detection, EventConfig, StateConfig};
@@ -10,25 +11,6 @@ use crate::metrics::CollectorMetrics;
 use crate::pipeline::{Pipeline, SharedWatchlist};
 use crate::publish::Publisher;
 use crate::watchlist::Watchlist;
-
-/// xorshift64*: a tiny deterministic generator for synthetic traffic.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-}
 
 /// A k=4 fat-tree: 4 core, 8 aggregation, 8 edge switches (ids 1..=20), 16 hosts. Returns the
 /// 5-hop (switch, egress port) path between hosts in different pods, chosen by ECMP `hash`.

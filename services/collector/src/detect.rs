@@ -1223,13 +1223,8 @@ mod tests {
     fn per_flow_and_per_switch_state_matches_a_flat_key_table() {
         let c = cfg();
         for seed in 1..=40u64 {
-            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut rnd = |n: u64| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % n
-            };
+            let mut rng = kplane_model::rng::Rng::new(seed);
+            let mut rnd = |n: u64| rng.below(n);
             let flows: Vec<FlowKey> = (0..4).map(|i| flow(&format!("10.0.1.{i}"))).collect();
             let wl = Watchlist::default();
             let mut d = Detection::new(c.clone(), &StateConfig::default());

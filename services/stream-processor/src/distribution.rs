@@ -482,13 +482,8 @@ mod tests {
 
     /// (group, value) rows: groups of 1 to 61 values, some nulls, one group all null.
     fn table() -> RecordBatch {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = kplane_model::rng::Rng::new(1);
+        let mut next = move || rng.next_u64();
         let (mut g, mut v) = (Vec::new(), Vec::new());
         // More groups than partitions: groups share a partition.
         for group in 0..700u32 {

@@ -21,6 +21,7 @@ use kplane_emulator::run::RunConfig;
 use kplane_emulator::topology::{LinkSpec, Topology};
 use kplane_knowledge::typer::Labelled;
 use kplane_model::results::{Anomaly, AnomalyPhase, AnomalyType, EntityKind, Forecast};
+use kplane_model::rng::Rng;
 
 use super::pipeline::{Outcome, knowledge_config, run_pipeline};
 
@@ -257,29 +258,6 @@ fn raised(o: &Outcome) -> impl Iterator<Item = &Anomaly> {
     })
 }
 
-/// A small deterministic generator for the scored runs' parameters.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// In `lo..hi`.
-    fn int(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo).max(1)
-    }
-
-    fn real(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
-    }
-}
-
 /// The emulator scenario of a scored run: parameters drawn from `seed`, never the training
 /// variants' (victim 0, the last host scanning, the middle link, the last host bursting).
 ///
@@ -289,8 +267,8 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
     if scenario.contains(':') || scenario.contains('+') {
         return Ok(scenario.to_string());
     }
-    let mut d = Draw(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
-    let ddos = |d: &mut Draw, start: f64| {
+    let mut d = Rng::new(seed);
+    let ddos = |d: &mut Rng, start: f64| {
         format!(
             "ddos:victim={},attackers={},rate={:.2},start={start:.2},duration={:.2}",
             d.int(1, 14),
@@ -299,7 +277,7 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
             d.real(0.15, 0.25)
         )
     };
-    let scan = |d: &mut Draw, start: f64| {
+    let scan = |d: &mut Rng, start: f64| {
         format!(
             "port-scan:victim={},scanner={},ports={},gap-us={},start={start:.2}",
             d.int(1, 8),
@@ -308,7 +286,7 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
             d.int(10, 60)
         )
     };
-    let link = |d: &mut Draw, start: f64| {
+    let link = |d: &mut Rng, start: f64| {
         // Any switch-to-switch link but the middle one.
         let mut at = d.real(0.0, 0.95);
         if (0.45..0.55).contains(&at) {
@@ -319,7 +297,7 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
             d.real(0.2, 0.3)
         )
     };
-    let burst = |d: &mut Draw, start: f64| {
+    let burst = |d: &mut Rng, start: f64| {
         let profile = ["", "-cache", "-hadoop"][d.int(0, 3) as usize];
         format!(
             "microburst{profile}:target={},start={start:.2},end={:.2}",

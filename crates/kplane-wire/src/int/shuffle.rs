@@ -115,11 +115,9 @@ mod tests {
     /// at every value width), strides with trailing metadata words, partial trailing hops.
     #[test]
     fn shuffled_hops_equal_field_by_field_hops() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rng = kplane_model::rng::Rng::new(1);
         let mut byte = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             // One byte in four all-ones, so whole fields are often "unavailable".
             if x & 3 == 0 { 0xFF } else { (x >> 8) as u8 }
         };
