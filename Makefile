@@ -43,7 +43,7 @@ fmt: ## Format the code
 
 bench: ## Criterion benchmarks (reports/s): decode, collector pipeline; results in target/criterion
 	$(CARGO) bench -p kplane-wire --bench decode
-	$(CARGO) bench -p kplane-collector --bench pipeline
+	$(CARGO) bench -p kplane-collector --features bench --bench pipeline
 
 fuzz: ## Run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz and a nightly toolchain)
 	cd fuzz && for t in decode_report decode_frame; do \

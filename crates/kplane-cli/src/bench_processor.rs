@@ -45,7 +45,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 pub fn run_cli(a: ProcessorArgs) -> Result<(), BoxError> {
     // As `kplane stream-processor` runs (see alloc.rs).
-    crate::alloc::keep_freed_memory();
     let dir = std::env::temp_dir().join(format!("kplane-bench-sp-{}", std::process::id()));
     let b = BenchConfig {
         records: a.records,

@@ -1,6 +1,5 @@
 //! `kplane`: one command for every service, plus tools (`decode`, `config`, `sample-capture`).
 
-mod alloc;
 mod bench;
 mod bench_intents;
 mod bench_kafka;
@@ -74,19 +73,13 @@ fn main() -> ExitCode {
     let source = config::source(cli.config.as_deref());
     match cli.command {
         Command::Collector(a) => serve::collector(source, a),
-        Command::StreamProcessor(a) => {
-            alloc::keep_freed_memory();
-            serve::run(source, kplane_stream_processor::NAME, a)
-        }
+        Command::StreamProcessor(a) => serve::run(source, kplane_stream_processor::NAME, a),
         Command::Knowledge(a) => serve::run(source, kplane_knowledge::NAME, a),
         Command::IntentApi(a) => serve::run(source, kplane_intent_api::NAME, a),
         Command::Intent(a) => intent::run(a),
         Command::Decode(a) => decode::run(a),
         Command::Emulate(a) => emulate::run_cli(a),
-        Command::Up(a) => {
-            alloc::keep_freed_memory();
-            up::run(source, a)
-        }
+        Command::Up(a) => up::run(source, a),
         Command::Config => config::print(&source),
         Command::SampleCapture(a) => sample::run(a),
         Command::Query(a) => query::run(source, a),

@@ -6,6 +6,9 @@
 //! (Arrow IPC or JSON lines) → the bus (`int.events`, optionally `int.reports`).
 //! See `docs/collector.md`.
 
+/// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
+/// `bench`).
+#[cfg(feature = "bench")]
 pub mod bench;
 mod by_node;
 pub mod config;

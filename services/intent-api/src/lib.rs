@@ -10,6 +10,9 @@
 
 pub mod api;
 pub mod auth;
+/// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
+/// `bench`).
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
 pub mod console;

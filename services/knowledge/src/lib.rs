@@ -19,6 +19,9 @@
 //! See `docs/knowledge.md`.
 
 pub mod baseline;
+/// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
+/// `bench`).
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
 pub mod detectors;

@@ -11,8 +11,12 @@
 //! burst) go out on `int.alerts` as soon as they are seen. [`query::session`] gives a
 //! DataFusion context over the store. See `docs/stream-processor.md`.
 
+mod alloc;
 pub mod analytics;
 pub mod any_value;
+/// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
+/// `bench`).
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
 pub mod detect;

@@ -95,6 +95,7 @@ impl Processor {
         metrics: ProcessorMetrics,
         results: Option<Arc<dyn Producer>>,
     ) -> Result<Self, BoxError> {
+        crate::alloc::keep_freed_memory();
         std::fs::create_dir_all(&cfg.data_dir)?;
         let rt = tokio::runtime::Builder::new_current_thread().build()?;
         let analytics = rt.block_on(Analytics::new(

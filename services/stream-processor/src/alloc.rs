@@ -1,4 +1,6 @@
-//! Allocator tuning for the processes that run the stream processor.
+//! Allocator tuning for every process that runs a stream processor (`kplane stream-processor`,
+//! `kplane-stream-processor`, `kplane up`, the benchmarks): applied when a
+//! [`Processor`](crate::processor::Processor) is made, so every entry point behaves the same.
 //!
 //! Every window allocates its input tables and frees them once its queries are done —
 //! hundreds of MB a second. glibc by default returns large freed blocks to the kernel and
@@ -8,7 +10,7 @@
 /// Keeps freed memory in the process: blocks up to 32 MiB come from the heap (not their
 /// own mappings) and the heap is not trimmed below 1 GiB of free space. glibc only; a no-op
 /// elsewhere.
-pub fn keep_freed_memory() {
+pub(crate) fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only sets allocator parameters; it is called at start-up, and glibc
     // serialises it with allocations anyway.
