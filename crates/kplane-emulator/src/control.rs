@@ -98,7 +98,7 @@ async fn insert(
             StatusCode::CREATED,
             Json(json!({ "inserted": true, "at_ns": s.now() })),
         ),
-        Err(e) => err(StatusCode::BAD_REQUEST, e),
+        Err(e) => err(StatusCode::BAD_REQUEST, e.to_string()),
     }
 }
 
@@ -132,7 +132,7 @@ async fn write(
         ),
         Err((index, e)) => (
             StatusCode::BAD_REQUEST,
-            Json(json!({ "error": e, "index": index })),
+            Json(json!({ "error": e.to_string(), "index": index })),
         ),
     }
 }

@@ -3,6 +3,7 @@
 //! A discrete-event emulator of a P4 INT fabric (see `docs/emulator.md` and `p4/`).
 
 pub mod control;
+mod error;
 pub mod report;
 pub mod routing;
 pub mod run;
@@ -11,3 +12,5 @@ pub mod sim;
 pub mod tables;
 pub mod topology;
 pub mod traffic;
+
+pub use error::EmulatorError;

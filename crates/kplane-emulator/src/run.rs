@@ -1,6 +1,7 @@
 //! Running an emulation: build, inject the scenario, advance (virtual or real time), send the
 //! reports over UDP, write the ground truth, summarise.
 
+use crate::EmulatorError;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -75,8 +76,8 @@ impl Summary {
 }
 
 /// Builds the simulation a run starts from.
-pub fn build(cfg: &RunConfig) -> Result<Sim, String> {
-    let topo = Topology::parse(&cfg.topology, cfg.link).map_err(|e| e.to_string())?;
+pub fn build(cfg: &RunConfig) -> Result<Sim, EmulatorError> {
+    let topo = Topology::parse(&cfg.topology, cfg.link)?;
     let mut sim_cfg = cfg.sim.clone();
     sim_cfg.collectors = cfg.collectors.len().max(1);
     let mut sim = Sim::new(topo, sim_cfg);
@@ -117,7 +118,7 @@ pub fn run(
     cfg: &RunConfig,
     sim: Arc<Mutex<Sim>>,
     stop: impl Fn() -> bool,
-) -> Result<Summary, String> {
+) -> Result<Summary, EmulatorError> {
     run_paced(cfg, sim, stop, |_| {})
 }
 
@@ -128,11 +129,11 @@ pub fn run_paced(
     sim: Arc<Mutex<Sim>>,
     stop: impl Fn() -> bool,
     mut pace: impl FnMut(u64),
-) -> Result<Summary, String> {
+) -> Result<Summary, EmulatorError> {
     let socket = if cfg.collectors.is_empty() {
         None
     } else {
-        Some(UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("cannot open a UDP socket: {e}"))?)
+        Some(UdpSocket::bind("0.0.0.0:0").map_err(EmulatorError::Socket)?)
     };
     let duration = cfg.duration.as_nanos() as u64;
     let started = Instant::now();
@@ -169,8 +170,12 @@ pub fn run_paced(
     }
     let s = sim.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(path) = &cfg.truth {
-        let text = serde_json::to_string_pretty(&s.truth).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let truth = |source| EmulatorError::Truth {
+            path: path.display().to_string(),
+            source,
+        };
+        let text = serde_json::to_string_pretty(&s.truth).map_err(|e| truth(e.into()))?;
+        std::fs::write(path, text).map_err(truth)?;
     }
     let mut injected = std::collections::BTreeMap::new();
     for e in &s.truth.events {

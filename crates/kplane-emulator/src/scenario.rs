@@ -1,5 +1,6 @@
 //! Scripted scenarios: what is injected when, with its ground truth.
 
+use crate::EmulatorError;
 use serde_json::json;
 
 use crate::sim::{Action, Sim};
@@ -70,15 +71,15 @@ struct Params {
 }
 
 impl Params {
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, EmulatorError> {
         let mut given = Vec::new();
         for kv in s.split(',').filter(|kv| !kv.is_empty()) {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| format!("scenario parameter {kv:?}: not key=value"))?;
-            let v: f64 = v
-                .parse()
-                .map_err(|_| format!("scenario parameter {k}: {v:?} is not a number"))?;
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                EmulatorError::Scenario(format!("parameter {kv:?}: not key=value"))
+            })?;
+            let v: f64 = v.parse().map_err(|_| {
+                EmulatorError::Scenario(format!("parameter {k}: {v:?} is not a number"))
+            })?;
             given.push((k.to_string(), v));
         }
         Ok(Self {
@@ -103,13 +104,13 @@ impl Params {
         hosts.get(i % hosts.len().max(1)).copied().unwrap_or(0)
     }
 
-    fn check_all_read(&self, scenario: &str) -> Result<(), String> {
+    fn check_all_read(&self, scenario: &str) -> Result<(), EmulatorError> {
         let read = self.read.borrow();
         match self.given.iter().find(|(k, _)| !read.contains(&k.as_str())) {
-            Some((k, _)) => Err(format!(
-                "scenario {scenario}: no parameter {k:?} (it reads {})",
+            Some((k, _)) => Err(EmulatorError::Scenario(format!(
+                "{scenario}: no parameter {k:?} (it reads {})",
                 read.join(", ")
-            )),
+            ))),
             None => Ok(()),
         }
     }
@@ -133,7 +134,7 @@ fn inner_link(sim: &Sim, at: f64) -> Option<usize> {
 
 /// Installs `spec` on `sim` for a run of `duration` ns: `name`, `name:key=value,…`, or several
 /// joined by `+` (`ddos:start=0.2+link-failure:start=0.6`).
-pub fn apply(sim: &mut Sim, spec: &str, duration: u64) -> Result<(), String> {
+pub fn apply(sim: &mut Sim, spec: &str, duration: u64) -> Result<(), EmulatorError> {
     for one in spec.split('+') {
         let (name, params) = one.split_once(':').unwrap_or((one, ""));
         let p = Params::parse(params)?;
@@ -143,7 +144,7 @@ pub fn apply(sim: &mut Sim, spec: &str, duration: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), String> {
+fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), EmulatorError> {
     let at = |f: f64| (duration as f64 * f) as u64;
     match name {
         "none" => {}
@@ -214,7 +215,7 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), S
         }
         "link-failure" => {
             let l = inner_link(sim, p.get("link", 0.5).clamp(0.0, 0.999))
-                .ok_or("no switch-to-switch link")?;
+                .ok_or_else(|| EmulatorError::Scenario("no switch-to-switch link".into()))?;
             let link = &sim.topo.links[l];
             let (a, b) = (sim.topo.nodes[link.a.0].id, sim.topo.nodes[link.b.0].id);
             let start = at(p.get("start", 1.0 / 3.0));
@@ -242,7 +243,9 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), S
                 .iter()
                 .find(|(_, peer, _)| sim.topo.nodes[*peer].kind == NodeKind::Switch)
                 .copied()
-                .ok_or("the source's edge switch has no uplink")?;
+                .ok_or_else(|| {
+                    EmulatorError::Scenario("the source's edge switch has no uplink".into())
+                })?;
             let edge_port = sim.topo.nodes[edge]
                 .ports
                 .iter()
@@ -313,7 +316,11 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), S
             );
         }
         "live" => {
-            let target = *sim.topo.host_indices().last().ok_or("no hosts")?;
+            let target = *sim
+                .topo
+                .host_indices()
+                .last()
+                .ok_or_else(|| EmulatorError::Scenario("no hosts".into()))?;
             sim.add_generator(
                 5_000_000_000,
                 Box::new(Microbursts {
@@ -323,7 +330,8 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), S
                     stop_ns: duration,
                 }),
             );
-            let l = inner_link(sim, 0.5).ok_or("no switch-to-switch link")?;
+            let l = inner_link(sim, 0.5)
+                .ok_or_else(|| EmulatorError::Scenario("no switch-to-switch link".into()))?;
             let link = &sim.topo.links[l];
             let (a, b) = (sim.topo.nodes[link.a.0].id, sim.topo.nodes[link.b.0].id);
             let horizon = duration.min(86_400_000_000_000);
@@ -355,10 +363,10 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), S
             }
         }
         other => {
-            return Err(format!(
+            return Err(EmulatorError::Scenario(format!(
                 "unknown scenario {other:?} (one of {})",
                 SCENARIOS.join(", ")
-            ));
+            )));
         }
     }
     Ok(())
@@ -411,11 +419,17 @@ mod tests {
 
     #[test]
     fn unknown_or_malformed_parameters_are_refused_by_name() {
-        let e = apply(&mut sim(), "ddos:victum=2", 1_000).unwrap_err();
+        let e = apply(&mut sim(), "ddos:victum=2", 1_000)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("victum") && e.contains("victim"), "{e}");
-        let e = apply(&mut sim(), "port-scan:ports=many", 1_000).unwrap_err();
+        let e = apply(&mut sim(), "port-scan:ports=many", 1_000)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("ports"), "{e}");
-        let e = apply(&mut sim(), "link-failure:5", 1_000).unwrap_err();
+        let e = apply(&mut sim(), "link-failure:5", 1_000)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("key=value"), "{e}");
         let mut s = sim();
         apply(

@@ -1,6 +1,7 @@
 //! The discrete-event engine: packets move host → switches → host through per-port egress
 //! queues; INT metadata is pushed at each switch; sinks report.
 
+use crate::EmulatorError;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -319,12 +320,12 @@ impl Sim {
     }
 
     /// Installs a table entry now (checked against the P4Info).
-    pub fn insert(&mut self, spec: EntrySpec) -> Result<(), String> {
+    pub fn insert(&mut self, spec: EntrySpec) -> Result<(), EmulatorError> {
         self.write(&[Update::Insert(spec)]).map_err(|(_, e)| e)
     }
 
     /// Applies a write batch now, all or nothing (see [`Tables::write`]).
-    pub fn write(&mut self, updates: &[Update]) -> Result<(), (usize, String)> {
+    pub fn write(&mut self, updates: &[Update]) -> Result<(), (usize, EmulatorError)> {
         self.tables.write(updates)?;
         let detection = |u: &Update| match u {
             Update::Insert(s) | Update::Modify(s) | Update::Delete(s) => {

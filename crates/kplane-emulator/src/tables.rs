@@ -4,6 +4,7 @@
 //! P4Runtime identifies them — (switch, table, match, priority) — so inserting one twice,
 //! or modifying or deleting one that is not there, is an error, as on a real switch.
 
+use crate::EmulatorError;
 use kplane_p4::{Entry, EntryKey, EntrySpec, P4Info};
 use serde::{Deserialize, Serialize};
 
@@ -32,8 +33,8 @@ pub struct Rule {
 
 impl Rule {
     /// Checks `spec` against the P4Info.
-    pub fn new(spec: &EntrySpec) -> Result<Self, String> {
-        let entry = Entry::new(p4info(), spec).map_err(|e| e.to_string())?;
+    pub fn new(spec: &EntrySpec) -> Result<Self, EmulatorError> {
+        let entry = Entry::new(p4info(), spec)?;
         Ok(Self {
             spec: entry.spec(p4info()),
             specificity: entry.specificity(p4info()),
@@ -89,17 +90,17 @@ pub struct Tables {
 }
 
 impl Tables {
-    fn table_of(&mut self, r: &Rule) -> Result<&mut Vec<Rule>, String> {
+    fn table_of(&mut self, r: &Rule) -> Result<&mut Vec<Rule>, EmulatorError> {
         let id = TableId::of(&r.spec.table)
-            .ok_or_else(|| format!("table {} is not emulated", r.spec.table))?;
+            .ok_or_else(|| EmulatorError::NotEmulated(r.spec.table.clone()))?;
         Ok(&mut self.entries[id as usize])
     }
 
     /// Adds an entry; one with the same switch, match and priority is an error.
-    pub fn insert(&mut self, r: Rule) -> Result<(), String> {
+    pub fn insert(&mut self, r: Rule) -> Result<(), EmulatorError> {
         let v = self.table_of(&r)?;
         if v.iter().any(|x| x.same_key(r.entry.switch, &r.entry.key)) {
-            return Err(format!("{}: the entry already exists", r.spec.table));
+            return Err(EmulatorError::EntryExists(r.spec.table.clone()));
         }
         v.push(r);
         // Highest priority first, then the most specific; stable for equal ones.
@@ -110,30 +111,36 @@ impl Tables {
     }
 
     /// Replaces the action of an existing entry.
-    pub fn modify(&mut self, r: Rule) -> Result<(), String> {
+    pub fn modify(&mut self, r: Rule) -> Result<(), EmulatorError> {
         let v = self.table_of(&r)?;
         let x = v
             .iter_mut()
             .find(|x| x.same_key(r.entry.switch, &r.entry.key))
-            .ok_or_else(|| format!("{}: no such entry to modify", r.spec.table))?;
+            .ok_or_else(|| EmulatorError::NoSuchEntry {
+                table: r.spec.table.clone(),
+                action: "modify",
+            })?;
         *x = r;
         Ok(())
     }
 
     /// Removes an entry (its action is not compared).
-    pub fn delete(&mut self, r: &Rule) -> Result<(), String> {
+    pub fn delete(&mut self, r: &Rule) -> Result<(), EmulatorError> {
         let v = self.table_of(r)?;
         let before = v.len();
         v.retain(|x| !x.same_key(r.entry.switch, &r.entry.key));
         if v.len() == before {
-            return Err(format!("{}: no such entry to delete", r.spec.table));
+            return Err(EmulatorError::NoSuchEntry {
+                table: r.spec.table.clone(),
+                action: "delete",
+            });
         }
         Ok(())
     }
 
     /// Applies a batch all or nothing: on the first failing update nothing changes, and
     /// the error carries that update's index.
-    pub fn write(&mut self, updates: &[Update]) -> Result<(), (usize, String)> {
+    pub fn write(&mut self, updates: &[Update]) -> Result<(), (usize, EmulatorError)> {
         let mut next = self.clone();
         for (i, u) in updates.iter().enumerate() {
             let r = match u {
@@ -248,7 +255,10 @@ mod tests {
         let a = r#"{"switch":1,"table":"drop_acl","priority":5,"action":"acl_drop","match":{"src_addr":"10.0.0.1"}}"#;
         t.write(&[Update::Insert(spec(a))]).unwrap();
         let e = t.write(&[Update::Insert(spec(a))]).unwrap_err();
-        assert_eq!(e, (0, "drop_acl: the entry already exists".into()));
+        assert_eq!(
+            (e.0, e.1.to_string()),
+            (0, "drop_acl: the entry already exists".into())
+        );
         // The second update fails: the first is not applied either.
         let b = r#"{"switch":1,"table":"drop_acl","priority":6,"action":"acl_drop","match":{"src_addr":"10.0.0.2"}}"#;
         let missing = r#"{"switch":1,"table":"drop_acl","priority":7,"action":"acl_drop"}"#;

@@ -3,6 +3,7 @@
 //! Builders: k-ary fat-tree, leaf-spine, Watts–Strogatz small world, and a TOML file
 //! (format in docs/emulator.md). Hosts get addresses 10.<a>.<b>.<c> derived from their index.
 
+use crate::EmulatorError;
 use std::net::{IpAddr, Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
@@ -65,18 +66,6 @@ pub struct Topology {
     pub name: String,
     pub nodes: Vec<Node>,
     pub links: Vec<Link>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum TopologyError {
-    #[error(
-        "unknown topology {0:?} (fat-tree:K, leaf-spine:S,L,H, watts-strogatz:N,K,P[,SEED], or a .toml file)"
-    )]
-    Unknown(String),
-    #[error("bad topology parameter: {0}")]
-    Parameter(String),
-    #[error("topology file {path}: {reason}")]
-    File { path: String, reason: String },
 }
 
 fn host_ip(i: usize) -> IpAddr {
@@ -151,9 +140,9 @@ impl Topology {
 
     /// k-ary fat-tree: (k/2)² core, k pods of k/2 aggregation and k/2 edge switches, k/2
     /// hosts per edge switch. k = 4: 20 switches, 16 hosts.
-    pub fn fat_tree(k: usize, spec: LinkSpec) -> Result<Self, TopologyError> {
+    pub fn fat_tree(k: usize, spec: LinkSpec) -> Result<Self, EmulatorError> {
         if k < 2 || !k.is_multiple_of(2) || k > 64 {
-            return Err(TopologyError::Parameter(format!(
+            return Err(EmulatorError::TopologyParameter(format!(
                 "fat-tree k={k}: even, 2..=64"
             )));
         }
@@ -220,9 +209,9 @@ impl Topology {
         p: f64,
         seed: u64,
         spec: LinkSpec,
-    ) -> Result<Self, TopologyError> {
+    ) -> Result<Self, EmulatorError> {
         if n < 3 || k < 2 || !k.is_multiple_of(2) || k >= n || !(0.0..=1.0).contains(&p) {
-            return Err(TopologyError::Parameter(format!(
+            return Err(EmulatorError::TopologyParameter(format!(
                 "watts-strogatz n={n} k={k} p={p}: n >= 3, even k in 2..n, p in [0,1]"
             )));
         }
@@ -269,13 +258,15 @@ impl Topology {
 
     /// Parses `fat-tree:4`, `leaf-spine:2,4,4`, `watts-strogatz:20,4,0.1[,seed]`, or a path to
     /// a topology file.
-    pub fn parse(s: &str, spec: LinkSpec) -> Result<Self, TopologyError> {
+    pub fn parse(s: &str, spec: LinkSpec) -> Result<Self, EmulatorError> {
         let (kind, args) = s.split_once(':').unwrap_or((s, ""));
-        let nums = |n: usize| -> Result<Vec<f64>, TopologyError> {
+        let nums = |n: usize| -> Result<Vec<f64>, EmulatorError> {
             let v: Result<Vec<f64>, _> = args.split(',').map(|x| x.trim().parse::<f64>()).collect();
             match v {
                 Ok(v) if v.len() >= n => Ok(v),
-                _ => Err(TopologyError::Parameter(format!("{s}: needs {n} numbers"))),
+                _ => Err(EmulatorError::TopologyParameter(format!(
+                    "{s}: needs {n} numbers"
+                ))),
             }
         };
         match kind {
@@ -296,7 +287,7 @@ impl Topology {
                 Self::watts_strogatz(v[0] as usize, v[1] as usize, v[2], seed, spec)
             }
             _ if s.ends_with(".toml") => Self::from_file(s, spec),
-            _ => Err(TopologyError::Unknown(s.to_string())),
+            _ => Err(EmulatorError::UnknownTopology(s.to_string())),
         }
     }
 
@@ -307,7 +298,7 @@ impl Topology {
     /// links = [["h1", "s1"], ["s1", "s2"], ["s2", "s3"], ["s3", "h2"]]
     /// # optional per-link: [[link]] a = "s1" b = "s2" delay = "5us" rate-gbps = 40 loss = 0.001
     /// ```
-    pub fn from_file(path: &str, spec: LinkSpec) -> Result<Self, TopologyError> {
+    pub fn from_file(path: &str, spec: LinkSpec) -> Result<Self, EmulatorError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields, rename_all = "kebab-case")]
         struct File {
@@ -328,7 +319,7 @@ impl Topology {
             rate_gbps: Option<f64>,
             loss: Option<f64>,
         }
-        let err = |reason: String| TopologyError::File {
+        let err = |reason: String| EmulatorError::TopologyFile {
             path: path.to_string(),
             reason,
         };
