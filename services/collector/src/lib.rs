@@ -13,6 +13,7 @@ pub mod bench;
 mod by_node;
 pub mod config;
 pub mod detect;
+mod error;
 pub mod input;
 pub mod loss;
 pub mod metrics;
@@ -22,6 +23,7 @@ pub mod publish;
 pub mod watchlist;
 
 pub use config::Config;
+pub use error::CollectorError;
 pub use service::{Collector, Summary, embedded_bus, start, start_with_metrics};
 
 use std::sync::Arc;

@@ -18,6 +18,7 @@ use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
 use kplane_model::{EventRow, ReportRecord};
 
 use crate::config::Encoding;
+use crate::error::CollectorError;
 use crate::metrics::{CollectorMetrics, TopicPartition};
 
 /// Schema names and versions carried in the `kplane-schema` header.
@@ -32,22 +33,22 @@ enum Rows<A> {
 
 trait ArrowRows {
     fn rows(&self) -> usize;
-    fn encode(&mut self) -> Result<Vec<u8>, String>;
+    fn encode(&mut self) -> Result<Vec<u8>, CollectorError>;
 }
 
-fn ipc(batch: arrow_array::RecordBatch) -> Result<Vec<u8>, String> {
-    let mut w = StreamWriter::try_new(Vec::new(), &batch.schema()).map_err(|e| e.to_string())?;
-    w.write(&batch).map_err(|e| e.to_string())?;
-    w.finish().map_err(|e| e.to_string())?;
-    w.into_inner().map_err(|e| e.to_string())
+fn ipc(batch: arrow_array::RecordBatch) -> Result<Vec<u8>, CollectorError> {
+    let mut w = StreamWriter::try_new(Vec::new(), &batch.schema())?;
+    w.write(&batch)?;
+    w.finish()?;
+    Ok(w.into_inner()?)
 }
 
 impl ArrowRows for EventBatchBuilder {
     fn rows(&self) -> usize {
         self.len()
     }
-    fn encode(&mut self) -> Result<Vec<u8>, String> {
-        ipc(self.finish().map_err(|e| e.to_string())?)
+    fn encode(&mut self) -> Result<Vec<u8>, CollectorError> {
+        ipc(self.finish()?)
     }
 }
 
@@ -55,8 +56,8 @@ impl ArrowRows for ReportBatchBuilder {
     fn rows(&self) -> usize {
         self.len()
     }
-    fn encode(&mut self) -> Result<Vec<u8>, String> {
-        ipc(self.finish().map_err(|e| e.to_string())?)
+    fn encode(&mut self) -> Result<Vec<u8>, CollectorError> {
+        ipc(self.finish()?)
     }
 }
 
@@ -68,16 +69,16 @@ impl<A: ArrowRows> Rows<A> {
         }
     }
 
-    fn json(&mut self, row: &impl serde::Serialize) -> Result<(), String> {
+    fn json(&mut self, row: &impl serde::Serialize) -> Result<(), CollectorError> {
         if let Self::Json { buf, n } = self {
-            serde_json::to_writer(&mut *buf, row).map_err(|e| e.to_string())?;
+            serde_json::to_writer(&mut *buf, row)?;
             buf.push(b'\n');
             *n += 1;
         }
         Ok(())
     }
 
-    fn take(&mut self) -> Result<(Vec<u8>, &'static str), String> {
+    fn take(&mut self) -> Result<(Vec<u8>, &'static str), CollectorError> {
         match self {
             Self::Arrow(a) => Ok((a.encode()?, content_types::ARROW)),
             Self::Json { buf, n } => {
@@ -109,9 +110,9 @@ fn append<A: ArrowRows, R: serde::Serialize>(
     row: &R,
     arrow: impl FnOnce(&mut A) -> Result<(), arrow_schema::ArrowError>,
     batch_size: usize,
-) -> Result<bool, String> {
+) -> Result<bool, CollectorError> {
     match &mut open.rows {
-        Rows::Arrow(b) => arrow(b).map_err(|e| e.to_string())?,
+        Rows::Arrow(b) => arrow(b)?,
         rows => rows.json(row)?,
     }
     open.since.get_or_insert_with(Instant::now);
@@ -119,7 +120,7 @@ fn append<A: ArrowRows, R: serde::Serialize>(
 }
 
 /// Takes a batch's rows, encoded, and its row count (none: an empty heartbeat payload).
-type Taken = (usize, Result<(Vec<u8>, &'static str), String>);
+type Taken = (usize, Result<(Vec<u8>, &'static str), CollectorError>);
 
 fn take<A: ArrowRows>(open: &mut Open<A>, received_through: u64) -> Taken {
     open.since = None;
@@ -252,7 +253,12 @@ impl Publisher {
     }
 
     /// After an append: flush a full batch, count a row that could not be encoded.
-    fn appended(&mut self, topic: Topic, partition: u32, full: Option<Result<bool, String>>) {
+    fn appended(
+        &mut self,
+        topic: Topic,
+        partition: u32,
+        full: Option<Result<bool, CollectorError>>,
+    ) {
         match full {
             Some(Ok(true)) => self.flush(topic, partition),
             Some(Err(e)) => {
@@ -269,7 +275,7 @@ impl Publisher {
         schema: &'static str,
         partition: u32,
         rows: usize,
-        encoded: Result<(Vec<u8>, &'static str), String>,
+        encoded: Result<(Vec<u8>, &'static str), CollectorError>,
     ) {
         let (payload, content_type) = match encoded {
             Ok(v) => v,

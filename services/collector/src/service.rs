@@ -15,13 +15,12 @@ use kplane_runtime::{AdminState, AdminTask, Metrics, Shutdown, Validate, serve_a
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+use crate::error::CollectorError;
 use crate::input::{RecvBatch, pcap, udp};
 use crate::metrics::CollectorMetrics;
 use crate::pipeline::{Pipeline, SharedWatchlist};
 use crate::publish::Publisher;
 use crate::watchlist::{Rule, Watchlist};
-
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// `GET`/`PUT /v1/watchlist` body.
 #[derive(Debug, Deserialize, Serialize)]
@@ -124,7 +123,7 @@ pub async fn start(
     cfg: Config,
     producer: Arc<dyn Producer>,
     shutdown: Shutdown,
-) -> Result<Collector, BoxError> {
+) -> Result<Collector, CollectorError> {
     start_with_metrics(cfg, producer, shutdown, |_| {}).await
 }
 
@@ -134,11 +133,11 @@ pub async fn start_with_metrics(
     producer: Arc<dyn Producer>,
     shutdown: Shutdown,
     more_metrics: impl FnOnce(&mut prometheus_client::registry::Registry),
-) -> Result<Collector, BoxError> {
+) -> Result<Collector, CollectorError> {
     let mut problems = Vec::new();
     cfg.validate(&mut problems);
     if !problems.is_empty() {
-        return Err(problems.join("; ").into());
+        return Err(CollectorError::Config(problems.join("; ")));
     }
     let registry = Metrics::new(crate::NAME);
     let metrics = CollectorMetrics::default();
@@ -196,7 +195,7 @@ fn spawn_inputs(
     metrics: &CollectorMetrics,
     stop: &Arc<AtomicBool>,
     shutdown: &Shutdown,
-) -> Result<Inputs, BoxError> {
+) -> Result<Inputs, CollectorError> {
     if let Some(path) = cfg.pcap.clone() {
         tracing::info!(pcap = %path.display(), speed = ?cfg.speed, "replaying capture");
         let (stop, shutdown) = (stop.clone(), shutdown.clone());
@@ -217,7 +216,8 @@ fn spawn_inputs(
                     frames,
                     published_records: pipeline.published_records(),
                 }
-            })?;
+            })
+            .map_err(|e| CollectorError::Thread("pcap replay", e))?;
         return Ok(Inputs {
             udp: Vec::new(),
             receivers: Vec::new(),
@@ -232,13 +232,17 @@ fn spawn_inputs(
         // With port 0 the first socket picks the port; the others share it (SO_REUSEPORT).
         let mut bound = *addr;
         for i in 0..cfg.sockets_per_listener {
-            let socket = udp::bind(bound, cfg.recv_buffer)
-                .map_err(|e| format!("cannot listen on {bound}: {e}"))?;
+            let listen = |source| CollectorError::Listen {
+                addr: bound,
+                source,
+            };
+            let socket = udp::bind(bound, cfg.recv_buffer).map_err(listen)?;
             if i == 0 {
                 bound = socket
-                    .local_addr()?
+                    .local_addr()
+                    .map_err(listen)?
                     .as_socket()
-                    .ok_or("listener has no IP address")?;
+                    .ok_or_else(|| listen(std::io::ErrorKind::AddrNotAvailable.into()))?;
                 udp_addrs.push(bound);
             }
             let receiver = udp::BatchReceiver::new(socket, cfg.recv_batch, cfg.max_datagram);
@@ -246,7 +250,8 @@ fn spawn_inputs(
             receivers.push(
                 std::thread::Builder::new()
                     .name(format!("collector-recv-{bound}-{i}"))
-                    .spawn(move || udp::receive_loop(receiver, tx, stop, metrics))?,
+                    .spawn(move || udp::receive_loop(receiver, tx, stop, metrics))
+                    .map_err(|e| CollectorError::Thread("receive", e))?,
             );
         }
     }
@@ -284,7 +289,8 @@ fn spawn_inputs(
                 frames: 0,
                 published_records: pipeline.published_records(),
             }
-        })?;
+        })
+        .map_err(|e| CollectorError::Thread("pipeline", e))?;
     Ok(Inputs {
         udp: udp_addrs,
         receivers,
@@ -294,7 +300,7 @@ fn spawn_inputs(
 
 impl Collector {
     /// Waits for shutdown, then stops the inputs, drains the queue, flushes every batch.
-    pub async fn wait(self) -> Result<Summary, BoxError> {
+    pub async fn wait(self) -> Result<Summary, CollectorError> {
         self.shutdown.wait().await;
         self.admin_state.set_ready(false);
         self.stop.store(true, Ordering::Release);
@@ -305,9 +311,12 @@ impl Collector {
             }
             worker.join()
         })
-        .await?
-        .map_err(|_| "the pipeline thread panicked")?;
-        self.admin_task.await??;
+        .await
+        .map_err(|_| CollectorError::Panicked("stopping"))?
+        .map_err(|_| CollectorError::Panicked("pipeline"))?;
+        self.admin_task
+            .await
+            .map_err(|_| CollectorError::Panicked("admin server"))??;
         tracing::info!(
             published_records = summary.published_records,
             frames = summary.frames,
