@@ -3,6 +3,7 @@
 //! (by default) every report to Kafka; a consumer in this process reads them back and takes,
 //! for every row, the time from the collector receiving the report to the row being read.
 
+use anyhow::Context;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -18,8 +19,6 @@ use kplane_kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 
 use crate::bench::{cpu_seconds, free_port, paced_send};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, Args)]
 pub struct KafkaArgs {
@@ -58,7 +57,7 @@ fn consume(
     prefix: String,
     ready: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
-) -> Result<Consumed, BoxError> {
+) -> anyhow::Result<Consumed> {
     let group = format!("kplane-bench-{}", std::process::id());
     let c = KafkaConsumer::subscribe(
         &cfg,
@@ -92,7 +91,7 @@ fn consume(
                     let batch = batch?;
                     let received = batch
                         .column_by_name(kplane_model::schema::col::RECEIVED)
-                        .ok_or("no received column")?
+                        .context("no received column")?
                         .as_primitive::<TimestampNanosecondType>();
                     out.latencies
                         .extend(received.values().iter().map(|&r| read - r));
@@ -130,7 +129,7 @@ fn percentile(sorted: &[i64], p: f64) -> f64 {
     sorted[i] as f64 / 1e6
 }
 
-pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
+pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
     let (port, admin_port) = (free_port()?, free_port()?);
     let target: SocketAddr = ([127, 0, 0, 1], port).into();
     let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
@@ -166,11 +165,11 @@ pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()?;
-    let result = (|| -> Result<(), BoxError> {
+    let result = (|| -> anyhow::Result<()> {
         if !wait_ready(admin, Duration::from_secs(60))
             || !wait_ready(sp_admin, Duration::from_secs(60))
         {
-            return Err("the collector or processor never became ready (is the broker up?)".into());
+            anyhow::bail!("the collector or processor never became ready (is the broker up?)");
         }
         let cfg = KafkaConfig {
             bootstrap_servers: a.brokers.clone(),
@@ -209,7 +208,9 @@ pub fn run(a: KafkaArgs) -> Result<(), BoxError> {
         }
         let cpu = cpu_seconds(child.id()).unwrap_or(0.0) - cpu0;
         stop.store(true, Ordering::Release);
-        let consumed = consumer.join().map_err(|_| "consumer panicked")??;
+        let consumed = consumer
+            .join()
+            .map_err(|_| anyhow::anyhow!("consumer panicked"))??;
         let published_events = metric_sum(
             &m,
             "kplane_collector_partition_records_total",

@@ -17,6 +17,7 @@ use kplane_collector::publish::Publisher;
 use kplane_model::FlowHashKey;
 use kplane_model::rng::Rng;
 use kplane_runtime::id_table::{Evictions, Limits};
+use kplane_stream_processor::ProcessorError;
 use kplane_stream_processor::detect::{Alert, Detector};
 use kplane_stream_processor::frame::report_frame;
 
@@ -57,18 +58,21 @@ struct Lanes {
     detectors: Vec<Detector>,
     alerts: Vec<Alert>,
     rows: u64,
-    error: Option<String>,
+    error: Option<ProcessorError>,
 }
 
 impl Lanes {
-    fn check(&mut self, m: &Message, key: &FlowHashKey) -> Result<(), String> {
+    fn check(&mut self, m: &Message, key: &FlowHashKey) -> Result<(), ProcessorError> {
         for b in kplane_stream_processor::input::batches(None, &m.payload, true)? {
             // Receive time as event time: the template reports' own timestamps stand still.
-            let f = report_frame(&b, false, key).map_err(|e| e.to_string())?;
+            let f = report_frame(&b, false, key)?;
             self.rows += b.num_rows() as u64;
-            self.detectors[m.partition as usize]
-                .reports(&f.reports, &f.hops, &f.hop_offsets, &mut self.alerts)
-                .map_err(|e| e.to_string())?;
+            self.detectors[m.partition as usize].reports(
+                &f.reports,
+                &f.hops,
+                &f.hop_offsets,
+                &mut self.alerts,
+            )?;
             self.alerts.clear();
         }
         Ok(())

@@ -18,12 +18,11 @@ use kplane_model::batch::ReportBatchBuilder;
 use kplane_model::schema::col;
 use kplane_model::{FlowKey, HopField, HopRecord, ReportRecord};
 
+use crate::ProcessorError;
 use crate::config::Config;
 use crate::metrics::ProcessorMetrics;
 use crate::processor::Processor;
 use crate::stages::StageTimes;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
@@ -100,7 +99,7 @@ fn report(i: u64, flows: u32, t_ns: u64) -> ReportRecord {
 }
 
 /// `batch` with its `timestamp_ns` and `received` shifted by `by` ns.
-fn shifted(batch: &RecordBatch, by: u64) -> Result<RecordBatch, BoxError> {
+fn shifted(batch: &RecordBatch, by: u64) -> Result<RecordBatch, ProcessorError> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{TimestampNanosecondType, UInt64Type};
     let schema = batch.schema();
@@ -108,7 +107,7 @@ fn shifted(batch: &RecordBatch, by: u64) -> Result<RecordBatch, BoxError> {
         .fields()
         .iter()
         .zip(batch.columns())
-        .map(|(f, c)| -> Result<ArrayRef, BoxError> {
+        .map(|(f, c)| -> Result<ArrayRef, ProcessorError> {
             Ok(match f.name().as_str() {
                 col::TIMESTAMP_NS => Arc::new(UInt64Array::from_iter(
                     c.as_primitive::<UInt64Type>()
@@ -132,7 +131,7 @@ fn shifted(batch: &RecordBatch, by: u64) -> Result<RecordBatch, BoxError> {
 }
 
 /// Runs the benchmark with its store under `data_dir` (emptied first).
-pub fn run(b: &BenchConfig, data_dir: &std::path::Path) -> Result<BenchReport, BoxError> {
+pub fn run(b: &BenchConfig, data_dir: &std::path::Path) -> Result<BenchReport, ProcessorError> {
     let _ = std::fs::remove_dir_all(data_dir);
     let spacing = 1_000_000_000 / b.rate.max(1);
     let distinct = 16usize;

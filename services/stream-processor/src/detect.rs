@@ -31,6 +31,7 @@ use kplane_model::{FlowHashKey, HopField, Metric, ip_from_16, ip_to_16};
 use kplane_runtime::id_table::{Evictions, IdTable};
 
 use crate::config::{StateConfig, Thresholds};
+use crate::error::ProcessorError;
 use crate::frame::pcol;
 use crate::snapshot::{Reader, Writer};
 
@@ -283,7 +284,12 @@ impl Detector {
     }
 
     /// Puts back the state of a [`Detector::snapshot`] (into a new detector).
-    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), ProcessorError> {
+        self.read_snapshot(bytes)
+            .map_err(ProcessorError::Undecodable)
+    }
+
+    fn read_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
         let mut r = Reader(bytes);
         let version = r.u8("the version")?;
         if version != SNAPSHOT_VERSION {

@@ -11,8 +11,18 @@ use kplane_model::{
 };
 use serde_json::Value;
 
+use crate::error::ProcessorError;
+
 /// Every batch of a payload; an error names what was wrong (the whole message is rejected).
 pub fn batches(
+    content_type: Option<&str>,
+    payload: &[u8],
+    reports: bool,
+) -> Result<Vec<RecordBatch>, ProcessorError> {
+    decode(content_type, payload, reports).map_err(ProcessorError::Undecodable)
+}
+
+fn decode(
     content_type: Option<&str>,
     payload: &[u8],
     reports: bool,

@@ -21,6 +21,7 @@ pub mod bench;
 pub mod config;
 pub mod detect;
 pub mod distribution;
+mod error;
 pub mod frame;
 pub mod input;
 pub mod metrics;
@@ -38,6 +39,7 @@ use kplane_bus::{BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Produ
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 
 pub use config::Config;
+pub use error::ProcessorError;
 
 use crate::metrics::ProcessorMetrics;
 use crate::processor::Processor;

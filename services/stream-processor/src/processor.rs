@@ -20,14 +20,13 @@ use kplane_runtime::id_table::Evictions;
 use crate::analytics::{Analytics, Table, WindowInput, paths_of};
 use crate::config::{Config, EventTime};
 use crate::detect::{Alert, Detector, alerts_batch};
+use crate::error::ProcessorError;
 use crate::frame::{event_frame, report_frame};
 use crate::metrics::{EvictionLabels, ProcessorMetrics, TableLabel};
 use crate::panes::{ClosedWindow, Offered, Panes};
 use crate::snapshot::{Reader, Writer};
 use crate::stages::StageTimes;
 use crate::store::{DetectorState, LaneStore, WindowRows};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LaneKind {
@@ -94,7 +93,7 @@ impl Processor {
         cfg: Config,
         metrics: ProcessorMetrics,
         results: Option<Arc<dyn Producer>>,
-    ) -> Result<Self, BoxError> {
+    ) -> Result<Self, ProcessorError> {
         crate::alloc::keep_freed_memory();
         std::fs::create_dir_all(&cfg.data_dir)?;
         let rt = tokio::runtime::Builder::new_current_thread().build()?;
@@ -169,7 +168,7 @@ impl Processor {
         &mut self,
         mut source: Box<dyn Consumer>,
         stop: &AtomicBool,
-    ) -> Result<(), BoxError> {
+    ) -> Result<(), ProcessorError> {
         let mut last_lag = Instant::now();
         let mut last_commit = Instant::now();
         let mut last_any = Instant::now();
@@ -245,7 +244,7 @@ impl Processor {
     }
 
     /// Closes every open window of every lane (the end of a finite input, e.g. a benchmark).
-    pub fn flush(&mut self) -> Result<(), BoxError> {
+    pub fn flush(&mut self) -> Result<(), ProcessorError> {
         let keys: Vec<(String, u32)> = self.lanes.keys().cloned().collect();
         for key in keys {
             self.close_lane(&key, true)?;
@@ -254,7 +253,7 @@ impl Processor {
     }
 
     /// Builds lanes for assigned partitions from their checkpoints; drops revoked ones.
-    pub fn rebalance(&mut self, events: Vec<PartitionEvent>) -> Result<(), BoxError> {
+    pub fn rebalance(&mut self, events: Vec<PartitionEvent>) -> Result<(), ProcessorError> {
         for event in events {
             match event {
                 PartitionEvent::Assigned(ps) => {
@@ -279,11 +278,11 @@ impl Processor {
                         let (detectors_through, previous_paths) = match &resume.detectors {
                             Some(saved) => {
                                 let paths = restore_lane_state(&mut detector, &saved.bytes)
-                                    .map_err(|e| {
-                                        format!(
-                                            "{}: {e}; remove the file to start the lane's detectors empty",
-                                            store.detectors_path().display()
-                                        )
+                                    .map_err(|reason| ProcessorError::Corrupt {
+                                        path: store.detectors_path(),
+                                        reason: format!(
+                                            "{reason}; remove the file to start the lane's detectors empty"
+                                        ),
                                     })?;
                                 (saved.through_offset, paths)
                             }
@@ -354,7 +353,7 @@ impl Processor {
             );
             match decoded {
                 Ok(batches) => self.offer_batches(&key, m.offset, &batches),
-                Err(e) => self.undecodable(&key, m.offset, &e),
+                Err(e) => self.undecodable(&key, m.offset, &e.to_string()),
             }
         }
         if let (Some(t), Some(lane)) = (through, self.lanes.get_mut(&key)) {
@@ -482,7 +481,7 @@ impl Processor {
         &mut self,
         key: &(String, u32),
         all: bool,
-    ) -> Result<Option<(String, u32, i64)>, BoxError> {
+    ) -> Result<Option<(String, u32, i64)>, ProcessorError> {
         let Some(lane) = self.lanes.get_mut(key) else {
             return Ok(None);
         };
@@ -606,7 +605,7 @@ impl Processor {
 fn save_lane_state(
     detector: &Detector,
     previous_paths: &[RecordBatch],
-) -> Result<Vec<u8>, BoxError> {
+) -> Result<Vec<u8>, ProcessorError> {
     let mut w = Writer::default();
     w.bytes(&detector.snapshot());
     let mut paths = Vec::new();
@@ -624,7 +623,9 @@ fn save_lane_state(
 /// Reads [`save_lane_state`]'s bytes back: restores the detector, returns the paths.
 fn restore_lane_state(detector: &mut Detector, bytes: &[u8]) -> Result<Vec<RecordBatch>, String> {
     let mut r = Reader(bytes);
-    detector.restore(r.bytes("the detectors")?)?;
+    detector
+        .restore(r.bytes("the detectors")?)
+        .map_err(|e| e.to_string())?;
     let paths = r.bytes("the previous paths")?;
     if paths.is_empty() {
         return Ok(Vec::new());
@@ -667,7 +668,7 @@ async fn run_window(
     analytics: &Analytics,
     lane: &mut Lane,
     w: ClosedWindow,
-) -> Result<Vec<WindowRows>, BoxError> {
+) -> Result<Vec<WindowRows>, ProcessorError> {
     let (start, end) = (w.start_ns, w.end_ns);
     let mut tables = w.tables.into_iter();
     let mut input = WindowInput {

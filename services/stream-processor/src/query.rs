@@ -164,7 +164,7 @@ pub fn register_udfs(ctx: &SessionContext) {
 pub fn sql_blocking(
     data_dir: &Path,
     sql: &str,
-) -> std::result::Result<Vec<arrow_array::RecordBatch>, kplane_runtime::BoxError> {
+) -> std::result::Result<Vec<arrow_array::RecordBatch>, crate::ProcessorError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

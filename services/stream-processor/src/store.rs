@@ -31,9 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use kplane_model::FlowHashKey;
 
+use crate::error::ProcessorError;
 use crate::panes::Checkpoint;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Directory of every table.
 pub fn tables_dir(root: &Path) -> PathBuf {
@@ -88,7 +87,7 @@ pub struct CommitLog {
 /// Reads a checkpoint log. A last line that does not parse is torn (a crash mid-append) and
 /// left out; a line that does not parse *followed by lines that do* is corruption, an error
 /// naming the file and line — resuming from an earlier checkpoint would double windows.
-pub fn read_commits(path: &Path) -> Result<CommitLog, BoxError> {
+pub fn read_commits(path: &Path) -> Result<CommitLog, ProcessorError> {
     let text = read_or_empty(path)?;
     let mut log = CommitLog::default();
     let mut bad: Option<(usize, u64, String)> = None;
@@ -102,14 +101,14 @@ pub fn read_commits(path: &Path) -> Result<CommitLog, BoxError> {
         match serde_json::from_slice::<CommitLine>(line) {
             Ok(c) => {
                 if let Some((n, _, e)) = bad {
-                    return Err(format!(
-                        "{}: line {} is corrupt ({e}) but later lines are intact; refusing to \
-                         resume from a damaged checkpoint log (restore the file or remove the \
-                         lane's data to rebuild it)",
-                        path.display(),
-                        n
-                    )
-                    .into());
+                    return Err(ProcessorError::Corrupt {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "line {n} is corrupt ({e}) but later lines are intact; refusing to \
+                             resume from a damaged checkpoint log (restore the file or remove \
+                             the lane's data to rebuild it)"
+                        ),
+                    });
                 }
                 log.commits.push(c);
             }
@@ -124,14 +123,18 @@ pub fn read_commits(path: &Path) -> Result<CommitLog, BoxError> {
 
 /// A lane's saved detector state: its offset (8 bytes, little-endian), then the detectors'
 /// encoding. Written whole by rename, so it is never torn.
-fn read_detectors(path: &Path) -> Result<Option<DetectorState>, BoxError> {
+fn read_detectors(path: &Path) -> Result<Option<DetectorState>, ProcessorError> {
     let bytes = read_or_empty(path)?;
     if bytes.is_empty() {
         return Ok(None);
     }
     let (offset, rest) = bytes
         .split_first_chunk::<8>()
-        .ok_or_else(|| format!("{}: too short for detector state", path.display()))?;
+        .ok_or_else(|| ProcessorError::Corrupt {
+            path: path.to_path_buf(),
+            reason: "too short for detector state; remove it to start the lane's detectors empty"
+                .into(),
+        })?;
     Ok(Some(DetectorState {
         through_offset: i64::from_le_bytes(*offset),
         bytes: rest.to_vec(),
@@ -224,12 +227,12 @@ fn write_durably(root: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> 
 
 /// The store's flow-hash key (`<data-dir>/flow-hash.key`), drawn at random the first time:
 /// restored per-flow detector state is found by the same `flow_id`s after a restart.
-pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, BoxError> {
+pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, ProcessorError> {
     let path = root.join("flow-hash.key");
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            let hint = "delete it to draw a new one";
-            format!("{}: not a flow-hash key ({e}); {hint}", path.display()).into()
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| ProcessorError::Corrupt {
+            path: path.clone(),
+            reason: format!("not a flow-hash key ({e}); delete it to draw a new one"),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Linked, not renamed, into place: of processors starting together on one store,
@@ -252,7 +255,11 @@ pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, BoxError> {
 
 /// Writes `batches` as one Parquet file at `path`, atomically and durably (staging, fsync,
 /// rename, fsync of the directory).
-pub fn write_parquet(root: &Path, path: &Path, batches: &[RecordBatch]) -> Result<(), BoxError> {
+pub fn write_parquet(
+    root: &Path,
+    path: &Path,
+    batches: &[RecordBatch],
+) -> Result<(), ProcessorError> {
     let Some(first) = batches.first() else {
         return Ok(());
     };
@@ -271,7 +278,7 @@ pub fn write_parquet(root: &Path, path: &Path, batches: &[RecordBatch]) -> Resul
     Ok(())
 }
 
-fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, BoxError> {
+fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ProcessorError> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)?.build()?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }
@@ -327,7 +334,11 @@ pub struct Resume {
 impl LaneStore {
     /// Opens the lane's checkpoint, rolls the store back to it and finishes interrupted
     /// compactions; returns the store and what to resume from.
-    pub fn open(root: &Path, lane: &str, compact_files: usize) -> Result<(Self, Resume), BoxError> {
+    pub fn open(
+        root: &Path,
+        lane: &str,
+        compact_files: usize,
+    ) -> Result<(Self, Resume), ProcessorError> {
         let dir = root.join("checkpoints");
         std::fs::create_dir_all(&dir)?;
         std::fs::create_dir_all(tables_dir(root))?;
@@ -382,7 +393,7 @@ impl LaneStore {
             .join(format!("{}.detectors", self.lane))
     }
 
-    fn lane_files(&self) -> Result<Vec<(PathBuf, FileKind)>, BoxError> {
+    fn lane_files(&self) -> Result<Vec<(PathBuf, FileKind)>, ProcessorError> {
         let mut all = Vec::new();
         parquet_files(&tables_dir(&self.root), &mut all)?;
         Ok(all
@@ -394,7 +405,7 @@ impl LaneStore {
             .collect())
     }
 
-    fn recover(&self) -> Result<(), BoxError> {
+    fn recover(&self) -> Result<(), ProcessorError> {
         let emitted = self.checkpoint.emitted_until_ns;
         let files = self.lane_files()?;
         for (path, kind) in &files {
@@ -445,7 +456,7 @@ impl LaneStore {
         n_windows: usize,
         checkpoint: Checkpoint,
         detectors: Option<&DetectorState>,
-    ) -> Result<Vec<PathBuf>, BoxError> {
+    ) -> Result<Vec<PathBuf>, ProcessorError> {
         // (table, date/hour dir) → (first end, batches)
         let mut groups: Vec<(&'static str, PathBuf, i64, Vec<RecordBatch>)> = Vec::new();
         for (table, start, end, batch) in windows {
@@ -509,7 +520,7 @@ impl LaneStore {
     }
 
     /// Merges the lane's committed window files in `dir` once there are enough of them.
-    fn maybe_compact(&mut self, dir: &Path) -> Result<(), BoxError> {
+    fn maybe_compact(&mut self, dir: &Path) -> Result<(), ProcessorError> {
         let emitted = self.checkpoint.emitted_until_ns;
         let mut sources: Vec<(PathBuf, i64)> = Vec::new();
         for e in std::fs::read_dir(dir)? {
