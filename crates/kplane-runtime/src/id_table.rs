@@ -4,7 +4,9 @@
 //! a key is almost always in the first slot probed — one cache line, which callers load
 //! ahead of the lookup ([`IdTable::prefetch`]).
 //!
-//! Every entry remembers the second it was last seen, and the table has [`Limits`]:
+//! Every entry remembers the second it was last seen — any lookup that finds it live counts,
+//! the read-only [`IdTable::get`] too (the stamp is a `Cell`, so a read-only first look needs
+//! no second probe to mark the entry seen) — and the table has [`Limits`]:
 //! * **idle**: an entry not seen for more than `idle_s` seconds is gone — lookups no longer
 //!   find it (it is removed and counted the moment one tries), and a sweep that advances a
 //!   few slots on every insert frees the ones nobody asks for;
@@ -16,6 +18,7 @@
 //! evicted and then seen again starts afresh, like a key never seen. Methods that may evict
 //! hand the evicted values to the caller's `evicted` closure (to keep its own counts).
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -55,8 +58,20 @@ impl Evictions {
 #[derive(Debug)]
 struct Entry<V> {
     id: u64,
-    seen_s: u32,
+    seen_s: Cell<u32>,
     value: V,
+}
+
+impl<V> Entry<V> {
+    #[inline]
+    fn seen(&self) -> u32 {
+        self.seen_s.get()
+    }
+
+    #[inline]
+    fn stamp(&self, now_s: u32) {
+        self.seen_s.set(self.seen_s.get().max(now_s));
+    }
 }
 
 /// Values `V` by 64-bit id, bounded by [`Limits`].
@@ -134,7 +149,7 @@ impl<V> IdTable<V> {
         self.slots
             .iter()
             .flatten()
-            .map(|e| (e.id, e.seen_s, &e.value))
+            .map(|e| (e.id, e.seen(), &e.value))
     }
 
     /// Puts back an entry of [`IdTable::entries`] (its id absent), seen at `seen_s`.
@@ -162,7 +177,7 @@ impl<V> IdTable<V> {
 
     #[inline]
     fn idle(&self, e: &Entry<V>, now_s: u32) -> bool {
-        now_s.saturating_sub(e.seen_s) > self.idle_s
+        now_s.saturating_sub(e.seen()) > self.idle_s
     }
 
     /// The slot holding `id`, live or idle.
@@ -182,11 +197,16 @@ impl<V> IdTable<V> {
         }
     }
 
-    /// `id`'s value if it is live at `now_s`, without touching anything.
+    /// `id`'s value if it is live at `now_s`, stamped seen (an idle one is left for the next
+    /// [`IdTable::get_mut`] or sweep to remove).
     #[inline]
     pub fn get(&self, id: u64, now_s: u32) -> Option<&V> {
         let e = self.slots[self.find(id)?].as_ref()?;
-        (!self.idle(e, now_s)).then_some(&e.value)
+        if self.idle(e, now_s) {
+            return None;
+        }
+        e.stamp(now_s);
+        Some(&e.value)
     }
 
     /// `id`'s value, stamped seen at `now_s`; an idle entry is removed (counted, passed to
@@ -195,17 +215,6 @@ impl<V> IdTable<V> {
     pub fn get_mut(&mut self, id: u64, now_s: u32, evicted: impl FnMut(V)) -> Option<&mut V> {
         let i = self.live(id, now_s, evicted)?;
         self.slots[i].as_mut().map(|e| &mut e.value)
-    }
-
-    /// Stamps `id` seen at `now_s`, if it is live (an idle one is left to the next lookup).
-    #[inline]
-    pub fn touch(&mut self, id: u64, now_s: u32) {
-        if let Some(i) = self.find(id)
-            && let Some(e) = self.slots[i].as_mut()
-            && now_s.saturating_sub(e.seen_s) <= self.idle_s
-        {
-            e.seen_s = e.seen_s.max(now_s);
-        }
     }
 
     /// `id`'s value (stamped seen) and whether it was inserted just now from `new`; entries
@@ -233,12 +242,12 @@ impl<V> IdTable<V> {
     fn live(&mut self, id: u64, now_s: u32, mut evicted: impl FnMut(V)) -> Option<usize> {
         let i = self.find(id)?;
         let e = self.slots[i].as_mut()?;
-        if now_s.saturating_sub(e.seen_s) > self.idle_s {
+        if now_s.saturating_sub(e.seen()) > self.idle_s {
             evicted(self.remove_at(i));
             self.evicted.idle += 1;
             return None;
         }
-        e.seen_s = e.seen_s.max(now_s);
+        e.stamp(now_s);
         Some(i)
     }
 
@@ -256,7 +265,7 @@ impl<V> IdTable<V> {
         self.len += 1;
         self.place(Entry {
             id,
-            seen_s: now_s,
+            seen_s: Cell::new(now_s),
             value,
         })
     }
@@ -309,8 +318,8 @@ impl<V> IdTable<V> {
         let (mut seen, mut i) = (0, self.hand);
         for _ in 0..self.slots.len() {
             if let Some(e) = &self.slots[i] {
-                if oldest.is_none_or(|(s, _)| e.seen_s < s) {
-                    oldest = Some((e.seen_s, i));
+                if oldest.is_none_or(|(s, _)| e.seen() < s) {
+                    oldest = Some((e.seen(), i));
                 }
                 seen += 1;
                 if seen == Self::SAMPLE {
@@ -381,7 +390,7 @@ mod tests {
         }
         // Remove every third through idleness: stamp the rest at a later second.
         for id in crowded(600).filter(|i| (i >> 32) % 3 != 0) {
-            t.touch(id, 900);
+            t.get(id, 900);
         }
         for id in crowded(600) {
             let live = t.get_mut(id, 1500, drop).is_some();
@@ -421,7 +430,7 @@ mod tests {
         }
         // The first half is seen again later: the rest are the older ones.
         for i in 0..max as u64 / 2 {
-            t.touch(id(i), 10);
+            t.get(id(i), 10);
         }
         let mut gone = Vec::new();
         for i in max as u64..max as u64 + 100 {

@@ -50,22 +50,13 @@ impl<T: Default> ByNode<T> {
         self.other.get_mut(id, now_s, evicted)
     }
 
-    /// [`ByNode::get_mut`], shared and without stamping.
+    /// [`ByNode::get_mut`], shared (a live node is still stamped seen).
     #[inline(always)]
     pub fn get(&self, node: u32, now_s: u32) -> Option<&T> {
         match self.direct.get(node as usize) {
             Some(v) => Some(v),
             None if node < Self::DIRECT => None,
             None => self.other.get(self.id(node), now_s),
-        }
-    }
-
-    /// Stamps a node of the bounded table seen (array slots need no stamp).
-    #[inline(always)]
-    pub fn touch(&mut self, node: u32, now_s: u32) {
-        if node >= Self::DIRECT {
-            let id = self.id(node);
-            self.other.touch(id, now_s);
         }
     }
 

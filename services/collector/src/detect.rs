@@ -301,20 +301,6 @@ impl Detection {
         ]
     }
 
-    /// Stamps the flow and its switches seen after a report without events (their idle
-    /// time counts from the last report, not the last event).
-    #[inline]
-    fn seen(&mut self, rec: &ReportRecord, flow_hash: Option<u64>, clock: Clock) {
-        if let Some(fh) = flow_hash {
-            self.flows.seen(fh, clock);
-        }
-        for hop in &rec.hops {
-            if let Some(node) = hop.node_id() {
-                self.nodes.seen(node, clock);
-            }
-        }
-    }
-
     /// Forgets the watchlist algorithms' state (the rules changed).
     pub fn reset_algorithms(&mut self) {
         self.per_hop.clear();
@@ -367,8 +353,8 @@ impl Detection {
         let rule = rec.flow.as_ref().and_then(|f| watchlist.lookup(f));
         // Most reports change nothing: a read-only look decides that without the event
         // plumbing, which then runs only for reports with an event.
+        // (Its lookups mark the flow and switches seen.)
         if rule.is_none() && self.quiet(rec, flow_hash, clock) {
-            self.seen(rec, flow_hash, clock);
             return;
         }
         self.events(rec, flow_hash, rule, clock, emit);

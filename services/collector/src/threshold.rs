@@ -300,12 +300,6 @@ impl Flows {
         self.0.get(flow_hash, clock.now_s)
     }
 
-    /// Marks the flow seen (a report with no event changes nothing else).
-    #[inline]
-    pub fn seen(&mut self, flow_hash: u64, clock: Clock) {
-        self.0.touch(flow_hash, clock.now_s);
-    }
-
     /// The flow's state and its path decision: a new flow's path is a new key. `keys` loses
     /// the keys of flows evicted to make room.
     #[inline]
@@ -526,12 +520,6 @@ impl Nodes {
     #[inline(always)]
     pub fn find(&self, node: u32, clock: Clock) -> Option<&NodeState> {
         self.0.get(node, clock.now_s)
-    }
-
-    /// Marks the switch seen.
-    #[inline(always)]
-    pub fn seen(&mut self, node: u32, clock: Clock) {
-        self.0.touch(node, clock.now_s);
     }
 
     /// Switches held in the bounded table (ids from [`ByNode::DIRECT`] up).
