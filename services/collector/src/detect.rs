@@ -173,6 +173,8 @@ pub struct Detection {
     nodes: Nodes,
     /// Threshold keys held (flows' and switches').
     keys: usize,
+    /// Flows' hop slots handed to another node at the cap.
+    hop_slots_replaced: u64,
     /// The watchlist algorithms' state (per-hop: by rule and switch ids; per-flow and EWMA:
     /// by rule and flow).
     per_hop: IdTable<u64>,
@@ -256,6 +258,7 @@ impl Detection {
             flows: Flows::new(state.flows),
             nodes: Nodes::new(state.nodes),
             keys: 0,
+            hop_slots_replaced: 0,
             per_hop: IdTable::new(state.algorithms),
             per_flow: IdTable::new(state.algorithms),
             ewma: IdTable::new(state.algorithms),
@@ -276,8 +279,9 @@ impl Detection {
     }
 
     /// Entries and evictions per table (the switch table counts ids from 4096 up; `ports`
-    /// is switches' high ports, capped per switch).
-    pub fn tables(&self) -> [TableState; 6] {
+    /// is switches' high ports, capped per switch; `flow-hops` a flow's hop slots, capped per
+    /// flow).
+    pub fn tables(&self) -> [TableState; 7] {
         let (nodes, ports) = self.nodes.evictions();
         let table = |table, entries, evicted| TableState {
             table,
@@ -292,6 +296,14 @@ impl Detection {
                 0,
                 Evictions {
                     capacity: ports,
+                    ..Evictions::default()
+                },
+            ),
+            table(
+                "flow-hops",
+                0,
+                Evictions {
+                    capacity: self.hop_slots_replaced,
                     ..Evictions::default()
                 },
             ),
@@ -373,6 +385,7 @@ impl Detection {
         let now = rec.envelope.received_ns;
         let th = &self.cfg;
         let keys = &mut self.keys;
+        let hop_slots_replaced = &mut self.hop_slots_replaced;
         let base = EventRow {
             received_ns: now,
             kind: EventKind::New,
@@ -451,7 +464,7 @@ impl Detection {
                             continue;
                         }
                         if let Some((kind, previous)) =
-                            state.hop(i, node, l, th.hop_latency, clock, keys)
+                            state.hop(i, node, l, th.hop_latency, clock, keys, hop_slots_replaced)
                         {
                             out(&EventRow {
                                 kind,
@@ -1391,6 +1404,23 @@ mod tests {
             &report(a, 3, 100, 5, 85 * S)
         )));
         assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
+    }
+
+    #[test]
+    fn a_flow_keeps_at_most_64_hop_slots() {
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg(), &StateConfig::default());
+        let f = flow("10.0.0.9");
+        // 100 one-hop reports of the flow, each through another node.
+        for n in 0..100u64 {
+            let mut r = report(f, 1, 100, 5, S + n);
+            r.hops[0].set(HopField::NodeId, 1000 + n);
+            events(&mut d, &wl, &r);
+        }
+        let hops = d.tables().into_iter().find(|t| t.table == "flow-hops").unwrap();
+        assert_eq!(hops.evicted.capacity, 36);
+        assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
+        assert!(d.flows.keys() <= 2 + FlowState::MAX_HOP_SLOTS);
     }
 
     #[test]

@@ -196,6 +196,9 @@ pub struct FlowState {
 }
 
 impl FlowState {
+    /// Per-hop slots a flow keeps: a report carries at most this many hops.
+    pub const MAX_HOP_SLOTS: usize = kplane_model::MAX_HOPS;
+
     /// Keys this flow holds (its path is one as soon as the flow is).
     fn keys(&self) -> usize {
         1 + usize::from(self.latency.is_live()) + self.hops.len()
@@ -232,8 +235,10 @@ impl FlowState {
         self.latency.check(sum, t, clock, keys)
     }
 
-    /// The hop latency of `node`, the `index`-th hop of the path.
+    /// The hop latency of `node`, the `index`-th hop of the path; `replaced` counts a slot
+    /// given to it by the flow's least recently reported node (at [`FlowState::MAX_HOP_SLOTS`]).
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub fn hop(
         &mut self,
         index: usize,
@@ -242,11 +247,12 @@ impl FlowState {
         t: u64,
         clock: Clock,
         keys: &mut usize,
+        replaced: &mut u64,
     ) -> Decision {
         // While the path is unchanged the node's slot sits at the hop's index.
         match self.hops.get_mut(index) {
             Some(h) if h.node == node => h.slot.check(value.into(), t, clock, keys),
-            _ => self.hop_elsewhere(node, value, t, clock, keys),
+            _ => self.hop_elsewhere(node, value, t, clock, keys, replaced),
         }
     }
 
@@ -259,18 +265,28 @@ impl FlowState {
         t: u64,
         clock: Clock,
         keys: &mut usize,
+        replaced: &mut u64,
     ) -> Decision {
         if let Some(h) = self.hops.iter_mut().find(|h| h.node == node) {
             return h.slot.check(value.into(), t, clock, keys);
+        }
+        let slot = HopSlot {
+            node,
+            slot: Slot::reported(value.into(), clock),
+        };
+        if self.hops.len() >= Self::MAX_HOP_SLOTS {
+            // Nodes come from the wire: the one reported longest ago makes room.
+            if let Some(oldest) = self.hops.iter_mut().min_by_key(|h| h.slot.due_s) {
+                *oldest = slot;
+            }
+            *replaced += 1;
+            return Some((EventKind::New, None));
         }
         *keys += 1;
         // Allocated at its exact size: no spare capacity, no shrinking reallocation.
         let mut hops = Vec::with_capacity(self.hops.len() + 1);
         hops.extend_from_slice(&self.hops);
-        hops.push(HopSlot {
-            node,
-            slot: Slot::reported(value.into(), clock),
-        });
+        hops.push(slot);
         self.hops = hops.into_boxed_slice();
         Some((EventKind::New, None))
     }
