@@ -18,7 +18,7 @@ use kplane_model::rng::Rng;
 use kplane_model::{FlowKey, HopField, HopRecord, ReportFlags, ReportRecord};
 use kplane_stream_processor::query::sql_blocking;
 use kplane_testkit::{
-    ChildGuard, free_port, http_get, kafka_brokers, metric_sum, sigterm, wait_ready,
+    ChildGuard, free_port, http_get, kafka_brokers, metric_sum, run_id, sigterm, wait_ready,
 };
 
 const S: u64 = 1_000_000_000;
@@ -201,14 +201,7 @@ fn a_processor_killed_50_times_writes_every_window_and_alert_exactly_once() {
     let Some(brokers) = kafka_brokers() else {
         return;
     };
-    let run = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    );
+    let run = run_id();
     let cfg = KafkaConfig {
         bootstrap_servers: brokers.clone(),
         ..KafkaConfig::default()

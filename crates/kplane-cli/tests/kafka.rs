@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kplane_bus::{KafkaConfig, headers, topics};
 use kplane_kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_testkit::{
-    ChildGuard, free_port, http_get, kafka_brokers, metric_sum, sigterm, wait_ready,
+    ChildGuard, free_port, http_get, kafka_brokers, metric_sum, run_id, sigterm, wait_ready,
 };
 
 fn kplane() -> Command {
@@ -70,16 +70,9 @@ fn collector_to_kafka_to_a_stream_processor_killed_mid_stream() {
     let Some(brokers) = kafka_brokers() else {
         return;
     };
-    let run_id = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    );
-    let data = std::env::temp_dir().join(format!("kplane-sp-{run_id}"));
-    let group = format!("kplane-sp-test-{run_id}");
+    let run = run_id();
+    let data = std::env::temp_dir().join(format!("kplane-sp-{run}"));
+    let group = format!("kplane-sp-test-{run}");
     let (udp, admin) = (free_port(), free_port());
     let mut collector = ChildGuard::from(
         kplane()

@@ -91,6 +91,15 @@ pub fn sigterm(child: &Child) {
 
 /// The broker for tests that need Kafka: `KPLANE_KAFKA_BROKERS`, or `None` (the test then
 /// returns early) — unless `KPLANE_REQUIRE_KAFKA` is set, as in CI, where that fails the test.
+/// A name part unique to this test run (process id and start time in ms): consumer groups,
+/// data directories and topics that outlive a run on a persistent broker stay apart.
+pub fn run_id() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{}-{ms}", std::process::id())
+}
+
 pub fn kafka_brokers() -> Option<String> {
     match std::env::var("KPLANE_KAFKA_BROKERS") {
         Ok(b) if !b.is_empty() => Some(b),

@@ -1417,7 +1417,11 @@ mod tests {
             r.hops[0].set(HopField::NodeId, 1000 + n);
             events(&mut d, &wl, &r);
         }
-        let hops = d.tables().into_iter().find(|t| t.table == "flow-hops").unwrap();
+        let hops = d
+            .tables()
+            .into_iter()
+            .find(|t| t.table == "flow-hops")
+            .unwrap();
         assert_eq!(hops.evicted.capacity, 36);
         assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
         assert!(d.flows.keys() <= 2 + FlowState::MAX_HOP_SLOTS);

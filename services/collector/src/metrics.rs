@@ -8,6 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use kplane_runtime::metrics::StateMetrics;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FormatLabel {
     pub format: &'static str,
@@ -31,17 +33,6 @@ pub struct NodeLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
     pub stage: &'static str,
-    pub reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TableLabel {
-    pub table: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EvictionLabels {
-    pub table: &'static str,
     pub reason: &'static str,
 }
 
@@ -72,8 +63,7 @@ pub struct CollectorMetrics {
     pub partition_records: Family<TopicPartition, Counter>,
     pub metric_keys: Gauge,
     pub sequence_streams: Gauge,
-    pub state_entries: Family<TableLabel, Gauge>,
-    pub state_evictions: Family<EvictionLabels, Counter>,
+    pub state: StateMetrics,
 }
 
 impl Default for CollectorMetrics {
@@ -97,8 +87,7 @@ impl Default for CollectorMetrics {
             partition_records: Family::default(),
             metric_keys: Gauge::default(),
             sequence_streams: Gauge::default(),
-            state_entries: Family::default(),
-            state_evictions: Family::default(),
+            state: StateMetrics::default(),
         }
     }
 }
@@ -193,16 +182,7 @@ impl CollectorMetrics {
             "Report sequence streams tracked (node, hw_id)",
             self.sequence_streams.clone(),
         );
-        r.register(
-            "state_entries",
-            "Entries of each table of detection state ([collector.state])",
-            self.state_entries.clone(),
-        );
-        r.register(
-            "state_evictions",
-            "Entries evicted from each table of detection state, by reason (idle, capacity)",
-            self.state_evictions.clone(),
-        );
+        self.state.register(r);
     }
 
     pub fn drop(&self, stage: &'static str, reason: &'static str, n: u64) {

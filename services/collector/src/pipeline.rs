@@ -16,9 +16,7 @@ use kplane_runtime::id_table::Evictions;
 
 use crate::detect::{Detection, TableState};
 use crate::loss::{LossTracker, Lost, SeqOutcome};
-use crate::metrics::{
-    CollectorMetrics, EventLabels, EvictionLabels, FormatLabel, NodeLabel, ReasonLabel, TableLabel,
-};
+use crate::metrics::{CollectorMetrics, EventLabels, FormatLabel, NodeLabel, ReasonLabel};
 use crate::partition::partition_of;
 use crate::publish::Publisher;
 use crate::watchlist::{Rule, Watchlist};
@@ -433,19 +431,10 @@ impl Pipeline {
         m.sequence_streams.set(c.loss.streams() as i64);
         let tables = c.state_tables();
         c.last_evictions.resize(tables.len(), Evictions::default());
-        for (i, t) in tables.into_iter().enumerate() {
-            let table = t.table;
-            m.state_entries
-                .get_or_create(&TableLabel { table })
-                .set(t.entries as i64);
-            let last = std::mem::replace(&mut c.last_evictions[i], t.evicted);
-            for ((reason, now), (_, before)) in
-                t.evicted.by_reason().into_iter().zip(last.by_reason())
-            {
-                m.state_evictions
-                    .get_or_create(&EvictionLabels { table, reason })
-                    .inc_by(now - before);
-            }
+        for (t, last) in tables.into_iter().zip(&mut c.last_evictions) {
+            m.state.entries(t.table, t.entries);
+            m.state
+                .evicted(t.table, std::mem::replace(last, t.evicted), t.evicted);
         }
     }
 

@@ -7,6 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use kplane_runtime::metrics::StateMetrics;
+
 use crate::detect::{Alert, AlertKind};
 use crate::panes::Offered;
 
@@ -18,12 +20,6 @@ pub struct Outcome {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TableLabel {
     pub table: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EvictionLabels {
-    pub table: &'static str,
-    pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,8 +44,7 @@ pub struct ProcessorMetrics {
     pub publish_failures: Counter,
     pub open_panes: Gauge,
     pub partitions: Gauge,
-    pub state_entries: Family<TableLabel, Gauge>,
-    pub state_evictions: Family<EvictionLabels, Counter>,
+    pub state: StateMetrics,
     pub store_files: Counter,
     pub torn_checkpoint_lines: Counter,
     pub compactions: Counter,
@@ -70,8 +65,7 @@ impl Default for ProcessorMetrics {
             publish_failures: Counter::default(),
             open_panes: Gauge::default(),
             partitions: Gauge::default(),
-            state_entries: Family::default(),
-            state_evictions: Family::default(),
+            state: StateMetrics::default(),
             store_files: Counter::default(),
             torn_checkpoint_lines: Counter::default(),
             compactions: Counter::default(),
@@ -136,16 +130,7 @@ impl ProcessorMetrics {
             "Input partitions (of every input topic) this member owns",
             self.partitions.clone(),
         );
-        r.register(
-            "state_entries",
-            "Entries of the immediate-event detectors' state tables, across lanes",
-            self.state_entries.clone(),
-        );
-        r.register(
-            "state_evictions",
-            "Entries evicted from the detectors' state tables, by reason (idle, capacity)",
-            self.state_evictions.clone(),
-        );
+        self.state.register(r);
         r.register(
             "torn_checkpoint_lines",
             "Torn last lines (a crash mid-write) found and cut off checkpoint logs on opening",

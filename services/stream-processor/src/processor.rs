@@ -22,7 +22,7 @@ use crate::config::{Config, EventTime};
 use crate::detect::{Alert, Detector, alerts_batch};
 use crate::error::ProcessorError;
 use crate::frame::{event_frame, report_frame};
-use crate::metrics::{EvictionLabels, ProcessorMetrics, TableLabel};
+use crate::metrics::ProcessorMetrics;
 use crate::panes::{ClosedWindow, Offered, Panes};
 use crate::snapshot::{Reader, Writer};
 use crate::stages::StageTimes;
@@ -117,29 +117,20 @@ impl Processor {
 
     /// Sets the state-table metrics: entries across lanes, evictions since the last call.
     fn report_state(&mut self) {
-        let mut entries: Vec<(&'static str, i64)> = Vec::new();
+        let mut entries: Vec<(&'static str, usize)> = Vec::new();
         for lane in self.lanes.values_mut() {
-            for (i, (table, n, evicted)) in lane.detector.tables().into_iter().enumerate() {
+            let tables = lane.detector.tables();
+            for ((table, n, evicted), last) in tables.into_iter().zip(&mut lane.counted_evictions) {
                 match entries.iter_mut().find(|e| e.0 == table) {
-                    Some(e) => e.1 += n as i64,
-                    None => entries.push((table, n as i64)),
+                    Some(e) => e.1 += n,
+                    None => entries.push((table, n)),
                 }
-                let before = std::mem::replace(&mut lane.counted_evictions[i], evicted);
-                for ((reason, now), (_, was)) in
-                    evicted.by_reason().into_iter().zip(before.by_reason())
-                {
-                    self.metrics
-                        .state_evictions
-                        .get_or_create(&EvictionLabels { table, reason })
-                        .inc_by(now - was);
-                }
+                let before = std::mem::replace(last, evicted);
+                self.metrics.state.evicted(table, before, evicted);
             }
         }
         for (table, n) in entries {
-            self.metrics
-                .state_entries
-                .get_or_create(&TableLabel { table })
-                .set(n);
+            self.metrics.state.entries(table, n);
         }
     }
 
