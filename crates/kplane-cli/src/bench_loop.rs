@@ -378,8 +378,10 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
         .join(",");
     let attack =
         format!("FROM flows WHERE ip_text(dst_ip) = '{victim}' AND ip_text(src_ip) IN ({sources})");
+    // Windows that end after the attack started (the one it started in too) and start before
+    // the blocks were written.
     let before = up.count(&format!(
-        "SELECT count(*) AS n {attack} AND window_start >= to_timestamp_millis({attack_start_ms}) \
+        "SELECT count(*) AS n {attack} AND window_end > to_timestamp_millis({attack_start_ms}) \
          AND window_start < to_timestamp_millis({applied})"
     ))?;
     let attack_end_ms = attack_start_ms + a.attack * 1_000;
