@@ -15,7 +15,6 @@
 //! (found by node id), see [`crate::threshold`]; the watchlist algorithms' state is keyed by
 //! a 64-bit hash of (metric, flow hash, ids). See `docs/collector.md`.
 
-use std::hash::Hasher;
 use std::time::Duration;
 
 use kplane_model::{
@@ -26,31 +25,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::threshold::{Clock, Decision, FlowState, Flows, Nodes, QueueMetric, Refresh, Threshold};
 use crate::watchlist::{Algorithm, Measurement, Rule, Watchlist};
-
-/// A fast hasher for small integer keys (node ids, sequence streams): each word is mixed in
-/// and the result finalised — no SipHash on the per-report path.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MixHasher(u64);
-
-impl Hasher for MixHasher {
-    fn finish(&self) -> u64 {
-        finish(self.0)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = mix(self.0, u64::from(*b));
-        }
-    }
-    fn write_u8(&mut self, n: u8) {
-        self.0 = mix(self.0, n.into());
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = mix(self.0, n.into());
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = mix(self.0, n);
-    }
-}
 
 #[inline]
 fn mix(h: u64, w: u64) -> u64 {
