@@ -628,6 +628,18 @@ mod tests {
         );
     }
 
+    /// Commits the one window ending at `end` (rows of table `t`).
+    fn commit_window(s: &mut LaneStore, end: i64) {
+        s.commit(
+            vec![("t", end - 10, end, rows(end))],
+            None,
+            1,
+            cp(end),
+            None,
+        )
+        .unwrap();
+    }
+
     #[test]
     fn a_reopened_lane_is_the_checkpoints_image_and_compaction_loses_nothing() {
         let root = std::env::temp_dir().join(format!("kplane-sp-store-{}", std::process::id()));
@@ -635,14 +647,7 @@ mod tests {
         let (mut s, r) = LaneStore::open(&root, "reports-p0", 3).unwrap();
         assert_eq!(r.checkpoint, Checkpoint::default());
         for end in [10, 20] {
-            s.commit(
-                vec![("t", end - 10, end, rows(end))],
-                None,
-                1,
-                cp(end),
-                None,
-            )
-            .unwrap();
+            commit_window(&mut s, end);
         }
         // A crash after writing the files of window 30 but before its checkpoint line.
         let path = s.file_path("t", 20, "reports-p0-w30.parquet");
@@ -656,14 +661,7 @@ mod tests {
             "the uncommitted window is gone"
         );
         for end in [30, 40, 50] {
-            s.commit(
-                vec![("t", end - 10, end, rows(end))],
-                None,
-                1,
-                cp(end),
-                None,
-            )
-            .unwrap();
+            commit_window(&mut s, end);
         }
         assert!(s.compactions >= 1);
         assert_eq!(stored(&root), vec![10, 20, 30, 40, 50]);
@@ -676,14 +674,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let (mut s, _) = LaneStore::open(&root, "reports-p0", 64).unwrap();
         for end in [10, 20] {
-            s.commit(
-                vec![("t", end - 10, end, rows(end))],
-                None,
-                1,
-                cp(end),
-                None,
-            )
-            .unwrap();
+            commit_window(&mut s, end);
         }
         drop(s);
         let log = root.join("checkpoints/reports-p0.jsonl");
@@ -700,8 +691,7 @@ mod tests {
             whole,
             "cut back to the last line"
         );
-        s.commit(vec![("t", 20, 30, rows(30))], None, 1, cp(30), None)
-            .unwrap();
+        commit_window(&mut s, 30);
         drop(s);
         let (s, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
         assert_eq!((r.checkpoint, s.torn_lines), (cp(30), 0));
