@@ -34,6 +34,13 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// A configuration problem with these limits, if any (for `Validate`): `max` of at least
+    /// one entry, `idle` of at least a second (the table's clock counts whole seconds).
+    pub fn problem(&self) -> Option<&'static str> {
+        (self.max < 1 || self.idle < Duration::from_secs(1))
+            .then_some("max must be >= 1 and idle at least 1s")
+    }
+
     fn idle_s(&self) -> u32 {
         u32::try_from(self.idle.as_secs()).unwrap_or(u32::MAX)
     }

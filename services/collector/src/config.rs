@@ -223,10 +223,9 @@ impl Validate for Config {
             ("nodes", self.state.nodes),
             ("algorithms", self.state.algorithms),
         ] {
-            need(
-                l.max >= 1 && l.idle >= Duration::from_secs(1),
-                &format!("state.{name}: max must be >= 1 and idle at least 1s"),
-            );
+            if let Some(problem) = l.problem() {
+                need(false, &format!("state.{name}: {problem}"));
+            }
         }
         need(
             self.loss.reorder_window >= 1,

@@ -193,10 +193,9 @@ impl Validate for Config {
             "thresholds.loss-burst-interval must be >= 1ms",
         );
         for (name, l) in [("flows", self.state.flows), ("nodes", self.state.nodes)] {
-            need(
-                l.max >= 1 && l.idle >= Duration::from_secs(1),
-                &format!("state.{name}: max must be >= 1 and idle at least 1s"),
-            );
+            if let Some(problem) = l.problem() {
+                need(false, &format!("state.{name}: {problem}"));
+            }
         }
     }
 }

@@ -218,11 +218,16 @@ fn publish(tmp: &Path, path: &Path) -> std::io::Result<()> {
 /// Writes `bytes` to `path` atomically and durably (staging, fsync, rename, fsync of the
 /// directory).
 fn write_durably(root: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    publish(&staged(root, bytes)?, path)
+}
+
+/// `bytes` written and fsynced to a fresh staging file; returns its path.
+fn staged(root: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let tmp = staging_path(root, "tmp")?;
     let mut file = File::create(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
-    publish(&tmp, path)
+    Ok(tmp)
 }
 
 /// The store's flow-hash key (`<data-dir>/flow-hash.key`), drawn at random the first time:
@@ -237,10 +242,7 @@ pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, ProcessorError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Linked, not renamed, into place: of processors starting together on one store,
             // the first key wins and the others read it.
-            let tmp = staging_path(root, "key")?;
-            let mut file = File::create(&tmp)?;
-            file.write_all(&serde_json::to_vec(&FlowHashKey::random())?)?;
-            file.sync_all()?;
+            let tmp = staged(root, &serde_json::to_vec(&FlowHashKey::random())?)?;
             let linked = std::fs::hard_link(&tmp, &path);
             std::fs::remove_file(&tmp)?;
             match linked {
