@@ -53,6 +53,9 @@ pub struct EmulateArgs {
     /// Background Poisson flow arrivals per second.
     #[arg(long, default_value_t = 1000.0)]
     flows: f64,
+    /// Share of the background flows that are elephants (1000 packets; the rest: mice of 10).
+    #[arg(long, default_value_t = 0.2)]
+    elephant_share: f64,
     /// Egress queue capacity, packets.
     #[arg(long, default_value_t = 128)]
     queue_capacity: usize,
@@ -108,6 +111,7 @@ impl EmulateArgs {
                 ..SimConfig::default()
             },
             flows_per_second: self.flows,
+            elephant_share: self.elephant_share,
             bitmap: self.bitmap,
             entries: Vec::new(),
         }

@@ -29,6 +29,9 @@ pub struct RunConfig {
     pub sim: SimConfig,
     /// Background Poisson flows per second (0: none).
     pub flows_per_second: f64,
+    /// Share of the background flows that are elephants (1000 packets; the rest are mice of
+    /// 10 packets).
+    pub elephant_share: f64,
     /// INT instruction bitmap of the default watchlist entry (every flow).
     pub bitmap: u16,
     /// Extra table entries installed at start.
@@ -48,6 +51,7 @@ impl Default for RunConfig {
             truth: None,
             sim: SimConfig::default(),
             flows_per_second: 1_000.0,
+            elephant_share: 0.2,
             bitmap: 0xFF00,
             entries: Vec::new(),
         }
@@ -104,6 +108,7 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, EmulatorError> {
             0,
             Box::new(Poisson {
                 rate: cfg.flows_per_second,
+                mice_fraction: 1.0 - cfg.elephant_share.clamp(0.0, 1.0),
                 stop_ns: duration,
                 ..Poisson::default()
             }),

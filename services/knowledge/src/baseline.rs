@@ -1,6 +1,8 @@
-//! Each entity's history as features: how surprising a switch-to-switch link's silence is — its
-//! silent run times −ln(1 − p), p the share of recent windows it carried traffic in, so that a
-//! busy link silent for a few windows scores as high as a rare one silent for many — and an exponentially weighted mean of every measured feature, so that a model of a
+//! Each entity's history as features: how surprising a switch-to-switch link's silence is — the
+//! flows that left its switch for another switch during the silent run, each costing
+//! −ln(1 − p) nats, p the share of such flows the link usually takes, so that a link avoided by
+//! a busy switch's flows stands out within a window while a quiet switch's link stays ordinary
+//! — and an exponentially weighted mean of every measured feature, so that a model of a
 //! whole kind can still see an entity leave its own habit — a busy link gone silent looks like
 //! a quiet link to a model of all links, and a host receiving from ten times its usual sources
 //! may still look like a busy server. Both are appended to the measured features
@@ -14,12 +16,11 @@ use crate::features::{Sample, tracks_silence};
 
 /// Weight of the newest window in the usual value (about the last 20 windows).
 const ALPHA: f64 = 0.05;
-/// The busiest share a silence is judged against: a silent window of an entity that was never
-/// silent costs −ln(1 − 0.95) ≈ 3 nats, so one or two quiet windows of a busy link stay
-/// ordinary and a failed link passes any threshold within a few windows.
+/// The largest share a silence is judged against: a flow that avoids a link which took every
+/// flow before costs −ln(1 − 0.95) ≈ 3 nats, not infinitely many (routes change).
 const MAX_BUSY: f64 = 0.95;
 /// Windows an entity is seen before its silences are judged.
-const JUDGE_AFTER: u32 = 20;
+const JUDGE_AFTER: u32 = 10;
 /// Windows an entity is seen before its usual value counts (deviations are 0 before).
 const WARM: u32 = 5;
 /// An entity not seen for this many windows is forgotten (bounded state).
@@ -29,13 +30,16 @@ const FORGET_AFTER: u64 = 600;
 struct Usual {
     mean: Vec<f64>,
     seen: u32,
-    /// Windows in a row with nothing measured.
+    /// Windows in a row the entity was silent in.
     silent: u32,
-    /// Share of recent windows with something measured (exponentially weighted).
-    busy: f64,
-    /// `busy` when the current silent run began: the run is judged against the habit before
+    /// Share of its chances the entity took (exponentially weighted): for a link, the share of
+    /// the flows leaving its switch for another switch that crossed it.
+    share: f64,
+    /// `share` when the current silent run began: the run is judged against the habit before
     /// it, not against a habit the silence itself wears down.
-    busy_before: f64,
+    share_before: f64,
+    /// The current silent run's surprise, in nats.
+    run: f64,
     last_window: u64,
 }
 
@@ -46,9 +50,10 @@ pub struct Baselines {
 }
 
 impl Baselines {
-    /// Appends to every sample of one window its silent run (links, queues) and its deviations
-    /// from the entity's usual values, then lets the usual values learn from this window —
-    /// except for entities `frozen` (in an anomaly: an attack must not become their habit).
+    /// Appends to every sample of one window its silent run's surprise (links) and its
+    /// deviations from the entity's usual values, then lets the usual values learn from this
+    /// window — except for entities `frozen` (in an anomaly: an attack must not become their
+    /// habit).
     pub fn augment(&mut self, samples: &mut [Sample], frozen: impl Fn(EntityKind, &str) -> bool) {
         self.windows += 1;
         for s in samples.iter_mut() {
@@ -58,24 +63,33 @@ impl Baselines {
                 mean: s.x.clone(),
                 seen: 0,
                 silent: 0,
-                busy: 0.0,
-                busy_before: 0.0,
+                share: 0.0,
+                share_before: 0.0,
+                run: 0.0,
                 last_window: 0,
             });
-            let empty = s.x.iter().all(|v| *v == 0.0);
-            if empty && u.silent == 0 {
-                u.busy_before = u.busy;
+            // A link is silent when none of the flows that left its switch for another switch
+            // crossed it; each such flow had `share` chance of crossing it, so the silence costs
+            // chances · −ln(1 − share) nats, summed over the silent run.
+            let e = s.exposure;
+            let silent = e.hits == 0.0;
+            if silent && u.silent == 0 {
+                u.share_before = u.share;
             }
-            u.silent = if empty { u.silent.saturating_add(1) } else { 0 };
-            // In nats: how unlikely this silent run is for this entity — once its habit is
-            // known (a link seen in its first few windows only is not yet "always busy").
-            let surprise = if u.seen >= JUDGE_AFTER {
-                f64::from(u.silent) * -(1.0 - u.busy_before.min(MAX_BUSY)).ln()
+            if silent {
+                u.silent = u.silent.saturating_add(1);
+                u.run += e.chances * -(1.0 - u.share_before.min(MAX_BUSY)).ln();
             } else {
-                0.0
-            };
-            let a = ALPHA.max(1.0 / f64::from(u.seen + 1));
-            u.busy += a * (f64::from(u8::from(!empty)) - u.busy);
+                u.silent = 0;
+                u.run = 0.0;
+            }
+            // Judged once the entity's habit is known (a link seen in its first few windows
+            // only is not yet "always busy").
+            let surprise = if u.seen >= JUDGE_AFTER { u.run } else { 0.0 };
+            if e.chances > 0.0 {
+                let a = ALPHA.max(1.0 / f64::from(u.seen + 1));
+                u.share += a * (e.hits / e.chances - u.share);
+            }
             let warm = u.seen >= WARM && u.mean.len() == n;
             let deviations: Vec<f64> = (0..n)
                 .map(|i| if warm { s.x[i] - u.mean[i] } else { 0.0 })
@@ -121,11 +135,17 @@ mod tests {
     use super::*;
 
     fn sample(entity: &str, x: f64) -> Sample {
+        link(entity, x, 0.0, 0.0)
+    }
+
+    /// A link sample: `chances` flows left its switch for other switches, `hits` crossed it.
+    fn link(entity: &str, x: f64, chances: f64, hits: f64) -> Sample {
         Sample {
             kind: EntityKind::Link,
             entity: entity.into(),
             window_end_ns: 0,
             x: vec![x],
+            exposure: crate::features::Exposure { chances, hits },
         }
     }
 
@@ -133,44 +153,53 @@ mod tests {
     fn a_busy_entity_gone_silent_deviates_and_a_steady_one_does_not() {
         let mut b = Baselines::default();
         for _ in 0..30 {
-            let mut w = vec![sample("busy", 900.0), sample("quiet", 5.0)];
+            let mut w = vec![link("busy", 900.0, 10.0, 5.0), sample("quiet", 5.0)];
             b.augment(&mut w, |_, _| false);
             assert_eq!(w[0].x.len(), 3, "measured, silent run, deviation");
         }
-        let mut w = vec![sample("busy", 0.0), sample("quiet", 5.0)];
+        let mut w = vec![link("busy", 0.0, 10.0, 0.0), sample("quiet", 5.0)];
         b.augment(&mut w, |_, _| false);
         assert!(w[0].x[2] < -800.0, "{:?}", w[0].x);
         assert!(w[1].x[2].abs() < 1e-9, "{:?}", w[1].x);
-        // Silence of an entity always busy costs 3 nats a window; of a sometimes silent one
-        // far less.
+        // Ten flows avoided a link that takes half of them: 10 · ln 2 nats.
         let first = w[0].x[1];
-        assert!((first - 3.0).abs() < 0.01, "{:?}", w[0].x);
-        let mut w = vec![sample("busy", 0.0)];
+        assert!((first - 10.0 * 2f64.ln()).abs() < 0.01, "{:?}", w[0].x);
+        let mut w = vec![link("busy", 0.0, 10.0, 0.0)];
         b.augment(&mut w, |_, _| false);
         assert!(
             (w[0].x[1] - 2.0 * first).abs() < 1e-9,
             "the run grows: {:?}",
             w[0].x
         );
+        // A window in which its switch sent nothing says nothing.
+        let mut w = vec![link("busy", 0.0, 0.0, 0.0)];
+        b.augment(&mut w, |_, _| false);
+        assert!((w[0].x[1] - 2.0 * first).abs() < 1e-9, "{:?}", w[0].x);
+        // Traffic again ends the run.
+        let mut w = vec![link("busy", 900.0, 10.0, 4.0)];
+        b.augment(&mut w, |_, _| false);
+        assert_eq!(w[0].x[1], 0.0, "{:?}", w[0].x);
+        // A link that takes few of its switch's flows is rarely missed: its usual silent runs
+        // stay ordinary (a few nats: likelier than one in twenty).
         let mut b = Baselines::default();
         for i in 0..100 {
             b.augment(
-                &mut [sample("sparse", if i % 2 == 0 { 0.0 } else { 9.0 })],
+                &mut [link("sparse", 9.0, 20.0, if i % 10 == 0 { 1.0 } else { 0.0 })],
                 |_, _| false,
             );
         }
-        let mut w = vec![sample("sparse", 0.0)];
+        let mut w = vec![link("sparse", 0.0, 4.0, 0.0)];
         b.augment(&mut w, |_, _| false);
-        assert!(w[0].x[1] < 1.0, "{:?}", w[0].x);
+        assert!(w[0].x[1] < 3.0, "{:?}", w[0].x);
         // A new entity deviates by nothing until it has a habit, and its silences are not
         // judged before.
         let mut w = vec![sample("new", 50.0)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[2], 0.0);
         for _ in 0..3 {
-            b.augment(&mut [sample("young", 900.0)], |_, _| false);
+            b.augment(&mut [link("young", 900.0, 10.0, 5.0)], |_, _| false);
         }
-        let mut w = vec![sample("young", 0.0)];
+        let mut w = vec![link("young", 0.0, 10.0, 0.0)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[1], 0.0, "{:?}", w[0].x);
     }

@@ -755,14 +755,24 @@ fn add_recommendations(a: &mut Anomaly, s: &Sample, w: &Window) -> bool {
 mod tests {
     use super::*;
 
+    /// A window in which each link `(node, port)` (towards node 10 + port) had `samples`
+    /// reports from `samples / 10` flows.
     fn window(i: i64, links: &[((u32, u16), f64)]) -> Window {
         let mut w = Window {
             end_ns: (i + 1) * 100_000_000,
             ..Window::default()
         };
-        for &(k, samples) in links {
+        for &((node, port), samples) in links {
             let u = 600.0 + 20.0 * ((i * 7) % 5) as f64;
-            w.links.insert(k, (samples, u * samples, u + 50.0, Some(9)));
+            let next = 10 + u32::from(port);
+            w.links
+                .insert((node, port), (samples, u * samples, u + 50.0, Some(next)));
+            for _ in 0..(samples / 10.0) as usize {
+                w.flows.push(crate::features::FlowRow {
+                    path: vec![node, next],
+                    ..Default::default()
+                });
+            }
         }
         w
     }
@@ -875,6 +885,7 @@ mod tests {
             entity: "10.0.0.1".into(),
             window_end_ns: 0,
             x: Vec::new(),
+            exposure: Default::default(),
         };
         let w1 = Window {
             flows: vec![flow("10.0.1.1")],
@@ -916,10 +927,11 @@ mod tests {
     #[test]
     fn a_busy_link_gone_silent_is_raised_within_a_few_windows() {
         let (mut e, dir) = engine("silent");
-        // Link 1:1 is busy in every window; 2:1 in about two of three.
-        let busy = |i: i64| ((1, 1), 80.0 + (i % 4) as f64 * 10.0);
+        // Switch 1's flows split between its links 1:1 and 1:2; 2:1 is busy about two windows
+        // in three.
+        let busy = |i: i64, port| ((1, port), 80.0 + (i % 4) as f64 * 10.0);
         for i in 0..90 {
-            let mut l = vec![busy(i)];
+            let mut l = vec![busy(i, 1), busy(i, 2)];
             if i % 3 != 0 {
                 l.push(((2, 1), 30.0));
             }
@@ -929,7 +941,8 @@ mod tests {
         assert_eq!(e.registry().status, Status::Ready, "{:?}", e.registry());
         let mut raised_at = None;
         for i in 90..100 {
-            let out = e.window(&window(i, &[((2, 1), 30.0)]));
+            // 1:1 fails: every flow of switch 1 takes 1:2.
+            let out = e.window(&window(i, &[((1, 2), 180.0), ((2, 1), 30.0)]));
             if out
                 .anomalies
                 .iter()

@@ -6,7 +6,7 @@
 //! several partitions (processors) contribute to one window. Queues and links are merged
 //! across partitions (max of maxima, sample-weighted means).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
 use arrow_array::cast::AsArray;
@@ -103,6 +103,18 @@ pub struct Sample {
     pub entity: String,
     pub window_end_ns: i64,
     pub x: Vec<f64>,
+    /// For switch-to-switch links: how many chances the link had to be seen.
+    pub exposure: Exposure,
+}
+
+/// A switch-to-switch link's chances in a window: the flows that left its node for another
+/// switch (`chances`) and how many of them crossed the link (`hits`). A link's silence is
+/// judged against them — a busy node whose flows all avoid one of its links says more than a
+/// quiet window (zero for other kinds).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Exposure {
+    pub chances: f64,
+    pub hits: f64,
 }
 
 /// One flow row of a window.
@@ -136,8 +148,16 @@ type QueueAcc = (f64, f64, f64, f64);
 /// (node, port) → (samples, utilisation sum, utilisation max, next node).
 type LinkAcc = (f64, f64, f64, Option<u32>);
 
-/// Per address: (flows, the other ends, destination ports, reports, bytes).
-type AddrAcc = (f64, BTreeSet<IpAddr>, BTreeSet<u16>, f64, f64);
+/// Per address: (flows, the other ends, destination ports, reports, bytes); the other ends and
+/// ports are counted distinct once the window's flows are in.
+type AddrAcc = (f64, Vec<IpAddr>, Vec<u16>, f64, f64);
+
+/// How many distinct values `v` holds.
+fn distinct<T: Ord>(v: &mut Vec<T>) -> usize {
+    v.sort_unstable();
+    v.dedup();
+    v.len()
+}
 
 /// Everything of one window (end time), merged over the partitions that reported it.
 #[derive(Clone, Debug, Default)]
@@ -307,8 +327,8 @@ impl Window {
     /// missing from this window get an all-zero sample (a failed link carries nothing).
     pub fn samples(&self, expected: &HashSet<(EntityKind, String)>) -> Vec<Sample> {
         let mut out = Vec::new();
-        let mut per_src: BTreeMap<IpAddr, AddrAcc> = BTreeMap::new();
-        let mut per_dst: BTreeMap<IpAddr, AddrAcc> = BTreeMap::new();
+        let mut per_src: HashMap<IpAddr, AddrAcc> = HashMap::new();
+        let mut per_dst: HashMap<IpAddr, AddrAcc> = HashMap::new();
         for f in &self.flows {
             let (Some(s), Some(d)) = (f.src, f.dst) else {
                 continue;
@@ -316,9 +336,9 @@ impl Window {
             for (map, key, other) in [(&mut per_src, s, d), (&mut per_dst, d, s)] {
                 let e = map.entry(key).or_default();
                 e.0 += 1.0;
-                e.1.insert(other);
+                e.1.push(other);
                 if let Some(p) = f.dst_port {
-                    e.2.insert(p);
+                    e.2.push(p);
                 }
                 e.3 += f.reports;
                 e.4 += f.bytes;
@@ -328,14 +348,16 @@ impl Window {
             (EntityKind::Source, per_src),
             (EntityKind::Destination, per_dst),
         ] {
-            for (ip, (flows, others, ports, reports, bytes)) in map {
+            let mut map: Vec<(IpAddr, AddrAcc)> = map.into_iter().collect();
+            map.sort_unstable_by_key(|(ip, _)| *ip);
+            for (ip, (flows, mut others, mut ports, reports, bytes)) in map {
                 out.push(self.sample(
                     kind,
                     ip.to_string(),
                     vec![
                         flows.ln_1p(),
-                        (others.len() as f64).ln_1p(),
-                        (ports.len() as f64).ln_1p(),
+                        (distinct(&mut others) as f64).ln_1p(),
+                        (distinct(&mut ports) as f64).ln_1p(),
                         reports.ln_1p(),
                         bytes.ln_1p(),
                     ],
@@ -351,20 +373,46 @@ impl Window {
                 vec![mean, max, frac, n.ln_1p()],
             ));
         }
-        for (&(node, port), &(n, sum, max, _)) in &self.links {
+        // Flows leaving each switch for another one, and per (switch, next switch).
+        let mut chances: HashMap<u32, f64> = HashMap::new();
+        let mut hits: HashMap<(u32, u32), f64> = HashMap::new();
+        for f in &self.flows {
+            for (i, p) in f.path.windows(2).enumerate() {
+                // A flow counts once per link (a looping path crosses some twice).
+                if f.path[..i + 1].windows(2).any(|q| q == p) {
+                    continue;
+                }
+                *chances.entry(p[0]).or_default() += 1.0;
+                *hits.entry((p[0], p[1])).or_default() += 1.0;
+            }
+        }
+        for (&(node, port), &(n, sum, max, next)) in &self.links {
             let mean = if n > 0.0 { sum / n } else { 0.0 };
-            out.push(self.sample(
+            let mut s = self.sample(
                 EntityKind::Link,
                 link_entity(node, port),
                 vec![mean, max, n.ln_1p()],
-            ));
+            );
+            if let Some(next) = next {
+                s.exposure = Exposure {
+                    chances: chances.get(&node).copied().unwrap_or(0.0),
+                    hits: hits.get(&(node, next)).copied().unwrap_or(0.0),
+                };
+            }
+            out.push(s);
         }
         let present: HashSet<(EntityKind, &str)> =
             out.iter().map(|s| (s.kind, s.entity.as_str())).collect();
         let mut missing: Vec<Sample> = expected
             .iter()
             .filter(|(k, e)| tracks_silence(*k) && !present.contains(&(*k, e.as_str())))
-            .map(|(k, e)| self.sample(*k, e.clone(), vec![0.0; measured(*k).len()]))
+            .map(|(k, e)| {
+                let mut s = self.sample(*k, e.clone(), vec![0.0; measured(*k).len()]);
+                if let Some((node, _)) = parse_node_pair(e) {
+                    s.exposure.chances = chances.get(&node).copied().unwrap_or(0.0);
+                }
+                s
+            })
             .collect();
         missing.sort_by(|a, b| a.entity.cmp(&b.entity));
         out.extend(missing);
@@ -377,6 +425,7 @@ impl Window {
             entity,
             window_end_ns: self.end_ns,
             x,
+            exposure: Exposure::default(),
         }
     }
 
@@ -502,5 +551,36 @@ mod tests {
         );
         assert_eq!(parse_node_pair("7:1"), Some((7, 1)));
         assert_eq!(parse_node_pair("5/0"), Some((5, 0)));
+    }
+
+    #[test]
+    fn a_links_chances_are_the_flows_its_switch_sent_to_other_switches() {
+        let mut w = Window::new(10);
+        // Switch 1: port 1 towards 2, port 2 towards 3 (silent this window).
+        w.links.insert((1, 1), (30.0, 0.0, 0.0, Some(2)));
+        let flow = |path: Vec<u32>| FlowRow {
+            path,
+            ..FlowRow::default()
+        };
+        // Two flows leave switch 1 over 1 → 2, one of them looping back over it; one flow
+        // ends at switch 1.
+        w.flows = vec![flow(vec![1, 2, 4]), flow(vec![1, 2, 1, 2]), flow(vec![5, 1])];
+        let expected: HashSet<_> = [(EntityKind::Link, "1:2".to_string())].into();
+        let s = w.samples(&expected);
+        let of = |e: &str| s.iter().find(|s| s.entity == e).unwrap().exposure;
+        assert_eq!(
+            of("1:1"),
+            Exposure {
+                chances: 2.0,
+                hits: 2.0
+            }
+        );
+        assert_eq!(
+            of("1:2"),
+            Exposure {
+                chances: 2.0,
+                hits: 0.0
+            }
+        );
     }
 }

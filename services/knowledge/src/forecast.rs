@@ -1,7 +1,8 @@
 //! Forecasts of the next window: per link utilisation (`link_utilization`) and per destination
-//! volume (`destination_bytes`). A linear model (linfa-linear, least squares) on lagged
-//! values and their EWMA, each scaled by the entity's recent mean so that one model serves
-//! every entity of a series; scored online against the last-value and EWMA baselines.
+//! volume (`destination_bytes`). A linear model (linfa-linear, least squares weighted for
+//! relative error) on lagged values, their EWMA and their median, each scaled by the entity's
+//! recent mean so that one model serves every entity of a series; scored online against the
+//! last-value and EWMA baselines.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -16,6 +17,8 @@ use crate::features::{Window, link_entity};
 pub const SERIES: [&str; 2] = ["link_utilization", "destination_bytes"];
 /// Lags the model reads.
 const LAGS: usize = 3;
+/// The model's inputs: the lags, the EWMA and the median.
+const INPUTS: usize = LAGS + 2;
 /// How many values per entity are kept.
 const KEPT: usize = 16;
 const EWMA_ALPHA: f64 = 0.3;
@@ -27,13 +30,13 @@ pub fn values(w: &Window) -> Vec<(&'static str, String, f64)> {
         let mean = if n > 0.0 { sum / n } else { 0.0 };
         out.push((SERIES[0], link_entity(node, port), mean));
     }
-    let mut bytes: BTreeMap<String, f64> = BTreeMap::new();
+    let mut bytes: BTreeMap<std::net::IpAddr, f64> = BTreeMap::new();
     for f in &w.flows {
         if let Some(d) = f.dst {
-            *bytes.entry(d.to_string()).or_default() += f.bytes;
+            *bytes.entry(d).or_default() += f.bytes;
         }
     }
-    out.extend(bytes.into_iter().map(|(d, b)| (SERIES[1], d, b)));
+    out.extend(bytes.into_iter().map(|(d, b)| (SERIES[1], d.to_string(), b)));
     out
 }
 
@@ -102,7 +105,8 @@ impl History {
         (self.values.iter().sum::<f64>() / n).abs().max(1e-9)
     }
 
-    /// The model's input (lags newest first, then the EWMA), scaled.
+    /// The model's input (lags newest first, the EWMA, the median of the kept values), scaled
+    /// by their mean.
     fn input(&self) -> Option<Vec<f64>> {
         if self.values.len() < LAGS {
             return None;
@@ -110,6 +114,9 @@ impl History {
         let s = self.scale();
         let mut x: Vec<f64> = self.values.iter().rev().take(LAGS).map(|v| v / s).collect();
         x.push(self.ewma / s);
+        let mut sorted: Vec<f64> = self.values.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        x.push(sorted[sorted.len() / 2] / s);
         Some(x)
     }
 }
@@ -128,34 +135,45 @@ impl Coefficients {
     }
 }
 
-/// Fits one series' model on consecutive values per entity (oldest first).
+/// Fits one series' model on consecutive values per entity (oldest first), minimising the
+/// squared *relative* error: each row is divided by the value it predicts (weighted least
+/// squares), so that a window of a quiet entity counts as much as one of a busy entity and a
+/// spike does not drag every forecast up — the error operators read is relative (MAPE).
+/// Windows with a value of zero are skipped (a relative error is undefined there).
 pub fn fit(series: &[Vec<f64>]) -> Result<Coefficients, String> {
+    let width = INPUTS + 1;
     let mut rows = Vec::new();
-    let mut y = Vec::new();
+    let mut n = 0;
     for values in series {
         let mut h = History::default();
         for &v in values {
             if let Some(x) = h.input() {
-                y.push(v / h.scale());
-                rows.extend(x);
+                let y = v / h.scale();
+                if y > 1e-9 {
+                    rows.extend(x.iter().map(|x| x / y));
+                    // The intercept's column, weighted like the rest.
+                    rows.push(1.0 / y);
+                    n += 1;
+                }
             }
             h.push(v);
         }
     }
-    let n = y.len();
-    if n < 2 * (LAGS + 2) {
+    if n < 2 * width {
         return Err(format!(
             "{n} training rows; at least {} are needed",
-            2 * (LAGS + 2)
+            2 * width
         ));
     }
-    let x = Array2::from_shape_vec((n, LAGS + 1), rows).map_err(|e| e.to_string())?;
+    let x = Array2::from_shape_vec((n, width), rows).map_err(|e| e.to_string())?;
     let model: FittedLinearRegression<f64> = LinearRegression::new()
-        .fit(&Dataset::new(x, Array1::from(y)))
+        .with_intercept(false)
+        .fit(&Dataset::new(x, Array1::from_elem(n, 1.0)))
         .map_err(|e| format!("least squares: {e}"))?;
+    let p = model.params().to_vec();
     Ok(Coefficients {
-        weights: model.params().to_vec(),
-        intercept: model.intercept(),
+        weights: p[..INPUTS].to_vec(),
+        intercept: p[INPUTS],
         rows: n,
     })
 }

@@ -82,7 +82,9 @@ impl EntityModel {
     }
 
     pub fn score(&self, x: &[f64]) -> f64 {
-        self.scorer.score(&self.z(x))
+        let mut z = self.z(x);
+        excess_only(self.kind, &mut z);
+        self.scorer.score(&z)
     }
 
     pub fn threshold(&self) -> f64 {
@@ -173,22 +175,30 @@ impl EntityModel {
                 *sd += (v - m) * (v - m) / n;
             }
         }
-        // A feature constant in training (e.g. always zero) still gets a finite scale; a
-        // silence is measured in nats, and one more silent window is not a thousand sigmas.
+        let names = names(kind);
         let std: Vec<f64> = std
             .iter()
-            .zip(names(kind))
-            .map(|(v, n)| {
-                v.sqrt()
-                    .max(if *n == "silence_surprise" { 1.0 } else { 1e-2 })
+            .enumerate()
+            .map(|(i, v)| {
+                // A deviation from the usual is scaled like the measure it deviates.
+                let base = names[i]
+                    .strip_prefix("vs_usual_")
+                    .and_then(|b| names.iter().position(|n| *n == b))
+                    .unwrap_or(i);
+                v.sqrt().max(std_floor(names[i], mean[base]))
             })
             .collect();
         let rows: Vec<f64> = train
             .iter()
             .flat_map(|s| {
-                s.x.iter()
+                let mut z: Vec<f64> = s
+                    .x
+                    .iter()
                     .zip(mean.iter().zip(&std))
                     .map(|(v, (m, sd))| (v - m) / sd)
+                    .collect();
+                excess_only(kind, &mut z);
+                z
             })
             .collect();
         let x = Array2::from_shape_vec((train.len(), dims), rows).map_err(|e| e.to_string())?;
@@ -213,6 +223,35 @@ impl EntityModel {
         let rate = (p.false_alarms_per_hour * hours / scores.len() as f64).min(0.5);
         model.calibration = calibrate(scores, rate);
         Ok(model)
+    }
+}
+
+/// The smallest standard deviation a feature is scaled by. A feature nearly constant in
+/// training (the ports a fabric's clients use, a link always saturated) must not turn the
+/// first ordinary change into thousands of sigmas: a silence is measured in nats (one more
+/// silent flow is not a sigma), a `log_` count a quarter e-fold away (≈ 28 %) is at most one
+/// sigma, any other measure 5 % of its mean (a deviation from the usual: of the measure's).
+fn std_floor(name: &str, mean: f64) -> f64 {
+    if name == "silence_surprise" {
+        1.0
+    } else if name.starts_with("log_") || name.starts_with("vs_usual_log_") {
+        0.25
+    } else {
+        (0.05 * mean.abs()).max(1e-2)
+    }
+}
+
+/// How far below normal an address's features count, in standard deviations. Hosts fall quiet
+/// all the time (a client done, a server idle) and none of the anomaly types is a host sending
+/// or receiving less: what the model sees of an address is its excess.
+const ADDRESS_FLOOR: f64 = -2.0;
+
+/// Caps how far below normal an address's standardised features reach (see [`ADDRESS_FLOOR`]).
+fn excess_only(kind: EntityKind, z: &mut [f64]) {
+    if matches!(kind, EntityKind::Source | EntityKind::Destination) {
+        for v in z {
+            *v = v.max(ADDRESS_FLOOR);
+        }
     }
 }
 
@@ -265,6 +304,7 @@ mod tests {
             entity: "1:1".into(),
             window_end_ns: end,
             x,
+            exposure: Default::default(),
         }
     }
 

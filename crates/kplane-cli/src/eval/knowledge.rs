@@ -29,8 +29,6 @@ use super::pipeline::{Outcome, knowledge_config, run_pipeline};
 pub const TRAIN_SEED: u64 = 9_001;
 /// The labelling runs' first seed.
 pub const LABEL_SEED: u64 = 9_101;
-/// Windows of the evaluation (the processor's and the knowledge service's).
-pub const WINDOW: Duration = Duration::from_millis(100);
 /// Scored scenarios.
 pub const SCENARIOS: [&str; 6] = [
     "ddos",
@@ -61,17 +59,26 @@ pub struct KnowledgeArgs {
     #[arg(long, default_value_t = 3)]
     runs: u64,
     /// Virtual seconds per scored run.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 40)]
     seconds: u64,
     /// Virtual seconds of clean traffic the models learn from.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 300)]
     train_seconds: u64,
+    /// Window of the processor and the knowledge service (the deployments' default: 1 s).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    window: Duration,
+    /// Background flows per second (Poisson arrivals between random hosts).
+    #[arg(long, default_value_t = 1_000.0)]
+    flows: f64,
+    /// Share of the background flows that are elephants (1000 packets; mice: 10).
+    #[arg(long, default_value_t = 0.02)]
+    elephant_share: f64,
     /// The type classifier's labelled set (JSON, docs/knowledge.md); default: generated from
     /// the training variants of the scenarios.
     #[arg(long)]
     labels: Option<PathBuf>,
     /// Labelling runs per training variant (seeds 9101, 9102, …).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 3)]
     label_runs: u64,
     /// Also write the generated labelled set here.
     #[arg(long)]
@@ -136,7 +143,8 @@ fn link_entities(topo: &Topology, a: u32, b: u32) -> Vec<(EntityKind, String)> {
 /// The incidents of a run's ground truth.
 fn incidents(o: &Outcome) -> Vec<Incident> {
     let mut out = Vec::new();
-    let mut bursts: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+    // Per target queue's node: (first start, last end, target host).
+    let mut bursts: BTreeMap<u32, (i64, i64, String)> = BTreeMap::new();
     let t = |e: &serde_json::Value, k: &str| e[k].as_i64().unwrap_or(0);
     let s = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
     for e in &o.truth.events {
@@ -183,33 +191,44 @@ fn incidents(o: &Outcome) -> Vec<Incident> {
             // Bursts of tens of microseconds: one incident per target queue, over the span.
             "microburst" => {
                 let node = e["queue"]["node"].as_u64().unwrap_or(0) as u32;
-                let b = bursts.entry(node).or_insert((i64::MAX, 0));
+                let b = bursts
+                    .entry(node)
+                    .or_insert((i64::MAX, 0, s(e, "target")));
                 b.0 = b.0.min(t(e, "t_ns"));
                 b.1 = b.1.max(t(e, "end_ns"));
             }
             _ => {}
         }
     }
-    for (node, (start, end)) in bursts {
+    // A microburst is about the queue it fills and the host it converges on (incast).
+    for (node, (start, end, target)) in bursts {
         out.push(Incident {
             kind: AnomalyType::Congestion,
             start_ns: start,
             end_ns: end,
-            primary: vec![(EntityKind::Queue, format!("{node}/"))],
+            primary: vec![
+                (EntityKind::Queue, format!("{node}/")),
+                (EntityKind::Destination, target),
+            ],
         });
     }
     out
 }
 
 /// What the ground truth says an anomaly is: its incident's type on an entity the incident is
-/// about; congestion for a queue that filled during any incident (collateral, but real);
-/// `unknown` otherwise (a false alarm when no incident was under way).
+/// about (the anomaly's own type if the entity is in several incidents at once: a DDoS source
+/// that also scans); congestion for a queue that filled during any incident (collateral, but
+/// real); `unknown` otherwise (a false alarm when no incident was under way).
 fn truth_label(a: &Anomaly, incidents: &[Incident], window_ns: i64) -> AnomalyType {
     let during: Vec<&Incident> = incidents
         .iter()
         .filter(|i| i.overlaps(a, window_ns))
         .collect();
-    if let Some(i) = during.iter().find(|i| i.is_primary(a)) {
+    let mut about = during.iter().filter(|i| i.is_primary(a));
+    if let Some(i) = about.clone().find(|i| i.kind == a.anomaly_type) {
+        return i.kind;
+    }
+    if let Some(i) = about.next() {
         return i.kind;
     }
     if a.entity_kind == EntityKind::Queue && !during.is_empty() {
@@ -308,7 +327,7 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
     Ok(match scenario {
         "ddos" => ddos(&mut d, 0.5),
         "port-scan" => scan(&mut d, 0.5),
-        "link-failure" => link(&mut d, 0.5),
+        "link-failure" => link(&mut d, 0.6),
         "microburst" => burst(&mut d, 0.5),
         // Apart in time so that each is scored on its own.
         "mixed" => [ddos(&mut d, 0.35), scan(&mut d, 0.55), link(&mut d, 0.7)].join("+"),
@@ -329,16 +348,17 @@ const LABELLING: [&str; 8] = [
     "port-scan:start=0.5",
     "port-scan:victim=15,scanner=0,ports=600,gap-us=30,start=0.4",
     "link-failure:start=0.5,duration=0.3",
-    "link-failure:link=0.97,start=0.4,duration=0.3",
+    "link-failure:link=0.97,start=0.5,duration=0.25",
     "microburst-hadoop:start=0.5,end=0.8",
     "microburst-cache:target=15,start=0.3,end=0.7",
 ];
 
-fn emulation(spec: &str, seconds: u64, seed: u64) -> RunConfig {
+fn emulation(a: &KnowledgeArgs, spec: &str, seconds: u64, seed: u64) -> RunConfig {
     let mut rc = RunConfig {
         duration: Duration::from_secs(seconds),
         scenario: spec.into(),
-        flows_per_second: 300.0,
+        flows_per_second: a.flows,
+        elephant_share: a.elephant_share,
         // 100 Mb/s links: a DDoS at twice the victim's link rate stays small enough to emulate.
         link: LinkSpec {
             rate_bps: 100_000_000,
@@ -441,8 +461,7 @@ struct Totals {
     reports_lost: u64,
 }
 
-fn score_run(o: &Outcome, scenario: &str, totals: &mut Totals) {
-    let window_ns = WINDOW.as_nanos() as i64;
+fn score_run(o: &Outcome, scenario: &str, window_ns: i64, totals: &mut Totals) {
     let incidents = incidents(o);
     for a in raised(o) {
         let truth = truth_label(a, &incidents, window_ns);
@@ -482,13 +501,13 @@ fn score_run(o: &Outcome, scenario: &str, totals: &mut Totals) {
 }
 
 /// The labelled entity-windows of a labelling run.
-fn labels_of(o: &Outcome) -> Vec<Labelled> {
+fn labels_of(o: &Outcome, window_ns: i64) -> Vec<Labelled> {
     let incidents = incidents(o);
     raised(o)
         .map(|a| Labelled {
             kind: a.entity_kind,
             z: z_vector(a),
-            label: truth_label(a, &incidents, WINDOW.as_nanos() as i64),
+            label: truth_label(a, &incidents, window_ns),
         })
         .collect()
 }
@@ -513,9 +532,11 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     let stores = out.join("stores");
     let _ = std::fs::remove_dir_all(&stores);
     let store = |name: &str| stores.join(name);
-    let window_count = (a.train_seconds * 1_000 / WINDOW.as_millis() as u64) as usize;
+    let window = a.window.max(Duration::from_millis(10));
+    let window_ns = window.as_nanos() as i64;
+    let window_count = (a.train_seconds as u128 * 1_000 / window.as_millis()) as usize;
     // Trained with a margin before the run ends (training runs beside the scoring).
-    let min_windows = (window_count * 3 / 5).max(20);
+    let min_windows = (window_count * 9 / 10).max(20);
 
     // 1. Train on clean traffic.
     eprintln!(
@@ -524,9 +545,9 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     );
     run_pipeline(
         &store("train"),
-        WINDOW,
-        knowledge_config(&state, WINDOW, min_windows),
-        emulation("none", a.train_seconds, TRAIN_SEED),
+        window,
+        knowledge_config(&state, window, min_windows),
+        emulation(&a, "none", a.train_seconds, TRAIN_SEED),
         || {
             state
                 .join(kplane_knowledge::registry::Registry::FILE)
@@ -555,12 +576,12 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                     eprintln!("kplane eval knowledge: labelling {spec} (seed {seed})");
                     let o = run_pipeline(
                         &store(&format!("label-{seed}")),
-                        WINDOW,
-                        knowledge_config(&state, WINDOW, min_windows),
-                        emulation(spec, a.seconds, seed),
+                        window,
+                        knowledge_config(&state, window, min_windows),
+                        emulation(&a, spec, a.seconds, seed),
                         || true,
                     )?;
-                    all.extend(labels_of(&o));
+                    all.extend(labels_of(&o, window_ns));
                 }
             }
             all
@@ -582,18 +603,18 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             eprintln!("kplane eval knowledge: {scenario} seed {seed}: {spec}");
             let o = run_pipeline(
                 &store(&format!("{scenario}-{seed}")),
-                WINDOW,
-                knowledge_config(&state, WINDOW, min_windows),
-                emulation(&spec, a.seconds, seed),
+                window,
+                knowledge_config(&state, window, min_windows),
+                emulation(&a, &spec, a.seconds, seed),
                 || true,
             )?;
             for x in raised(&o) {
                 let mut v = serde_json::to_value(x)?;
                 v["eval"] = serde_json::json!({"scenario": scenario, "seed": seed, "spec": spec,
-                    "truth": truth_label(x, &incidents(&o), WINDOW.as_nanos() as i64)});
+                    "truth": truth_label(x, &incidents(&o), window_ns)});
                 writeln!(anomalies, "{v}")?;
             }
-            score_run(&o, scenario, &mut totals);
+            score_run(&o, scenario, window_ns, &mut totals);
         }
     }
 
@@ -642,14 +663,17 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
         csv += &format!("{metric},{ty},{v}\n");
     };
     md += &format!(
-        "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each, {} ms windows; \
-         models trained on {} s of clean traffic (seed {TRAIN_SEED}); results in {}.\n\n",
+        "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each, {} ms windows, \
+         {} background flows/s ({} % elephants); models trained on {} s of clean traffic (seed \
+         {TRAIN_SEED}); results in {}.\n\n",
         a.scenario.join(", "),
         a.runs,
         a.seed,
         a.seed + a.runs.saturating_sub(1),
         a.seconds,
-        WINDOW.as_millis(),
+        a.window.as_millis(),
+        a.flows,
+        100.0 * a.elephant_share,
         a.train_seconds,
         out.display()
     );
