@@ -369,10 +369,11 @@ impl Engine {
             }
             *n > 0
         });
+        let series = forecast::values(w);
         let mut out = Output {
             forecasts: self
                 .forecaster
-                .observe(w, self.window_ns, self.registry.version),
+                .observe(w, &series, self.window_ns, self.registry.version),
             anomalies: Vec::new(),
         };
         if !self.models.is_empty() {
@@ -380,7 +381,7 @@ impl Engine {
         }
         self.kept.push_back(Kept {
             samples,
-            series: forecast::values(w),
+            series,
         });
         while self.kept.len() > self.cfg.training_windows {
             self.kept.pop_front();

@@ -195,10 +195,18 @@ impl Forecaster {
         &self.models
     }
 
-    /// Scores last window's forecasts against `w`, then forecasts the window after `w`.
-    pub fn observe(&mut self, w: &Window, window_ns: i64, version: u64) -> Vec<Forecast> {
+    /// Scores last window's forecasts against window `w`'s `values` ([`values`]), then
+    /// forecasts the window after `w`.
+    pub fn observe(
+        &mut self,
+        w: &Window,
+        values: &[(&'static str, String, f64)],
+        window_ns: i64,
+        version: u64,
+    ) -> Vec<Forecast> {
         let mut out = Vec::new();
-        for (series, entity, v) in values(w) {
+        for (series, entity, v) in values {
+            let (series, v) = (*series, *v);
             let h = self.history.entry((series, entity.clone())).or_default();
             if let Some((m, last, ewma)) = h.pending.take() {
                 let e = self.evaluation.entry(series).or_default();
@@ -218,7 +226,7 @@ impl Forecaster {
             h.pending = Some((predicted, v, h.ewma));
             out.push(Forecast {
                 series: series.to_string(),
-                entity,
+                entity: entity.clone(),
                 window_end_ns: w.end_ns + window_ns,
                 horizon_windows: 1,
                 predicted,
