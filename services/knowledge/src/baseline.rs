@@ -45,7 +45,7 @@ struct Usual {
 
 #[derive(Debug, Default)]
 pub struct Baselines {
-    usual: HashMap<(EntityKind, String), Usual>,
+    usual: HashMap<EntityKind, HashMap<String, Usual>>,
     windows: u64,
 }
 
@@ -58,16 +58,25 @@ impl Baselines {
         self.windows += 1;
         for s in samples.iter_mut() {
             let n = s.x.len();
-            let key = (s.kind, s.entity.clone());
-            let u = self.usual.entry(key).or_insert_with(|| Usual {
-                mean: s.x.clone(),
-                seen: 0,
-                silent: 0,
-                share: 0.0,
-                share_before: 0.0,
-                run: 0.0,
-                last_window: 0,
-            });
+            let of_kind = self.usual.entry(s.kind).or_default();
+            // Looked up by reference: an entity's name is copied once, when it is new.
+            if !of_kind.contains_key(&s.entity) {
+                of_kind.insert(
+                    s.entity.clone(),
+                    Usual {
+                        mean: s.x.clone(),
+                        seen: 0,
+                        silent: 0,
+                        share: 0.0,
+                        share_before: 0.0,
+                        run: 0.0,
+                        last_window: 0,
+                    },
+                );
+            }
+            let Some(u) = of_kind.get_mut(&s.entity) else {
+                continue;
+            };
             // A link is silent when none of the flows that left its switch for another switch
             // crossed it; each such flow had `share` chance of crossing it, so the silence costs
             // chances · −ln(1 − share) nats, summed over the silent run.
@@ -116,17 +125,19 @@ impl Baselines {
         }
         let horizon = self.windows.saturating_sub(FORGET_AFTER);
         if self.windows.is_multiple_of(64) {
-            self.usual.retain(|_, u| u.last_window >= horizon);
+            for of_kind in self.usual.values_mut() {
+                of_kind.retain(|_, u| u.last_window >= horizon);
+            }
         }
     }
 
     /// Entities with a usual value.
     pub fn len(&self) -> usize {
-        self.usual.len()
+        self.usual.values().map(HashMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.usual.is_empty()
+        self.len() == 0
     }
 }
 

@@ -327,48 +327,54 @@ impl Engine {
     /// Scores one complete window (what `tick` does with each): anomalies and forecasts.
     pub fn window(&mut self, w: &Window) -> Output {
         self.counts.windows += 1;
-        let mut expected: HashSet<(EntityKind, String)> = self
+        let mut expected: HashSet<(EntityKind, &str)> = self
             .presence
             .iter()
             .filter(|(_, n)| **n >= 3)
-            .map(|(k, _)| k.clone())
+            .map(|((k, e), _)| (*k, e.as_str()))
             .collect();
         // Most of the fabric silent at once is a gap in the telemetry (a collector or
         // processor stall, a window cut short), not that many failed links.
         let heard = w
             .inner_links()
-            .filter(|e| expected.contains(&(EntityKind::Link, e.clone())))
+            .filter(|e| expected.contains(&(EntityKind::Link, e.as_str())))
             .count();
         if expected.len() >= 4 && heard * 2 < expected.len() {
             self.counts.telemetry_gaps += 1;
             expected.clear();
         }
         let mut samples = w.samples(&expected);
+        drop(expected);
         self.counts.entity_windows += samples.len() as u64;
         // Presence: +1 per window an entity is in (at most PRESENCE_CAP), −1 per window it is not.
-        let here: HashSet<(EntityKind, String)> = samples
-            .iter()
-            .filter(|s| s.x.iter().any(|v| *v != 0.0))
-            .map(|s| (s.kind, s.entity.clone()))
-            .collect();
-        let episodes = &self.episodes;
-        self.baselines.augment(&mut samples, |k, e| {
-            episodes.contains_key(&(k, e.to_string()))
-        });
-        // Only switch-to-switch links are expected when missing (see `tracks_silence`).
-        for e in w.inner_links() {
-            if here.contains(&(EntityKind::Link, e.clone())) {
-                self.presence.entry((EntityKind::Link, e)).or_insert(0);
+        {
+            let here: HashSet<(EntityKind, &str)> = samples
+                .iter()
+                .filter(|s| s.x.iter().any(|v| *v != 0.0))
+                .map(|s| (s.kind, s.entity.as_str()))
+                .collect();
+            // Only switch-to-switch links are expected when missing (see `tracks_silence`).
+            for e in w.inner_links() {
+                if here.contains(&(EntityKind::Link, e.as_str())) {
+                    self.presence.entry((EntityKind::Link, e)).or_insert(0);
+                }
             }
+            self.presence.retain(|(k, e), n| {
+                if here.contains(&(*k, e.as_str())) {
+                    *n = (*n + 1).min(PRESENCE_CAP);
+                } else {
+                    *n -= 1;
+                }
+                *n > 0
+            });
         }
-        self.presence.retain(|k, n| {
-            if here.contains(k) {
-                *n = (*n + 1).min(PRESENCE_CAP);
-            } else {
-                *n -= 1;
-            }
-            *n > 0
-        });
+        let open: HashSet<(EntityKind, &str)> = self
+            .episodes
+            .keys()
+            .map(|(k, e)| (*k, e.as_str()))
+            .collect();
+        self.baselines
+            .augment(&mut samples, |k, e| open.contains(&(k, e)));
         let series = forecast::values(w);
         let mut out = Output {
             forecasts: self

@@ -148,16 +148,13 @@ type QueueAcc = (f64, f64, f64, f64);
 /// (node, port) → (samples, utilisation sum, utilisation max, next node).
 type LinkAcc = (f64, f64, f64, Option<u32>);
 
-/// Per address: (flows, the other ends, destination ports, reports, bytes); the other ends and
-/// ports are counted distinct once the window's flows are in.
-type AddrAcc = (f64, Vec<IpAddr>, Vec<u16>, f64, f64);
+/// Per address: (flows, distinct other ends, distinct destination ports, reports, bytes).
+type AddrAcc = (f64, f64, f64, f64, f64);
 
-/// How many distinct values `v` holds.
-fn distinct<T: Ord>(v: &mut Vec<T>) -> usize {
-    v.sort_unstable();
-    v.dedup();
-    v.len()
-}
+/// The per-window maps: keyed (a process-random seed), faster than SipHash.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+
 
 /// Everything of one window (end time), merged over the partitions that reported it.
 #[derive(Clone, Debug, Default)]
@@ -325,20 +322,28 @@ impl Window {
 
     /// The window's entity-windows. `expected` names links and queues seen recently: those
     /// missing from this window get an all-zero sample (a failed link carries nothing).
-    pub fn samples(&self, expected: &HashSet<(EntityKind, String)>) -> Vec<Sample> {
+    pub fn samples(&self, expected: &HashSet<(EntityKind, &str)>) -> Vec<Sample> {
         let mut out = Vec::new();
-        let mut per_src: HashMap<IpAddr, AddrAcc> = HashMap::new();
-        let mut per_dst: HashMap<IpAddr, AddrAcc> = HashMap::new();
+        let mut per_src: FastMap<IpAddr, AddrAcc> = FastMap::default();
+        let mut per_dst: FastMap<IpAddr, AddrAcc> = FastMap::default();
+        // (source, destination) pairs and (address, destination port) of each side seen.
+        let mut pairs: FastSet<(IpAddr, IpAddr)> = FastSet::default();
+        let mut src_ports: FastSet<(IpAddr, u16)> = FastSet::default();
+        let mut dst_ports: FastSet<(IpAddr, u16)> = FastSet::default();
         for f in &self.flows {
             let (Some(s), Some(d)) = (f.src, f.dst) else {
                 continue;
             };
-            for (map, key, other) in [(&mut per_src, s, d), (&mut per_dst, d, s)] {
+            let new_pair = pairs.insert((s, d));
+            for (map, key, ports) in [
+                (&mut per_src, s, &mut src_ports),
+                (&mut per_dst, d, &mut dst_ports),
+            ] {
                 let e = map.entry(key).or_default();
                 e.0 += 1.0;
-                e.1.push(other);
+                e.1 += f64::from(u8::from(new_pair));
                 if let Some(p) = f.dst_port {
-                    e.2.push(p);
+                    e.2 += f64::from(u8::from(ports.insert((key, p))));
                 }
                 e.3 += f.reports;
                 e.4 += f.bytes;
@@ -350,14 +355,14 @@ impl Window {
         ] {
             let mut map: Vec<(IpAddr, AddrAcc)> = map.into_iter().collect();
             map.sort_unstable_by_key(|(ip, _)| *ip);
-            for (ip, (flows, mut others, mut ports, reports, bytes)) in map {
+            for (ip, (flows, others, ports, reports, bytes)) in map {
                 out.push(self.sample(
                     kind,
                     ip.to_string(),
                     vec![
                         flows.ln_1p(),
-                        (distinct(&mut others) as f64).ln_1p(),
-                        (distinct(&mut ports) as f64).ln_1p(),
+                        others.ln_1p(),
+                        ports.ln_1p(),
                         reports.ln_1p(),
                         bytes.ln_1p(),
                     ],
@@ -374,8 +379,8 @@ impl Window {
             ));
         }
         // Flows leaving each switch for another one, and per (switch, next switch).
-        let mut chances: HashMap<u32, f64> = HashMap::new();
-        let mut hits: HashMap<(u32, u32), f64> = HashMap::new();
+        let mut chances: FastMap<u32, f64> = FastMap::default();
+        let mut hits: FastMap<(u32, u32), f64> = FastMap::default();
         for f in &self.flows {
             for (i, p) in f.path.windows(2).enumerate() {
                 // A flow counts once per link (a looping path crosses some twice).
@@ -405,9 +410,9 @@ impl Window {
             out.iter().map(|s| (s.kind, s.entity.as_str())).collect();
         let mut missing: Vec<Sample> = expected
             .iter()
-            .filter(|(k, e)| tracks_silence(*k) && !present.contains(&(*k, e.as_str())))
+            .filter(|(k, e)| tracks_silence(*k) && !present.contains(&(*k, *e)))
             .map(|(k, e)| {
-                let mut s = self.sample(*k, e.clone(), vec![0.0; measured(*k).len()]);
+                let mut s = self.sample(*k, e.to_string(), vec![0.0; measured(*k).len()]);
                 if let Some((node, _)) = parse_node_pair(e) {
                     s.exposure.chances = chances.get(&node).copied().unwrap_or(0.0);
                 }
@@ -419,7 +424,10 @@ impl Window {
         out
     }
 
-    fn sample(&self, kind: EntityKind, entity: String, x: Vec<f64>) -> Sample {
+    fn sample(&self, kind: EntityKind, entity: String, measured: Vec<f64>) -> Sample {
+        // Room for the history features the baselines append.
+        let mut x = Vec::with_capacity(names(kind).len());
+        x.extend(measured);
         Sample {
             kind,
             entity,
@@ -539,7 +547,7 @@ mod tests {
         let mut w = Window::new(10);
         w.add("queues", &q(10.0, 20, 10));
         w.add("queues", &q(40.0, 90, 30));
-        let expected: HashSet<_> = [(EntityKind::Link, "7:1".to_string())].into();
+        let expected: HashSet<_> = [(EntityKind::Link, "7:1")].into();
         let s = w.samples(&expected);
         let queue = s.iter().find(|s| s.kind == EntityKind::Queue).unwrap();
         assert_eq!(queue.entity, "5/0");
@@ -565,7 +573,7 @@ mod tests {
         // Two flows leave switch 1 over 1 → 2, one of them looping back over it; one flow
         // ends at switch 1.
         w.flows = vec![flow(vec![1, 2, 4]), flow(vec![1, 2, 1, 2]), flow(vec![5, 1])];
-        let expected: HashSet<_> = [(EntityKind::Link, "1:2".to_string())].into();
+        let expected: HashSet<_> = [(EntityKind::Link, "1:2")].into();
         let s = w.samples(&expected);
         let of = |e: &str| s.iter().find(|s| s.entity == e).unwrap().exposure;
         assert_eq!(

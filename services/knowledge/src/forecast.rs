@@ -4,7 +4,7 @@
 //! recent mean so that one model serves every entity of a series; scored online against the
 //! last-value and EWMA baselines.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use kplane_model::results::Forecast;
 use linfa::prelude::*;
@@ -182,7 +182,8 @@ pub fn fit(series: &[Vec<f64>]) -> Result<Coefficients, String> {
 #[derive(Debug, Default)]
 pub struct Forecaster {
     models: BTreeMap<&'static str, Coefficients>,
-    history: BTreeMap<(&'static str, String), History>,
+    /// Per series, per entity.
+    history: BTreeMap<&'static str, HashMap<String, History>>,
     pub evaluation: BTreeMap<&'static str, Evaluation>,
 }
 
@@ -207,7 +208,14 @@ impl Forecaster {
         let mut out = Vec::new();
         for (series, entity, v) in values {
             let (series, v) = (*series, *v);
-            let h = self.history.entry((series, entity.clone())).or_default();
+            let of_series = self.history.entry(series).or_default();
+            // Looked up by reference: an entity's name is copied once, when it is new.
+            if !of_series.contains_key(entity) {
+                of_series.insert(entity.clone(), History::default());
+            }
+            let Some(h) = of_series.get_mut(entity) else {
+                continue;
+            };
             if let Some((m, last, ewma)) = h.pending.take() {
                 let e = self.evaluation.entry(series).or_default();
                 e.model.add(m, v);
@@ -239,8 +247,10 @@ impl Forecaster {
         // Entities not seen for `KEPT` windows are forgotten (bounded state); a forecast for
         // a window the entity does not appear in is not scored.
         let horizon = w.end_ns - KEPT as i64 * window_ns;
-        self.history.retain(|_, h| h.seen_ns >= horizon);
-        for h in self.history.values_mut() {
+        for of_series in self.history.values_mut() {
+            of_series.retain(|_, h| h.seen_ns >= horizon);
+        }
+        for h in self.history.values_mut().flat_map(HashMap::values_mut) {
             if h.seen_ns < w.end_ns {
                 h.pending = None;
             }

@@ -340,13 +340,14 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
 }
 
 /// The training variants the labelled set comes from: victims, scanners and burst targets
-/// among the first and last hosts and links at 0.5 and 0.97 along the list, which the scored
-/// runs never draw.
-const LABELLING: [&str; 8] = [
+/// among the first and last hosts, scans of 200 to 1024 ports, and links at 0.5 and 0.97 along
+/// the list, which the scored runs never draw.
+const LABELLING: [&str; 9] = [
     "ddos:start=0.5",
     "ddos:victim=15,attackers=6,rate=2,start=0.4,duration=0.25",
     "port-scan:start=0.5",
     "port-scan:victim=15,scanner=0,ports=600,gap-us=30,start=0.4",
+    "port-scan:victim=0,scanner=15,ports=200,gap-us=100,start=0.6",
     "link-failure:start=0.5,duration=0.3",
     "link-failure:link=0.97,start=0.5,duration=0.25",
     "microburst-hadoop:start=0.5,end=0.8",
