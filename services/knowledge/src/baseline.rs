@@ -46,18 +46,20 @@ struct Usual {
 #[derive(Debug, Default)]
 pub struct Baselines {
     usual: HashMap<EntityKind, HashMap<String, Usual>>,
+    /// Link → the link of the opposite direction, as last seen (a silent link's is remembered).
+    reverse: HashMap<String, String>,
     windows: u64,
 }
 
 impl Baselines {
-    /// Appends to every sample of one window its silent run's surprise (links) and its
-    /// deviations from the entity's usual values, then lets the usual values learn from this
-    /// window — except for entities `frozen` (in an anomaly: an attack must not become their
-    /// habit).
+    /// Appends to every sample of one window its silent run's surprise and its opposite
+    /// direction's (links) and its deviations from the entity's usual values, then lets the
+    /// usual values learn from this window — except for entities `frozen` (in an anomaly: an
+    /// attack must not become their habit).
     pub fn augment(&mut self, samples: &mut [Sample], frozen: impl Fn(EntityKind, &str) -> bool) {
         self.windows += 1;
+        // First every entity's silent run, so that a link can read its opposite direction's.
         for s in samples.iter_mut() {
-            let n = s.x.len();
             let of_kind = self.usual.entry(s.kind).or_default();
             // Looked up by reference: an entity's name is copied once, when it is new.
             if !of_kind.contains_key(&s.entity) {
@@ -92,13 +94,39 @@ impl Baselines {
                 u.silent = 0;
                 u.run = 0.0;
             }
-            // Judged once the entity's habit is known (a link seen in its first few windows
-            // only is not yet "always busy").
-            let surprise = if u.seen >= JUDGE_AFTER { u.run } else { 0.0 };
             if e.chances > 0.0 {
                 let a = ALPHA.max(1.0 / f64::from(u.seen + 1));
                 u.share += a * (e.hits / e.chances - u.share);
             }
+            if let Some(r) = s.reverse.take()
+                && self.reverse.get(&s.entity) != Some(&r)
+            {
+                self.reverse.insert(s.entity.clone(), r);
+            }
+        }
+        // Judged once the entity's habit is known (a link seen in its first few windows only
+        // is not yet "always busy").
+        let surprise = |usual: &HashMap<EntityKind, HashMap<String, Usual>>, k, e: &str| {
+            usual
+                .get(&k)
+                .and_then(|m| m.get(e))
+                .filter(|u| u.seen >= JUDGE_AFTER)
+                .map_or(0.0, |u| u.run)
+        };
+        for s in samples.iter_mut() {
+            let n = s.x.len();
+            let own = surprise(&self.usual, s.kind, &s.entity);
+            let reverse = self
+                .reverse
+                .get(&s.entity)
+                .map_or(0.0, |r| surprise(&self.usual, s.kind, r));
+            let Some(u) = self
+                .usual
+                .get_mut(&s.kind)
+                .and_then(|m| m.get_mut(&s.entity))
+            else {
+                continue;
+            };
             let warm = u.seen >= WARM && u.mean.len() == n;
             let deviations: Vec<f64> = (0..n)
                 .map(|i| if warm { s.x[i] - u.mean[i] } else { 0.0 })
@@ -119,7 +147,8 @@ impl Baselines {
             u.seen = u.seen.saturating_add(1);
             u.last_window = self.windows;
             if tracks_silence(s.kind) {
-                s.x.push(surprise);
+                s.x.push(own);
+                s.x.push(reverse);
             }
             s.x.extend(deviations);
         }
@@ -128,6 +157,9 @@ impl Baselines {
             for of_kind in self.usual.values_mut() {
                 of_kind.retain(|_, u| u.last_window >= horizon);
             }
+            let links = self.usual.get(&EntityKind::Link);
+            self.reverse
+                .retain(|e, _| links.is_some_and(|m| m.contains_key(e)));
         }
     }
 
@@ -157,6 +189,7 @@ mod tests {
             window_end_ns: 0,
             x: vec![x],
             exposure: crate::features::Exposure { chances, hits },
+            reverse: None,
         }
     }
 
@@ -166,12 +199,12 @@ mod tests {
         for _ in 0..30 {
             let mut w = vec![link("busy", 900.0, 10.0, 5.0), sample("quiet", 5.0)];
             b.augment(&mut w, |_, _| false);
-            assert_eq!(w[0].x.len(), 3, "measured, silent run, deviation");
+            assert_eq!(w[0].x.len(), 4, "measured, silent run, reverse, deviation");
         }
         let mut w = vec![link("busy", 0.0, 10.0, 0.0), sample("quiet", 5.0)];
         b.augment(&mut w, |_, _| false);
-        assert!(w[0].x[2] < -800.0, "{:?}", w[0].x);
-        assert!(w[1].x[2].abs() < 1e-9, "{:?}", w[1].x);
+        assert!(w[0].x[3] < -800.0, "{:?}", w[0].x);
+        assert!(w[1].x[3].abs() < 1e-9, "{:?}", w[1].x);
         // Ten flows avoided a link that takes half of them: 10 · ln 2 nats.
         let first = w[0].x[1];
         assert!((first - 10.0 * 2f64.ln()).abs() < 0.01, "{:?}", w[0].x);
@@ -206,13 +239,42 @@ mod tests {
         // judged before.
         let mut w = vec![sample("new", 50.0)];
         b.augment(&mut w, |_, _| false);
-        assert_eq!(w[0].x[2], 0.0);
+        assert_eq!(w[0].x[3], 0.0);
         for _ in 0..3 {
             b.augment(&mut [link("young", 900.0, 10.0, 5.0)], |_, _| false);
         }
         let mut w = vec![link("young", 0.0, 10.0, 0.0)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[1], 0.0, "{:?}", w[0].x);
+    }
+
+    #[test]
+    fn a_link_reads_its_opposite_directions_silence() {
+        let mut b = Baselines::default();
+        let with_reverse = |e: &str, r: &str, hits: f64| Sample {
+            reverse: Some(r.into()),
+            ..link(e, 900.0, 10.0, hits)
+        };
+        for _ in 0..30 {
+            b.augment(
+                &mut [with_reverse("1:1", "2:1", 5.0), with_reverse("2:1", "1:1", 5.0)],
+                |_, _| false,
+            );
+        }
+        // Both directions silent (a cut cable; the silent ones say nothing of their reverse):
+        // each carries the other's surprise too.
+        let mut w = vec![link("1:1", 0.0, 10.0, 0.0), link("2:1", 0.0, 10.0, 0.0)];
+        b.augment(&mut w, |_, _| false);
+        assert!(w[0].x[1] > 5.0 && (w[0].x[2] - w[1].x[1]).abs() < 1e-9, "{w:?}");
+        // One direction silent: its reverse's is nothing.
+        let mut w = vec![
+            with_reverse("1:1", "2:1", 5.0),
+            with_reverse("2:1", "1:1", 5.0),
+        ];
+        b.augment(&mut w, |_, _| false);
+        let mut w = vec![with_reverse("2:1", "1:1", 5.0), link("1:1", 0.0, 10.0, 0.0)];
+        b.augment(&mut w, |_, _| false);
+        assert!(w[1].x[1] > 5.0 && w[1].x[2] == 0.0, "{w:?}");
     }
 
     #[test]
@@ -226,6 +288,6 @@ mod tests {
         }
         let mut w = vec![sample("victim", 1_000.0)];
         b.augment(&mut w, |_, _| true);
-        assert!((w[0].x[2] - 990.0).abs() < 1e-6, "{:?}", w[0].x);
+        assert!((w[0].x[3] - 990.0).abs() < 1e-6, "{:?}", w[0].x);
     }
 }

@@ -893,6 +893,7 @@ mod tests {
             window_end_ns: 0,
             x: Vec::new(),
             exposure: Default::default(),
+            reverse: None,
         };
         let w1 = Window {
             flows: vec![flow("10.0.1.1")],

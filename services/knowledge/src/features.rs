@@ -32,7 +32,7 @@ pub fn measured(kind: EntityKind) -> &'static [&'static str] {
     let all = names(kind);
     let n = all
         .iter()
-        .take_while(|n| **n != "silence_surprise" && !n.starts_with("vs_usual_"))
+        .take_while(|n| !n.ends_with("silence_surprise") && !n.starts_with("vs_usual_"))
         .count();
     &all[..n]
 }
@@ -45,7 +45,8 @@ pub const fn tracks_silence(kind: EntityKind) -> bool {
 }
 
 /// Every feature a model sees per entity kind, in vector order: what the window measured;
-/// for switch-to-switch links, how surprising their current silence is; then how far each
+/// for switch-to-switch links, how surprising their current silence is and their opposite
+/// direction's; then how far each
 /// measure is from the entity's own usual value (`vs_usual_…`, see [`crate::baseline`]).
 pub fn names(kind: EntityKind) -> &'static [&'static str] {
     match kind {
@@ -88,6 +89,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "utilization_max",
             "log_samples",
             "silence_surprise",
+            "reverse_silence_surprise",
             "vs_usual_utilization_mean",
             "vs_usual_utilization_max",
             "vs_usual_log_samples",
@@ -105,6 +107,9 @@ pub struct Sample {
     pub x: Vec<f64>,
     /// For switch-to-switch links: how many chances the link had to be seen.
     pub exposure: Exposure,
+    /// For switch-to-switch links: the link of the opposite direction, when this window shows
+    /// it (a cut cable silences both).
+    pub reverse: Option<String>,
 }
 
 /// A switch-to-switch link's chances in a window: the flows that left its node for another
@@ -403,6 +408,11 @@ impl Window {
                     chances: chances.get(&node).copied().unwrap_or(0.0),
                     hits: hits.get(&(node, next)).copied().unwrap_or(0.0),
                 };
+                s.reverse = self
+                    .links
+                    .range((next, 0)..=(next, u16::MAX))
+                    .find(|(_, l)| l.3 == Some(node))
+                    .map(|(&(n, p), _)| link_entity(n, p));
             }
             out.push(s);
         }
@@ -434,6 +444,7 @@ impl Window {
             window_end_ns: self.end_ns,
             x,
             exposure: Exposure::default(),
+            reverse: None,
         }
     }
 
@@ -564,8 +575,10 @@ mod tests {
     #[test]
     fn a_links_chances_are_the_flows_its_switch_sent_to_other_switches() {
         let mut w = Window::new(10);
-        // Switch 1: port 1 towards 2, port 2 towards 3 (silent this window).
+        // Switch 1: port 1 towards 2, port 2 towards 3 (silent this window); switch 2's port 5
+        // back towards 1.
         w.links.insert((1, 1), (30.0, 0.0, 0.0, Some(2)));
+        w.links.insert((2, 5), (30.0, 0.0, 0.0, Some(1)));
         let flow = |path: Vec<u32>| FlowRow {
             path,
             ..FlowRow::default()
@@ -576,6 +589,10 @@ mod tests {
         let expected: HashSet<_> = [(EntityKind::Link, "1:2")].into();
         let s = w.samples(&expected);
         let of = |e: &str| s.iter().find(|s| s.entity == e).unwrap().exposure;
+        let reverse = |e: &str| s.iter().find(|s| s.entity == e).unwrap().reverse.clone();
+        assert_eq!(reverse("1:1").as_deref(), Some("2:5"));
+        assert_eq!(reverse("2:5").as_deref(), Some("1:1"));
+        assert_eq!(reverse("1:2"), None);
         assert_eq!(
             of("1:1"),
             Exposure {

@@ -232,7 +232,7 @@ impl EntityModel {
 /// silent flow is not a sigma), a `log_` count a quarter e-fold away (≈ 28 %) is at most one
 /// sigma, any other measure 5 % of its mean (a deviation from the usual: of the measure's).
 fn std_floor(name: &str, mean: f64) -> f64 {
-    if name == "silence_surprise" {
+    if name.ends_with("silence_surprise") {
         1.0
     } else if name.starts_with("log_") || name.starts_with("vs_usual_log_") {
         0.25
@@ -305,6 +305,7 @@ mod tests {
             window_end_ns: end,
             x,
             exposure: Default::default(),
+            reverse: None,
         }
     }
 
@@ -331,17 +332,17 @@ mod tests {
             .map(|i| {
                 let u = 0.4 + 0.05 * ((i * 7 % 11) as f64 / 11.0);
                 let d = 0.01 * ((i % 5) as f64 - 2.0);
-                // Measured, silence surprise, deviations from the usual.
+                // Measured, silence surprises (own, reverse), deviations from the usual.
                 sample(
                     i,
-                    vec![u, u + 0.1, 5.0 + (i % 3) as f64 * 0.1, 0.0, d, d, d],
+                    vec![u, u + 0.1, 5.0 + (i % 3) as f64 * 0.1, 0.0, 0.0, d, d, d],
                 )
             })
             .collect();
         let refs: Vec<&Sample> = samples.iter().collect();
         let m = EntityModel::train(EntityKind::Link, &refs, &p).unwrap();
-        let dead = [0.0, 0.0, 0.0, 9.2, -0.42, -0.52, -5.1];
-        assert!(m.score(&[0.42, 0.52, 5.1, 0.0, 0.0, 0.0, 0.0]) < m.threshold());
+        let dead = [0.0, 0.0, 0.0, 9.2, 9.2, -0.42, -0.52, -5.1];
+        assert!(m.score(&[0.42, 0.52, 5.1, 0.0, 0.0, 0.0, 0.0, 0.0]) < m.threshold());
         assert!(m.score(&dead) > m.threshold());
         assert!(
             m.deviations(&dead)
