@@ -228,7 +228,12 @@ mod tests {
         let mut b = Baselines::default();
         for i in 0..100 {
             b.augment(
-                &mut [link("sparse", 9.0, 20.0, if i % 10 == 0 { 1.0 } else { 0.0 })],
+                &mut [link(
+                    "sparse",
+                    9.0,
+                    20.0,
+                    if i % 10 == 0 { 1.0 } else { 0.0 },
+                )],
                 |_, _| false,
             );
         }
@@ -257,7 +262,10 @@ mod tests {
         };
         for _ in 0..30 {
             b.augment(
-                &mut [with_reverse("1:1", "2:1", 5.0), with_reverse("2:1", "1:1", 5.0)],
+                &mut [
+                    with_reverse("1:1", "2:1", 5.0),
+                    with_reverse("2:1", "1:1", 5.0),
+                ],
                 |_, _| false,
             );
         }
@@ -265,7 +273,10 @@ mod tests {
         // each carries the other's surprise too.
         let mut w = vec![link("1:1", 0.0, 10.0, 0.0), link("2:1", 0.0, 10.0, 0.0)];
         b.augment(&mut w, |_, _| false);
-        assert!(w[0].x[1] > 5.0 && (w[0].x[2] - w[1].x[1]).abs() < 1e-9, "{w:?}");
+        assert!(
+            w[0].x[1] > 5.0 && (w[0].x[2] - w[1].x[1]).abs() < 1e-9,
+            "{w:?}"
+        );
         // One direction silent: its reverse's is nothing.
         let mut w = vec![
             with_reverse("1:1", "2:1", 5.0),

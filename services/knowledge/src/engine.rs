@@ -385,10 +385,7 @@ impl Engine {
         if !self.models.is_empty() {
             out.anomalies = self.score(w, &samples);
         }
-        self.kept.push_back(Kept {
-            samples,
-            series,
-        });
+        self.kept.push_back(Kept { samples, series });
         while self.kept.len() > self.cfg.training_windows {
             self.kept.pop_front();
         }

@@ -160,7 +160,6 @@ type AddrAcc = (f64, f64, f64, f64, f64);
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 
-
 /// Everything of one window (end time), merged over the partitions that reported it.
 #[derive(Clone, Debug, Default)]
 pub struct Window {
@@ -585,7 +584,11 @@ mod tests {
         };
         // Two flows leave switch 1 over 1 → 2, one of them looping back over it; one flow
         // ends at switch 1.
-        w.flows = vec![flow(vec![1, 2, 4]), flow(vec![1, 2, 1, 2]), flow(vec![5, 1])];
+        w.flows = vec![
+            flow(vec![1, 2, 4]),
+            flow(vec![1, 2, 1, 2]),
+            flow(vec![5, 1]),
+        ];
         let expected: HashSet<_> = [(EntityKind::Link, "1:2")].into();
         let s = w.samples(&expected);
         let of = |e: &str| s.iter().find(|s| s.entity == e).unwrap().exposure;

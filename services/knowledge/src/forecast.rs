@@ -36,7 +36,11 @@ pub fn values(w: &Window) -> Vec<(&'static str, String, f64)> {
             *bytes.entry(d).or_default() += f.bytes;
         }
     }
-    out.extend(bytes.into_iter().map(|(d, b)| (SERIES[1], d.to_string(), b)));
+    out.extend(
+        bytes
+            .into_iter()
+            .map(|(d, b)| (SERIES[1], d.to_string(), b)),
+    );
     out
 }
 

@@ -191,12 +191,11 @@ impl EntityModel {
         let rows: Vec<f64> = train
             .iter()
             .flat_map(|s| {
-                let mut z: Vec<f64> = s
-                    .x
-                    .iter()
-                    .zip(mean.iter().zip(&std))
-                    .map(|(v, (m, sd))| (v - m) / sd)
-                    .collect();
+                let mut z: Vec<f64> =
+                    s.x.iter()
+                        .zip(mean.iter().zip(&std))
+                        .map(|(v, (m, sd))| (v - m) / sd)
+                        .collect();
                 excess_only(kind, &mut z);
                 z
             })

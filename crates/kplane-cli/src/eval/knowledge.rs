@@ -191,9 +191,7 @@ fn incidents(o: &Outcome) -> Vec<Incident> {
             // Bursts of tens of microseconds: one incident per target queue, over the span.
             "microburst" => {
                 let node = e["queue"]["node"].as_u64().unwrap_or(0) as u32;
-                let b = bursts
-                    .entry(node)
-                    .or_insert((i64::MAX, 0, s(e, "target")));
+                let b = bursts.entry(node).or_insert((i64::MAX, 0, s(e, "target")));
                 b.0 = b.0.min(t(e, "t_ns"));
                 b.1 = b.1.max(t(e, "end_ns"));
             }
