@@ -33,11 +33,14 @@ pub struct LoopArgs {
     /// The victim (host index).
     #[arg(long, default_value_t = 0)]
     victim: u64,
-    /// Background flow arrivals per second. With the default link rate this is the traffic per
-    /// window `kplane eval knowledge` scores and the shipped anomaly types were labelled on
-    /// (300 flows/s in 100 ms windows there, 30 flows/s in 1 s windows here).
-    #[arg(long, default_value_t = 30.0)]
+    /// Background flow arrivals per second. With the default link rate and elephant share this
+    /// is the traffic `kplane eval knowledge` scores and the shipped anomaly types were
+    /// labelled on.
+    #[arg(long, default_value_t = 1_000.0)]
     flows: f64,
+    /// Share of the background flows that are elephants.
+    #[arg(long, default_value_t = 0.02)]
+    elephant_share: f64,
     /// Link rate, Gb/s: 100 Mb/s links, as in `kplane eval knowledge`, so that an attack at
     /// three times the victim's link rate stays small enough to emulate in real time.
     #[arg(long, default_value_t = 0.1)]
@@ -79,6 +82,7 @@ impl Up {
             .args(["up", "--api", &api.to_string(), "--scenario", &scenario])
             .args(["--duration", &format!("{total}s")])
             .args(["--flows", &a.flows.to_string()])
+            .args(["--elephant-share", &a.elephant_share.to_string()])
             .args(["--link-gbps", &a.link_gbps.to_string()])
             .arg("--data-dir")
             .arg(&data)

@@ -28,6 +28,9 @@ pub struct UpArgs {
     /// Emulated flow arrivals per second.
     #[arg(long, default_value_t = 200.0)]
     flows: f64,
+    /// Share of the emulated flows that are elephants (1000 packets; mice: 10).
+    #[arg(long, default_value_t = 0.2)]
+    elephant_share: f64,
     /// Emulated link rate, Gb/s.
     #[arg(long, default_value_t = 10.0)]
     link_gbps: f64,
@@ -87,6 +90,7 @@ async fn up(
         scenario: a.scenario.clone(),
         realtime: true,
         flows_per_second: a.flows,
+        elephant_share: a.elephant_share,
         link: kplane_emulator::topology::LinkSpec {
             rate_bps: (a.link_gbps * 1e9) as u64,
             ..kplane_emulator::topology::LinkSpec::default()
