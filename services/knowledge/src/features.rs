@@ -46,8 +46,8 @@ pub const fn tracks_silence(kind: EntityKind) -> bool {
 
 /// Every feature a model sees per entity kind, in vector order: what the window measured;
 /// for switch-to-switch links, how surprising their current silence is and their opposite
-/// direction's; then how far each
-/// measure is from the entity's own usual value (`vs_usual_…`, see [`crate::baseline`]).
+/// direction's; then how far each measure is from the entity's own usual value (`vs_usual_…`,
+/// see [`crate::baseline`]).
 pub fn names(kind: EntityKind) -> &'static [&'static str] {
     match kind {
         EntityKind::Source => &[
