@@ -383,7 +383,6 @@ impl Window {
             ));
         }
         // Flows leaving each switch for another one, and per (switch, next switch).
-        let mut chances: FastMap<u32, f64> = FastMap::default();
         let mut hits: FastMap<(u32, u32), f64> = FastMap::default();
         for f in &self.flows {
             for (i, p) in f.path.windows(2).enumerate() {
@@ -391,9 +390,12 @@ impl Window {
                 if f.path[..i + 1].windows(2).any(|q| q == p) {
                     continue;
                 }
-                *chances.entry(p[0]).or_default() += 1.0;
                 *hits.entry((p[0], p[1])).or_default() += 1.0;
             }
+        }
+        let mut chances: FastMap<u32, f64> = FastMap::default();
+        for (&(a, _), n) in &hits {
+            *chances.entry(a).or_default() += n;
         }
         for (&(node, port), &(n, sum, max, next)) in &self.links {
             let mean = if n > 0.0 { sum / n } else { 0.0 };
