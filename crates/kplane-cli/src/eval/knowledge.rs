@@ -811,6 +811,75 @@ mod tests {
     }
 
     #[test]
+    fn an_entity_in_two_incidents_is_right_as_either_and_a_burst_target_is_congestion() {
+        let anomaly = |kind: EntityKind, entity: &str, ty: AnomalyType| Anomaly {
+            id: format!("{}:{entity}:1", kind.as_str()),
+            entity_kind: kind,
+            entity: entity.into(),
+            anomaly_type: ty,
+            confidence: 1.0,
+            score: 10.0,
+            threshold: 1.0,
+            start_ns: 1_000,
+            end_ns: None,
+            last_ns: 2_000,
+            windows: 1,
+            detected_ns: 0,
+            phase: AnomalyPhase::Start,
+            model_version: 1,
+            explanation: Default::default(),
+            recommendations: Vec::new(),
+        };
+        let incident = |kind, primary: Vec<(EntityKind, &str)>| Incident {
+            kind,
+            start_ns: 0,
+            end_ns: 5_000,
+            primary: primary
+                .into_iter()
+                .map(|(k, e)| (k, e.to_string()))
+                .collect(),
+        };
+        let incidents = [
+            incident(
+                AnomalyType::Ddos,
+                vec![
+                    (EntityKind::Destination, "10.0.0.1"),
+                    (EntityKind::Source, "10.0.0.9"),
+                ],
+            ),
+            incident(
+                AnomalyType::PortScan,
+                vec![
+                    (EntityKind::Source, "10.0.0.9"),
+                    (EntityKind::Destination, "10.0.0.2"),
+                ],
+            ),
+            incident(
+                AnomalyType::Congestion,
+                vec![
+                    (EntityKind::Queue, "5/"),
+                    (EntityKind::Destination, "10.0.0.7"),
+                ],
+            ),
+        ];
+        let truth = |a: &Anomaly| truth_label(a, &incidents, 1_000);
+        let scanner = EntityKind::Source;
+        for ty in [AnomalyType::Ddos, AnomalyType::PortScan] {
+            assert_eq!(truth(&anomaly(scanner, "10.0.0.9", ty)), ty);
+        }
+        assert_eq!(
+            truth(&anomaly(scanner, "10.0.0.9", AnomalyType::Unknown)),
+            AnomalyType::Ddos
+        );
+        let target = anomaly(EntityKind::Destination, "10.0.0.7", AnomalyType::Congestion);
+        assert_eq!(truth(&target), AnomalyType::Congestion);
+        let queue = anomaly(EntityKind::Queue, "5/2", AnomalyType::Congestion);
+        assert_eq!(truth(&queue), AnomalyType::Congestion);
+        let bystander = anomaly(EntityKind::Source, "10.0.0.3", AnomalyType::Ddos);
+        assert_eq!(truth(&bystander), AnomalyType::Unknown);
+    }
+
+    #[test]
     fn precision_recall_and_f1() {
         let s = TypeScore {
             raised: 4,
