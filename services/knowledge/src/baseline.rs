@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use kplane_model::results::EntityKind;
 
-use crate::features::{Sample, tracks_silence};
+use crate::features::{Sample, by_entity, tracks_silence};
 
 /// Weight of the newest window in the usual value (about the last 20 windows).
 const ALPHA: f64 = 0.05;
@@ -60,25 +60,15 @@ impl Baselines {
         self.windows += 1;
         // First every entity's silent run, so that a link can read its opposite direction's.
         for s in samples.iter_mut() {
-            let of_kind = self.usual.entry(s.kind).or_default();
-            // Looked up by reference: an entity's name is copied once, when it is new.
-            if !of_kind.contains_key(&s.entity) {
-                of_kind.insert(
-                    s.entity.clone(),
-                    Usual {
-                        mean: s.x.clone(),
-                        seen: 0,
-                        silent: 0,
-                        share: 0.0,
-                        share_before: 0.0,
-                        run: 0.0,
-                        last_window: 0,
-                    },
-                );
-            }
-            let Some(u) = of_kind.get_mut(&s.entity) else {
-                continue;
-            };
+            let u = by_entity(self.usual.entry(s.kind).or_default(), &s.entity, || Usual {
+                mean: s.x.clone(),
+                seen: 0,
+                silent: 0,
+                share: 0.0,
+                share_before: 0.0,
+                run: 0.0,
+                last_window: 0,
+            });
             // A link is silent when none of the flows that left its switch for another switch
             // crossed it; each such flow had `share` chance of crossing it, so the silence costs
             // chances · −ln(1 − share) nats, summed over the silent run.

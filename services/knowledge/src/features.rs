@@ -156,6 +156,19 @@ type LinkAcc = (f64, f64, f64, Option<u32>);
 /// Per address: (flows, distinct other ends, distinct destination ports, reports, bytes).
 type AddrAcc = (f64, f64, f64, f64, f64);
 
+/// The value of an entity `key` in `map`, made by `new` if absent. Looked up by reference: the
+/// entity's name is copied once, when it is new, not every window.
+pub fn by_entity<'m, V>(
+    map: &'m mut HashMap<String, V>,
+    key: &str,
+    new: impl FnOnce() -> V,
+) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), new());
+    }
+    map.get_mut(key).expect("inserted above")
+}
+
 /// The per-window maps: keyed (a process-random seed), faster than SipHash.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;

@@ -12,7 +12,7 @@ use linfa_linear::{FittedLinearRegression, LinearRegression};
 use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
-use crate::features::{Window, link_entity};
+use crate::features::{Window, by_entity, link_entity};
 
 pub const SERIES: [&str; 2] = ["link_utilization", "destination_bytes"];
 /// Lags the model reads.
@@ -212,14 +212,11 @@ impl Forecaster {
         let mut out = Vec::new();
         for (series, entity, v) in values {
             let (series, v) = (*series, *v);
-            let of_series = self.history.entry(series).or_default();
-            // Looked up by reference: an entity's name is copied once, when it is new.
-            if !of_series.contains_key(entity) {
-                of_series.insert(entity.clone(), History::default());
-            }
-            let Some(h) = of_series.get_mut(entity) else {
-                continue;
-            };
+            let h = by_entity(
+                self.history.entry(series).or_default(),
+                entity,
+                History::default,
+            );
             if let Some((m, last, ewma)) = h.pending.take() {
                 let e = self.evaluation.entry(series).or_default();
                 e.model.add(m, v);
