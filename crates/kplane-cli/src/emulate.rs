@@ -56,6 +56,13 @@ pub struct EmulateArgs {
     /// Share of the background flows that are elephants (1000 packets; the rest: mice of 10).
     #[arg(long, default_value_t = 0.2)]
     elephant_share: f64,
+    /// Periodic jobs in the background: fixed host pairs, each sending a transfer of a quarter
+    /// of its period (8–20 s) every period (docs/emulator.md).
+    #[arg(long, default_value_t = 0)]
+    jobs: usize,
+    /// Sending rate of a job's transfer, Mb/s.
+    #[arg(long, default_value_t = 10.0)]
+    job_mbps: f64,
     /// Egress queue capacity, packets.
     #[arg(long, default_value_t = 128)]
     queue_capacity: usize,
@@ -112,6 +119,8 @@ impl EmulateArgs {
             },
             flows_per_second: self.flows,
             elephant_share: self.elephant_share,
+            jobs: self.jobs,
+            job_rate_bps: (self.job_mbps * 1e6) as u64,
             bitmap: self.bitmap,
             entries: Vec::new(),
         }

@@ -31,6 +31,13 @@ pub struct UpArgs {
     /// Share of the emulated flows that are elephants (1000 packets; mice: 10).
     #[arg(long, default_value_t = 0.2)]
     elephant_share: f64,
+    /// Periodic jobs in the background: fixed host pairs, each sending a transfer of a quarter
+    /// of its period (8–20 s) every period (docs/emulator.md).
+    #[arg(long, default_value_t = 0)]
+    jobs: usize,
+    /// Sending rate of a job's transfer, Mb/s.
+    #[arg(long, default_value_t = 10.0)]
+    job_mbps: f64,
     /// Emulated link rate, Gb/s.
     #[arg(long, default_value_t = 10.0)]
     link_gbps: f64,
@@ -91,6 +98,8 @@ async fn up(
         realtime: true,
         flows_per_second: a.flows,
         elephant_share: a.elephant_share,
+        jobs: a.jobs,
+        job_rate_bps: (a.job_mbps * 1e6) as u64,
         link: kplane_emulator::topology::LinkSpec {
             rate_bps: (a.link_gbps * 1e9) as u64,
             ..kplane_emulator::topology::LinkSpec::default()

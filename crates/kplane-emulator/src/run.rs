@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::scenario;
 use crate::sim::{Sim, SimConfig, Stats};
 use crate::topology::{LinkSpec, Topology};
-use crate::traffic::Poisson;
+use crate::traffic::{Periodic, Poisson};
 use kplane_p4::EntrySpec;
 
 #[derive(Clone, Debug)]
@@ -32,6 +32,10 @@ pub struct RunConfig {
     /// Share of the background flows that are elephants (1000 packets; the rest are mice of
     /// 10 packets).
     pub elephant_share: f64,
+    /// Periodic jobs in the background ([`crate::traffic::jobs`]; 0: none).
+    pub jobs: usize,
+    /// Sending rate of each job's transfer, bits/s.
+    pub job_rate_bps: u64,
     /// INT instruction bitmap of the default watchlist entry (every flow).
     pub bitmap: u16,
     /// Extra table entries installed at start.
@@ -52,6 +56,8 @@ impl Default for RunConfig {
             sim: SimConfig::default(),
             flows_per_second: 1_000.0,
             elephant_share: 0.2,
+            jobs: 0,
+            job_rate_bps: 10_000_000,
             bitmap: 0xFF00,
             entries: Vec::new(),
         }
@@ -111,6 +117,18 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, EmulatorError> {
                 mice_fraction: 1.0 - cfg.elephant_share.clamp(0.0, 1.0),
                 stop_ns: duration,
                 ..Poisson::default()
+            }),
+        );
+    }
+    let hosts = sim.topo.host_indices();
+    for job in crate::traffic::jobs(&hosts, cfg.jobs, cfg.job_rate_bps) {
+        let phase = job.phase_ns;
+        sim.add_generator(
+            phase,
+            Box::new(Periodic {
+                job,
+                packet_bytes: 1_000,
+                stop_ns: duration,
             }),
         );
     }

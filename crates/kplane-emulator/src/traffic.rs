@@ -1,5 +1,5 @@
-//! Traffic: Poisson flow arrivals with a mice/elephant mix, and the data-centre microburst
-//! model (web / cache / hadoop profiles).
+//! Traffic: Poisson flow arrivals with a mice/elephant mix, periodic jobs, and the
+//! data-centre microburst model (web / cache / hadoop profiles).
 
 use serde_json::json;
 
@@ -59,6 +59,84 @@ impl Generator for Poisson {
             sim.start_flow(flow);
         }
         let next = now + (sim.rng.exponential(1e9 / self.rate.max(1e-9)) as u64).max(1);
+        (next < self.stop_ns).then_some(next)
+    }
+}
+
+/// A periodic job (a replication, a backup, a metrics scrape, a training iteration's
+/// exchange): every `period_ns`, from `phase_ns` on, `src` sends `dst` one transfer of
+/// `active_ns` at `rate_bps`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    pub src: NodeIdx,
+    pub dst: NodeIdx,
+    pub period_ns: u64,
+    pub phase_ns: u64,
+    pub active_ns: u64,
+    pub rate_bps: u64,
+    /// The job's source port (its flow is the same every period).
+    pub port: u16,
+}
+
+/// Periods of the jobs [`jobs`] draws, in seconds (scrape and flush intervals).
+pub const JOB_PERIODS_S: std::ops::RangeInclusive<u64> = 8..=20;
+/// The share of its period a job transfers.
+pub const JOB_DUTY: f64 = 0.25;
+
+/// `n` periodic jobs between the topology's hosts at `rate_bps` each. They are a property of
+/// the network, not of a run: drawn from a generator of their own with a fixed seed, the same
+/// jobs (pairs, periods, phases) for every run on the same topology.
+pub fn jobs(hosts: &[NodeIdx], n: usize, rate_bps: u64) -> Vec<Job> {
+    let mut rng = kplane_model::rng::Rng::new(0x6a6f_6273);
+    if hosts.len() < 2 {
+        return Vec::new();
+    }
+    (0..n)
+        .map(|i| {
+            let src = hosts[rng.below(hosts.len() as u64) as usize];
+            let mut dst = hosts[rng.below(hosts.len() as u64) as usize];
+            if dst == src {
+                dst = hosts[(hosts.iter().position(|h| *h == src).unwrap_or(0) + 1) % hosts.len()];
+            }
+            let period_ns =
+                rng.int(*JOB_PERIODS_S.start(), *JOB_PERIODS_S.end() + 1) * 1_000_000_000;
+            Job {
+                src,
+                dst,
+                period_ns,
+                phase_ns: rng.below(period_ns),
+                active_ns: (period_ns as f64 * JOB_DUTY) as u64,
+                rate_bps,
+                port: 50_000 + i as u16,
+            }
+        })
+        .collect()
+}
+
+/// Runs one [`Job`].
+#[derive(Clone, Debug)]
+pub struct Periodic {
+    pub job: Job,
+    pub packet_bytes: u32,
+    pub stop_ns: u64,
+}
+
+impl Generator for Periodic {
+    fn fire(&mut self, sim: &mut Sim, now: u64) -> Option<u64> {
+        let j = &self.job;
+        let gap = u64::from(self.packet_bytes) * 8 * 1_000_000_000 / j.rate_bps.max(1);
+        let packets = (j.active_ns / gap.max(1)).max(1);
+        let flow = sim.flow(
+            j.src,
+            j.dst,
+            6,
+            (j.port, 873),
+            packets,
+            self.packet_bytes,
+            gap,
+        );
+        sim.start_flow(flow);
+        let next = now + j.period_ns.max(1);
         (next < self.stop_ns).then_some(next)
     }
 }

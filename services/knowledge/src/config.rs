@@ -26,9 +26,10 @@ pub struct Config {
     pub training_windows: usize,
     /// Retrain after this many windows.
     pub retrain_every: usize,
-    /// Share of the training windows (the latest) held out to calibrate thresholds.
-    pub holdout: f64,
-    /// False alarms per hour of normal traffic the thresholds are calibrated for.
+    /// Spans of time the training windows are cut into to calibrate thresholds out of fold.
+    pub calibration_folds: usize,
+    /// False alarms per hour of normal traffic the thresholds are calibrated for, shared
+    /// equally by the entity kinds' models.
     pub false_alarms_per_hour: f64,
     /// Windows below threshold that close an anomaly.
     pub close_after: u32,
@@ -57,7 +58,7 @@ impl Default for Config {
             min_windows: 60,
             training_windows: 3_600,
             retrain_every: 600,
-            holdout: 0.25,
+            calibration_folds: 4,
             false_alarms_per_hour: 1.0,
             close_after: 2,
             window: Duration::from_secs(1),
@@ -76,14 +77,14 @@ impl kplane_runtime::Validate for Config {
         if self.clusters == 0 {
             problems.push("knowledge.clusters: must be at least 1".into());
         }
-        if self.min_windows < 4 {
-            problems.push("knowledge.min-windows: must be at least 4".into());
+        if !(2..=20).contains(&self.calibration_folds) {
+            problems.push("knowledge.calibration-folds: must be between 2 and 20".into());
+        }
+        if self.min_windows < 2 * self.calibration_folds {
+            problems.push("knowledge.min-windows: must be at least 2 × calibration-folds".into());
         }
         if self.training_windows < self.min_windows {
             problems.push("knowledge.training-windows: must be at least min-windows".into());
-        }
-        if !(0.05..=0.5).contains(&self.holdout) {
-            problems.push("knowledge.holdout: must be between 0.05 and 0.5".into());
         }
         if self.false_alarms_per_hour <= 0.0 {
             problems.push("knowledge.false-alarms-per-hour: must be above 0".into());

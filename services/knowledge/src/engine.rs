@@ -682,9 +682,14 @@ fn train(
     let started = Instant::now();
     let mut models = BTreeMap::new();
     let mut problems = Vec::new();
+    // The false-alarm budget is the service's: each kind's model gets its share.
+    let per_kind = TrainParams {
+        false_alarms_per_hour: p.false_alarms_per_hour / MODELLED.len() as f64,
+        ..p.clone()
+    };
     for kind in MODELLED {
         let of_kind: Vec<&Sample> = samples.iter().filter(|s| s.kind == kind).collect();
-        match EntityModel::train(kind, &of_kind, p) {
+        match EntityModel::train(kind, &of_kind, &per_kind) {
             Ok(m) => {
                 models.insert(kind, m);
             }
@@ -693,10 +698,10 @@ fn train(
     }
     let mut forecasts = BTreeMap::new();
     for s in forecast::SERIES {
-        let data: Vec<Vec<f64>> = series
+        let data: Vec<(String, Vec<f64>)> = series
             .iter()
             .filter(|((k, _), _)| *k == s)
-            .map(|(_, v)| v.clone())
+            .map(|((_, e), v)| (e.clone(), v.clone()))
             .collect();
         match forecast::fit(&data) {
             Ok(c) => {
@@ -793,7 +798,7 @@ mod tests {
             train: TrainParams {
                 detector: "kmeans".into(),
                 clusters: 3,
-                holdout: 0.25,
+                folds: 4,
                 false_alarms_per_hour: 1.0,
                 window_ns: 100_000_000,
             },

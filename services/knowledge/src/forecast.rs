@@ -17,10 +17,21 @@ use crate::features::{Window, by_entity, link_entity};
 pub const SERIES: [&str; 2] = ["link_utilization", "destination_bytes"];
 /// Lags the model reads.
 const LAGS: usize = 3;
-/// The model's inputs: the lags, the EWMA and the median.
+/// The plain model's inputs: the lags, the EWMA and the median of the recent values.
 const INPUTS: usize = LAGS + 2;
-/// How many values per entity are kept.
-const KEPT: usize = 16;
+/// The seasonal model's: those, and the values one period before the window forecast and
+/// before the last one (their difference is the season's step).
+const SEASONAL_INPUTS: usize = INPUTS + 2;
+/// Recent values the scale and the median are taken over.
+const RECENT: usize = 16;
+/// The longest period looked for, in windows.
+pub const MAX_PERIOD: usize = 120;
+/// Values kept per entity: enough for the longest period's lag.
+const KEPT: usize = MAX_PERIOD + 1;
+/// An entity not seen for this many windows is forgotten.
+const FORGET_AFTER: i64 = 16;
+/// The autocorrelation a period needs to be used.
+const MIN_AUTOCORRELATION: f64 = 0.3;
 const EWMA_ALPHA: f64 = 0.3;
 
 /// One window's value of every series entity.
@@ -89,6 +100,10 @@ struct History {
     pending: Option<(f64, f64, f64)>,
     /// The last window (end) with a value.
     seen_ns: i64,
+    /// The entity's period in windows (from the models of `period_of`).
+    period: Option<usize>,
+    /// The models' generation `period` was looked up in.
+    period_of: u64,
 }
 
 impl History {
@@ -104,65 +119,107 @@ impl History {
         }
     }
 
-    fn scale(&self) -> f64 {
-        let n = self.values.len().max(1) as f64;
-        (self.values.iter().sum::<f64>() / n).abs().max(1e-9)
+    fn recent(&self) -> impl Iterator<Item = f64> + '_ {
+        self.values.iter().rev().take(RECENT).copied()
     }
 
-    /// The model's input (lags newest first, the EWMA, the median of the kept values), scaled
-    /// by their mean.
-    fn input(&self) -> Option<Vec<f64>> {
-        if self.values.len() < LAGS {
+    fn scale(&self) -> f64 {
+        let n = self.values.len().clamp(1, RECENT) as f64;
+        (self.recent().sum::<f64>() / n).abs().max(1e-9)
+    }
+
+    /// The model's input, scaled by the recent mean: the lags newest first, the EWMA, the
+    /// median of the recent values, and with a `period` the values one period before the
+    /// window forecast and before the last one (`None` until the history reaches back that far).
+    fn input(&self, period: Option<usize>) -> Option<Vec<f64>> {
+        let n = self.values.len();
+        if n < LAGS || period.is_some_and(|p| n < p + 1) {
             return None;
         }
         let s = self.scale();
         let mut x: Vec<f64> = self.values.iter().rev().take(LAGS).map(|v| v / s).collect();
         x.push(self.ewma / s);
-        let mut sorted: Vec<f64> = self.values.iter().copied().collect();
+        let mut sorted: Vec<f64> = self.recent().collect();
         sorted.sort_by(f64::total_cmp);
         x.push(sorted[sorted.len() / 2] / s);
+        if let Some(p) = period {
+            x.push(self.values[n - p] / s);
+            x.push(self.values[n - 1 - p] / s);
+        }
         Some(x)
     }
 }
 
-/// The fitted linear model of one series.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Coefficients {
+/// A fitted linear model.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Linear {
     pub weights: Vec<f64>,
     pub intercept: f64,
     pub rows: usize,
 }
 
-impl Coefficients {
+impl Linear {
     fn predict(&self, x: &[f64]) -> f64 {
         self.intercept + self.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>()
     }
 }
 
-/// Fits one series' model on consecutive values per entity (oldest first), minimising the
-/// squared *relative* error: each row is divided by the value it predicts (weighted least
-/// squares), so that a window of a quiet entity counts as much as one of a busy entity and a
-/// spike does not drag every forecast up — the error operators read is relative (MAPE).
-/// Windows with a value of zero are skipped (a relative error is undefined there).
-pub fn fit(series: &[Vec<f64>]) -> Result<Coefficients, String> {
-    let width = INPUTS + 1;
-    let mut rows = Vec::new();
-    let mut n = 0;
-    for values in series {
-        let mut h = History::default();
-        for &v in values {
-            if let Some(x) = h.input() {
-                let y = v / h.scale();
-                if y > 1e-9 {
-                    rows.extend(x.iter().map(|x| x / y));
-                    // The intercept's column, weighted like the rest.
-                    rows.push(1.0 / y);
-                    n += 1;
-                }
-            }
-            h.push(v);
+/// The fitted models of one series: the plain one, the seasonal one for entities with a
+/// period, and each such entity's period in windows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Coefficients {
+    #[serde(flatten)]
+    pub plain: Linear,
+    #[serde(default)]
+    pub seasonal: Option<Linear>,
+    #[serde(default)]
+    pub periods: BTreeMap<String, usize>,
+}
+
+impl Coefficients {
+    /// The model and the input for an entity's history (the seasonal model once the history
+    /// reaches back a period).
+    fn input<'a>(&'a self, h: &History) -> Option<(&'a Linear, Vec<f64>)> {
+        if let (Some(m), Some(p)) = (&self.seasonal, h.period)
+            && let Some(x) = h.input(Some(p))
+        {
+            return Some((m, x));
         }
+        h.input(None).map(|x| (&self.plain, x))
     }
+}
+
+/// The period of a series in windows: the lag (2 to [`MAX_PERIOD`], at most a third of the
+/// series) with the highest autocorrelation — the shortest of those within a tenth of it, so
+/// that a period is not taken for its multiple — if that is at least [`MIN_AUTOCORRELATION`].
+pub fn period_of(values: &[f64]) -> Option<usize> {
+    let n = values.len();
+    let longest = MAX_PERIOD.min(n / 3);
+    if longest < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let d: Vec<f64> = values.iter().map(|v| v - mean).collect();
+    let var: f64 = d.iter().map(|v| v * v).sum();
+    if var <= 0.0 {
+        return None;
+    }
+    let r: Vec<f64> = (2..=longest)
+        .map(|lag| d.iter().zip(&d[lag..]).map(|(a, b)| a * b).sum::<f64>() / var)
+        .collect();
+    let best = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if best < MIN_AUTOCORRELATION {
+        return None;
+    }
+    r.iter().position(|v| *v >= 0.9 * best).map(|i| i + 2)
+}
+
+/// Least squares for the *relative* error: each row is divided by the value it predicts
+/// (weighted least squares), so that a window of a quiet entity counts as much as one of a
+/// busy entity and a spike does not drag every forecast up — the error operators read is
+/// relative (MAPE).
+fn least_squares(rows: Vec<f64>, n: usize, inputs: usize) -> Result<Linear, String> {
+    let width = inputs + 1;
     if n < 2 * width {
         return Err(format!(
             "{n} training rows; at least {} are needed",
@@ -175,10 +232,49 @@ pub fn fit(series: &[Vec<f64>]) -> Result<Coefficients, String> {
         .fit(&Dataset::new(x, Array1::from_elem(n, 1.0)))
         .map_err(|e| format!("least squares: {e}"))?;
     let p = model.params().to_vec();
-    Ok(Coefficients {
-        weights: p[..INPUTS].to_vec(),
-        intercept: p[INPUTS],
+    Ok(Linear {
+        weights: p[..inputs].to_vec(),
+        intercept: p[inputs],
         rows: n,
+    })
+}
+
+/// Fits one series' models on consecutive values per entity (oldest first): each entity's
+/// period ([`period_of`]), the plain model on every entity's windows and the seasonal model
+/// on the windows of entities with a period. Windows with a value of zero are skipped (a
+/// relative error is undefined there). A seasonal model that cannot be fitted leaves the
+/// plain one for every entity.
+pub fn fit(series: &[(String, Vec<f64>)]) -> Result<Coefficients, String> {
+    let periods: BTreeMap<String, usize> = series
+        .iter()
+        .filter_map(|(e, v)| period_of(v).map(|p| (e.clone(), p)))
+        .collect();
+    let (mut plain, mut seasonal) = ((Vec::new(), 0), (Vec::new(), 0));
+    for (entity, values) in series {
+        let period = periods.get(entity).copied();
+        let mut h = History::default();
+        for &v in values {
+            let y = v / h.scale();
+            if y > 1e-9 {
+                for (p, (rows, n)) in [(None, &mut plain), (period, &mut seasonal)] {
+                    if let Some(x) = p.map_or(h.input(None), |p| h.input(Some(p))) {
+                        rows.extend(x.iter().map(|x| x / y));
+                        // The intercept's column, weighted like the rest.
+                        rows.push(1.0 / y);
+                        *n += 1;
+                    }
+                    if period.is_none() {
+                        break;
+                    }
+                }
+            }
+            h.push(v);
+        }
+    }
+    Ok(Coefficients {
+        plain: least_squares(plain.0, plain.1, INPUTS)?,
+        seasonal: least_squares(seasonal.0, seasonal.1, SEASONAL_INPUTS).ok(),
+        periods,
     })
 }
 
@@ -186,6 +282,8 @@ pub fn fit(series: &[Vec<f64>]) -> Result<Coefficients, String> {
 #[derive(Debug, Default)]
 pub struct Forecaster {
     models: BTreeMap<&'static str, Coefficients>,
+    /// Counts `set_models` calls: an entity's period is looked up again after one.
+    generation: u64,
     /// Per series, per entity.
     history: BTreeMap<&'static str, HashMap<String, History>>,
     pub evaluation: BTreeMap<&'static str, Evaluation>,
@@ -194,6 +292,7 @@ pub struct Forecaster {
 impl Forecaster {
     pub fn set_models(&mut self, models: BTreeMap<&'static str, Coefficients>) {
         self.models = models;
+        self.generation += 1;
     }
 
     pub fn models(&self) -> &BTreeMap<&'static str, Coefficients> {
@@ -228,10 +327,14 @@ impl Forecaster {
             let Some(model) = self.models.get(series) else {
                 continue;
             };
-            let Some(x) = h.input() else {
+            if h.period_of != self.generation {
+                h.period = model.periods.get(entity).copied();
+                h.period_of = self.generation;
+            }
+            let Some((linear, x)) = model.input(h) else {
                 continue;
             };
-            let predicted = (model.predict(&x) * h.scale()).max(0.0);
+            let predicted = (linear.predict(&x) * h.scale()).max(0.0);
             h.pending = Some((predicted, v, h.ewma));
             out.push(Forecast {
                 series: series.to_string(),
@@ -245,9 +348,9 @@ impl Forecaster {
                 model_version: version,
             });
         }
-        // Entities not seen for `KEPT` windows are forgotten (bounded state); a forecast for
-        // a window the entity does not appear in is not scored.
-        let horizon = w.end_ns - KEPT as i64 * window_ns;
+        // Entities not seen for a while are forgotten (bounded state); a forecast for a window
+        // the entity does not appear in is not scored.
+        let horizon = w.end_ns - FORGET_AFTER * window_ns;
         for of_series in self.history.values_mut() {
             of_series.retain(|_, h| h.seen_ns >= horizon);
         }
@@ -264,26 +367,83 @@ impl Forecaster {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_seasonal_series_is_forecast_better_than_last_value_and_ewma() {
-        // Period 4: 10, 20, 30, 20, …
-        let pattern = [10.0, 20.0, 30.0, 20.0];
-        let series: Vec<Vec<f64>> = (0..4)
-            .map(|k| (0..64).map(|i| pattern[i % 4] * (1.0 + k as f64)).collect())
-            .collect();
-        let c = fit(&series).unwrap();
-        let mut h = History::default();
+    /// Forecasts `values` with `c` as the live path does; the errors of the model and its
+    /// baselines over the windows after the first `skip`.
+    fn replay(c: &Coefficients, entity: &str, values: &[f64], skip: usize) -> Evaluation {
+        let mut h = History {
+            period: c.periods.get(entity).copied(),
+            ..History::default()
+        };
         let mut eval = Evaluation::default();
-        for (i, &v) in series[1].iter().enumerate() {
-            if let (Some(x), true) = (h.input(), i > 8) {
-                eval.model.add(c.predict(&x) * h.scale(), v);
+        for (i, &v) in values.iter().enumerate() {
+            if let (Some((m, x)), true) = (c.input(&h), i > skip) {
+                eval.model.add(m.predict(&x) * h.scale(), v);
                 eval.last_value.add(*h.values.back().unwrap(), v);
                 eval.ewma.add(h.ewma, v);
             }
             h.push(v);
         }
+        eval
+    }
+
+    #[test]
+    fn a_short_pattern_is_forecast_better_than_last_value_and_ewma() {
+        // Period 4: 10, 20, 30, 20, …
+        let pattern = [10.0, 20.0, 30.0, 20.0];
+        let series: Vec<(String, Vec<f64>)> = (0..4)
+            .map(|k| {
+                let v = (0..64).map(|i| pattern[i % 4] * (1.0 + k as f64)).collect();
+                (format!("e{k}"), v)
+            })
+            .collect();
+        let c = fit(&series).unwrap();
+        assert_eq!(c.periods.get("e1"), Some(&4));
+        let eval = replay(&c, "e1", &series[1].1, 8);
         assert!(eval.model.mape() < eval.ewma.mape() * 0.8, "{eval:?}");
         assert!(eval.model.rmse() < eval.last_value.rmse(), "{eval:?}");
-        assert!(fit(&[vec![1.0, 2.0]]).is_err());
+        assert!(fit(&[("e".into(), vec![1.0, 2.0])]).is_err());
+    }
+
+    #[test]
+    fn a_periodic_job_is_found_and_its_edges_forecast() {
+        // Noise around 100, and every 15 windows a job of 4 windows that adds 300.
+        let mut rng = kplane_model::rng::Rng::new(7);
+        let series: Vec<(String, Vec<f64>)> = (0..6)
+            .map(|k| {
+                let v = (0..600)
+                    .map(|i| {
+                        let job = if k < 3 && (i + 5 * k) % 15 < 4 {
+                            300.0
+                        } else {
+                            0.0
+                        };
+                        100.0 * rng.real(0.8, 1.2) + job
+                    })
+                    .collect();
+                (format!("e{k}"), v)
+            })
+            .collect();
+        let c = fit(&series).unwrap();
+        assert_eq!(c.periods.get("e0"), Some(&15), "{:?}", c.periods);
+        assert_eq!(
+            c.periods.get("e4"),
+            None,
+            "noise has no period: {:?}",
+            c.periods
+        );
+        assert!(c.seasonal.is_some());
+        let eval = replay(&c, "e1", &series[1].1, 30);
+        assert!(eval.model.mape() < eval.ewma.mape() * 0.5, "{eval:?}");
+        let plain = replay(&c, "e4", &series[4].1, 30);
+        assert!(plain.model.mape() <= plain.last_value.mape(), "{plain:?}");
+    }
+
+    #[test]
+    fn period_of_needs_three_periods_and_a_correlation() {
+        let v: Vec<f64> = (0..30).map(|i| f64::from(i % 12 < 3)).collect();
+        assert_eq!(period_of(&v), None, "two and a half periods");
+        let v: Vec<f64> = (0..60).map(|i| f64::from(i % 12 < 3)).collect();
+        assert_eq!(period_of(&v), Some(12));
+        assert_eq!(period_of(&[5.0; 100]), None);
     }
 }

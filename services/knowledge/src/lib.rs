@@ -72,7 +72,7 @@ impl Config {
             train: TrainParams {
                 detector: self.detector.clone(),
                 clusters: self.clusters,
-                holdout: self.holdout,
+                folds: self.calibration_folds,
                 false_alarms_per_hour: self.false_alarms_per_hour,
                 window_ns: self.window.as_nanos() as i64,
             },

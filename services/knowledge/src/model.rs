@@ -1,11 +1,11 @@
 //! One entity kind's model of normal behaviour: a scaler, a detector from the registry, and a
 //! threshold calibrated on held-out normal windows.
 //!
-//! Training splits the entity-windows by time: the earlier `1 − holdout` fit the scaler and the
-//! detector, the later `holdout` are scored to calibrate. The threshold is where the held-out
-//! scores' tail, fitted as an exponential above their 90th percentile (peaks over threshold),
-//! predicts the configured false-alarm rate — and never below the largest held-out score. The
-//! rate is `false-alarms-per-hour` divided by the held-out entity-windows per hour.
+//! Calibration is out of fold: the training windows are cut into spans of time, each span is
+//! scored by a model fitted on the others. The threshold is where those scores' tail, fitted as
+//! an exponential over their top 1 % (peaks over threshold), predicts the kind's share of the
+//! false-alarm budget — and never below the largest held-out score. The rate is the kind's
+//! false alarms per hour divided by its entity-windows per hour.
 
 use kplane_model::results::{EntityKind, FeatureDeviation};
 use ndarray::Array2;
@@ -20,9 +20,13 @@ pub struct Calibration {
     pub method: String,
     pub heldout_samples: usize,
     pub heldout_max: f64,
-    pub heldout_p90: f64,
-    /// Mean excess over p90 (the exponential tail's scale).
+    /// The score the tail is fitted above.
+    #[serde(default)]
+    pub tail_start: f64,
+    /// The tail's scale and shape (generalised Pareto; shape 0: exponential).
     pub tail_scale: f64,
+    #[serde(default)]
+    pub tail_shape: f64,
     /// Allowed false alarms per entity-window.
     pub rate: f64,
     pub threshold: f64,
@@ -67,7 +71,9 @@ pub struct SavedModel {
 pub struct TrainParams {
     pub detector: String,
     pub clusters: usize,
-    pub holdout: f64,
+    /// Spans of time the training windows are cut into for calibration.
+    pub folds: usize,
+    /// The false alarms this kind's threshold allows per hour.
     pub false_alarms_per_hour: f64,
     pub window_ns: i64,
 }
@@ -142,35 +148,65 @@ impl EntityModel {
         })
     }
 
-    /// Fits the model of `kind` on `samples` (entity-windows of normal traffic, any order).
+    /// Fits the model of `kind` on `samples` (entity-windows of normal traffic, any order) and
+    /// calibrates its threshold on out-of-fold scores: the windows are cut into `folds` spans
+    /// of time, each span is scored by a model fitted on the others, so every training window
+    /// is also a held-out one.
     pub fn train(kind: EntityKind, samples: &[&Sample], p: &TrainParams) -> Result<Self, String> {
         let d = detectors::by_name(&p.detector)?;
-        let dims = names(kind).len();
         let mut ends: Vec<i64> = samples.iter().map(|s| s.window_end_ns).collect();
         ends.sort_unstable();
         ends.dedup();
-        if ends.len() < 4 {
+        let folds = p.folds.max(2);
+        if ends.len() < 2 * folds {
             return Err(format!(
-                "{}: {} windows of history; at least 4 are needed",
+                "{}: {} windows of history; at least {} are needed",
                 kind.as_str(),
-                ends.len()
+                ends.len(),
+                2 * folds
             ));
         }
-        let split = ends[((ends.len() as f64) * (1.0 - p.holdout)).floor() as usize].max(ends[1]);
-        let (train, held): (Vec<&Sample>, Vec<&Sample>) =
-            samples.iter().partition(|s| s.window_end_ns < split);
-        if train.is_empty() || held.is_empty() {
-            return Err(format!("{}: nothing to hold out", kind.as_str()));
+        let fold_of = |end: i64| ends.partition_point(|e| *e < end) * folds / ends.len();
+        let mut held_scores = Vec::with_capacity(samples.len());
+        for f in 0..folds {
+            let (held, fit_on): (Vec<&Sample>, Vec<&Sample>) =
+                samples.iter().partition(|s| fold_of(s.window_end_ns) == f);
+            let m = Self::fit(kind, d, &fit_on, p.clusters)?;
+            held_scores.extend(held.iter().map(|s| m.score(&s.x)));
         }
-        let n = train.len() as f64;
+        let mut model = Self::fit(kind, d, samples, p.clusters)?;
+        model.training = TrainingRange {
+            start_ns: ends[0],
+            end_ns: ends[ends.len() - 1],
+            windows: ends.len(),
+            samples: samples.len(),
+        };
+        let hours = ends.len() as f64 * p.window_ns as f64 / 3.6e12;
+        let rate = (p.false_alarms_per_hour * hours / held_scores.len() as f64).min(0.5);
+        model.calibration = calibrate(held_scores, rate);
+        Ok(model)
+    }
+
+    /// The scaler and the detector fitted on `samples` (not yet calibrated).
+    fn fit(
+        kind: EntityKind,
+        d: &'static detectors::DetectorKind,
+        samples: &[&Sample],
+        clusters: usize,
+    ) -> Result<Self, String> {
+        let dims = names(kind).len();
+        if samples.is_empty() {
+            return Err(format!("{}: nothing to fit on", kind.as_str()));
+        }
+        let n = samples.len() as f64;
         let mut mean = vec![0.0; dims];
-        for s in &train {
+        for s in samples {
             for (m, v) in mean.iter_mut().zip(&s.x) {
                 *m += v / n;
             }
         }
         let mut std = vec![0.0; dims];
-        for s in &train {
+        for s in samples {
             for ((sd, v), m) in std.iter_mut().zip(&s.x).zip(&mean) {
                 *sd += (v - m) * (v - m) / n;
             }
@@ -188,7 +224,7 @@ impl EntityModel {
                 v.sqrt().max(std_floor(names[i], mean[base]))
             })
             .collect();
-        let rows: Vec<f64> = train
+        let rows: Vec<f64> = samples
             .iter()
             .flat_map(|s| {
                 let mut z: Vec<f64> =
@@ -200,28 +236,16 @@ impl EntityModel {
                 z
             })
             .collect();
-        let x = Array2::from_shape_vec((train.len(), dims), rows).map_err(|e| e.to_string())?;
-        let scorer = (d.fit)(&x, p.clusters)?;
-        let mut model = Self {
+        let x = Array2::from_shape_vec((samples.len(), dims), rows).map_err(|e| e.to_string())?;
+        Ok(Self {
             kind,
             detector: d.name,
             mean,
             std,
-            scorer,
+            scorer: (d.fit)(&x, clusters)?,
             calibration: Calibration::default(),
-            training: TrainingRange {
-                start_ns: ends[0],
-                end_ns: *ends.last().unwrap_or(&0),
-                windows: ends.len(),
-                samples: samples.len(),
-            },
-        };
-        let scores: Vec<f64> = held.iter().map(|s| model.score(&s.x)).collect();
-        let held_windows = ends.iter().filter(|e| **e >= split).count().max(1);
-        let hours = held_windows as f64 * p.window_ns as f64 / 3.6e12;
-        let rate = (p.false_alarms_per_hour * hours / scores.len() as f64).min(0.5);
-        model.calibration = calibrate(scores, rate);
-        Ok(model)
+            training: TrainingRange::default(),
+        })
     }
 }
 
@@ -254,44 +278,67 @@ fn excess_only(kind: EntityKind, z: &mut [f64]) {
     }
 }
 
-/// The threshold that `rate` of normal scores exceed, by an exponential tail above p90.
+/// Exceedances the tail is fitted on: the top 1 % of the held-out scores, at least
+/// [`MIN_TAIL`] (or a tenth of the scores when there are fewer than ten times as many).
+const MIN_TAIL: usize = 50;
+
+/// The threshold that `rate` of normal scores exceed: a generalised Pareto distribution fitted
+/// to the scores' tail (peaks over threshold) — the excesses of the top `k` scores over the
+/// `k+1`-th, whose share of all scores is `k / n`, by the method of moments — extrapolated to
+/// `rate`, and never below the largest score. The shape is kept between 0 (an exponential
+/// tail) and [`MAX_SHAPE`]: a tail that looks lighter than exponential in a few dozen scores is
+/// not trusted to stay so far beyond them; with fewer than [`MIN_TAIL`] excesses it is 0.
 pub fn calibrate(mut scores: Vec<f64>, rate: f64) -> Calibration {
     scores.retain(|s| s.is_finite());
     scores.sort_by(f64::total_cmp);
     let n = scores.len();
-    if n == 0 {
+    if n < 2 {
         return Calibration {
-            method: "none: no held-out scores".into(),
+            method: "none: too few held-out scores".into(),
             threshold: f64::INFINITY,
             ..Calibration::default()
         };
     }
-    let p90 = scores[((n - 1) as f64 * 0.9) as usize];
+    let k = (n / 100).max(MIN_TAIL.min(n / 10)).max(1);
+    let u = scores[n - 1 - k];
     let max = scores[n - 1];
-    let tail: Vec<f64> = scores
-        .iter()
-        .filter(|s| **s > p90)
-        .map(|s| s - p90)
-        .collect();
-    let scale = if tail.is_empty() {
-        0.0
+    let excess: Vec<f64> = scores[n - k..].iter().map(|s| s - u).collect();
+    let mean = excess.iter().sum::<f64>() / k as f64;
+    let var = excess.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / k as f64;
+    // Method of moments: ξ = (1 − m²/s²) / 2, σ = m (1 − ξ); from fewer than MIN_TAIL
+    // excesses the shape is too noisy to extrapolate with, and the tail is taken exponential.
+    let shape = if var > 0.0 && k >= MIN_TAIL {
+        (0.5 * (1.0 - mean * mean / var)).clamp(0.0, MAX_SHAPE)
     } else {
-        tail.iter().sum::<f64>() / tail.len() as f64
+        0.0
     };
-    // P(score > p90 + t) = 0.1 · exp(−t / scale)  ⇒  t = scale · ln(0.1 / rate).
-    let pot = p90 + scale * (0.1 / rate.max(1e-12)).ln().max(0.0);
+    let scale = mean * (1.0 - shape);
+    // P(score > u + t) = (k / n) · (1 + ξ t / σ)^(−1/ξ)  ⇒  t = σ / ξ · ((k / n / rate)^ξ − 1).
+    let ratio = (k as f64 / n as f64 / rate.max(1e-12)).max(1.0);
+    let t = if shape > 1e-9 {
+        scale / shape * (ratio.powf(shape) - 1.0)
+    } else {
+        scale * ratio.ln()
+    };
     // A small floor keeps an all-identical held-out set from flagging any change at all.
-    let threshold = pot.max(max).max(p90 + 0.5);
+    let threshold = (u + t).max(max).max(u + 0.5);
     Calibration {
-        method: "exponential tail above the held-out p90 (peaks over threshold)".into(),
+        method: format!(
+            "generalised Pareto tail over the held-out top {:.2} % (peaks over threshold)",
+            100.0 * k as f64 / n as f64
+        ),
         heldout_samples: n,
         heldout_max: max,
-        heldout_p90: p90,
+        tail_start: u,
         tail_scale: scale,
+        tail_shape: shape,
         rate,
         threshold,
     }
 }
+
+/// The heaviest tail calibration extrapolates (a generalised Pareto shape).
+const MAX_SHAPE: f64 = 0.5;
 
 #[cfg(test)]
 mod tests {
@@ -316,6 +363,23 @@ mod tests {
         let looser = calibrate(scores, 1e-2);
         assert!(looser.threshold < c.threshold);
         assert!(calibrate(vec![], 0.1).threshold.is_infinite());
+        assert!(calibrate(vec![1.0], 0.1).threshold.is_infinite());
+    }
+
+    #[test]
+    fn a_heavier_tail_is_extrapolated_further() {
+        let mut rng = kplane_model::rng::Rng::new(3);
+        let exponential: Vec<f64> = (0..20_000).map(|_| rng.exponential(1.0)).collect();
+        // Pareto with index 3 (shape 1/3), scaled to the same mean.
+        let pareto: Vec<f64> = (0..20_000)
+            .map(|_| 2.0 * ((1.0 - rng.uniform()).powf(-1.0 / 3.0) - 1.0))
+            .collect();
+        let (e, p) = (calibrate(exponential, 1e-6), calibrate(pareto, 1e-6));
+        assert!(e.tail_shape < 0.1, "{e:?}");
+        assert!(p.tail_shape > 0.2, "{p:?}");
+        // The exponential's 1e-6 quantile is ln(1e6) ≈ 13.8.
+        assert!((e.threshold - 13.8).abs() < 2.5, "{e:?}");
+        assert!(p.threshold > 2.0 * e.threshold, "{p:?}");
     }
 
     #[test]
@@ -323,7 +387,7 @@ mod tests {
         let p = TrainParams {
             detector: "kmeans".into(),
             clusters: 3,
-            holdout: 0.25,
+            folds: 4,
             false_alarms_per_hour: 1.0,
             window_ns: 1_000_000_000,
         };

@@ -73,6 +73,13 @@ pub struct KnowledgeArgs {
     /// Share of the background flows that are elephants (1000 packets; mice: 10).
     #[arg(long, default_value_t = 0.02)]
     elephant_share: f64,
+    /// Periodic jobs in the background: fixed host pairs, each sending a transfer of a quarter
+    /// of its period (8–20 s) every period (docs/emulator.md).
+    #[arg(long, default_value_t = 8)]
+    jobs: usize,
+    /// Sending rate of a job's transfer, Mb/s.
+    #[arg(long, default_value_t = 10.0)]
+    job_mbps: f64,
     /// The type classifier's labelled set (JSON, docs/knowledge.md); default: generated from
     /// the training variants of the scenarios.
     #[arg(long)]
@@ -358,6 +365,8 @@ fn emulation(a: &KnowledgeArgs, spec: &str, seconds: u64, seed: u64) -> RunConfi
         scenario: spec.into(),
         flows_per_second: a.flows,
         elephant_share: a.elephant_share,
+        jobs: a.jobs,
+        job_rate_bps: (a.job_mbps * 1e6) as u64,
         // 100 Mb/s links: a DDoS at twice the victim's link rate stays small enough to emulate.
         link: LinkSpec {
             rate_bps: 100_000_000,
@@ -398,8 +407,8 @@ impl TypeScore {
 /// Forecast errors of one method: windows, sum of |error| / actual (actual > 0), sum of
 /// squared errors.
 #[derive(Debug, Default, Clone, Copy)]
-struct Err3 {
-    n: u64,
+pub(super) struct Err3 {
+    pub(super) n: u64,
     n_pct: u64,
     abs_pct: f64,
     sq: f64,
@@ -414,7 +423,7 @@ impl Err3 {
             self.abs_pct += (predicted - actual).abs() / actual;
         }
     }
-    fn mape(&self) -> f64 {
+    pub(super) fn mape(&self) -> f64 {
         100.0 * self.abs_pct / self.n_pct.max(1) as f64
     }
     fn rmse(&self) -> f64 {
@@ -423,9 +432,9 @@ impl Err3 {
 }
 
 /// Per series: model, last value, EWMA.
-type ForecastScore = BTreeMap<String, [Err3; 3]>;
+pub(super) type ForecastScore = BTreeMap<String, [Err3; 3]>;
 
-fn score_forecasts(forecasts: &[Forecast], into: &mut ForecastScore) {
+pub(super) fn score_forecasts(forecasts: &[Forecast], into: &mut ForecastScore) {
     // What window T turned out to be is the last value of the forecast made at T.
     let actual: BTreeMap<(&str, &str, i64), f64> = forecasts
         .iter()
@@ -663,7 +672,7 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
     };
     md += &format!(
         "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each, {} ms windows, \
-         {} background flows/s ({} % elephants); models trained on {} s of clean traffic (seed \
+         {} background flows/s ({} % elephants) and {} periodic jobs of {} Mb/s; models trained on {} s of clean traffic (seed \
          {TRAIN_SEED}); results in {}.\n\n",
         a.scenario.join(", "),
         a.runs,
@@ -673,6 +682,8 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
         a.window.as_millis(),
         a.flows,
         100.0 * a.elephant_share,
+        a.jobs,
+        a.job_mbps,
         a.train_seconds,
         out.display()
     );

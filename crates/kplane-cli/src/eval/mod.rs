@@ -3,6 +3,7 @@
 
 mod knowledge;
 mod pipeline;
+mod replay;
 
 use std::process::ExitCode;
 
@@ -14,6 +15,9 @@ pub enum Eval {
     /// detection, typing, delay, false alarms, forecasts, training and scoring cost on other
     /// seeds and attack parameters.
     Knowledge(knowledge::KnowledgeArgs),
+    /// Back-testing: train the knowledge service on one store's windows, score another's,
+    /// and print what it raised (per hour) and its forecast errors.
+    Replay(replay::ReplayArgs),
 }
 
 pub fn run(e: Eval) -> ExitCode {
@@ -24,6 +28,7 @@ pub fn run(e: Eval) -> ExitCode {
     });
     let r = match e {
         Eval::Knowledge(a) => knowledge::run(a),
+        Eval::Replay(a) => replay::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
