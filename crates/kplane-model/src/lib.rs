@@ -9,10 +9,13 @@ mod envelope;
 mod event;
 mod flow;
 mod hop;
+#[cfg(feature = "arrow")]
+pub mod knowledge_tables;
 mod record;
 pub mod results;
 pub mod rng;
 pub mod schema;
+pub mod store_layout;
 
 pub use envelope::{ReportEnvelope, ReportFlags, ReportFormat};
 pub use event::{Detector, EventKind, EventRow, Metric};

@@ -235,6 +235,16 @@ pub enum AnomalyPhase {
     End,
 }
 
+impl AnomalyPhase {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Start => "start",
+            Self::Update => "update",
+            Self::End => "end",
+        }
+    }
+}
+
 /// A forecast of one series for the next window, beside the baselines it must beat.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct Forecast {

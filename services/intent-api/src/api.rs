@@ -62,7 +62,7 @@ impl AppState {
         let sandbox = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
         register_udfs(&sandbox);
         register_store(&sandbox, &cfg.store_dir).await?;
-        let (read, bad) = live.findings.load_history(&cfg.store_dir);
+        let (read, bad) = live.findings.load_history(&store).await?;
         if read + bad > 0 {
             tracing::info!(
                 read,

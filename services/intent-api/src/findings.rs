@@ -1,14 +1,13 @@
 //! The knowledge service's findings, as the API serves them: anomaly episodes (the latest
-//! record of each, from `int.anomalies`, with the store's `knowledge/anomalies*.jsonl` read at
+//! record of each, from `int.anomalies`, with the store's `anomalies` table read at
 //! start for history) and forecasts (a bounded history per series and entity, from
 //! `int.forecasts`). New and updated anomalies are fanned out to the SSE stream and to the
 //! recommendation follower ([`crate::intents::recommendations`]).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::BufRead;
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use kplane_model::knowledge_tables::{ANOMALIES, anomalies_from_batch};
 use kplane_model::results::{Anomaly, Forecast};
 use tokio::sync::broadcast;
 
@@ -164,39 +163,41 @@ impl Findings {
         (g.anomalies_seen, g.forecasts_seen, g.undecodable)
     }
 
-    /// Reads the knowledge service's anomaly records from the store (`knowledge/anomalies.jsonl`
-    /// and its rotated generation), oldest first. Returns the records read and the lines
+    /// Reads the latest [`HISTORY_RECORDS`] anomaly records of the store's `anomalies` table
+    /// (written by the knowledge service), oldest first. Returns the records read and the rows
     /// skipped as undecodable.
-    pub fn load_history(&self, store_dir: &Path) -> (usize, usize) {
-        let dir = store_dir.join("knowledge");
-        let (mut read, mut bad) = (0, 0);
-        for name in ["anomalies.jsonl.1", "anomalies.jsonl"] {
-            let Ok(f) = std::fs::File::open(dir.join(name)) else {
-                continue;
-            };
-            for line in std::io::BufReader::new(f).lines() {
-                let Ok(line) = line else {
-                    bad += 1;
-                    break;
-                };
-                if line.trim().is_empty() {
-                    continue;
-                }
-                match serde_json::from_str::<Anomaly>(&line) {
-                    Ok(a) => {
-                        self.anomaly(a, false);
-                        read += 1;
-                    }
-                    Err(_) => {
-                        bad += 1;
-                        self.undecodable();
-                    }
-                }
-            }
+    pub async fn load_history(
+        &self,
+        store: &datafusion::prelude::SessionContext,
+    ) -> Result<(usize, usize), datafusion::error::DataFusionError> {
+        let batches = store
+            .sql(&format!(
+                "SELECT record FROM {ANOMALIES} ORDER BY \"last\" DESC, \
+                 CASE phase WHEN 'end' THEN 2 WHEN 'update' THEN 1 ELSE 0 END DESC \
+                 LIMIT {HISTORY_RECORDS}"
+            ))
+            .await?
+            .collect()
+            .await?;
+        let (mut read, mut bad) = (Vec::new(), 0);
+        for b in &batches {
+            let (rows, undecodable) = anomalies_from_batch(b);
+            read.extend(rows);
+            bad += undecodable;
         }
-        (read, bad)
+        for _ in 0..bad {
+            self.undecodable();
+        }
+        let n = read.len();
+        for a in read.into_iter().rev() {
+            self.anomaly(a, false);
+        }
+        Ok((n, bad))
     }
 }
+
+/// Anomaly records read from the store at start.
+pub const HISTORY_RECORDS: usize = 100_000;
 
 /// Applies one `int.anomalies` or `int.forecasts` message (JSON lines).
 pub fn apply(findings: &Findings, topic: &str, payload: &[u8]) {
@@ -293,18 +294,48 @@ mod tests {
         assert!(ends.windows(2).all(|w| w[0] < w[1]));
     }
 
-    #[test]
-    fn history_is_read_from_the_store_and_bad_lines_are_counted() {
+    #[tokio::test]
+    async fn history_is_read_from_the_store_and_bad_rows_are_counted() {
+        use arrow_array::{ArrayRef, RecordBatch, StringArray};
+        use kplane_model::knowledge_tables::anomalies_batch;
         let dir = std::env::temp_dir().join(format!("kplane-findings-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("knowledge")).unwrap();
-        let mut text = serde_json::to_string(&anomaly("a", 1, None)).unwrap() + "\n";
-        text += "{not json\n";
-        text += &(serde_json::to_string(&anomaly("a", 1, Some(9))).unwrap() + "\n");
-        std::fs::write(dir.join("knowledge/anomalies.jsonl"), text).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let part = dir.join("tables/anomalies/date=1970-01-01/hour=00");
+        std::fs::create_dir_all(&part).unwrap();
+        let mut end = anomaly("a", 1, Some(9));
+        end.phase = kplane_model::results::AnomalyPhase::End;
+        // The end record's row comes first in the file: the order is the records' times'.
+        let b = anomalies_batch(&[end, anomaly("a", 1, None), anomaly("z", 1, None)]).unwrap();
+        // The third row's record is corrupt.
+        let i = b.schema().index_of("record").unwrap();
+        let mut cols = b.columns().to_vec();
+        let mut records: Vec<String> = (0..2)
+            .map(|r| {
+                cols[i]
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap()
+                    .value(r)
+                    .to_string()
+            })
+            .collect();
+        records.push("{not json".into());
+        cols[i] = std::sync::Arc::new(StringArray::from(records)) as ArrayRef;
+        let b = RecordBatch::try_new(b.schema(), cols).unwrap();
+        let file = std::fs::File::create(part.join("k.parquet")).unwrap();
+        let mut w =
+            datafusion::parquet::arrow::ArrowWriter::try_new(file, b.schema(), None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        let ctx = datafusion::prelude::SessionContext::new();
+        kplane_stream_processor::query::register_store(&ctx, &dir)
+            .await
+            .unwrap();
         let f = Findings::new(10);
         let mut rx = f.subscribe();
-        assert_eq!(f.load_history(&dir), (2, 1));
+        assert_eq!(f.load_history(&ctx).await.unwrap(), (2, 1));
         assert_eq!(f.get("a").unwrap().end_ns, Some(9));
+        assert!(f.get("z").is_none());
         assert!(rx.try_recv().is_err(), "history is not announced");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -495,7 +495,7 @@ async fn the_console_is_served_without_a_token() {
 }
 
 /// What the knowledge service leaves in the store and its state directory: two episodes of
-/// one anomaly (start, end) and one still open, an undecodable line, and a model registry.
+/// one anomaly (start, end) and one still open, an undecodable row, and a model registry.
 fn knowledge_files(dir: &std::path::Path) {
     let now = kplane_model::unix_time_ns() as i64;
     let episode = |id: &str, entity: &str, kind: &str, t: &str, end: Option<i64>| {
@@ -514,25 +514,46 @@ fn knowledge_files(dir: &std::path::Path) {
         if let Some(e) = end {
             v["end_ns"] = e.into();
         }
-        v.to_string() + "\n"
+        serde_json::from_value::<kplane_model::results::Anomaly>(v).unwrap()
     };
-    std::fs::create_dir_all(dir.join("knowledge")).unwrap();
-    let text = episode(
-        "destination:10.0.1.1:1",
-        "10.0.1.1",
-        "destination",
-        "ddos",
-        None,
-    ) + "{ torn\n"
-        + &episode(
+    let rows = [
+        episode(
+            "destination:10.0.1.1:1",
+            "10.0.1.1",
+            "destination",
+            "ddos",
+            None,
+        ),
+        episode(
             "destination:10.0.1.1:1",
             "10.0.1.1",
             "destination",
             "ddos",
             Some(now),
-        )
-        + &episode("queue:3/0:2", "3/0", "queue", "congestion", None);
-    std::fs::write(dir.join("knowledge/anomalies.jsonl"), text).unwrap();
+        ),
+        episode("queue:3/0:2", "3/0", "queue", "congestion", None),
+        // Its record is overwritten with a torn one below.
+        episode("torn", "3/1", "queue", "congestion", None),
+    ];
+    let b = kplane_model::knowledge_tables::anomalies_batch(&rows).unwrap();
+    let i = b.schema().index_of("record").unwrap();
+    let mut cols = b.columns().to_vec();
+    let old = cols[i]
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
+    let torn: Vec<&str> = (0..rows.len())
+        .map(|r| if r == 3 { "{ torn" } else { old.value(r) })
+        .collect();
+    cols[i] = std::sync::Arc::new(arrow_array::StringArray::from(torn));
+    let b = arrow_array::RecordBatch::try_new(b.schema(), cols).unwrap();
+    let (date, hour) = kplane_model::store_layout::date_hour(now);
+    let part = dir.join(format!("tables/anomalies/date={date}/hour={hour}"));
+    std::fs::create_dir_all(&part).unwrap();
+    let file = std::fs::File::create(part.join("knowledge-1.parquet")).unwrap();
+    let mut w = datafusion::parquet::arrow::ArrowWriter::try_new(file, b.schema(), None).unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
     std::fs::create_dir_all(dir.join("knowledge-state")).unwrap();
     std::fs::write(
         dir.join("knowledge-state/models.json"),

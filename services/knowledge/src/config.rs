@@ -43,6 +43,9 @@ pub struct Config {
     /// Complete the newest window when nothing arrived for this long.
     #[serde(with = "humantime_serde")]
     pub idle_close: Duration,
+    /// How often buffered anomalies and forecasts are written to the store (and at shutdown).
+    #[serde(with = "humantime_serde")]
+    pub store_every: Duration,
     /// Publish on `int.anomalies` / `int.forecasts` (else only the store and the log).
     pub publish: bool,
 }
@@ -64,6 +67,7 @@ impl Default for Config {
             window: Duration::from_secs(1),
             stale_after: Duration::from_secs(30),
             idle_close: Duration::from_secs(2),
+            store_every: Duration::from_secs(30),
             publish: true,
         }
     }

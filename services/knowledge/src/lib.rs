@@ -12,8 +12,8 @@
 //!   failure), trained on the emulator's ground truth; loops and black holes merged from the
 //!   processor's alerts; per link and destination a linear forecast of the next window.
 //! * Out: anomaly episodes with an explanation (features, blast radius) and recommended
-//!   intents on `int.anomalies` and in `<store-dir>/knowledge/anomalies.jsonl`; forecasts on
-//!   `int.forecasts` and in `<store-dir>/knowledge/forecasts.jsonl`; the model registry in
+//!   intents on `int.anomalies`; forecasts on `int.forecasts`; both also in the Parquet store
+//!   (tables `anomalies` and `forecasts`, see `store`); the model registry in
 //!   `<state-dir>/models.json`.
 //!
 //! See `docs/knowledge.md`.
@@ -33,9 +33,9 @@ pub mod history;
 pub mod metrics;
 pub mod model;
 pub mod registry;
+pub mod store;
 pub mod typer;
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -169,6 +169,7 @@ async fn serve(
                 engine.seed_history(windows);
             }
             let mut svc = Service {
+                results: store::ResultStore::new(&cfg.store_dir, cfg.store_every),
                 cfg,
                 engine,
                 producer,
@@ -202,6 +203,7 @@ struct Service {
     metrics: KnowledgeMetrics,
     admin_state: AdminState,
     last_result: Option<Instant>,
+    results: store::ResultStore,
 }
 
 impl Service {
@@ -240,7 +242,11 @@ impl Service {
                 consumer.update_lag();
                 self.publish_status();
             }
+            if self.results.due() {
+                self.store();
+            }
         }
+        self.store();
         let _ = consumer.commit();
         consumer.close();
         Ok(())
@@ -314,18 +320,17 @@ impl Service {
             }
         }
         self.metrics.forecasts.inc_by(out.forecasts.len() as u64);
-        for r in [
-            append_jsonl(&self.cfg.store_dir, "anomalies.jsonl", &out.anomalies),
-            append_jsonl(&self.cfg.store_dir, "forecasts.jsonl", &out.forecasts),
-        ] {
-            if let Err(e) = r {
-                self.metrics.store_failures.inc();
-                tracing::warn!(error = %e, "knowledge results not stored");
-            }
-        }
+        self.results.add(&out.anomalies, &out.forecasts);
         if self.cfg.publish {
             self.publish(topics::ANOMALIES, "anomalies/v1", &out.anomalies);
             self.publish(topics::FORECASTS, "forecasts/v1", &out.forecasts);
+        }
+    }
+
+    fn store(&mut self) {
+        if let Err(e) = self.results.flush() {
+            self.metrics.store_failures.inc();
+            tracing::warn!(error = %e, "knowledge results not stored; kept to try again");
         }
     }
 
@@ -389,36 +394,4 @@ impl Service {
         }
         self.admin_state.set_ready(!stale);
     }
-}
-
-/// A store file is rotated (to `<name>.1`, replacing the previous one) when it reaches this
-/// size: at most twice this much per file stays on disk.
-pub const STORE_FILE_LIMIT: u64 = 64 << 20;
-
-/// Appends records as JSON lines to `<store>/knowledge/<name>` (`anomalies.jsonl`: every
-/// phase of every episode; `forecasts.jsonl`), rotating it at [`STORE_FILE_LIMIT`].
-pub fn append_jsonl<T: Serialize>(
-    store: &std::path::Path,
-    name: &str,
-    rows: &[T],
-) -> std::io::Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let dir = store.join("knowledge");
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(name);
-    if std::fs::metadata(&path).is_ok_and(|m| m.len() >= STORE_FILE_LIMIT) {
-        std::fs::rename(&path, dir.join(format!("{name}.1")))?;
-    }
-    let mut buf = Vec::new();
-    for r in rows {
-        serde_json::to_writer(&mut buf, r)?;
-        buf.push(b'\n');
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?
-        .write_all(&buf)
 }

@@ -14,6 +14,7 @@ use datafusion::prelude::SessionContext;
 use crate::analytics::Analytics;
 use crate::detect::alerts_schema;
 use crate::store::tables_dir;
+use kplane_model::knowledge_tables;
 
 /// Name of the immediate-events table.
 pub const ALERTS: &str = "alerts";
@@ -39,6 +40,15 @@ async fn table_schemas() -> Result<Vec<(String, SchemaRef)>> {
 pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec<String>> {
     let mut tables = table_schemas().await?;
     tables.push((ALERTS.to_string(), alerts_schema()));
+    // The knowledge service's results, written beside the processor's tables.
+    tables.push((
+        knowledge_tables::ANOMALIES.into(),
+        knowledge_tables::anomalies_schema(),
+    ));
+    tables.push((
+        knowledge_tables::FORECASTS.into(),
+        knowledge_tables::forecasts_schema(),
+    ));
     let root = tables_dir(data_dir);
     let mut names = Vec::new();
     for (name, schema) in tables {

@@ -34,28 +34,7 @@ use kplane_model::FlowHashKey;
 use crate::error::ProcessorError;
 use crate::panes::Checkpoint;
 
-/// Directory of every table.
-pub fn tables_dir(root: &Path) -> PathBuf {
-    root.join("tables")
-}
-
-/// `(date, hour)` of a time in UTC: `("2026-11-21", "13")`.
-pub fn date_hour(ns: i64) -> (String, String) {
-    let secs = ns.div_euclid(1_000_000_000);
-    let days = secs.div_euclid(86_400);
-    let hour = secs.rem_euclid(86_400) / 3_600;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (format!("{y:04}-{m:02}-{d:02}"), format!("{hour:02}"))
-}
+pub use kplane_model::store_layout::{date_hour, partition_dir, tables_dir};
 
 /// One line of a checkpoint log.
 #[derive(Debug, Deserialize, Serialize)]
@@ -441,12 +420,7 @@ impl LaneStore {
     }
 
     fn file_path(&self, table: &str, ns: i64, name: &str) -> PathBuf {
-        let (date, hour) = date_hour(ns);
-        tables_dir(&self.root)
-            .join(table)
-            .join(format!("date={date}"))
-            .join(format!("hour={hour}"))
-            .join(name)
+        partition_dir(&self.root, table, ns).join(name)
     }
 
     /// Writes one commit: the windows' rows (one file per table and hour), the alerts, then
@@ -614,20 +588,6 @@ mod tests {
             .collect();
         v.sort_unstable();
         v
-    }
-
-    #[test]
-    fn dates_are_utc_civil_dates() {
-        assert_eq!(date_hour(0), ("1970-01-01".into(), "00".into()));
-        // 2026-11-21T13:20:42Z
-        assert_eq!(
-            date_hour(1_795_267_242_000_000_000),
-            ("2026-11-21".into(), "13".into())
-        );
-        assert_eq!(
-            date_hour(951_782_400_000_000_000),
-            ("2000-02-29".into(), "00".into())
-        );
     }
 
     /// Commits the one window ending at `end` (rows of table `t`).
