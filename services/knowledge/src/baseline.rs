@@ -8,11 +8,9 @@
 //! may still look like a busy server. Both are appended to the measured features
 //! ([`crate::features::names`]).
 
-use std::collections::HashMap;
-
 use kplane_model::results::EntityKind;
 
-use crate::features::{Sample, by_entity, tracks_silence};
+use crate::features::{FastMap, Sample, by_entity, tracks_silence};
 
 /// Weight of the newest window in the usual value (about the last 20 windows).
 const ALPHA: f64 = 0.05;
@@ -45,9 +43,9 @@ struct Usual {
 
 #[derive(Debug, Default)]
 pub struct Baselines {
-    usual: HashMap<EntityKind, HashMap<String, Usual>>,
+    usual: FastMap<EntityKind, FastMap<String, Usual>>,
     /// Link → the link of the opposite direction, as last seen (a silent link's is remembered).
-    reverse: HashMap<String, String>,
+    reverse: FastMap<String, String>,
     windows: u64,
 }
 
@@ -96,7 +94,7 @@ impl Baselines {
         }
         // Judged once the entity's habit is known (a link seen in its first few windows only
         // is not yet "always busy").
-        let surprise = |usual: &HashMap<EntityKind, HashMap<String, Usual>>, k, e: &str| {
+        let surprise = |usual: &FastMap<EntityKind, FastMap<String, Usual>>, k, e: &str| {
             usual
                 .get(&k)
                 .and_then(|m| m.get(e))
@@ -155,7 +153,7 @@ impl Baselines {
 
     /// Entities with a usual value.
     pub fn len(&self) -> usize {
-        self.usual.values().map(HashMap::len).sum()
+        self.usual.values().map(FastMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -13,7 +13,7 @@
 //! * Scoring: an entity-window above its model's threshold opens (or extends) an anomaly
 //!   episode; `close-after` windows below close it.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -25,7 +25,7 @@ use kplane_model::results::{
 
 use crate::baseline::Baselines;
 use crate::explain;
-use crate::features::{MODELLED, Sample, Window, window_end};
+use crate::features::{FastMap, FastSet, MODELLED, Sample, Window, window_end};
 use crate::forecast::{self, Coefficients, Forecaster};
 use crate::model::{EntityModel, TrainParams};
 use crate::registry::{ForecastInfo, Registry, Status, Training, TyperInfo};
@@ -103,19 +103,19 @@ pub struct Engine {
     pending: BTreeMap<i64, Window>,
     /// Processor lanes that publish the tables read here → the end of the latest window each
     /// has published completely.
-    lanes: HashMap<String, i64>,
+    lanes: FastMap<String, i64>,
     finalized_until: i64,
     window_ns: i64,
     kept: VecDeque<Kept>,
     since_training: usize,
     /// Switch-to-switch links seen in recent windows (+1 per window seen, −1 per window missed, at most `PRESENCE_CAP`).
-    presence: HashMap<(EntityKind, String), u8>,
+    presence: FastMap<(EntityKind, String), u8>,
     baselines: Baselines,
     models: BTreeMap<EntityKind, EntityModel>,
     typer: Option<Typer>,
     labelled: Vec<Labelled>,
     forecaster: Forecaster,
-    episodes: HashMap<(EntityKind, String), Episode>,
+    episodes: FastMap<(EntityKind, String), Episode>,
     training: Option<mpsc::Receiver<Trained>>,
     registry: Registry,
     pub counts: Counts,
@@ -130,17 +130,17 @@ impl Engine {
             window_ns: cfg.train.window_ns,
             cfg,
             pending: BTreeMap::new(),
-            lanes: HashMap::new(),
+            lanes: FastMap::default(),
             finalized_until: i64::MIN,
             kept: VecDeque::new(),
             since_training: 0,
-            presence: HashMap::new(),
+            presence: FastMap::default(),
             baselines: Baselines::default(),
             models: BTreeMap::new(),
             typer,
             labelled,
             forecaster: Forecaster::default(),
-            episodes: HashMap::new(),
+            episodes: FastMap::default(),
             training: None,
             registry: Registry::default(),
             counts: Counts::default(),
@@ -327,7 +327,7 @@ impl Engine {
     /// Scores one complete window (what `tick` does with each): anomalies and forecasts.
     pub fn window(&mut self, w: &Window) -> Output {
         self.counts.windows += 1;
-        let mut expected: HashSet<(EntityKind, &str)> = self
+        let mut expected: FastSet<(EntityKind, &str)> = self
             .presence
             .iter()
             .filter(|(_, n)| **n >= 3)
@@ -348,7 +348,7 @@ impl Engine {
         self.counts.entity_windows += samples.len() as u64;
         // Presence: +1 per window an entity is in (at most PRESENCE_CAP), −1 per window it is not.
         {
-            let here: HashSet<(EntityKind, &str)> = samples
+            let here: FastSet<(EntityKind, &str)> = samples
                 .iter()
                 .filter(|s| s.x.iter().any(|v| *v != 0.0))
                 .map(|s| (s.kind, s.entity.as_str()))
@@ -368,7 +368,7 @@ impl Engine {
                 *n > 0
             });
         }
-        let open: HashSet<(EntityKind, &str)> = self
+        let open: FastSet<(EntityKind, &str)> = self
             .episodes
             .keys()
             .map(|(k, e)| (*k, e.as_str()))
@@ -519,7 +519,7 @@ impl Engine {
     /// Trains on the history given (the store's windows at start), before any live window.
     pub fn seed_history(&mut self, windows: Vec<Window>) {
         for w in windows {
-            let mut samples = w.samples(&HashSet::new());
+            let mut samples = w.samples(&FastSet::default());
             self.baselines.augment(&mut samples, |_, _| false);
             self.kept.push_back(Kept {
                 samples,

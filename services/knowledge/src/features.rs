@@ -159,7 +159,7 @@ type AddrAcc = (f64, f64, f64, f64, f64);
 /// The value of an entity `key` in `map`, made by `new` if absent. Looked up by reference: the
 /// entity's name is copied once, when it is new, not every window.
 pub fn by_entity<'m, V>(
-    map: &'m mut HashMap<String, V>,
+    map: &'m mut FastMap<String, V>,
     key: &str,
     new: impl FnOnce() -> V,
 ) -> &'m mut V {
@@ -170,8 +170,9 @@ pub fn by_entity<'m, V>(
 }
 
 /// The per-window maps: keyed (a process-random seed), faster than SipHash.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+/// Hash maps and sets keyed for speed (foldhash): the per-window maps are the scoring's cost.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 
 /// Everything of one window (end time), merged over the partitions that reported it.
 #[derive(Clone, Debug, Default)]
@@ -339,7 +340,7 @@ impl Window {
 
     /// The window's entity-windows. `expected` names links and queues seen recently: those
     /// missing from this window get an all-zero sample (a failed link carries nothing).
-    pub fn samples(&self, expected: &HashSet<(EntityKind, &str)>) -> Vec<Sample> {
+    pub fn samples(&self, expected: &FastSet<(EntityKind, &str)>) -> Vec<Sample> {
         let mut out = Vec::new();
         let mut per_src: FastMap<IpAddr, AddrAcc> = FastMap::default();
         let mut per_dst: FastMap<IpAddr, AddrAcc> = FastMap::default();
@@ -400,7 +401,11 @@ impl Window {
         for f in &self.flows {
             for (i, p) in f.path.windows(2).enumerate() {
                 // A flow counts once per link (a looping path crosses some twice).
-                if f.path[..i + 1].windows(2).any(|q| q == p) {
+                // (Compared as pairs: a slice comparison is a call to memcmp.)
+                if f.path[..i + 1]
+                    .windows(2)
+                    .any(|q| (q[0], q[1]) == (p[0], p[1]))
+                {
                     continue;
                 }
                 *hits.entry((p[0], p[1])).or_default() += 1.0;
@@ -430,7 +435,7 @@ impl Window {
             }
             out.push(s);
         }
-        let present: HashSet<(EntityKind, &str)> =
+        let present: FastSet<(EntityKind, &str)> =
             out.iter().map(|s| (s.kind, s.entity.as_str())).collect();
         let mut missing: Vec<Sample> = expected
             .iter()
@@ -540,7 +545,7 @@ mod tests {
             "flows",
             &flows(&[("10.0.0.2", "10.0.0.9", 80), ("10.0.0.2", "10.0.0.9", 81)]),
         );
-        let s = w.samples(&HashSet::new());
+        let s = w.samples(&FastSet::default());
         let d = s
             .iter()
             .find(|s| s.kind == EntityKind::Destination)
@@ -572,7 +577,7 @@ mod tests {
         let mut w = Window::new(10);
         w.add("queues", &q(10.0, 20, 10));
         w.add("queues", &q(40.0, 90, 30));
-        let expected: HashSet<_> = [(EntityKind::Link, "7:1")].into();
+        let expected: FastSet<_> = [(EntityKind::Link, "7:1")].into_iter().collect();
         let s = w.samples(&expected);
         let queue = s.iter().find(|s| s.kind == EntityKind::Queue).unwrap();
         assert_eq!(queue.entity, "5/0");
@@ -604,7 +609,7 @@ mod tests {
             flow(vec![1, 2, 1, 2]),
             flow(vec![5, 1]),
         ];
-        let expected: HashSet<_> = [(EntityKind::Link, "1:2")].into();
+        let expected: FastSet<_> = [(EntityKind::Link, "1:2")].into_iter().collect();
         let s = w.samples(&expected);
         let of = |e: &str| s.iter().find(|s| s.entity == e).unwrap().exposure;
         let reverse = |e: &str| s.iter().find(|s| s.entity == e).unwrap().reverse.clone();

@@ -4,7 +4,7 @@
 //! recent mean so that one model serves every entity of a series; scored online against the
 //! last-value and EWMA baselines.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use kplane_model::results::Forecast;
 use linfa::prelude::*;
@@ -12,7 +12,7 @@ use linfa_linear::{FittedLinearRegression, LinearRegression};
 use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
-use crate::features::{Window, by_entity, link_entity};
+use crate::features::{FastMap, Window, by_entity, link_entity};
 
 pub const SERIES: [&str; 2] = ["link_utilization", "destination_bytes"];
 /// Lags the model reads.
@@ -285,7 +285,7 @@ pub struct Forecaster {
     /// Counts `set_models` calls: an entity's period is looked up again after one.
     generation: u64,
     /// Per series, per entity.
-    history: BTreeMap<&'static str, HashMap<String, History>>,
+    history: BTreeMap<&'static str, FastMap<String, History>>,
     pub evaluation: BTreeMap<&'static str, Evaluation>,
 }
 
@@ -354,7 +354,7 @@ impl Forecaster {
         for of_series in self.history.values_mut() {
             of_series.retain(|_, h| h.seen_ns >= horizon);
         }
-        for h in self.history.values_mut().flat_map(HashMap::values_mut) {
+        for h in self.history.values_mut().flat_map(FastMap::values_mut) {
             if h.seen_ns < w.end_ns {
                 h.pending = None;
             }

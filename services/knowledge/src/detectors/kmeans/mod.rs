@@ -38,17 +38,27 @@ impl Scorer for Centroids {
     }
 }
 
+/// Rows the centroids are fitted on, at most.
+const FIT_ROWS: usize = 50_000;
+/// Initialisations tried (the best is kept).
+const RUNS: usize = 4;
+
 fn fit(x: &Array2<f64>, clusters: usize) -> Result<Box<dyn Scorer>, String> {
     if x.nrows() == 0 {
         return Err("no training rows".into());
     }
     // Fewer rows than clusters would leave clusters empty.
     let k = clusters.clamp(1, x.nrows());
+    // Centroids from an even sample of at most FIT_ROWS rows: an hour of a fabric's links is
+    // hundreds of thousands of rows, and a few clusters are placed as well from a tenth.
+    let step = x.nrows().div_ceil(FIT_ROWS);
+    let sample = x.slice(ndarray::s![..;step, ..]).to_owned();
     // `params` seeds its generator with a constant: the same data gives the same model.
     let model = KMeans::params(k)
+        .n_runs(RUNS)
         .max_n_iterations(200)
         .tolerance(1e-5)
-        .fit(&DatasetBase::from(x.clone()))
+        .fit(&DatasetBase::from(sample))
         .map_err(|e| format!("k-means: {e}"))?;
     let centroids: Vec<Vec<f64>> = model
         .centroids()
