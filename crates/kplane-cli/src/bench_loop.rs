@@ -212,6 +212,9 @@ struct Measurement {
     attack_flows_before: u64,
     /// The end of the last window in which an attacker's flow reached the victim.
     attack_stopped_s: f64,
+    /// When the anomaly's first record was queryable in the store's `anomalies` table (the
+    /// knowledge service writes it every `store-every`).
+    anomaly_stored_s: f64,
 }
 
 pub fn run(a: LoopArgs) -> anyhow::Result<()> {
@@ -405,6 +408,13 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
             active
         );
     }
+    // The anomaly in the Parquet store, through SQL like any table.
+    let stored_ms = wait_for("the anomaly in the store's anomalies table", end, || {
+        let n = up.count(&format!(
+            "SELECT count(*) AS n FROM anomalies WHERE id = '{id}' AND phase = 'start'"
+        ))?;
+        Ok((n > 0).then(|| kplane_model::unix_time_ns() / 1_000_000))
+    })?;
     // The episode's blocks by then.
     let blocks = up.api("GET", &path, &Value::Null)?["intents"]
         .as_array()
@@ -420,6 +430,7 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
         blocks,
         attack_flows_before: before,
         attack_stopped_s: since(stopped_ms),
+        anomaly_stored_s: since(stored_ms),
         victim,
         attackers,
         attack_start_ms,
@@ -455,5 +466,9 @@ fn print_run(n: u64, m: &Measurement) {
     println!(
         "  attack traffic gone          {:>5.2} s  ({} blocks in all; {} attack flows at the victim before the first)",
         m.attack_stopped_s, m.blocks, m.attack_flows_before
+    );
+    println!(
+        "  anomaly in the store          {:>5.2} s  (SELECT … FROM anomalies)",
+        m.anomaly_stored_s
     );
 }

@@ -2,7 +2,8 @@
 //! service learns clean traffic, the emulator's DDoS starts, the victim is raised and typed a
 //! DDoS, its recommended blocks are applied under the policy, written to the emulator's
 //! switches, verified against fresh telemetry, and the attackers' flows are gone from the
-//! victim while the attack still runs. Times are printed, not asserted (docs/benchmarks.md#the-closed-loop).
+//! victim while the attack still runs; the anomaly is then a row of the store's `anomalies`
+//! table (queried through `/v1/query`). Times are printed, not asserted (docs/benchmarks.md#the-closed-loop).
 
 use std::process::Command;
 
@@ -49,4 +50,6 @@ fn a_ddos_is_answered_by_verified_blocks_and_its_traffic_is_gone() {
     // The blocks stopped the attack, not its end (it lasts 25 s): the bench fails a run whose
     // attack traffic reached the victim until the attack ended.
     assert!(t("attack_stopped_s") < 25.0, "{m:#}");
+    // And the anomaly is a row of the store's `anomalies` table, found through /v1/query.
+    assert!(t("anomaly_stored_s") >= t("anomaly_raised_s"), "{m:#}");
 }
