@@ -174,6 +174,14 @@ pub fn by_entity<'m, V>(
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 
+fn map_with_capacity<K, V>(n: usize) -> FastMap<K, V> {
+    FastMap::with_capacity_and_hasher(n, Default::default())
+}
+
+fn set_with_capacity<K>(n: usize) -> FastSet<K> {
+    FastSet::with_capacity_and_hasher(n, Default::default())
+}
+
 /// Everything of one window (end time), merged over the partitions that reported it.
 #[derive(Clone, Debug, Default)]
 pub struct Window {
@@ -342,12 +350,14 @@ impl Window {
     /// missing from this window get an all-zero sample (a failed link carries nothing).
     pub fn samples(&self, expected: &FastSet<(EntityKind, &str)>) -> Vec<Sample> {
         let mut out = Vec::new();
-        let mut per_src: FastMap<IpAddr, AddrAcc> = FastMap::default();
-        let mut per_dst: FastMap<IpAddr, AddrAcc> = FastMap::default();
+        // Sized up front: growing them is a good part of a window's cost.
+        let n = self.flows.len();
+        let mut per_src: FastMap<IpAddr, AddrAcc> = map_with_capacity(64);
+        let mut per_dst: FastMap<IpAddr, AddrAcc> = map_with_capacity(64);
         // (source, destination) pairs and (address, destination port) of each side seen.
-        let mut pairs: FastSet<(IpAddr, IpAddr)> = FastSet::default();
-        let mut src_ports: FastSet<(IpAddr, u16)> = FastSet::default();
-        let mut dst_ports: FastSet<(IpAddr, u16)> = FastSet::default();
+        let mut pairs: FastSet<(IpAddr, IpAddr)> = set_with_capacity(n);
+        let mut src_ports: FastSet<(IpAddr, u16)> = set_with_capacity(n);
+        let mut dst_ports: FastSet<(IpAddr, u16)> = set_with_capacity(n);
         for f in &self.flows {
             let (Some(s), Some(d)) = (f.src, f.dst) else {
                 continue;
@@ -397,7 +407,7 @@ impl Window {
             ));
         }
         // Flows leaving each switch for another one, and per (switch, next switch).
-        let mut hits: FastMap<(u32, u32), f64> = FastMap::default();
+        let mut hits: FastMap<(u32, u32), f64> = map_with_capacity(4 * self.links.len());
         for f in &self.flows {
             for (i, p) in f.path.windows(2).enumerate() {
                 // A flow counts once per link (a looping path crosses some twice).

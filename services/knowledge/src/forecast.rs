@@ -139,9 +139,14 @@ impl History {
         let s = self.scale();
         let mut x: Vec<f64> = self.values.iter().rev().take(LAGS).map(|v| v / s).collect();
         x.push(self.ewma / s);
-        let mut sorted: Vec<f64> = self.recent().collect();
-        sorted.sort_by(f64::total_cmp);
-        x.push(sorted[sorted.len() / 2] / s);
+        let mut recent = [0.0; RECENT];
+        let mut k = 0;
+        for (slot, v) in recent.iter_mut().zip(self.recent()) {
+            *slot = v;
+            k += 1;
+        }
+        let (_, median, _) = recent[..k].select_nth_unstable_by(k / 2, f64::total_cmp);
+        x.push(*median / s);
         if let Some(p) = period {
             x.push(self.values[n - p] / s);
             x.push(self.values[n - 1 - p] / s);
