@@ -1,5 +1,5 @@
-//! Anomaly typing: a decision tree (linfa-trees) over an anomalous entity-window — its entity
-//! kind and its standardised features — trained on entity-windows labelled by the emulator's
+//! Anomaly typing: per entity kind a decision tree (linfa-trees) over an anomalous
+//! entity-window's standardised features, trained on entity-windows labelled by the emulator's
 //! ground truth (`types.json` in the state directory). Loops and black holes are not learnt: they
 //! are the stream processor's alerts, merged as facts.
 
@@ -20,9 +20,6 @@ pub const LEARNT: [AnomalyType; 5] = [
     AnomalyType::Unknown,
 ];
 
-/// Width of the standardised-feature part of the classifier input (the widest kind).
-const WIDTH: usize = 10;
-
 /// One labelled anomalous entity-window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Labelled {
@@ -32,75 +29,97 @@ pub struct Labelled {
     pub label: AnomalyType,
 }
 
-/// The classifier's input row.
-fn row(kind: EntityKind, z: &[f64]) -> Vec<f64> {
-    let mut r: Vec<f64> = MODELLED
+fn index_of(t: AnomalyType) -> usize {
+    LEARNT
         .iter()
-        .map(|k| if *k == kind { 1.0 } else { 0.0 })
-        .collect();
-    r.extend((0..WIDTH).map(|i| z.get(i).copied().unwrap_or(0.0)));
-    r
+        .position(|l| *l == t)
+        .unwrap_or(LEARNT.len() - 1)
+}
+
+/// The classifier of one entity kind: a feature means one thing within a kind (`z[0]` is an
+/// address's flows, a queue's occupancy), and a kind is only given the types it was labelled
+/// with — a queue is never typed a port scan because a scanner's features resemble it.
+#[derive(Debug)]
+struct OfKind {
+    kind: EntityKind,
+    tree: DecisionTree<f64, usize>,
+    width: usize,
+}
+
+impl OfKind {
+    fn predict(&self, z: &[f64]) -> usize {
+        let row: Vec<f64> = (0..self.width)
+            .map(|i| z.get(i).copied().unwrap_or(0.0))
+            .collect();
+        let x = Array2::from_shape_vec((1, self.width), row).expect("one row of the tree's width");
+        self.tree.predict(&x)[0]
+    }
 }
 
 #[derive(Debug)]
 pub struct Typer {
-    tree: DecisionTree<f64, usize>,
+    trees: Vec<OfKind>,
     /// Per learnt type: the fraction of training rows predicted as it that are it.
     pub precision: Vec<(AnomalyType, f64)>,
     pub samples: usize,
 }
 
 impl Typer {
+    /// A decision tree per entity kind with labelled anomalies.
     pub fn train(data: &[Labelled]) -> Result<Self, String> {
         if data.is_empty() {
             return Err("no labelled anomalies to learn types from".into());
         }
-        let rows: Vec<f64> = data.iter().flat_map(|l| row(l.kind, &l.z)).collect();
-        let x = Array2::from_shape_vec((data.len(), MODELLED.len() + WIDTH), rows)
-            .map_err(|e| e.to_string())?;
-        let y: Array1<usize> = data
-            .iter()
-            .map(|l| {
-                LEARNT
-                    .iter()
-                    .position(|t| *t == l.label)
-                    .unwrap_or(LEARNT.len() - 1)
-            })
-            .collect();
-        let ds = Dataset::new(x.clone(), y.clone());
-        // Shallow: the labelled sets are small, and a deep tree learns their noise.
-        let tree = DecisionTree::params()
-            .max_depth(Some(4))
-            .min_weight_leaf(2.0)
-            .fit(&ds)
-            .map_err(|e| format!("decision tree: {e}"))?;
-        let predicted = tree.predict(&x);
+        let mut trees = Vec::new();
+        // (predicted, labelled) of every training row, for the precision.
+        let mut fitted = Vec::new();
+        for kind in MODELLED {
+            let of_kind: Vec<&Labelled> = data.iter().filter(|l| l.kind == kind).collect();
+            let Some(width) = of_kind.iter().map(|l| l.z.len()).max() else {
+                continue;
+            };
+            let rows: Vec<f64> = of_kind
+                .iter()
+                .flat_map(|l| (0..width).map(|i| l.z.get(i).copied().unwrap_or(0.0)))
+                .collect();
+            let x =
+                Array2::from_shape_vec((of_kind.len(), width), rows).map_err(|e| e.to_string())?;
+            let y: Array1<usize> = of_kind.iter().map(|l| index_of(l.label)).collect();
+            // Shallow: the labelled sets are small, and a deep tree learns their noise.
+            let tree = DecisionTree::params()
+                .max_depth(Some(4))
+                .min_weight_leaf(2.0)
+                .fit(&Dataset::new(x.clone(), y.clone()))
+                .map_err(|e| format!("decision tree ({}): {e}", kind.as_str()))?;
+            fitted.extend(tree.predict(&x).into_iter().zip(y));
+            trees.push(OfKind { kind, tree, width });
+        }
         let precision = LEARNT
             .iter()
             .enumerate()
             .filter_map(|(i, t)| {
-                let said = predicted.iter().filter(|p| **p == i).count();
-                let right = predicted
-                    .iter()
-                    .zip(y.iter())
-                    .filter(|(p, y)| **p == i && **y == i)
-                    .count();
+                let said = fitted.iter().filter(|(p, _)| *p == i).count();
+                let right = fitted.iter().filter(|(p, y)| *p == i && *y == i).count();
                 (said > 0).then(|| (*t, right as f64 / said as f64))
             })
             .collect();
         Ok(Self {
-            tree,
+            trees,
             precision,
             samples: data.len(),
         })
     }
 
-    /// The type of an anomalous entity-window, and the classifier's training precision for it.
+    /// The type of an anomalous entity-window, and the classifier's training precision for it
+    /// (`unknown` for a kind no anomaly was labelled for).
     pub fn classify(&self, kind: EntityKind, z: &[f64]) -> (AnomalyType, f64) {
-        let x = Array2::from_shape_vec((1, MODELLED.len() + WIDTH), row(kind, z))
-            .expect("one row of the classifier's width");
-        let i = self.tree.predict(&x)[0];
-        let t = LEARNT.get(i).copied().unwrap_or(AnomalyType::Unknown);
+        let Some(t) = self.trees.iter().find(|t| t.kind == kind) else {
+            return (AnomalyType::Unknown, 0.0);
+        };
+        let t = LEARNT
+            .get(t.predict(z))
+            .copied()
+            .unwrap_or(AnomalyType::Unknown);
         let p = self
             .precision
             .iter()
@@ -141,6 +160,11 @@ mod tests {
             });
         }
         let t = Typer::train(&data).unwrap();
+        // A kind nobody labelled is not typed.
+        assert_eq!(
+            t.classify(EntityKind::Source, &[9.0; 5]).0,
+            AnomalyType::Unknown
+        );
         let kinds = [
             (
                 EntityKind::Destination,
