@@ -672,8 +672,12 @@ impl Sim {
             _ => {
                 let ports = self.routes.next_ports(node, flow_dst);
                 (!ports.is_empty()).then(|| {
-                    let h = (flow_hash ^ u64::from(node_id).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-                        .rotate_left(17);
+                    // ECMP: the flow's hash mixed with the switch's id (a per-switch seed, as
+                    // switches are configured), so that successive switches choose
+                    // independently — with a shared bit deciding at every hop, the choices
+                    // polarise and half of a layer's links carry one edge's flows only.
+                    let h =
+                        mix64(flow_hash ^ u64::from(node_id).wrapping_mul(0x9E37_79B9_7F4A_7C15));
                     ports[(h % ports.len() as u64) as usize]
                 })
             }
@@ -970,5 +974,32 @@ impl Sim {
         self.queues[self.queue_base[node] + port as usize]
             .pkts
             .len()
+    }
+}
+
+/// A 64-bit finaliser (SplitMix64's): every input bit affects every output bit.
+fn mix64(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+mod ecmp_tests {
+    use super::mix64;
+
+    #[test]
+    fn successive_switches_choose_ecmp_ports_independently() {
+        // Two switches with two next ports each: a flow's choices must agree half the time,
+        // not always (polarised) or never.
+        let pick =
+            |flow: u64, node: u64| mix64(flow ^ node.wrapping_mul(0x9E37_79B9_7F4A_7C15)) % 2;
+        let flows = 10_000u64;
+        let agree = (0..flows)
+            .map(|i| i.wrapping_mul(0x2545_F491_4F6C_DD1D))
+            .filter(|f| pick(*f, 3) == pick(*f, 7))
+            .count() as f64
+            / flows as f64;
+        assert!((0.45..0.55).contains(&agree), "{agree}");
     }
 }

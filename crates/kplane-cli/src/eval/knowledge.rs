@@ -322,7 +322,9 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
         )
     };
     let burst = |d: &mut Rng, start: f64| {
-        let profile = ["", "-cache", "-hadoop"][d.int(0, 3) as usize];
+        // Not the web profile: its bursts (25 µs median) are shorter than one packet on the
+        // evaluation's 100 Mb/s links (80 µs), so they queue nothing — no congestion to find.
+        let profile = ["-cache", "-hadoop"][d.int(0, 2) as usize];
         format!(
             "microburst{profile}:target={},start={start:.2},end={:.2}",
             d.int(0, 14),

@@ -30,6 +30,10 @@ pub struct ReplayArgs {
     /// The models' registry (a temporary directory when not given).
     #[arg(long)]
     state: Option<PathBuf>,
+    /// The false-alarm budget the thresholds are calibrated for (`[knowledge]
+    /// false-alarms-per-hour`): what a looser or stricter calibration would have raised.
+    #[arg(long, default_value_t = 1.0)]
+    false_alarms_per_hour: f64,
     /// Every raised anomaly as a JSON line.
     #[arg(long)]
     anomalies: Option<PathBuf>,
@@ -67,6 +71,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
     let window = Duration::from_nanos(window_ns as u64);
     let mut cfg = knowledge_config(&state, window, train.len());
     cfg.training_windows = train.len();
+    cfg.false_alarms_per_hour = a.false_alarms_per_hour;
     let trained = train.len();
     let (mut engine, training_seconds) = kplane_knowledge::bench::train(cfg.engine(), train)
         .map_err(anyhow::Error::msg)
