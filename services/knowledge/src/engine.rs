@@ -516,15 +516,17 @@ impl Engine {
         self.episodes.values().map(|e| &e.anomaly).collect()
     }
 
-    /// Trains on the history given (the store's windows at start), before any live window.
+    /// Learns from the history given (the store's windows at start), before any live window:
+    /// the entities' habits, the forecasts' recent values and periods' lags, and the training
+    /// history — trained on at once if there is no model yet, else at the next retraining.
     pub fn seed_history(&mut self, windows: Vec<Window>) {
         for w in windows {
             let mut samples = w.samples(&FastSet::default());
             self.baselines.augment(&mut samples, |_, _| false);
-            self.kept.push_back(Kept {
-                samples,
-                series: forecast::values(&w),
-            });
+            let series = forecast::values(&w);
+            self.forecaster
+                .observe(&w, &series, self.window_ns, self.registry.version);
+            self.kept.push_back(Kept { samples, series });
             self.finalized_until = self.finalized_until.max(w.end_ns);
         }
         while self.kept.len() > self.cfg.training_windows {
@@ -965,6 +967,45 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let n = raised_at.expect("the silent busy link is raised");
         assert!(n <= 2, "raised after {n} silent windows");
+    }
+
+    #[test]
+    fn a_restart_forecasts_from_its_first_window_with_the_stores_history() {
+        let (mut e, dir) = engine("restart");
+        let links = [((1, 1), 80.0), ((1, 2), 90.0)];
+        let history: Vec<Window> = (0..90).map(|i| window(i, &links)).collect();
+        for w in &history {
+            e.window(w);
+            e.wait_for_training();
+        }
+        assert_eq!(e.registry().status, Status::Ready);
+        drop(e);
+        let cfg = |dir: &std::path::Path| EngineConfig {
+            state_dir: dir.to_path_buf(),
+            min_windows: 60,
+            training_windows: 1_000,
+            retrain_every: 1_000_000,
+            close_after: 2,
+            train: TrainParams {
+                detector: "kmeans".into(),
+                clusters: 3,
+                folds: 4,
+                false_alarms_per_hour: 1.0,
+                window_ns: 100_000_000,
+            },
+        };
+        // Without the history, the first live window has no lags to forecast from.
+        let mut cold = Engine::new(cfg(&dir)).unwrap();
+        assert!(cold.window(&window(90, &links)).forecasts.is_empty());
+        let mut warm = Engine::new(cfg(&dir)).unwrap();
+        warm.seed_history(history);
+        let out = warm.window(&window(90, &links));
+        assert_eq!(out.forecasts.len(), 2, "{:?}", out.forecasts);
+        assert_eq!(
+            warm.counts.trainings_ok, 0,
+            "the saved models are kept, not retrained"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -321,6 +321,11 @@ impl Forecaster {
                 entity,
                 History::default,
             );
+            // After a long gap (the service down, the entity gone a while) the lags would
+            // join values from either side of it: start the entity's series again.
+            if h.seen_ns != 0 && w.end_ns - h.seen_ns > FORGET_AFTER * window_ns {
+                *h = History::default();
+            }
             if let Some((m, last, ewma)) = h.pending.take() {
                 let e = self.evaluation.entry(series).or_default();
                 e.model.add(m, v);

@@ -159,15 +159,15 @@ async fn serve(
         let (stop, admin_state) = (stop.clone(), admin_state.clone());
         tokio::task::spawn_blocking(move || -> ServiceResult {
             let mut engine = Engine::new(cfg.engine())?;
-            if engine.registry().models.is_empty() {
-                let (windows, unreadable) = history::windows(&cfg.store_dir, cfg.training_windows);
-                tracing::info!(
-                    windows = windows.len(),
-                    unreadable,
-                    "history read from the store"
-                );
-                engine.seed_history(windows);
-            }
+            // A cold start trains on the store's history; a restart with models picks up the
+            // habits, forecast lags and training history where they were.
+            let (windows, unreadable) = history::windows(&cfg.store_dir, cfg.training_windows);
+            tracing::info!(
+                windows = windows.len(),
+                unreadable,
+                "history read from the store"
+            );
+            engine.seed_history(windows);
             let mut svc = Service {
                 results: store::ResultStore::new(&cfg.store_dir, cfg.store_every),
                 cfg,
