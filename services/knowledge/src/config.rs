@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// Admin listener for /metrics, /healthz and /readyz.
     pub admin: SocketAddr,
-    /// The stream processor's store: history for a cold start, and where anomalies are
-    /// appended (`<store-dir>/knowledge/anomalies.jsonl`).
+    /// The stream processor's store: history at start, and where the `anomalies` and
+    /// `forecasts` tables are written.
     pub store_dir: PathBuf,
     /// The model registry (`models.json`) and labelled anomalies (`types.json`).
     pub state_dir: PathBuf,
