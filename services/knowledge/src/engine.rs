@@ -788,11 +788,10 @@ mod tests {
         w
     }
 
-    fn engine(tag: &str) -> (Engine, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!("kplane-engine-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let e = Engine::new(EngineConfig {
-            state_dir: dir.clone(),
+    /// The tests' engine settings: 100 ms windows, trained after 60.
+    fn config(dir: &std::path::Path) -> EngineConfig {
+        EngineConfig {
+            state_dir: dir.to_path_buf(),
             min_windows: 60,
             training_windows: 1_000,
             retrain_every: 1_000_000,
@@ -804,9 +803,13 @@ mod tests {
                 false_alarms_per_hour: 1.0,
                 window_ns: 100_000_000,
             },
-        })
-        .unwrap();
-        (e, dir)
+        }
+    }
+
+    fn engine(tag: &str) -> (Engine, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("kplane-engine-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        (Engine::new(config(&dir)).unwrap(), dir)
     }
 
     /// A result of `table` for the 100 ms window ending at `end_ns` (window columns only).
@@ -980,24 +983,10 @@ mod tests {
         }
         assert_eq!(e.registry().status, Status::Ready);
         drop(e);
-        let cfg = |dir: &std::path::Path| EngineConfig {
-            state_dir: dir.to_path_buf(),
-            min_windows: 60,
-            training_windows: 1_000,
-            retrain_every: 1_000_000,
-            close_after: 2,
-            train: TrainParams {
-                detector: "kmeans".into(),
-                clusters: 3,
-                folds: 4,
-                false_alarms_per_hour: 1.0,
-                window_ns: 100_000_000,
-            },
-        };
         // Without the history, the first live window has no lags to forecast from.
-        let mut cold = Engine::new(cfg(&dir)).unwrap();
+        let mut cold = Engine::new(config(&dir)).unwrap();
         assert!(cold.window(&window(90, &links)).forecasts.is_empty());
-        let mut warm = Engine::new(cfg(&dir)).unwrap();
+        let mut warm = Engine::new(config(&dir)).unwrap();
         warm.seed_history(history);
         let out = warm.window(&window(90, &links));
         assert_eq!(out.forecasts.len(), 2, "{:?}", out.forecasts);

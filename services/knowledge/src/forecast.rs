@@ -262,7 +262,7 @@ pub fn fit(series: &[(String, Vec<f64>)]) -> Result<Coefficients, String> {
             let y = v / h.scale();
             if y > 1e-9 {
                 for (p, (rows, n)) in [(None, &mut plain), (period, &mut seasonal)] {
-                    if let Some(x) = p.map_or(h.input(None), |p| h.input(Some(p))) {
+                    if let Some(x) = h.input(p) {
                         rows.extend(x.iter().map(|x| x / y));
                         // The intercept's column, weighted like the rest.
                         rows.push(1.0 / y);

@@ -11,7 +11,7 @@ use crate::features::{Window, window_end};
 /// The tables the models read.
 pub const TABLES: [&str; 3] = ["flows", "queues", "links"];
 
-pub fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
+fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

@@ -57,71 +57,71 @@ impl ResultStore {
     /// Writes the buffered rows; returns how many. On an error the rows stay buffered (and
     /// are tried again), up to [`MAX_BUFFERED`] of each table.
     pub fn flush(&mut self) -> std::io::Result<usize> {
-        let mut written = 0;
-        let anomalies = std::mem::take(&mut self.anomalies);
-        match self.write_by_hour(
+        let (root, seq) = (&self.root, &mut self.sequence);
+        let a = write_table(
+            root,
+            seq,
             ANOMALIES,
-            &anomalies,
+            &mut self.anomalies,
             |a| a.last_ns,
             tables::anomalies_batch,
-        ) {
-            Ok(()) => written += anomalies.len(),
-            Err(e) => {
-                self.anomalies = keep_last(anomalies);
-                return Err(e);
-            }
-        }
-        let forecasts = std::mem::take(&mut self.forecasts);
-        match self.write_by_hour(
+        )?;
+        let f = write_table(
+            root,
+            seq,
             FORECASTS,
-            &forecasts,
+            &mut self.forecasts,
             |f| f.window_end_ns,
             tables::forecasts_batch,
-        ) {
-            Ok(()) => written += forecasts.len(),
-            Err(e) => {
-                self.forecasts = keep_last(forecasts);
-                return Err(e);
-            }
-        }
-        Ok(written)
-    }
-
-    fn write_by_hour<T>(
-        &mut self,
-        table: &str,
-        rows: &[T],
-        time: impl Fn(&T) -> i64,
-        batch: impl Fn(&[T]) -> Result<arrow_array::RecordBatch, arrow_schema::ArrowError>,
-    ) -> std::io::Result<()> {
-        // Rows arrive in time order: consecutive runs of one hour go to one file.
-        let mut start = 0;
-        while start < rows.len() {
-            let dir = partition_dir(&self.root, table, time(&rows[start]));
-            let end = start
-                + rows[start..]
-                    .iter()
-                    .position(|r| partition_dir(&self.root, table, time(r)) != dir)
-                    .unwrap_or(rows.len() - start);
-            let b = batch(&rows[start..end]).map_err(std::io::Error::other)?;
-            self.sequence += 1;
-            let name = format!(
-                "knowledge-{}-{}-{}.parquet",
-                time(&rows[start]),
-                std::process::id(),
-                self.sequence
-            );
-            write_file(&self.root, &dir, &name, &b)?;
-            start = end;
-        }
-        Ok(())
+        )?;
+        Ok(a + f)
     }
 }
 
-fn keep_last<T>(mut rows: Vec<T>) -> Vec<T> {
-    let skip = rows.len().saturating_sub(MAX_BUFFERED);
-    rows.drain(..skip);
-    rows
+/// Writes `rows` (in time order) to `table`, one file per hour, and empties it; on an error
+/// keeps the last [`MAX_BUFFERED`] of them.
+fn write_table<T>(
+    root: &Path,
+    sequence: &mut u64,
+    table: &str,
+    rows: &mut Vec<T>,
+    time: impl Fn(&T) -> i64,
+    batch: impl Fn(&[T]) -> Result<arrow_array::RecordBatch, arrow_schema::ArrowError>,
+) -> std::io::Result<usize> {
+    const HOUR_NS: i64 = 3_600_000_000_000;
+    let hour = |r: &T| time(r).div_euclid(HOUR_NS);
+    let mut start = 0;
+    while start < rows.len() {
+        let first = &rows[start];
+        let end = start
+            + rows[start..]
+                .iter()
+                .position(|r| hour(r) != hour(first))
+                .unwrap_or(rows.len() - start);
+        let written = batch(&rows[start..end])
+            .map_err(std::io::Error::other)
+            .and_then(|b| {
+                *sequence += 1;
+                let name = format!(
+                    "knowledge-{}-{}-{}.parquet",
+                    time(first),
+                    std::process::id(),
+                    sequence
+                );
+                write_file(root, &partition_dir(root, table, time(first)), &name, &b)
+            });
+        if let Err(e) = written {
+            // What was written stays written; the rest is tried again.
+            rows.drain(..start);
+            let skip = rows.len().saturating_sub(MAX_BUFFERED);
+            rows.drain(..skip);
+            return Err(e);
+        }
+        start = end;
+    }
+    let n = rows.len();
+    rows.clear();
+    Ok(n)
 }
 
 fn write_file(
@@ -143,44 +143,6 @@ fn write_file(
     w.write(b).map_err(std::io::Error::other)?;
     w.into_inner().map_err(std::io::Error::other)?.sync_all()?;
     std::fs::rename(tmp, dir.join(name))
-}
-
-/// The anomaly records in the store, oldest file first, and the rows or files that did not
-/// read (counted, skipped).
-pub fn read_anomalies(root: &Path) -> (Vec<Anomaly>, usize) {
-    let mut files = Vec::new();
-    crate::history::parquet_files(
-        &kplane_model::store_layout::tables_dir(root).join(ANOMALIES),
-        &mut files,
-    );
-    files.sort();
-    let mut out = Vec::new();
-    let mut bad = 0;
-    for f in files {
-        let reader = std::fs::File::open(&f)
-            .map_err(|e| e.to_string())
-            .and_then(|file| {
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                    .and_then(|b| b.build())
-                    .map_err(|e| e.to_string())
-            });
-        let Ok(reader) = reader else {
-            bad += 1;
-            continue;
-        };
-        for batch in reader {
-            let Ok(batch) = batch else {
-                bad += 1;
-                break;
-            };
-            let (rows, undecodable) = tables::anomalies_from_batch(&batch);
-            out.extend(rows);
-            bad += undecodable;
-        }
-    }
-    // Files are named by their first row's time, which does not sort as text across lengths.
-    out.sort_by_key(|a| (a.last_ns, a.phase as u8));
-    (out, bad)
 }
 
 #[cfg(test)]
@@ -219,18 +181,25 @@ mod tests {
         assert!(!s.due(), "not yet");
         assert_eq!(s.flush().unwrap(), 2);
         assert!(!s.due(), "nothing buffered");
-        let (read, bad) = read_anomalies(&root);
-        assert_eq!(bad, 0);
-        let ids: Vec<&str> = read.iter().map(|a| a.id.as_str()).collect();
+        // One file per hour, each holding its hour's record.
+        let mut ids = Vec::new();
+        for hour in ["00", "01"] {
+            let dir = root.join(format!("tables/anomalies/date=1970-01-01/hour={hour}"));
+            for f in std::fs::read_dir(&dir).unwrap() {
+                let file = std::fs::File::open(f.unwrap().path()).unwrap();
+                let reader =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                        .unwrap()
+                        .build()
+                        .unwrap();
+                for b in reader {
+                    let (rows, bad) = tables::anomalies_from_batch(&b.unwrap());
+                    assert_eq!(bad, 0);
+                    ids.extend(rows.into_iter().map(|a| a.id));
+                }
+            }
+        }
         assert_eq!(ids, ["a", "b"]);
-        assert!(
-            root.join("tables/anomalies/date=1970-01-01/hour=00")
-                .is_dir()
-        );
-        assert!(
-            root.join("tables/anomalies/date=1970-01-01/hour=01")
-                .is_dir()
-        );
         let _ = std::fs::remove_dir_all(&root);
     }
 }
