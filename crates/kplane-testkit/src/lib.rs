@@ -8,6 +8,7 @@ use std::time::Duration;
 pub use kplane_runtime::probe::metric_sum;
 
 pub mod bmv2;
+pub mod netns;
 
 /// A TCP port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {

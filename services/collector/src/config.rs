@@ -10,6 +10,7 @@ use kplane_wire::{DecodeOptions, DscpMatch};
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{EventConfig, StateConfig};
+use crate::input::af_xdp::AfXdpConfig;
 use crate::watchlist::{Rule, Watchlist};
 
 /// How batches are encoded on the bus.
@@ -21,6 +22,19 @@ pub enum Encoding {
     Arrow,
     /// One JSON object per line.
     Json,
+}
+
+/// Where live reports are taken from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Input {
+    /// UDP sockets on `listen` (recvmmsg).
+    #[default]
+    Udp,
+    /// AF_XDP sockets on `af-xdp.interface` for the ports of `listen`; the UDP sockets stay
+    /// open for what the XDP program passes to the kernel (fragments, IP options, frames
+    /// over 3840 bytes).
+    AfXdp,
 }
 
 /// pcap replay pace.
@@ -122,6 +136,9 @@ pub struct Config {
     pub admin: SocketAddr,
     /// UDP listeners for telemetry reports.
     pub listen: Vec<SocketAddr>,
+    /// `udp` or `af-xdp`.
+    pub input: Input,
+    pub af_xdp: AfXdpConfig,
     /// SO_REUSEPORT sockets per listener, each with its own receive thread.
     pub sockets_per_listener: usize,
     /// SO_RCVBUF per socket, bytes.
@@ -162,6 +179,8 @@ impl Default for Config {
         Self {
             admin: SocketAddr::from(([127, 0, 0, 1], 9101)),
             listen: vec![SocketAddr::from(([0, 0, 0, 0], 32766))],
+            input: Input::Udp,
+            af_xdp: AfXdpConfig::default(),
             sockets_per_listener: 1,
             recv_buffer: 8 << 20,
             recv_batch: 64,
@@ -186,6 +205,14 @@ impl Default for Config {
 
 impl Validate for Config {
     fn validate(&self, problems: &mut Vec<String>) {
+        if self.input == Input::AfXdp && self.pcap.is_none() {
+            self.af_xdp.validate(problems);
+            if self.listen.iter().any(|a| a.port() == 0) {
+                problems.push(
+                    "collector.listen: input = \"af-xdp\" needs fixed ports (not 0)".into(),
+                );
+            }
+        }
         let mut need = |ok: bool, what: &str| {
             if !ok {
                 problems.push(format!("collector.{what}"));

@@ -16,6 +16,13 @@ pub enum CollectorError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// The `af-xdp` input could not be set up; `what` says which step and what to change.
+    #[error("AF_XDP input on {interface}: {what}: {source}")]
+    AfXdp {
+        interface: String,
+        what: String,
+        source: std::io::Error,
+    },
     #[error("cannot start the {0} thread: {1}")]
     Thread(&'static str, std::io::Error),
     #[error(transparent)]

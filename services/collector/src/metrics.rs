@@ -37,6 +37,14 @@ pub struct DropLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct XskLabels {
+    pub interface: String,
+    pub queue: u32,
+    pub mode: &'static str,
+    pub attach: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TopicPartition {
     pub topic: &'static str,
     pub partition: String,
@@ -47,6 +55,8 @@ pub struct TopicPartition {
 pub struct CollectorMetrics {
     pub datagrams: Counter,
     pub received_bytes: Counter,
+    pub af_xdp_frames: Counter,
+    pub af_xdp_sockets: Family<XskLabels, Gauge>,
     pub truncated: Counter,
     pub reports_decoded: Family<FormatLabel, Counter>,
     pub malformed: Family<ReasonLabel, Counter>,
@@ -71,6 +81,8 @@ impl Default for CollectorMetrics {
         Self {
             datagrams: Counter::default(),
             received_bytes: Counter::default(),
+            af_xdp_frames: Counter::default(),
+            af_xdp_sockets: Family::default(),
             truncated: Counter::default(),
             reports_decoded: Family::default(),
             malformed: Family::default(),
@@ -105,6 +117,16 @@ impl CollectorMetrics {
             "received_bytes",
             "Bytes received",
             self.received_bytes.clone(),
+        );
+        r.register(
+            "af_xdp_frames",
+            "Frames taken off AF_XDP receive rings (input = af-xdp)",
+            self.af_xdp_frames.clone(),
+        );
+        r.register(
+            "af_xdp_sockets",
+            "AF_XDP sockets open, by interface, queue, copy mode and XDP attach mode",
+            self.af_xdp_sockets.clone(),
         );
         r.register(
             "datagrams_truncated",

@@ -14,10 +14,10 @@ use kplane_bus::{EmbeddedBus, Producer, topics};
 use kplane_runtime::{AdminState, AdminTask, Metrics, Shutdown, Validate, serve_admin_with};
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
+use crate::config::{Config, Input};
 use crate::error::CollectorError;
-use crate::input::{RecvBatch, pcap, udp};
-use crate::metrics::CollectorMetrics;
+use crate::input::{RecvBatch, af_xdp, pcap, udp};
+use crate::metrics::{CollectorMetrics, XskLabels};
 use crate::pipeline::{Pipeline, SharedWatchlist};
 use crate::publish::Publisher;
 use crate::watchlist::{Rule, Watchlist};
@@ -188,7 +188,8 @@ struct Inputs {
     worker: std::thread::JoinHandle<Summary>,
 }
 
-/// Starts the pcap replay, or the UDP receive threads and the pipeline thread.
+/// Starts the pcap replay, or the receive threads (UDP, and AF_XDP with `input = "af-xdp"`)
+/// and the pipeline thread.
 fn spawn_inputs(
     cfg: &Config,
     mut pipeline: Pipeline,
@@ -255,8 +256,40 @@ fn spawn_inputs(
             );
         }
     }
+    if cfg.input == Input::AfXdp {
+        let ports: Vec<u16> = udp_addrs.iter().map(SocketAddr::port).collect();
+        let xdp = af_xdp::open(&cfg.af_xdp, &ports)?;
+        let attachment = xdp.attachment();
+        for (queue, xsk) in xdp.sockets {
+            let mode = match xsk.mode {
+                af_xdp::BindMode::Copy => "copy",
+                af_xdp::BindMode::ZeroCopy => "zero-copy",
+            };
+            tracing::info!(interface = %xdp.interface, queue, mode, attach = xdp.attach, ?ports, "AF_XDP socket open");
+            metrics
+                .af_xdp_sockets
+                .get_or_create(&XskLabels {
+                    interface: xdp.interface.clone(),
+                    queue,
+                    mode,
+                    attach: xdp.attach,
+                })
+                .set(1);
+            let (tx, stop, metrics) = (tx.clone(), stop.clone(), metrics.clone());
+            let (max_datagram, attachment) = (cfg.max_datagram, attachment.clone());
+            receivers.push(
+                std::thread::Builder::new()
+                    .name(format!("collector-xsk-{queue}"))
+                    .spawn(move || {
+                        af_xdp::receive_loop(xsk, max_datagram, tx, stop, metrics, attachment)
+                    })
+                    .map_err(|e| CollectorError::Thread("AF_XDP receive", e))?,
+            );
+        }
+    }
     drop(tx);
     tracing::info!(
+        input = ?cfg.input,
         udp = ?udp_addrs,
         sockets_per_listener = cfg.sockets_per_listener,
         partitions = cfg.partitions,

@@ -1,5 +1,8 @@
-//! Where reports come from: UDP sockets (recvmmsg on dedicated threads) or a capture file.
+//! Where reports come from: UDP sockets (recvmmsg on dedicated threads), AF_XDP sockets
+//! (an XDP program steering the telemetry ports, one thread per receive queue) or a capture
+//! file.
 
+pub mod af_xdp;
 pub mod pcap;
 pub mod udp;
 
