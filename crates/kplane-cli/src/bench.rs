@@ -1,14 +1,11 @@
 //! `kplane bench …`: benchmarks the issues ask for, printed as plain text with the parameters,
 //! so figures can be quoted and reproduced.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use kplane_collector::bench::{ReductionParams, fat_tree_reports};
-use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
+use kplane_collector::bench::ReductionParams;
 
 #[derive(Debug, Subcommand)]
 pub enum Bench {
@@ -17,8 +14,9 @@ pub enum Bench {
     Reduction(ReductionArgs),
     /// Memory per tracked metric key.
     Memory(MemoryArgs),
-    /// Loopback UDP: starts a collector in a second process and sends it reports (sendmmsg).
-    Udp(UdpArgs),
+    /// Off the wire: a collector process takes reports off a veth pair (`--input udp` or
+    /// `af-xdp`), sent from a network namespace; CPU per report, loss (needs root).
+    Ingest(crate::bench_ingest::IngestArgs),
     /// Emulator speed: virtual time on the default fat-tree, INT on every flow, a TR v2.0
     /// report built for every delivered packet (no collector).
     Emulator(EmulatorArgs),
@@ -72,24 +70,6 @@ pub struct MemoryArgs {
     flows: u32,
 }
 
-#[derive(Debug, Args)]
-pub struct UdpArgs {
-    /// Reports per second to send; 0 = as fast as the sender can.
-    #[arg(long, default_value_t = 0)]
-    rate: u64,
-    #[arg(long, default_value_t = 5)]
-    seconds: u64,
-    /// Distinct flows (sources) in the reports.
-    #[arg(long, default_value_t = 5000)]
-    flows: u32,
-    /// Collector receive sockets (SO_REUSEPORT), one thread each.
-    #[arg(long, default_value_t = 1)]
-    sockets: usize,
-    /// Datagrams per sendmmsg call.
-    #[arg(long, default_value_t = 64)]
-    batch: usize,
-}
-
 pub fn run(b: Bench) -> ExitCode {
     match b {
         Bench::Reduction(a) => reduction(a),
@@ -125,10 +105,10 @@ pub fn run(b: Bench) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Bench::Udp(a) => match udp(a) {
+        Bench::Ingest(a) => match crate::bench_ingest::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("kplane bench udp: {e}");
+                eprintln!("kplane bench ingest: {e:#}");
                 ExitCode::FAILURE
             }
         },
@@ -249,155 +229,4 @@ pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
-}
-
-/// Sends `msgs` with one sendmmsg call; returns how many were sent.
-fn send_batch(sock: &UdpSocket, msgs: &mut [Vec<u8>]) -> usize {
-    let mut iov: Vec<libc::iovec> = msgs
-        .iter_mut()
-        .map(|m| libc::iovec {
-            iov_base: m.as_mut_ptr().cast(),
-            iov_len: m.len(),
-        })
-        .collect();
-    let mut hdrs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: mmsghdr is plain data; zero is a valid starting value.
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_iov = v;
-            h.msg_hdr.msg_iovlen = 1;
-            h
-        })
-        .collect();
-    // SAFETY: the headers point at iovecs and buffers that live across the call; the socket
-    // is connected so no address is needed.
-    let n = unsafe {
-        libc::sendmmsg(
-            sock.as_raw_fd(),
-            hdrs.as_mut_ptr(),
-            hdrs.len() as libc::c_uint,
-            0,
-        )
-    };
-    n.max(0) as usize
-}
-
-/// Sends fat-tree TR v2.0 reports (per-node sequence numbers kept gap-free) to `target` at
-/// `rate` per second (0 = flat out) for `seconds`; returns (sent, seconds taken).
-pub(crate) fn paced_send(
-    target: SocketAddr,
-    flows: u32,
-    rate: u64,
-    seconds: u64,
-    batch_size: usize,
-) -> std::io::Result<(u64, f64)> {
-    let templates = fat_tree_reports(flows);
-    let sock = UdpSocket::bind("127.0.0.1:0")?;
-    sock.connect(target)?;
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(seconds);
-    let mut seq = [0u32; 21];
-    let mut sent = 0u64;
-    let mut next = 0usize;
-    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(batch_size);
-    while Instant::now() < deadline {
-        if rate > 0 {
-            let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
-            if sent >= due {
-                std::thread::sleep(Duration::from_micros(100));
-                continue;
-            }
-        }
-        batch.clear();
-        for _ in 0..batch_size {
-            let mut r = templates[next % templates.len()].clone();
-            next += 1;
-            // Per-node sequence numbers (22 bits, group header bytes 1-3).
-            let node = u32::from_be_bytes([r[4], r[5], r[6], r[7]]) as usize % seq.len();
-            let s = seq[node] & 0x3F_FFFF;
-            seq[node] += 1;
-            r[1] = (r[1] & 0xC0) | ((s >> 16) as u8 & 0x3F);
-            r[2] = (s >> 8) as u8;
-            r[3] = s as u8;
-            batch.push(r);
-        }
-        sent += send_batch(&sock, &mut batch) as u64;
-    }
-    Ok((sent, started.elapsed().as_secs_f64()))
-}
-
-fn udp(a: UdpArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let (port, admin_port) = (free_port()?, free_port()?);
-    let target: SocketAddr = ([127, 0, 0, 1], port).into();
-    let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
-    let mut child = Command::new(std::env::current_exe()?)
-        .args([
-            "collector",
-            "--listen",
-            &target.to_string(),
-            "--admin",
-            &admin.to_string(),
-        ])
-        .env(
-            "KPLANE__COLLECTOR__SOCKETS_PER_LISTENER",
-            a.sockets.to_string(),
-        )
-        .env("KPLANE__COLLECTOR__RECV_BUFFER", (32 << 20).to_string())
-        .env("KPLANE__COLLECTOR__BUS_CAPACITY", "100000000")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()?;
-    let result = (|| -> Result<(), Box<dyn std::error::Error>> {
-        if !wait_ready(admin, Duration::from_secs(20)) {
-            return Err("the collector never became ready".into());
-        }
-        let cpu0 = cpu_seconds(child.id()).unwrap_or(0.0);
-        let (sent, send_secs) = paced_send(target, a.flows, a.rate, a.seconds, a.batch)?;
-        // Let the collector drain.
-        let mut last = -1.0;
-        let mut m = String::new();
-        for _ in 0..100 {
-            std::thread::sleep(Duration::from_millis(100));
-            m = http_get(admin, "/metrics").unwrap_or_default();
-            let now = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
-            if now == last {
-                break;
-            }
-            last = now;
-        }
-        let cpu = cpu_seconds(child.id()).unwrap_or(0.0) - cpu0;
-        let received = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
-        let decoded = metric_sum(&m, "kplane_collector_reports_decoded_total", &[]);
-        let kernel = metric_sum(&m, "kplane_collector_dropped_total", &["stage=\"socket\""]);
-        let queue = metric_sum(&m, "kplane_collector_dropped_total", &["stage=\"queue\""]);
-        let malformed = metric_sum(&m, "kplane_collector_malformed_total", &[]);
-        let unaccounted = sent as f64 - received - kernel - queue;
-        println!(
-            "sent        {sent} reports (5-hop TR v2.0, 0xFF00) in {send_secs:.2} s = {:.3} M/s, {} flows",
-            sent as f64 / send_secs / 1e6,
-            a.flows
-        );
-        println!(
-            "received    {received:.0} ({:.2} %)",
-            received * 100.0 / sent.max(1) as f64
-        );
-        println!("decoded     {decoded:.0} records, malformed {malformed:.0}");
-        println!(
-            "dropped     kernel receive buffer {kernel:.0}, pipeline queue {queue:.0} (counted)"
-        );
-        println!("unaccounted {unaccounted:.0}");
-        println!(
-            "collector   {cpu:.2} CPU-s = {:.0} % of one core over the send time, {:.0} ns CPU per received report",
-            cpu * 100.0 / send_secs,
-            cpu * 1e9 / received.max(1.0)
-        );
-        Ok(())
-    })();
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-    }
-    let _ = child.wait();
-    result
 }

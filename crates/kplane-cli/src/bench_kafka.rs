@@ -18,7 +18,8 @@ use kplane_bus::{KafkaConfig, headers, topics};
 use kplane_kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 
-use crate::bench::{cpu_seconds, free_port, paced_send};
+use crate::bench::{cpu_seconds, free_port};
+use crate::bench_ingest::{Input, Wire, paced_send, softirq_seconds};
 
 #[derive(Debug, Args)]
 pub struct KafkaArgs {
@@ -36,6 +37,9 @@ pub struct KafkaArgs {
     /// Only events on Kafka (the collector's default), not every report.
     #[arg(long)]
     events_only: bool,
+    /// How the collector takes reports off the veth wire.
+    #[arg(long, value_enum, default_value = "af-xdp")]
+    input: Input,
 }
 
 fn now_ns() -> i64 {
@@ -129,20 +133,62 @@ fn percentile(sorted: &[i64], p: f64) -> f64 {
     sorted[i] as f64 / 1e6
 }
 
+/// CPU seconds of every process named `comm` (the broker, when it runs on this machine).
+fn cpu_of_named(comm: &str) -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .filter_map(cpu_seconds)
+        .sum()
+}
+
+/// CPU seconds of each part of the path, sampled before and after the run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    collector: f64,
+    processor: f64,
+    broker: f64,
+    bench: f64,
+    softirq: f64,
+}
+
+impl Cpu {
+    fn sample(collector: u32, processor: u32) -> Self {
+        Self {
+            collector: cpu_seconds(collector).unwrap_or(0.0),
+            processor: cpu_seconds(processor).unwrap_or(0.0),
+            broker: cpu_of_named("tansu"),
+            bench: cpu_seconds(std::process::id()).unwrap_or(0.0),
+            softirq: softirq_seconds(),
+        }
+    }
+    fn since(self, before: Self) -> Self {
+        Self {
+            collector: self.collector - before.collector,
+            processor: self.processor - before.processor,
+            broker: self.broker - before.broker,
+            bench: self.bench - before.bench,
+            softirq: self.softirq - before.softirq,
+        }
+    }
+}
+
 pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
-    let (port, admin_port) = (free_port()?, free_port()?);
-    let target: SocketAddr = ([127, 0, 0, 1], port).into();
-    let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
+    let wire = Wire::new(a.input, "bk")?;
+    let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["collector", "--listen", &target.to_string()])
-        .args(["--admin", &admin.to_string()])
+        .args(["collector", "--admin", &admin.to_string()])
+        .envs(wire.env.iter().map(|(k, v)| (k, v)))
         .env("KPLANE__BUS__KIND", "kafka")
         .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", &a.brokers)
         .env(
             "KPLANE__COLLECTOR__PUBLISH_REPORTS",
             (!a.events_only).to_string(),
         )
-        .env("KPLANE__COLLECTOR__RECV_BUFFER", (32 << 20).to_string())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()?;
@@ -159,9 +205,10 @@ pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
         )
         .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &data)
         .env("KPLANE__STREAM_PROCESSOR__IDLE_CLOSE", "2s")
-        // As when the figures in docs/benchmarks.md were taken: event windows only (the
-        // report analytics have their own benchmark, `kplane bench processor`).
-        .env("KPLANE__STREAM_PROCESSOR__CONSUME_REPORTS", "false")
+        .env(
+            "KPLANE__STREAM_PROCESSOR__CONSUME_REPORTS",
+            (!a.events_only).to_string(),
+        )
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()?;
@@ -188,8 +235,9 @@ pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
         while !ready.load(Ordering::Acquire) && wait.elapsed() < Duration::from_secs(60) {
             std::thread::sleep(Duration::from_millis(50));
         }
-        let cpu0 = cpu_seconds(child.id()).unwrap_or(0.0);
-        let (sent, send_secs) = paced_send(target, a.flows, a.rate, a.seconds, 64)?;
+        let cpu0 = Cpu::sample(child.id(), processor.id());
+        let sent = paced_send(&wire.sender, a.flows, a.rate, a.seconds, 64)?;
+        let cpu_send = Cpu::sample(child.id(), processor.id()).since(cpu0);
         // Until the collector has published and Kafka acknowledged everything.
         let mut m = String::new();
         let mut last = (-1.0, -1.0);
@@ -206,21 +254,7 @@ pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
             }
             last = now;
         }
-        let cpu = cpu_seconds(child.id()).unwrap_or(0.0) - cpu0;
-        stop.store(true, Ordering::Release);
-        let consumed = consumer
-            .join()
-            .map_err(|_| anyhow::anyhow!("consumer panicked"))??;
         let published_events = metric_sum(
-            &m,
-            "kplane_collector_partition_records_total",
-            &["topic=\"int.events\""],
-        );
-        let (windowed, durable) = processed(&data, run_ns, published_events);
-
-        let received = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
-        let dropped = metric_sum(&m, "kplane_collector_dropped_total", &[]);
-        let pub_events = metric_sum(
             &m,
             "kplane_collector_partition_records_total",
             &["topic=\"int.events\""],
@@ -230,59 +264,86 @@ pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
             "kplane_collector_partition_records_total",
             &["topic=\"int.reports\""],
         );
+        let windowed = processed(&data, run_ns, published_events, pub_reports);
+        let cpu = Cpu::sample(child.id(), processor.id()).since(cpu0);
+        stop.store(true, Ordering::Release);
+        let consumed = consumer
+            .join()
+            .map_err(|_| anyhow::anyhow!("consumer panicked"))??;
+
+        let received = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
+        let dropped = metric_sum(&m, "kplane_collector_dropped_total", &[]);
         let messages = metric_sum(&m, "kplane_bus_delivered_messages_total", &[]);
         let bytes = metric_sum(&m, "kplane_bus_produced_bytes_total", &[]);
         let errors = metric_sum(&m, "kplane_bus_delivery_errors_total", &[]);
+        let sp = http_get(sp_admin, "/metrics").unwrap_or_default();
+        let late = metric_sum(&sp, "kplane_stream_processor_records_total", &["late"]);
         let mut lat = consumed.latencies;
         lat.sort_unstable();
-        // Every report the collector dropped is counted (kernel buffer, queue); what is neither
-        // counted nor read back from Kafka is lost.
-        // `received` counts datagrams that reached the pipeline (drops excluded).
+        // Every report the collector dropped is counted (kernel, queue); what is neither
+        // counted nor in the processor's windows is lost.
         let reports_out = if a.events_only {
             received
         } else {
-            consumed.reports as f64
+            windowed.reports as f64 + late
         };
-        let unaccounted = (sent as f64 - dropped - reports_out).max(0.0)
-            + (pub_events - consumed.events as f64).abs()
-            + (pub_reports - consumed.reports as f64).abs();
+        let unaccounted = (sent.reports as f64 - dropped - reports_out).max(0.0)
+            + (published_events - consumed.events as f64).abs()
+            + (published_events - windowed.events as f64).abs();
         println!(
-            "broker      {} ; {} flows, 5-hop TR v2.0, {} s at {} reports/s",
-            a.brokers, a.flows, a.seconds, a.rate
+            "broker      {} ; {} flows, 5-hop TR v2.0, {} s at {} reports/s, input {:?} over a veth",
+            a.brokers, a.flows, a.seconds, a.rate, a.input
         );
         println!(
-            "sent        {sent} reports in {send_secs:.2} s = {:.0} reports/s",
-            sent as f64 / send_secs
+            "sent        {} reports in {:.2} s = {:.0} reports/s",
+            sent.reports,
+            sent.seconds,
+            sent.reports as f64 / sent.seconds
+        );
+        println!("collector   received {received:.0}, dropped {dropped:.0} (counted)");
+        println!(
+            "kafka       {messages:.0} messages acknowledged, {:.1} MB payload ({:.0} B per report), delivery errors {errors:.0}",
+            bytes / 1e6,
+            bytes / pub_reports.max(1.0)
+        );
+        println!("published   {pub_reports:.0} report rows, {published_events:.0} event rows");
+        println!(
+            "processor   {} report rows and {} of {published_events:.0} event rows in written windows, late {late:.0}",
+            windowed.reports, windowed.events
         );
         println!(
-            "collector   received {received:.0}, dropped {dropped:.0} (counted), {cpu:.2} CPU-s"
+            "consumed    {} event rows (this process, a second consumer group)",
+            consumed.events
         );
+        println!("unaccounted {unaccounted:.0} (sent - counted drops - in the processor's windows)");
         println!(
-            "kafka       {messages:.0} messages acknowledged, {:.1} MB payload, delivery errors {errors:.0}",
-            bytes / 1e6
-        );
-        println!("published   {pub_reports:.0} report rows, {pub_events:.0} event rows");
-        println!(
-            "consumed    {} report rows, {} event rows",
-            consumed.reports, consumed.events
-        );
-        println!("unaccounted {unaccounted:.0} (sent - counted drops - read back from Kafka)");
-        println!(
-            "latency     receive → consumed: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} rows",
+            "latency     events, receive → consumed: p50 {:.1} ms, p99 {:.1} ms over {} rows; \
+             window results durable after the window's end: p50 {:.0} ms, p99 {:.0} ms",
             percentile(&lat, 0.50),
             percentile(&lat, 0.99),
-            percentile(&lat, 1.0),
-            lat.len()
+            lat.len(),
+            percentile(&windowed.durable, 0.50),
+            percentile(&windowed.durable, 0.99),
         );
-        let sp = http_get(sp_admin, "/metrics").unwrap_or_default();
+        let per = |s: f64| s * 1e9 / sent.reports.max(1) as f64;
+        let bench_other = cpu.bench - sent.cpu;
         println!(
-            "processor   {windowed} of {published_events:.0} events in written windows (1 s tumbling, \
-             lateness 2 s), late {:.0}; window results durable after the window's end: p50 {:.0} ms, \
-             p99 {:.0} ms (a window closes once event time passes its end by 2 s, or after 2 s without input)",
-            metric_sum(&sp, "kplane_stream_processor_records_total", &["late"]),
-            percentile(&durable, 0.50),
-            percentile(&durable, 0.99),
+            "cpu         during the send ({:.1} s) / whole run, CPU-s; ns per report sent",
+            sent.seconds
         );
+        for (what, during, total) in [
+            ("sender (thread)", sent.cpu, sent.cpu),
+            ("softirq (all)", cpu_send.softirq, cpu.softirq),
+            ("collector", cpu_send.collector, cpu.collector),
+            ("broker (tansu)", cpu_send.broker, cpu.broker),
+            ("processor", cpu_send.processor, cpu.processor),
+            ("bench consumer", cpu_send.bench - sent.cpu, bench_other),
+        ] {
+            println!(
+                "  {what:<16} {during:6.2} / {total:6.2}  {:5.0} ns",
+                per(total)
+            );
+        }
         Ok(())
     })();
     for pid in [child.id(), processor.id()] {
@@ -297,23 +358,32 @@ pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
     result
 }
 
-/// Waits (up to 60 s) until the processor's written windows since `run_ns` hold `want`
-/// events; returns how many they hold and, per event, how long after its window's end the
-/// window was durable (ns, sorted): the first checkpoint of its lane at or past the window's
-/// end was written then.
-fn processed(data: &std::path::Path, run_ns: i64, want: f64) -> (u64, Vec<i64>) {
+/// What the processor's written windows hold of this run.
+#[derive(Debug, Default)]
+struct Windowed {
+    events: u64,
+    reports: u64,
+    /// Per event, how long after its window's end the window was durable (ns, sorted).
+    durable: Vec<i64>,
+}
+
+/// Waits (up to 60 s) until the processor's written windows since `run_ns` hold `events`
+/// events and `reports` reports; per event, how long after its window's end the window was
+/// durable: the first checkpoint of its lane at or past the window's end was written then.
+fn processed(data: &std::path::Path, run_ns: i64, events: f64, reports: f64) -> Windowed {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Int64Type, TimestampNanosecondType, UInt32Type};
     let deadline = Instant::now() + Duration::from_secs(60);
-    let sql = format!(
+    let since = format!("window_end > to_timestamp_nanos({run_ns})");
+    let event_sql = format!(
         "SELECT partition, window_end, sum(count) AS n FROM event_counts \
-         WHERE window_end > to_timestamp_nanos({run_ns}) GROUP BY partition, window_end"
+         WHERE {since} GROUP BY partition, window_end"
     );
+    let report_sql = format!("SELECT CAST(sum(reports) AS BIGINT) FROM flows WHERE {since}");
     loop {
-        let batches = kplane_stream_processor::query::sql_blocking(data, &sql).unwrap_or_default();
-        let mut durable = Vec::new();
-        let mut n = 0u64;
-        for b in &batches {
+        let sql = kplane_stream_processor::query::sql_blocking;
+        let mut out = Windowed::default();
+        for b in sql(data, &event_sql).unwrap_or_default() {
             let (p, end, count) = (
                 b.column(0).as_primitive::<UInt32Type>(),
                 b.column(1).as_primitive::<TimestampNanosecondType>(),
@@ -333,13 +403,21 @@ fn processed(data: &std::path::Path, run_ns: i64, want: f64) -> (u64, Vec<i64>) 
                     .find(|c| c.checkpoint.emitted_until_ns >= end.value(i))
                     .map_or(0, |c| c.written_ns);
                 let c = count.value(i).max(0) as u64;
-                n += c;
-                durable.extend(std::iter::repeat_n(written - end.value(i), c as usize));
+                out.events += c;
+                out.durable
+                    .extend(std::iter::repeat_n(written - end.value(i), c as usize));
             }
         }
-        if n as f64 >= want || Instant::now() >= deadline {
-            durable.sort_unstable();
-            return (n, durable);
+        if reports > 0.0 {
+            for b in sql(data, &report_sql).unwrap_or_default() {
+                let n = b.column(0).as_primitive::<Int64Type>();
+                out.reports += (0..n.len()).map(|i| n.value(i).max(0) as u64).sum::<u64>();
+            }
+        }
+        let done = out.events as f64 >= events && out.reports as f64 >= reports;
+        if done || Instant::now() >= deadline {
+            out.durable.sort_unstable();
+            return out;
         }
         std::thread::sleep(Duration::from_millis(200));
     }

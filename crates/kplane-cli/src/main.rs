@@ -1,6 +1,7 @@
 //! `kplane`: one command for every service, plus tools (`decode`, `config`, `sample-capture`).
 
 mod bench;
+mod bench_ingest;
 mod bench_intents;
 mod bench_kafka;
 mod bench_loop;

@@ -1,5 +1,5 @@
-//! Helpers for end-to-end tests that drive kplane binaries over real sockets.
-//! A dev-dependency only; panics are how a helper fails a test.
+//! Helpers for end-to-end tests that drive kplane binaries over real sockets, and the veth
+//! wire `kplane bench` sends over. Panics are how a test helper fails a test.
 
 use std::net::SocketAddr;
 use std::process::Child;

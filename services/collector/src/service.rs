@@ -247,11 +247,12 @@ fn spawn_inputs(
                 udp_addrs.push(bound);
             }
             let receiver = udp::BatchReceiver::new(socket, cfg.recv_batch, cfg.max_datagram);
+            let coalesce = cfg.recv_coalesce;
             let (tx, stop, metrics) = (tx.clone(), stop.clone(), metrics.clone());
             receivers.push(
                 std::thread::Builder::new()
                     .name(format!("collector-recv-{bound}-{i}"))
-                    .spawn(move || udp::receive_loop(receiver, tx, stop, metrics))
+                    .spawn(move || udp::receive_loop(receiver, coalesce, tx, stop, metrics))
                     .map_err(|e| CollectorError::Thread("receive", e))?,
             );
         }
@@ -277,11 +278,12 @@ fn spawn_inputs(
                 .set(1);
             let (tx, stop, metrics) = (tx.clone(), stop.clone(), metrics.clone());
             let (max_datagram, attachment) = (cfg.max_datagram, attachment.clone());
+            let batching = (cfg.recv_batch, cfg.recv_coalesce);
             receivers.push(
                 std::thread::Builder::new()
                     .name(format!("collector-xsk-{queue}"))
                     .spawn(move || {
-                        af_xdp::receive_loop(xsk, max_datagram, tx, stop, metrics, attachment)
+                        af_xdp::receive_loop(xsk, max_datagram, batching, tx, stop, metrics, attachment)
                     })
                     .map_err(|e| CollectorError::Thread("AF_XDP receive", e))?,
             );

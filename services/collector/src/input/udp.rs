@@ -191,9 +191,11 @@ fn overflow_count(msg: &libc::msghdr) -> Option<u32> {
 }
 
 /// Runs a receive thread until `stop`: batches go to `tx`; when the pipeline's queue is full
-/// the batch is dropped *and counted* and the socket keeps being read.
+/// the batch is dropped *and counted* and the socket keeps being read. A batch short of
+/// `recv-batch` is followed by a `coalesce` pause (the socket buffer holds what arrives).
 pub fn receive_loop(
     mut rx: BatchReceiver,
+    coalesce: Duration,
     tx: SyncSender<RecvBatch>,
     stop: Arc<AtomicBool>,
     metrics: CollectorMetrics,
@@ -208,6 +210,9 @@ pub fn receive_loop(
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) => metrics.drop("queue", "full", n as u64),
                     Err(TrySendError::Disconnected(_)) => break,
+                }
+                if n < rx.hdrs.len() && !coalesce.is_zero() {
+                    std::thread::sleep(coalesce);
                 }
             }
             Err(e)

@@ -77,7 +77,7 @@ impl Default for AfXdpConfig {
             queues: Vec::new(),
             copy_mode: CopyMode::Auto,
             attach: AttachMode::Auto,
-            frames: 4096,
+            frames: 8192,
         }
     }
 }
@@ -228,11 +228,13 @@ impl AfXdp {
 }
 
 /// Drains one queue's socket until `stop`: each batch of frames becomes one [`RecvBatch`] for
-/// the pipeline; when its queue is full the batch is dropped and counted. The kernel's
+/// the pipeline; when its queue is full the batch is dropped and counted. A batch short of
+/// `batch_target` frames is followed by a `coalesce` pause. The kernel's
 /// drops (no free frame, ring full) are read from `XDP_STATISTICS` and counted too.
 pub fn receive_loop(
     mut xsk: Xsk,
     max_datagram: usize,
+    (batch_target, coalesce): (usize, Duration),
     tx: SyncSender<RecvBatch>,
     stop: Arc<AtomicBool>,
     metrics: CollectorMetrics,
@@ -279,6 +281,10 @@ pub fn receive_loop(
             Ok(()) => {}
             Err(TrySendError::Full(_)) => metrics.drop("queue", "full", datagrams),
             Err(TrySendError::Disconnected(_)) => break,
+        }
+        // The ring holds what arrives meanwhile.
+        if n < batch_target && !coalesce.is_zero() {
+            std::thread::sleep(coalesce);
         }
     }
     kernel.count(&xsk, &metrics);
