@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    ArrayBuilder, FixedSizeBinaryBuilder, ListBuilder, StringBuilder, StructBuilder,
+    ArrayBuilder, FixedSizeBinaryBuilder, ListBuilder, StringBuilder,
     TimestampNanosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, ListArray, RecordBatch, StructArray};
+use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType, Field};
 
 use crate::schema::{self, hop_field_type, hop_fields};
@@ -198,12 +199,58 @@ pub struct ReportBatchBuilder {
     packet_length: UInt32Builder,
     flow: FlowColumns,
     hop_count: UInt8Builder,
-    hops: ListBuilder<StructBuilder>,
+    /// One typed builder per hop field (the struct's children), and the list's offsets.
+    hop_columns: Vec<HopColumn>,
+    hop_offsets: Vec<i32>,
+}
+
+/// A hop field's column, typed once (not looked up and downcast per value).
+#[derive(Debug)]
+enum HopColumn {
+    U8(UInt8Builder),
+    U16(UInt16Builder),
+    U32(UInt32Builder),
+    U64(UInt64Builder),
+}
+
+impl HopColumn {
+    fn new(field: HopField, cap: usize) -> Self {
+        match hop_field_type(field) {
+            DataType::UInt8 => Self::U8(UInt8Builder::with_capacity(cap)),
+            DataType::UInt16 => Self::U16(UInt16Builder::with_capacity(cap)),
+            DataType::UInt64 => Self::U64(UInt64Builder::with_capacity(cap)),
+            _ => Self::U32(UInt32Builder::with_capacity(cap)),
+        }
+    }
+
+    /// Hop values fit their field's width (the decoder reads them at that width).
+    fn append(&mut self, v: Option<u64>) {
+        match self {
+            Self::U8(b) => b.append_option(v.map(|v| v as u8)),
+            Self::U16(b) => b.append_option(v.map(|v| v as u16)),
+            Self::U32(b) => b.append_option(v.map(|v| v as u32)),
+            Self::U64(b) => b.append_option(v),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Self::U8(b) => Arc::new(b.finish()),
+            Self::U16(b) => Arc::new(b.finish()),
+            Self::U32(b) => Arc::new(b.finish()),
+            Self::U64(b) => Arc::new(b.finish()),
+        }
+    }
 }
 
 impl ReportBatchBuilder {
+    fn first_offset(cap: usize) -> Vec<i32> {
+        let mut v = Vec::with_capacity(cap + 1);
+        v.push(0);
+        v
+    }
+
     pub fn new(cap: usize) -> Self {
-        let item = Field::new("item", DataType::Struct(hop_fields()), false);
         Self {
             received: TimestampNanosecondBuilder::with_capacity(cap).with_timezone("UTC"),
             format: StringBuilder::with_capacity(cap, cap * 21),
@@ -219,8 +266,11 @@ impl ReportBatchBuilder {
             packet_length: UInt32Builder::with_capacity(cap),
             flow: FlowColumns::new(cap),
             hop_count: UInt8Builder::with_capacity(cap),
-            hops: ListBuilder::new(StructBuilder::from_fields(hop_fields(), cap * 5))
-                .with_field(item),
+            hop_columns: HopField::ALL
+                .iter()
+                .map(|f| HopColumn::new(*f, cap * 5))
+                .collect(),
+            hop_offsets: Self::first_offset(cap),
         }
     }
 
@@ -247,39 +297,29 @@ impl ReportBatchBuilder {
         self.packet_length.append_option(e.packet_length);
         self.flow.append(r.flow.as_ref())?;
         self.hop_count.append_value(r.hops.len().min(255) as u8);
-        let hops = self.hops.values();
         for hop in &r.hops {
-            for (i, field) in HopField::ALL.iter().enumerate() {
-                let v = hop.get(*field);
-                let missing = || ArrowError::SchemaError(format!("hop column {i}"));
-                match hop_field_type(*field) {
-                    DataType::UInt8 => hops
-                        .field_builder::<UInt8Builder>(i)
-                        .ok_or_else(missing)?
-                        .append_option(v.map(|v| v as u8)),
-                    DataType::UInt16 => hops
-                        .field_builder::<UInt16Builder>(i)
-                        .ok_or_else(missing)?
-                        .append_option(v.map(|v| v as u16)),
-                    DataType::UInt64 => hops
-                        .field_builder::<UInt64Builder>(i)
-                        .ok_or_else(missing)?
-                        .append_option(v),
-                    _ => hops
-                        .field_builder::<UInt32Builder>(i)
-                        .ok_or_else(missing)?
-                        .append_option(v.map(|v| v as u32)),
-                }
+            for (col, field) in self.hop_columns.iter_mut().zip(HopField::ALL) {
+                col.append(hop.get(field));
             }
-            hops.append(true);
         }
-        self.hops.append(true);
+        let end = self.hop_offsets.last().copied().unwrap_or(0) + r.hops.len() as i32;
+        self.hop_offsets.push(end);
         Ok(())
     }
 
     /// The batch so far; the builder starts empty again.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
         let [a, b, c, d, e] = self.flow.finish();
+        let children = self.hop_columns.iter_mut().map(HopColumn::finish).collect();
+        let hop_structs = StructArray::try_new(hop_fields(), children, None)?;
+        let offsets = std::mem::replace(&mut self.hop_offsets, Self::first_offset(0));
+        let item = Field::new("item", DataType::Struct(hop_fields()), false);
+        let hops = ListArray::try_new(
+            Arc::new(item),
+            OffsetBuffer::new(offsets.into()),
+            Arc::new(hop_structs),
+            None,
+        )?;
         RecordBatch::try_new(
             schema::reports(),
             vec![
@@ -301,7 +341,7 @@ impl ReportBatchBuilder {
                 d,
                 e,
                 Arc::new(self.hop_count.finish()),
-                Arc::new(self.hops.finish()),
+                Arc::new(hops),
             ],
         )
     }
