@@ -270,12 +270,22 @@ fn print_report(
     let input = match a.input {
         Input::Udp => format!("udp on {} (recvmmsg, one socket)", wire.target),
         Input::AfXdp => {
-            let mode = if metric_sum(info, "kplane_collector_af_xdp_sockets", &["mode=\"zero-copy\""]) > 0.0 {
+            let mode = if metric_sum(
+                info,
+                "kplane_collector_af_xdp_sockets",
+                &["mode=\"zero-copy\""],
+            ) > 0.0
+            {
                 "zero-copy"
             } else {
                 "copy mode"
             };
-            let attach = if metric_sum(info, "kplane_collector_af_xdp_sockets", &["attach=\"native\""]) > 0.0 {
+            let attach = if metric_sum(
+                info,
+                "kplane_collector_af_xdp_sockets",
+                &["attach=\"native\""],
+            ) > 0.0
+            {
                 "native XDP"
             } else {
                 "generic XDP"
@@ -283,7 +293,10 @@ fn print_report(
             format!("af-xdp on {} ({mode}, {attach})", wire.veth.host)
         }
     };
-    println!("input       {input}; wire: veth from the namespace {}", wire.veth.ns);
+    println!(
+        "input       {input}; wire: veth from the namespace {}",
+        wire.veth.ns
+    );
     println!(
         "sent        {} reports (5-hop TR v2.0, 0xFF00, {} flows) in {:.2} s = {:.3} M/s; sender thread (GSO) {:.2} CPU-s = {:.0} ns per report",
         sent.reports,

@@ -63,12 +63,7 @@ fn consume(
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Consumed> {
     let group = format!("kplane-bench-{}", std::process::id());
-    let c = KafkaConsumer::subscribe(
-        &cfg,
-        &group,
-        &[topics::EVENTS],
-        KafkaMetrics::default(),
-    )?;
+    let c = KafkaConsumer::subscribe(&cfg, &group, &[topics::EVENTS], KafkaMetrics::default())?;
     let mut out = Consumed::default();
     let mut idle_since = Instant::now();
     loop {
@@ -312,7 +307,9 @@ pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
             "consumed    {} event rows (this process, a second consumer group)",
             consumed.events
         );
-        println!("unaccounted {unaccounted:.0} (sent - counted drops - in the processor's windows)");
+        println!(
+            "unaccounted {unaccounted:.0} (sent - counted drops - in the processor's windows)"
+        );
         println!(
             "latency     events, receive → consumed: p50 {:.1} ms, p99 {:.1} ms over {} rows; \
              window results durable after the window's end: p50 {:.0} ms, p99 {:.0} ms",

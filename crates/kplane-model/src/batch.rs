@@ -5,15 +5,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    ArrayBuilder, FixedSizeBinaryBuilder, ListBuilder, StringBuilder,
-    TimestampNanosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
+    ArrayBuilder, FixedSizeBinaryBuilder, ListBuilder, StringBuilder, TimestampNanosecondBuilder,
+    UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
 };
-use arrow_array::{ArrayRef, ListArray, RecordBatch, StructArray};
+use arrow_array::{
+    ArrayRef, ListArray, RecordBatch, StructArray, UInt8Array, UInt16Array, UInt32Array,
+    UInt64Array, new_null_array,
+};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType, Field};
 
 use crate::schema::{self, hop_field_type, hop_fields};
-use crate::{EventRow, FlowKey, HopField, ReportRecord, ip_to_16};
+use crate::{EventRow, FlowKey, HopField, HopRecord, ReportRecord, ip_to_16};
 
 /// The flow 5-tuple columns, shared by both builders.
 #[derive(Debug)]
@@ -199,47 +202,26 @@ pub struct ReportBatchBuilder {
     packet_length: UInt32Builder,
     flow: FlowColumns,
     hop_count: UInt8Builder,
-    /// One typed builder per hop field (the struct's children), and the list's offsets.
-    hop_columns: Vec<HopColumn>,
+    /// Every hop of the batch, in order, turned into columns by `finish`, and the list's
+    /// offsets.
+    hops: Vec<HopRecord>,
     hop_offsets: Vec<i32>,
 }
 
-/// A hop field's column, typed once (not looked up and downcast per value).
-#[derive(Debug)]
-enum HopColumn {
-    U8(UInt8Builder),
-    U16(UInt16Builder),
-    U32(UInt32Builder),
-    U64(UInt64Builder),
-}
-
-impl HopColumn {
-    fn new(field: HopField, cap: usize) -> Self {
-        match hop_field_type(field) {
-            DataType::UInt8 => Self::U8(UInt8Builder::with_capacity(cap)),
-            DataType::UInt16 => Self::U16(UInt16Builder::with_capacity(cap)),
-            DataType::UInt64 => Self::U64(UInt64Builder::with_capacity(cap)),
-            _ => Self::U32(UInt32Builder::with_capacity(cap)),
-        }
+/// One hop field's column over the batch's hops, built column at a time (a tight loop per
+/// field rather than sixteen builders touched per hop); a field no hop carries is one
+/// all-null array.
+fn hop_column(field: HopField, hops: &[HopRecord], carried: u16) -> ArrayRef {
+    let n = hops.len();
+    if carried & field.bit() == 0 {
+        return new_null_array(&hop_field_type(field), n);
     }
-
-    /// Hop values fit their field's width (the decoder reads them at that width).
-    fn append(&mut self, v: Option<u64>) {
-        match self {
-            Self::U8(b) => b.append_option(v.map(|v| v as u8)),
-            Self::U16(b) => b.append_option(v.map(|v| v as u16)),
-            Self::U32(b) => b.append_option(v.map(|v| v as u32)),
-            Self::U64(b) => b.append_option(v),
-        }
-    }
-
-    fn finish(&mut self) -> ArrayRef {
-        match self {
-            Self::U8(b) => Arc::new(b.finish()),
-            Self::U16(b) => Arc::new(b.finish()),
-            Self::U32(b) => Arc::new(b.finish()),
-            Self::U64(b) => Arc::new(b.finish()),
-        }
+    let values = hops.iter().map(|h| h.get(field));
+    match hop_field_type(field) {
+        DataType::UInt8 => Arc::new(values.map(|v| v.map(|v| v as u8)).collect::<UInt8Array>()),
+        DataType::UInt16 => Arc::new(values.map(|v| v.map(|v| v as u16)).collect::<UInt16Array>()),
+        DataType::UInt64 => Arc::new(values.collect::<UInt64Array>()),
+        _ => Arc::new(values.map(|v| v.map(|v| v as u32)).collect::<UInt32Array>()),
     }
 }
 
@@ -266,10 +248,7 @@ impl ReportBatchBuilder {
             packet_length: UInt32Builder::with_capacity(cap),
             flow: FlowColumns::new(cap),
             hop_count: UInt8Builder::with_capacity(cap),
-            hop_columns: HopField::ALL
-                .iter()
-                .map(|f| HopColumn::new(*f, cap * 5))
-                .collect(),
+            hops: Vec::with_capacity(cap * 6),
             hop_offsets: Self::first_offset(cap),
         }
     }
@@ -297,20 +276,26 @@ impl ReportBatchBuilder {
         self.packet_length.append_option(e.packet_length);
         self.flow.append(r.flow.as_ref())?;
         self.hop_count.append_value(r.hops.len().min(255) as u8);
-        for hop in &r.hops {
-            for (col, field) in self.hop_columns.iter_mut().zip(HopField::ALL) {
-                col.append(hop.get(field));
-            }
-        }
+        self.hops.extend_from_slice(&r.hops);
         let end = self.hop_offsets.last().copied().unwrap_or(0) + r.hops.len() as i32;
         self.hop_offsets.push(end);
         Ok(())
     }
 
-    /// The batch so far; the builder starts empty again.
+    /// The batch so far; the builder starts empty again, with room for as many rows (so the
+    /// next batch does not grow its buffers from nothing).
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let mut full = std::mem::replace(self, Self::new(self.len()));
+        full.finish_columns()
+    }
+
+    fn finish_columns(&mut self) -> Result<RecordBatch, ArrowError> {
         let [a, b, c, d, e] = self.flow.finish();
-        let children = self.hop_columns.iter_mut().map(HopColumn::finish).collect();
+        let carried = self.hops.iter().fold(0u16, |m, h| m | h.valid_of(u16::MAX));
+        let children = HopField::ALL
+            .iter()
+            .map(|f| hop_column(*f, &self.hops, carried))
+            .collect();
         let hop_structs = StructArray::try_new(hop_fields(), children, None)?;
         let offsets = std::mem::replace(&mut self.hop_offsets, Self::first_offset(0));
         let item = Field::new("item", DataType::Struct(hop_fields()), false);

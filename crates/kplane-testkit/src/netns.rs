@@ -65,7 +65,15 @@ impl VethPair {
         ])?;
         ip(&["addr", "add", &format!("{}/30", self.host_ip), "dev", host])?;
         ip(&["link", "set", host, "up"])?;
-        ip(&["-n", ns, "addr", "add", &format!("{}/30", self.peer_ip), "dev", peer])?;
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{}/30", self.peer_ip),
+            "dev",
+            peer,
+        ])?;
         ip(&["-n", ns, "link", "set", peer, "up"])?;
         ip(&["-n", ns, "link", "set", "lo", "up"])?;
         // A permanent neighbour entry: no datagram waits for (or is dropped behind) ARP.

@@ -215,9 +215,8 @@ impl Validate for Config {
         if self.input == Input::AfXdp && self.pcap.is_none() {
             self.af_xdp.validate(problems);
             if self.listen.iter().any(|a| a.port() == 0) {
-                problems.push(
-                    "collector.listen: input = \"af-xdp\" needs fixed ports (not 0)".into(),
-                );
+                problems
+                    .push("collector.listen: input = \"af-xdp\" needs fixed ports (not 0)".into());
             }
         }
         let mut need = |ok: bool, what: &str| {

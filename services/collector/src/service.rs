@@ -283,7 +283,15 @@ fn spawn_inputs(
                 std::thread::Builder::new()
                     .name(format!("collector-xsk-{queue}"))
                     .spawn(move || {
-                        af_xdp::receive_loop(xsk, max_datagram, batching, tx, stop, metrics, attachment)
+                        af_xdp::receive_loop(
+                            xsk,
+                            max_datagram,
+                            batching,
+                            tx,
+                            stop,
+                            metrics,
+                            attachment,
+                        )
                     })
                     .map_err(|e| CollectorError::Thread("AF_XDP receive", e))?,
             );

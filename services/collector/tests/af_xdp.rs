@@ -127,10 +127,7 @@ async fn reports_sent_over_a_veth_are_taken_off_the_wire_by_af_xdp() {
         metric_sum(&m, "kplane_collector_reports_decoded_total", &[]),
         f64::from(N)
     );
-    assert_eq!(
-        metric_sum(&m, "kplane_collector_malformed_total", &[]),
-        1.0
-    );
+    assert_eq!(metric_sum(&m, "kplane_collector_malformed_total", &[]), 1.0);
     assert_eq!(metric_sum(&m, "kplane_collector_dropped_total", &[]), 0.0);
     assert_eq!(
         metric_sum(&m, "kplane_collector_reports_lost_total", &[]),
@@ -150,8 +147,8 @@ async fn reports_sent_over_a_veth_are_taken_off_the_wire_by_af_xdp() {
         if d.message.payload.is_empty() {
             continue;
         }
-        for b in StreamReader::try_new(std::io::Cursor::new(d.message.payload.to_vec()), None)
-            .unwrap()
+        for b in
+            StreamReader::try_new(std::io::Cursor::new(d.message.payload.to_vec()), None).unwrap()
         {
             let b = b.unwrap();
             let ip = b

@@ -194,12 +194,6 @@ fn publish(tmp: &Path, path: &Path) -> std::io::Result<()> {
     File::open(parent)?.sync_all()
 }
 
-/// Writes `bytes` to `path` atomically and durably (staging, fsync, rename, fsync of the
-/// directory).
-fn write_durably(root: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    publish(&staged(root, bytes)?, path)
-}
-
 /// `bytes` written and fsynced to a fresh staging file; returns its path.
 fn staged(root: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let tmp = staging_path(root, "tmp")?;
@@ -241,8 +235,17 @@ pub fn write_parquet(
     path: &Path,
     batches: &[RecordBatch],
 ) -> Result<(), ProcessorError> {
+    if let Some(tmp) = stage_parquet(root, batches)? {
+        File::open(&tmp)?.sync_all()?;
+        publish(&tmp, path)?;
+    }
+    Ok(())
+}
+
+/// Writes `batches` as a Parquet staging file, not yet flushed; `None` without batches.
+fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>, ProcessorError> {
     let Some(first) = batches.first() else {
-        return Ok(());
+        return Ok(None);
     };
     let tmp = staging_path(root, "parquet")?;
     let props = WriterProperties::builder()
@@ -253,10 +256,20 @@ pub fn write_parquet(
     for b in batches {
         w.write(b)?;
     }
-    let file = w.into_inner()?;
-    file.sync_all()?;
-    publish(&tmp, path)?;
-    Ok(())
+    w.close()?;
+    Ok(Some(tmp))
+}
+
+/// One flush of the whole filesystem under `root` (`syncfs`): a commit's files, then their
+/// renames, are made durable together instead of by an fsync per file and per directory.
+fn flush_filesystem(root: &Path) -> std::io::Result<()> {
+    let dir = File::open(root)?;
+    // SAFETY: syncfs on a descriptor we own.
+    if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ProcessorError> {
@@ -445,7 +458,9 @@ impl LaneStore {
                 None => groups.push((table, dir, end, vec![batch])),
             }
         }
-        let mut written = Vec::new();
+        // Every file is staged first, flushed once, then renamed into place and the renames
+        // flushed once: two filesystem flushes per commit, however many tables it holds.
+        let mut staged_files: Vec<(PathBuf, PathBuf)> = Vec::new();
         for (table, _, first_end, batches) in &groups {
             let start = batches
                 .first()
@@ -454,8 +469,9 @@ impl LaneStore {
                 .and_then(|c| c.values().first().copied())
                 .unwrap_or(*first_end);
             let path = self.file_path(table, start, &format!("{}-w{first_end}.parquet", self.lane));
-            write_parquet(&self.root, &path, batches)?;
-            written.push(path);
+            if let Some(tmp) = stage_parquet(&self.root, batches)? {
+                staged_files.push((tmp, path));
+            }
         }
         if let Some((time_ns, offset, batch)) = alerts
             && batch.num_rows() > 0
@@ -465,16 +481,30 @@ impl LaneStore {
                 time_ns,
                 &format!("{}-a{offset}.parquet", self.lane),
             );
-            write_parquet(&self.root, &path, &[batch])?;
-            written.push(path);
+            if let Some(tmp) = stage_parquet(&self.root, &[batch])? {
+                staged_files.push((tmp, path));
+            }
         }
+        let written: Vec<PathBuf> = staged_files.iter().map(|(_, p)| p.clone()).collect();
         // After the alerts (a restored state must not re-raise stored ones), before the
         // line (the line's windows must not be recomputed on a state that includes them).
         if let Some(d) = detectors {
             let mut bytes = Vec::with_capacity(8 + d.bytes.len());
             bytes.extend_from_slice(&d.through_offset.to_le_bytes());
             bytes.extend_from_slice(&d.bytes);
-            write_durably(&self.root, &self.detectors_path(), &bytes)?;
+            let tmp = staging_path(&self.root, "tmp")?;
+            std::fs::write(&tmp, &bytes)?;
+            staged_files.push((tmp, self.detectors_path()));
+        }
+        if !staged_files.is_empty() {
+            flush_filesystem(&self.root)?;
+            for (tmp, path) in &staged_files {
+                std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
+                std::fs::rename(tmp, path)?;
+            }
+            flush_filesystem(&self.root)?;
+        }
+        if let Some(d) = detectors {
             self.detectors_through = d.through_offset;
         }
         let mut line = serde_json::to_vec(&CommitLine {

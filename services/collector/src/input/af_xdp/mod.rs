@@ -162,11 +162,7 @@ pub fn open(cfg: &AfXdpConfig, ports: &[u16]) -> Result<AfXdp, CollectorError> {
     // SAFETY: a NUL-terminated name.
     let ifindex = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
     if ifindex == 0 {
-        return Err(fail(
-            name,
-            "no such interface",
-            io::Error::last_os_error(),
-        ));
+        return Err(fail(name, "no such interface", io::Error::last_os_error()));
     }
     let queues = if cfg.queues.is_empty() {
         all_queues(name).map_err(|e| fail(name, "listing its receive queues", e))?
@@ -187,8 +183,13 @@ pub fn open(cfg: &AfXdpConfig, ports: &[u16]) -> Result<AfXdp, CollectorError> {
         let xsk = opened.map_err(|OpenError { step, source }| {
             fail(name, format!("queue {q}: {step}"), source)
         })?;
-        bpf::xskmap_set(map.as_raw_fd(), q, xsk.raw_fd())
-            .map_err(|e| fail(name, format!("queue {q}: adding the socket to the XSKMAP"), e))?;
+        bpf::xskmap_set(map.as_raw_fd(), q, xsk.raw_fd()).map_err(|e| {
+            fail(
+                name,
+                format!("queue {q}: adding the socket to the XSKMAP"),
+                e,
+            )
+        })?;
         sockets.push((q, xsk));
     }
 

@@ -201,8 +201,7 @@ impl Xsk {
         setsockopt(raw, libc::XDP_UMEM_REG, &reg).map_err(step("XDP_UMEM_REG"))?;
         setsockopt(raw, libc::XDP_UMEM_FILL_RING, &frames).map_err(step("fill ring"))?;
         // Never used (no transmit), but the kernel wants one before binding.
-        setsockopt(raw, libc::XDP_UMEM_COMPLETION_RING, &64u32)
-            .map_err(step("completion ring"))?;
+        setsockopt(raw, libc::XDP_UMEM_COMPLETION_RING, &64u32).map_err(step("completion ring"))?;
         setsockopt(raw, libc::XDP_RX_RING, &frames).map_err(step("RX ring"))?;
         // SAFETY: xdp_mmap_offsets is plain data.
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
