@@ -14,6 +14,13 @@ pub struct CollectorArgs {
     /// UDP listener for telemetry reports (repeatable; default 0.0.0.0:32766).
     #[arg(long, value_name = "ADDR:PORT")]
     listen: Vec<SocketAddr>,
+    /// Where live reports are taken from: `udp` sockets, or `af-xdp` (an XDP program on
+    /// `--interface` steering the `--listen` ports to AF_XDP sockets; needs root).
+    #[arg(long, value_enum)]
+    input: Option<Input>,
+    /// The interface reports arrive on, for `--input af-xdp`.
+    #[arg(long, value_name = "IF")]
+    interface: Option<String>,
     /// Replay a pcap/pcapng capture through the pipeline instead of listening.
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
@@ -28,6 +35,12 @@ pub struct CollectorArgs {
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Input {
+    Udp,
+    AfXdp,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum Speed {
     Recorded,
     Max,
@@ -39,6 +52,16 @@ pub fn collector(source: ConfigSource, args: CollectorArgs) -> ExitCode {
     if !args.listen.is_empty() {
         let v: Vec<String> = args.listen.iter().map(ToString::to_string).collect();
         source = source.set("collector.listen", v);
+    }
+    if let Some(i) = args.input {
+        let i = match i {
+            Input::Udp => "udp",
+            Input::AfXdp => "af-xdp",
+        };
+        source = source.set("collector.input", i);
+    }
+    if let Some(i) = &args.interface {
+        source = source.set("collector.af-xdp.interface", i.clone());
     }
     if let Some(p) = &args.pcap {
         source = source.set("collector.pcap", p.display().to_string());
