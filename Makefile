@@ -34,9 +34,10 @@ test-console: ## The web console in Debian's Chromium against `kplane up` (scree
 broker: ## Start the local Kafka-protocol broker on 127.0.0.1:19092 (stop: scripts/kafka-broker.sh stop)
 	scripts/kafka-broker.sh start
 
-lint: ## rustfmt --check and clippy -D warnings
+lint: ## rustfmt --check, clippy -D warnings, and the deployment files against the Kubernetes and Compose schemas
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	deploy/validate.sh
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

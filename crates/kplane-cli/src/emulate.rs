@@ -13,13 +13,23 @@ use kplane_emulator::run::{RunConfig, Summary, build, run};
 use kplane_emulator::sim::SimConfig;
 use kplane_emulator::topology::LinkSpec;
 
+/// `HOST:PORT` → the first address it resolves to.
+fn resolve(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    s.to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {s}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{s} resolves to no address"))
+}
+
 #[derive(Debug, Args)]
 pub struct EmulateArgs {
     /// fat-tree:K | leaf-spine:SPINES,LEAVES,HOSTS | watts-strogatz:N,K,P[,SEED] | FILE.toml
     #[arg(long, default_value = "fat-tree:4")]
     topology: String,
-    /// Send reports to this collector (repeatable; reports are spread by source address).
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// Send reports to this collector (repeatable; reports are spread by source address). A
+    /// host name is resolved once, at start (`collector:32766` in docker-compose).
+    #[arg(long, value_name = "HOST:PORT", value_parser = resolve)]
     collector: Vec<SocketAddr>,
     /// How long to emulate (virtual time), e.g. 60s, 500ms.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]

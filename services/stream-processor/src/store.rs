@@ -242,7 +242,7 @@ pub fn write_parquet(
     Ok(())
 }
 
-/// Writes `batches` as a Parquet staging file, not yet flushed; `None` without batches.
+/// Writes `batches` as a Parquet staging file, not yet fsynced; `None` without batches.
 fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>, ProcessorError> {
     let Some(first) = batches.first() else {
         return Ok(None);
@@ -258,18 +258,6 @@ fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>
     }
     w.close()?;
     Ok(Some(tmp))
-}
-
-/// One flush of the whole filesystem under `root` (`syncfs`): a commit's files, then their
-/// renames, are made durable together instead of by an fsync per file and per directory.
-fn flush_filesystem(root: &Path) -> std::io::Result<()> {
-    let dir = File::open(root)?;
-    // SAFETY: syncfs on a descriptor we own.
-    if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ProcessorError> {
@@ -458,8 +446,8 @@ impl LaneStore {
                 None => groups.push((table, dir, end, vec![batch])),
             }
         }
-        // Every file is staged first, flushed once, then renamed into place and the renames
-        // flushed once: two filesystem flushes per commit, however many tables it holds.
+        // Every file is staged and fsynced, then all are renamed into place and each
+        // directory they went to is fsynced once (not once per file).
         let mut staged_files: Vec<(PathBuf, PathBuf)> = Vec::new();
         for (table, _, first_end, batches) in &groups {
             let start = batches
@@ -470,6 +458,7 @@ impl LaneStore {
                 .unwrap_or(*first_end);
             let path = self.file_path(table, start, &format!("{}-w{first_end}.parquet", self.lane));
             if let Some(tmp) = stage_parquet(&self.root, batches)? {
+                File::open(&tmp)?.sync_all()?;
                 staged_files.push((tmp, path));
             }
         }
@@ -482,6 +471,7 @@ impl LaneStore {
                 &format!("{}-a{offset}.parquet", self.lane),
             );
             if let Some(tmp) = stage_parquet(&self.root, &[batch])? {
+                File::open(&tmp)?.sync_all()?;
                 staged_files.push((tmp, path));
             }
         }
@@ -492,17 +482,19 @@ impl LaneStore {
             let mut bytes = Vec::with_capacity(8 + d.bytes.len());
             bytes.extend_from_slice(&d.through_offset.to_le_bytes());
             bytes.extend_from_slice(&d.bytes);
-            let tmp = staging_path(&self.root, "tmp")?;
-            std::fs::write(&tmp, &bytes)?;
-            staged_files.push((tmp, self.detectors_path()));
+            staged_files.push((staged(&self.root, &bytes)?, self.detectors_path()));
         }
-        if !staged_files.is_empty() {
-            flush_filesystem(&self.root)?;
-            for (tmp, path) in &staged_files {
-                std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
-                std::fs::rename(tmp, path)?;
+        let mut dirs: Vec<&Path> = Vec::new();
+        for (tmp, path) in &staged_files {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir)?;
+            std::fs::rename(tmp, path)?;
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
             }
-            flush_filesystem(&self.root)?;
+        }
+        for dir in dirs {
+            File::open(dir)?.sync_all()?;
         }
         if let Some(d) = detectors {
             self.detectors_through = d.through_offset;
