@@ -13,40 +13,12 @@ use kplane_bus::topics;
 use kplane_collector::config::Input;
 use kplane_collector::input::af_xdp::{AfXdpConfig, CopyMode};
 use kplane_collector::{CollectorError, Config, embedded_bus, start};
-use kplane_model::HopRecord;
 use kplane_runtime::Shutdown;
 use kplane_testkit::netns::VethPair;
 use kplane_testkit::{free_port, http_get, metric_sum};
-use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
-use kplane_wire::int::IntVersion;
-use kplane_wire::report::v20::GroupHeader;
 
-fn report(seq: u32) -> Vec<u8> {
-    let hops: Vec<HopRecord> = (1..=3).map(|n| sample_hop(n, 500, 10)).collect();
-    let flow = FlowSpec::udp(
-        "10.1.0.2".parse().unwrap(),
-        "10.9.9.9".parse().unwrap(),
-        4000,
-        80,
-    );
-    let inner = PacketSpec {
-        ethernet: false,
-        ..PacketSpec::new(flow).with_int(
-            IntSpec::new(IntVersion::V2, 0xF000, hops),
-            Encap::UdpPort { port: 0x4568 },
-        )
-    }
-    .build();
-    kplane_wire::build::report_v20(
-        GroupHeader {
-            hw_id: 1,
-            sequence: seq,
-            node_id: 3,
-            ..GroupHeader::default()
-        },
-        &[IndividualSpec::int(0x1000, sample_hop(3, 0, 10), 4, inner)],
-    )
-}
+mod common;
+use common::report;
 
 fn config(veth: &VethPair, port: u16) -> Config {
     Config {
@@ -99,7 +71,9 @@ async fn reports_sent_over_a_veth_are_taken_off_the_wire_by_af_xdp() {
     let target = SocketAddr::from((veth.host_ip, port));
     const N: u32 = 500;
     for seq in 0..N {
-        sender.send_to(&report(seq), target).unwrap();
+        sender
+            .send_to(&report(3, seq, "10.1.0.2", 500), target)
+            .unwrap();
     }
     // Larger than the veth's MTU: fragmented, so the program passes it to the kernel and the
     // collector's UDP socket on the same port receives it (a malformed report).

@@ -12,12 +12,11 @@ use arrow_ipc::reader::StreamReader;
 use kplane_bus::{EmbeddedBus, headers, topics};
 use kplane_collector::config::Encoding;
 use kplane_collector::{Collector, Config, embedded_bus, start};
-use kplane_model::HopRecord;
 use kplane_runtime::Shutdown;
 use kplane_testkit::{http_get, metric_sum};
-use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
-use kplane_wire::int::IntVersion;
-use kplane_wire::report::v20::GroupHeader;
+
+mod common;
+use common::report;
 
 fn config() -> Config {
     Config {
@@ -27,35 +26,6 @@ fn config() -> Config {
         linger: Duration::from_millis(5),
         ..Config::default()
     }
-}
-
-/// A TR v2.0 report from `node` with sequence `seq` for a flow from `src`, 3 hops with hop
-/// latency `lat` each.
-fn report(node: u32, seq: u32, src: &str, lat: u32) -> Vec<u8> {
-    let hops: Vec<HopRecord> = (1..=3).map(|n| sample_hop(n, lat, 10)).collect();
-    let flow = FlowSpec::udp(src.parse().unwrap(), "10.9.9.9".parse().unwrap(), 4000, 80);
-    let inner = PacketSpec {
-        ethernet: false,
-        ..PacketSpec::new(flow).with_int(
-            IntSpec::new(IntVersion::V2, 0xF000, hops),
-            Encap::UdpPort { port: 0x4568 },
-        )
-    }
-    .build();
-    kplane_wire::build::report_v20(
-        GroupHeader {
-            hw_id: 1,
-            sequence: seq,
-            node_id: node,
-            ..GroupHeader::default()
-        },
-        &[IndividualSpec::int(
-            0x1000,
-            sample_hop(node, 0, 10),
-            4,
-            inner,
-        )],
-    )
 }
 
 struct Running {

@@ -317,23 +317,32 @@ impl Xsk {
         self.fill
             .producer()
             .store(fill_prod.wrapping_add(n), Ordering::Release);
+        // A zero-copy driver that ran out of fill frames waits to be told they are back.
+        if self.fill.needs_wakeup() {
+            self.wake();
+        }
         n as usize
+    }
+
+    /// The wake-up call: a zero-length non-blocking receive on the socket.
+    fn wake(&self) {
+        // SAFETY: a zero-length receive into no buffer, on our own socket.
+        unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
     }
 
     /// Waits up to `timeout_ms` for frames, waking the driver first if it asked to be.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<()> {
         if self.fill.needs_wakeup() {
-            // SAFETY: a zero-length non-blocking receive on our own socket: the wake-up call.
-            unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            };
+            self.wake();
         }
         let mut p = libc::pollfd {
             fd: self.fd.as_raw_fd(),
