@@ -1,0 +1,253 @@
+//! The docker-compose topology as processes on loopback, against a broker of its own: the
+//! emulator (fixed seed) → one collector → Kafka → a consumer group of **one** stream
+//! processor, and a second group of **three** sharing one store, one of which is killed with
+//! SIGKILL once it has written windows. The intent API serves each store; its answers (flows
+//! and trajectories, hop-latency percentiles, queues, links, sources, destinations, alerts)
+//! must be the same for both: splitting the work, and a member's death mid-run, change
+//! nothing — no window lost or written twice.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kplane_testkit::{
+    ChildGuard, free_port, http, http_get, metric_sum, run_id, sigterm, wait_ready,
+};
+
+const PARTITIONS: u32 = 8;
+
+fn kplane() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kplane"));
+    c.stdout(Stdio::null()).env("RUST_LOG", "warn");
+    c
+}
+
+/// A tansu broker on a port of its own (`scripts/kafka-broker.sh`), stopped on drop.
+struct Broker {
+    port: u16,
+    addr: String,
+}
+
+impl Broker {
+    fn start() -> Self {
+        let port = free_port();
+        let out = Command::new(root().join("scripts/kafka-broker.sh"))
+            .arg("start")
+            .env("KPLANE_KAFKA_PORT", port.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "broker: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self {
+            port,
+            addr: format!("127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("scripts/kafka-broker.sh"))
+            .arg("stop")
+            .env("KPLANE_KAFKA_PORT", self.port.to_string())
+            .status();
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn on_kafka(c: &mut Command, brokers: &str) {
+    c.env("KPLANE__BUS__KIND", "kafka")
+        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers);
+}
+
+fn processor(brokers: &str, group: &str, data: &Path) -> (ChildGuard, u16) {
+    let admin = free_port();
+    let mut c = kplane();
+    c.args(["stream-processor", "--admin", &format!("127.0.0.1:{admin}")]);
+    on_kafka(&mut c, brokers);
+    c.env("KPLANE__BUS__KAFKA__GROUP_ID", group)
+        .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", data)
+        .env("KPLANE__STREAM_PROCESSOR__IDLE_CLOSE", "2s")
+        .env("KPLANE__STREAM_PROCESSOR__PUBLISH", "false");
+    let child = ChildGuard::from(c.spawn().unwrap());
+    wait_ready(admin, Duration::from_secs(60));
+    (child, admin)
+}
+
+fn metric(admin: u16, name: &str) -> f64 {
+    metric_sum(&http_get(admin, "/metrics").unwrap_or_default(), name, &[])
+}
+
+/// The latest event time every report lane of the store at `data` has emitted through.
+fn written_through(data: &Path) -> Option<i64> {
+    (0..PARTITIONS)
+        .map(|p| {
+            let log = data.join(format!("checkpoints/reports-p{p}.jsonl"));
+            kplane_stream_processor::store::read_commits(&log)
+                .ok()?
+                .commits
+                .last()
+                .map(|c| c.checkpoint.emitted_until_ns)
+        })
+        .min()
+        .flatten()
+}
+
+/// The API's answer to `sql` over the store at `data`, as JSON rows.
+fn answers(api: SocketAddr, sql: &str) -> serde_json::Value {
+    let body = serde_json::json!({ "sql": sql }).to_string();
+    let r = http(api, "POST", "/v1/query", None, Some(&body)).unwrap();
+    assert_eq!(r.status, 200, "{sql}: {}", r.body);
+    r.json()["rows"].clone()
+}
+
+/// What the comparison asks of each store (ordered; `flow_id` is keyed per store, so it is
+/// left out).
+const QUESTIONS: [&str; 8] = [
+    "SELECT window_start, ip_text(src_ip) s, ip_text(dst_ip) d, src_port, dst_port, reports, \
+     bytes, path, path_changed, e2e_latency_mean_ns, e2e_latency_max_ns FROM flows \
+     ORDER BY 1, 2, 3, 4, 5, 6, 7, 10, 11",
+    "SELECT window_start, ip_text(src_ip) s, src_port, dst_port, node_id, samples, p50_ns, \
+     p99_ns, max_ns FROM hop_latency ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9",
+    "SELECT window_start, node_id, queue_id, samples, occupancy_mean, occupancy_max, \
+     congested_samples FROM queues ORDER BY 1, 2, 3, 4, 5, 6, 7",
+    "SELECT window_start, node_id, egress_port, next_node_id, samples, tx_utilization_mean, \
+     tx_utilization_max FROM links ORDER BY 1, 2, 3, 4, 5, 6, 7",
+    "SELECT window_start, ip_text(src_ip) s, flows, reports, bytes, destinations, dst_ports \
+     FROM sources ORDER BY 1, 2, 3, 4, 5, 6, 7",
+    "SELECT window_start, ip_text(dst_ip) d, flows, reports, bytes, sources, dst_ports \
+     FROM destinations ORDER BY 1, 2, 3, 4, 5, 6, 7",
+    "SELECT time, kind, ip_text(src_ip) s, src_port, node_id, queue_id, value FROM alerts \
+     ORDER BY 1, 2, 3, 4, 5, 6, 7",
+    "SELECT count(*) AS windows, sum(reports) AS reports FROM flows",
+];
+
+fn api(data: &Path) -> (ChildGuard, SocketAddr) {
+    let (admin, port) = (free_port(), free_port());
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut c = kplane();
+    c.args(["intent-api", "--admin", &format!("127.0.0.1:{admin}")])
+        .env("KPLANE__INTENT_API__LISTEN", addr.to_string())
+        .env("KPLANE__INTENT_API__NO_AUTH", "true")
+        .env("KPLANE__INTENT_API__STORE_DIR", data)
+        .env("KPLANE__INTENT_API__KNOWLEDGE_DIR", data.join("knowledge"))
+        .env(
+            "KPLANE__INTENT_API__INTENTS__STATE_DIR",
+            data.join("intents"),
+        );
+    let child = ChildGuard::from(c.spawn().unwrap());
+    wait_ready(admin, Duration::from_secs(60));
+    (child, addr)
+}
+
+#[test]
+fn three_processors_and_a_killed_one_answer_as_one_processor_does() {
+    let broker = Broker::start();
+    let run = run_id();
+    let tmp = std::env::temp_dir();
+    let (one, three) = (
+        tmp.join(format!("kplane-scale-1-{run}")),
+        tmp.join(format!("kplane-scale-3-{run}")),
+    );
+
+    // The data plane and the collector, once: both groups read the same topics.
+    let (udp, col_admin) = (free_port(), free_port());
+    let mut c = kplane();
+    c.args(["collector", "--listen", &format!("127.0.0.1:{udp}")])
+        .args(["--admin", &format!("127.0.0.1:{col_admin}")])
+        .env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true");
+    on_kafka(&mut c, &broker.addr);
+    let collector = ChildGuard::from(c.spawn().unwrap());
+    wait_ready(col_admin, Duration::from_secs(60));
+    let emulated = kplane()
+        .args(["emulate", "--collector", &format!("127.0.0.1:{udp}")])
+        .args(["--duration", "8s", "--flows", "150", "--seed", "11"])
+        .args(["--scenario", "microburst"])
+        .status()
+        .unwrap();
+    assert!(emulated.success());
+    // Everything received is published and acknowledged before the collector stops.
+    let mut last = -1.0;
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = metric(col_admin, "kplane_collector_datagrams_received_total");
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    sigterm(&collector);
+    assert!(collector.into_inner().wait().unwrap().success());
+    assert!(last > 1000.0, "the emulator sent {last} reports");
+
+    // One processor, and three in another group (one of them killed once it has written).
+    let (a, _) = processor(&broker.addr, &format!("scale-1-{run}"), &one);
+    let mut group: Vec<(ChildGuard, u16)> = (0..3)
+        .map(|_| processor(&broker.addr, &format!("scale-3-{run}"), &three))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let victim = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no member of three wrote a window"
+        );
+        if let Some(i) = group.iter().position(|(_, admin)| {
+            metric(*admin, "kplane_stream_processor_windows_written_total") > 0.0
+        }) {
+            break i;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (mut killed, _) = group.remove(victim);
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+
+    // Both stores through the end of the emulated (virtual) time, which starts at 0.
+    let end = 8_000_000_000;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    for data in [&one, &three] {
+        while written_through(data).is_none_or(|t| t < end) {
+            assert!(
+                Instant::now() < deadline,
+                "{} did not finish: {:?}",
+                data.display(),
+                written_through(data)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // Stopped, so nothing is written while the answers are compared.
+    for (child, _) in group.into_iter().chain([(a, 0)]) {
+        sigterm(&child);
+        assert!(child.into_inner().wait().unwrap().success());
+    }
+
+    let (_api_one, at_one) = api(&one);
+    let (_api_three, at_three) = api(&three);
+    for q in QUESTIONS {
+        let (x, y) = (answers(at_one, q), answers(at_three, q));
+        let (x, y) = (x.as_array().unwrap(), y.as_array().unwrap());
+        assert!(!x.is_empty(), "{q}: no rows");
+        if let Some(i) = (0..x.len().max(y.len())).find(|&i| x.get(i) != y.get(i)) {
+            panic!(
+                "one processor and three answer {q} differently ({} rows and {}): \
+                 row {i}: {:?} ≠ {:?}",
+                x.len(),
+                y.len(),
+                x.get(i),
+                y.get(i)
+            );
+        }
+    }
+    let totals = answers(at_one, QUESTIONS[7]);
+    eprintln!("both stores: {totals}; one of three members killed mid-run");
+    let _ = std::fs::remove_dir_all(&one);
+    let _ = std::fs::remove_dir_all(&three);
+}
