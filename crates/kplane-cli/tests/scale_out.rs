@@ -246,6 +246,35 @@ fn three_processors_and_a_killed_one_answer_as_one_processor_does() {
             );
         }
     }
+    // The API's per-switch views merge each switch's rows from every lane (weighted means,
+    // summed samples): the same answers, and one row per switch, queue and window.
+    let range = "from=1970-01-01T00:00:00Z&to=1970-01-01T01:00:00Z";
+    let get = |at: SocketAddr, path: &str| {
+        let r = http(at, "GET", path, None, None).unwrap();
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r.json()
+    };
+    for path in [
+        format!("/v1/switches?{range}"),
+        format!("/v1/switches/13/queues?{range}"),
+        format!("/v1/links?{range}"),
+    ] {
+        assert_eq!(get(at_one, &path), get(at_three, &path), "{path}");
+    }
+    let queues = get(at_one, &format!("/v1/switches/13/queues?{range}"));
+    let rows = queues["queues"].as_array().unwrap();
+    let mut keys: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["window_start"].as_str().unwrap().to_string(),
+                r["queue_id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let n = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "one row per window and queue: {queues}");
     let totals = answers(at_one, QUESTIONS[7]);
     eprintln!("both stores: {totals}; one of three members killed mid-run");
     let _ = std::fs::remove_dir_all(&one);

@@ -392,6 +392,17 @@ async fn flow_path(
     Ok(Json(json!({ "flow": flow, "windows": out })))
 }
 
+/// A switch's queue in one window, from the `queues` rows of every lane (each lane sees the
+/// switch through its own flows): samples and maxima add up exactly, means are weighted by
+/// samples, and the time above the threshold is the samples-weighted mean of the lanes'
+/// estimates (each lane's is its share of samples above it × the window). The caller adds
+/// `WHERE … GROUP BY window_start, …, node_id, queue_id`.
+const QUEUE_WINDOWS: &str = "SELECT window_start, max(window_end) AS window_end, node_id, \
+     queue_id, sum(samples) AS samples, sum(occupancy_mean * samples) AS occupancy_sum, \
+     max(occupancy_max) AS occupancy_max, \
+     CAST(sum(CAST(congested_ns AS DOUBLE) * samples) / sum(samples) AS BIGINT) AS congested_ns \
+     FROM queues";
+
 /// `GET /v1/switches`.
 async fn switches(
     State(s): State<AppState>,
@@ -402,12 +413,15 @@ async fn switches(
         .rows(&format!(
             "SELECT q.node_id, q.queues, q.occupancy_max, q.occupancy_mean, q.congested_ns, \
                l.ports, l.tx_utilization_max, l.tx_utilization_mean \
-             FROM (SELECT node_id, count(DISTINCT queue_id) AS queues, max(occupancy_max) AS \
-                     occupancy_max, avg(occupancy_mean) AS occupancy_mean, \
-                     sum(congested_ns) AS congested_ns FROM queues WHERE {r} GROUP BY node_id) q \
+             FROM (SELECT node_id, count(DISTINCT queue_id) AS queues, \
+                     max(occupancy_max) AS occupancy_max, \
+                     sum(occupancy_sum) / sum(samples) AS occupancy_mean, \
+                     sum(congested_ns) AS congested_ns \
+                   FROM ({QUEUE_WINDOWS} WHERE {r} GROUP BY window_start, node_id, queue_id) \
+                   GROUP BY node_id) q \
              LEFT JOIN (SELECT node_id, count(DISTINCT egress_port) AS ports, \
                      max(tx_utilization_max) AS tx_utilization_max, \
-                     avg(tx_utilization_mean) AS tx_utilization_mean \
+                     sum(tx_utilization_mean * samples) / sum(samples) AS tx_utilization_mean \
                    FROM links WHERE {r} GROUP BY node_id) l ON q.node_id = l.node_id \
              ORDER BY q.node_id"
         ))
@@ -427,8 +441,11 @@ async fn switch_queues(
     let r = range.sql("window_start")?;
     let rows = s
         .rows(&format!(
-            "SELECT window_start, window_end, queue_id, samples, occupancy_mean, occupancy_max, \
-               congested_ns FROM queues WHERE node_id = {id} AND {r} ORDER BY window_start, queue_id"
+            "SELECT window_start, window_end, queue_id, samples, \
+               occupancy_sum / samples AS occupancy_mean, occupancy_max, congested_ns \
+             FROM ({QUEUE_WINDOWS} WHERE node_id = {id} AND {r} \
+                   GROUP BY window_start, window_end, node_id, queue_id) \
+             ORDER BY window_start, queue_id"
         ))
         .await?;
     if rows.is_empty() {
@@ -449,7 +466,7 @@ async fn links(
     let rows = s
         .rows(&format!(
             "SELECT node_id, egress_port, next_node_id, sum(samples) AS samples, \
-               avg(tx_utilization_mean) AS tx_utilization_mean, \
+               sum(tx_utilization_mean * samples) / sum(samples) AS tx_utilization_mean, \
                max(tx_utilization_max) AS tx_utilization_max \
              FROM links WHERE {r} GROUP BY node_id, egress_port, next_node_id \
              ORDER BY node_id, egress_port"
