@@ -82,6 +82,41 @@ fn store() -> PathBuf {
     dir
 }
 
+/// A store where two lanes (partitions) each saw switch 3 through their own flows in the
+/// same window: lane 0 three reports at queue occupancy 10, lane 1 one report at 100 (above
+/// the 64 threshold).
+fn two_lane_store() -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("kplane-api-lanes-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let base = (kplane_model::unix_time_ns() / S - 120) * S;
+    let cfg = kplane_stream_processor::Config {
+        data_dir: dir.clone(),
+        publish: false,
+        ..kplane_stream_processor::Config::default()
+    };
+    let mut p = Processor::new(cfg, ProcessorMetrics::default(), None).unwrap();
+    let keys: Vec<(String, u32)> = (0..2).map(|i| (topics::REPORTS.to_string(), i)).collect();
+    p.rebalance(vec![PartitionEvent::Assigned(keys.clone())])
+        .unwrap();
+    let lanes = [
+        vec![
+            report(base, 1000, &[3], 200, 10),
+            report(base + 10, 1000, &[3], 200, 10),
+            report(base + 20, 1000, &[3], 200, 10),
+        ],
+        vec![report(base + 30, 2000, &[3], 200, 100)],
+    ];
+    for (key, rows) in keys.iter().zip(lanes) {
+        let mut b = ReportBatchBuilder::new(4);
+        rows.iter().for_each(|r| b.append(r).unwrap());
+        p.offer_batches(key, 0, &[b.finish().unwrap()]);
+    }
+    p.flush().unwrap();
+    dir
+}
+
 struct Api {
     app: axum::Router,
     dir: PathBuf,
@@ -101,6 +136,10 @@ async fn api() -> Api {
 }
 
 async fn api_with(live: Live) -> Api {
+    api_on(live, store).await
+}
+
+async fn api_on(live: Live, store: fn() -> PathBuf) -> Api {
     // The processor runs its own runtime: not inside the test's.
     let dir = std::thread::spawn(store).join().unwrap();
     knowledge_files(&dir);
@@ -673,4 +712,36 @@ async fn the_knowledge_services_findings_are_served() {
     assert!(v["models"][0].get("fitted").is_none(), "{v}");
     let (_, v) = call(&a, "GET", "/v1/models?detail=true", Some(VIEWER), None).await;
     assert!(v["models"][0]["fitted"].is_object(), "{v}");
+}
+
+#[tokio::test]
+async fn a_switch_seen_by_several_lanes_is_one_exact_answer() {
+    let a = api_on(Live::new(10), two_lane_store).await;
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/switches/3/queues?since=10m",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let q = v["queues"].as_array().unwrap();
+    assert_eq!(
+        q.len(),
+        1,
+        "one row for the window and queue, not one per lane: {v}"
+    );
+    assert_eq!(q[0]["samples"], 4);
+    assert_eq!(q[0]["occupancy_max"], 100);
+    // (3 × 10 + 1 × 100) / 4, not the lanes' unweighted (10 + 100) / 2.
+    assert_eq!(q[0]["occupancy_mean"], 32.5, "{v}");
+    // Lane 1 was above the threshold for all of its samples (the whole second), lane 0 for
+    // none: a quarter of the samples, a quarter of the window.
+    assert_eq!(q[0]["congested_ns"], 250_000_000, "{v}");
+
+    let (s, v) = call(&a, "GET", "/v1/switches?since=10m", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["switches"][0]["occupancy_mean"], 32.5, "{v}");
+    assert_eq!(v["switches"][0]["congested_ns"], 250_000_000, "{v}");
 }
