@@ -4,6 +4,9 @@
 //! never killed writes from the same topic — every window table and every alert exactly once
 //! — including path changes and black holes that span a kill.
 
+mod common;
+use common::written_through;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -141,26 +144,11 @@ fn owned(admin: u16) -> f64 {
     )
 }
 
-/// The latest window end every lane has written (ns), `None` until all lanes have.
-fn written_through(data: &Path) -> Option<i64> {
-    (0..PARTITIONS)
-        .map(|p| {
-            let log = data.join(format!("checkpoints/reports-p{p}.jsonl"));
-            kplane_stream_processor::store::read_commits(&log)
-                .ok()?
-                .commits
-                .last()
-                .map(|c| c.checkpoint.emitted_until_ns)
-        })
-        .min()
-        .flatten()
-}
-
 /// Runs a processor until every lane has written the window ending at `end_ns`.
 fn run_to_end(brokers: &str, group: &str, data: &Path, end_ns: i64) {
     let (child, _) = processor(brokers, group, data, "2s");
     let deadline = Instant::now() + Duration::from_secs(240);
-    while written_through(data).is_none_or(|t| t < end_ns) {
+    while written_through(data, PARTITIONS).is_none_or(|t| t < end_ns) {
         assert!(
             Instant::now() < deadline,
             "{} did not finish",
@@ -227,7 +215,7 @@ fn a_processor_killed_50_times_writes_every_window_and_alert_exactly_once() {
         }
         sent += 2;
         assert_eq!(producer.flush(Duration::from_secs(30)), 0);
-        let before = written_through(&crashed);
+        let before = written_through(&crashed, PARTITIONS);
         // A fresh consumer group every time: the processor resumes from its store alone
         // (reading the topic from its start).
         let (mut child, admin) = processor(
@@ -244,7 +232,7 @@ fn a_processor_killed_50_times_writes_every_window_and_alert_exactly_once() {
         std::thread::sleep(Duration::from_millis(rng.below(1_500)));
         child.kill().unwrap();
         child.wait().unwrap();
-        if written_through(&crashed) > before {
+        if written_through(&crashed, PARTITIONS) > before {
             progressed += 1;
         }
     }

@@ -6,6 +6,9 @@
 //! must be the same for both: splitting the work, and a member's death mid-run, change
 //! nothing — no window lost or written twice.
 
+mod common;
+use common::written_through;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -83,21 +86,6 @@ fn processor(brokers: &str, group: &str, data: &Path) -> (ChildGuard, u16) {
 
 fn metric(admin: u16, name: &str) -> f64 {
     metric_sum(&http_get(admin, "/metrics").unwrap_or_default(), name, &[])
-}
-
-/// The latest event time every report lane of the store at `data` has emitted through.
-fn written_through(data: &Path) -> Option<i64> {
-    (0..PARTITIONS)
-        .map(|p| {
-            let log = data.join(format!("checkpoints/reports-p{p}.jsonl"));
-            kplane_stream_processor::store::read_commits(&log)
-                .ok()?
-                .commits
-                .last()
-                .map(|c| c.checkpoint.emitted_until_ns)
-        })
-        .min()
-        .flatten()
 }
 
 /// The API's answer to `sql` over the store at `data`, as JSON rows.
@@ -213,12 +201,12 @@ fn three_processors_and_a_killed_one_answer_as_one_processor_does() {
     let end = 8_000_000_000;
     let deadline = Instant::now() + Duration::from_secs(240);
     for data in [&one, &three] {
-        while written_through(data).is_none_or(|t| t < end) {
+        while written_through(data, PARTITIONS).is_none_or(|t| t < end) {
             assert!(
                 Instant::now() < deadline,
                 "{} did not finish: {:?}",
                 data.display(),
-                written_through(data)
+                written_through(data, PARTITIONS)
             );
             std::thread::sleep(Duration::from_millis(200));
         }

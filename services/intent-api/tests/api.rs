@@ -52,69 +52,60 @@ fn report(t: u64, sport: u16, path: &[u32], lat: u64, occ: u64) -> ReportRecord 
     r
 }
 
-/// A store with two windows, 2 minutes ago, written by the real processor.
-fn store() -> PathBuf {
+/// A fresh store written by the real processor from `lanes` (reports per partition of
+/// `int.reports`), made from `base`, a whole second 2 minutes ago.
+fn write_store(name: &str, lanes: impl Fn(u64) -> Vec<Vec<ReportRecord>>) -> PathBuf {
     // One store per test: `cargo test` runs them as threads of one process.
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("kplane-api-{}-{n}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("kplane-{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let base = (kplane_model::unix_time_ns() / S - 120) * S;
-    let mut b = ReportBatchBuilder::new(8);
-    for r in [
-        report(base, 1000, &[1, 2, 3], 200, 10),
-        report(base + 10, 1001, &[1, 4, 3], 900, 100),
-        report(base + S, 1000, &[1, 4, 3], 300, 20),
-    ] {
-        b.append(&r).unwrap();
-    }
+    let lanes = lanes((kplane_model::unix_time_ns() / S - 120) * S);
     let cfg = kplane_stream_processor::Config {
         data_dir: dir.clone(),
         publish: false,
         ..kplane_stream_processor::Config::default()
     };
     let mut p = Processor::new(cfg, ProcessorMetrics::default(), None).unwrap();
-    let key = (topics::REPORTS.to_string(), 0);
-    p.rebalance(vec![PartitionEvent::Assigned(vec![key.clone()])])
+    let keys: Vec<(String, u32)> = (0..lanes.len() as u32)
+        .map(|i| (topics::REPORTS.to_string(), i))
+        .collect();
+    p.rebalance(vec![PartitionEvent::Assigned(keys.clone())])
         .unwrap();
-    p.offer_batches(&key, 0, &[b.finish().unwrap()]);
+    for (key, rows) in keys.iter().zip(lanes) {
+        let mut b = ReportBatchBuilder::new(rows.len());
+        rows.iter().for_each(|r| b.append(r).unwrap());
+        p.offer_batches(key, 0, &[b.finish().unwrap()]);
+    }
     p.flush().unwrap();
     dir
+}
+
+/// A store with two windows, 2 minutes ago.
+fn store() -> PathBuf {
+    write_store("api", |base| {
+        vec![vec![
+            report(base, 1000, &[1, 2, 3], 200, 10),
+            report(base + 10, 1001, &[1, 4, 3], 900, 100),
+            report(base + S, 1000, &[1, 4, 3], 300, 20),
+        ]]
+    })
 }
 
 /// A store where two lanes (partitions) each saw switch 3 through their own flows in the
 /// same window: lane 0 three reports at queue occupancy 10, lane 1 one report at 100 (above
 /// the 64 threshold).
 fn two_lane_store() -> PathBuf {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("kplane-api-lanes-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let base = (kplane_model::unix_time_ns() / S - 120) * S;
-    let cfg = kplane_stream_processor::Config {
-        data_dir: dir.clone(),
-        publish: false,
-        ..kplane_stream_processor::Config::default()
-    };
-    let mut p = Processor::new(cfg, ProcessorMetrics::default(), None).unwrap();
-    let keys: Vec<(String, u32)> = (0..2).map(|i| (topics::REPORTS.to_string(), i)).collect();
-    p.rebalance(vec![PartitionEvent::Assigned(keys.clone())])
-        .unwrap();
-    let lanes = [
+    write_store("api-lanes", |base| {
         vec![
-            report(base, 1000, &[3], 200, 10),
-            report(base + 10, 1000, &[3], 200, 10),
-            report(base + 20, 1000, &[3], 200, 10),
-        ],
-        vec![report(base + 30, 2000, &[3], 200, 100)],
-    ];
-    for (key, rows) in keys.iter().zip(lanes) {
-        let mut b = ReportBatchBuilder::new(4);
-        rows.iter().for_each(|r| b.append(r).unwrap());
-        p.offer_batches(key, 0, &[b.finish().unwrap()]);
-    }
-    p.flush().unwrap();
-    dir
+            vec![
+                report(base, 1000, &[3], 200, 10),
+                report(base + 10, 1000, &[3], 200, 10),
+                report(base + 20, 1000, &[3], 200, 10),
+            ],
+            vec![report(base + 30, 2000, &[3], 200, 100)],
+        ]
+    })
 }
 
 struct Api {
