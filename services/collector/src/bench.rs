@@ -36,7 +36,7 @@ pub fn fat_tree_path(src_host: u32, dst_host: u32, hash: u64) -> [(u32, u32); 5]
 
 /// One 5-hop TR v2.0 report per flow (bitmap 0xFF00, every field, plus the sink's own
 /// metadata) over fat-tree paths between hosts in different pods; flow `i` comes from
-/// 10.0.0.0 + i. Deterministic. Used by `kplane bench udp` and the pipeline benchmark.
+/// 10.0.0.0 + i. Deterministic. Used by `kplane bench ingest|kafka` and the pipeline benchmark.
 pub fn fat_tree_reports(flows: u32) -> Vec<Vec<u8>> {
     use kplane_wire::build::{
         Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, report_v20, sample_hop,
