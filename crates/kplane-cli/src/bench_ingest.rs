@@ -76,6 +76,19 @@ impl Wire {
     }
 }
 
+impl Wire {
+    /// A collector process listening on this wire (admin listener on `admin`, quiet logs);
+    /// callers add their own settings before spawning it.
+    pub fn collector(&self, admin: SocketAddr) -> std::io::Result<Command> {
+        let mut c = Command::new(std::env::current_exe()?);
+        c.args(["collector", "--admin", &admin.to_string()])
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null());
+        Ok(c)
+    }
+}
+
 /// Sends `msgs` (all of one length) as one UDP GSO super-datagram (`UDP_SEGMENT`): one pass
 /// through the sender's socket and IP layers for the batch, cut into one datagram per report
 /// before the veth when XDP is attached on the far end (veth then turns segmentation offload
@@ -209,13 +222,10 @@ pub(crate) fn softirq_seconds() -> f64 {
 pub fn run(a: IngestArgs) -> anyhow::Result<()> {
     let wire = Wire::new(a.input, "bi")?;
     let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-    let mut child = Command::new(std::env::current_exe()?)
-        .args(["collector", "--admin", &admin.to_string()])
-        .envs(wire.env.iter().map(|(k, v)| (k, v)))
+    let mut child = wire
+        .collector(admin)?
         // Nothing consumes the embedded bus here: let it hold the whole run.
         .env("KPLANE__COLLECTOR__BUS_CAPACITY", "100000000")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
         .spawn()?;
     let result = (|| -> anyhow::Result<()> {
         if !wait_ready(admin, Duration::from_secs(20)) {

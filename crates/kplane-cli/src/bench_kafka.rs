@@ -170,9 +170,8 @@ impl Cpu {
 pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
     let wire = Wire::new(a.input, "bk")?;
     let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-    let mut child = Command::new(std::env::current_exe()?)
-        .args(["collector", "--admin", &admin.to_string()])
-        .envs(wire.env.iter().map(|(k, v)| (k, v)))
+    let mut child = wire
+        .collector(admin)?
         .env("KPLANE__BUS__KIND", "kafka")
         .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", &a.brokers)
         .env(
@@ -182,8 +181,6 @@ pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
         // Every process shares two cores here, so the receive thread can wait its turn for
         // longer than 8192 frames last at 500 k/s: a deeper ring (64 MiB) absorbs that.
         .env("KPLANE__COLLECTOR__AF_XDP__FRAMES", "16384")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
         .spawn()?;
     let (sp_port, run_ns) = (free_port()?, now_ns());
     let sp_admin: SocketAddr = ([127, 0, 0, 1], sp_port).into();

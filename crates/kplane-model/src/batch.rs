@@ -226,12 +226,6 @@ fn hop_column(field: HopField, hops: &[HopRecord], carried: u16) -> ArrayRef {
 }
 
 impl ReportBatchBuilder {
-    fn first_offset(cap: usize) -> Vec<i32> {
-        let mut v = Vec::with_capacity(cap + 1);
-        v.push(0);
-        v
-    }
-
     pub fn new(cap: usize) -> Self {
         Self {
             received: TimestampNanosecondBuilder::with_capacity(cap).with_timezone("UTC"),
@@ -249,7 +243,11 @@ impl ReportBatchBuilder {
             flow: FlowColumns::new(cap),
             hop_count: UInt8Builder::with_capacity(cap),
             hops: Vec::with_capacity(cap * 6),
-            hop_offsets: Self::first_offset(cap),
+            hop_offsets: {
+                let mut v = Vec::with_capacity(cap + 1);
+                v.push(0);
+                v
+            },
         }
     }
 
@@ -285,11 +283,10 @@ impl ReportBatchBuilder {
     /// The batch so far; the builder starts empty again, with room for as many rows (so the
     /// next batch does not grow its buffers from nothing).
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let mut full = std::mem::replace(self, Self::new(self.len()));
-        full.finish_columns()
+        std::mem::replace(self, Self::new(self.len())).into_batch()
     }
 
-    fn finish_columns(&mut self) -> Result<RecordBatch, ArrowError> {
+    fn into_batch(mut self) -> Result<RecordBatch, ArrowError> {
         let [a, b, c, d, e] = self.flow.finish();
         let carried = self.hops.iter().fold(0u16, |m, h| m | h.valid_of(u16::MAX));
         let children = HopField::ALL
@@ -297,11 +294,10 @@ impl ReportBatchBuilder {
             .map(|f| hop_column(*f, &self.hops, carried))
             .collect();
         let hop_structs = StructArray::try_new(hop_fields(), children, None)?;
-        let offsets = std::mem::replace(&mut self.hop_offsets, Self::first_offset(0));
         let item = Field::new("item", DataType::Struct(hop_fields()), false);
         let hops = ListArray::try_new(
             Arc::new(item),
-            OffsetBuffer::new(offsets.into()),
+            OffsetBuffer::new(self.hop_offsets.into()),
             Arc::new(hop_structs),
             None,
         )?;

@@ -262,10 +262,7 @@ fn spawn_inputs(
         let xdp = af_xdp::open(&cfg.af_xdp, &ports)?;
         let attachment = xdp.attachment();
         for (queue, xsk) in xdp.sockets {
-            let mode = match xsk.mode {
-                af_xdp::BindMode::Copy => "copy",
-                af_xdp::BindMode::ZeroCopy => "zero-copy",
-            };
+            let mode = xsk.mode.name();
             tracing::info!(interface = %xdp.interface, queue, mode, attach = xdp.attach, ?ports, "AF_XDP socket open");
             metrics
                 .af_xdp_sockets

@@ -236,13 +236,13 @@ pub fn write_parquet(
     batches: &[RecordBatch],
 ) -> Result<(), ProcessorError> {
     if let Some(tmp) = stage_parquet(root, batches)? {
-        File::open(&tmp)?.sync_all()?;
         publish(&tmp, path)?;
     }
     Ok(())
 }
 
-/// Writes `batches` as a Parquet staging file, not yet fsynced; `None` without batches.
+/// Writes `batches` as a Parquet staging file and fsyncs it (through the writer's own
+/// handle); `None` without batches.
 fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>, ProcessorError> {
     let Some(first) = batches.first() else {
         return Ok(None);
@@ -256,7 +256,7 @@ fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>
     for b in batches {
         w.write(b)?;
     }
-    w.close()?;
+    w.into_inner()?.sync_all()?;
     Ok(Some(tmp))
 }
 
@@ -458,7 +458,6 @@ impl LaneStore {
                 .unwrap_or(*first_end);
             let path = self.file_path(table, start, &format!("{}-w{first_end}.parquet", self.lane));
             if let Some(tmp) = stage_parquet(&self.root, batches)? {
-                File::open(&tmp)?.sync_all()?;
                 staged_files.push((tmp, path));
             }
         }
@@ -471,7 +470,6 @@ impl LaneStore {
                 &format!("{}-a{offset}.parquet", self.lane),
             );
             if let Some(tmp) = stage_parquet(&self.root, &[batch])? {
-                File::open(&tmp)?.sync_all()?;
                 staged_files.push((tmp, path));
             }
         }

@@ -110,6 +110,16 @@ pub enum BindMode {
     ZeroCopy,
 }
 
+impl BindMode {
+    /// The name in logs and on `kplane_collector_af_xdp_sockets{mode}`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Copy => "copy",
+            Self::ZeroCopy => "zero-copy",
+        }
+    }
+}
+
 /// Frame size in the UMEM; a frame holds a packet of up to `FRAME - XDP_PACKET_HEADROOM`.
 pub const FRAME: usize = 4096;
 /// Room the kernel keeps in front of every packet in a frame.
