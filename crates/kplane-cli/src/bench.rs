@@ -26,6 +26,9 @@ pub enum Bench {
     /// Stream processor: reports/s through the 1 s window analytics on one core; with
     /// `--latency 20s`, arrival → window result / immediate event latency p50/p99.
     Processor(crate::bench_processor::ProcessorArgs),
+    /// The analytics store: an hour of window files with and without compaction, and a
+    /// query over the hour on each (files listed, time).
+    Store(crate::bench_store::StoreArgs),
     /// Intents: check, compile and conflict-check many intents (in memory).
     Intents(crate::bench_intents::IntentsArgs),
     /// Table entries pushed per second to a P4Runtime switch (BMv2 started if no --addr).
@@ -88,6 +91,13 @@ pub fn run(b: Bench) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench kafka: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Bench::Store(a) => match crate::bench_store::run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kplane bench store: {e:#}");
                 ExitCode::FAILURE
             }
         },

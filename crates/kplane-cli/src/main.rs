@@ -7,6 +7,7 @@ mod bench_kafka;
 mod bench_loop;
 mod bench_processor;
 mod bench_soak;
+mod bench_store;
 mod config;
 mod decode;
 mod emulate;

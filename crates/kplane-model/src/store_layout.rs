@@ -35,6 +35,104 @@ pub fn date_hour(ns: i64) -> (String, String) {
     (format!("{y:04}-{m:02}-{d:02}"), format!("{hour:02}"))
 }
 
+/// What a stored file's name says. Every writer names its files `<writer>-<kind>.parquet`
+/// (`<writer>` is a processor lane such as `reports-p3`; nothing else in a name has a `-`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// One commit's windows: `w<end of its first window>`.
+    Window { first_end: i64 },
+    /// Merged windows: `c<first end>_<last end>.l<level>` (`level` counts merges: a merge of
+    /// level-`n` files is level `n + 1`).
+    Compacted {
+        first_end: i64,
+        last_end: i64,
+        level: u32,
+    },
+    /// Immediate events of messages from an offset on: `a<offset>`.
+    Alerts { first_offset: i64 },
+}
+
+impl FileKind {
+    /// The file name of this kind for `writer`.
+    pub fn file_name(&self, writer: &str) -> String {
+        match *self {
+            Self::Window { first_end } => format!("{writer}-w{first_end}.parquet"),
+            Self::Compacted {
+                first_end,
+                last_end,
+                level,
+            } => format!("{writer}-c{first_end}_{last_end}.l{level}.parquet"),
+            Self::Alerts { first_offset } => format!("{writer}-a{first_offset}.parquet"),
+        }
+    }
+
+    /// `(writer, kind)` of a store file name; `None` for names the store does not write.
+    pub fn parse(name: &str) -> Option<(&str, Self)> {
+        let stem = name.strip_suffix(".parquet")?;
+        let (writer, rest) = stem.rsplit_once('-')?;
+        let kind = if let Some(w) = rest.strip_prefix('w') {
+            Self::Window {
+                first_end: w.parse().ok()?,
+            }
+        } else if let Some(c) = rest.strip_prefix('c') {
+            let (range, level) = c.split_once(".l")?;
+            let (a, b) = range.split_once('_')?;
+            Self::Compacted {
+                first_end: a.parse().ok()?,
+                last_end: b.parse().ok()?,
+                level: level.parse().ok()?,
+            }
+        } else {
+            Self::Alerts {
+                first_offset: rest.strip_prefix('a')?.parse().ok()?,
+            }
+        };
+        Some((writer, kind))
+    }
+}
+
+/// Which files of one directory a merge has replaced, in the order given: a window file
+/// whose first end lies in a compacted file's range of the same writer, and a compacted file
+/// inside a larger compacted range of the same writer. A merge publishes its file before it
+/// deletes the sources, so readers that leave these out see every row exactly once, even in
+/// the middle of a merge; the writer deletes them when it recovers.
+pub fn superseded(names: &[&str]) -> Vec<bool> {
+    let parsed: Vec<Option<(&str, FileKind)>> = names.iter().map(|n| FileKind::parse(n)).collect();
+    let merged: Vec<(&str, i64, i64)> = parsed
+        .iter()
+        .filter_map(|p| match *p {
+            Some((
+                w,
+                FileKind::Compacted {
+                    first_end,
+                    last_end,
+                    ..
+                },
+            )) => Some((w, first_end, last_end)),
+            _ => None,
+        })
+        .collect();
+    parsed
+        .iter()
+        .map(|p| match *p {
+            Some((w, FileKind::Window { first_end })) => merged
+                .iter()
+                .any(|&(mw, a, b)| mw == w && a <= first_end && first_end <= b),
+            Some((
+                w,
+                FileKind::Compacted {
+                    first_end,
+                    last_end,
+                    ..
+                },
+            )) => merged.iter().any(|&(mw, a, b)| {
+                mw == w && a <= first_end && last_end <= b && (a, b) != (first_end, last_end)
+            }),
+            _ => false,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +148,44 @@ mod tests {
         assert_eq!(
             date_hour(951_782_400_000_000_000),
             ("2000-02-29".into(), "00".into())
+        );
+    }
+
+    #[test]
+    fn file_names_round_trip() {
+        for kind in [
+            FileKind::Window { first_end: 30 },
+            FileKind::Compacted {
+                first_end: 10,
+                last_end: 50,
+                level: 2,
+            },
+            FileKind::Alerts { first_offset: 7 },
+        ] {
+            let name = kind.file_name("reports-p3");
+            assert_eq!(FileKind::parse(&name), Some(("reports-p3", kind)), "{name}");
+        }
+        assert_eq!(FileKind::parse("notes.txt"), None);
+        assert_eq!(FileKind::parse("reports-p3-x1.parquet"), None);
+    }
+
+    #[test]
+    fn a_merge_in_progress_is_seen_once() {
+        let names = [
+            "reports-p0-w10.parquet",
+            "reports-p0-w20.parquet",
+            "reports-p0-c10_20.l1.parquet",
+            "reports-p0-w30.parquet",
+            // Another writer's files with the same ends are not covered.
+            "reports-p1-w10.parquet",
+            // A level-2 merge of the level-1 file published before its sources are deleted.
+            "reports-p0-c10_30.l2.parquet",
+            "reports-p0-a5.parquet",
+            "anomalies-x.parquet",
+        ];
+        assert_eq!(
+            superseded(&names),
+            [true, true, true, true, false, false, false, false]
         );
     }
 }

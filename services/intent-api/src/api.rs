@@ -93,7 +93,7 @@ impl AppState {
         loop {
             match self.store.sql(sql).await?.collect().await {
                 Ok(batches) => return to_json(&batches),
-                Err(e) if retries < 10 && vanished_file(&e) => {
+                Err(e) if retries < 10 && is_compacted_away(&e.to_string()) => {
                     retries += 1;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
@@ -101,12 +101,6 @@ impl AppState {
             }
         }
     }
-}
-
-/// A Parquet file gone between listing and reading (compaction), as DataFusion reports it.
-fn vanished_file(e: &datafusion::error::DataFusionError) -> bool {
-    let m = e.to_string();
-    m.contains(".parquet") && m.contains("not found")
 }
 
 /// Rows as JSON objects.
@@ -594,7 +588,8 @@ pub fn check_read_only(sql: &str) -> Result<(), ApiError> {
     }
 }
 
-/// Whether a query failed because a store file it listed was removed before it was read.
+/// Whether a query failed because a store file it listed was removed (merged away by
+/// compaction) before it was read.
 fn is_compacted_away(error: &str) -> bool {
     error.contains(".parquet not found")
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use kplane_model::store_layout::superseded;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::features::{Window, window_end};
@@ -11,16 +12,27 @@ use crate::features::{Window, window_end};
 /// The tables the models read.
 pub const TABLES: [&str; 3] = ["flows", "queues", "links"];
 
+/// Every `*.parquet` under `dir`, less those a merge has replaced (the processor publishes a
+/// merged file before deleting its sources).
 fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
+    let mut here = Vec::new();
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
             parquet_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "parquet") {
-            out.push(p);
+        } else if p.extension().is_some_and(|x| x == "parquet")
+            && let Some(name) = p.file_name().and_then(|n| n.to_str())
+        {
+            here.push(name.to_string());
+        }
+    }
+    let names: Vec<&str> = here.iter().map(String::as_str).collect();
+    for (name, replaced) in names.iter().zip(superseded(&names)) {
+        if !replaced {
+            out.push(dir.join(name));
         }
     }
 }

@@ -52,8 +52,12 @@ pub struct Config {
     pub consume_events: bool,
     pub thresholds: Thresholds,
     pub state: StateConfig,
-    /// Committed files of one (table, hour, partition) that trigger their compaction into one.
+    /// Compaction's fan-in: files of one level (per table, hour and partition) merged into
+    /// one file of the next level.
     pub compact_files: usize,
+    /// Compaction's target file size: a merge stops adding files at this size, and files
+    /// this large are not merged again.
+    pub compact_target_bytes: u64,
     /// Publish window results and immediate events on `int.windows` / `int.alerts`.
     pub publish: bool,
     /// Partitions of `int.windows` and `int.alerts` when the processor creates them (Kafka).
@@ -133,7 +137,8 @@ impl Default for Config {
             consume_events: true,
             thresholds: Thresholds::default(),
             state: StateConfig::default(),
-            compact_files: 64,
+            compact_files: 10,
+            compact_target_bytes: 128 << 20,
             publish: true,
             result_partitions: 4,
         }
@@ -143,6 +148,15 @@ impl Default for Config {
 impl Config {
     pub fn window_ns(&self) -> i64 {
         self.window.as_nanos() as i64
+    }
+
+    /// How the store merges each lane's files.
+    pub fn compaction(&self) -> crate::store::Compaction {
+        crate::store::Compaction {
+            fan_in: self.compact_files,
+            target_bytes: self.compact_target_bytes,
+            window_ns: self.window_ns(),
+        }
     }
 
     pub fn slide_ns(&self) -> i64 {
@@ -180,6 +194,10 @@ impl Validate for Config {
             "idle-close must be >= 10ms",
         );
         need(self.compact_files >= 2, "compact-files must be >= 2");
+        need(
+            self.compact_target_bytes >= 1 << 20,
+            "compact-target-bytes must be >= 1 MiB",
+        );
         need(
             self.consume_reports || self.consume_events,
             "consume-reports and consume-events are both off: nothing to read",

@@ -31,6 +31,7 @@ pub mod query;
 pub(crate) mod snapshot;
 pub mod stages;
 pub mod store;
+pub mod store_view;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -48,6 +48,8 @@ pub struct ProcessorMetrics {
     pub store_files: Counter,
     pub torn_checkpoint_lines: Counter,
     pub compactions: Counter,
+    pub merged_bytes: Counter,
+    pub compaction_failures: Counter,
     pub window_latency: Histogram,
     pub alert_latency: Histogram,
 }
@@ -69,6 +71,8 @@ impl Default for ProcessorMetrics {
             store_files: Counter::default(),
             torn_checkpoint_lines: Counter::default(),
             compactions: Counter::default(),
+            merged_bytes: Counter::default(),
+            compaction_failures: Counter::default(),
             window_latency: latency_histogram(),
             alert_latency: latency_histogram(),
         }
@@ -143,8 +147,18 @@ impl ProcessorMetrics {
         );
         r.register(
             "compactions",
-            "Small-file compactions done (all lanes)",
+            "Merges of store files done (all lanes)",
             self.compactions.clone(),
+        );
+        r.register(
+            "store_merged_bytes",
+            "Bytes of the files merges wrote (compaction's write amplification, all lanes)",
+            self.merged_bytes.clone(),
+        );
+        r.register(
+            "compaction_failures",
+            "Merges that failed (logged; their files stay readable and are merged later)",
+            self.compaction_failures.clone(),
         );
         r.register(
             "window_result_latency_seconds",

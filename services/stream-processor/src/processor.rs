@@ -256,7 +256,7 @@ impl Processor {
                         };
                         let name = lane_name(&topic, partition);
                         let (store, resume) =
-                            LaneStore::open(&self.cfg.data_dir, &name, self.cfg.compact_files)?;
+                            LaneStore::open(&self.cfg.data_dir, &name, self.cfg.compaction())?;
                         let checkpoint = resume.checkpoint;
                         tracing::info!(lane = %name, ?checkpoint, "partition assigned");
                         self.metrics.torn_checkpoint_lines.inc_by(store.torn_lines);
@@ -510,7 +510,12 @@ impl Processor {
         if !published.is_empty() {
             lane.told_through = lane.told_through.max(through_ns);
         }
-        let (files, compactions) = (lane.store.files_written, lane.store.compactions);
+        let store_before = (
+            lane.store.files_written,
+            lane.store.compactions,
+            lane.store.merged_bytes,
+            lane.store.compaction_failures,
+        );
         let started = Instant::now();
         let detectors = DetectorState {
             through_offset: checkpoint.read_until,
@@ -521,12 +526,19 @@ impl Processor {
         StageTimes::lap(&mut self.stages.store, started);
         self.metrics.windows_written.inc_by(n_windows as u64);
         // Counted across lanes: what this commit added.
+        let (files, compactions, merged_bytes, failures) = store_before;
         self.metrics
             .store_files
             .inc_by(lane.store.files_written - files);
         self.metrics
             .compactions
             .inc_by(lane.store.compactions - compactions);
+        self.metrics
+            .merged_bytes
+            .inc_by(lane.store.merged_bytes - merged_bytes);
+        self.metrics
+            .compaction_failures
+            .inc_by(lane.store.compaction_failures - failures);
         let now = kplane_model::unix_time_ns() as i64;
         if n_windows > 0 && last_arrival > 0 {
             self.metrics

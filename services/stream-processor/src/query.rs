@@ -9,11 +9,13 @@ use arrow_schema::{DataType, SchemaRef};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::error::Result;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::SessionContext;
 
 use crate::analytics::Analytics;
 use crate::detect::alerts_schema;
 use crate::store::tables_dir;
+use crate::store_view::StoreView;
 use kplane_model::knowledge_tables;
 
 /// Name of the immediate-events table.
@@ -49,6 +51,11 @@ pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec
         knowledge_tables::FORECASTS.into(),
         knowledge_tables::forecasts_schema(),
     ));
+    // Readers skip what a merge has replaced (see `store_view`).
+    ctx.register_object_store(
+        ObjectStoreUrl::local_filesystem().as_ref(),
+        Arc::new(StoreView::default()),
+    );
     let root = tables_dir(data_dir);
     let mut names = Vec::new();
     for (name, schema) in tables {
@@ -214,6 +221,92 @@ pub fn scalar(batches: &[arrow_array::RecordBatch]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A merge published its file and has not deleted its sources yet: a query over the
+    /// store reads every row once.
+    #[tokio::test]
+    async fn a_query_in_the_middle_of_a_merge_reads_each_row_once() {
+        use crate::panes::Checkpoint;
+        use crate::store::{Compaction, LaneStore};
+        use arrow_array::{Int64Array, RecordBatch, TimestampNanosecondArray};
+        use arrow_schema::{Field, Schema, TimeUnit};
+
+        let root = std::env::temp_dir().join(format!("kplane-sp-view-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("window_start", ts.clone(), false),
+            Field::new("window_end", ts, false),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        let rows = |end: i64| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(TimestampNanosecondArray::from(vec![end - 10]).with_timezone("UTC")),
+                    Arc::new(TimestampNanosecondArray::from(vec![end]).with_timezone("UTC")),
+                    Arc::new(Int64Array::from(vec![end])),
+                ],
+            )
+            .unwrap()
+        };
+        let compaction = Compaction {
+            fan_in: 64,
+            target_bytes: u64::MAX,
+            window_ns: 10,
+        };
+        let (mut lane, _) = LaneStore::open(&root, "reports-p0", compaction).unwrap();
+        for end in [10, 20, 30] {
+            let cp = Checkpoint {
+                through_offset: end,
+                read_until: end,
+                emitted_until_ns: end,
+            };
+            lane.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp, None)
+                .unwrap();
+        }
+        // The merge's file, published beside its sources.
+        let dir = crate::store::partition_dir(&root, "t", 0);
+        let merged = dir.join("reports-p0-c10_20.l1.parquet");
+        let file = std::fs::File::create(&merged).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None).unwrap();
+        w.write(&rows(10)).unwrap();
+        w.write(&rows(20)).unwrap();
+        w.close().unwrap();
+
+        let ctx = SessionContext::new();
+        register_store(&ctx, &root).await.unwrap();
+        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
+            .with_file_extension(".parquet")
+            .with_table_partition_cols(vec![
+                ("date".to_string(), DataType::Utf8),
+                ("hour".to_string(), DataType::Utf8),
+            ]);
+        let url = format!("{}/", tables_dir(&root).join("t").display());
+        ctx.register_listing_table("t", url, options, Some(schema.clone()), None)
+            .await
+            .unwrap();
+        let batches = ctx
+            .sql("SELECT v FROM t ORDER BY v")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let values: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(values, [10, 20, 30]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn prefixes_match_v4_and_v6() {

@@ -9,10 +9,12 @@
 //!   files, then appends the checkpoint line (fsynced). A lane re-opened after a crash deletes
 //!   its window files past the checkpoint (`w<end>` with `end > emitted_until`): they are
 //!   recomputed from the same messages, so the store is exactly the checkpoint's image.
-//! * Compaction merges a lane's committed files of one (table, hour) into
-//!   `<lane>-c<first end>-<last end>.parquet` once there are `compact-files` of them, then
-//!   deletes the sources; a re-opened lane finishes an interrupted compaction (sources
-//!   covered by a compacted file are deleted). During that swap a reader can see both.
+//! * Compaction ([`Compaction`]) is tiered per lane and directory: `fan-in` files of one level
+//!   are merged into one file of the next (`<lane>-c<first end>_<last end>.l<level>`), up to a
+//!   target size; once the hour is complete (the lane's windows have passed it), its files are
+//!   merged down to one per target size. A merge publishes its file before deleting the
+//!   sources; readers leave out what a merge has replaced ([`superseded`]), so nobody sees a
+//!   row twice, and a re-opened lane deletes such leftovers.
 //! * Alerts are appended as `<lane>-a<offset>.parquet` (at-least-once, never rolled back).
 
 use std::fs::{File, OpenOptions};
@@ -30,6 +32,7 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use kplane_model::FlowHashKey;
+use kplane_model::store_layout::{FileKind, superseded};
 
 use crate::error::ProcessorError;
 use crate::panes::Checkpoint;
@@ -120,41 +123,6 @@ fn read_detectors(path: &Path) -> Result<Option<DetectorState>, ProcessorError> 
     }))
 }
 
-/// What a stored file name says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FileKind {
-    Window {
-        first_end: i64,
-    },
-    Compacted {
-        first_end: i64,
-        last_end: i64,
-    },
-    /// Alerts of the messages from `first_offset` to the commit's `read_until`.
-    Alerts {
-        first_offset: i64,
-    },
-}
-
-fn parse_name(name: &str, lane: &str) -> Option<FileKind> {
-    let rest = name.strip_prefix(lane)?.strip_prefix('-')?;
-    let rest = rest.strip_suffix(".parquet")?;
-    if let Some(w) = rest.strip_prefix('w') {
-        return Some(FileKind::Window {
-            first_end: w.parse().ok()?,
-        });
-    }
-    if let Some(c) = rest.strip_prefix('c') {
-        let (a, b) = c.split_once('~')?;
-        return Some(FileKind::Compacted {
-            first_end: a.parse().ok()?,
-            last_end: b.parse().ok()?,
-        });
-    }
-    let first_offset = rest.strip_prefix('a')?.parse().ok()?;
-    Some(FileKind::Alerts { first_offset })
-}
-
 /// Every `*.parquet` under `dir` (recursively).
 fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let entries = match std::fs::read_dir(dir) {
@@ -230,11 +198,8 @@ pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, ProcessorError> {
 
 /// Writes `batches` as one Parquet file at `path`, atomically and durably (staging, fsync,
 /// rename, fsync of the directory).
-pub fn write_parquet(
-    root: &Path,
-    path: &Path,
-    batches: &[RecordBatch],
-) -> Result<(), ProcessorError> {
+#[cfg(test)]
+fn write_parquet(root: &Path, path: &Path, batches: &[RecordBatch]) -> Result<(), ProcessorError> {
     if let Some(tmp) = stage_parquet(root, batches)? {
         publish(&tmp, path)?;
     }
@@ -260,25 +225,92 @@ fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>
     Ok(Some(tmp))
 }
 
+#[cfg(test)]
 fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ProcessorError> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)?.build()?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }
 
-/// Latest `window_end` in a stored window table file.
-fn last_window_end(batches: &[RecordBatch]) -> Option<i64> {
-    batches
-        .iter()
-        .filter_map(|b| {
-            let c = b.column_by_name("window_end")?;
-            let ends = c.as_primitive_opt::<TimestampNanosecondType>()?;
-            ends.values().iter().copied().max()
-        })
-        .max()
+/// Latest `window_end` in a batch of a window table.
+fn last_window_end(batch: &RecordBatch) -> Option<i64> {
+    let ends = batch
+        .column_by_name("window_end")?
+        .as_primitive_opt::<TimestampNanosecondType>()?;
+    ends.values().iter().copied().max()
 }
 
 /// Window results of one commit: `(table, window start, window end, rows)`.
 pub type WindowRows = (&'static str, i64, i64, RecordBatch);
+
+/// How a lane merges its files: tiered, so that each row is rewritten about
+/// log_fan-in(files per hour) times, not once per merge as a single growing file would be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    /// Files of one level merged into one file of the next level (`compact-files`).
+    pub fan_in: usize,
+    /// Files this large are not merged again; a merge stops adding files once it reaches it
+    /// (`compact-target-bytes`).
+    pub target_bytes: u64,
+    /// The window length: an hour directory is complete once the lane has emitted the
+    /// windows ending one window past the hour.
+    pub window_ns: i64,
+}
+
+impl Compaction {
+    /// The next merge among a lane's files of one directory (sorted oldest first), as a
+    /// range of them. While the hour is open: the newest run of files of one level below
+    /// the target size, once there are `fan_in` of them. Once it is complete: any run of
+    /// two or more files below the target size.
+    fn next_merge(&self, files: &[Stored], complete: bool) -> Option<std::ops::Range<usize>> {
+        let small = |f: &Stored| f.bytes < self.target_bytes;
+        // From `start`, the small files a merge takes: until their size reaches the target.
+        let take = |start: usize| {
+            let mut bytes = 0;
+            let mut end = start;
+            while end < files.len() && small(&files[end]) && bytes < self.target_bytes {
+                bytes += files[end].bytes;
+                end += 1;
+            }
+            end
+        };
+        if complete {
+            let mut i = 0;
+            while i < files.len() {
+                let end = take(i);
+                if end - i >= 2 {
+                    return Some(i..end);
+                }
+                i = end.max(i + 1);
+            }
+            return None;
+        }
+        let level = files.last()?.level;
+        let start = files
+            .iter()
+            .rposition(|f| f.level != level || !small(f))
+            .map_or(0, |p| p + 1);
+        (files.len() - start >= self.fan_in).then(|| start..take(start))
+    }
+}
+
+/// A committed file of a lane, as compaction sees it.
+#[derive(Clone, Debug)]
+struct Stored {
+    path: PathBuf,
+    first_end: i64,
+    /// Window files are level 0.
+    level: u32,
+    bytes: u64,
+}
+
+/// A file's name and what it says.
+type Named = (String, FileKind);
+
+/// Start of the hour after the one holding `ns`.
+fn hour_end(ns: i64) -> i64 {
+    const HOUR: i64 = 3_600_000_000_000;
+    (ns.div_euclid(HOUR) + 1) * HOUR
+}
 
 /// The store of one lane (a bus partition of one topic).
 #[derive(Debug)]
@@ -287,10 +319,19 @@ pub struct LaneStore {
     lane: String,
     log: File,
     checkpoint: Checkpoint,
-    compact_files: usize,
+    compaction: Compaction,
+    /// Directories with files of this lane that may still be merged, with the end of their
+    /// hour.
+    open_dirs: Vec<(PathBuf, i64)>,
     /// Files written and compacted (for metrics).
     pub files_written: u64,
     pub compactions: u64,
+    /// Bytes of the window and alert files commits wrote.
+    pub bytes_written: u64,
+    /// Bytes of the files merges wrote (the write amplification of compaction).
+    pub merged_bytes: u64,
+    /// Merges that failed (logged; their sources stay and are merged later).
+    pub compaction_failures: u64,
     /// Torn last lines found in the checkpoint log on opening (0 or 1).
     pub torn_lines: u64,
     /// The last message the detectors' durable state includes (`-1`: none).
@@ -319,7 +360,7 @@ impl LaneStore {
     pub fn open(
         root: &Path,
         lane: &str,
-        compact_files: usize,
+        compaction: Compaction,
     ) -> Result<(Self, Resume), ProcessorError> {
         let dir = root.join("checkpoints");
         std::fs::create_dir_all(&dir)?;
@@ -343,14 +384,18 @@ impl LaneStore {
             File::open(&dir)?.sync_all()?;
         }
         let detectors = read_detectors(&dir.join(format!("{lane}.detectors")))?;
-        let store = Self {
+        let mut store = Self {
             root: root.to_path_buf(),
             lane: lane.to_string(),
             log,
             checkpoint,
-            compact_files,
+            compaction,
+            open_dirs: Vec::new(),
             files_written: 0,
             compactions: 0,
+            bytes_written: 0,
+            merged_bytes: 0,
+            compaction_failures: 0,
             torn_lines: u64::from(read.torn_at.is_some()),
             // Without saved state the detectors rebuild theirs from the checkpoint's messages
             // and raise nothing up to `read_until` (those alerts are stored).
@@ -375,46 +420,60 @@ impl LaneStore {
             .join(format!("{}.detectors", self.lane))
     }
 
-    fn lane_files(&self) -> Result<Vec<(PathBuf, FileKind)>, ProcessorError> {
+    /// The lane's files in every directory.
+    fn lane_files(&self) -> Result<Vec<(PathBuf, Vec<Named>)>, ProcessorError> {
         let mut all = Vec::new();
         parquet_files(&tables_dir(&self.root), &mut all)?;
-        Ok(all
-            .into_iter()
-            .filter_map(|p| {
-                let kind = parse_name(p.file_name()?.to_str()?, &self.lane)?;
-                Some((p, kind))
-            })
-            .collect())
+        let mut dirs: Vec<(PathBuf, Vec<Named>)> = Vec::new();
+        for p in all {
+            let (Some(dir), Some(name)) = (p.parent(), p.file_name().and_then(|n| n.to_str()))
+            else {
+                continue;
+            };
+            let Some((writer, kind)) = FileKind::parse(name) else {
+                continue;
+            };
+            if writer != self.lane {
+                continue;
+            }
+            let entry = (name.to_string(), kind);
+            match dirs.iter_mut().find(|d| d.0 == dir) {
+                Some(d) => d.1.push(entry),
+                None => dirs.push((dir.to_path_buf(), vec![entry])),
+            }
+        }
+        Ok(dirs)
     }
 
-    fn recover(&self) -> Result<(), ProcessorError> {
+    /// Deletes what the checkpoint does not include and what a merge replaced, and notes
+    /// the directories whose files may still be merged.
+    fn recover(&mut self) -> Result<(), ProcessorError> {
         let emitted = self.checkpoint.emitted_until_ns;
-        let files = self.lane_files()?;
-        for (path, kind) in &files {
-            let covered = |end: i64, me: &FileKind| {
-                files.iter().any(|(p, k)| {
-                    p.parent() == path.parent()
-                        && k != me
-                        && matches!(*k, FileKind::Compacted { first_end, last_end }
-                            if first_end <= end && end <= last_end)
-                })
-            };
-            let remove = match *kind {
-                FileKind::Window { first_end } => first_end > emitted || covered(first_end, kind),
-                FileKind::Compacted {
-                    first_end,
-                    last_end,
-                } => files.iter().any(|(p, k)| {
-                    p.parent() == path.parent()
-                        && matches!(*k, FileKind::Compacted { first_end: a, last_end: b }
-                            if a <= first_end && last_end <= b && (a, b) != (first_end, last_end))
-                }),
-                // Alerts of messages the detectors will read again are raised again.
-                FileKind::Alerts { first_offset } => first_offset > self.detectors_through,
-            };
-            if remove {
-                tracing::info!(file = %path.display(), "removing a file past the checkpoint or already compacted");
-                std::fs::remove_file(path)?;
+        for (dir, files) in self.lane_files()? {
+            let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+            let replaced = superseded(&names);
+            let mut first_end = None::<i64>;
+            for ((name, kind), replaced) in files.iter().zip(replaced) {
+                let remove = replaced
+                    || match *kind {
+                        FileKind::Window { first_end } => first_end > emitted,
+                        FileKind::Compacted { .. } => false,
+                        // Alerts of messages the detectors will read again are raised again.
+                        FileKind::Alerts { first_offset } => first_offset > self.detectors_through,
+                    };
+                let path = dir.join(name);
+                if remove {
+                    tracing::info!(file = %path.display(), "removing a file past the checkpoint or already merged");
+                    std::fs::remove_file(&path)?;
+                } else if let FileKind::Window { first_end: e }
+                | FileKind::Compacted { first_end: e, .. } = *kind
+                {
+                    first_end = Some(first_end.map_or(e, |f| f.min(e)));
+                }
+            }
+            if let Some(e) = first_end {
+                let end = hour_end(e - self.compaction.window_ns);
+                self.open_dirs.push((dir, end));
             }
         }
         Ok(())
@@ -425,7 +484,7 @@ impl LaneStore {
     }
 
     /// Writes one commit: the windows' rows (one file per table and hour), the alerts, then
-    /// the checkpoint line.
+    /// the checkpoint line; then merges what compaction asks for.
     pub fn commit(
         &mut self,
         windows: Vec<WindowRows>,
@@ -434,41 +493,39 @@ impl LaneStore {
         checkpoint: Checkpoint,
         detectors: Option<&DetectorState>,
     ) -> Result<Vec<PathBuf>, ProcessorError> {
-        // (table, date/hour dir) → (first end, batches)
-        let mut groups: Vec<(&'static str, PathBuf, i64, Vec<RecordBatch>)> = Vec::new();
+        // (table, date/hour dir) → (first start, first end, batches)
+        let mut groups: Vec<(&'static str, PathBuf, i64, i64, Vec<RecordBatch>)> = Vec::new();
         for (table, start, end, batch) in windows {
             let dir = self.file_path(table, start, "");
             match groups.iter_mut().find(|g| g.0 == table && g.1 == dir) {
                 Some(g) => {
-                    g.2 = g.2.min(end);
-                    g.3.push(batch);
+                    g.2 = g.2.min(start);
+                    g.3 = g.3.min(end);
+                    g.4.push(batch);
                 }
-                None => groups.push((table, dir, end, vec![batch])),
+                None => groups.push((table, dir, start, end, vec![batch])),
             }
         }
         // Every file is staged and fsynced, then all are renamed into place and each
         // directory they went to is fsynced once (not once per file).
         let mut staged_files: Vec<(PathBuf, PathBuf)> = Vec::new();
-        for (table, _, first_end, batches) in &groups {
-            let start = batches
-                .first()
-                .and_then(|b| b.column_by_name("window_start"))
-                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
-                .and_then(|c| c.values().first().copied())
-                .unwrap_or(*first_end);
-            let path = self.file_path(table, start, &format!("{}-w{first_end}.parquet", self.lane));
+        for (_, dir, _, first_end, batches) in &groups {
+            let name = FileKind::Window {
+                first_end: *first_end,
+            }
+            .file_name(&self.lane);
             if let Some(tmp) = stage_parquet(&self.root, batches)? {
-                staged_files.push((tmp, path));
+                staged_files.push((tmp, dir.join(name)));
             }
         }
         if let Some((time_ns, offset, batch)) = alerts
             && batch.num_rows() > 0
         {
-            let path = self.file_path(
-                "alerts",
-                time_ns,
-                &format!("{}-a{offset}.parquet", self.lane),
-            );
+            let name = FileKind::Alerts {
+                first_offset: offset,
+            }
+            .file_name(&self.lane);
+            let path = self.file_path("alerts", time_ns, &name);
             if let Some(tmp) = stage_parquet(&self.root, &[batch])? {
                 staged_files.push((tmp, path));
             }
@@ -481,6 +538,9 @@ impl LaneStore {
             bytes.extend_from_slice(&d.through_offset.to_le_bytes());
             bytes.extend_from_slice(&d.bytes);
             staged_files.push((staged(&self.root, &bytes)?, self.detectors_path()));
+        }
+        for (tmp, _) in &staged_files[..written.len()] {
+            self.bytes_written += std::fs::metadata(tmp)?.len();
         }
         let mut dirs: Vec<&Path> = Vec::new();
         for (tmp, path) in &staged_files {
@@ -508,47 +568,126 @@ impl LaneStore {
         self.log.sync_data()?;
         self.checkpoint = checkpoint;
         self.files_written += written.len() as u64;
-        let dirs: Vec<PathBuf> = groups.into_iter().map(|g| g.1).collect();
-        for dir in dirs {
-            self.maybe_compact(&dir)?;
+        for (_, dir, start, _, _) in groups {
+            if !self.open_dirs.iter().any(|d| d.0 == dir) {
+                self.open_dirs.push((dir, hour_end(start)));
+            }
         }
+        self.compact();
         Ok(written)
     }
 
-    /// Merges the lane's committed window files in `dir` once there are enough of them.
-    fn maybe_compact(&mut self, dir: &Path) -> Result<(), ProcessorError> {
+    /// Runs the merges compaction asks for in every open directory; forgets directories
+    /// whose hour is complete once they are merged down. A failed merge is logged and
+    /// counted: its sources are committed data and stay readable.
+    fn compact(&mut self) {
         let emitted = self.checkpoint.emitted_until_ns;
-        let mut sources: Vec<(PathBuf, i64)> = Vec::new();
-        for e in std::fs::read_dir(dir)? {
-            let p = e?.path();
-            let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            match parse_name(name, &self.lane) {
-                Some(FileKind::Window { first_end }) if first_end <= emitted => {
-                    sources.push((p, first_end));
+        let mut done = Vec::new();
+        for (i, (dir, end)) in self.open_dirs.clone().into_iter().enumerate() {
+            let complete = emitted >= end + self.compaction.window_ns;
+            loop {
+                let merged = self.committed_files(&dir).and_then(|files| {
+                    match self.compaction.next_merge(&files, complete) {
+                        Some(range) => self.merge(&dir, &files[range]).map(|()| true),
+                        None => Ok(false),
+                    }
+                });
+                match merged {
+                    Ok(true) => continue,
+                    Ok(false) => {
+                        if complete {
+                            done.push(i);
+                        }
+                    }
+                    Err(e) => {
+                        self.compaction_failures += 1;
+                        tracing::warn!(dir = %dir.display(), error = %e, "compaction failed; its files stay as they are and are merged later");
+                    }
                 }
-                Some(FileKind::Compacted { first_end, .. }) => sources.push((p, first_end)),
-                _ => {}
+                break;
             }
         }
-        if sources.len() < self.compact_files {
-            return Ok(());
+        for i in done.into_iter().rev() {
+            self.open_dirs.swap_remove(i);
         }
-        sources.sort_by_key(|s| s.1);
-        let mut batches = Vec::new();
-        for (p, _) in &sources {
-            batches.extend(read_parquet(p)?);
-        }
-        let first_end = sources[0].1;
-        let last_end = last_window_end(&batches).unwrap_or(first_end);
-        let target = dir.join(format!("{}-c{first_end}~{last_end}.parquet", self.lane));
-        write_parquet(&self.root, &target, &batches)?;
-        for (p, _) in &sources {
-            if *p != target {
-                std::fs::remove_file(p)?;
+    }
+
+    /// The lane's committed, current files in `dir`, oldest first.
+    fn committed_files(&self, dir: &Path) -> Result<Vec<Stored>, ProcessorError> {
+        let emitted = self.checkpoint.emitted_until_ns;
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            if let Some(name) = e.file_name().to_str() {
+                names.push((name.to_string(), e.metadata()?.len()));
             }
         }
+        let listed: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
+        let replaced = superseded(&listed);
+        let mut files: Vec<Stored> = names
+            .iter()
+            .zip(replaced)
+            .filter(|(_, replaced)| !replaced)
+            .filter_map(|((name, bytes), _)| {
+                let (writer, kind) = FileKind::parse(name)?;
+                let (first_end, level) = match kind {
+                    FileKind::Window { first_end } if first_end <= emitted => (first_end, 0),
+                    FileKind::Compacted {
+                        first_end, level, ..
+                    } => (first_end, level),
+                    _ => return None,
+                };
+                (writer == self.lane).then(|| Stored {
+                    path: dir.join(name),
+                    first_end,
+                    level,
+                    bytes: *bytes,
+                })
+            })
+            .collect();
+        files.sort_by_key(|f| f.first_end);
+        Ok(files)
+    }
+
+    /// Merges `sources` (consecutive, oldest first) into one file of the next level, read
+    /// and written a batch at a time; publishes it, then deletes the sources.
+    fn merge(&mut self, dir: &Path, sources: &[Stored]) -> Result<(), ProcessorError> {
+        let tmp = staging_path(&self.root, "parquet")?;
+        let mut writer: Option<ArrowWriter<File>> = None;
+        let mut last_end = sources[0].first_end;
+        for source in sources {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&source.path)?)?;
+            if writer.is_none() {
+                let props = WriterProperties::builder()
+                    .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                    .build();
+                writer = Some(ArrowWriter::try_new(
+                    File::create(&tmp)?,
+                    reader.schema().clone(),
+                    Some(props),
+                )?);
+            }
+            let w = writer.as_mut().expect("created above");
+            for batch in reader.build()? {
+                let batch = batch?;
+                last_end = last_end.max(last_window_end(&batch).unwrap_or(last_end));
+                w.write(&batch)?;
+            }
+        }
+        let file = writer.expect("at least one source").into_inner()?;
+        file.sync_all()?;
+        self.merged_bytes += file.metadata()?.len();
+        let name = FileKind::Compacted {
+            first_end: sources[0].first_end,
+            last_end,
+            level: sources.iter().map(|s| s.level).max().unwrap_or(0) + 1,
+        }
+        .file_name(&self.lane);
+        publish(&tmp, &dir.join(name))?;
+        for source in sources {
+            std::fs::remove_file(&source.path)?;
+        }
+        File::open(dir)?.sync_all()?;
         self.compactions += 1;
         Ok(())
     }
@@ -579,6 +718,15 @@ mod tests {
             ],
         )
         .unwrap()
+    }
+
+    /// Windows of 10 ns; merges of `fan_in` files; no size limit.
+    fn tiered(fan_in: usize) -> Compaction {
+        Compaction {
+            fan_in,
+            target_bytes: u64::MAX,
+            window_ns: 10,
+        }
     }
 
     fn cp(emitted: i64) -> Checkpoint {
@@ -626,16 +774,17 @@ mod tests {
     fn a_reopened_lane_is_the_checkpoints_image_and_compaction_loses_nothing() {
         let root = std::env::temp_dir().join(format!("kplane-sp-store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let (mut s, r) = LaneStore::open(&root, "reports-p0", 3).unwrap();
+        let (mut s, r) = LaneStore::open(&root, "reports-p0", tiered(3)).unwrap();
         assert_eq!(r.checkpoint, Checkpoint::default());
         for end in [10, 20] {
             commit_window(&mut s, end);
         }
         // A crash after writing the files of window 30 but before its checkpoint line.
         let path = s.file_path("t", 20, "reports-p0-w30.parquet");
+        assert_eq!(s.open_dirs.len(), 1);
         write_parquet(&root, &path, &[rows(30)]).unwrap();
         drop(s);
-        let (mut s, r) = LaneStore::open(&root, "reports-p0", 3).unwrap();
+        let (mut s, r) = LaneStore::open(&root, "reports-p0", tiered(3)).unwrap();
         assert_eq!(r.checkpoint, cp(20));
         assert_eq!(
             stored(&root),
@@ -650,11 +799,118 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    /// The lane's file names in the directory of hour 0 of table `t`, sorted.
+    fn names(root: &Path, ns: i64) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(partition_dir(root, "t", ns))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn merges_are_tiered_and_a_complete_hour_is_merged_down_to_one_file() {
+        let root = std::env::temp_dir().join(format!("kplane-sp-tiers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(3)).unwrap();
+        for end in (1..=8).map(|i| i * 10) {
+            commit_window(&mut s, end);
+        }
+        // 8 windows, fan-in 3: two level-1 merges of three, two windows not yet merged.
+        assert_eq!(
+            names(&root, 0),
+            [
+                "reports-p0-c10_30.l1.parquet",
+                "reports-p0-c40_60.l1.parquet",
+                "reports-p0-w70.parquet",
+                "reports-p0-w80.parquet",
+            ]
+        );
+        commit_window(&mut s, 90);
+        // The third level-1 file completes a run of three: one level-2 file.
+        assert_eq!(names(&root, 0), ["reports-p0-c10_90.l2.parquet"]);
+        commit_window(&mut s, 100);
+        assert_eq!(
+            names(&root, 0),
+            ["reports-p0-c10_90.l2.parquet", "reports-p0-w100.parquet"]
+        );
+        // The next hour's first window: hour 0 is complete once the lane has passed its end
+        // by a window, and is merged into one file whatever the levels.
+        const HOUR: i64 = 3_600_000_000_000;
+        commit_window(&mut s, HOUR + 10);
+        assert_eq!(names(&root, 0), ["reports-p0-c10_100.l3.parquet"]);
+        assert_eq!(s.open_dirs.len(), 1, "only the new hour is open");
+        let mut expected: Vec<i64> = (1..=10).map(|i| i * 10).collect();
+        expected.push(HOUR + 10);
+        assert_eq!(stored(&root), expected);
+        assert_eq!((s.compactions, s.compaction_failures), (5, 0));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn an_interrupted_merge_is_finished_on_reopening() {
+        let root = std::env::temp_dir().join(format!("kplane-sp-merge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
+        for end in [10, 20, 30] {
+            commit_window(&mut s, end);
+        }
+        // A crash after a merge of the first two published its file, before the sources went.
+        let merged = s.file_path("t", 0, "reports-p0-c10_20.l1.parquet");
+        write_parquet(&root, &merged, &[rows(10), rows(20)]).unwrap();
+        drop(s);
+        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(2)).unwrap();
+        assert_eq!(
+            names(&root, 0),
+            ["reports-p0-c10_20.l1.parquet", "reports-p0-w30.parquet"]
+        );
+        assert_eq!(stored(&root), [10, 20, 30]);
+        // The reopened lane knows the directory is open and merges it with the next commit.
+        commit_window(&mut s, 40);
+        assert_eq!(stored(&root), [10, 20, 30, 40]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    fn at(level: u32, bytes: u64) -> Stored {
+        Stored {
+            path: PathBuf::new(),
+            first_end: 0,
+            level,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn a_merge_stops_at_the_target_size_and_skips_full_files() {
+        let c = Compaction {
+            fan_in: 3,
+            target_bytes: 100,
+            window_ns: 10,
+        };
+        // Open hour: the newest run of one level, once it has fan-in files.
+        let files = [at(2, 50), at(1, 10), at(0, 10), at(0, 10)];
+        assert_eq!(c.next_merge(&files, false), None);
+        let files = [at(2, 50), at(1, 10), at(0, 10), at(0, 10), at(0, 10)];
+        assert_eq!(c.next_merge(&files, false), Some(2..5));
+        // A run of big files: the merge takes them until the target size is reached.
+        let files = [at(0, 60), at(0, 60), at(0, 60)];
+        assert_eq!(c.next_merge(&files, false), Some(0..2));
+        // Files at the target size are never merged again.
+        let files = [at(1, 120), at(0, 10), at(0, 10)];
+        assert_eq!(c.next_merge(&files, false), None);
+        // Complete hour: any run of two or more small files, around full ones.
+        let files = [at(1, 120), at(2, 30), at(0, 10), at(1, 150), at(0, 5)];
+        assert_eq!(c.next_merge(&files, true), Some(1..3));
+        let files = [at(1, 120), at(3, 40), at(1, 150), at(0, 5)];
+        assert_eq!(c.next_merge(&files, true), None);
+    }
+
     #[test]
     fn a_torn_last_line_is_cut_off_and_a_corrupt_middle_refuses_to_open() {
         let root = std::env::temp_dir().join(format!("kplane-sp-torn-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let (mut s, _) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
         for end in [10, 20] {
             commit_window(&mut s, end);
         }
@@ -665,7 +921,7 @@ mod tests {
         let mut torn = whole.clone();
         torn.extend_from_slice(br#"{"lane":"reports-p0","written_ns":1,"win"#);
         std::fs::write(&log, &torn).unwrap();
-        let (mut s, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        let (mut s, r) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
         assert_eq!(r.checkpoint, cp(20));
         assert_eq!(s.torn_lines, 1);
         assert_eq!(
@@ -675,7 +931,7 @@ mod tests {
         );
         commit_window(&mut s, 30);
         drop(s);
-        let (s, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        let (s, r) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
         assert_eq!((r.checkpoint, s.torn_lines), (cp(30), 0));
         drop(s);
 
@@ -683,7 +939,7 @@ mod tests {
         let text = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
         let damaged = text.replacen("\"lane\"", "\"la~e\"", 1);
         std::fs::write(&log, damaged).unwrap();
-        let e = LaneStore::open(&root, "reports-p0", 64)
+        let e = LaneStore::open(&root, "reports-p0", tiered(64))
             .unwrap_err()
             .to_string();
         assert!(e.contains("reports-p0.jsonl: line 1 is corrupt"), "{e}");
@@ -694,7 +950,7 @@ mod tests {
     fn alerts_the_restored_detectors_will_raise_again_are_removed() {
         let root = std::env::temp_dir().join(format!("kplane-sp-alerts-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let (mut s, _) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
         let alerts = |offset: i64| Some((10, offset, rows(10)));
         let state = |through_offset| DetectorState {
             through_offset,
@@ -706,7 +962,7 @@ mod tests {
         let late = s.file_path("alerts", 10, "reports-p0-a6.parquet");
         write_parquet(&root, &late, &[rows(10)]).unwrap();
         drop(s);
-        let (_, r) = LaneStore::open(&root, "reports-p0", 64).unwrap();
+        let (_, r) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
         assert_eq!(r.detectors, Some(state(5)));
         assert!(
             !late.exists(),
