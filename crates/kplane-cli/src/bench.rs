@@ -29,6 +29,9 @@ pub enum Bench {
     /// The analytics store: an hour of window files with and without compaction, and a
     /// query over the hour on each (files listed, time).
     Store(crate::bench_store::StoreArgs),
+    /// Partition skew: a heavy source through the collector, partitioned by source only and
+    /// with hot sources spread by flow; the busiest partition's share of each.
+    Skew(crate::bench_skew::SkewArgs),
     /// Intents: check, compile and conflict-check many intents (in memory).
     Intents(crate::bench_intents::IntentsArgs),
     /// Table entries pushed per second to a P4Runtime switch (BMv2 started if no --addr).
@@ -91,6 +94,13 @@ pub fn run(b: Bench) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench kafka: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Bench::Skew(a) => match crate::bench_skew::run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kplane bench skew: {e:#}");
                 ExitCode::FAILURE
             }
         },

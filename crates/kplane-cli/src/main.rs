@@ -6,6 +6,7 @@ mod bench_intents;
 mod bench_kafka;
 mod bench_loop;
 mod bench_processor;
+mod bench_skew;
 mod bench_soak;
 mod bench_store;
 mod config;

@@ -19,6 +19,7 @@ pub const SCENARIOS: &[&str] = &[
     "link-failure",
     "routing-loop",
     "black-hole",
+    "heavy-hitter",
     "all",
     "live",
 ];
@@ -314,6 +315,30 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), E
                 end,
                 Action::Truth(json!({"kind": "black_hole_end", "switch": id})),
             );
+        }
+        "heavy-hitter" => {
+            // One host sends `flows` long flows to the other hosts in turn, together `rate`
+            // times its link rate: a skewed workload (one source, much of the traffic).
+            let h = p.host(sim, "source", 0);
+            let others: Vec<_> = sim
+                .topo
+                .host_indices()
+                .into_iter()
+                .filter(|x| *x != h)
+                .collect();
+            let flows = p.get("flows", 64.0).max(1.0) as usize;
+            let start = at(p.get("start", 0.0));
+            let end = at(p.get("end", 1.0)).max(start + 1);
+            let rate = sim.topo.links[sim.topo.nodes[h].ports[0].0].rate_bps;
+            let per = ((rate as f64 * p.get("rate", 0.5)) as u64 / flows as u64).max(1);
+            let gap = 1_000 * 8 * 1_000_000_000 / per;
+            let packets = (end - start) / gap.max(1);
+            for i in 0..flows {
+                let dst = others[i % others.len().max(1)];
+                let f = sim.flow(h, dst, 6, (40_000 + i as u16, 443), packets, 1_000, gap);
+                sim.schedule(start, Action::StartFlow(Box::new(f)));
+            }
+            sim.schedule(start, Action::Truth(json!({"kind": "heavy_hitter_start", "source": sim.topo.nodes[h].ip, "flows": flows, "end_ns": end})));
         }
         "live" => {
             let target = *sim

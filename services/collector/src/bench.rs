@@ -98,6 +98,72 @@ impl kplane_bus::Producer for NullBus {
     }
 }
 
+/// Reports through a whole [`Pipeline`] publishing every report (`publish-reports`) to a
+/// null bus, to see how they spread over the partitions: `kplane bench skew`.
+#[derive(Debug)]
+pub struct PartitionSpread {
+    pipeline: Pipeline,
+    metrics: CollectorMetrics,
+    partitions: u32,
+}
+
+impl PartitionSpread {
+    pub fn new(partitions: u32, hot_sources: crate::config::HotSourceConfig) -> Self {
+        let cfg = crate::Config {
+            partitions,
+            hot_sources,
+            publish_reports: true,
+            ..crate::Config::default()
+        };
+        let metrics = CollectorMetrics::default();
+        let publisher = Publisher::new(
+            std::sync::Arc::new(NullBus),
+            metrics.clone(),
+            partitions,
+            cfg.encoding,
+            cfg.batch_size,
+            cfg.linger,
+            true,
+            "bench".into(),
+        );
+        Self {
+            pipeline: Pipeline::new(&cfg, publisher, metrics.clone(), SharedWatchlist::default()),
+            metrics,
+            partitions,
+        }
+    }
+
+    /// One report datagram, received at `received_ns`.
+    pub fn datagram(&mut self, payload: &[u8], exporter: std::net::SocketAddr, received_ns: u64) {
+        self.pipeline
+            .datagram(payload, exporter, received_ns, false);
+    }
+
+    /// Reports published so far per partition of `int.reports` (batches still open are
+    /// not counted yet).
+    pub fn published(&self) -> Vec<u64> {
+        (0..self.partitions)
+            .map(|p| {
+                self.metrics
+                    .partition_records
+                    .get_or_create(&crate::metrics::TopicPartition {
+                        topic: kplane_bus::topics::REPORTS,
+                        partition: p.to_string(),
+                    })
+                    .get()
+            })
+            .collect()
+    }
+
+    /// Reports published per partition of `int.reports`, and the records of hot sources
+    /// (keyed by flow).
+    pub fn finish(mut self) -> (Vec<u64>, u64) {
+        self.pipeline.finish();
+        self.pipeline.flush_metrics();
+        (self.published(), self.metrics.hot_source_records.get())
+    }
+}
+
 /// The from-memory pipeline benchmark: [`fat_tree_reports`] replayed through a whole
 /// [`Pipeline`] (decode → loss → detection → Arrow batches to a null bus), each exporter's
 /// sequence numbers in order as a switch sends them, time advancing 1 µs per report. Shared

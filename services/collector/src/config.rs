@@ -48,6 +48,29 @@ pub enum Speed {
     Max,
 }
 
+/// `[collector.hot-sources]`: sources that would overload one partition are spread over all
+/// of them by flow (see `partition.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HotSourceConfig {
+    /// A source with at least this share of a collector thread's records in a second is hot:
+    /// its records are keyed by flow instead of by source. 0 turns spreading off.
+    pub share: f64,
+    /// A hot source stays hot this long after its share was last above `share`, so its
+    /// flows do not move back and forth.
+    #[serde(with = "humantime_serde")]
+    pub hold: Duration,
+}
+
+impl Default for HotSourceConfig {
+    fn default() -> Self {
+        Self {
+            share: 0.05,
+            hold: Duration::from_secs(60),
+        }
+    }
+}
+
 /// `[collector.loss]`
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -159,8 +182,9 @@ pub struct Config {
     pub pcap: Option<PathBuf>,
     /// pcap replay pace.
     pub speed: Speed,
-    /// Bus partitions (records are hash-partitioned by source IP).
+    /// Bus partitions (records are hash-partitioned by source IP; hot sources by flow).
     pub partitions: u32,
+    pub hot_sources: HotSourceConfig,
     /// Records per bus message.
     pub batch_size: usize,
     /// Longest a record waits in a partial batch.
@@ -196,6 +220,7 @@ impl Default for Config {
             pcap: None,
             speed: Speed::Max,
             partitions: 8,
+            hot_sources: HotSourceConfig::default(),
             batch_size: 4096,
             linger: Duration::from_millis(50),
             encoding: Encoding::Arrow,
@@ -248,6 +273,10 @@ impl Validate for Config {
         need(
             (1..=4096).contains(&self.partitions),
             "partitions must be in 1..=4096",
+        );
+        need(
+            (0.0..=1.0).contains(&self.hot_sources.share),
+            "hot-sources.share must be in 0..=1 (0: off)",
         );
         need(self.batch_size >= 1, "batch-size must be >= 1");
         need(self.bus_capacity >= 1, "bus-capacity must be >= 1");

@@ -72,6 +72,8 @@ pub struct CollectorMetrics {
     pub publish_seconds: Histogram,
     pub partition_records: Family<TopicPartition, Counter>,
     pub metric_keys: Gauge,
+    pub hot_sources: Gauge,
+    pub hot_source_records: Counter,
     pub sequence_streams: Gauge,
     pub state: StateMetrics,
 }
@@ -98,6 +100,8 @@ impl Default for CollectorMetrics {
             publish_seconds: Histogram::new(exponential_buckets(1e-6, 4.0, 12)),
             partition_records: Family::default(),
             metric_keys: Gauge::default(),
+            hot_sources: Gauge::default(),
+            hot_source_records: Counter::default(),
             sequence_streams: Gauge::default(),
             state: StateMetrics::default(),
         }
@@ -198,6 +202,16 @@ impl CollectorMetrics {
             "metric_keys",
             "Metric keys tracked by event detection",
             self.metric_keys.clone(),
+        );
+        r.register(
+            "hot_sources",
+            "Sources whose records are keyed by flow (spread over every partition), all pipelines",
+            self.hot_sources.clone(),
+        );
+        r.register(
+            "hot_source_records",
+            "Records of hot sources, keyed by flow instead of by source",
+            self.hot_source_records.clone(),
         );
         r.register(
             "sequence_streams",

@@ -17,7 +17,7 @@ use kplane_runtime::id_table::Evictions;
 use crate::detect::{Detection, TableState};
 use crate::loss::{LossTracker, Lost, SeqOutcome};
 use crate::metrics::{CollectorMetrics, EventLabels, FormatLabel, NodeLabel, ReasonLabel};
-use crate::partition::partition_of;
+use crate::partition::{Partitioner, partition_of};
 use crate::publish::Publisher;
 use crate::watchlist::{Rule, Watchlist};
 
@@ -77,12 +77,15 @@ struct Core {
     watchlist: (u64, Arc<Watchlist>),
     publisher: Publisher,
     partitions: u32,
+    partitioner: Partitioner,
     publish_reports: bool,
     metrics: CollectorMetrics,
     node_labels: HashSet<u32>,
     node_label_limit: usize,
     local: Local,
     last_loss: crate::loss::LossCounters,
+    /// The partitioner's hot sources and spread records at the last metrics flush.
+    last_hot: (usize, u64),
     /// Evictions per [`Core::state_tables`] entry at the last metrics flush.
     last_evictions: Vec<Evictions>,
     /// Newest receive time seen (the clock of loss expiry in replays).
@@ -203,10 +206,12 @@ impl Core {
             }
         }
         // The partition is needed only for what is published: most reports publish nothing.
-        let partitions = self.partitions;
+        let source = source_of(rec);
+        self.partitioner.observe(source, env.received_ns);
+        let partitioner = &mut self.partitioner;
         let mut partition = None;
         let mut partition_of_rec =
-            || *partition.get_or_insert_with(|| partition_of(source_of(rec), partitions));
+            || *partition.get_or_insert_with(|| partitioner.partition(source, rec.flow.as_ref()));
         let (publisher, local) = (&mut self.publisher, &mut self.local);
         self.detect
             .process_hashed(rec, flow_hash, &self.watchlist.1, |e| {
@@ -265,12 +270,14 @@ impl Pipeline {
                 watchlist: current,
                 publisher,
                 partitions: cfg.partitions.max(1),
+                partitioner: Partitioner::new(cfg.partitions, &cfg.hot_sources),
                 publish_reports: cfg.publish_reports,
                 metrics,
                 node_labels: HashSet::new(),
                 node_label_limit: cfg.loss.node_label_limit,
                 local: Local::default(),
                 last_loss: Default::default(),
+                last_hot: (0, 0),
                 last_evictions: Vec::new(),
                 now_ns: 0,
                 early: None,
@@ -428,6 +435,11 @@ impl Pipeline {
         m.sequence_resets.inc_by(now.resets - c.last_loss.resets);
         c.last_loss = now;
         m.metric_keys.set(c.detect.keys() as i64);
+        // Each pipeline adds its own change: the gauge is the sum over pipelines.
+        let hot = (c.partitioner.hot_sources(), c.partitioner.spread_records);
+        m.hot_sources.inc_by(hot.0 as i64 - c.last_hot.0 as i64);
+        m.hot_source_records.inc_by(hot.1 - c.last_hot.1);
+        c.last_hot = hot;
         m.sequence_streams.set(c.loss.streams() as i64);
         let tables = c.state_tables();
         c.last_evictions.resize(tables.len(), Evictions::default());

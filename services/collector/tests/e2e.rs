@@ -16,7 +16,7 @@ use kplane_runtime::Shutdown;
 use kplane_testkit::{http_get, metric_sum};
 
 mod common;
-use common::report;
+use common::{flow_report, report};
 
 fn config() -> Config {
     Config {
@@ -126,6 +126,99 @@ fn events(bus: &EmbeddedBus) -> Vec<(String, String, Option<u64>)> {
         }
     }
     out
+}
+
+/// `(partition, source, source port)` of every report on `int.reports`.
+fn report_partitions(bus: &EmbeddedBus) -> Vec<(u32, std::net::IpAddr, u16)> {
+    let mut c = bus.consumer(topics::REPORTS, "partitions").unwrap();
+    let mut out = Vec::new();
+    for d in c.drain(Duration::from_millis(50)) {
+        if d.message.payload.is_empty() {
+            continue;
+        }
+        let reader =
+            StreamReader::try_new(std::io::Cursor::new(d.message.payload.to_vec()), None).unwrap();
+        for b in reader.map(Result::unwrap) {
+            let src = b.column_by_name("src_ip").unwrap().as_fixed_size_binary();
+            let port = b
+                .column_by_name("src_port")
+                .unwrap()
+                .as_primitive::<arrow_array::types::UInt16Type>();
+            for i in 0..b.num_rows() {
+                let ip = kplane_model::ip_from_16(src.value(i).try_into().unwrap());
+                out.push((d.partition, ip, port.value(i)));
+            }
+        }
+    }
+    out
+}
+
+/// A source with most of the traffic is spread over the partitions by flow once it is judged
+/// hot (after a second), while each of its flows keeps to one partition from then on and the
+/// light sources stay with their source's partition.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hot_source_is_spread_by_flow_over_udp() {
+    use kplane_collector::partition::partition_of;
+    let cfg = Config {
+        publish_reports: true,
+        partitions: 8,
+        ..config()
+    };
+    let r = run(cfg).await;
+    let heavy: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+    let mut sent = 0u64;
+    // 2.5 s, 2000 reports/s (a source is judged on at least 1024 a second): every tick, 16
+    // reports of the heavy source's 32 flows and 4 of light sources.
+    for tick in 0..250u32 {
+        for k in 0..20u32 {
+            let n = tick * 20 + k;
+            let datagram = if k < 16 {
+                flow_report(7, n, "10.0.0.1", 5000 + (n % 32) as u16, 100)
+            } else {
+                // 20 light sources in turn: 1 % of the reports each.
+                let light = (tick * 4 + k - 16) % 20 + 1;
+                flow_report(7, n, &format!("10.1.0.{light}"), 4000, 100)
+            };
+            r.send(&datagram);
+            sent += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    r.settle(sent).await;
+    let (bus, m) = r.stop().await;
+    assert!(
+        metric(&m, "kplane_collector_hot_source_records_total") > 0.0,
+        "the heavy source was judged hot"
+    );
+    let rows = report_partitions(&bus);
+    assert_eq!(rows.len() as u64, sent, "every report published once");
+    let home = partition_of(heavy, 8);
+    let mut heavy_partitions: Vec<u32> =
+        rows.iter().filter(|r| r.1 == heavy).map(|r| r.0).collect();
+    heavy_partitions.sort_unstable();
+    heavy_partitions.dedup();
+    assert!(
+        heavy_partitions.len() >= 5,
+        "spread over the partitions: {heavy_partitions:?}"
+    );
+    for port in 5000..5032u16 {
+        // A flow is at its source's partition until the source turns hot, then at its own.
+        let mut parts: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.1 == heavy && r.2 == port)
+            .map(|r| r.0)
+            .collect();
+        parts.sort_unstable();
+        parts.dedup();
+        parts.retain(|p| *p != home);
+        assert!(
+            parts.len() <= 1,
+            "flow {port} moved more than once: {parts:?}"
+        );
+    }
+    for r in rows.iter().filter(|r| r.1 != heavy) {
+        assert_eq!(r.0, partition_of(r.1, 8), "light source {}", r.1);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -8,8 +8,19 @@ use kplane_wire::report::v20::GroupHeader;
 /// A TR v2.0 report from `node` with sequence `seq` for a flow from `src`, 3 hops with hop
 /// latency `lat` each.
 pub fn report(node: u32, seq: u32, src: &str, lat: u32) -> Vec<u8> {
+    flow_report(node, seq, src, 4000, lat)
+}
+
+/// [`report`] of the flow from `src`:`src_port` to 10.9.9.9:80.
+#[allow(dead_code, reason = "each test binary uses some of the helpers")]
+pub fn flow_report(node: u32, seq: u32, src: &str, src_port: u16, lat: u32) -> Vec<u8> {
     let hops: Vec<HopRecord> = (1..=3).map(|n| sample_hop(n, lat, 10)).collect();
-    let flow = FlowSpec::udp(src.parse().unwrap(), "10.9.9.9".parse().unwrap(), 4000, 80);
+    let flow = FlowSpec::udp(
+        src.parse().unwrap(),
+        "10.9.9.9".parse().unwrap(),
+        src_port,
+        80,
+    );
     let inner = PacketSpec {
         ethernet: false,
         ..PacketSpec::new(flow).with_int(
