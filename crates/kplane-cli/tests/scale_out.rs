@@ -1,10 +1,11 @@
 //! The docker-compose topology as processes on loopback, against a broker of its own: the
 //! emulator (fixed seed) → one collector → Kafka → a consumer group of **one** stream
 //! processor, and a second group of **three** sharing one store, one of which is killed with
-//! SIGKILL once it has written windows. The intent API serves each store; its answers (flows
-//! and trajectories, hop-latency percentiles, queues, links, sources, destinations, alerts)
-//! must be the same for both: splitting the work, and a member's death mid-run, change
-//! nothing — no window lost or written twice.
+//! SIGKILL once it has written windows. A knowledge service trains on each store and the
+//! intent API serves it; the answers (flows and trajectories, hop-latency percentiles, queues,
+//! links, sources, destinations, alerts, per-switch views, the trained models) must be the
+//! same for both: splitting the work, and a member's death mid-run, change nothing — no
+//! window lost or written twice.
 
 mod common;
 use common::written_through;
@@ -82,6 +83,23 @@ fn processor(brokers: &str, group: &str, data: &Path) -> (ChildGuard, u16) {
     let child = ChildGuard::from(c.spawn().unwrap());
     wait_ready(admin, Duration::from_secs(60));
     (child, admin)
+}
+
+/// The knowledge service over the store at `data`: a cold start trains on its history.
+fn knowledge(brokers: &str, group: &str, data: &Path) -> ChildGuard {
+    let admin = free_port();
+    let mut c = kplane();
+    c.args(["knowledge", "--admin", &format!("127.0.0.1:{admin}")]);
+    on_kafka(&mut c, brokers);
+    c.env("KPLANE__BUS__KAFKA__GROUP_ID", group)
+        .env("KPLANE__KNOWLEDGE__STORE_DIR", data)
+        .env("KPLANE__KNOWLEDGE__STATE_DIR", data.join("knowledge"))
+        .env("KPLANE__KNOWLEDGE__MIN_WINDOWS", "4")
+        .env("KPLANE__KNOWLEDGE__CALIBRATION_FOLDS", "2")
+        .env("KPLANE__KNOWLEDGE__PUBLISH", "false");
+    let child = ChildGuard::from(c.spawn().unwrap());
+    wait_ready(admin, Duration::from_secs(60));
+    child
 }
 
 fn metric(admin: u16, name: &str) -> f64 {
@@ -217,6 +235,8 @@ fn three_processors_and_a_killed_one_answer_as_one_processor_does() {
         assert!(child.into_inner().wait().unwrap().success());
     }
 
+    let _knows_one = knowledge(&broker.addr, &format!("know-1-{run}"), &one);
+    let _knows_three = knowledge(&broker.addr, &format!("know-3-{run}"), &three);
     let (_api_one, at_one) = api(&one);
     let (_api_three, at_three) = api(&three);
     for q in QUESTIONS {
@@ -263,6 +283,24 @@ fn three_processors_and_a_killed_one_answer_as_one_processor_does() {
     let n = keys.len();
     keys.dedup();
     assert_eq!(keys.len(), n, "one row per window and queue: {queues}");
+    // The knowledge service trained on each store's history: the same models.
+    let models = |at: SocketAddr| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let m = get(at, "/v1/models?detail=true");
+            if m["models"].as_array().is_some_and(|a| !a.is_empty()) {
+                break m;
+            }
+            assert!(Instant::now() < deadline, "no model trained: {m}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let (mut m1, mut m3) = (models(at_one), models(at_three));
+    // The training log says when and how long each training took: not part of the answer.
+    for m in [&mut m1, &mut m3] {
+        m.as_object_mut().unwrap().remove("history");
+    }
+    assert_eq!(m1, m3, "the knowledge service's models over each store");
     let totals = answers(at_one, QUESTIONS[7]);
     eprintln!("both stores: {totals}; one of three members killed mid-run");
     let _ = std::fs::remove_dir_all(&one);

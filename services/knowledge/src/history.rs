@@ -45,6 +45,9 @@ pub fn windows(store: &Path, keep: usize) -> (Vec<Window>, usize) {
     for table in TABLES {
         let mut files = Vec::new();
         parquet_files(&store.join("tables").join(table), &mut files);
+        // In name order (directories list in any order): the same store gives the same
+        // samples in the same order, so the same models.
+        files.sort();
         for f in files {
             let reader = std::fs::File::open(&f)
                 .map_err(|e| e.to_string())

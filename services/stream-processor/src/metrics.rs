@@ -1,5 +1,10 @@
 //! `kplane_stream_processor_*`.
 
+use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float64Type;
+use arrow_schema::DataType;
+use datafusion::arrow::compute::cast;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -52,6 +57,10 @@ pub struct ProcessorMetrics {
     pub compaction_failures: Counter,
     pub window_latency: Histogram,
     pub alert_latency: Histogram,
+    /// Each (switch, queue)'s largest occupancy in each window.
+    pub queue_occupancy: Histogram,
+    /// Each flow's mean end-to-end latency (sum of hop latencies) in each window.
+    pub flow_latency: Histogram,
 }
 
 impl Default for ProcessorMetrics {
@@ -75,6 +84,10 @@ impl Default for ProcessorMetrics {
             compaction_failures: Counter::default(),
             window_latency: latency_histogram(),
             alert_latency: latency_histogram(),
+            // 1 … 65,536 (cells or packets, as the switch counts).
+            queue_occupancy: Histogram::new(exponential_buckets(1.0, 2.0, 17)),
+            // 1 µs … ~0.5 s.
+            flow_latency: Histogram::new(exponential_buckets(1e-6, 2.0, 20)),
         }
     }
 }
@@ -166,6 +179,16 @@ impl ProcessorMetrics {
             self.window_latency.clone(),
         );
         r.register(
+            "queue_occupancy",
+            "Largest occupancy of each (switch, queue) in each window",
+            self.queue_occupancy.clone(),
+        );
+        r.register(
+            "flow_latency_seconds",
+            "Mean end-to-end latency (sum of hop latencies) of each flow in each window",
+            self.flow_latency.clone(),
+        );
+        r.register(
             "alert_latency_seconds",
             "From the collector's receipt of a row to the immediate event it raised",
             self.alert_latency.clone(),
@@ -184,10 +207,26 @@ impl ProcessorMetrics {
         }
     }
 
-    pub fn result_rows(&self, table: &'static str, n: u64) {
+    /// Counts a window table's rows and adds the queue and flow-latency rows to their
+    /// distributions (what the dashboards draw as heatmaps).
+    pub fn window_rows(&self, table: &'static str, batch: &RecordBatch) {
         self.result_rows
             .get_or_create(&TableLabel { table })
-            .inc_by(n);
+            .inc_by(batch.num_rows() as u64);
+        let (column, histogram, scale) = match table {
+            "queues" => ("occupancy_max", &self.queue_occupancy, 1.0),
+            "flows" => ("e2e_latency_mean_ns", &self.flow_latency, 1e-9),
+            _ => return,
+        };
+        let Some(values) = batch
+            .column_by_name(column)
+            .and_then(|c| cast(c, &DataType::Float64).ok())
+        else {
+            return;
+        };
+        for v in values.as_primitive::<Float64Type>().iter().flatten() {
+            histogram.observe(v * scale);
+        }
     }
 
     pub fn alert(&self, a: &Alert, now_ns: i64) {

@@ -546,7 +546,7 @@ impl Processor {
                 .observe((now - last_arrival).max(0) as f64 / 1e9);
         }
         for (table, batch) in &published {
-            self.metrics.result_rows(table, batch.num_rows() as u64);
+            self.metrics.window_rows(table, batch);
         }
         if let Some(sink) = &self.window_sink {
             sink(n_windows, last_arrival, &published);
