@@ -29,6 +29,15 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Whether the metric is a switch's (a queue's or a port's), not a flow's or an
+    /// exporter's: such events are partitioned by the switch.
+    pub fn of_switch(self) -> bool {
+        matches!(
+            self,
+            Self::QueueOccupancy | Self::QueueCongestion | Self::LinkUtilization
+        )
+    }
+
     pub const ALL: [Metric; 7] = [
         Self::FlowPath,
         Self::FlowLatency,

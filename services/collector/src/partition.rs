@@ -5,6 +5,8 @@
 //! (`org.apache.kafka.common.utils.Utils.murmur2`, seed 0x9747b28c) and `key` is the flow's
 //! **source IP as 16 bytes** (IPv4 as IPv4-mapped IPv6, `::ffff:a.b.c.d`). Records without a
 //! flow use the exporter's address. So every record of one source lands in one partition.
+//! Events of a switch's metrics (queue occupancy and congestion, link utilisation) are keyed
+//! by the switch instead ([`partition_of_switch`]).
 //!
 //! **Hot sources.** One source can carry a large share of the traffic (a heavy hitter, a
 //! backup, an attack) and would put all of it on one partition. A [`Partitioner`] samples the
@@ -62,6 +64,12 @@ pub fn partition_of_key(key: &[u8], partitions: u32) -> u32 {
 /// The partition of a source address.
 pub fn partition_of(source: IpAddr, partitions: u32) -> u32 {
     partition_of_key(&ip_to_16(source), partitions)
+}
+
+/// The partition of a switch's metric events: its node id as 4 bytes, big-endian. One
+/// switch's queue and port series is in one partition whichever flows carried its samples.
+pub fn partition_of_switch(node_id: u32, partitions: u32) -> u32 {
+    partition_of_key(&node_id.to_be_bytes(), partitions)
 }
 
 /// The partition key of a flow: its 5-tuple as 37 bytes.

@@ -17,7 +17,7 @@ use kplane_runtime::id_table::Evictions;
 use crate::detect::{Detection, TableState};
 use crate::loss::{LossTracker, Lost, SeqOutcome};
 use crate::metrics::{CollectorMetrics, EventLabels, FormatLabel, NodeLabel, ReasonLabel};
-use crate::partition::{Partitioner, partition_of};
+use crate::partition::{Partitioner, partition_of, partition_of_switch};
 use crate::publish::Publisher;
 use crate::watchlist::{Rule, Watchlist};
 
@@ -207,6 +207,7 @@ impl Core {
         }
         // The partition is needed only for what is published: most reports publish nothing.
         let source = source_of(rec);
+        let partitions = self.partitions;
         self.partitioner.observe(source, env.received_ns);
         let partitioner = &mut self.partitioner;
         let mut partition = None;
@@ -216,7 +217,11 @@ impl Core {
         self.detect
             .process_hashed(rec, flow_hash, &self.watchlist.1, |e| {
                 local.events[e.kind as usize] += 1;
-                publisher.event(partition_of_rec(), e);
+                let partition = match e.node_id {
+                    Some(node) if e.metric.of_switch() => partition_of_switch(node, partitions),
+                    _ => partition_of_rec(),
+                };
+                publisher.event(partition, e);
             });
         if self.publish_reports {
             self.publisher.report(partition_of_rec(), rec);

@@ -259,6 +259,40 @@ async fn udp_reports_become_events_records_and_counters() {
         ev.iter().all(|e| e.0 == "new"),
         "steady values, no changes: {ev:?}"
     );
+    // A switch's queue and port events are in its own partition, whichever source's flow
+    // carried the sample.
+    let mut c = bus.consumer(topics::EVENTS, "switches").unwrap();
+    let mut switch_events = 0;
+    for d in c.drain(Duration::from_millis(50)) {
+        if d.message.payload.is_empty() {
+            continue;
+        }
+        let reader =
+            StreamReader::try_new(std::io::Cursor::new(d.message.payload.to_vec()), None).unwrap();
+        for b in reader.map(Result::unwrap) {
+            let metric = b.column_by_name("metric").unwrap().as_string::<i32>();
+            let node = b
+                .column_by_name("node_id")
+                .unwrap()
+                .as_primitive::<arrow_array::types::UInt32Type>();
+            for i in 0..b.num_rows() {
+                if ["queue_occupancy", "queue_congestion", "link_utilization"]
+                    .contains(&metric.value(i))
+                {
+                    let want = kplane_collector::partition::partition_of_switch(node.value(i), 4);
+                    assert_eq!(
+                        d.partition,
+                        want,
+                        "{} of node {}",
+                        metric.value(i),
+                        node.value(i)
+                    );
+                    switch_events += 1;
+                }
+            }
+        }
+    }
+    assert!(switch_events >= 4, "{switch_events} switch events");
     // Every decoded report is on int.reports, hash-partitioned by source.
     let reports: usize = batches(&bus, topics::REPORTS)
         .iter()
