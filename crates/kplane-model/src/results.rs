@@ -14,17 +14,24 @@ pub enum AlertKind {
     BlackHole,
     BlackHoleCleared,
     Threshold,
+    /// A threshold breach ended: the value fell below the clear level (`value`: the peak).
+    ThresholdCleared,
     ReportLossBurst,
+    /// A report-loss burst ended: the node's next loss report found fewer than the burst's
+    /// reports lost within the interval (`value`: those reports).
+    ReportLossBurstCleared,
 }
 
 impl AlertKind {
-    pub const ALL: [AlertKind; 6] = [
+    pub const ALL: [AlertKind; 8] = [
         Self::PathChange,
         Self::Loop,
         Self::BlackHole,
         Self::BlackHoleCleared,
         Self::Threshold,
+        Self::ThresholdCleared,
         Self::ReportLossBurst,
+        Self::ReportLossBurstCleared,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -34,7 +41,9 @@ impl AlertKind {
             Self::BlackHole => "black_hole",
             Self::BlackHoleCleared => "black_hole_cleared",
             Self::Threshold => "threshold",
+            Self::ThresholdCleared => "threshold_cleared",
             Self::ReportLossBurst => "report_loss_burst",
+            Self::ReportLossBurstCleared => "report_loss_burst_cleared",
         }
     }
 }

@@ -70,9 +70,19 @@ pub struct Config {
 pub struct Thresholds {
     /// A hop latency above this (ns) is a `threshold` event (on crossing, per flow and node).
     pub hop_latency_ns: u64,
+    /// A hop-latency breach ends (`threshold_cleared`) once the latency is below this (ns);
+    /// between the two it holds. Default: 90 % of `hop-latency-ns`.
+    pub hop_latency_clear_ns: Option<u64>,
     /// A queue occupancy above this is congested (window `congested_ns`) and a `threshold`
     /// event on crossing (per node and queue).
     pub queue_occupancy: u64,
+    /// A queue breach ends once the occupancy is below this. Default: 90 % of
+    /// `queue-occupancy`.
+    pub queue_occupancy_clear: Option<u64>,
+    /// A breach is raised only once the value has stayed above the threshold this long
+    /// (event time; 0: at the first sample above).
+    #[serde(with = "humantime_serde")]
+    pub min_duration: Duration,
     /// A flow whose sink reports stop for this long (event time) while upstream reports
     /// continue is a `black_hole`.
     #[serde(with = "humantime_serde")]
@@ -111,11 +121,43 @@ impl Default for StateConfig {
     }
 }
 
+/// Where a breach is raised and where it clears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Band {
+    /// Raised above this.
+    pub raise: u64,
+    /// Cleared below this (at most `raise`).
+    pub clear: u64,
+    /// Raised once above for this long (ns).
+    pub min_ns: i64,
+}
+
+impl Thresholds {
+    fn band(&self, raise: u64, clear: Option<u64>) -> Band {
+        Band {
+            raise,
+            clear: clear.unwrap_or(raise - raise / 10).min(raise),
+            min_ns: self.min_duration.as_nanos() as i64,
+        }
+    }
+
+    pub fn hop_latency(&self) -> Band {
+        self.band(self.hop_latency_ns, self.hop_latency_clear_ns)
+    }
+
+    pub fn queue(&self) -> Band {
+        self.band(self.queue_occupancy, self.queue_occupancy_clear)
+    }
+}
+
 impl Default for Thresholds {
     fn default() -> Self {
         Self {
             hop_latency_ns: 100_000,
+            hop_latency_clear_ns: None,
             queue_occupancy: 64,
+            queue_occupancy_clear: None,
+            min_duration: Duration::ZERO,
             black_hole_after: Duration::from_secs(1),
             loss_burst_reports: 100,
             loss_burst_interval: Duration::from_secs(1),
@@ -206,6 +248,23 @@ impl Validate for Config {
             self.result_partitions >= 1,
             "result-partitions must be >= 1",
         );
+        for (name, raise, clear) in [
+            (
+                "hop-latency",
+                self.thresholds.hop_latency_ns,
+                self.thresholds.hop_latency_clear_ns,
+            ),
+            (
+                "queue-occupancy",
+                self.thresholds.queue_occupancy,
+                self.thresholds.queue_occupancy_clear,
+            ),
+        ] {
+            need(
+                clear.is_none_or(|c| c <= raise),
+                &format!("thresholds.{name}-clear must be at most the threshold"),
+            );
+        }
         need(
             self.thresholds.loss_burst_interval >= Duration::from_millis(1),
             "thresholds.loss-burst-interval must be >= 1ms",

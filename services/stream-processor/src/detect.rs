@@ -4,8 +4,11 @@
 //! source address): path change between consecutive sink reports, a loop (a node twice in one
 //! path), a black hole (a flow seen at its sink whose upstream/intermediate reports continue
 //! while its sink reports have stopped for `black-hole-after`). Per (flow, node) and per
-//! (node, queue): a threshold breach, raised on crossing above and re-armed once below. Per
-//! reporting node: a report-loss burst from the collector's `report_loss` events.
+//! (node, queue): a threshold breach with hysteresis ([`Breach`]): raised once the value has
+//! been above the threshold for `min-duration`, each later crossing back above the threshold
+//! raised again (so consumers count crossings and see the peak), and cleared —
+//! `threshold_cleared`, with the peak — only once the value falls below the clear level. Per
+//! reporting node: a report-loss burst from the collector's `report_loss` events, and its end.
 //!
 //! These are stateful per-row checks over Arrow columns — a keyed state machine, which a
 //! window query cannot express. The state is bounded (`[stream-processor.state]`: per-flow
@@ -30,7 +33,7 @@ use kplane_model::schema::col;
 use kplane_model::{FlowHashKey, HopField, Metric, ip_from_16, ip_to_16};
 use kplane_runtime::id_table::{Evictions, IdTable};
 
-use crate::config::{StateConfig, Thresholds};
+use crate::config::{Band, StateConfig, Thresholds};
 use crate::error::ProcessorError;
 use crate::frame::pcol;
 use crate::snapshot::{Reader, Writer};
@@ -43,6 +46,65 @@ type FlowId = [u8; 37];
 /// cache miss is served.
 const PREFETCH_DISTANCE: usize = 8;
 
+/// One (entity, metric)'s breach of a threshold band.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Breach {
+    /// Event time of the first sample above the threshold.
+    since_ns: i64,
+    /// Raised (held for `min-duration`); before, it is pending.
+    raised: bool,
+    /// Fell below the threshold (not below the clear level) since the last crossing.
+    below: bool,
+    peak: u64,
+}
+
+/// What a sample does to a breach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Nothing,
+    /// Raised, or crossed above the threshold again while raised: a `threshold` alert.
+    Raise,
+    /// Ended: a `threshold_cleared` alert with the peak; the breach is forgotten.
+    Clear(u64),
+    /// A pending breach that did not last: forgotten silently.
+    Forget,
+}
+
+impl Breach {
+    fn new(t: i64) -> Self {
+        Self {
+            since_ns: t,
+            ..Self::default()
+        }
+    }
+
+    fn step(&mut self, v: u64, t: i64, band: Band) -> Step {
+        if v > band.raise {
+            self.peak = self.peak.max(v);
+            if self.raised {
+                return if std::mem::take(&mut self.below) {
+                    Step::Raise
+                } else {
+                    Step::Nothing
+                };
+            }
+            if t - self.since_ns >= band.min_ns {
+                self.raised = true;
+                return Step::Raise;
+            }
+            return Step::Nothing;
+        }
+        match (self.raised, v >= band.clear) {
+            (true, true) => {
+                self.below = true;
+                Step::Nothing
+            }
+            (true, false) => Step::Clear(self.peak),
+            (false, _) => Step::Forget,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct FlowState {
     path: Vec<u32>,
@@ -51,12 +113,13 @@ struct FlowState {
     last_sink_ns: Option<i64>,
     black_hole: bool,
     looping: bool,
-    /// Nodes whose hop latency is above the threshold now.
-    above: Vec<u32>,
+    /// Nodes whose hop latency is in breach (pending or raised).
+    above: Vec<(u32, Breach)>,
 }
 
-/// Version of [`Detector::snapshot`]'s encoding.
-const SNAPSHOT_VERSION: u8 = 1;
+/// Version of [`Detector::snapshot`]'s encoding (1: breaches without their state, read as
+/// raised).
+const SNAPSHOT_VERSION: u8 = 2;
 
 /// Per reporting node: recent (time, lost) loss events, their sum, and whether a burst is on.
 type LossWindow = (VecDeque<(i64, u64)>, u64, bool);
@@ -69,8 +132,8 @@ pub struct Detector {
     /// By `flow_id` (the frame's keyed 64-bit hash of the 5-tuple, the key the analytics
     /// group by too); the 5-tuple itself is read from the batch only when an alert names it.
     flows: IdTable<FlowState>,
-    /// Queues above the occupancy threshold now, by keyed hash of (node, queue).
-    queues_above: IdTable<()>,
+    /// Queues in breach of the occupancy band, by keyed hash of (node, queue).
+    queues_above: IdTable<Breach>,
     /// By keyed hash of the reporting node.
     loss: IdTable<LossWindow>,
     /// Keys the node and queue ids (wire values) of the tables above.
@@ -176,36 +239,46 @@ impl<'a> HopCols<'a> {
         })
     }
 
-    /// A flow's hop latency at a node crossing the threshold (once per crossing).
+    /// A flow's hop latency at a node against the band.
     fn latency_threshold(
         &self,
         j: usize,
         id: &impl Fn() -> FlowId,
         st: &mut FlowState,
         partition: u32,
-        lat_thr: u64,
+        band: Band,
         out: &mut Vec<Alert>,
     ) {
         let (Some(n), Some(v)) = (self.node.get(j), self.latency.get(j)) else {
             return;
         };
-        let v = u64::from(v);
-        let was = st.above.iter().position(|&x| x == n);
-        match (v > lat_thr, was) {
-            (true, None) => {
-                st.above.push(n);
-                let mut al = flow_alert(&id(), partition, self.time[j], AlertKind::Threshold);
-                al.node_id = Some(n);
-                al.metric = Some("hop_latency_ns".into());
-                al.value = Some(v);
-                al.threshold = Some(lat_thr);
-                out.push(al);
+        let (v, t) = (u64::from(v), self.time[j]);
+        let k = match st.above.iter().position(|(x, _)| *x == n) {
+            Some(k) => k,
+            None if v > band.raise => {
+                st.above.push((n, Breach::new(t)));
+                st.above.len() - 1
             }
-            (false, Some(k)) => {
+            None => return,
+        };
+        let (kind, value) = match st.above[k].1.step(v, t, band) {
+            Step::Nothing => return,
+            Step::Raise => (AlertKind::Threshold, v),
+            Step::Clear(peak) => {
                 st.above.swap_remove(k);
+                (AlertKind::ThresholdCleared, peak)
             }
-            _ => {}
-        }
+            Step::Forget => {
+                st.above.swap_remove(k);
+                return;
+            }
+        };
+        let mut al = flow_alert(&id(), partition, t, kind);
+        al.node_id = Some(n);
+        al.metric = Some("hop_latency_ns".into());
+        al.value = Some(value);
+        al.threshold = Some(band.raise);
+        out.push(al);
     }
 }
 
@@ -227,6 +300,23 @@ fn flow_alert(id: &FlowId, partition: u32, time_ns: i64, kind: AlertKind) -> Ale
         protocol: Some(id[36]),
         ..Alert::default()
     }
+}
+
+fn write_breach(w: &mut Writer, b: &Breach) {
+    w.i64(b.since_ns);
+    w.u8(u8::from(b.raised) | u8::from(b.below) << 1);
+    w.u64(b.peak);
+}
+
+fn read_breach(r: &mut Reader<'_>) -> Result<Breach, String> {
+    let since_ns = r.i64("a breach")?;
+    let flags = r.u8("a breach")?;
+    Ok(Breach {
+        since_ns,
+        raised: flags & 1 != 0,
+        below: flags & 2 != 0,
+        peak: r.u64("a breach")?,
+    })
 }
 
 fn has_repeat(path: &[u32]) -> bool {
@@ -261,12 +351,17 @@ impl Detector {
                 | u8::from(f.last_sink_ns.is_some()) << 2);
             w.i64(f.last_sink_ns.unwrap_or(0));
             w.u32s(&f.path);
-            w.u32s(&f.above);
+            w.u32(f.above.len() as u32);
+            for (node, b) in &f.above {
+                w.u32(*node);
+                write_breach(&mut w, b);
+            }
         }
         w.u32(self.queues_above.len() as u32);
-        for (id, seen, ()) in self.queues_above.entries() {
+        for (id, seen, b) in self.queues_above.entries() {
             w.u64(id);
             w.u32(seen);
+            write_breach(&mut w, b);
         }
         w.u32(self.loss.len() as u32);
         for (id, seen, (events, sum, bursting)) in self.loss.entries() {
@@ -292,11 +387,22 @@ impl Detector {
     fn read_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
         let mut r = Reader(bytes);
         let version = r.u8("the version")?;
-        if version != SNAPSHOT_VERSION {
+        if !(1..=SNAPSHOT_VERSION).contains(&version) {
             return Err(format!(
-                "detector state version {version}, expected {SNAPSHOT_VERSION}"
+                "detector state version {version}, expected at most {SNAPSHOT_VERSION}"
             ));
         }
+        // Version 1 kept which breaches were raised, not their state.
+        let read_breach = |r: &mut Reader<'_>| {
+            if version == 1 {
+                Ok(Breach {
+                    raised: true,
+                    ..Breach::default()
+                })
+            } else {
+                read_breach(r)
+            }
+        };
         for _ in 0..r.u32("the flow count")? {
             let (id, seen) = (r.u64("a flow")?, r.u32("a flow")?);
             let path_id = r.u64("a flow")?;
@@ -308,13 +414,23 @@ impl Detector {
                 looping: flags & 2 != 0,
                 last_sink_ns: (flags & 4 != 0).then_some(last_sink),
                 path: r.u32s("a flow's path")?,
-                above: r.u32s("a flow's nodes above")?,
+                above: if version == 1 {
+                    r.u32s("a flow's nodes above")?
+                        .into_iter()
+                        .map(|n| (n, read_breach(&mut r).unwrap_or_default()))
+                        .collect()
+                } else {
+                    (0..r.u32("a flow's breaches")?)
+                        .map(|_| Ok((r.u32("a breach")?, read_breach(&mut r)?)))
+                        .collect::<Result<Vec<_>, String>>()?
+                },
             };
             self.flows.restore(id, seen, state);
         }
         for _ in 0..r.u32("the queue count")? {
             let (id, seen) = (r.u64("a queue")?, r.u32("a queue")?);
-            self.queues_above.restore(id, seen, ());
+            let b = read_breach(&mut r)?;
+            self.queues_above.restore(id, seen, b);
         }
         for _ in 0..r.u32("the loss-window count")? {
             let (id, seen) = (r.u64("a loss window")?, r.u32("a loss window")?);
@@ -389,7 +505,7 @@ impl Detector {
         let raised = out.len();
         let black_hole_after = self.t.black_hole_after.as_nanos() as i64;
         let mut max_t = i64::MIN;
-        let (lat_thr, occ_thr) = (self.t.hop_latency_ns, self.t.queue_occupancy);
+        let (lat_band, queue_band) = (self.t.hop_latency(), self.t.queue());
         let ids = flow_ids.values();
         for i in 0..reports.num_rows() {
             // The flow a few reports on starts loading now (most lookups missed the cache).
@@ -398,7 +514,7 @@ impl Detector {
             }
             // Queue thresholds are per switch, whatever the flow.
             for j in hops_of(i) {
-                self.queue_threshold(&hop_cols, j, occ_thr, out);
+                self.queue_threshold(&hop_cols, j, queue_band, out);
             }
             if flow_ids.is_null(i) {
                 continue;
@@ -458,7 +574,7 @@ impl Detector {
                 out.push(al);
             }
             for j in hops_of(i) {
-                hop_cols.latency_threshold(j, &id, st, self.partition, lat_thr, out);
+                hop_cols.latency_threshold(j, &id, st, self.partition, lat_band, out);
             }
         }
         for a in &mut out[raised..] {
@@ -467,42 +583,55 @@ impl Detector {
         Ok(())
     }
 
-    /// A queue's occupancy crossing the threshold (once per crossing, per switch).
-    fn queue_threshold(&mut self, h: &HopCols<'_>, j: usize, occ_thr: u64, out: &mut Vec<Alert>) {
+    /// A queue's occupancy against the band (per switch, whatever the flow).
+    fn queue_threshold(&mut self, h: &HopCols<'_>, j: usize, band: Band, out: &mut Vec<Alert>) {
         let (Some(node), Some(queue), Some(v)) =
             (h.node.get(j), h.queue.get(j), h.occupancy.get(j))
         else {
             return;
         };
-        let v = u64::from(v);
-        if v <= occ_thr && self.queues_above.is_empty() {
-            // The usual case: nothing to clear, no hash lookup per hop.
+        let (v, t) = (u64::from(v), h.time[j]);
+        if v <= band.raise && self.queues_above.is_empty() {
+            // The usual case: nothing in breach, no hash lookup per hop.
             return;
         }
         let id = self.key.hash_words(&[u64::from(node), u64::from(queue)]);
-        let now_s = seconds(h.time[j]);
-        if v > occ_thr {
-            if self
+        let now_s = seconds(t);
+        let step = if v > band.raise {
+            let (b, _) = self
                 .queues_above
-                .get_or_insert_with(id, now_s, || (), drop)
-                .1
-            {
-                out.push(Alert {
-                    time_ns: h.time[j],
-                    detected_ns: kplane_model::unix_time_ns() as i64,
-                    kind: Some(AlertKind::Threshold),
-                    partition: self.partition,
-                    node_id: Some(node),
-                    queue_id: Some(queue),
-                    metric: Some("queue_occupancy".into()),
-                    value: Some(v),
-                    threshold: Some(occ_thr),
-                    ..Alert::default()
-                });
-            }
+                .get_or_insert_with(id, now_s, || Breach::new(t), drop);
+            b.step(v, t, band)
         } else {
-            self.queues_above.remove(id);
-        }
+            match self.queues_above.get_mut(id, now_s, drop) {
+                Some(b) => b.step(v, t, band),
+                None => return,
+            }
+        };
+        let (kind, value) = match step {
+            Step::Nothing => return,
+            Step::Raise => (AlertKind::Threshold, v),
+            Step::Clear(peak) => {
+                self.queues_above.remove(id);
+                (AlertKind::ThresholdCleared, peak)
+            }
+            Step::Forget => {
+                self.queues_above.remove(id);
+                return;
+            }
+        };
+        out.push(Alert {
+            time_ns: t,
+            detected_ns: kplane_model::unix_time_ns() as i64,
+            kind: Some(kind),
+            partition: self.partition,
+            node_id: Some(node),
+            queue_id: Some(queue),
+            metric: Some("queue_occupancy".into()),
+            value: Some(value),
+            threshold: Some(band.raise),
+            ..Alert::default()
+        });
     }
 
     /// Checks one message's `events` rows for report-loss bursts.
@@ -546,8 +675,19 @@ impl Detector {
                     threshold: Some(threshold),
                     ..Alert::default()
                 });
-            } else if *sum < threshold {
+            } else if *sum < threshold && *bursting {
                 *bursting = false;
+                out.push(Alert {
+                    time_ns: t,
+                    received_ns: t,
+                    detected_ns: kplane_model::unix_time_ns() as i64,
+                    kind: Some(AlertKind::ReportLossBurstCleared),
+                    partition: self.partition,
+                    node_id: Some(n),
+                    value: Some(*sum),
+                    threshold: Some(threshold),
+                    ..Alert::default()
+                });
             }
         }
         Ok(())
@@ -747,7 +887,7 @@ mod tests {
     }
 
     #[test]
-    fn thresholds_are_raised_on_crossing_and_rearmed_below() {
+    fn thresholds_are_raised_on_crossing_and_cleared_below_the_clear_level() {
         use AlertKind::*;
         let mut d = flow_detector(StateConfig::default());
         let a = flow(1);
@@ -755,11 +895,62 @@ mod tests {
         // Hop latency 2000 > 1000 and occupancy 60 > 50: one alert each.
         assert_eq!(alerts(&mut d, &[r(S, 2_000, 60)]), [Threshold, Threshold]);
         assert_eq!(alerts(&mut d, &[r(2 * S, 2_000, 60)]), []);
-        assert_eq!(alerts(&mut d, &[r(3 * S, 10, 0)]), []);
+        assert_eq!(alerts(&mut d, &[r(3 * S, 10, 0)]), [ThresholdCleared, ThresholdCleared]);
         assert_eq!(
             alerts(&mut d, &[r(4 * S, 2_000, 60)]),
             [Threshold, Threshold]
         );
+    }
+
+    /// Flapping around the threshold (queue 50, clear level 45): one breach, its crossings
+    /// raised again while it holds, cleared once with the peak.
+    #[test]
+    fn hysteresis_holds_a_breach_until_the_clear_level_and_reports_its_peak() {
+        let mut d = flow_detector(StateConfig::default());
+        let a = flow(1);
+        let queue = |d: &mut Detector, t: u64, occ: u64| -> Vec<(AlertKind, u64)> {
+            let mut b = ReportBatchBuilder::new(1);
+            b.append(&report(t, a, &[1], 10, occ, true)).unwrap();
+            let f = report_frame(&b.finish().unwrap(), true, &KEY).unwrap();
+            let mut out = Vec::new();
+            d.reports(&f.reports, &f.hops, &f.hop_offsets, &mut out)
+                .unwrap();
+            out.iter()
+                .map(|a| (a.kind.unwrap(), a.value.unwrap()))
+                .collect()
+        };
+        use AlertKind::*;
+        assert_eq!(queue(&mut d, S, 51), [(Threshold, 51)]);
+        assert_eq!(queue(&mut d, 2 * S, 50), [], "at the threshold: holds");
+        assert_eq!(queue(&mut d, 3 * S, 58), [(Threshold, 58)], "a crossing");
+        assert_eq!(queue(&mut d, 4 * S, 55), [], "still above: no crossing");
+        assert_eq!(queue(&mut d, 5 * S, 46), [], "above the clear level (45): holds");
+        assert_eq!(queue(&mut d, 6 * S, 44), [(ThresholdCleared, 58)]);
+        assert_eq!(queue(&mut d, 7 * S, 44), []);
+    }
+
+    #[test]
+    fn a_breach_shorter_than_the_minimum_duration_is_not_raised() {
+        let t = Thresholds {
+            hop_latency_ns: 1_000,
+            queue_occupancy: 50,
+            min_duration: Duration::from_millis(500),
+            ..Thresholds::default()
+        };
+        let mut d = Detector::new(0, t, &StateConfig::default(), KEY);
+        let a = flow(1);
+        let r = |t, occ| report(t, a, &[1], 10, occ, true);
+        const MS_U: u64 = 1_000_000;
+        use AlertKind::*;
+        // Above for 200 ms, then below: nothing.
+        assert_eq!(alerts(&mut d, &[r(S, 60)]), []);
+        assert_eq!(alerts(&mut d, &[r(S + 200 * MS_U, 60)]), []);
+        assert_eq!(alerts(&mut d, &[r(S + 300 * MS_U, 40)]), []);
+        // Above from 2 s and still above at 2.5 s: raised then.
+        assert_eq!(alerts(&mut d, &[r(2 * S, 60)]), []);
+        assert_eq!(alerts(&mut d, &[r(2 * S + 499 * MS_U, 60)]), []);
+        assert_eq!(alerts(&mut d, &[r(2 * S + 500 * MS_U, 60)]), [Threshold]);
+        assert_eq!(alerts(&mut d, &[r(3 * S, 10)]), [ThresholdCleared]);
     }
 
     #[test]
@@ -852,7 +1043,11 @@ mod tests {
         // Still bursting: no second alert.
         assert!(bursts(&mut d, &[(900, loss, 7, 20)]).is_empty());
         // The window slides past the loss: the episode ends; a new one raises again.
-        assert!(bursts(&mut d, &[(3_000, loss, 7, 1)]).is_empty());
+        let ended = bursts(&mut d, &[(3_000, loss, 7, 1)]);
+        assert_eq!(
+            ended.iter().map(|a| (a.kind, a.value)).collect::<Vec<_>>(),
+            [(Some(AlertKind::ReportLossBurstCleared), Some(1))]
+        );
         assert_eq!(bursts(&mut d, &[(3_100, loss, 7, 12)]).len(), 1);
     }
 
