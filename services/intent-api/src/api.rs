@@ -14,12 +14,14 @@ use axum::{Json, Router};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures_util::Stream;
+use kplane_model::results::{Alert, AlertKind};
 use kplane_stream_processor::query::{parse_prefix, register_store, register_udfs};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::{Auth, Role, require};
 use crate::config::Config;
+use crate::episodes::EpisodeBook;
 use crate::error::ApiError;
 use crate::live::Live;
 
@@ -477,66 +479,152 @@ pub struct EventParams {
     pub limit: Option<usize>,
     /// `true`: the in-memory live feed instead of the store.
     pub live: Option<bool>,
+    /// `true`: every immediate event (each crossing) instead of episodes.
+    pub raw: Option<bool>,
 }
 
-/// `GET /v1/events`.
+/// Stored alerts folded into episodes at most (the oldest of a longer range are left out).
+pub const EPISODE_ALERTS: usize = 200_000;
+
+/// An `alerts` row of [`events`]' episode query as the processor's alert.
+fn stored_alert(row: &Value) -> Option<Alert> {
+    let kind = row["kind"].as_str()?;
+    let u = |k: &str| row[k].as_u64();
+    Some(Alert {
+        time_ns: row["time_ns"].as_i64()?,
+        kind: AlertKind::ALL.into_iter().find(|a| a.as_str() == kind),
+        partition: u("partition")? as u32,
+        src_ip: row["src_ip"].as_str().and_then(|s| s.parse().ok()),
+        dst_ip: row["dst_ip"].as_str().and_then(|s| s.parse().ok()),
+        src_port: u("src_port").map(|v| v as u16),
+        dst_port: u("dst_port").map(|v| v as u16),
+        protocol: u("protocol").map(|v| v as u8),
+        node_id: u("node_id").map(|v| v as u32),
+        queue_id: u("queue_id").map(|v| v as u8),
+        metric: row["metric"].as_str().map(str::to_string),
+        value: u("value"),
+        threshold: u("threshold"),
+        path: row["path"]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .filter_map(|n| n.as_u64())
+                    .map(|n| n as u32)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ..Alert::default()
+    })
+}
+
+/// `GET /v1/events`: episodes (default) or every immediate event (`raw=true`), from the
+/// store or the live feed (`live=true`).
 async fn events(
     State(s): State<AppState>,
     Query(p): Query<EventParams>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = p.limit.unwrap_or(100).clamp(1, 10_000);
     if let Some(k) = &p.kind
-        && !kplane_model::results::AlertKind::ALL
-            .iter()
-            .any(|a| a.as_str() == k)
+        && !AlertKind::ALL.iter().any(|a| a.as_str() == k)
     {
         return Err(ApiError::BadRequest(format!(
             "kind: unknown event kind {k:?}"
         )));
     }
+    let raw = p.raw == Some(true);
+    let wanted = |kind: &str| p.kind.as_deref().is_none_or(|k| k == kind);
     if p.live == Some(true) {
-        let rows: Vec<Value> = s
-            .live
-            .alerts()
-            .iter()
-            .rev()
-            .filter(|a| p.kind.is_none() || a.kind.map(|k| k.as_str()) == p.kind.as_deref())
-            .take(limit)
-            .map(|a| serde_json::to_value(a.as_ref()).unwrap_or(Value::Null))
-            .collect();
+        let rows: Vec<Value> = if raw {
+            s.live
+                .alerts()
+                .iter()
+                .rev()
+                .filter(|a| wanted(a.kind.map_or("", |k| k.as_str())))
+                .take(limit)
+                .map(|a| serde_json::to_value(a.as_ref()).unwrap_or(Value::Null))
+                .collect()
+        } else {
+            s.live
+                .episodes()
+                .iter()
+                .filter(|e| wanted(e.kind))
+                .take(limit)
+                .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+                .collect()
+        };
         return Ok(Json(json!({ "events": rows })));
     }
     let mut w = p.range.sql("time")?;
-    if let Some(k) = &p.kind {
-        w += &format!(" AND kind = '{k}'");
+    if raw {
+        if let Some(k) = &p.kind {
+            w += &format!(" AND kind = '{k}'");
+        }
+        let rows = s
+            .rows(&format!(
+                "SELECT time, detected, kind, {FLOW_COLUMNS}, node_id, queue_id, metric, value, \
+                   threshold, path, previous_path FROM alerts WHERE {w} ORDER BY time DESC LIMIT {limit}"
+            ))
+            .await?;
+        return Ok(Json(json!({ "events": rows })));
     }
+    // Episodes: the range's alerts in event-time order, grouped.
     let rows = s
         .rows(&format!(
-            "SELECT time, detected, kind, {FLOW_COLUMNS}, node_id, queue_id, metric, value, \
-               threshold, path, previous_path FROM alerts WHERE {w} ORDER BY time DESC LIMIT {limit}"
+            "SELECT CAST(time AS BIGINT) AS time_ns, partition, kind, {FLOW_COLUMNS}, node_id, \
+               queue_id, metric, value, threshold, path FROM alerts WHERE {w} \
+             ORDER BY time, partition LIMIT {EPISODE_ALERTS}"
         ))
         .await?;
-    Ok(Json(json!({ "events": rows })))
+    let mut book = EpisodeBook::new(EPISODE_ALERTS);
+    for a in rows.iter().filter_map(stored_alert) {
+        book.apply(&a);
+    }
+    let episodes: Vec<Value> = book
+        .episodes()
+        .iter()
+        .filter(|e| wanted(e.kind))
+        .take(limit)
+        .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+        .collect();
+    Ok(Json(json!({ "events": episodes })))
 }
 
-/// `GET /v1/events/stream`: server-sent events, one `alert` event per immediate event.
+/// `GET /v1/events/stream`: server-sent events — `alert` per immediate event, and `episode`
+/// (`{"phase": "start"|"update"|"end", "episode": …}`) per change of an episode.
 async fn events_stream(
     State(s): State<AppState>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let rx = s.live.subscribe();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(a) => {
-                    let data = serde_json::to_string(a.as_ref()).unwrap_or_default();
-                    return Some((Ok(Event::default().event("alert").data(data)), rx));
-                }
-                // A slow client missed some: go on with the newest.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+    use tokio::sync::broadcast::error::RecvError;
+    let alerts = s.live.subscribe();
+    let episodes = s.live.subscribe_episodes();
+    let stream = futures_util::stream::unfold(
+        (alerts, episodes),
+        |(mut alerts, mut episodes)| async move {
+            loop {
+                let event = tokio::select! {
+                    a = alerts.recv() => match a {
+                        Ok(a) => Event::default()
+                            .event("alert")
+                            .data(serde_json::to_string(a.as_ref()).unwrap_or_default()),
+                        // A slow client missed some: go on with the newest.
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return None,
+                    },
+                    e = episodes.recv() => match e {
+                        Ok(news) => {
+                            let (phase, episode) = news.as_ref();
+                            Event::default().event("episode").data(
+                                json!({ "phase": phase, "episode": episode }).to_string(),
+                            )
+                        }
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return None,
+                    },
+                };
+                return Some((Ok(event), (alerts, episodes)));
             }
-        }
-    });
+        },
+    );
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 

@@ -17,6 +17,7 @@ pub mod bench;
 pub mod config;
 pub mod console;
 pub mod drivers;
+pub mod episodes;
 pub mod error;
 pub mod findings;
 pub mod intents;

@@ -1,6 +1,7 @@
 //! Live views: the result topics read into memory — the stream processor's (`int.windows`,
-//! `int.alerts`: the latest window of every table per partition, and the recent alerts, which
-//! the SSE stream also fans out as they arrive) and the knowledge service's (`int.anomalies`,
+//! `int.alerts`: the latest window of every table per partition, and the recent alerts and
+//! their episodes, which the SSE stream also fans out as they arrive) and the knowledge
+//! service's (`int.anomalies`,
 //! `int.forecasts`: [`Findings`]).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -10,6 +11,7 @@ use arrow_array::RecordBatch;
 use kplane_model::results::Alert;
 use tokio::sync::broadcast;
 
+use crate::episodes::{Episode, EpisodeBook, Phase};
 use crate::findings::Findings;
 
 /// Anomaly episodes kept in memory (the oldest are forgotten; the store keeps them all).
@@ -20,6 +22,8 @@ pub const ANOMALIES_KEPT: usize = 10_000;
 pub struct Live {
     inner: Arc<Mutex<Inner>>,
     alerts_tx: broadcast::Sender<Arc<Alert>>,
+    /// Episode news (start, update, end) as alerts arrive.
+    episodes_tx: broadcast::Sender<Arc<(Phase, Episode)>>,
     capacity: usize,
     /// Anomalies and forecasts of the knowledge service.
     pub findings: Findings,
@@ -32,6 +36,7 @@ struct Inner {
     /// table → partition → (window end ns, rows).
     tables: BTreeMap<String, BTreeMap<u32, (i64, RecordBatch)>>,
     alerts: VecDeque<Arc<Alert>>,
+    episodes: Option<EpisodeBook>,
     /// Window results and alerts read so far.
     windows_seen: u64,
     alerts_seen: u64,
@@ -40,9 +45,11 @@ struct Inner {
 impl Live {
     pub fn new(capacity: usize) -> Self {
         let (alerts_tx, _) = broadcast::channel(1_024);
+        let (episodes_tx, _) = broadcast::channel(1_024);
         Self {
             inner: Arc::default(),
             alerts_tx,
+            episodes_tx,
             capacity: capacity.max(1),
             findings: Findings::new(ANOMALIES_KEPT),
             fresh_flows: Arc::default(),
@@ -93,9 +100,31 @@ impl Live {
             g.alerts.pop_front();
         }
         g.alerts.push_back(a.clone());
+        let capacity = self.capacity;
+        let news = g
+            .episodes
+            .get_or_insert_with(|| EpisodeBook::new(capacity))
+            .apply(&a);
         drop(g);
         // No subscriber is fine.
         let _ = self.alerts_tx.send(a);
+        if let Some(news) = news {
+            let _ = self.episodes_tx.send(Arc::new(news));
+        }
+    }
+
+    /// The episodes of the alerts read so far (open ones, and the latest ended), newest
+    /// first.
+    pub fn episodes(&self) -> Vec<Episode> {
+        self.lock()
+            .episodes
+            .as_ref()
+            .map(EpisodeBook::episodes)
+            .unwrap_or_default()
+    }
+
+    pub fn subscribe_episodes(&self) -> broadcast::Receiver<Arc<(Phase, Episode)>> {
+        self.episodes_tx.subscribe()
     }
 
     /// The latest window rows of `table`, every partition.

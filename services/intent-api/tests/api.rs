@@ -108,6 +108,20 @@ fn two_lane_store() -> PathBuf {
     })
 }
 
+/// A store where switch 3's queue flaps around the threshold (64; clear level 57): 65, 60,
+/// 70, 64, 65, 90, then 30 — one breach with hysteresis.
+fn flapping_store() -> PathBuf {
+    write_store("api-flap", |base| {
+        let occ = [65, 60, 70, 64, 65, 90, 30];
+        vec![
+            occ.iter()
+                .enumerate()
+                .map(|(i, &o)| report(base + i as u64 * 10_000_000, 1000, &[3], 200, o))
+                .collect(),
+        ]
+    })
+}
+
 struct Api {
     app: axum::Router,
     dir: PathBuf,
@@ -735,4 +749,82 @@ async fn a_switch_seen_by_several_lanes_is_one_exact_answer() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["switches"][0]["occupancy_mean"], 32.5, "{v}");
     assert_eq!(v["switches"][0]["congested_ns"], 250_000_000, "{v}");
+}
+
+/// Threshold crossings come back as one episode with its crossings, peak and end (the raw
+/// events on request), from the store and from the live feed.
+#[tokio::test]
+async fn a_flapping_queue_is_one_episode() {
+    let live = Live::new(100);
+    let a = api_on(live.clone(), flapping_store).await;
+    let (s, v) = call(&a, "GET", "/v1/events?since=10m", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let episodes = v["events"].as_array().unwrap();
+    assert_eq!(episodes.len(), 1, "{v}");
+    let e = &episodes[0];
+    assert_eq!(e["kind"], "threshold");
+    assert_eq!(e["metric"], "queue_occupancy");
+    assert_eq!(
+        (e["node_id"].as_u64(), e["queue_id"].as_u64()),
+        (Some(3), Some(0))
+    );
+    assert_eq!(e["crossings"], 3, "65, 70 and 65 crossed 64: {e}");
+    assert_eq!(e["peak"], 90);
+    assert_eq!(e["threshold"], 64);
+    assert_eq!(e["severity"], "warning");
+    assert!(e["end_ns"].as_i64().unwrap() > e["start_ns"].as_i64().unwrap());
+    let (_, raw) = call(
+        &a,
+        "GET",
+        "/v1/events?since=10m&raw=true",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    let kinds: Vec<&str> = raw["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["threshold_cleared", "threshold", "threshold", "threshold"],
+        "newest first"
+    );
+
+    // The live feed: the same grouping as alerts arrive.
+    let alert = |kind, t, value| kplane_model::results::Alert {
+        time_ns: t,
+        kind: Some(kind),
+        node_id: Some(7),
+        queue_id: Some(1),
+        metric: Some("queue_occupancy".into()),
+        value: Some(value),
+        threshold: Some(64),
+        ..Default::default()
+    };
+    use kplane_model::results::AlertKind::{Threshold, ThresholdCleared};
+    live.alert(alert(Threshold, 1, 70));
+    live.alert(alert(Threshold, 2, 200));
+    let (_, v) = call(&a, "GET", "/v1/events?live=true", Some(VIEWER), None).await;
+    let e = &v["events"][0];
+    assert_eq!(
+        (e["crossings"].as_u64(), e["end_ns"].is_null()),
+        (Some(2), true),
+        "{v}"
+    );
+    assert_eq!(e["severity"], "critical", "peak 200 ≥ twice 64");
+    live.alert(alert(ThresholdCleared, 3, 200));
+    let (_, v) = call(&a, "GET", "/v1/events?live=true", Some(VIEWER), None).await;
+    assert_eq!(v["events"][0]["end_ns"], 3, "{v}");
+    let (_, v) = call(
+        &a,
+        "GET",
+        "/v1/events?live=true&raw=true",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(v["events"].as_array().unwrap().len(), 3);
 }

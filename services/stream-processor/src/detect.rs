@@ -895,7 +895,10 @@ mod tests {
         // Hop latency 2000 > 1000 and occupancy 60 > 50: one alert each.
         assert_eq!(alerts(&mut d, &[r(S, 2_000, 60)]), [Threshold, Threshold]);
         assert_eq!(alerts(&mut d, &[r(2 * S, 2_000, 60)]), []);
-        assert_eq!(alerts(&mut d, &[r(3 * S, 10, 0)]), [ThresholdCleared, ThresholdCleared]);
+        assert_eq!(
+            alerts(&mut d, &[r(3 * S, 10, 0)]),
+            [ThresholdCleared, ThresholdCleared]
+        );
         assert_eq!(
             alerts(&mut d, &[r(4 * S, 2_000, 60)]),
             [Threshold, Threshold]
@@ -924,7 +927,11 @@ mod tests {
         assert_eq!(queue(&mut d, 2 * S, 50), [], "at the threshold: holds");
         assert_eq!(queue(&mut d, 3 * S, 58), [(Threshold, 58)], "a crossing");
         assert_eq!(queue(&mut d, 4 * S, 55), [], "still above: no crossing");
-        assert_eq!(queue(&mut d, 5 * S, 46), [], "above the clear level (45): holds");
+        assert_eq!(
+            queue(&mut d, 5 * S, 46),
+            [],
+            "above the clear level (45): holds"
+        );
         assert_eq!(queue(&mut d, 6 * S, 44), [(ThresholdCleared, 58)]);
         assert_eq!(queue(&mut d, 7 * S, 44), []);
     }
