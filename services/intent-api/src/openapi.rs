@@ -135,7 +135,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "get",
         path: "/v1/events",
-        summary: "Immediate events (path change, loop, black hole, threshold, report-loss burst), newest first",
+        summary: "Episodes of immediate events (threshold breaches, loss bursts, black holes, path changes, loops) with start, end, peak and crossings, newest first; raw=true: every immediate event",
         role: Role::Viewer,
         params: &[
             RANGE[0],
@@ -148,6 +148,11 @@ pub const ROUTES: &[RouteDoc] = &[
                 "boolean",
                 "true: from the live feed in memory instead of the store",
             ),
+            q(
+                "raw",
+                "boolean",
+                "true: every immediate event (each crossing) instead of episodes",
+            ),
         ],
         body: None,
         returns: &["events"],
@@ -155,7 +160,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "get",
         path: "/v1/events/stream",
-        summary: "Live immediate events as server-sent events (event: alert, data: JSON)",
+        summary: "Live immediate events and episode changes as server-sent events (event: alert | episode, data: JSON)",
         role: Role::Viewer,
         params: &[],
         body: None,
