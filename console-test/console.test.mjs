@@ -1,7 +1,10 @@
-// The console in a real browser against a running `kplane up`: the page loads, shows the
-// topology and a live value that changes, a flow's path opens, a recommended intent is
-// approved from the intents panel, the knowledge service's model status and a link's forecast
-// against what happened are drawn, no console error is logged; a screenshot is saved.
+// The console in a real browser against a running `kplane up`: the page loads, lays the
+// fat-tree out in layers (edge, aggregation, core), a switch's drill-down shows a live value
+// that changes, the microbursts show as threshold episodes with a peak (fewer than their raw
+// crossings), the time range selector loads history from the store, a flow's path opens, a
+// recommended intent is approved from the intents panel, the knowledge service's model status
+// and a link's forecast against what happened are drawn, no console error is logged; a
+// screenshot is saved.
 // Usage: KPLANE_CONSOLE_URL='http://127.0.0.1:8080/#token=…' node console.test.mjs [shot.png]
 import { chromium } from "playwright-core";
 
@@ -37,6 +40,37 @@ try {
     { timeout: 20000 },
   );
   const later = Number(await page.textContent("#windows-seen"));
+  // Layers inferred from the telemetry: the fat-tree's edge, aggregation and core switches,
+  // core on top.
+  await page.waitForFunction(() => ["edge", "aggregation", "core"].every(
+    (r) => document.querySelectorAll(`#topology circle.switch[data-role="${r}"]`).length > 0), null, { timeout: 20000 });
+  const roles = await page.evaluate(() => Object.fromEntries(["edge", "aggregation", "core"].map((r) => {
+    const c = [...document.querySelectorAll(`#topology circle.switch[data-role="${r}"]`)];
+    return [r, { n: c.length, y: Math.max(...c.map((x) => Number(x.getAttribute("cy")))) }];
+  })));
+  if (!(roles.core.y < roles.aggregation.y && roles.aggregation.y < roles.edge.y)) throw new Error("layers out of order: " + JSON.stringify(roles));
+  // A switch's drill-down: its latest window, refreshed every second.
+  await page.locator('#topology circle.switch[data-role="edge"]').first().click();
+  await page.waitForFunction(() => !document.querySelector("#switch-detail").hidden
+    && document.querySelector("#switch-window").textContent !== "–", null, { timeout: 20000 });
+  const windowBefore = await page.textContent("#switch-window");
+  await page.waitForFunction((v) => document.querySelector("#switch-window").textContent !== v, windowBefore, { timeout: 20000 });
+  await page.waitForFunction(() => document.querySelectorAll("#switch-chart polyline.series-line").length > 0, null, { timeout: 20000 });
+  const drilled = await page.getAttribute("#switch-detail", "data-node");
+  // The microbursts: threshold episodes with their peak, fewer than the raw crossings.
+  await page.waitForSelector('#episodes tbody tr[data-kind="threshold"] td.peak', { timeout: 60000 });
+  const peak = await page.textContent('#episodes tbody tr[data-kind="threshold"] td.peak');
+  if (!/^\d+ \/ \d+$/.test(peak)) throw new Error("episode peak cell: " + peak);
+  const tokenOf = new URLSearchParams(new URL(url).hash.slice(1)).get("token");
+  const get = async (path) => (await (await fetch(new URL(path, url), { headers: { Authorization: "Bearer " + tokenOf } })).json()).events;
+  const raw = (await get("/v1/events?live=true&raw=true&kind=threshold&limit=10000")).length;
+  const grouped = (await get("/v1/events?live=true&kind=threshold&limit=10000")).length;
+  if (grouped === 0 || grouped > raw) throw new Error(`episodes ${grouped}, raw threshold events ${raw}`);
+  // The time range selector: the last 5 minutes from the store.
+  await page.click('#range button[data-range="5m"]');
+  await page.waitForFunction(() => document.querySelector("#series-panel").dataset.loaded === "5m"
+    && document.querySelectorAll("#latency-chart polyline.series-line").length > 0, null, { timeout: 30000 });
+  await page.click('#range button[data-range="live"]');
   await page.waitForFunction(() => document.querySelectorAll("#latency-chart polyline").length > 0, null, { timeout: 20000 });
   await page.waitForSelector("#flows tbody tr", { timeout: 20000 });
   const flows = await page.locator("#flows tbody tr").count();
@@ -79,7 +113,7 @@ try {
   const forecastError = await page.textContent("#forecast-error");
   await page.screenshot({ path: shot, fullPage: true });
   if (errors.length) throw new Error("console errors: " + errors.join(" | "));
-  console.log(`console ok: ${switches} switches, ${links} links, windows ${first} → ${later}, ${flows} flows; intent ${rec.id} approved → ${approved}; ${models}; forecast ${forecastError}; screenshot ${shot}`);
+  console.log(`console ok: ${switches} switches (${roles.core.n} core, ${roles.aggregation.n} aggregation, ${roles.edge.n} edge), ${links} links, windows ${first} → ${later}, switch ${drilled} drilled into, ${grouped} threshold episodes from ${raw} raw crossings (peak ${peak}), history loaded, ${flows} flows; intent ${rec.id} approved → ${approved}; ${models}; forecast ${forecastError}; screenshot ${shot}`);
 } finally {
   await browser.close();
 }

@@ -31,6 +31,81 @@ function heat(x) {
   return `hsl(${Math.round(120 - 120 * v)}, 70%, 45%)`;
 }
 
+// Roles from the telemetry: switches at either end of a flow's path face hosts (edge / leaf);
+// the others are ranked by hops from them (aggregation, then core; or spine). A graph whose
+// links do not all join adjacent layers (a Watts–Strogatz graph) gets a force layout.
+function layers(nodes, edges, paths) {
+  const adj = new Map(nodes.map((n) => [n, []]));
+  for (const e of edges) {
+    adj.get(e.a)?.push(e.b);
+    adj.get(e.b)?.push(e.a);
+  }
+  const edge = new Set();
+  for (const p of paths) {
+    if (p.length) {
+      edge.add(p[0]);
+      edge.add(p[p.length - 1]);
+    }
+  }
+  const depth = new Map();
+  let frontier = [...edge].filter((n) => adj.has(n));
+  frontier.forEach((n) => depth.set(n, 0));
+  while (frontier.length) {
+    const next = [];
+    for (const n of frontier) {
+      for (const m of adj.get(n)) {
+        if (!depth.has(m)) {
+          depth.set(m, depth.get(n) + 1);
+          next.push(m);
+        }
+      }
+    }
+    frontier = next;
+  }
+  const max = Math.max(0, ...depth.values());
+  const layered = edge.size > 0 && max >= 1 && depth.size === nodes.length
+    && edges.every((e) => Math.abs(depth.get(e.a) - depth.get(e.b)) === 1);
+  if (!layered) return null;
+  const names = max === 1 ? ["leaf", "spine"] : ["edge", "aggregation", "core"];
+  const role = (d) => names[Math.min(d, names.length - 1)];
+  return { depth, max, role };
+}
+
+// A deterministic spring layout (no layers): 300 steps from a circle.
+function forceLayout(nodes, edges) {
+  const pos = new Map(nodes.map((n, i) => {
+    const t = (2 * Math.PI * i) / nodes.length;
+    return [n, [300 + 150 * Math.cos(t), 210 + 150 * Math.sin(t)]];
+  }));
+  for (let step = 0; step < 300; step++) {
+    const force = new Map(nodes.map((n) => [n, [0, 0]]));
+    for (const a of nodes) {
+      for (const b of nodes) {
+        if (a === b) continue;
+        const [ax, ay] = pos.get(a), [bx, by] = pos.get(b);
+        const dx = ax - bx, dy = ay - by, d2 = Math.max(dx * dx + dy * dy, 25);
+        force.get(a)[0] += (2000 * dx) / d2;
+        force.get(a)[1] += (2000 * dy) / d2;
+      }
+    }
+    for (const e of edges) {
+      const [ax, ay] = pos.get(e.a), [bx, by] = pos.get(e.b);
+      force.get(e.a)[0] += (bx - ax) * 0.02; force.get(e.a)[1] += (by - ay) * 0.02;
+      force.get(e.b)[0] += (ax - bx) * 0.02; force.get(e.b)[1] += (ay - by) * 0.02;
+    }
+    for (const n of nodes) {
+      const [x, y] = pos.get(n), [fx, fy] = force.get(n);
+      pos.set(n, [Math.max(20, Math.min(580, x + Math.max(-5, Math.min(5, fx)))), Math.max(20, Math.min(400, y + Math.max(-5, Math.min(5, fy))))]);
+    }
+  }
+  return pos;
+}
+
+// Links seen before and absent now, while both their switches still report: failed.
+const seenLinks = new Map();
+let selectedSwitch = null;
+let lastLive = null;
+
 function drawTopology(live) {
   const root = el("topology");
   const occupancy = new Map();
@@ -44,41 +119,127 @@ function drawTopology(live) {
     const key = a + "-" + b;
     edges.set(key, { a, b, util: Math.max(edges.get(key)?.util || 0, l.tx_utilization_mean || 0) });
   }
-  const nodes = [...new Set([...occupancy.keys(), ...[...edges.values()].flatMap((e) => [e.a, e.b])])].sort((x, y) => x - y);
+  const now = Date.now();
+  for (const [k, e] of edges) seenLinks.set(k, { ...e, at: now });
+  const reporting = new Set([...occupancy.keys(), ...live.links.map((l) => l.node_id)]);
+  const failed = [...seenLinks.entries()]
+    .filter(([k, e]) => !edges.has(k) && now - e.at > 3000 && reporting.has(e.a) && reporting.has(e.b))
+    .map(([, e]) => e);
+  const all = [...edges.values(), ...failed];
+  const nodes = [...new Set([...occupancy.keys(), ...all.flatMap((e) => [e.a, e.b])])].sort((x, y) => x - y);
   if (nodes.length === 0) return;
-  const pos = new Map();
-  nodes.forEach((n, i) => {
-    const t = (2 * Math.PI * i) / nodes.length - Math.PI / 2;
-    pos.set(n, [300 + 180 * Math.cos(t), 210 + 180 * Math.sin(t)]);
-  });
+  const paths = live.flows.map((f) => f.path || []);
+  const lay = layers(nodes, all, paths);
+  let pos;
+  if (lay) {
+    pos = new Map();
+    for (let d = 0; d <= lay.max; d++) {
+      const row = nodes.filter((n) => lay.depth.get(n) === d);
+      const y = 380 - (d * 330) / Math.max(1, lay.max);
+      row.forEach((n, i) => pos.set(n, [90 + ((i + 0.5) * 500) / row.length, y]));
+    }
+  } else {
+    pos = forceLayout(nodes, all);
+  }
   root.replaceChildren();
-  for (const e of edges.values()) {
+  if (lay) {
+    for (let d = 0; d <= lay.max; d++) {
+      svg("text", { x: 4, y: 384 - (d * 330) / Math.max(1, lay.max), class: "role-label" }, root).textContent = lay.role(d);
+    }
+  }
+  for (const e of all) {
     const [x1, y1] = pos.get(e.a), [x2, y2] = pos.get(e.b);
-    const line = svg("line", { x1, y1, x2, y2, stroke: heat(e.util / 1000), "stroke-width": 2 + (6 * e.util) / 1000, class: "link" }, root);
-    svg("title", {}, line).textContent = `${e.a} – ${e.b}: tx utilisation ${(e.util / 10).toFixed(1)} %`;
+    const down = !edges.has(e.a + "-" + e.b);
+    const line = svg("line", { x1, y1, x2, y2, stroke: down ? "#c62828" : heat(e.util / 1000), "stroke-width": down ? 2 : 2 + (6 * e.util) / 1000, class: down ? "link failed" : "link" }, root);
+    svg("title", {}, line).textContent = down ? `${e.a} – ${e.b}: no telemetry for ${((now - seenLinks.get(e.a + "-" + e.b).at) / 1000).toFixed(0)} s (failed?)` : `${e.a} – ${e.b}: tx utilisation ${(e.util / 10).toFixed(1)} %`;
   }
   for (const n of nodes) {
     const [cx, cy] = pos.get(n);
     const occ = occupancy.get(n) || 0;
-    const c = svg("circle", { cx, cy, r: 14, fill: heat(occ / 64), stroke: "#1d2330", class: "switch", "data-node": n }, root);
-    svg("title", {}, c).textContent = `switch ${n}: queue occupancy max ${occ}`;
-    svg("text", { x: cx, y: cy + 4, "text-anchor": "middle", "font-size": 11, fill: "#fff" }, root).textContent = n;
+    const role = lay ? lay.role(lay.depth.get(n)) : "switch";
+    const c = svg("circle", { cx, cy, r: 13, fill: heat(occ / 64), stroke: "#1d2330", class: "switch" + (n === selectedSwitch ? " selected" : ""), "data-node": n, "data-role": role }, root);
+    svg("title", {}, c).textContent = `${role} switch ${n}: worst queue occupancy ${occ}`;
+    c.addEventListener("click", () => selectSwitch(n));
+    svg("text", { x: cx, y: cy + 4, "text-anchor": "middle", "font-size": 11, fill: "#fff", "pointer-events": "none" }, root).textContent = n;
   }
 }
 
-const history = { latency: [], occupancy: [] };
-function plot(id, values) {
+// A time-series chart with axes: `series` is [{name, points: [[t_ms, value]…]}].
+const palette = ["#3367d6", "#c62828", "#1a7f37", "#b36b00", "#7b1fa2", "#00838f", "#5d4037", "#455a64"];
+function chart(id, series, unit) {
   const root = el(id);
   root.replaceChildren();
-  if (values.length < 2) return;
-  const max = Math.max(...values, 1);
-  const pts = values.map((v, i) => `${(i * 400) / (values.length - 1)},${100 - (95 * v) / max}`).join(" ");
-  svg("polyline", { points: pts, fill: "none", stroke: "#3367d6", "stroke-width": 1.5, "vector-effect": "non-scaling-stroke" }, root);
+  const pts = series.flatMap((s) => s.points);
+  if (pts.length < 2) {
+    svg("text", { x: 200, y: 70, "text-anchor": "middle" }, root).textContent = "no data in this range yet";
+    return;
+  }
+  const [x0, x1] = [Math.min(...pts.map((p) => p[0])), Math.max(...pts.map((p) => p[0]))];
+  const max = Math.max(1, ...pts.map((p) => p[1]));
+  const L = 46, R = 395, T = 8, B = 120;
+  const x = (t) => L + ((t - x0) * (R - L)) / Math.max(1, x1 - x0);
+  const y = (v) => B - ((B - T) * v) / max;
+  svg("line", { x1: L, y1: B, x2: R, y2: B, class: "axis" }, root);
+  svg("line", { x1: L, y1: T, x2: L, y2: B, class: "axis" }, root);
+  const fmt = (v) => (v >= 1e6 ? (v / 1e6).toFixed(1) + "M" : v >= 1e3 ? (v / 1e3).toFixed(1) + "k" : v.toFixed(v < 10 ? 1 : 0));
+  for (const v of [0, max / 2, max]) {
+    svg("text", { x: L - 3, y: y(v) + 3, "text-anchor": "end", class: "tick-y" }, root).textContent = fmt(v);
+  }
+  svg("text", { x: 2, y: T + 2, class: "unit" }, root).textContent = unit;
+  const clock = (t) => new Date(t).toLocaleTimeString();
+  svg("text", { x: L, y: B + 13, class: "tick-x" }, root).textContent = clock(x0);
+  svg("text", { x: R, y: B + 13, "text-anchor": "end", class: "tick-x" }, root).textContent = clock(x1);
+  series.forEach((s, i) => {
+    if (s.points.length < 1) return;
+    const xy = s.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ");
+    svg("polyline", { points: xy, fill: "none", stroke: palette[i % palette.length], "stroke-width": 1.5, class: "series-line" }, root);
+    if (series.length > 1) {
+      svg("text", { x: R - 4, y: T + 10 + 10 * i, "text-anchor": "end", fill: palette[i % palette.length] }, root).textContent = s.name;
+    }
+  });
+}
+
+// The fabric series: live (from the in-memory windows) or from the store for 5 min / 1 h.
+let range = "live";
+const history = { latency: [], occupancy: [] };
+
+async function query(sql) {
+  const r = await fetch("/v1/query", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ sql }) });
+  if (!r.ok) throw new Error("query: " + r.status);
+  const v = await r.json();
+  return v.rows;
+}
+
+const rangeSql = () => (range === "1h" ? "1 hour" : "5 minutes");
+
+async function loadHistory() {
+  if (range === "live") return;
+  const since = `window_start >= now() - INTERVAL '${rangeSql()}'`;
+  try {
+    const lat = await query(`SELECT CAST(window_start AS BIGINT) / 1000000 AS t, avg(p50_ns) AS v FROM hop_latency WHERE ${since} GROUP BY window_start ORDER BY window_start`);
+    const occ = await query(`SELECT CAST(window_start AS BIGINT) / 1000000 AS t, max(occupancy_max) AS v FROM queues WHERE ${since} GROUP BY window_start ORDER BY window_start`);
+    if (range === "live") return;
+    chart("latency-chart", [{ name: "p50", points: lat.map((r) => [r.t, r.v]) }], "ns");
+    chart("occupancy-chart", [{ name: "max", points: occ.map((r) => [r.t, r.v]) }], "packets");
+    el("series-panel").dataset.loaded = range;
+  } catch (e) {
+    /* shown by the status */
+  }
+}
+
+function setRange(r) {
+  range = r;
+  for (const b of document.querySelectorAll("#range button")) b.classList.toggle("active", b.dataset.range === r);
+  delete el("series-panel").dataset.loaded;
+  for (const s of document.querySelectorAll(".range-label")) s.textContent = r === "live" ? "last 5 min" : "last " + (r === "1h" ? "hour" : "5 min");
+  loadHistory();
+  if (selectedSwitch != null) loadSwitch(selectedSwitch);
 }
 
 async function refreshLive() {
   try {
     const live = await api("/v1/live");
+    lastLive = live;
     el("status").textContent = "live " + new Date().toLocaleTimeString();
     el("windows-seen").textContent = live.windows_seen;
     el("alerts-seen").textContent = live.alerts_seen;
@@ -88,14 +249,62 @@ async function refreshLive() {
     const occupancy = Math.max(0, ...live.queues.map((q) => q.occupancy_max || 0));
     el("latency-now").textContent = Math.round(latency);
     el("occupancy-now").textContent = occupancy;
+    const t = Date.now();
     for (const [k, v] of [["latency", latency], ["occupancy", occupancy]]) {
-      history[k].push(v);
-      if (history[k].length > 120) history[k].shift();
+      history[k].push([t, v]);
+      while (history[k].length && history[k][0][0] < t - 300000) history[k].shift();
     }
-    plot("latency-chart", history.latency);
-    plot("occupancy-chart", history.occupancy);
+    if (range === "live") {
+      chart("latency-chart", [{ name: "p50", points: history.latency }], "ns");
+      chart("occupancy-chart", [{ name: "max", points: history.occupancy }], "packets");
+    }
+    if (selectedSwitch != null) switchNow(live);
   } catch (e) {
     el("status").textContent = "disconnected";
+  }
+}
+
+// ---- a switch's drill-down ------------------------------------------------------------------
+
+function selectSwitch(n) {
+  selectedSwitch = n;
+  el("switch-detail").hidden = false;
+  el("switch-detail").dataset.node = n;
+  el("switch-title").textContent = `Switch ${n}`;
+  for (const c of document.querySelectorAll("#topology circle.switch")) c.classList.toggle("selected", Number(c.dataset.node) === n);
+  if (lastLive) switchNow(lastLive);
+  loadSwitch(n);
+}
+
+// What the latest window says about the selected switch (refreshed every second).
+function switchNow(live) {
+  const n = selectedSwitch;
+  const queues = live.queues.filter((q) => q.node_id === n);
+  el("switch-occupancy").textContent = queues.length ? Math.max(...queues.map((q) => q.occupancy_max || 0)) : "–";
+  const ends = queues.map((q) => q.window_end).filter(Boolean).sort();
+  el("switch-window").textContent = ends.length ? ends[ends.length - 1] : "–";
+  const links = live.links.filter((l) => l.node_id === n);
+  el("switch-links").textContent = "ports: " + (links.map((l) => `${l.egress_port}→${l.next_node_id ?? "host"} ${(l.tx_utilization_mean / 10).toFixed(1)} %`).join(", ") || "none in this window");
+  const flows = live.flows.filter((f) => (f.path || []).includes(n));
+  el("switch-flows").textContent = `flows crossing it in the latest windows: ${flows.length}` + (flows.length ? " — " + flows.slice(0, 5).map((f) => `port ${f.src_port}→${f.dst_port} via ${(f.path || []).join("-")}`).join(", ") : "");
+  const mine = [...episodes.values()].filter((e) => e.node_id === n).slice(0, 5);
+  el("switch-episodes").textContent = "episodes: " + (mine.map((e) => `${e.kind} ${e.metric || ""} peak ${e.peak ?? "–"} (${e.end_ns == null ? "open" : "ended"})`).join("; ") || "none");
+}
+
+async function loadSwitch(n) {
+  const since = range === "1h" ? "1h" : "5m";
+  try {
+    const { queues } = await api(`/v1/switches/${n}/queues?since=${since}`);
+    if (selectedSwitch !== n) return;
+    const byQueue = new Map();
+    for (const q of queues) {
+      const s = byQueue.get(q.queue_id) || [];
+      s.push([Date.parse(q.window_start), q.occupancy_max]);
+      byQueue.set(q.queue_id, s);
+    }
+    chart("switch-chart", [...byQueue.entries()].sort((a, b) => a[0] - b[0]).map(([q, points]) => ({ name: `queue ${q}`, points })), "packets");
+  } catch (e) {
+    chart("switch-chart", [], "packets");
   }
 }
 
@@ -202,18 +411,42 @@ async function refreshIntents() {
   }
 }
 
-function addEvent(a) {
-  const li = document.createElement("li");
-  const k = document.createElement("span");
-  k.className = "kind";
-  k.textContent = a.kind;
-  li.appendChild(k);
-  const what = a.src_ip ? `${a.src_ip}:${a.src_port} → ${a.dst_ip}:${a.dst_port}` : `switch ${a.node_id}` + (a.queue_id != null ? ` queue ${a.queue_id}` : "");
-  const extra = a.path && a.path.length ? " path " + a.path.join("-") : "";
-  li.appendChild(document.createTextNode(`${what}${a.value != null ? " value " + a.value : ""}${extra}`));
-  const list = el("events");
-  list.prepend(li);
-  while (list.children.length > 200) list.lastChild.remove();
+// Episodes by id: started, updated and ended by the SSE stream.
+const episodes = new Map();
+
+function entityOf(e) {
+  if (e.src_ip) return `${e.src_ip}:${e.src_port} → ${e.dst_ip}:${e.dst_port}` + (e.node_id != null ? ` at switch ${e.node_id}` : "");
+  if (e.node_id != null) return `switch ${e.node_id}` + (e.queue_id != null ? ` queue ${e.queue_id}` : "");
+  return "—";
+}
+
+function drawEpisodes() {
+  const body = el("episodes").tBodies[0];
+  body.replaceChildren();
+  // Open ones first, then newest first.
+  const rank = (e) => (e.end_ns == null ? 0 : 1);
+  const rows = [...episodes.values()].sort((a, b) => rank(a) - rank(b) || b.start_ns - a.start_ns);
+  for (const e of rows.slice(0, 100)) {
+    const tr = body.insertRow();
+    tr.dataset.id = e.id;
+    tr.dataset.kind = e.kind;
+    const open = e.end_ns == null;
+    const lasted = ((open ? e.last_ns : e.end_ns) - e.start_ns) / 1e9;
+    const cells = [
+      time(e.start_ns), e.severity, e.kind + (e.metric ? " " + e.metric : ""), entityOf(e),
+      e.peak != null ? `${e.peak}` + (e.threshold != null ? ` / ${e.threshold}` : "") : "",
+      e.crossings, open ? "open" : `ended after ${lasted.toFixed(lasted < 10 ? 2 : 0)} s`,
+    ];
+    cells.forEach((v, n) => {
+      const td = tr.insertCell();
+      td.textContent = v;
+      if (n === 1) td.className = "sev-" + e.severity;
+      if (n === 4) td.className = "peak";
+      if (n === 6 && open) td.className = "open";
+    });
+    if (e.node_id != null) tr.onclick = () => selectSwitch(e.node_id);
+  }
+  while (episodes.size > 500) episodes.delete([...episodes.keys()][0]);
 }
 
 // Server-sent events through fetch, so that the bearer token can be sent.
@@ -229,17 +462,41 @@ async function streamEvents() {
         if (done) break;
         buf += dec.decode(value, { stream: true });
         let i;
+        let changed = false;
         while ((i = buf.indexOf("\n\n")) >= 0) {
           const msg = buf.slice(0, i);
           buf = buf.slice(i + 2);
-          const data = msg.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5)).join("");
-          if (data) addEvent(JSON.parse(data));
+          const lines = msg.split("\n");
+          const kind = lines.find((l) => l.startsWith("event:"))?.slice(6).trim();
+          const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5)).join("");
+          if (kind === "episode" && data) {
+            const { episode } = JSON.parse(data);
+            episodes.set(episode.id, episode);
+            changed = true;
+          }
         }
+        if (changed) drawEpisodes();
       }
     } catch (e) {
       /* reconnect below */
     }
     await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+async function refreshAudit() {
+  try {
+    const { audit } = await api("/v1/audit?limit=30");
+    const body = el("audit").tBodies[0];
+    body.replaceChildren();
+    for (const a of audit.slice().reverse()) {
+      const tr = body.insertRow();
+      [new Date(a.time_ms).toLocaleTimeString(), a.intent || "", `${a.action}: ${a.result}`, a.actor, a.detail || ""].forEach((v) => {
+        tr.insertCell().textContent = v;
+      });
+    }
+  } catch (e) {
+    /* shown by the status */
   }
 }
 
@@ -323,11 +580,16 @@ async function refreshForecast() {
 
 async function start() {
   try {
-    const { events } = await api("/v1/events?live=true&limit=50");
-    events.reverse().forEach(addEvent);
+    const { events } = await api("/v1/events?live=true&limit=200");
+    for (const e of events) episodes.set(e.id, e);
+    drawEpisodes();
   } catch (e) {
     /* shown by the status */
   }
+  for (const b of document.querySelectorAll("#range button")) b.addEventListener("click", () => setRange(b.dataset.range));
+  setInterval(loadHistory, 10000);
+  refreshAudit();
+  setInterval(refreshAudit, 5000);
   refreshLive();
   refreshFlows();
   refreshIntents();
