@@ -1,6 +1,6 @@
 // The console in a real browser against a running `kplane up`: the page loads, lays the
 // fat-tree out in layers (edge, aggregation, core), a switch's drill-down shows a live value
-// that changes, the microbursts show as threshold episodes with a peak (fewer than their raw
+// that changes, a link's drill-down draws its utilisation over time, the microbursts show as threshold episodes with a peak (fewer than their raw
 // crossings), the time range selector loads history from the store, a flow's path opens, a
 // recommended intent is approved from the intents panel, the knowledge service's model status
 // and a link's forecast against what happened are drawn, no console error is logged; a
@@ -57,6 +57,11 @@ try {
   await page.waitForFunction((v) => document.querySelector("#switch-window").textContent !== v, windowBefore, { timeout: 20000 });
   await page.waitForFunction(() => document.querySelectorAll("#switch-chart polyline.series-line").length > 0, null, { timeout: 20000 });
   const drilled = await page.getAttribute("#switch-detail", "data-node");
+  // A link's drill-down: its utilisation over time from the store.
+  await page.locator("#topology line.link:not(.failed)").first().click({ force: true });
+  await page.waitForFunction(() => !document.querySelector("#link-detail").hidden
+    && document.querySelectorAll("#link-chart polyline.series-line").length > 0, null, { timeout: 20000 });
+  const link = await page.getAttribute("#link-detail", "data-link");
   // The microbursts: threshold episodes with their peak, fewer than the raw crossings.
   await page.waitForSelector('#episodes tbody tr[data-kind="threshold"] td.peak', { timeout: 60000 });
   const peak = await page.textContent('#episodes tbody tr[data-kind="threshold"] td.peak');
@@ -70,6 +75,9 @@ try {
   await page.click('#range button[data-range="5m"]');
   await page.waitForFunction(() => document.querySelector("#series-panel").dataset.loaded === "5m"
     && document.querySelectorAll("#latency-chart polyline.series-line").length > 0, null, { timeout: 30000 });
+  await page.click('#range button[data-range="custom"]');
+  await page.waitForFunction(() => document.querySelector("#series-panel").dataset.loaded === "custom"
+    && document.querySelectorAll("#occupancy-chart polyline.series-line").length > 0, null, { timeout: 30000 });
   await page.click('#range button[data-range="live"]');
   await page.waitForFunction(() => document.querySelectorAll("#latency-chart polyline").length > 0, null, { timeout: 20000 });
   await page.waitForSelector("#flows tbody tr", { timeout: 20000 });
@@ -113,7 +121,7 @@ try {
   const forecastError = await page.textContent("#forecast-error");
   await page.screenshot({ path: shot, fullPage: true });
   if (errors.length) throw new Error("console errors: " + errors.join(" | "));
-  console.log(`console ok: ${switches} switches (${roles.core.n} core, ${roles.aggregation.n} aggregation, ${roles.edge.n} edge), ${links} links, windows ${first} → ${later}, switch ${drilled} drilled into, ${grouped} threshold episodes from ${raw} raw crossings (peak ${peak}), history loaded, ${flows} flows; intent ${rec.id} approved → ${approved}; ${models}; forecast ${forecastError}; screenshot ${shot}`);
+  console.log(`console ok: ${switches} switches (${roles.core.n} core, ${roles.aggregation.n} aggregation, ${roles.edge.n} edge), ${links} links, windows ${first} → ${later}, switch ${drilled} and link ${link} drilled into, ${grouped} threshold episodes from ${raw} raw crossings (peak ${peak}), history loaded, ${flows} flows; intent ${rec.id} approved → ${approved}; ${models}; forecast ${forecastError}; screenshot ${shot}`);
 } finally {
   await browser.close();
 }

@@ -162,6 +162,10 @@ async fn a_hot_source_is_spread_by_flow_over_udp() {
     let cfg = Config {
         publish_reports: true,
         partitions: 8,
+        hot_sources: kplane_collector::config::HotSourceConfig {
+            share: 0.05,
+            ..Default::default()
+        },
         ..config()
     };
     let r = run(cfg).await;

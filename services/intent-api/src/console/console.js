@@ -150,7 +150,8 @@ function drawTopology(live) {
   for (const e of all) {
     const [x1, y1] = pos.get(e.a), [x2, y2] = pos.get(e.b);
     const down = !edges.has(e.a + "-" + e.b);
-    const line = svg("line", { x1, y1, x2, y2, stroke: down ? "#c62828" : heat(e.util / 1000), "stroke-width": down ? 2 : 2 + (6 * e.util) / 1000, class: down ? "link failed" : "link" }, root);
+    const line = svg("line", { x1, y1, x2, y2, stroke: down ? "#c62828" : heat(e.util / 1000), "stroke-width": down ? 2 : 2 + (6 * e.util) / 1000, class: down ? "link failed" : "link", "data-link": `${e.a}-${e.b}` }, root);
+    line.addEventListener("click", () => selectLink(e.a, e.b));
     svg("title", {}, line).textContent = down ? `${e.a} – ${e.b}: no telemetry for ${((now - seenLinks.get(e.a + "-" + e.b).at) / 1000).toFixed(0)} s (failed?)` : `${e.a} – ${e.b}: tx utilisation ${(e.util / 10).toFixed(1)} %`;
   }
   for (const n of nodes) {
@@ -210,11 +211,20 @@ async function query(sql) {
   return v.rows;
 }
 
-const rangeSql = () => (range === "1h" ? "1 hour" : "5 minutes");
+// The selected range as a SQL condition on `window_start` (live: the last 5 minutes).
+function rangeWhere() {
+  if (range === "custom") {
+    const iso = (id) => new Date(el(id).value).toISOString();
+    if (el("range-from").value && el("range-to").value) {
+      return `window_start >= TIMESTAMP '${iso("range-from")}' AND window_start < TIMESTAMP '${iso("range-to")}'`;
+    }
+  }
+  return `window_start >= now() - INTERVAL '${range === "1h" ? "1 hour" : "5 minutes"}'`;
+}
 
 async function loadHistory() {
   if (range === "live") return;
-  const since = `window_start >= now() - INTERVAL '${rangeSql()}'`;
+  const since = rangeWhere();
   try {
     const lat = await query(`SELECT CAST(window_start AS BIGINT) / 1000000 AS t, avg(p50_ns) AS v FROM hop_latency WHERE ${since} GROUP BY window_start ORDER BY window_start`);
     const occ = await query(`SELECT CAST(window_start AS BIGINT) / 1000000 AS t, max(occupancy_max) AS v FROM queues WHERE ${since} GROUP BY window_start ORDER BY window_start`);
@@ -229,11 +239,24 @@ async function loadHistory() {
 
 function setRange(r) {
   range = r;
+  el("custom-range").hidden = r !== "custom";
+  if (r === "custom" && !el("range-from").value) {
+    // Local time for the inputs: the last 15 minutes to begin with.
+    const local = (ms) => new Date(ms - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+    el("range-from").value = local(Date.now() - 900000);
+    el("range-to").value = local(Date.now() + 60000);
+  }
   for (const b of document.querySelectorAll("#range button")) b.classList.toggle("active", b.dataset.range === r);
   delete el("series-panel").dataset.loaded;
-  for (const s of document.querySelectorAll(".range-label")) s.textContent = r === "live" ? "last 5 min" : "last " + (r === "1h" ? "hour" : "5 min");
+  const label = { live: "last 5 min", "5m": "last 5 min", "1h": "last hour", custom: "custom range" }[r];
+  for (const s of document.querySelectorAll(".range-label")) s.textContent = label;
   loadHistory();
   if (selectedSwitch != null) loadSwitch(selectedSwitch);
+  const link = el("link-detail");
+  if (!link.hidden) {
+    const [a, b] = link.dataset.link.split("-").map(Number);
+    selectLink(a, b);
+  }
 }
 
 async function refreshLive() {
@@ -261,6 +284,30 @@ async function refreshLive() {
     if (selectedSwitch != null) switchNow(live);
   } catch (e) {
     el("status").textContent = "disconnected";
+  }
+}
+
+// ---- a link's drill-down --------------------------------------------------------------------
+
+// Its utilisation in each direction over the selected range (the links table: each switch's
+// egress port towards the other), and the flows whose latest path crosses it.
+async function selectLink(a, b) {
+  const d = el("link-detail");
+  d.hidden = false;
+  d.dataset.link = `${a}-${b}`;
+  el("link-title").textContent = `Link ${a} – ${b}`;
+  const flows = (lastLive ? lastLive.flows : []).filter((f) => {
+    const p = f.path || [];
+    return p.some((n, i) => i > 0 && ((p[i - 1] === a && n === b) || (p[i - 1] === b && n === a)));
+  });
+  el("link-flows").textContent = `flows on it in the latest windows: ${flows.length}` + (flows.length ? " — " + flows.slice(0, 8).map((f) => `port ${f.src_port}→${f.dst_port} via ${(f.path || []).join("-")}`).join(", ") : "");
+  const since = rangeWhere();
+  try {
+    const rows = await query(`SELECT CAST(window_start AS BIGINT) / 1000000 AS t, node_id, next_node_id, max(tx_utilization_mean) AS v FROM links WHERE ${since} AND ((node_id = ${a} AND next_node_id = ${b}) OR (node_id = ${b} AND next_node_id = ${a})) GROUP BY window_start, node_id, next_node_id ORDER BY window_start`);
+    const series = [[a, b], [b, a]].map(([x, y]) => ({ name: `${x}→${y}`, points: rows.filter((r) => r.node_id === x).map((r) => [r.t, r.v / 10]) }));
+    chart("link-chart", series, "% tx");
+  } catch (e) {
+    chart("link-chart", [], "% tx");
   }
 }
 
@@ -292,9 +339,13 @@ function switchNow(live) {
 }
 
 async function loadSwitch(n) {
-  const since = range === "1h" ? "1h" : "5m";
+  let span = "since=" + (range === "1h" ? "1h" : "5m");
+  if (range === "custom" && el("range-from").value && el("range-to").value) {
+    const iso = (id) => encodeURIComponent(new Date(el(id).value).toISOString());
+    span = `from=${iso("range-from")}&to=${iso("range-to")}`;
+  }
   try {
-    const { queues } = await api(`/v1/switches/${n}/queues?since=${since}`);
+    const { queues } = await api(`/v1/switches/${n}/queues?${span}`);
     if (selectedSwitch !== n) return;
     const byQueue = new Map();
     for (const q of queues) {
@@ -587,6 +638,7 @@ async function start() {
     /* shown by the status */
   }
   for (const b of document.querySelectorAll("#range button")) b.addEventListener("click", () => setRange(b.dataset.range));
+  for (const id of ["range-from", "range-to"]) el(id).addEventListener("change", () => setRange("custom"));
   setInterval(loadHistory, 10000);
   refreshAudit();
   setInterval(refreshAudit, 5000);
