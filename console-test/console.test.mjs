@@ -68,8 +68,15 @@ try {
   if (!/^\d+ \/ \d+$/.test(peak)) throw new Error("episode peak cell: " + peak);
   const tokenOf = new URLSearchParams(new URL(url).hash.slice(1)).get("token");
   const get = async (path) => (await (await fetch(new URL(path, url), { headers: { Authorization: "Bearer " + tokenOf } })).json()).events;
-  const raw = (await get("/v1/events?live=true&raw=true&kind=threshold&limit=10000")).length;
-  const grouped = (await get("/v1/events?live=true&kind=threshold&limit=10000")).length;
+  // From the store, which keeps every alert (the live feed keeps only the latest): episodes
+  // first, so the raw events read after include at least the alerts they were made from.
+  // The store has them once their windows are committed.
+  let grouped = 0;
+  for (let i = 0; i < 60 && grouped === 0; i++) {
+    grouped = (await get("/v1/events?since=10m&kind=threshold&limit=10000")).length;
+    if (grouped === 0) await new Promise((r) => setTimeout(r, 500));
+  }
+  const raw = (await get("/v1/events?since=10m&raw=true&kind=threshold&limit=10000")).length;
   if (grouped === 0 || grouped > raw) throw new Error(`episodes ${grouped}, raw threshold events ${raw}`);
   // The time range selector: the last 5 minutes from the store.
   await page.click('#range button[data-range="5m"]');
