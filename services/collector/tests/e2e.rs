@@ -91,8 +91,9 @@ fn metric(text: &str, name: &str) -> f64 {
     metric_sum(text, name, &[])
 }
 
-fn batches(bus: &EmbeddedBus, topic: &str) -> Vec<RecordBatch> {
-    let mut c = bus.consumer(topic, "test").unwrap();
+/// Every record batch on `topic` with its partition, read by consumer group `group`.
+fn partitioned_batches(bus: &EmbeddedBus, topic: &str, group: &str) -> Vec<(u32, RecordBatch)> {
+    let mut c = bus.consumer(topic, group).unwrap();
     c.drain(Duration::from_millis(50))
         .into_iter()
         // Heartbeats carry no rows.
@@ -104,9 +105,16 @@ fn batches(bus: &EmbeddedBus, topic: &str) -> Vec<RecordBatch> {
             );
             StreamReader::try_new(std::io::Cursor::new(d.message.payload.to_vec()), None)
                 .unwrap()
-                .map(Result::unwrap)
+                .map(|b| (d.partition, b.unwrap()))
                 .collect::<Vec<_>>()
         })
+        .collect()
+}
+
+fn batches(bus: &EmbeddedBus, topic: &str) -> Vec<RecordBatch> {
+    partitioned_batches(bus, topic, "test")
+        .into_iter()
+        .map(|(_, b)| b)
         .collect()
 }
 
@@ -130,24 +138,16 @@ fn events(bus: &EmbeddedBus) -> Vec<(String, String, Option<u64>)> {
 
 /// `(partition, source, source port)` of every report on `int.reports`.
 fn report_partitions(bus: &EmbeddedBus) -> Vec<(u32, std::net::IpAddr, u16)> {
-    let mut c = bus.consumer(topics::REPORTS, "partitions").unwrap();
     let mut out = Vec::new();
-    for d in c.drain(Duration::from_millis(50)) {
-        if d.message.payload.is_empty() {
-            continue;
-        }
-        let reader =
-            StreamReader::try_new(std::io::Cursor::new(d.message.payload.to_vec()), None).unwrap();
-        for b in reader.map(Result::unwrap) {
-            let src = b.column_by_name("src_ip").unwrap().as_fixed_size_binary();
-            let port = b
-                .column_by_name("src_port")
-                .unwrap()
-                .as_primitive::<arrow_array::types::UInt16Type>();
-            for i in 0..b.num_rows() {
-                let ip = kplane_model::ip_from_16(src.value(i).try_into().unwrap());
-                out.push((d.partition, ip, port.value(i)));
-            }
+    for (partition, b) in partitioned_batches(bus, topics::REPORTS, "partitions") {
+        let src = b.column_by_name("src_ip").unwrap().as_fixed_size_binary();
+        let port = b
+            .column_by_name("src_port")
+            .unwrap()
+            .as_primitive::<arrow_array::types::UInt16Type>();
+        for i in 0..b.num_rows() {
+            let ip = kplane_model::ip_from_16(src.value(i).try_into().unwrap());
+            out.push((partition, ip, port.value(i)));
         }
     }
     out
@@ -265,34 +265,26 @@ async fn udp_reports_become_events_records_and_counters() {
     );
     // A switch's queue and port events are in its own partition, whichever source's flow
     // carried the sample.
-    let mut c = bus.consumer(topics::EVENTS, "switches").unwrap();
     let mut switch_events = 0;
-    for d in c.drain(Duration::from_millis(50)) {
-        if d.message.payload.is_empty() {
-            continue;
-        }
-        let reader =
-            StreamReader::try_new(std::io::Cursor::new(d.message.payload.to_vec()), None).unwrap();
-        for b in reader.map(Result::unwrap) {
-            let metric = b.column_by_name("metric").unwrap().as_string::<i32>();
-            let node = b
-                .column_by_name("node_id")
-                .unwrap()
-                .as_primitive::<arrow_array::types::UInt32Type>();
-            for i in 0..b.num_rows() {
-                if ["queue_occupancy", "queue_congestion", "link_utilization"]
-                    .contains(&metric.value(i))
-                {
-                    let want = kplane_collector::partition::partition_of_switch(node.value(i), 4);
-                    assert_eq!(
-                        d.partition,
-                        want,
-                        "{} of node {}",
-                        metric.value(i),
-                        node.value(i)
-                    );
-                    switch_events += 1;
-                }
+    for (partition, b) in partitioned_batches(&bus, topics::EVENTS, "switches") {
+        let metric = b.column_by_name("metric").unwrap().as_string::<i32>();
+        let node = b
+            .column_by_name("node_id")
+            .unwrap()
+            .as_primitive::<arrow_array::types::UInt32Type>();
+        for i in 0..b.num_rows() {
+            if ["queue_occupancy", "queue_congestion", "link_utilization"]
+                .contains(&metric.value(i))
+            {
+                let want = kplane_collector::partition::partition_of_switch(node.value(i), 4);
+                assert_eq!(
+                    partition,
+                    want,
+                    "{} of node {}",
+                    metric.value(i),
+                    node.value(i)
+                );
+                switch_events += 1;
             }
         }
     }
