@@ -662,33 +662,26 @@ impl Detector {
                 window.pop_front();
                 *sum -= l0;
             }
-            if *sum >= threshold && !*bursting {
-                *bursting = true;
-                out.push(Alert {
-                    time_ns: t,
-                    received_ns: t,
-                    detected_ns: kplane_model::unix_time_ns() as i64,
-                    kind: Some(AlertKind::ReportLossBurst),
-                    partition: self.partition,
-                    node_id: Some(n),
-                    value: Some(*sum),
-                    threshold: Some(threshold),
-                    ..Alert::default()
-                });
+            // A burst starts at the threshold and ends below it.
+            let kind = if *sum >= threshold && !*bursting {
+                AlertKind::ReportLossBurst
             } else if *sum < threshold && *bursting {
-                *bursting = false;
-                out.push(Alert {
-                    time_ns: t,
-                    received_ns: t,
-                    detected_ns: kplane_model::unix_time_ns() as i64,
-                    kind: Some(AlertKind::ReportLossBurstCleared),
-                    partition: self.partition,
-                    node_id: Some(n),
-                    value: Some(*sum),
-                    threshold: Some(threshold),
-                    ..Alert::default()
-                });
-            }
+                AlertKind::ReportLossBurstCleared
+            } else {
+                continue;
+            };
+            *bursting = kind == AlertKind::ReportLossBurst;
+            out.push(Alert {
+                time_ns: t,
+                received_ns: t,
+                detected_ns: kplane_model::unix_time_ns() as i64,
+                kind: Some(kind),
+                partition: self.partition,
+                node_id: Some(n),
+                value: Some(*sum),
+                threshold: Some(threshold),
+                ..Alert::default()
+            });
         }
         Ok(())
     }
