@@ -29,7 +29,7 @@ pub struct SkewArgs {
     #[arg(long, default_value_t = 1000.0)]
     flows: f64,
     /// `hot-sources.share` of the spreading run.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = HotSourceConfig::default().share)]
     share: f64,
 }
 

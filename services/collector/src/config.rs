@@ -54,8 +54,9 @@ pub enum Speed {
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct HotSourceConfig {
     /// A source with at least this share of a collector thread's records in a second is hot:
-    /// its records are keyed by flow instead of by source. 0 (the default) turns spreading
-    /// off.
+    /// its records are keyed by flow instead of by source. The default, 0.25, is twice the
+    /// fair share of one of 8 partitions: only a source that would overload a partition is
+    /// spread. 0 turns spreading off.
     pub share: f64,
     /// A hot source stays hot this long after its share was last above `share`, so its
     /// flows do not move back and forth.
@@ -66,7 +67,7 @@ pub struct HotSourceConfig {
 impl Default for HotSourceConfig {
     fn default() -> Self {
         Self {
-            share: 0.0,
+            share: 0.25,
             hold: Duration::from_secs(60),
         }
     }
