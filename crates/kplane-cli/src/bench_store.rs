@@ -11,15 +11,12 @@ use anyhow::Context;
 use arrow_array::{RecordBatch, TimestampNanosecondArray, UInt32Array, UInt64Array};
 use clap::Args;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::ListingOptions;
-use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::SessionContext;
 use kplane_model::store_layout::{partition_dir, tables_dir};
 use kplane_stream_processor::config::Config;
 use kplane_stream_processor::panes::Checkpoint;
+use kplane_stream_processor::query::{listing_options, use_store_view};
 use kplane_stream_processor::store::{Compaction, LaneStore};
-use kplane_stream_processor::store_view::StoreView;
 
 #[derive(Debug, Args)]
 pub struct StoreArgs {
@@ -133,18 +130,9 @@ async fn query_hour(dir: &Path, runs: usize) -> anyhow::Result<(usize, Duration,
     for _ in 0..runs {
         let started = Instant::now();
         let ctx = SessionContext::new();
-        ctx.register_object_store(
-            ObjectStoreUrl::local_filesystem().as_ref(),
-            Arc::new(StoreView::default()),
-        );
-        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
-            .with_file_extension(".parquet")
-            .with_table_partition_cols(vec![
-                ("date".to_string(), DataType::Utf8),
-                ("hour".to_string(), DataType::Utf8),
-            ]);
+        use_store_view(&ctx);
         let url = format!("{}/", tables_dir(dir).join("t").canonicalize()?.display());
-        ctx.register_listing_table("t", url, options, Some(schema()), None)
+        ctx.register_listing_table("t", url, listing_options(), Some(schema()), None)
             .await?;
         let batches = ctx
             .sql(&QUERY.replace("FROM t", "FROM t WHERE date = '2026-11-26' AND hour = '00'"))

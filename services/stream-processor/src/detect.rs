@@ -70,6 +70,22 @@ enum Step {
     Forget,
 }
 
+impl Step {
+    /// Whether the breach is over (its state is dropped).
+    fn ends(self) -> bool {
+        matches!(self, Self::Clear(_) | Self::Forget)
+    }
+
+    /// The alert it raises for sample value `v`: `(kind, value)`.
+    fn alert(self, v: u64) -> Option<(AlertKind, u64)> {
+        match self {
+            Self::Raise => Some((AlertKind::Threshold, v)),
+            Self::Clear(peak) => Some((AlertKind::ThresholdCleared, peak)),
+            Self::Nothing | Self::Forget => None,
+        }
+    }
+}
+
 impl Breach {
     fn new(t: i64) -> Self {
         Self {
@@ -261,17 +277,12 @@ impl<'a> HopCols<'a> {
             }
             None => return,
         };
-        let (kind, value) = match st.above[k].1.step(v, t, band) {
-            Step::Nothing => return,
-            Step::Raise => (AlertKind::Threshold, v),
-            Step::Clear(peak) => {
-                st.above.swap_remove(k);
-                (AlertKind::ThresholdCleared, peak)
-            }
-            Step::Forget => {
-                st.above.swap_remove(k);
-                return;
-            }
+        let step = st.above[k].1.step(v, t, band);
+        if step.ends() {
+            st.above.swap_remove(k);
+        }
+        let Some((kind, value)) = step.alert(v) else {
+            return;
         };
         let mut al = flow_alert(&id(), partition, t, kind);
         al.node_id = Some(n);
@@ -608,17 +619,11 @@ impl Detector {
                 None => return,
             }
         };
-        let (kind, value) = match step {
-            Step::Nothing => return,
-            Step::Raise => (AlertKind::Threshold, v),
-            Step::Clear(peak) => {
-                self.queues_above.remove(id);
-                (AlertKind::ThresholdCleared, peak)
-            }
-            Step::Forget => {
-                self.queues_above.remove(id);
-                return;
-            }
+        if step.ends() {
+            self.queues_above.remove(id);
+        }
+        let Some((kind, value)) = step.alert(v) else {
+            return;
         };
         out.push(Alert {
             time_ns: t,

@@ -37,6 +37,26 @@ async fn table_schemas() -> Result<Vec<(String, SchemaRef)>> {
     Ok(SCHEMAS.get_or_init(|| planned).clone())
 }
 
+/// How a store table's directory is listed: Parquet files under `date=` / `hour=`
+/// partition directories.
+pub fn listing_options() -> ListingOptions {
+    ListingOptions::new(Arc::new(ParquetFormat::default()))
+        .with_file_extension(".parquet")
+        .with_table_partition_cols(vec![
+            ("date".to_string(), DataType::Utf8),
+            ("hour".to_string(), DataType::Utf8),
+        ])
+}
+
+/// Makes `ctx` read local files through [`StoreView`]: readers skip what a merge has
+/// replaced.
+pub fn use_store_view(ctx: &SessionContext) {
+    ctx.register_object_store(
+        ObjectStoreUrl::local_filesystem().as_ref(),
+        Arc::new(StoreView::default()),
+    );
+}
+
 /// Registers every store table of `data_dir` in `ctx` (directories are created if missing, so
 /// a query before the first window returns no rows rather than an error).
 pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec<String>> {
@@ -51,24 +71,14 @@ pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec
         knowledge_tables::FORECASTS.into(),
         knowledge_tables::forecasts_schema(),
     ));
-    // Readers skip what a merge has replaced (see `store_view`).
-    ctx.register_object_store(
-        ObjectStoreUrl::local_filesystem().as_ref(),
-        Arc::new(StoreView::default()),
-    );
+    use_store_view(ctx);
     let root = tables_dir(data_dir);
     let mut names = Vec::new();
     for (name, schema) in tables {
         let dir = root.join(&name);
         std::fs::create_dir_all(&dir)?;
-        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
-            .with_file_extension(".parquet")
-            .with_table_partition_cols(vec![
-                ("date".to_string(), DataType::Utf8),
-                ("hour".to_string(), DataType::Utf8),
-            ]);
         let url = format!("{}/", dir.canonicalize()?.display());
-        ctx.register_listing_table(name.as_str(), url, options, Some(schema), None)
+        ctx.register_listing_table(name.as_str(), url, listing_options(), Some(schema), None)
             .await?;
         names.push(name);
     }
@@ -276,14 +286,8 @@ mod tests {
 
         let ctx = SessionContext::new();
         register_store(&ctx, &root).await.unwrap();
-        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
-            .with_file_extension(".parquet")
-            .with_table_partition_cols(vec![
-                ("date".to_string(), DataType::Utf8),
-                ("hour".to_string(), DataType::Utf8),
-            ]);
         let url = format!("{}/", tables_dir(&root).join("t").display());
-        ctx.register_listing_table("t", url, options, Some(schema.clone()), None)
+        ctx.register_listing_table("t", url, listing_options(), Some(schema.clone()), None)
             .await
             .unwrap();
         let batches = ctx

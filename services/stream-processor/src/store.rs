@@ -206,6 +206,17 @@ fn write_parquet(root: &Path, path: &Path, batches: &[RecordBatch]) -> Result<()
     Ok(())
 }
 
+/// The store's Parquet writer (zstd) into `file`.
+fn parquet_writer(
+    file: File,
+    schema: arrow_schema::SchemaRef,
+) -> Result<ArrowWriter<File>, ProcessorError> {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    Ok(ArrowWriter::try_new(file, schema, Some(props))?)
+}
+
 /// Writes `batches` as a Parquet staging file and fsyncs it (through the writer's own
 /// handle); `None` without batches.
 fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>, ProcessorError> {
@@ -213,11 +224,7 @@ fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>
         return Ok(None);
     };
     let tmp = staging_path(root, "parquet")?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .build();
-    let file = File::create(&tmp)?;
-    let mut w = ArrowWriter::try_new(file, first.schema(), Some(props))?;
+    let mut w = parquet_writer(File::create(&tmp)?, first.schema())?;
     for b in batches {
         w.write(b)?;
     }
@@ -658,13 +665,9 @@ impl LaneStore {
         for source in sources {
             let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&source.path)?)?;
             if writer.is_none() {
-                let props = WriterProperties::builder()
-                    .set_compression(Compression::ZSTD(ZstdLevel::default()))
-                    .build();
-                writer = Some(ArrowWriter::try_new(
+                writer = Some(parquet_writer(
                     File::create(&tmp)?,
                     reader.schema().clone(),
-                    Some(props),
                 )?);
             }
             let w = writer.as_mut().expect("created above");
