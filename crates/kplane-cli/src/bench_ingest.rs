@@ -143,36 +143,77 @@ pub(crate) struct Sent {
     pub cpu: f64,
 }
 
-/// Sends fat-tree TR v2.0 reports (per-node sequence numbers kept gap-free) on the connected
-/// `sock` at `rate` per second (0 = flat out) for `seconds`.
+/// What a sender sends: a report per flow, cycled, and for each flow a changed copy of the
+/// same length that replaces it while the flow is "changed"; `changes_per_second` flips one
+/// flow (round robin) between the two, each flip a real change the collector should see.
+#[derive(Clone, Debug)]
+pub(crate) struct Traffic {
+    pub base: Vec<Vec<u8>>,
+    pub changed: Vec<Vec<u8>>,
+    pub changes_per_second: u64,
+}
+
+impl Traffic {
+    /// Fat-tree TR v2.0 reports (5 hops, every field) of `flows` flows, never changing.
+    pub fn fat_tree(flows: u32) -> Self {
+        Self {
+            base: fat_tree_reports(flows),
+            changed: Vec::new(),
+            changes_per_second: 0,
+        }
+    }
+}
+
+/// Per-node report sequence numbers of a sender (by node id modulo 21), kept gap-free across
+/// sends so the collector sees no loss.
+pub(crate) type Sequences = [u32; 21];
+
+/// Sends `traffic` on the connected `sock` at `rate` reports per second (0 = flat out) for
+/// `seconds`, stamping each sink's next sequence number.
 pub(crate) fn paced_send(
     sock: &UdpSocket,
-    flows: u32,
+    traffic: &Traffic,
+    seq: &mut Sequences,
     rate: u64,
-    seconds: u64,
+    seconds: f64,
     batch_size: usize,
 ) -> std::io::Result<Sent> {
-    let templates = fat_tree_reports(flows);
+    let n = traffic.base.len().max(1);
+    let mut changed = vec![false; n];
+    let mut flips = 0u64;
     let cpu0 = thread_cpu();
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(seconds);
-    let mut seq = [0u32; 21];
+    let deadline = started + Duration::from_secs_f64(seconds);
     let mut sent = 0u64;
     let mut next = 0usize;
     let batch_size = batch_size.clamp(1, 64);
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(batch_size);
     let mut buf = Vec::new();
     while Instant::now() < deadline {
+        let elapsed = started.elapsed().as_secs_f64();
         if rate > 0 {
-            let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
+            let due = (elapsed * rate as f64) as u64;
             if sent >= due {
                 std::thread::sleep(Duration::from_micros(100));
                 continue;
             }
         }
+        if !traffic.changed.is_empty() {
+            let due = (elapsed * traffic.changes_per_second as f64) as u64;
+            while flips < due {
+                let f = (flips % n as u64) as usize;
+                changed[f] = !changed[f];
+                flips += 1;
+            }
+        }
         batch.clear();
         for _ in 0..batch_size {
-            let mut r = templates[next % templates.len()].clone();
+            let f = next % n;
+            let mut r = if changed[f] {
+                traffic.changed[f].clone()
+            } else {
+                traffic.base[f].clone()
+            };
             // One GSO send carries reports of one length.
             if batch.first().is_some_and(|f: &Vec<u8>| f.len() != r.len())
                 || (batch.len() + 1) * r.len() > 60_000
@@ -189,14 +230,14 @@ pub(crate) fn paced_send(
             r[3] = s as u8;
             batch.push(r);
         }
-        let n = send_batch(sock, &batch, &mut buf);
-        sent += n as u64;
+        let sent_now = send_batch(sock, &batch, &mut buf);
+        sent += sent_now as u64;
         // Sequence numbers of what the kernel refused (a full send queue) are reused.
-        for r in &batch[n..] {
+        for r in &batch[sent_now..] {
             let node = u32::from_be_bytes([r[4], r[5], r[6], r[7]]) as usize % seq.len();
             seq[node] -= 1;
         }
-        next -= batch.len() - n;
+        next -= batch.len() - sent_now;
     }
     Ok(Sent {
         reports: sent,
@@ -234,7 +275,14 @@ pub fn run(a: IngestArgs) -> anyhow::Result<()> {
         let info = http_get(admin, "/metrics").unwrap_or_default();
         let cpu0 = cpu_seconds(child.id()).unwrap_or(0.0);
         let soft0 = softirq_seconds();
-        let sent = paced_send(&wire.sender, a.flows, a.rate, a.seconds, a.batch)?;
+        let sent = paced_send(
+            &wire.sender,
+            &Traffic::fat_tree(a.flows),
+            &mut [0; 21],
+            a.rate,
+            a.seconds as f64,
+            a.batch,
+        )?;
         // Let the collector drain.
         let mut last = -1.0;
         let mut m = String::new();

@@ -20,7 +20,7 @@ use kplane_kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 
 use crate::bench::{cpu_seconds, free_port};
-use crate::bench_ingest::{Input, Wire, paced_send, softirq_seconds};
+use crate::bench_ingest::{Input, Traffic, Wire, paced_send, softirq_seconds};
 
 #[derive(Debug, Args)]
 pub struct KafkaArgs {
@@ -228,7 +228,14 @@ pub fn run(a: KafkaArgs) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_millis(50));
         }
         let cpu0 = Cpu::sample(child.id(), processor.id());
-        let sent = paced_send(&wire.sender, a.flows, a.rate, a.seconds, 64)?;
+        let sent = paced_send(
+            &wire.sender,
+            &Traffic::fat_tree(a.flows),
+            &mut [0; 21],
+            a.rate,
+            a.seconds as f64,
+            64,
+        )?;
         let cpu_send = Cpu::sample(child.id(), processor.id()).since(cpu0);
         // Until the collector has published and Kafka acknowledged everything.
         let mut m = String::new();

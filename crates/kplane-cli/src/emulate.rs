@@ -76,6 +76,10 @@ pub struct EmulateArgs {
     /// Egress queue capacity, packets.
     #[arg(long, default_value_t = 128)]
     queue_capacity: usize,
+    /// Up to this much more switch processing delay per packet and hop, uniform (a real
+    /// pipeline's latency varies by tens of ns).
+    #[arg(long, default_value = "0ns", value_parser = humantime::parse_duration)]
+    processing_jitter: Duration,
     /// Link rate, Gb/s.
     #[arg(long, default_value_t = 10.0)]
     link_gbps: f64,
@@ -118,6 +122,7 @@ impl EmulateArgs {
             sim: SimConfig {
                 seed: self.seed,
                 queue_capacity: self.queue_capacity,
+                processing_jitter_ns: self.processing_jitter.as_nanos() as u64,
                 report_version: self.report_version,
                 mx: self.mx,
                 clock_base_ns: if self.realtime || self.wall_clock {

@@ -13,6 +13,7 @@ mod config;
 mod decode;
 mod emulate;
 mod eval;
+mod experiment;
 mod intent;
 mod query;
 mod sample;
@@ -69,6 +70,9 @@ enum Command {
     /// Evaluations against the emulator's ground truth (see docs/knowledge.md).
     #[command(subcommand)]
     Eval(eval::Eval),
+    /// The seed papers' evaluations re-run on kplane: `kplane experiment list` names them;
+    /// each writes a CSV, SVG plots and a markdown table beside the paper's figures.
+    Experiment(experiment::ExperimentArgs),
 }
 
 fn main() -> ExitCode {
@@ -88,5 +92,6 @@ fn main() -> ExitCode {
         Command::Query(a) => query::run(source, a),
         Command::Bench(b) => bench::run(b),
         Command::Eval(e) => eval::run(e),
+        Command::Experiment(a) => experiment::run(a),
     }
 }

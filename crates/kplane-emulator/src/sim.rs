@@ -25,6 +25,9 @@ pub struct SimConfig {
     pub queue_capacity: usize,
     /// Switch processing delay, ns.
     pub processing_ns: u64,
+    /// Up to this much more processing delay, uniform per packet and hop (ns): a real
+    /// pipeline's latency varies by tens of ns (0: a fixed delay).
+    pub processing_jitter_ns: u64,
     pub report_version: ReportVersion,
     /// INT-MX (postcard) mode: every switch reports every INT packet, no stack.
     pub mx: bool,
@@ -45,6 +48,7 @@ impl Default for SimConfig {
             seed: 1,
             queue_capacity: 128,
             processing_ns: 500,
+            processing_jitter_ns: 0,
             report_version: ReportVersion::V20,
             mx: false,
             hw_id: 0,
@@ -701,9 +705,13 @@ impl Sim {
             self.queues[qi].busy = false;
             return;
         };
+        let jitter = match self.cfg.processing_jitter_ns {
+            0 => 0,
+            j => self.rng.below(j + 1),
+        };
         let link = &self.topo.links[self.queues[qi].link];
         let p = &mut self.packets[pkt as usize];
-        let start = self.now.max(p.ingress_ns + self.cfg.processing_ns);
+        let start = self.now.max(p.ingress_ns + self.cfg.processing_ns + jitter);
         p.tx_start = start;
         let tx = u64::from(p.bytes) * 8 * 1_000_000_000 / link.rate_bps.max(1);
         self.queues[qi].busy = true;

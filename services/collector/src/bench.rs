@@ -85,6 +85,74 @@ pub fn fat_tree_reports(flows: u32) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The v2.0 per-hop fields in bitmap order (bits 15..7): node id, L1 ports, hop latency,
+/// queue, ingress and egress timestamps, L2 ports, egress tx utilisation, buffer.
+pub const HOP_FIELD_BITS: [u16; 9] = [
+    0x8000, 0x4000, 0x2000, 0x1000, 0x0800, 0x0400, 0x0200, 0x0100, 0x0080,
+];
+
+/// The shape of synthetic reports (the experiments' sweeps over hops, flows and fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportShape {
+    pub flows: u32,
+    /// Hops in each report's INT stack (the sink's own metadata is in the report header).
+    pub hops: u32,
+    /// Per-hop fields: the first `fields` of [`HOP_FIELD_BITS`] (1..=9).
+    pub fields: u32,
+    /// Flow `i` comes from 10.0.0.0 + `first_source` + i.
+    pub first_source: u32,
+    /// Added to the first hop's latency (ns): a changed copy of the same reports.
+    pub latency_step: u32,
+}
+
+/// One TR v2.0 report per flow of `shape` over a path of switches 1..=20 (cycling), hop
+/// latency 5 µs (plus `latency_step` at the first hop). Deterministic.
+pub fn shaped_reports(shape: &ReportShape) -> Vec<Vec<u8>> {
+    use kplane_wire::build::{
+        Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, report_v20, sample_hop,
+    };
+    use kplane_wire::int::IntVersion;
+    use kplane_wire::report::v20::GroupHeader;
+    let bitmap = HOP_FIELD_BITS[..shape.fields.clamp(1, 9) as usize]
+        .iter()
+        .fold(0u16, |b, f| b | f);
+    (0..shape.flows)
+        .map(|i| {
+            let node = |h: u32| (i + h) % 20 + 1;
+            let hops = (0..shape.hops.max(1))
+                .map(|h| {
+                    let step = if h == 0 { shape.latency_step } else { 0 };
+                    sample_hop(node(h), 5_000 + step, 100)
+                })
+                .collect();
+            let src = Ipv4Addr::from(0x0A00_0000 + shape.first_source + i);
+            let flow = FlowSpec::udp(src.into(), Ipv4Addr::new(10, 255, 0, 1).into(), 1000, 80);
+            let inner = PacketSpec {
+                ethernet: false,
+                ..PacketSpec::new(flow).with_int(
+                    IntSpec::new(IntVersion::V2, bitmap, hops),
+                    Encap::UdpPort { port: 0x4568 },
+                )
+            }
+            .build();
+            let sink = node(shape.hops.max(1));
+            report_v20(
+                GroupHeader {
+                    node_id: sink,
+                    sequence: 0,
+                    ..GroupHeader::default()
+                },
+                &[IndividualSpec::int(
+                    0x7C00,
+                    sample_hop(sink, 5_000, 100),
+                    4,
+                    inner,
+                )],
+            )
+        })
+        .collect()
+}
+
 /// A bus that accepts and forgets: benchmarks measure the collector, not a bus.
 #[derive(Debug)]
 struct NullBus;
@@ -437,6 +505,38 @@ mod tests {
             ids.dedup();
             assert_eq!(ids.len(), 5, "{p:?}");
             assert!(p.iter().all(|x| (1..=20).contains(&x.0) && x.1 < 4));
+        }
+    }
+
+    #[test]
+    fn shaped_reports_decode_with_their_hops_and_fields() {
+        use kplane_wire::{DecodeOptions, Decoder, RecordMeta};
+        let shape = ReportShape {
+            flows: 3,
+            hops: 4,
+            fields: 3,
+            first_source: 100,
+            latency_step: 0,
+        };
+        let changed = shaped_reports(&ReportShape {
+            latency_step: 20_000,
+            ..shape
+        });
+        let mut dec = Decoder::new(DecodeOptions::default());
+        for (i, (r, c)) in shaped_reports(&shape).iter().zip(&changed).enumerate() {
+            // A changed report is the same length: senders batch them together.
+            assert_eq!(r.len(), c.len());
+            let mut got = Vec::new();
+            dec.decode_report(c, RecordMeta::default(), |rec| got.push(rec.clone()));
+            let rec = &got[0];
+            assert_eq!(rec.hops.len(), 4);
+            assert_eq!(
+                rec.flow.unwrap().src_ip,
+                IpAddr::V4(Ipv4Addr::from(0x0A00_0000 + 100 + i as u32))
+            );
+            assert_eq!(rec.hops[0].get(HopField::HopLatency), Some(25_000));
+            assert_eq!(rec.hops[1].get(HopField::HopLatency), Some(5_000));
+            assert_eq!(rec.hops[0].get(HopField::QueueOccupancy), None);
         }
     }
 
