@@ -183,9 +183,13 @@ struct metadata_t {
     bit<1>  int_sink;         /* the egress port faces a host */
     bit<16> instruction_bitmap;
     bit<8>  max_hop;
-    bit<8>  algorithm;        /* 0 noop, 1 per-hop, 2 per-flow, 3 ewma */
+    bit<8>  algorithm;        /* 0 noop, 1 per-hop, 2 per-flow, 3 ewma, 4 complex */
     bit<8>  measurement;      /* 0 hop latency, 1 queue occupancy, 2 tx utilisation */
     bit<32> threshold;
+    bit<8>  op;               /* complex: literal 0's test (0 none, 1 >, 2 <, 3 rose by >) */
+    bit<8>  measurement1;     /* complex: literal 1 */
+    bit<8>  op1;
+    bit<32> threshold1;
     bit<8>  weight_q8;
     bit<1>  report;           /* sink event detection says: report */
     bit<32> hop_latency;
@@ -347,6 +351,8 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     register<bit<32>>(4096) per_flow_last;   /* by flow hash */
     register<bit<32>>(4096) ewma_avg;        /* fixed point, 8 fractional bits */
     register<bit<32>>(4096) ewma_reported;
+    register<bit<32>>(4096) complex_last0;   /* complex: each literal's value at the flow's */
+    register<bit<32>>(4096) complex_last1;   /* previous packet, by flow hash */
     /* INT-label (Base A): last labelling time per egress port. */
     register<bit<48>>(512) label_last;
     register<bit<32>>(512) label_interval;
@@ -363,6 +369,13 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         meta.algorithm = 3; meta.measurement = measurement; meta.threshold = threshold;
         meta.weight_q8 = weight_q8;
     }
+    /* Complex detection: "m0 op0 t0 and m1 op1 t1" (op 0: no literal, 1: above, 2: below,
+       3: risen by more than t since the flow's previous packet); a report while it holds. */
+    @name(".detect_complex") action detect_complex(bit<8> measurement, bit<8> op, bit<32> threshold,
+                                                   bit<8> measurement1, bit<8> op1, bit<32> threshold1) {
+        meta.algorithm = 4; meta.measurement = measurement; meta.op = op; meta.threshold = threshold;
+        meta.measurement1 = measurement1; meta.op1 = op1; meta.threshold1 = threshold1;
+    }
     @name(".set_labelling") action set_labelling(bit<32> interval_ns, bit<8> max_hop) {
         label_interval.write((bit<32>)std.egress_port, interval_ns);
         label_max_hop.write((bit<32>)std.egress_port, max_hop);
@@ -376,7 +389,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
             meta.l4_src: range @name("src_port");
             meta.l4_dst: range @name("dst_port");
         }
-        actions = { detect_per_hop; detect_per_flow; detect_ewma; detect_noop; }
+        actions = { detect_per_hop; detect_per_flow; detect_ewma; detect_complex; detect_noop; }
         default_action = detect_noop();
         size = 256;
     }
@@ -559,7 +572,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                         meta.report = 1;
                         per_flow_last.write((bit<32>)slot, v);
                     }
-                } else {
+                } else if (meta.algorithm == 3) {
                     bit<32> avg; bit<32> rep;
                     ewma_avg.read(avg, (bit<32>)slot);
                     ewma_reported.read(rep, (bit<32>)slot);
@@ -570,6 +583,26 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                         meta.report = 1;
                         ewma_reported.write((bit<32>)slot, avg >> 8);
                     }
+                } else {
+                    /* Complex: the sink's own values (the upstream stack is opaque here). */
+                    bit<32> v1;
+                    if (meta.measurement1 == 1) { v1 = (bit<32>)std.enq_qdepth; }
+                    else { v1 = meta.hop_latency; }
+                    bit<32> last0; bit<32> last1;
+                    complex_last0.read(last0, (bit<32>)slot);
+                    complex_last1.read(last1, (bit<32>)slot);
+                    complex_last0.write((bit<32>)slot, v);
+                    complex_last1.write((bit<32>)slot, v1);
+                    bit<32> rise0 = 0; bit<32> rise1 = 0;
+                    if (v > last0) { rise0 = v - last0; }
+                    if (v1 > last1) { rise1 = v1 - last1; }
+                    meta.report = 1;
+                    if (meta.op == 1 && !(v > meta.threshold)) { meta.report = 0; }
+                    if (meta.op == 2 && !(v < meta.threshold)) { meta.report = 0; }
+                    if (meta.op == 3 && !(rise0 > meta.threshold)) { meta.report = 0; }
+                    if (meta.op1 == 1 && !(v1 > meta.threshold1)) { meta.report = 0; }
+                    if (meta.op1 == 2 && !(v1 < meta.threshold1)) { meta.report = 0; }
+                    if (meta.op1 == 3 && !(rise1 > meta.threshold1)) { meta.report = 0; }
                 }
             }
             meta.inner_words = hdr.ipv4.total_len >> 2;

@@ -3,7 +3,8 @@
 //! ends sit in a network namespace: a sending host, a receiving host and the collector
 //! (`kplane collector` inside the namespace). Through the real entry points — `kplane
 //! intent-api`, `kplane intent apply|show|delete` — a monitor intent makes a flow's packets
-//! produce a Telemetry Report that reaches the collector, and a block intent drops the flow.
+//! produce a Telemetry Report that reaches the collector, `tune` intents with complex detection
+//! keep or let out the sink's reports, and a block intent drops the flow.
 //! Skipped without BMv2 or root unless `KPLANE_REQUIRE_P4=1` (CI).
 
 use std::io::{BufRead, BufReader};
@@ -247,6 +248,64 @@ entries = [{{ table = "ipv4_forward", match = {{ dst_addr = "10.0.2.1/32" }}, ac
         "the path is the switch's INT node id: {e}"
     );
     assert_eq!(e["flow"]["src_port"], 1000, "{e}");
+
+    // Complex detection in the sink (the event-detection paper's `complex_detection`), set by
+    // `tune` intents: a condition that never holds keeps the flow's reports in the switch,
+    // one that always holds lets every packet report. The switch counts the reports it sends
+    // in its report sequence register.
+    let reports = || -> u64 {
+        let out = sw.cli("register_read KplaneEgress.report_seq 0\n");
+        out.lines()
+            .find_map(|l| l.split("report_seq[0]=").nth(1))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no report_seq in {out}"))
+    };
+    let tune = |name: &str, condition: &str| -> String {
+        let file = dir.join(format!("{name}.yaml"));
+        std::fs::write(
+            &file,
+            format!(
+                "kind: tune\nmatch: {{dst: 10.0.2.1, protocol: udp}}\npriority: 20\n\
+                 detection: {{algorithm: complex, when: [{condition}]}}\n"
+            ),
+        )
+        .unwrap();
+        let (ok, out) = cli(&api, &["apply", "-f", file.to_str().unwrap()]);
+        assert!(ok, "{out}");
+        let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        wait_for_state(api_addr, &id, "active");
+        id
+    };
+    let never = tune("never", "{measurement: hop-latency, above: 4000000000}");
+    let dump = sw.cli("table_dump int_sink_detection\n");
+    assert!(dump.contains("detect_complex"), "{dump}");
+    let before = reports();
+    assert!(probe(&ns, &host(1), &host(2)) > 0);
+    assert_eq!(reports(), before, "no packet met the condition: no report");
+    let (ok, out) = cli(&api, &["delete", &never]);
+    assert!(ok, "{out}");
+    let end = Instant::now() + Duration::from_secs(10);
+    while sw
+        .cli("table_dump int_sink_detection\n")
+        .contains("detect_complex")
+    {
+        assert!(Instant::now() < end, "the detection entry was not removed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let always = tune("always", "{measurement: hop-latency, below: 4000000000}");
+    let before = reports();
+    let delivered = probe(&ns, &host(1), &host(2));
+    assert!(delivered > 0);
+    assert!(
+        reports() >= before + delivered as u64,
+        "every packet met the condition: {} reports for {delivered} packets",
+        reports() - before
+    );
+    let (ok, out) = cli(&api, &["delete", &always]);
+    assert!(ok, "{out}");
 
     // Block it: the flow no longer reaches host 2.
     let block = dir.join("block.json");

@@ -199,7 +199,47 @@ enum Algorithm {
     PerHop,
     PerFlow,
     Ewma,
+    /// A conjunction of two literals over the hops' maxima; a report while it holds.
+    Complex,
     Noop,
+}
+
+/// A hop's value of a detection `measurement` (0 hop latency, 1 queue occupancy, 2 tx
+/// utilisation).
+fn measured(h: &Hop, measurement: u64) -> u64 {
+    match measurement {
+        1 => h.queue_occupancy.into(),
+        2 => h.tx_utilization.into(),
+        _ => h.latency_ns.into(),
+    }
+}
+
+/// One literal of `detect_complex`: the largest value of `measurement` over the hops
+/// (`op` 1: above `threshold`, 2: below it, 3: risen by more than it since the flow's
+/// previous packet, 0: no literal).
+#[derive(Clone, Copy, Debug)]
+struct Literal {
+    measurement: u64,
+    op: u64,
+    threshold: u64,
+}
+
+impl Literal {
+    /// Whether the literal holds; `previous` is the flow's register for op 3.
+    fn holds(&self, hops: &[Hop], previous: &mut u64) -> bool {
+        let v = hops
+            .iter()
+            .map(|h| measured(h, self.measurement))
+            .max()
+            .unwrap_or(0);
+        let rise = v.saturating_sub(std::mem::replace(previous, v));
+        match self.op {
+            1 => v > self.threshold,
+            2 => v < self.threshold,
+            3 => rise > self.threshold,
+            _ => true,
+        }
+    }
 }
 
 /// Sink event-detection state (the P4 program's registers).
@@ -208,6 +248,8 @@ struct Detection {
     per_hop: HashMap<(u32, u32, u64), u64>,
     per_flow: HashMap<(u32, u64), u64>,
     ewma: HashMap<(u32, u64), (f64, f64)>,
+    /// Per flow, each literal's value at the flow's previous packet.
+    complex: HashMap<(u32, u64), [u64; 2]>,
 }
 
 /// Something that adds traffic when called back (see [`Action::Traffic`]).
@@ -852,25 +894,29 @@ impl Sim {
                     "detect_per_hop" => Algorithm::PerHop,
                     "detect_per_flow" => Algorithm::PerFlow,
                     "detect_ewma" => Algorithm::Ewma,
+                    "detect_complex" => Algorithm::Complex,
                     _ => Algorithm::Noop,
+                };
+                let literal = |m: &str, op: &str, t: &str| Literal {
+                    measurement: e.param(m),
+                    op: e.param(op),
+                    threshold: e.param(t),
                 };
                 (
                     algorithm,
                     e.param("measurement"),
                     e.param("threshold"),
                     e.param("weight_q8"),
+                    [
+                        literal("measurement", "op", "threshold"),
+                        literal("measurement1", "op1", "threshold1"),
+                    ],
                 )
             });
         let report = match rule {
             None => true,
-            Some((algorithm, m, t, weight_q8)) => {
-                let value = |h: &Hop| -> u64 {
-                    match m {
-                        1 => h.queue_occupancy.into(),
-                        2 => h.tx_utilization.into(),
-                        _ => h.latency_ns.into(),
-                    }
-                };
+            Some((algorithm, m, t, weight_q8, literals)) => {
+                let value = |h: &Hop| measured(h, m);
                 let sum: u64 = hops.iter().map(value).sum();
                 let fkey = (me.node, flow_hash ^ m);
                 let d = &mut self.detection;
@@ -912,6 +958,13 @@ impl Sim {
                                 fire
                             }
                         }
+                    }
+                    Algorithm::Complex => {
+                        // Every literal is evaluated: each keeps its register current.
+                        let prev = d.complex.entry(fkey).or_default();
+                        let a = literals[0].holds(hops, &mut prev[0]);
+                        let b = literals[1].holds(hops, &mut prev[1]);
+                        a && b
                     }
                     Algorithm::Noop => true,
                 }

@@ -114,6 +114,45 @@ fn sink_thresholds_filter_reports() {
 }
 
 #[test]
+fn complex_detection_reports_the_packets_that_meet_its_conjunction() {
+    let complex = |op1: u64, threshold1: u64| {
+        serde_json::from_value::<EntrySpec>(serde_json::json!({
+            "table": "int_sink_detection", "priority": 1, "action": "detect_complex",
+            "params": {"measurement": 0, "op": 1, "threshold": 2000,
+                       "measurement1": 1, "op1": op1, "threshold1": threshold1}
+        }))
+        .unwrap()
+    };
+    // 6 packets back to back: at the first switch packet k waits behind k packets (800 ns
+    // each), so its hop latency is 500 + 800·k ns and its queue occupancy k.
+    let burst = |sim: &mut Sim, port: u16| {
+        let hosts = sim.topo.host_indices();
+        let f = sim.flow(hosts[0], hosts[1], 17, (port, 2), 6, 1000, 0);
+        sim.start_flow(f);
+        let until = sim.now() + 10_000_000;
+        sim.run_until(until);
+        decode(sim)
+    };
+    // "Latency above 2000 ns and queue above 1": packets 2..=5.
+    let mut sim = Sim::new(line(), quiet());
+    watch_all(&mut sim);
+    sim.insert(complex(1, 1)).unwrap();
+    let got = burst(&mut sim, 10);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(got.iter().all(|r| r.hops[0].queue_occupancy() > Some(1)));
+    assert_eq!(sim.stats.reports_suppressed, 2);
+    // "Latency above 2000 ns and queue risen by more than R since the flow's previous
+    // packet" (its register starts at 0): the queue grows by one packet per packet, so with
+    // R = 0 packets 2..=5 again, with R = 1 none.
+    for (rise, want) in [(0, 4), (1, 0)] {
+        let mut sim = Sim::new(line(), quiet());
+        watch_all(&mut sim);
+        sim.insert(complex(3, rise)).unwrap();
+        assert_eq!(burst(&mut sim, 11).len(), want, "rises by more than {rise}");
+    }
+}
+
+#[test]
 fn a_failed_link_moves_the_flow_to_another_path() {
     let mut sim = Sim::new(Topology::fat_tree(4, LinkSpec::default()).unwrap(), quiet());
     watch_all(&mut sim);

@@ -71,7 +71,8 @@ pub enum EventKind {
     Change,
     /// Periodic re-send of a live value (no change).
     Refresh,
-    /// A `noop` watchlist rule: every report is an event.
+    /// A report its watchlist rule selects: every one (`noop`), or those meeting a `complex`
+    /// rule's conditions.
     Report,
     /// Reports missing in a sequence (value = how many).
     Loss,
@@ -113,6 +114,8 @@ pub enum Detector {
     PerFlow,
     /// Event-detection paper: exponentially weighted moving average of the per-flow sum.
     Ewma,
+    /// Event-detection paper: a report met a conjunction of conditions.
+    Complex,
     /// Event-detection paper: every report.
     Noop,
     /// Sequence-number accounting.
@@ -126,6 +129,7 @@ impl Detector {
             Self::PerHop => "per_hop",
             Self::PerFlow => "per_flow",
             Self::Ewma => "ewma",
+            Self::Complex => "complex",
             Self::Noop => "noop",
             Self::Sequence => "sequence",
         }

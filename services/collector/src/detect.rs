@@ -727,6 +727,36 @@ impl Detection {
                     });
                 }
             }
+            Algorithm::Complex => {
+                // Every condition is evaluated: each keeps the flow's previous value (in the
+                // per-flow table under its own key) current.
+                let mut all = true;
+                let mut first = None;
+                for (i, c) in rule.when.iter().enumerate() {
+                    let (field, _, _) = measure_field(c.measurement);
+                    let v = rec
+                        .hops
+                        .iter()
+                        .filter_map(|h| h.get(field))
+                        .max()
+                        .unwrap_or(0);
+                    let k = key(flow_metric, mix(fh, rule_id), 3 + i as u64);
+                    // A new flow's previous value is 0, as in the switch's registers.
+                    let (last, _) = per_flow.get_or_insert_with(k, now_s, || 0, drop);
+                    all &= c.holds(v, std::mem::replace(last, v));
+                    first.get_or_insert(v);
+                }
+                if all {
+                    out(&EventRow {
+                        kind: EventKind::Report,
+                        metric: flow_metric,
+                        detector: Detector::Complex,
+                        value: first,
+                        path,
+                        ..*base
+                    });
+                }
+            }
             Algorithm::Ewma => {
                 let Some(s) = sum() else { return };
                 let w = rule.weight.unwrap_or(1.0);
@@ -992,6 +1022,38 @@ mod tests {
             assert_eq!(e.iter().filter(|e| e.2 == Detector::Noop).count(), 1);
             assert!(e.iter().any(|e| e.3 == Some(300)), "sum of hop latencies");
         }
+    }
+
+    #[test]
+    fn complex_reports_while_every_condition_holds() {
+        // "Hop latency above 150 and the queue risen by more than 20 since the flow's
+        // previous report" (the paper's example, scaled): hand-computed per report.
+        let wl = watch(
+            r#"{"algorithm":"complex","when":[{"measurement":"hop-latency","above":150},{"measurement":"queue-occupancy","rises-by":20}]}"#,
+        );
+        let mut d = Detection::new(cfg(), &StateConfig::default());
+        let f = flow("10.0.0.6");
+        // (latency, queue at node 2, expected): the first report rises from 0.
+        let steps = [
+            (200, 30, true),   // 200 > 150, 30 − 0 > 20
+            (200, 40, false),  // rose 10
+            (100, 90, false),  // rose 50 but latency 100
+            (300, 100, false), // rose 10 (the previous report's value is kept either way)
+            (300, 130, true),  // rose 30
+            (300, 10, false),  // fell
+        ];
+        for (i, (lat, occ, expect)) in steps.into_iter().enumerate() {
+            let e = events(&mut d, &wl, &report(f, 3, lat, occ, S + i as u64));
+            let hits: Vec<_> = e.iter().filter(|e| e.2 == Detector::Complex).collect();
+            assert_eq!(hits.len(), usize::from(expect), "step {i}: {e:?}");
+            if expect {
+                assert_eq!(hits[0].0, EventKind::Report);
+                assert_eq!(hits[0].3, Some(lat), "the first condition's value");
+            }
+        }
+        // A second flow has its own previous values.
+        let e = events(&mut d, &wl, &report(flow("10.0.0.7"), 3, 200, 25, 9 * S));
+        assert_eq!(e.iter().filter(|e| e.2 == Detector::Complex).count(), 1);
     }
 
     #[test]

@@ -133,6 +133,9 @@ pub enum Algorithm {
     PerFlow,
     /// Per flow: EWMA of Σ hops (weight of the new value); |EWMA − last reported| > threshold.
     Ewma,
+    /// Per flow: a conjunction of conditions (`when`) over the hops' largest values; every
+    /// report for which they all hold is an event (the paper's `complex_detection`).
+    Complex,
     /// Every report is an event.
     Noop,
 }
@@ -146,6 +149,41 @@ pub enum Measurement {
     QueueOccupancy,
     TxUtilization,
     QueueCongestion,
+}
+
+/// One condition of a `complex` rule on the largest value of `measurement` over the report's
+/// hops: above a bound, below it, or risen by more than it since the flow's previous report
+/// (exactly one of the three).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Condition {
+    #[serde(default)]
+    pub measurement: Measurement,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub above: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rises_by: Option<u64>,
+}
+
+impl Condition {
+    /// Whether the condition holds for `largest`, the measurement's largest value over the
+    /// hops, and `previous`, the flow's value at its previous report.
+    pub fn holds(&self, largest: u64, previous: u64) -> bool {
+        self.above.is_none_or(|a| largest > a)
+            && self.below.is_none_or(|b| largest < b)
+            && self
+                .rises_by
+                .is_none_or(|r| largest.saturating_sub(previous) > r)
+    }
+
+    fn bounds(&self) -> usize {
+        [self.above, self.below, self.rises_by]
+            .iter()
+            .filter(|b| b.is_some())
+            .count()
+    }
 }
 
 /// One watchlist entry.
@@ -177,6 +215,9 @@ pub struct Rule {
     /// EWMA weight of a new value, in (0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
+    /// `complex`: the conditions that must all hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub when: Vec<Condition>,
 }
 
 impl Rule {
@@ -195,8 +236,27 @@ impl Rule {
             (Algorithm::Ewma, Some(w)) if !(w > 0.0 && w <= 1.0) => {
                 problems.push(format!("{at}: weight {w} is not in (0, 1]"))
             }
-            (Algorithm::PerHop | Algorithm::PerFlow | Algorithm::Noop, Some(_)) => {
-                problems.push(format!("{at}: weight only applies to ewma"))
+            (
+                Algorithm::PerHop | Algorithm::PerFlow | Algorithm::Complex | Algorithm::Noop,
+                Some(_),
+            ) => problems.push(format!("{at}: weight only applies to ewma")),
+            _ => {}
+        }
+        match self.algorithm {
+            Algorithm::Complex if self.when.is_empty() => {
+                problems.push(format!("{at}: complex needs conditions (`when`)"))
+            }
+            Algorithm::Complex => {
+                for (i, c) in self.when.iter().enumerate() {
+                    if c.bounds() != 1 {
+                        problems.push(format!(
+                            "{at}.when[{i}]: give exactly one of `above`, `below` and `rises-by`"
+                        ));
+                    }
+                }
+            }
+            _ if !self.when.is_empty() => {
+                problems.push(format!("{at}: conditions (`when`) only apply to complex"))
             }
             _ => {}
         }
@@ -294,10 +354,17 @@ mod tests {
                 rule(r#"{"algorithm":"ewma"}"#),
                 rule(r#"{"algorithm":"ewma","weight":1.5}"#),
                 rule(r#"{"algorithm":"noop","weight":0.5}"#),
+                rule(r#"{"algorithm":"complex"}"#),
+                rule(r#"{"algorithm":"complex","when":[{"above":1,"below":5}]}"#),
+                rule(r#"{"algorithm":"per-flow","when":[{"above":1}]}"#),
             ],
             &mut p,
         );
-        assert_eq!(p.len(), 3, "{p:?}");
+        assert_eq!(p.len(), 6, "{p:?}");
+        let mut p = Vec::new();
+        rule(r#"{"algorithm":"complex","when":[{"measurement":"hop-latency","above":10},{"measurement":"queue-occupancy","rises-by":100}]}"#)
+            .validate("ok", &mut p);
+        assert!(p.is_empty(), "{p:?}");
         assert!("10.0.0.0/33".parse::<Prefix>().is_err());
         assert!("90-80".parse::<PortRange>().is_err());
         assert!(serde_json::from_str::<Rule>(r#"{"algorithm":"sometimes"}"#).is_err());

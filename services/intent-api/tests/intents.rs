@@ -211,6 +211,33 @@ async fn intents_reach_the_emulator_and_leave_it_again() {
         "{v}"
     );
 
+    // Complex detection compiles to `detect_complex`'s two literals (op 1: above, 3: rises by).
+    let complex = json!({"kind": "tune", "match": {"dst": "10.0.5.0/24"}, "priority": 30,
+        "detection": {"algorithm": "complex", "when": [
+            {"measurement": "hop-latency", "above": 10000},
+            {"measurement": "queue-occupancy", "rises-by": 100}]}});
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, complex).await;
+    assert_eq!(s, 201, "{v}");
+    let e = wait_entries(&f, "int_sink_detection", |e| {
+        e.iter().any(|e| e["action"] == "detect_complex")
+    })
+    .await;
+    let c = e.iter().find(|e| e["action"] == "detect_complex").unwrap();
+    assert_eq!(
+        c["params"],
+        json!({"measurement": 0, "op": 1, "threshold": 10000,
+               "measurement1": 1, "op1": 3, "threshold1": 100}),
+        "{c}"
+    );
+    let bad = json!({"kind": "tune", "match": {"dst": "10.0.6.0/24"},
+        "detection": {"algorithm": "complex", "when": [{"above": 1, "below": 2}]}});
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, bad).await;
+    assert_eq!(s, 422, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("detection.when[0]"),
+        "{v}"
+    );
+
     // Bad input names the field; a viewer-level token cannot submit.
     let (s, v) = call(
         &api,

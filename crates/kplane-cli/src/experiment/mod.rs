@@ -7,6 +7,7 @@
 
 mod accuracy;
 mod capacity;
+mod complex;
 mod cpu;
 mod offwire;
 mod output;
@@ -26,6 +27,7 @@ const EXPERIMENTS: &[&dyn Experiment] = &[
     &cpu::Cpu,
     &rate::Rate,
     &capacity::Capacity,
+    &complex::Complex,
 ];
 
 /// What one run is given.

@@ -115,18 +115,6 @@ impl Table {
         let i = self.col(key);
         self.rows.iter().filter(move |r| r[i].text() == value)
     }
-
-    /// `y` against `x` over the rows whose key columns match every `(column, value)` of
-    /// `filter`, in row order.
-    pub fn series(&self, x: &str, y: &str, filter: &[(&str, &str)]) -> Vec<(f64, f64)> {
-        let (xi, yi) = (self.col(x), self.col(y));
-        let f: Vec<(usize, &str)> = filter.iter().map(|(c, v)| (self.col(c), *v)).collect();
-        self.rows
-            .iter()
-            .filter(|r| f.iter().all(|(i, v)| r[*i].text() == *v))
-            .map(|r| (r[xi].num(), r[yi].num()))
-            .collect()
-    }
 }
 
 /// Runs of one experiment summarised: per point (same key cells), the mean of every value
@@ -218,10 +206,7 @@ mod tests {
         // sd 1.414, n 2: 12.706 · 1.414 / 1.414.
         assert!((s.ci95[0][0].unwrap() - 12.706).abs() < 1e-9);
         assert_eq!(s.ci95[1][0], Some(0.0));
-        assert_eq!(
-            s.means.series("t", "events", &[]),
-            [(20.0, 55.0), (40.0, 29.0)]
-        );
+        assert_eq!(s.means.rows[1][1], Cell::Num(29.0));
     }
 
     #[test]

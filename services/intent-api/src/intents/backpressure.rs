@@ -73,6 +73,7 @@ impl Default for BackpressureConfig {
                 measurement: Measurement::HopLatency,
                 threshold: 20_000,
                 weight: None,
+                when: Vec::new(),
             },
             factor: 2,
             priority: 10,

@@ -170,6 +170,21 @@ fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> Entry
                 ("weight_q8", d.weight_q8()),
             ],
         ),
+        Algorithm::Complex => {
+            let literal = |i: usize| d.when.get(i).map(|c| c.literal()).unwrap_or_default();
+            let ((m0, op0, t0), (m1, op1, t1)) = (literal(0), literal(1));
+            (
+                "detect_complex",
+                vec![
+                    ("measurement", m0),
+                    ("op", op0),
+                    ("threshold", t0),
+                    ("measurement1", m1),
+                    ("op1", op1),
+                    ("threshold1", t1),
+                ],
+            )
+        }
     };
     EntrySpec {
         switch: None,

@@ -269,10 +269,48 @@ pub struct Detection {
     /// EWMA weight of the new value, 0–1 (default 0.25).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
+    /// `complex`: one or two conditions that must both hold (a switch entry holds two).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub when: Vec<Condition>,
 }
 
 // Weights are finite numbers in 0..=1 once checked.
 impl Eq for Detection {}
+
+/// One condition of `complex` detection: the measurement above a bound, below it, or risen
+/// by more than it since the flow's previous packet (exactly one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Condition {
+    #[serde(default)]
+    pub measurement: Measurement,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub above: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rises_by: Option<u32>,
+}
+
+impl Condition {
+    /// The P4 program's literal: (measurement, op: 1 above / 2 below / 3 rises by, bound).
+    pub fn literal(&self) -> (u64, u64, u64) {
+        let m = self.measurement.code();
+        match (self.above, self.below, self.rises_by) {
+            (Some(a), _, _) => (m, 1, a.into()),
+            (None, Some(b), _) => (m, 2, b.into()),
+            (None, None, Some(r)) => (m, 3, r.into()),
+            (None, None, None) => (0, 0, 0),
+        }
+    }
+
+    fn bounds(&self) -> usize {
+        [self.above, self.below, self.rises_by]
+            .iter()
+            .filter(|b| b.is_some())
+            .count()
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -280,6 +318,8 @@ pub enum Algorithm {
     PerHop,
     PerFlow,
     Ewma,
+    /// A conjunction of conditions (`when`); a report for every packet that meets them.
+    Complex,
     Noop,
 }
 
@@ -398,6 +438,25 @@ impl Detection {
             problems.push(format!(
                 "{at}.weight: only the ewma algorithm takes a weight"
             ));
+        }
+        match self.algorithm {
+            Algorithm::Complex if !(1..=2).contains(&self.when.len()) => problems.push(format!(
+                "{at}.when: complex takes one or two conditions, not {}",
+                self.when.len()
+            )),
+            Algorithm::Complex => {
+                for (i, c) in self.when.iter().enumerate() {
+                    if c.bounds() != 1 {
+                        problems.push(format!(
+                            "{at}.when[{i}]: give exactly one of above, below and rises-by"
+                        ));
+                    }
+                }
+            }
+            _ if !self.when.is_empty() => problems.push(format!(
+                "{at}.when: only the complex algorithm takes conditions"
+            )),
+            _ => {}
         }
     }
 
