@@ -497,10 +497,17 @@ pub fn document() -> Value {
                         "dst-port": { "type": "string" } } },
                 "Detection": { "type": "object", "required": ["algorithm"],
                     "properties": {
-                        "algorithm": { "type": "string", "enum": ["per-hop", "per-flow", "ewma", "noop"] },
+                        "algorithm": { "type": "string", "enum": ["per-hop", "per-flow", "ewma", "complex", "noop"] },
                         "measurement": { "type": "string", "enum": ["hop-latency", "queue-occupancy", "tx-utilization"] },
                         "threshold": { "type": "integer" },
-                        "weight": { "type": "number", "description": "EWMA weight of the new value, 0-1" } } },
+                        "weight": { "type": "number", "description": "EWMA weight of the new value, 0-1" },
+                        "when": { "type": "array", "maxItems": 2, "description": "complex: conditions that must all hold",
+                            "items": { "type": "object",
+                                "properties": {
+                                    "measurement": { "type": "string", "enum": ["hop-latency", "queue-occupancy", "tx-utilization"] },
+                                    "above": { "type": "integer" },
+                                    "below": { "type": "integer" },
+                                    "rises-by": { "type": "integer", "description": "risen by more than this since the flow's previous packet" } } } } } },
                 "IntentSpec": { "type": "object", "required": ["kind"],
                     "description": "docs/intents.md; fields of another kind are refused",
                     "properties": {

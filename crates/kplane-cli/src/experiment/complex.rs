@@ -158,7 +158,7 @@ impl Experiment for Complex {
         "complex-detection"
     }
     fn about(&self) -> &'static str {
-        "complex_detection: \"hop latency > L and queue > Q\" in the sinks and in the collector, swept over Q"
+        "complex_detection: \"hop latency > L and queue risen by > Q\" and \"queue > Q\" in the sinks and the collector, swept over Q"
     }
     fn source(&self) -> &'static str {
         "Programmable INT event detection (../shared/seeds/programmable-int-event-detection-afxdp-kafka.txt) §III"

@@ -102,6 +102,17 @@ pub fn markdown(
     out
 }
 
+/// A log axis's tick value to two significant digits (63, 2.5, 0.016).
+fn two_digits(v: f64) -> String {
+    if !(v.is_finite() && v > 0.0) {
+        return fmt_num(v);
+    }
+    let e = v.log10().floor() as i32;
+    let step = 10f64.powi(e - 1);
+    let r = (v / step).round() * step;
+    format!("{r:.*}", (1 - e).max(0) as usize)
+}
+
 const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
@@ -157,7 +168,7 @@ pub fn draw(path: &Path, p: &Plot, t: &Table) -> anyhow::Result<()> {
     let label = |log: bool| {
         move |v: &f64| {
             if log {
-                fmt_num(10f64.powf(*v))
+                two_digits(10f64.powf(*v))
             } else {
                 fmt_num(*v)
             }
@@ -195,4 +206,15 @@ pub fn draw(path: &Path, p: &Plot, t: &Table) -> anyhow::Result<()> {
     }
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn log_ticks_read_as_two_digits() {
+        assert_eq!(super::two_digits(63.0957), "63");
+        assert_eq!(super::two_digits(2.5119), "2.5");
+        assert_eq!(super::two_digits(1584.9), "1600");
+        assert_eq!(super::two_digits(0.015849), "0.016");
+    }
 }
