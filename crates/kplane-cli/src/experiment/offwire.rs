@@ -11,8 +11,22 @@ use anyhow::Context;
 use kplane_collector::bench::{ReportShape, shaped_reports};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 
-use crate::bench::{cpu_seconds, free_port};
+use crate::bench::free_port;
 use crate::bench_ingest::{Input, Sequences, Traffic, Wire, paced_send, softirq_seconds};
+
+/// CPU seconds every thread of process `pid` has run, from the scheduler's nanosecond
+/// accounting (`/proc/PID/task/*/schedstat`): points of a few seconds at a few % of a core
+/// are below the resolution of `/proc/PID/stat`'s 10 ms ticks.
+fn cpu_time(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum::<u64>() as f64
+        / 1e9
+}
 
 /// A collector on a veth wire, kept for several points.
 pub struct Session {
@@ -33,7 +47,8 @@ pub struct Point {
     pub events: f64,
     /// Counted drops (socket, AF_XDP ring, pipeline queue).
     pub dropped: f64,
-    /// The collector process's CPU time over the point.
+    /// The collector process's CPU time over the point (every thread; threads that ended
+    /// during the point are not counted, and the collector's threads live as long as it).
     pub cpu: f64,
     /// Machine-wide softirq time (veth, XDP, the UDP stack), tick-sampled.
     pub softirq: f64,
@@ -148,7 +163,7 @@ impl Session {
     /// and returns what it took.
     pub fn measure(&mut self, traffic: &Traffic, rate: u64, seconds: f64) -> anyhow::Result<Point> {
         let (r0, e0, d0) = self.metrics();
-        let cpu0 = cpu_seconds(self.child.id()).unwrap_or(0.0);
+        let cpu0 = cpu_time(self.child.id());
         let soft0 = softirq_seconds();
         let sent = paced_send(&self.wire.sender, traffic, &mut self.seq, rate, seconds, 64)?;
         // Drained when the received count stops moving.
@@ -161,7 +176,7 @@ impl Session {
             }
             last = now;
         }
-        let cpu = cpu_seconds(self.child.id()).unwrap_or(0.0) - cpu0;
+        let cpu = cpu_time(self.child.id()) - cpu0;
         let softirq = softirq_seconds() - soft0;
         let (r1, e1, d1) = self.metrics();
         Ok(Point {
