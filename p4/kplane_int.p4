@@ -353,10 +353,16 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     register<bit<32>>(4096) ewma_reported;
     register<bit<32>>(4096) complex_last0;   /* complex: each literal's value at the flow's */
     register<bit<32>>(4096) complex_last1;   /* previous packet, by flow hash */
-    /* INT-label (Base A): last labelling time per egress port. */
+    /* INT-label, per egress port: the last labelling time (Reg1) and the configuration
+       (interval T, MAX_hop, Base A/B, Base B's function and rest time T1, Pro's S = Reg2).
+       The labelling itself runs in the emulator (docs/emulator.md); not yet here. */
     register<bit<48>>(512) label_last;
     register<bit<32>>(512) label_interval;
     register<bit<8>>(512) label_max_hop;
+    register<bit<8>>(512) label_algorithm;
+    register<bit<8>>(512) label_function;
+    register<bit<32>>(512) label_rest;
+    register<bit<8>>(512) label_shift;
 
     @name(".detect_noop") action detect_noop() { meta.algorithm = 0; }
     @name(".detect_per_hop") action detect_per_hop(bit<8> measurement, bit<32> threshold) {
@@ -376,9 +382,14 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         meta.algorithm = 4; meta.measurement = measurement; meta.op = op; meta.threshold = threshold;
         meta.measurement1 = measurement1; meta.op1 = op1; meta.threshold1 = threshold1;
     }
-    @name(".set_labelling") action set_labelling(bit<32> interval_ns, bit<8> max_hop) {
+    @name(".set_labelling") action set_labelling(bit<32> interval_ns, bit<8> max_hop, bit<8> algorithm,
+                                                 bit<8> function, bit<32> rest_ns, bit<8> shift) {
         label_interval.write((bit<32>)std.egress_port, interval_ns);
         label_max_hop.write((bit<32>)std.egress_port, max_hop);
+        label_algorithm.write((bit<32>)std.egress_port, algorithm);
+        label_function.write((bit<32>)std.egress_port, function);
+        label_rest.write((bit<32>)std.egress_port, rest_ns);
+        label_shift.write((bit<32>)std.egress_port, shift);
     }
 
     @name(".int_sink_detection") table int_sink_detection {

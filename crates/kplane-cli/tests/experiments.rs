@@ -64,6 +64,9 @@ fn list_names_every_experiment_and_an_unknown_one_is_refused() {
         "detection-rate",
         "detection-capacity",
         "complex-detection",
+        "int-label-packets",
+        "int-label-coverage",
+        "int-label-pro",
     ] {
         assert!(out.contains(name), "{out}");
     }
@@ -101,6 +104,17 @@ fn two_runs_average_with_confidence_intervals() {
 #[test]
 fn complex_detection_agrees_between_switch_and_collector() {
     fast("complex-detection", 2);
+}
+
+#[test]
+fn int_label_base_b_labels_fewer_packets_and_coverage_falls_with_the_interval() {
+    fast("int-label-packets", 2);
+    fast("int-label-coverage", 2);
+}
+
+#[test]
+fn int_label_pro_recovers_coverage() {
+    fast("int-label-pro", 2);
 }
 
 #[test]

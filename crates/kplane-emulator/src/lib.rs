@@ -4,6 +4,7 @@
 
 pub mod control;
 mod error;
+pub mod label;
 pub mod report;
 pub mod routing;
 pub mod run;

@@ -183,6 +183,50 @@ pub fn sink_report(
     }
 }
 
+/// IP protocol of the INT-label option (the collector's `decode.int-label-protocol`).
+pub const INT_LABEL_PROTOCOL: u8 = 253;
+
+/// An INT-label export from the last hop `node`: a TR v2.0 report whose inner packet carries
+/// the option with `items` (labelling order; each item's label time is its `egress_ns`).
+pub fn label_report(
+    hw_id: u8,
+    sequence: u32,
+    node: u32,
+    items: &[Hop],
+    pkt: &PacketInfo,
+) -> Vec<u8> {
+    let hops: Vec<HopRecord> = items
+        .iter()
+        .map(|h| {
+            let mut r = h.record();
+            r.set(HopField::IngressTimestamp, h.egress_ns);
+            r
+        })
+        .collect();
+    let inner = PacketSpec {
+        ethernet: false,
+        payload: Vec::new(),
+        ip_length: Some(pkt.bytes.min(u32::from(u16::MAX)) as u16),
+        ..PacketSpec::new(pkt.flow()).with_int(
+            IntSpec::new(IntVersion::V2, 0, hops),
+            Encap::IntLabel {
+                protocol: INT_LABEL_PROTOCOL,
+                int_num_offset: 0,
+            },
+        )
+    }
+    .build();
+    report_v20(
+        GroupHeader {
+            hw_id,
+            sequence,
+            node_id: node,
+            ..GroupHeader::default()
+        },
+        &[IndividualSpec::int(0, HopRecord::default(), 4, inner)],
+    )
+}
+
 /// An INT-MX postcard: one switch's own metadata about one packet (TR v2.0, RepType INT,
 /// inner = the packet's headers).
 pub fn postcard(

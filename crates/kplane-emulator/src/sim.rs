@@ -8,6 +8,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use crate::label::{PacketLabel, PortConfig};
 use crate::report::{self, Hop, PacketInfo, ReportVersion};
 use crate::routing::Routes;
 use crate::tables::{TableId, Tables, Update};
@@ -40,6 +41,8 @@ pub struct SimConfig {
     /// Added to virtual time in the switches' timestamps: 0 (virtual time from the epoch) or
     /// the wall clock at start, so that reports carry real Unix times (`--realtime`).
     pub clock_base_ns: u64,
+    /// INT-label ground truth: the telemetry interval whose active ports are recorded.
+    pub label_interval_ns: u64,
 }
 
 impl Default for SimConfig {
@@ -56,6 +59,7 @@ impl Default for SimConfig {
             sample_ns: 1_000_000,
             collectors: 1,
             clock_base_ns: 0,
+            label_interval_ns: 100_000_000,
         }
     }
 }
@@ -94,6 +98,7 @@ struct Packet {
     tx_start: u64,
     queue_occupancy: u32,
     int: IntState,
+    label: PacketLabel,
 }
 
 #[derive(Debug, Default)]
@@ -160,6 +165,13 @@ pub struct Stats {
     pub report_bytes: u64,
     /// INT packets whose report the sink's event detection suppressed.
     pub reports_suppressed: u64,
+    /// INT-label: items written (labelling times), packets whose items the last hop
+    /// exported, and option bytes carried, summed over every link a labelled packet crossed.
+    pub labels: u64,
+    pub label_exports: u64,
+    pub label_bytes: u64,
+    /// Bytes the switches sent out of their ports (INT-label options included).
+    pub egress_bytes: u64,
     pub drops: HashMap<DropReason, u64>,
     pub events: u64,
 }
@@ -175,6 +187,8 @@ impl Stats {
 pub struct Report {
     pub collector: usize,
     pub bytes: Vec<u8>,
+    /// Virtual time the switch sent it, ns.
+    pub sent_ns: u64,
 }
 
 /// The ground truth a run writes (`--truth`).
@@ -184,6 +198,11 @@ pub struct Truth {
     pub events: Vec<serde_json::Value>,
     /// Per queue that was ever non-empty at a sample: (node id, port) and [t_ns, packets].
     pub queues: Vec<QueueSeries>,
+    /// INT-label (with `label_config` entries): each (interval start, node id, egress port)
+    /// that forwarded a packet in a telemetry interval of `label_interval_ns`.
+    pub active_ports: Vec<(u64, u32, u16)>,
+    /// INT-label: every labelling, (time, node id, egress port).
+    pub labels: Vec<(u64, u32, u16)>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -279,6 +298,13 @@ pub struct Sim {
     generators: Vec<Option<Box<dyn Generator>>>,
     report_seq: HashMap<(u32, u8), u32>,
     detection: Detection,
+    /// INT-label: whether any port has a `label_config` entry; each port's last labelling
+    /// (Reg1) and the last telemetry interval it was seen active in, by (node id, port).
+    labelling: bool,
+    /// Base B's draws, apart from the traffic's: changing the algorithm keeps the traffic.
+    label_rng: Rng,
+    label_last: HashMap<(u32, u16), u64>,
+    label_active: HashMap<(u32, u16), u64>,
     pub rng: Rng,
     pub stats: Stats,
     pub truth: Truth,
@@ -321,6 +347,7 @@ impl Sim {
             }
         }
         let rng = Rng::new(cfg.seed);
+        let label_rng = Rng::new(cfg.seed ^ 0x1ABE_1ABE);
         let mut sim = Self {
             truth: Truth {
                 topology: topo.name.clone(),
@@ -345,6 +372,10 @@ impl Sim {
             generators: Vec::new(),
             report_seq: HashMap::new(),
             detection: Detection::default(),
+            labelling: false,
+            label_rng,
+            label_last: HashMap::new(),
+            label_active: HashMap::new(),
             rng,
             stats: Stats::default(),
             reports: Vec::new(),
@@ -382,6 +413,7 @@ impl Sim {
             // New detection rules start from fresh registers.
             self.detection = Detection::default();
         }
+        self.labelling = !self.tables.is_empty("label_config");
         Ok(())
     }
 
@@ -625,6 +657,7 @@ impl Sim {
                 n: 0,
                 hops: [Hop::default(); MAX_STACK],
             },
+            label: PacketLabel::default(),
         };
         let pkt = self.alloc_packet(p);
         self.stats.packets_sent += 1;
@@ -751,10 +784,17 @@ impl Sim {
             0 => 0,
             j => self.rng.below(j + 1),
         };
+        let start = {
+            let p = &self.packets[pkt as usize];
+            self.now.max(p.ingress_ns + self.cfg.processing_ns + jitter)
+        };
+        if self.labelling {
+            self.label_at_egress(qi, pkt, start);
+        }
         let link = &self.topo.links[self.queues[qi].link];
         let p = &mut self.packets[pkt as usize];
-        let start = self.now.max(p.ingress_ns + self.cfg.processing_ns + jitter);
         p.tx_start = start;
+        self.stats.egress_bytes += u64::from(p.bytes);
         let tx = u64::from(p.bytes) * 8 * 1_000_000_000 / link.rate_bps.max(1);
         self.queues[qi].busy = true;
         self.push(start + tx, Ev::Depart { queue: qi as u32 });
@@ -821,6 +861,10 @@ impl Sim {
                 }
             }
         }
+        // The last hop exports the INT-label items and restores the packet.
+        if to_host && !self.packets[pkt as usize].label.items.is_empty() {
+            self.export_labels(pkt, node_id);
+        }
         // Next packet on this port.
         self.start_tx(qi);
         if !self.link_up[li] {
@@ -845,6 +889,65 @@ impl Sim {
                 },
             );
         }
+    }
+
+    /// INT-label at an egress port, as the packet starts out of it at `now`: the ground truth
+    /// of active ports, then the port's labelling decision ([`crate::label`]).
+    fn label_at_egress(&mut self, qi: usize, pkt: u32, now: u64) {
+        let (node, port) = (self.queues[qi].node, self.queues[qi].port);
+        let node_id = self.topo.nodes[node].id;
+        let interval = now / self.cfg.label_interval_ns.max(1);
+        if self.label_active.insert((node_id, port), interval) != Some(interval) {
+            self.truth.active_ports.push((
+                interval * self.cfg.label_interval_ns.max(1),
+                node_id,
+                port,
+            ));
+        }
+        let Some(cfg) = self
+            .tables
+            .lookup_id(TableId::LabelConfig, node_id, &[u64::from(port)])
+            .map(PortConfig::of)
+        else {
+            return;
+        };
+        let last = self.label_last.get(&(node_id, port)).copied();
+        let n = self.packets[pkt as usize].label.int_num();
+        let rng = &mut self.label_rng;
+        if cfg.labels(last, now, n, || rng.uniform()) {
+            let p = &self.packets[pkt as usize];
+            let base = self.cfg.clock_base_ns;
+            let item = Hop {
+                node: node_id,
+                in_port: p.in_port,
+                out_port: port,
+                latency_ns: now.saturating_sub(p.ingress_ns) as u32,
+                queue_id: port as u8,
+                queue_occupancy: p.queue_occupancy,
+                ingress_ns: p.ingress_ns + base,
+                egress_ns: now + base,
+                tx_utilization: self.queues[qi].util_pm,
+            };
+            let p = &mut self.packets[pkt as usize];
+            let before = p.label.bytes();
+            p.label.items.push(item);
+            p.bytes += p.label.bytes() - before;
+            self.label_last.insert((node_id, port), now);
+            self.stats.labels += 1;
+            self.truth.labels.push((now, node_id, port));
+        }
+        self.stats.label_bytes += u64::from(self.packets[pkt as usize].label.bytes());
+    }
+
+    /// The last hop: the items go to the collector in a report, the packet loses the option.
+    fn export_labels(&mut self, pkt: u32, node_id: u32) {
+        let info = self.flows[self.packets[pkt as usize].flow as usize].info;
+        let label = std::mem::take(&mut self.packets[pkt as usize].label);
+        self.packets[pkt as usize].bytes -= label.bytes();
+        let seq = self.next_seq(node_id);
+        let bytes = report::label_report(self.cfg.hw_id, seq, node_id, &label.items, &info);
+        self.stats.label_exports += 1;
+        self.push_report(&info, bytes);
     }
 
     fn next_seq(&mut self, node: u32) -> u32 {
@@ -874,7 +977,11 @@ impl Sim {
         self.stats.reports += 1;
         self.stats.report_bytes += bytes.len() as u64;
         let collector = self.collector_for(info);
-        self.reports.push(Report { collector, bytes });
+        self.reports.push(Report {
+            collector,
+            bytes,
+            sent_ns: self.now,
+        });
     }
 
     /// The sink: event detection decides, then the report.

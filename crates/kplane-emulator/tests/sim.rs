@@ -152,6 +152,86 @@ fn complex_detection_reports_the_packets_that_meet_its_conjunction() {
     }
 }
 
+/// `set_labelling` on every port 0..=2 of every switch.
+fn label_all(sim: &mut Sim, interval_ns: u64, algorithm: u64, function: u64) {
+    for port in 0..=2 {
+        sim.insert(
+            serde_json::from_value::<EntrySpec>(serde_json::json!({
+                "table": "label_config", "action": "set_labelling",
+                "match": {"egress_port": port.to_string()},
+                "params": {"interval_ns": interval_ns, "max_hop": 5, "algorithm": algorithm,
+                           "function": function, "rest_ns": 0, "shift": 0}
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn int_label_base_a_labels_each_port_once_per_interval_and_the_last_hop_exports() {
+    let mut sim = Sim::new(line(), quiet());
+    label_all(&mut sim, 1_000_000, 0, 0);
+    let hosts = sim.topo.host_indices();
+    // 10 packets 300 µs apart; T = 1 ms: every port labels packets 0, 4 and 8 (its first,
+    // then the first after more than T), so each of those carries all three switches' items.
+    let f = sim.flow(hosts[0], hosts[1], 17, (7, 8), 10, 1000, 300_000);
+    sim.start_flow(f);
+    sim.run_until(10_000_000);
+    assert_eq!(sim.stats.packets_delivered, 10);
+    assert_eq!((sim.stats.labels, sim.stats.label_exports), (9, 3));
+    let recs = decode(&mut sim);
+    assert_eq!(recs.len(), 3);
+    for r in &recs {
+        assert_eq!(r.path().collect::<Vec<_>>(), [Some(1), Some(2), Some(3)]);
+        assert_eq!(r.envelope.node_id, Some(3), "the last hop exports");
+        assert!(!r.envelope.flags.contains(ReportFlags::SPECIFIC_FLOW));
+        // Label times advance along the path.
+        let t: Vec<_> = r
+            .hops
+            .iter()
+            .map(|h| h.get(kplane_model::HopField::IngressTimestamp).unwrap())
+            .collect();
+        assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
+    }
+    // Ground truth: 3 egress ports active (one per switch) in the one 100 ms interval.
+    assert_eq!(sim.truth.active_ports.len(), 3);
+    assert_eq!(sim.truth.labels.len(), 9);
+}
+
+#[test]
+fn int_label_base_b_gathers_items_in_fewer_packets() {
+    // Two flows through the same ports, interleaved; T = 1 ms. Base A spreads the labels
+    // over whichever packet comes first after T; Base B with F1 also labels every packet
+    // that already carries an item, so fewer packets carry them (and some ports label more).
+    let run = |algorithm| {
+        let mut sim = Sim::new(line(), quiet());
+        label_all(&mut sim, 1_000_000, algorithm, 1);
+        let hosts = sim.topo.host_indices();
+        for (port, start) in [(7, 0), (9, 150_000)] {
+            let f = sim.flow(hosts[0], hosts[1], 17, (port, 8), 40, 1000, 300_000);
+            sim.schedule(start, Action::StartFlow(Box::new(f)));
+        }
+        sim.run_until(30_000_000);
+        (sim.stats.labels, sim.stats.label_exports, decode(&mut sim))
+    };
+    let (labels_a, exports_a, recs_a) = run(0);
+    let (labels_b, exports_b, recs_b) = run(1);
+    assert_eq!(recs_a.len() as u64, exports_a);
+    assert_eq!(recs_b.len() as u64, exports_b);
+    assert!(exports_b <= exports_a, "B {exports_b} vs A {exports_a}");
+    assert!(
+        labels_b >= labels_a,
+        "B labels at least as often: {labels_b} vs {labels_a}"
+    );
+    let items = |r: &[ReportRecord]| r.iter().map(|r| r.hops.len()).sum::<usize>() as u64;
+    assert_eq!(items(&recs_b), labels_b, "every item reaches the collector");
+    assert!(
+        recs_b.iter().all(|r| r.hops.len() <= 5),
+        "at most MAX_hop items"
+    );
+}
+
 #[test]
 fn a_failed_link_moves_the_flow_to_another_path() {
     let mut sim = Sim::new(Topology::fat_tree(4, LinkSpec::default()).unwrap(), quiet());

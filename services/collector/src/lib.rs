@@ -15,6 +15,7 @@ pub mod config;
 pub mod detect;
 mod error;
 pub mod input;
+pub mod label_db;
 pub mod loss;
 pub mod metrics;
 pub mod partition;

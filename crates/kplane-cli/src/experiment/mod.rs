@@ -9,6 +9,7 @@ mod accuracy;
 mod capacity;
 mod complex;
 mod cpu;
+mod int_label;
 mod offwire;
 mod output;
 mod rate;
@@ -28,6 +29,9 @@ const EXPERIMENTS: &[&dyn Experiment] = &[
     &rate::Rate,
     &capacity::Capacity,
     &complex::Complex,
+    &int_label::packets::Packets,
+    &int_label::coverage::Coverage,
+    &int_label::pro::Pro,
 ];
 
 /// What one run is given.

@@ -1,0 +1,270 @@
+//! INT-label (../shared/seeds/int-label-distributed-labeling.txt §6) in virtual time: the
+//! paper's topology and traffic in the emulator, labelling in its egress ports (`label_config`
+//! entries, `crate::label` of the emulator), the last hops' exports decoded by the collector's
+//! decoder into the collector's Algorithm 4 database (`kplane_collector::label_db`), and the
+//! coverage rate per telemetry interval against the emulator's ground truth of active ports.
+//! Pro's controller (Algo. 3) runs here, between telemetry intervals, writing the ports'
+//! `shift` (Reg2) as table modifications.
+
+pub mod coverage;
+pub mod packets;
+pub mod pro;
+
+use std::collections::HashMap;
+
+use kplane_collector::label_db::LabelDb;
+use kplane_emulator::sim::{Generator, Sim, SimConfig};
+use kplane_emulator::tables::Update;
+use kplane_emulator::topology::{LinkSpec, NodeIdx, NodeKind, Topology};
+use kplane_p4::EntrySpec;
+use kplane_wire::{DecodeOptions, Decoder, RecordMeta};
+
+const MS: u64 = 1_000_000;
+
+/// The paper's prototype (§6.1, HULA's topology): 4 spine, 4 leaf and 4 ToR switches, two
+/// servers under each ToR; ToRs 1–2 under leaves 1–2, ToRs 3–4 under leaves 3–4, every leaf
+/// under every spine. `loss` on every link.
+pub fn topology(loss: f64) -> Topology {
+    let mut t = Topology::default();
+    let spec = LinkSpec {
+        loss,
+        ..LinkSpec::default()
+    };
+    let layer = |t: &mut Topology, name: &str| -> Vec<NodeIdx> {
+        (1..=4)
+            .map(|i| t.add(NodeKind::Switch, format!("{name}{i}")))
+            .collect()
+    };
+    let spines = layer(&mut t, "spine");
+    let leaves = layer(&mut t, "leaf");
+    let tors = layer(&mut t, "tor");
+    for (i, &tor) in tors.iter().enumerate() {
+        let pod = i / 2;
+        for &leaf in &leaves[2 * pod..2 * pod + 2] {
+            t.connect(tor, leaf, spec);
+        }
+        for s in 0..2 {
+            let h = t.add(NodeKind::Host, format!("server{}", 2 * i + s + 1));
+            t.connect(h, tor, spec);
+        }
+    }
+    for &leaf in &leaves {
+        for &spine in &spines {
+            t.connect(leaf, spine, spec);
+        }
+    }
+    t
+}
+
+/// Servers 1 and 8 send 1 kB packets to random other servers (§6.1), `rate_pps` in all;
+/// each packet is its own flow (a random source port), so ECMP spreads them.
+struct Background {
+    rate_pps: f64,
+    stop_ns: u64,
+}
+
+impl Generator for Background {
+    fn fire(&mut self, sim: &mut Sim, now: u64) -> Option<u64> {
+        let hosts = sim.topo.host_indices();
+        let senders = [hosts[0], hosts[hosts.len() - 1]];
+        let src = senders[sim.rng.below(2) as usize];
+        let others: Vec<_> = hosts.iter().copied().filter(|h| *h != src).collect();
+        let dst = others[sim.rng.below(others.len() as u64) as usize];
+        let port = 1024 + sim.rng.below(60_000) as u16;
+        let f = sim.flow(src, dst, 17, (port, 5001), 1, 1000, 0);
+        sim.start_flow(f);
+        let next = now + (sim.rng.exponential(1e9 / self.rate_pps.max(1e-9)) as u64).max(1);
+        (next < self.stop_ns).then_some(next)
+    }
+}
+
+/// One run's parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    pub seconds: f64,
+    /// Background packets per second (the paper's ≈ 5 Mb/s of 1 kB packets: 625).
+    pub rate_pps: f64,
+    /// Labelling interval T.
+    pub interval_ns: u64,
+    /// 0 Base A, 1 Base B.
+    pub algorithm: u64,
+    /// Base B's f: 1 F1 (the paper's default), 2 F2, 3 F3.
+    pub function: u64,
+    /// Telemetry interval (the paper's resolution: 100 ms).
+    pub telemetry_ns: u64,
+    pub loss: f64,
+    /// Pro: k (the controller raises S for ports not updated for k telemetry intervals), or
+    /// None.
+    pub pro_k: Option<u64>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            seconds: 10.0,
+            rate_pps: 625.0,
+            interval_ns: 50 * MS,
+            algorithm: 0,
+            function: 1,
+            telemetry_ns: 100 * MS,
+            loss: 0.0,
+            pro_k: None,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub packets_sent: u64,
+    pub packets_delivered: u64,
+    /// Packets whose items reached the collector (the paper's "labelled packets").
+    pub labelled_packets: u64,
+    /// Labelling times in the data plane.
+    pub labels: u64,
+    /// Option bytes over every link crossed / packet bytes over every link crossed.
+    pub bandwidth_share: f64,
+    /// Coverage rate per telemetry interval (from the second interval on).
+    pub coverage: Vec<f64>,
+    /// Items the database applied, and stale ones.
+    pub items_applied: u64,
+}
+
+impl Outcome {
+    pub fn mean_coverage(&self) -> f64 {
+        self.coverage.iter().sum::<f64>() / self.coverage.len().max(1) as f64
+    }
+}
+
+/// `set_labelling` for one switch's egress port.
+fn label_entry(s: &Setup, switch: u32, port: u16, shift: u64) -> EntrySpec {
+    EntrySpec {
+        switch: Some(switch),
+        table: "label_config".into(),
+        priority: 0,
+        matches: [("egress_port".to_string(), port.to_string())].into(),
+        action: "set_labelling".into(),
+        params: [
+            ("interval_ns", s.interval_ns),
+            ("max_hop", 5),
+            ("algorithm", s.algorithm),
+            ("function", s.function),
+            ("rest_ns", 0),
+            ("shift", shift),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    }
+}
+
+/// Pro's most S (the interval at most divided by 16).
+const MAX_SHIFT: u64 = 4;
+/// Pro's aging: a port fresh for this many telemetry intervals in a row gets S − 1.
+const RELAX: u64 = 4;
+
+pub fn run(s: &Setup, seed: u64) -> anyhow::Result<Outcome> {
+    let topo = topology(s.loss);
+    let mut sim = Sim::new(
+        topo,
+        SimConfig {
+            seed,
+            sample_ns: 0,
+            label_interval_ns: s.telemetry_ns,
+            ..SimConfig::default()
+        },
+    );
+    let ports: Vec<(u32, u16)> = sim
+        .topo
+        .switches()
+        .flat_map(|(_, n)| (0..n.ports.len() as u16).map(move |p| (n.id, p)))
+        .collect();
+    for &(sw, p) in &ports {
+        sim.insert(label_entry(s, sw, p, 0))?;
+    }
+    let end = (s.seconds * 1e9) as u64;
+    sim.add_generator(
+        0,
+        Box::new(Background {
+            rate_pps: s.rate_pps,
+            stop_ns: end,
+        }),
+    );
+    let mut db = LabelDb::default();
+    let mut decoder = Decoder::new(DecodeOptions::default());
+    let mut out = Outcome::default();
+    // Pro's state per port: S, and the intervals in a row it was fresh.
+    let mut pro: HashMap<(u32, u16), (u64, u64)> = HashMap::new();
+    let mut active_from = 0;
+    let mut t = s.telemetry_ns;
+    while t <= end {
+        sim.run_until(t);
+        // What reached the collector by the interval's end, in the order it was sent.
+        let mut reports = sim.take_reports();
+        reports.sort_by_key(|r| r.sent_ns);
+        for r in &reports {
+            decoder.decode_report(&r.bytes, RecordMeta::default(), |rec| {
+                out.items_applied += db.apply(rec) as u64;
+            });
+        }
+        let start = t - s.telemetry_ns;
+        let truth = &sim.truth.active_ports;
+        let active: Vec<(u32, u32)> = truth[active_from..]
+            .iter()
+            .filter(|(iv, _, _)| *iv == start)
+            .map(|&(_, n, p)| (n, u32::from(p)))
+            .collect();
+        active_from = truth.len();
+        // The first interval has no steady state yet (every port labels its first packet).
+        if start > 0 && !active.is_empty() {
+            out.coverage.push(db.coverage(&active, start));
+        }
+        if let Some(k) = s.pro_k {
+            // Algo. 3 against the database, once per telemetry interval: a port not updated
+            // for k intervals gets S + 1; one updated in each of the last RELAX intervals
+            // ages back by S − 1.
+            let stale_after = k * s.telemetry_ns;
+            let mut updates = Vec::new();
+            for &(sw, p) in &ports {
+                let Some(state) = db.get(sw, u32::from(p)) else {
+                    continue;
+                };
+                let (sh, fresh) = pro.entry((sw, p)).or_insert((0, 0));
+                let next = if t.saturating_sub(state.label_ns) > stale_after {
+                    *fresh = 0;
+                    (*sh + 1).min(MAX_SHIFT)
+                } else {
+                    *fresh += 1;
+                    if *fresh >= RELAX {
+                        *fresh = 0;
+                        sh.saturating_sub(1)
+                    } else {
+                        *sh
+                    }
+                };
+                if next != *sh {
+                    *sh = next;
+                    updates.push(Update::Modify(label_entry(s, sw, p, next)));
+                }
+            }
+            if !updates.is_empty() {
+                sim.write(&updates).map_err(|(_, e)| e)?;
+            }
+        }
+        t += s.telemetry_ns;
+    }
+    let st = &sim.stats;
+    out.packets_sent = st.packets_sent;
+    out.packets_delivered = st.packets_delivered;
+    out.labelled_packets = st.label_exports;
+    out.labels = st.labels;
+    // The paper's bandwidth occupation: INT bytes / traffic bytes, over the switches' links.
+    out.bandwidth_share =
+        st.label_bytes as f64 / st.egress_bytes.saturating_sub(st.label_bytes).max(1) as f64;
+    anyhow::ensure!(
+        out.labelled_packets == 0 || out.items_applied > 0,
+        "the collector's database took no item from {} exports",
+        out.labelled_packets
+    );
+    Ok(out)
+}

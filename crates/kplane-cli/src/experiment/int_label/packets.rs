@@ -1,0 +1,168 @@
+//! INT-label Figs. 7–8: packets carrying INT data and labelling times vs the labelling
+//! interval, Base A vs Base B.
+
+use super::super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
+use super::{MS, Setup, run};
+
+pub struct Packets;
+
+const SWEEP: [u64; 5] = [10, 20, 50, 100, 200];
+const FAST_SWEEP: [u64; 2] = [20, 100];
+
+/// The paper generates 10,000 packets: 16 s at 625 packets/s.
+fn seconds(fast: bool) -> f64 {
+    if fast { 2.0 } else { 16.0 }
+}
+
+impl Experiment for Packets {
+    fn name(&self) -> &'static str {
+        "int-label-packets"
+    }
+    fn about(&self) -> &'static str {
+        "INT-label Figs. 7–8: labelled packets and labelling times vs the labelling interval, Base A vs Base B"
+    }
+    fn source(&self) -> &'static str {
+        "INT-label (../shared/seeds/int-label-distributed-labeling.txt) §6.2"
+    }
+    fn setup(&self, fast: bool) -> String {
+        format!(
+            "The paper's prototype in the emulator: 4 spine, 4 leaf and 4 ToR switches, 8 \
+             servers; servers 1 and 8 send 1 kB packets to random others at 625 packets/s \
+             (≈ 5 Mb/s) for {} s of virtual time; every egress port runs `set_labelling` \
+             (MAX_hop 5; Base B with the paper's default f = F1) with the interval T swept. \
+             `labelled_packets`: packets whose items the last hop exported; `labels`: \
+             labelling times in the data plane. Base A and B see the same traffic (Base B's \
+             draws come from a generator of their own).",
+            seconds(fast)
+        )
+    }
+
+    fn run(&self, ctx: &Ctx) -> anyhow::Result<Table> {
+        let mut t = Table::new(
+            &["algorithm", "interval_ms"],
+            &[
+                "packets",
+                "labelled_packets",
+                "labels",
+                "items_per_labelled_packet",
+            ],
+        );
+        let sweep: &[u64] = if ctx.fast { &FAST_SWEEP } else { &SWEEP };
+        for (name, algorithm) in [("base-a", 0), ("base-b", 1)] {
+            for &ms in sweep {
+                let o = run(
+                    &Setup {
+                        seconds: seconds(ctx.fast),
+                        interval_ns: ms * MS,
+                        algorithm,
+                        ..Setup::default()
+                    },
+                    ctx.seed,
+                )?;
+                t.push(vec![
+                    name.into(),
+                    ms.into(),
+                    o.packets_sent.into(),
+                    o.labelled_packets.into(),
+                    o.labels.into(),
+                    (o.labels as f64 / o.labelled_packets.max(1) as f64).into(),
+                ]);
+            }
+        }
+        Ok(t)
+    }
+
+    fn plots(&self) -> Vec<Plot> {
+        let base = Plot {
+            suffix: "",
+            title: "Packets carrying INT data vs labelling interval (Fig. 7)",
+            x: "interval_ms",
+            y: "labelled_packets",
+            series: &["algorithm"],
+            filter: &[],
+            x_label: "labelling interval T (ms)",
+            y_label: "labelled packets",
+            log_x: true,
+            log_y: false,
+        };
+        vec![
+            base.clone(),
+            Plot {
+                suffix: "-labels",
+                title: "Labelling times vs labelling interval (Fig. 8)",
+                y: "labels",
+                y_label: "labelling times",
+                ..base
+            },
+        ]
+    }
+
+    fn compare(&self, s: &Summary) -> Vec<Comparison> {
+        let t = &s.means;
+        let at = |a: &str, ms: &str, c: &str| {
+            t.rows
+                .iter()
+                .find(|r| r[0].text() == a && r[1].text() == ms)
+                .map(|r| r[t.col(c)].num())
+                .unwrap_or(f64::NAN)
+        };
+        let ms = if t.rows.iter().any(|r| r[1].text() == "100") {
+            "100"
+        } else {
+            "20"
+        };
+        vec![
+            Comparison::new(
+                format!("labelled packets, Base B vs Base A at T = {ms} ms"),
+                "−35.2 % (T = 100 ms)",
+                format!(
+                    "{:+.1} % ({:.0} vs {:.0})",
+                    (at("base-b", ms, "labelled_packets") / at("base-a", ms, "labelled_packets")
+                        - 1.0)
+                        * 100.0,
+                    at("base-b", ms, "labelled_packets"),
+                    at("base-a", ms, "labelled_packets")
+                ),
+            ),
+            Comparison::new(
+                format!("labelling times, Base B vs Base A at T = {ms} ms"),
+                "a few more (Fig. 8)",
+                format!(
+                    "{:+.1} %",
+                    (at("base-b", ms, "labels") / at("base-a", ms, "labels") - 1.0) * 100.0
+                ),
+            ),
+        ]
+    }
+
+    fn notes(&self) -> &'static str {
+        "The paper's prototype runs BMv2 switches in Mininet with pre-installed routes that \
+         leave some ports without traffic; the emulator routes by ECMP over shortest paths, so \
+         more ports carry traffic and each carries less of it."
+    }
+
+    fn shape(&self, s: &Summary) -> Vec<String> {
+        let t = &s.means;
+        let col = |a: &str, c: &str| -> Vec<f64> {
+            t.rows
+                .iter()
+                .filter(|r| r[0].text() == a)
+                .map(|r| r[t.col(c)].num())
+                .collect()
+        };
+        let mut problems = Vec::new();
+        let (a, b) = (
+            col("base-a", "labelled_packets"),
+            col("base-b", "labelled_packets"),
+        );
+        if a.windows(2).any(|w| w[1] > w[0]) {
+            problems.push(format!("Base A labelled more packets at a longer T: {a:?}"));
+        }
+        if a.iter().zip(&b).any(|(a, b)| b > a) {
+            problems.push(format!(
+                "Base B labelled more packets than Base A: {b:?} vs {a:?}"
+            ));
+        }
+        problems
+    }
+}
