@@ -7,7 +7,7 @@ use super::{MS, Setup, run};
 pub struct Pro;
 
 const INTERVALS: [u64; 4] = [50, 100, 150, 200];
-const LOSS: [f64; 5] = [0.0, 0.05, 0.1, 0.15, 0.2];
+const LOSS: [f64; 6] = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25];
 const FAST_INTERVALS: [u64; 2] = [50, 200];
 const FAST_LOSS: [f64; 2] = [0.0, 0.2];
 
@@ -171,7 +171,10 @@ impl Experiment for Pro {
         "The paper's Algo. 3 triggers on k·T without the value of k used; kplane's controller \
          triggers on k telemetry intervals (k = 1): the resolution the operator asked for, \
          whatever T is. The paper loses packets by rate-limiting BMv2's queues; the emulator \
-         drops on every link with a probability, so loss grows with the path's length."
+         drops on every link with a probability, so loss grows with the path's length. \
+         Coverage is bounded by the traffic itself: at 625 packets/s many ports forward only a \
+         few packets per 100 ms, and a shorter interval cannot label packets that are not \
+         there (or not delivered), which is where Pro stays below the paper's 99 % and 92 %."
     }
 
     fn shape(&self, s: &Summary) -> Vec<String> {
