@@ -105,8 +105,9 @@ pub struct ReportShape {
     pub latency_step: u32,
 }
 
-/// One TR v2.0 report per flow of `shape` over a path of switches 1..=20 (cycling), hop
-/// latency 5 µs (plus `latency_step` at the first hop). Deterministic.
+/// One TR v2.0 report per flow of `shape` over a path of switches 1..=20 (cycling), the
+/// last of them the sink (its own metadata in the report header), hop latency 5 µs (plus
+/// `latency_step` at the first hop). Deterministic.
 pub fn shaped_reports(shape: &ReportShape) -> Vec<Vec<u8>> {
     use kplane_wire::build::{
         Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, report_v20, sample_hop,
@@ -135,7 +136,8 @@ pub fn shaped_reports(shape: &ReportShape) -> Vec<Vec<u8>> {
                 )
             }
             .build();
-            let sink = node(shape.hops.max(1));
+            // The sink is the stack's last hop: its own metadata merges into it.
+            let sink = node(shape.hops.max(1) - 1);
             report_v20(
                 GroupHeader {
                     node_id: sink,

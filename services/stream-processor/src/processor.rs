@@ -43,6 +43,10 @@ struct Lane {
     detector: Detector,
     last_data: Instant,
     previous_paths: Vec<RecordBatch>,
+    /// `previous_paths` as of the last commit, and that commit's window end: what a restart
+    /// from it compares against, even if the state saved with a later, unfinished commit
+    /// already holds newer paths.
+    committed_paths: (i64, Vec<RecordBatch>),
     /// The last message the restored detector state includes: not checked again.
     detectors_through: i64,
     /// The detector's evictions per table as last counted in metrics.
@@ -268,8 +272,12 @@ impl Processor {
                         );
                         let (detectors_through, previous_paths) = match &resume.detectors {
                             Some(saved) => {
-                                let paths = restore_lane_state(&mut detector, &saved.bytes)
-                                    .map_err(|reason| ProcessorError::Corrupt {
+                                let paths = restore_lane_state(
+                                    &mut detector,
+                                    &saved.bytes,
+                                    checkpoint.emitted_until_ns,
+                                )
+                                .map_err(|reason| ProcessorError::Corrupt {
                                         path: store.detectors_path(),
                                         reason: format!(
                                             "{reason}; remove the file to start the lane's detectors empty"
@@ -295,6 +303,10 @@ impl Processor {
                                 detector,
                                 detectors_through,
                                 last_data: Instant::now(),
+                                committed_paths: (
+                                    checkpoint.emitted_until_ns,
+                                    previous_paths.clone(),
+                                ),
                                 previous_paths,
                                 told_through: i64::MIN,
                                 counted_evictions: Default::default(),
@@ -517,12 +529,14 @@ impl Processor {
             lane.store.compaction_failures,
         );
         let started = Instant::now();
+        let latest = (checkpoint.emitted_until_ns, lane.previous_paths.clone());
         let detectors = DetectorState {
             through_offset: checkpoint.read_until,
-            bytes: save_lane_state(&lane.detector, &lane.previous_paths)?,
+            bytes: save_lane_state(&lane.detector, &latest, &lane.committed_paths)?,
         };
         lane.store
             .commit(rows, alerts, n_windows, checkpoint, Some(&detectors))?;
+        lane.committed_paths = latest;
         StageTimes::lap(&mut self.stages.store, started);
         self.metrics.windows_written.inc_by(n_windows as u64);
         // Counted across lanes: what this commit added.
@@ -604,38 +618,70 @@ impl Processor {
 }
 
 /// What a lane saves with each commit besides its windows: its detectors' state and the
-/// paths of its last flows window (what `path_changed` compares against).
+/// paths of its last flows window (what `path_changed` compares against) as of this commit
+/// and as of the commit before, each with its window end. The state is renamed into place
+/// before the commit's checkpoint line is written; a process killed between the two restarts
+/// from the previous line and recomputes this commit's windows, which must compare against
+/// the paths of that line's last window, not this one's.
 fn save_lane_state(
     detector: &Detector,
-    previous_paths: &[RecordBatch],
+    latest: &(i64, Vec<RecordBatch>),
+    before: &(i64, Vec<RecordBatch>),
 ) -> Result<Vec<u8>, ProcessorError> {
     let mut w = Writer::default();
     w.bytes(&detector.snapshot());
-    let mut paths = Vec::new();
-    if let Some(first) = previous_paths.first() {
-        let mut ipc = arrow_ipc::writer::StreamWriter::try_new(&mut paths, &first.schema())?;
-        for b in previous_paths {
+    w.bytes(&paths_ipc(&latest.1)?);
+    w.i64(latest.0);
+    w.i64(before.0);
+    w.bytes(&paths_ipc(&before.1)?);
+    Ok(w.0)
+}
+
+fn paths_ipc(paths: &[RecordBatch]) -> Result<Vec<u8>, ProcessorError> {
+    let mut out = Vec::new();
+    if let Some(first) = paths.first() {
+        let mut ipc = arrow_ipc::writer::StreamWriter::try_new(&mut out, &first.schema())?;
+        for b in paths {
             ipc.write(b)?;
         }
         ipc.finish()?;
     }
-    w.bytes(&paths);
-    Ok(w.0)
+    Ok(out)
 }
 
-/// Reads [`save_lane_state`]'s bytes back: restores the detector, returns the paths.
-fn restore_lane_state(detector: &mut Detector, bytes: &[u8]) -> Result<Vec<RecordBatch>, String> {
+fn paths_from_ipc(bytes: &[u8]) -> Result<Vec<RecordBatch>, String> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+        .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("previous paths: {e}"))
+}
+
+/// Reads [`save_lane_state`]'s bytes back: restores the detector, returns the paths that
+/// belong with the checkpoint the lane restarts from (its windows end at `emitted_until_ns`).
+/// State saved before the paths carried their window end has the latest paths only.
+fn restore_lane_state(
+    detector: &mut Detector,
+    bytes: &[u8],
+    emitted_until_ns: i64,
+) -> Result<Vec<RecordBatch>, String> {
     let mut r = Reader(bytes);
     detector
         .restore(r.bytes("the detectors")?)
         .map_err(|e| e.to_string())?;
-    let paths = r.bytes("the previous paths")?;
-    if paths.is_empty() {
-        return Ok(Vec::new());
+    let latest = r.bytes("the previous paths")?;
+    if r.is_empty() {
+        return paths_from_ipc(latest);
     }
-    arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(paths), None)
-        .and_then(|r| r.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("previous paths: {e}"))
+    let latest_through = r.i64("the previous paths' window end")?;
+    let before_through = r.i64("the earlier paths' window end")?;
+    let before = r.bytes("the earlier paths")?;
+    if emitted_until_ns == before_through && emitted_until_ns != latest_through {
+        paths_from_ipc(before)
+    } else {
+        paths_from_ipc(latest)
+    }
 }
 
 /// The partition of a result topic a lane's messages go to: its input partition modulo the
@@ -765,5 +811,44 @@ fn publish_windows(
 fn commit(source: &mut dyn Consumer) {
     if let Err(e) = source.commit() {
         tracing::warn!(error = %e, "offset commit failed; results stay exact, the next owner re-reads more");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch};
+
+    use super::*;
+
+    fn paths(v: i64) -> Vec<RecordBatch> {
+        vec![RecordBatch::try_from_iter([("p", Arc::new(Int64Array::from(vec![v])) as _)]).unwrap()]
+    }
+
+    fn detector() -> Detector {
+        let cfg = Config::default();
+        Detector::new(0, cfg.thresholds.clone(), &cfg.state, FlowHashKey::random())
+    }
+
+    #[test]
+    fn a_restart_compares_against_the_paths_of_the_checkpoint_it_resumes_from() {
+        // Saved with the commit whose windows end at 20; the commit before ended at 10.
+        let bytes = save_lane_state(&detector(), &(20, paths(2)), &(10, paths(1))).unwrap();
+        let restore = |emitted| restore_lane_state(&mut detector(), &bytes, emitted).unwrap();
+        assert_eq!(restore(20), paths(2), "the commit's line was written");
+        assert_eq!(
+            restore(10),
+            paths(1),
+            "killed before the line: the commit's windows are recomputed against 10's paths"
+        );
+        // State of an older version (detectors, then the latest paths only).
+        let mut w = Writer::default();
+        w.bytes(&detector().snapshot());
+        w.bytes(&paths_ipc(&paths(3)).unwrap());
+        assert_eq!(
+            restore_lane_state(&mut detector(), &w.0, 10).unwrap(),
+            paths(3)
+        );
     }
 }
