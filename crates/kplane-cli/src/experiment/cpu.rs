@@ -4,7 +4,7 @@
 
 use kplane_collector::bench::ReportShape;
 
-use super::offwire::{Point, Session};
+use super::offwire::{Point, Session, missing_reports};
 use super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
 use crate::bench_ingest::Input;
 
@@ -360,14 +360,12 @@ impl Experiment for Cpu {
                 r[2].text(),
                 r[3].text()
             );
-            if r[recv].num() + r[drop].num() < 0.99 * r[sent].num() {
-                problems.push(format!(
-                    "{label}: {} sent, {} received, {} counted dropped",
-                    r[sent].text(),
-                    r[recv].text(),
-                    r[drop].text()
-                ));
-            }
+            problems.extend(missing_reports(
+                &label,
+                r[sent].num(),
+                r[recv].num(),
+                r[drop].num(),
+            ));
             let (e, n) = (r[ev].num(), r[recv].num());
             match r[2].text().as_str() {
                 "off" if e < n => problems.push(format!(

@@ -28,6 +28,13 @@ fn cpu_time(pid: u32) -> f64 {
         / 1e9
 }
 
+/// A point whose reports went missing — sent, but neither received nor counted dropped (1 %
+/// slack for what was still in flight when it ended) — said as a shape problem.
+pub fn missing_reports(label: &str, sent: f64, received: f64, dropped: f64) -> Option<String> {
+    (received + dropped < 0.99 * sent)
+        .then(|| format!("{label}: {sent} sent, {received} received, {dropped} counted dropped"))
+}
+
 /// A collector on a veth wire, kept for several points.
 pub struct Session {
     wire: Wire,

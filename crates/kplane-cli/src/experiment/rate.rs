@@ -3,7 +3,7 @@
 
 use kplane_collector::bench::ReportShape;
 
-use super::offwire::Session;
+use super::offwire::{Session, missing_reports};
 use super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
 use crate::bench_ingest::Input;
 
@@ -186,14 +186,12 @@ impl Experiment for Rate {
         let mut problems = Vec::new();
         for r in &t.rows {
             let label = format!("{} items={} hops={}", r[0].text(), r[1].text(), r[2].text());
-            if r[recv].num() + r[drop].num() < 0.99 * r[sent].num() {
-                problems.push(format!(
-                    "{label}: {} sent, {} received, {} counted dropped",
-                    r[sent].text(),
-                    r[recv].text(),
-                    r[drop].text()
-                ));
-            }
+            problems.extend(missing_reports(
+                &label,
+                r[sent].num(),
+                r[recv].num(),
+                r[drop].num(),
+            ));
             if r[ev].num() > 0.1 * r[recv].num() {
                 problems.push(format!(
                     "{label}: {} events for {} steady reports",
