@@ -64,8 +64,10 @@ fn list_names_every_experiment_and_an_unknown_one_is_refused() {
         "detection-rate",
         "detection-capacity",
         "complex-detection",
+        "int-label-traffic",
         "int-label-packets",
         "int-label-coverage",
+        "int-label-timeline",
         "int-label-pro",
     ] {
         assert!(out.contains(name), "{out}");
@@ -110,6 +112,12 @@ fn complex_detection_agrees_between_switch_and_collector() {
 fn int_label_base_b_labels_fewer_packets_and_coverage_falls_with_the_interval() {
     fast("int-label-packets", 2);
     fast("int-label-coverage", 2);
+}
+
+#[test]
+fn int_label_coverage_rises_with_traffic_and_falls_with_the_interval_over_time() {
+    fast("int-label-traffic", 2);
+    fast("int-label-timeline", 1);
 }
 
 #[test]

@@ -29,8 +29,10 @@ const EXPERIMENTS: &[&dyn Experiment] = &[
     &rate::Rate,
     &capacity::Capacity,
     &complex::Complex,
+    &int_label::traffic::Traffic,
     &int_label::packets::Packets,
     &int_label::coverage::Coverage,
+    &int_label::timeline::Timeline,
     &int_label::pro::Pro,
 ];
 

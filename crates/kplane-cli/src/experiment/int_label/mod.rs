@@ -9,6 +9,8 @@
 pub mod coverage;
 pub mod packets;
 pub mod pro;
+pub mod timeline;
+pub mod traffic;
 
 use std::collections::HashMap;
 
