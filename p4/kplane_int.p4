@@ -181,6 +181,7 @@ struct metadata_t {
     @field_list(1) bit<1> int_source;  /* this switch inserts INT (watchlist hit at the first hop) */
     @field_list(1) bit<9> sink_port;   /* the host-facing port the original leaves on */
     bit<1>  int_sink;         /* the egress port faces a host */
+    bit<1>  label_specific;   /* INT-label: a flow selected for specific-flow telemetry */
     bit<16> instruction_bitmap;
     bit<8>  max_hop;
     bit<8>  algorithm;        /* 0 noop, 1 per-hop, 2 per-flow, 3 ewma, 4 complex */
@@ -283,6 +284,13 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         meta.max_hop = max_hop;
     }
 
+    /* INT-label specific-flow telemetry: the flow's packets start with INT_num = MAX_hop, so
+       every labelling port labels them (the labelling itself is the emulator's for now). */
+    @name(".int_label_specific") action int_label_specific(bit<8> max_hop) {
+        meta.label_specific = 1;
+        meta.max_hop = max_hop;
+    }
+
     @name(".drop_acl") table drop_acl {
         key = {
             hdr.ipv4.src_addr: ternary @name("src_addr");
@@ -311,7 +319,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
             meta.l4_src: range @name("src_port");
             meta.l4_dst: range @name("dst_port");
         }
-        actions = { int_source; @defaultonly NoAction; }
+        actions = { int_source; int_label_specific; @defaultonly NoAction; }
         default_action = NoAction();
         size = 256;
     }

@@ -11,7 +11,10 @@
 //!   The controller raises S for ports it has not heard from (`set_labelling`'s `shift`).
 //!
 //! A packet carries at most MAX_hop items; the last hop extracts them, exports them to the
-//! collector and restores the packet.
+//! collector and restores the packet. **Specific-flow telemetry** (§3.3): a flow selected at
+//! its first switch (`int_watchlist` → `int_label_specific(max_hop)`) starts with INT_num =
+//! MAX_hop, so every labelling port labels its packets (f ≥ 1) up to MAX_hop items; the
+//! collector tells it by INT_num > MAX_hop.
 
 use crate::report::Hop;
 use crate::tables::Rule;
@@ -88,18 +91,22 @@ impl PortConfig {
         }
     }
 
-    /// Whether the port labels a packet carrying `int_num` items at `now`, its last
-    /// labelling at `last` (None: never); `draw` is a uniform draw in [0, 1), taken only
-    /// when Base B's probability decides.
+    /// Whether the port labels `label`'s packet at `now`, its last labelling at `last`
+    /// (None: never); `draw` is a uniform draw in [0, 1), taken only when Base B's
+    /// probability decides.
     pub fn labels(
         &self,
         last: Option<u64>,
         now: u64,
-        int_num: u8,
+        label: &PacketLabel,
         draw: impl FnOnce() -> f64,
     ) -> bool {
-        if int_num >= self.max_hop {
+        let items = label.items.len();
+        if items >= usize::from(self.max_hop) {
             return false;
+        }
+        if label.offset > 0 {
+            return true;
         }
         let Some(lt) = last else { return true };
         let elapsed = now.saturating_sub(lt);
@@ -109,7 +116,7 @@ impl PortConfig {
         match self.algorithm {
             Algorithm::BaseA => false,
             Algorithm::BaseB => {
-                elapsed > self.rest_ns && draw() < self.probability(int_num, elapsed)
+                elapsed > self.rest_ns && draw() < self.probability(label.int_num(), elapsed)
             }
         }
     }
@@ -119,11 +126,17 @@ impl PortConfig {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PacketLabel {
     pub items: Vec<Hop>,
+    /// MAX_hop for a specific flow's packet (INT_num starts there), else 0.
+    pub offset: u8,
 }
 
 impl PacketLabel {
     pub fn int_num(&self) -> u8 {
-        self.items.len().min(255) as u8
+        self.items
+            .len()
+            .min(255)
+            .saturating_add(usize::from(self.offset))
+            .min(255) as u8
     }
 
     /// Bytes the option adds to the packet.
@@ -141,6 +154,13 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    fn carrying(items: usize) -> PacketLabel {
+        PacketLabel {
+            items: vec![Hop::default(); items],
+            offset: 0,
+        }
+    }
+
     fn cfg(algorithm: Algorithm, function: Function) -> PortConfig {
         PortConfig {
             interval_ns: 100 * MS,
@@ -157,16 +177,16 @@ mod tests {
         let c = cfg(Algorithm::BaseA, Function::F2);
         let never = || panic!("Base A draws nothing");
         assert!(
-            c.labels(None, 0, 0, never),
+            c.labels(None, 0, &carrying(0), never),
             "a port that never labelled labels"
         );
         assert!(
-            !c.labels(Some(0), 100 * MS, 2, never),
+            !c.labels(Some(0), 100 * MS, &carrying(2), never),
             "CT − LT = T is not > T"
         );
-        assert!(c.labels(Some(0), 100 * MS + 1, 0, never));
+        assert!(c.labels(Some(0), 100 * MS + 1, &carrying(0), never));
         assert!(
-            !c.labels(Some(0), 200 * MS, 5, never),
+            !c.labels(Some(0), 200 * MS, &carrying(5), never),
             "a full stack takes no item"
         );
     }
@@ -179,14 +199,14 @@ mod tests {
             assert_eq!(c.probability(n, 0), p);
         }
         assert!(
-            !c.labels(Some(0), 10 * MS, 0, || 0.0),
+            !c.labels(Some(0), 10 * MS, &carrying(0), || 0.0),
             "no items: the interval decides"
         );
-        assert!(c.labels(Some(0), 10 * MS, 2, || 0.49));
-        assert!(!c.labels(Some(0), 10 * MS, 2, || 0.5));
+        assert!(c.labels(Some(0), 10 * MS, &carrying(2), || 0.49));
+        assert!(!c.labels(Some(0), 10 * MS, &carrying(2), || 0.5));
         // F1: certain once the packet carries an item; F3 scales F2 by elapsed / T.
         let f1 = cfg(Algorithm::BaseB, Function::F1);
-        assert!(f1.labels(Some(0), 10 * MS, 1, || 0.999));
+        assert!(f1.labels(Some(0), 10 * MS, &carrying(1), || 0.999));
         let f3 = cfg(Algorithm::BaseB, Function::F3);
         assert_eq!(f3.probability(2, 50 * MS), 0.25);
         // The rest time T1 blocks probabilistic labelling right after a labelling.
@@ -194,8 +214,8 @@ mod tests {
             rest_ns: 20 * MS,
             ..c
         };
-        assert!(!rest.labels(Some(0), 10 * MS, 4, || 0.0));
-        assert!(rest.labels(Some(0), 30 * MS, 4, || 0.0));
+        assert!(!rest.labels(Some(0), 10 * MS, &carrying(4), || 0.0));
+        assert!(rest.labels(Some(0), 30 * MS, &carrying(4), || 0.0));
     }
 
     #[test]
@@ -205,7 +225,27 @@ mod tests {
             ..cfg(Algorithm::BaseA, Function::F2)
         };
         assert_eq!(c.interval(), 25 * MS);
-        assert!(c.labels(Some(0), 25 * MS + 1, 0, || 1.0));
+        assert!(c.labels(Some(0), 25 * MS + 1, &carrying(0), || 1.0));
+    }
+
+    #[test]
+    fn a_specific_flow_is_labelled_at_every_port_up_to_max_hop() {
+        let c = cfg(Algorithm::BaseA, Function::F2);
+        let mut l = PacketLabel {
+            items: Vec::new(),
+            offset: 5,
+        };
+        let never = || panic!("a specific flow draws nothing");
+        assert!(
+            c.labels(Some(0), MS, &l, never),
+            "within T: labelled anyway"
+        );
+        assert_eq!(l.int_num(), 5, "INT_num starts at MAX_hop");
+        l.items = vec![Hop::default(); 4];
+        assert!(c.labels(Some(0), MS, &l, never));
+        assert_eq!(l.int_num(), 9);
+        l.items.push(Hop::default());
+        assert!(!c.labels(Some(0), MS, &l, never), "MAX_hop items at most");
     }
 
     #[test]

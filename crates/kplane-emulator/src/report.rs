@@ -187,15 +187,17 @@ pub fn sink_report(
 pub const INT_LABEL_PROTOCOL: u8 = 253;
 
 /// An INT-label export from the last hop `node`: a TR v2.0 report whose inner packet carries
-/// the option with `items` (labelling order; each item's label time is its `egress_ns`).
+/// the option with the label's items (labelling order; each item's label time is its
+/// `egress_ns`), INT_num from MAX_hop for a specific flow.
 pub fn label_report(
     hw_id: u8,
     sequence: u32,
     node: u32,
-    items: &[Hop],
+    label: &crate::label::PacketLabel,
     pkt: &PacketInfo,
 ) -> Vec<u8> {
-    let hops: Vec<HopRecord> = items
+    let hops: Vec<HopRecord> = label
+        .items
         .iter()
         .map(|h| {
             let mut r = h.record();
@@ -211,7 +213,7 @@ pub fn label_report(
             IntSpec::new(IntVersion::V2, 0, hops),
             Encap::IntLabel {
                 protocol: INT_LABEL_PROTOCOL,
-                int_num_offset: 0,
+                int_num_offset: label.offset,
             },
         )
     }

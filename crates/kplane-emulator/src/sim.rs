@@ -723,23 +723,25 @@ impl Sim {
                 return self.drop_packet(pkt, DropReason::TtlExpired);
             }
         }
-        // INT source: the first switch, for flows on the watchlist.
+        // INT source: the first switch, for flows on the watchlist — INT-MD, or INT-label's
+        // specific-flow telemetry.
         if from_host
             && !self.packets[pkt as usize].int.on
-            && let Some(e) = self
-                .tables
-                .lookup_id(TableId::IntWatchlist, node_id, &keys)
-                .filter(|e| e.spec.action == "int_source")
+            && let Some(e) = self.tables.lookup_id(TableId::IntWatchlist, node_id, &keys)
         {
-            let (bitmap, max_hop) = (
-                e.param("instruction_bitmap") as u16,
-                e.param("max_hop") as u8,
-            );
-            let p = &mut self.packets[pkt as usize];
-            p.int.on = true;
-            p.int.bitmap = bitmap;
-            p.int.max_hop = max_hop.clamp(1, MAX_STACK as u8);
-            self.stats.int_packets += 1;
+            let max_hop = e.param("max_hop") as u8;
+            match e.spec.action.as_str() {
+                "int_source" => {
+                    let bitmap = e.param("instruction_bitmap") as u16;
+                    let p = &mut self.packets[pkt as usize];
+                    p.int.on = true;
+                    p.int.bitmap = bitmap;
+                    p.int.max_hop = max_hop.clamp(1, MAX_STACK as u8);
+                    self.stats.int_packets += 1;
+                }
+                "int_label_specific" => self.packets[pkt as usize].label.offset = max_hop.max(1),
+                _ => {}
+            }
         }
         // Forwarding: an override entry wins over ECMP.
         let out = match self
@@ -912,9 +914,10 @@ impl Sim {
             return;
         };
         let last = self.label_last.get(&(node_id, port)).copied();
-        let n = self.packets[pkt as usize].label.int_num();
         let rng = &mut self.label_rng;
-        if cfg.labels(last, now, n, || rng.uniform()) {
+        if cfg.labels(last, now, &self.packets[pkt as usize].label, || {
+            rng.uniform()
+        }) {
             let p = &self.packets[pkt as usize];
             let base = self.cfg.clock_base_ns;
             let item = Hop {
@@ -945,7 +948,7 @@ impl Sim {
         let label = std::mem::take(&mut self.packets[pkt as usize].label);
         self.packets[pkt as usize].bytes -= label.bytes();
         let seq = self.next_seq(node_id);
-        let bytes = report::label_report(self.cfg.hw_id, seq, node_id, &label.items, &info);
+        let bytes = report::label_report(self.cfg.hw_id, seq, node_id, &label, &info);
         self.stats.label_exports += 1;
         self.push_report(&info, bytes);
     }

@@ -200,6 +200,37 @@ fn int_label_base_a_labels_each_port_once_per_interval_and_the_last_hop_exports(
 }
 
 #[test]
+fn int_label_specific_flows_carry_every_hop_and_are_told_apart() {
+    let mut sim = Sim::new(line(), quiet());
+    label_all(&mut sim, 1_000_000, 0, 0);
+    // Selected at its first switch: INT_num starts at MAX_hop (5).
+    sim.insert(
+        serde_json::from_value::<EntrySpec>(serde_json::json!({
+            "table": "int_watchlist", "priority": 1, "action": "int_label_specific",
+            "match": {"src_port": "7"}, "params": {"max_hop": 5}
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let hosts = sim.topo.host_indices();
+    // Within one labelling interval each port would label once; the specific flow's 10
+    // packets are all labelled at all 3 switches.
+    let f = sim.flow(hosts[0], hosts[1], 17, (7, 8), 10, 1000, 30_000);
+    sim.start_flow(f);
+    sim.run_until(10_000_000);
+    assert_eq!((sim.stats.labels, sim.stats.label_exports), (30, 10));
+    let recs = decode(&mut sim);
+    assert_eq!(recs.len(), 10);
+    for r in &recs {
+        assert!(
+            r.envelope.flags.contains(ReportFlags::SPECIFIC_FLOW),
+            "{r:?}"
+        );
+        assert_eq!(r.path().collect::<Vec<_>>(), [Some(1), Some(2), Some(3)]);
+    }
+}
+
+#[test]
 fn int_label_base_b_gathers_items_in_fewer_packets() {
     // Two flows through the same ports, interleaved; T = 1 ms. Base A spreads the labels
     // over whichever packet comes first after T; Base B with F1 also labels every packet

@@ -211,6 +211,20 @@ async fn intents_reach_the_emulator_and_leave_it_again() {
         "{v}"
     );
 
+    // A monitor in INT-label mode selects a specific flow at the edge (INT_num from MAX_hop).
+    let specific = json!({"kind": "monitor", "match": {"dst": "10.0.7.1"}, "int-label": true});
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, specific).await;
+    assert_eq!(s, 201, "{v}");
+    let e = wait_entries(&f, "int_watchlist", |e| {
+        e.iter().any(|e| e["action"] == "int_label_specific")
+    })
+    .await;
+    let w = e
+        .iter()
+        .find(|e| e["action"] == "int_label_specific")
+        .unwrap();
+    assert_eq!(w["params"], json!({"max_hop": 5}), "{w}");
+
     // Complex detection compiles to `detect_complex`'s two literals (op 1: above, 3: rises by).
     let complex = json!({"kind": "tune", "match": {"dst": "10.0.5.0/24"}, "priority": 30,
         "detection": {"algorithm": "complex", "when": [

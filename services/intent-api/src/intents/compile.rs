@@ -54,11 +54,18 @@ pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entr
             flows,
             instructions,
             max_hops,
+            int_label,
             detection,
         } => {
             for s in scope(topo.edge())? {
-                specs.push((
-                    s,
+                let watch = if *int_label {
+                    ranked(
+                        "int_watchlist",
+                        "int_label_specific",
+                        flows,
+                        &[("max_hop", u64::from(*max_hops))],
+                    )
+                } else {
                     ranked(
                         "int_watchlist",
                         "int_source",
@@ -67,8 +74,9 @@ pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entr
                             ("instruction_bitmap", u64::from(*instructions)),
                             ("max_hop", u64::from(*max_hops)),
                         ],
-                    ),
-                ));
+                    )
+                };
+                specs.push((s, watch));
                 if let Some(d) = detection {
                     specs.push((s, detection_entry(spec, flows, d)));
                 }

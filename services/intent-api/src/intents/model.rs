@@ -58,6 +58,7 @@ struct RawSpec {
     flows: Option<FlowMatch>,
     instructions: Option<u16>,
     max_hops: Option<u8>,
+    int_label: Option<bool>,
     detection: Option<Detection>,
     dst: Option<String>,
     avoid: Option<Avoid>,
@@ -91,10 +92,16 @@ impl TryFrom<RawSpec> for IntentSpec {
             "monitor" => {
                 not_here("dst", r.dst.is_some())?;
                 not_here("avoid", r.avoid.is_some())?;
+                let int_label = r.int_label.unwrap_or(false);
                 IntentKind::Monitor {
                     flows: r.flows.unwrap_or_default(),
                     instructions: r.instructions.unwrap_or_else(default_bitmap),
-                    max_hops: r.max_hops.unwrap_or_else(default_max_hops),
+                    max_hops: r.max_hops.unwrap_or(if int_label {
+                        LABEL_MAX_HOP
+                    } else {
+                        default_max_hops()
+                    }),
+                    int_label,
                     detection: r.detection,
                 }
             }
@@ -102,6 +109,7 @@ impl TryFrom<RawSpec> for IntentSpec {
                 for (f, p) in [
                     ("instructions", r.instructions.is_some()),
                     ("max-hops", r.max_hops.is_some()),
+                    ("int-label", r.int_label.is_some()),
                     ("detection", r.detection.is_some()),
                     ("dst", r.dst.is_some()),
                     ("avoid", r.avoid.is_some()),
@@ -117,6 +125,7 @@ impl TryFrom<RawSpec> for IntentSpec {
                     ("match", r.flows.is_some()),
                     ("instructions", r.instructions.is_some()),
                     ("max-hops", r.max_hops.is_some()),
+                    ("int-label", r.int_label.is_some()),
                     ("detection", r.detection.is_some()),
                 ] {
                     not_here(f, p)?;
@@ -130,6 +139,7 @@ impl TryFrom<RawSpec> for IntentSpec {
                 for (f, p) in [
                     ("instructions", r.instructions.is_some()),
                     ("max-hops", r.max_hops.is_some()),
+                    ("int-label", r.int_label.is_some()),
                     ("dst", r.dst.is_some()),
                     ("avoid", r.avoid.is_some()),
                 ] {
@@ -186,6 +196,11 @@ pub enum IntentKind {
         instructions: u16,
         #[serde(default = "default_max_hops")]
         max_hops: u8,
+        /// INT-label specific-flow telemetry instead of INT-MD: the flow's packets start with
+        /// INT_num = `max-hops` (default 5, the collector's `decode.int-label-max-hop`) and
+        /// every labelling port labels them.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        int_label: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detection: Option<Detection>,
     },
@@ -215,6 +230,10 @@ fn default_bitmap() -> u16 {
 fn default_max_hops() -> u8 {
     8
 }
+
+/// INT-label's MAX_hop: the default of the emulator's `set_labelling` and of the collector's
+/// `decode.int-label-max-hop`.
+pub const LABEL_MAX_HOP: u8 = 5;
 
 impl IntentKind {
     pub fn name(&self) -> &'static str {
@@ -489,9 +508,16 @@ impl IntentSpec {
                 flows,
                 instructions,
                 max_hops,
+                int_label,
                 detection,
             } => {
                 flows.check("match", &mut p);
+                if *int_label && *instructions != default_bitmap() {
+                    p.push("instructions: INT-label's items are fixed (32 bytes of a port's state); int-label takes no bitmap".into());
+                }
+                if *int_label && detection.is_some() {
+                    p.push("detection: sink detection filters INT-MD reports; an int-label flow is exported by its last hop".into());
+                }
                 if instructions & 0x00FF != 0 || *instructions == 0 {
                     p.push(format!(
                         "instructions: {instructions:#06x} asks for no or reserved metadata (bits 0x8000-0x0100)"
@@ -544,6 +570,41 @@ mod tests {
 
     fn spec(json: &str) -> IntentSpec {
         serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_monitor_in_int_label_mode_selects_a_specific_flow() {
+        let m = spec(r#"{"kind":"monitor","match":{"dst":"10.0.1.1"},"int-label":true}"#);
+        assert!(matches!(
+            m.kind,
+            IntentKind::Monitor {
+                int_label: true,
+                max_hops: LABEL_MAX_HOP,
+                ..
+            }
+        ));
+        assert!(m.check().is_empty());
+        // Persisted, it reads back the same (the default bitmap is written out too).
+        let back: IntentSpec = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        for (bad, field) in [
+            (
+                r#"{"kind":"monitor","int-label":true,"instructions":61440}"#,
+                "instructions:",
+            ),
+            (
+                r#"{"kind":"monitor","int-label":true,"detection":{"algorithm":"noop"}}"#,
+                "detection:",
+            ),
+        ] {
+            let p = spec(bad).check();
+            assert!(p.iter().any(|p| p.starts_with(field)), "{p:?}");
+        }
+        let e = serde_json::from_str::<IntentSpec>(
+            r#"{"kind":"block","match":{"src":"10.0.0.1"},"int-label":true}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("int-label"), "{e}");
     }
 
     #[test]
