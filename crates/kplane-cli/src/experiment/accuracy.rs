@@ -154,18 +154,11 @@ impl Experiment for Accuracy {
     }
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
-        let at = |th: &str, col: &str| {
-            s.means
-                .rows_where("threshold_ns", th)
-                .next()
-                .map(|r| r[s.means.col(col)].num())
-                .unwrap_or(f64::NAN)
-        };
+        let at = |th: &str, col: &str| s.means.value(&[th], col);
         let top = s
             .means
-            .rows
-            .iter()
-            .map(|r| r[s.means.col("reduction")].num())
+            .values(&[], "reduction")
+            .into_iter()
             .fold(f64::NAN, f64::max);
         vec![
             Comparison::new(
@@ -220,13 +213,7 @@ impl Experiment for Accuracy {
     }
 
     fn shape(&self, s: &Summary) -> Vec<String> {
-        let col = |c: &str| -> Vec<f64> {
-            s.means
-                .rows
-                .iter()
-                .map(|r| r[s.means.col(c)].num())
-                .collect()
-        };
+        let col = |c: &str| s.means.values(&[], c);
         let (events, err, red) = (col("hop_latency_events"), col("rmse_ns"), col("reduction"));
         let mut problems = Vec::new();
         for i in 1..events.len() {

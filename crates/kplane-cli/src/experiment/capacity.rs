@@ -151,13 +151,8 @@ impl Experiment for Capacity {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let gain = |profile: &str, algorithm: &str, th: &str| {
-            t.rows
-                .iter()
-                .find(|r| r[0].text() == profile && r[1].text() == algorithm && r[2].text() == th)
-                .map(|r| r[t.col("gain")].num())
-                .unwrap_or(f64::NAN)
-        };
+        let gain =
+            |profile: &str, algorithm: &str, th: &str| t.value(&[profile, algorithm, th], "gain");
         let mut out = Vec::new();
         for p in PROFILES {
             out.push(Comparison::new(
@@ -200,12 +195,7 @@ impl Experiment for Capacity {
         let mut problems = Vec::new();
         for p in PROFILES {
             for (a, _, _) in ALGORITHMS {
-                let g: Vec<f64> = t
-                    .rows
-                    .iter()
-                    .filter(|r| r[0].text() == p && r[1].text() == a)
-                    .map(|r| r[t.col("gain")].num())
-                    .collect();
+                let g = t.values(&[p, a], "gain");
                 if g.windows(2).any(|w| w[1] + 1e-9 < w[0]) {
                     problems.push(format!(
                         "{p} {a}: the gain fell as the threshold rose: {g:?}"

@@ -245,13 +245,7 @@ impl Experiment for Complex {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let get = |p: &str, e: &str, q: &str, c: &str| {
-            t.rows
-                .iter()
-                .find(|r| r[0].text() == p && r[1].text() == e && r[2].text() == q)
-                .map(|r| r[t.col(c)].num())
-                .unwrap_or(f64::NAN)
-        };
+        let get = |p: &str, e: &str, q: &str, c: &str| t.value(&[p, e, q], c);
         vec![
             Comparison::new(
                 "complex_detection evaluated",
@@ -307,12 +301,7 @@ impl Experiment for Complex {
         for p in PROFILES {
             for (e, _) in EXPRESSIONS {
                 for c in ["reports", "bursts_caught"] {
-                    let v: Vec<f64> = t
-                        .rows
-                        .iter()
-                        .filter(|r| r[0].text() == p && r[1].text() == e)
-                        .map(|r| r[t.col(c)].num())
-                        .collect();
+                    let v = t.values(&[p, e], c);
                     if v.windows(2).any(|w| w[1] > w[0]) {
                         problems.push(format!("{p} {e}: {c} rose with Q: {v:?}"));
                     }

@@ -253,40 +253,31 @@ impl Experiment for Cpu {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let rows = |sweep: &str, input: &str, det: &str| -> Vec<&Vec<super::table::Cell>> {
-            t.rows
-                .iter()
-                .filter(|r| r[0].text() == sweep && r[1].text() == input && r[2].text() == det)
-                .collect()
-        };
         let slope = |input: &str, det: &str| {
-            let pts: Vec<(f64, f64)> = rows("rate", input, det)
+            let col = |c: &str| t.values(&["rate", input, det], c);
+            let pts: Vec<(f64, f64)> = col("x")
                 .iter()
-                .map(|r| (r[t.col("x")].num() / 1e3, r[t.col("cpu_pct")].num()))
+                .zip(col("cpu_pct"))
+                .map(|(x, c)| (x / 1e3, c))
                 .collect();
+            let per_report = mean(&col("kpps_per_pct"));
             match regression(&pts) {
                 Some((a, b)) if a > 0.0 => format!(
-                    "{:.1} kpps per 1 % (C = {a:.5}·R + {b:.2}); {:.1} kpps per 1 % from CPU per report",
-                    1.0 / a,
-                    mean(&rows("rate", input, det), t.col("kpps_per_pct"))
+                    "{:.1} kpps per 1 % (C = {a:.5}·R + {b:.2}); {per_report:.1} kpps per 1 % from CPU per report",
+                    1.0 / a
                 ),
-                _ => format!(
-                    "{:.1} kpps per 1 % from CPU per report (no positive slope)",
-                    mean(&rows("rate", input, det), t.col("kpps_per_pct"))
-                ),
+                _ => {
+                    format!("{per_report:.1} kpps per 1 % from CPU per report (no positive slope)")
+                }
             }
         };
+        // The Fig. 11 sweep's last point: its CPU at 1 Mpps and where it is.
         let last = |sweep: &str| {
-            rows(sweep, "af-xdp", "on")
-                .last()
-                .map(|r| {
-                    format!(
-                        "{:.2} % at x = {}",
-                        r[t.col("cpu_pct_at_1mpps")].num(),
-                        r[t.col("x")].text()
-                    )
-                })
-                .unwrap_or_default()
+            let col = |c: &str| t.values(&[sweep, "af-xdp", "on"], c).last().copied();
+            match (col("cpu_pct_at_1mpps"), col("x")) {
+                (Some(cpu), Some(x)) => format!("{cpu:.2} % at x = {x}"),
+                _ => String::new(),
+            }
         };
         vec![
             Comparison::new(
@@ -377,12 +368,7 @@ impl Experiment for Cpu {
                 _ => {}
             }
         }
-        let events: Vec<f64> = t
-            .rows
-            .iter()
-            .filter(|r| r[0].text() == "events")
-            .map(|r| r[ev].num())
-            .collect();
+        let events = t.values(&["events"], "events");
         if events.first() >= events.last() {
             problems.push(format!(
                 "more real changes did not raise more events: {events:?}"
@@ -392,6 +378,6 @@ impl Experiment for Cpu {
     }
 }
 
-fn mean(rows: &[&Vec<super::table::Cell>], col: usize) -> f64 {
-    rows.iter().map(|r| r[col].num()).sum::<f64>() / rows.len().max(1) as f64
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
 }

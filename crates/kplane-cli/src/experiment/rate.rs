@@ -123,13 +123,7 @@ impl Experiment for Rate {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let at = |input: &str, items: &str, hops: &str| {
-            t.rows
-                .iter()
-                .find(|r| r[0].text() == input && r[1].text() == items && r[2].text() == hops)
-                .map(|r| r[t.col("per_core")].num())
-                .unwrap_or(f64::NAN)
-        };
+        let at = |input: &str, items: &str, hops: &str| t.value(&[input, items, hops], "per_core");
         let (lo, hi) = (
             "1",
             if t.rows.iter().any(|r| r[2].text() == "4") {

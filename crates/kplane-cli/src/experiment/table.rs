@@ -106,14 +106,20 @@ impl Table {
         self.rows.push(row);
     }
 
-    /// The rows whose `key` column reads `value`.
-    pub fn rows_where<'a>(
-        &'a self,
-        key: &str,
-        value: &'a str,
-    ) -> impl Iterator<Item = &'a Vec<Cell>> + 'a {
-        let i = self.col(key);
-        self.rows.iter().filter(move |r| r[i].text() == value)
+    /// Column `col` over the rows whose leading key cells read `keys` (a prefix of the key
+    /// columns; empty: every row), in row order.
+    pub fn values(&self, keys: &[&str], col: &str) -> Vec<f64> {
+        let c = self.col(col);
+        self.rows
+            .iter()
+            .filter(|r| keys.iter().zip(r.iter()).all(|(k, cell)| cell.text() == *k))
+            .map(|r| r[c].num())
+            .collect()
+    }
+
+    /// Column `col` at the first row whose leading key cells read `keys` (NaN if none).
+    pub fn value(&self, keys: &[&str], col: &str) -> f64 {
+        self.values(keys, col).first().copied().unwrap_or(f64::NAN)
     }
 }
 
@@ -207,6 +213,9 @@ mod tests {
         assert!((s.ci95[0][0].unwrap() - 12.706).abs() < 1e-9);
         assert_eq!(s.ci95[1][0], Some(0.0));
         assert_eq!(s.means.rows[1][1], Cell::Num(29.0));
+        assert_eq!(s.means.values(&[], "events"), [55.0, 29.0]);
+        assert_eq!(s.means.value(&["40"], "events"), 29.0);
+        assert!(s.means.value(&["80"], "events").is_nan());
     }
 
     #[test]
@@ -215,6 +224,6 @@ mod tests {
         a.push(vec!["web".into(), 10u64.into(), 5u64.into()]);
         let s = summarise(&[a]);
         assert_eq!(s.ci95, vec![vec![None]]);
-        assert_eq!(s.means.rows_where("profile", "web").count(), 1);
+        assert_eq!(s.means.values(&["web"], "reports"), [5.0]);
     }
 }

@@ -100,13 +100,7 @@ impl Experiment for Coverage {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let at = |a: &str, ms: &str, c: &str| {
-            t.rows
-                .iter()
-                .find(|r| r[0].text() == a && r[1].text() == ms)
-                .map(|r| r[t.col(c)].num())
-                .unwrap_or(f64::NAN)
-        };
+        let at = |a: &str, ms: &str, c: &str| t.value(&[a, ms], c);
         vec![
             Comparison::new(
                 "coverage at telemetry / labelling interval ≈ 1.6 (T = 60 ms)",
@@ -148,13 +142,7 @@ impl Experiment for Coverage {
         let t = &s.means;
         let mut problems = Vec::new();
         for a in ["base-a", "base-b"] {
-            let col = |c: &str| -> Vec<f64> {
-                t.rows
-                    .iter()
-                    .filter(|r| r[0].text() == a)
-                    .map(|r| r[t.col(c)].num())
-                    .collect()
-            };
+            let col = |c: &str| t.values(&[a], c);
             let (cov, bw) = (col("coverage"), col("bandwidth_pct"));
             if cov.first() <= cov.last() {
                 problems.push(format!(

@@ -99,13 +99,7 @@ impl Experiment for Packets {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let at = |a: &str, ms: &str, c: &str| {
-            t.rows
-                .iter()
-                .find(|r| r[0].text() == a && r[1].text() == ms)
-                .map(|r| r[t.col(c)].num())
-                .unwrap_or(f64::NAN)
-        };
+        let at = |a: &str, ms: &str, c: &str| t.value(&[a, ms], c);
         let ms = if t.rows.iter().any(|r| r[1].text() == "100") {
             "100"
         } else {
@@ -143,13 +137,7 @@ impl Experiment for Packets {
 
     fn shape(&self, s: &Summary) -> Vec<String> {
         let t = &s.means;
-        let col = |a: &str, c: &str| -> Vec<f64> {
-            t.rows
-                .iter()
-                .filter(|r| r[0].text() == a)
-                .map(|r| r[t.col(c)].num())
-                .collect()
-        };
+        let col = |a: &str, c: &str| t.values(&[a], c);
         let mut problems = Vec::new();
         let (a, b) = (
             col("base-a", "labelled_packets"),

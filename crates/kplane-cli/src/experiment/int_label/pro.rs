@@ -126,23 +126,15 @@ impl Experiment for Pro {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let rows = |sweep: &str, strategy: &str| -> Vec<&Vec<super::super::table::Cell>> {
-            t.rows
-                .iter()
-                .filter(|r| r[0].text() == sweep && r[1].text() == strategy)
-                .collect()
-        };
+        // The sweep's last (hardest) point: (x, coverage, end-to-end loss).
         let worst = |sweep: &str, strategy: &str| {
-            rows(sweep, strategy)
-                .last()
-                .map(|r| {
-                    (
-                        r[t.col("x")].num(),
-                        r[t.col("coverage")].num(),
-                        r[t.col("e2e_loss")].num(),
-                    )
-                })
-                .unwrap_or((f64::NAN, f64::NAN, f64::NAN))
+            let last = |c: &str| {
+                t.values(&[sweep, strategy], c)
+                    .last()
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            };
+            (last("x"), last("coverage"), last("e2e_loss"))
         };
         let (ti, pro_i, _) = worst("interval", "pro");
         let (_, a_i, _) = worst("interval", "base-a");
@@ -181,13 +173,7 @@ impl Experiment for Pro {
         let t = &s.means;
         let mut problems = Vec::new();
         for sweep in ["interval", "loss"] {
-            let cov = |strategy: &str| -> Vec<f64> {
-                t.rows
-                    .iter()
-                    .filter(|r| r[0].text() == sweep && r[1].text() == strategy)
-                    .map(|r| r[t.col("coverage")].num())
-                    .collect()
-            };
+            let cov = |strategy: &str| t.values(&[sweep, strategy], "coverage");
             let (a, pro) = (cov("base-a"), cov("pro"));
             if a.iter().zip(&pro).any(|(a, p)| p + 0.01 < *a) {
                 problems.push(format!(

@@ -67,11 +67,7 @@ impl Experiment for Timeline {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let stats = |ms: &str| {
-            let v: Vec<f64> = s
-                .means
-                .rows_where("interval_ms", ms)
-                .map(|r| r[s.means.col("coverage")].num())
-                .collect();
+            let v = s.means.values(&[ms], "coverage");
             let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
             let min = v.iter().copied().fold(1.0, f64::min);
             (mean, min)
@@ -98,11 +94,7 @@ impl Experiment for Timeline {
 
     fn shape(&self, s: &Summary) -> Vec<String> {
         let mean = |ms: &str| {
-            let v: Vec<f64> = s
-                .means
-                .rows_where("interval_ms", ms)
-                .map(|r| r[s.means.col("coverage")].num())
-                .collect();
+            let v = s.means.values(&[ms], "coverage");
             v.iter().sum::<f64>() / v.len().max(1) as f64
         };
         let (a, b, c) = (mean("20"), mean("50"), mean("80"));

@@ -90,12 +90,7 @@ impl Experiment for Traffic {
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
         let ends = |a: &str, c: &str| {
-            let v: Vec<f64> = t
-                .rows
-                .iter()
-                .filter(|r| r[0].text() == a)
-                .map(|r| r[t.col(c)].num())
-                .collect();
+            let v = t.values(&[a], c);
             (
                 v.first().copied().unwrap_or(f64::NAN),
                 v.last().copied().unwrap_or(f64::NAN),
@@ -129,13 +124,7 @@ impl Experiment for Traffic {
         let t = &s.means;
         let mut problems = Vec::new();
         for a in ["base-a", "base-b"] {
-            let col = |c: &str| -> Vec<f64> {
-                t.rows
-                    .iter()
-                    .filter(|r| r[0].text() == a)
-                    .map(|r| r[t.col(c)].num())
-                    .collect()
-            };
+            let col = |c: &str| t.values(&[a], c);
             let (cov, bw) = (col("coverage"), col("bandwidth_pct"));
             if cov.first() >= cov.last() {
                 problems.push(format!("{a}: coverage did not rise with traffic: {cov:?}"));
