@@ -29,6 +29,10 @@ const bit<4>  INT_TYPE_MD = 1;
 const bit<32> REPORT_MIRROR_SESSION = 500;
 const bit<16> REPORT_UDP_PORT = 32766;
 const bit<8>  MAX_HOPS = 16;
+/* INT-label (int-label-distributed-labeling): IP protocol of the option, and the MAX_hop the
+   parser uses to tell a specific flow (INT_num > MAX_hop) from the items it carries. */
+const bit<8>  INT_LABEL_PROTOCOL = 253;
+const bit<8>  LABEL_MAX_HOP = 5;
 
 /* ------------------------------------------------------------------ headers */
 
@@ -113,6 +117,25 @@ header int_egress_tx_util_t   { bit<32> egress_port_tx_util; }
 /* The metadata upstream hops pushed (parsed as opaque words). */
 header int_data_t { varbit<4096> data; }
 
+/* INT-label option after the IPv4 header: NH (the original protocol) and INT_num, then
+   32-byte items, newest first (docs/wire-formats.md). */
+header label_t {
+    bit<8> nh;
+    bit<8> int_num;
+}
+header label_item_t {
+    bit<32> device_id;
+    bit<16> ingress_port;
+    bit<16> egress_port;
+    bit<64> label_time;     /* ns */
+    bit<32> hop_latency;
+    bit<32> queue_depth;
+    bit<32> tx_utilization;
+    bit<32> reserved;
+}
+/* The items upstream ports wrote (opaque, at most LABEL_MAX_HOP). */
+header label_data_t { varbit<1280> data; }
+
 /* Telemetry Report v2.0 group header (8 bytes) and one individual report. */
 header report_group_t {
     bit<4>  ver;
@@ -159,6 +182,9 @@ struct headers_t {
     report_sink_md_t     report_sink_md;
     ethernet_t           ethernet;
     ipv4_t               ipv4;
+    label_t              label;
+    label_item_t         label_item;
+    label_data_t         label_data;
     udp_t                udp;
     tcp_t                tcp;
     int_shim_t           int_shim;
@@ -175,13 +201,28 @@ struct headers_t {
 }
 
 struct metadata_t {
-    bit<16> l4_src;
-    bit<16> l4_dst;
+    /* The flow's ports and protocol (NH under an INT-label option): table keys, also on the
+       sink's clone, whose metadata is reset but for field list 1. */
+    @field_list(1) bit<16> l4_src;
+    @field_list(1) bit<16> l4_dst;
+    @field_list(1) bit<8>  l4_proto;
     /* Preserved into the sink's I2E clone (field list 1). */
     @field_list(1) bit<1> int_source;  /* this switch inserts INT (watchlist hit at the first hop) */
     @field_list(1) bit<9> sink_port;   /* the host-facing port the original leaves on */
     bit<1>  int_sink;         /* the egress port faces a host */
-    bit<1>  label_specific;   /* INT-label: a flow selected for specific-flow telemetry */
+    /* INT-label, decided in ingress for the egress port and preserved into the sink's clone,
+       which labels for the host-facing port and exports. */
+    @field_list(1) bit<1>  label_specific;   /* a flow selected for specific-flow telemetry */
+    @field_list(1) bit<8>  label_offset;     /* its INT_num start (MAX_hop) */
+    @field_list(1) bit<1>  label_on;         /* the egress port labels (a label_config entry) */
+    @field_list(1) bit<32> label_interval;   /* T / 2^S, ns */
+    @field_list(1) bit<8>  label_max_hop;
+    @field_list(1) bit<8>  label_algorithm;  /* 0 Base A, 1 Base B */
+    @field_list(1) bit<8>  label_function;   /* Base B's f: 1 F1, 2 F2, 3 F3 */
+    @field_list(1) bit<32> label_rest;       /* T1, ns */
+    @field_list(1) bit<8>  label_items;      /* items the packet arrived with */
+    bit<9>  label_port;       /* the port whose labelling this pass decides */
+    bit<1>  label_now;        /* this pass labels the packet */
     bit<16> instruction_bitmap;
     bit<8>  max_hop;
     bit<8>  algorithm;        /* 0 noop, 1 per-hop, 2 per-flow, 3 ewma, 4 complex */
@@ -199,6 +240,8 @@ struct metadata_t {
     bit<32> switch_id;
     bit<8>  words;            /* words this hop pushes */
     bit<16> inner_words;      /* words of the packet a report carries */
+    bit<16> md_words;         /* words of the sink's own metadata in a report (0 or 8) */
+    bit<64> label_ct;         /* INT-label: the labelling time, ns */
 }
 
 /* ------------------------------------------------------------------ parser */
@@ -214,7 +257,33 @@ parser KplaneParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
     }
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
+        meta.l4_proto = hdr.ipv4.protocol;
         transition select(hdr.ipv4.protocol) {
+            PROTO_UDP: parse_udp;
+            PROTO_TCP: parse_tcp;
+            INT_LABEL_PROTOCOL: parse_label;
+            default: accept;
+        }
+    }
+    state parse_label {
+        pkt.extract(hdr.label);
+        meta.l4_proto = hdr.label.nh;
+        transition select(hdr.label.int_num) {
+            0 .. LABEL_MAX_HOP: label_items;
+            default: label_specific_items;
+        }
+    }
+    state label_items {
+        meta.label_items = hdr.label.int_num;
+        transition parse_label_data;
+    }
+    state label_specific_items {
+        meta.label_items = hdr.label.int_num - LABEL_MAX_HOP;
+        transition parse_label_data;
+    }
+    state parse_label_data {
+        pkt.extract(hdr.label_data, (bit<32>)meta.label_items * 256);
+        transition select(hdr.label.nh) {
             PROTO_UDP: parse_udp;
             PROTO_TCP: parse_tcp;
             default: accept;
@@ -271,7 +340,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         ecmp_base.read(meta.ecmp_base, host);
         ecmp_count.read(count, host);
         hash(meta.ecmp_select, HashAlgorithm.crc16, (bit<16>)0,
-             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src, meta.l4_dst },
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_proto, meta.l4_src, meta.l4_dst },
              (bit<32>)count);
         bit<9> port;
         ecmp_ports.read(port, (bit<32>)(meta.ecmp_base + meta.ecmp_select));
@@ -285,17 +354,45 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     /* INT-label specific-flow telemetry: the flow's packets start with INT_num = MAX_hop, so
-       every labelling port labels them (the labelling itself is the emulator's for now). */
+       every labelling port labels them. */
     @name(".int_label_specific") action int_label_specific(bit<8> max_hop) {
         meta.label_specific = 1;
-        meta.max_hop = max_hop;
+        meta.label_offset = max_hop;
+    }
+
+    /* INT-label, per egress port: Base A / Base B and their parameters (label_config), and
+       Pro's S (label_frequency: the interval becomes T / 2^S), read here for the port the
+       packet will leave on; egress decides with the port's last labelling time (Reg1). */
+    @name(".set_labelling") action set_labelling(bit<32> interval_ns, bit<8> max_hop, bit<8> algorithm,
+                                                 bit<8> function, bit<32> rest_ns) {
+        meta.label_on = 1;
+        meta.label_interval = interval_ns;
+        meta.label_max_hop = max_hop;
+        meta.label_algorithm = algorithm;
+        meta.label_function = function;
+        meta.label_rest = rest_ns;
+    }
+    @name(".set_label_shift") action set_label_shift(bit<8> shift) {
+        meta.label_interval = meta.label_interval >> shift;
+    }
+    @name(".label_config") table label_config {
+        key = { std.egress_spec: exact @name("egress_port"); }
+        actions = { set_labelling; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+    @name(".label_frequency") table label_frequency {
+        key = { std.egress_spec: exact @name("egress_port"); }
+        actions = { set_label_shift; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = 64;
     }
 
     @name(".drop_acl") table drop_acl {
         key = {
             hdr.ipv4.src_addr: ternary @name("src_addr");
             hdr.ipv4.dst_addr: ternary @name("dst_addr");
-            hdr.ipv4.protocol: ternary @name("protocol");
+            meta.l4_proto: ternary @name("protocol");
             meta.l4_src: range @name("src_port");
             meta.l4_dst: range @name("dst_port");
         }
@@ -315,7 +412,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         key = {
             hdr.ipv4.src_addr: ternary @name("src_addr");
             hdr.ipv4.dst_addr: ternary @name("dst_addr");
-            hdr.ipv4.protocol: ternary @name("protocol");
+            meta.l4_proto: ternary @name("protocol");
             meta.l4_src: range @name("src_port");
             meta.l4_dst: range @name("dst_port");
         }
@@ -334,9 +431,14 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         if (!hdr.int_shim.isValid()) {
             int_watchlist.apply();
         }
-        /* INT sink: the packet leaves towards a host. Its I2E clone becomes the report. */
+        if (label_config.apply().hit) {
+            label_frequency.apply();
+        }
+        /* INT sink: the packet leaves towards a host. Its I2E clone becomes the report: INT's,
+           or INT-label's export (the clone labels for the host-facing port, then exports). */
         host_port.read(meta.int_sink, (bit<32>)std.egress_spec);
-        if (meta.int_sink == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {
+        if (meta.int_sink == 1 && (hdr.int_shim.isValid() || meta.int_source == 1
+                                   || hdr.label.isValid() || meta.label_on == 1)) {
             meta.sink_port = std.egress_spec;
             clone_preserving_field_list(CloneType.I2E, REPORT_MIRROR_SESSION, 1);
         }
@@ -361,16 +463,8 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     register<bit<32>>(4096) ewma_reported;
     register<bit<32>>(4096) complex_last0;   /* complex: each literal's value at the flow's */
     register<bit<32>>(4096) complex_last1;   /* previous packet, by flow hash */
-    /* INT-label, per egress port: the last labelling time (Reg1) and the configuration
-       (interval T, MAX_hop, Base A/B, Base B's function and rest time T1, Pro's S = Reg2).
-       The labelling itself runs in the emulator (docs/emulator.md); not yet here. */
-    register<bit<48>>(512) label_last;
-    register<bit<32>>(512) label_interval;
-    register<bit<8>>(512) label_max_hop;
-    register<bit<8>>(512) label_algorithm;
-    register<bit<8>>(512) label_function;
-    register<bit<32>>(512) label_rest;
-    register<bit<8>>(512) label_shift;
+    /* INT-label, per egress port: the last labelling time in ns (Reg1; 0: never). */
+    register<bit<64>>(512) label_last;
 
     @name(".detect_noop") action detect_noop() { meta.algorithm = 0; }
     @name(".detect_per_hop") action detect_per_hop(bit<8> measurement, bit<32> threshold) {
@@ -390,34 +484,17 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         meta.algorithm = 4; meta.measurement = measurement; meta.op = op; meta.threshold = threshold;
         meta.measurement1 = measurement1; meta.op1 = op1; meta.threshold1 = threshold1;
     }
-    @name(".set_labelling") action set_labelling(bit<32> interval_ns, bit<8> max_hop, bit<8> algorithm,
-                                                 bit<8> function, bit<32> rest_ns, bit<8> shift) {
-        label_interval.write((bit<32>)std.egress_port, interval_ns);
-        label_max_hop.write((bit<32>)std.egress_port, max_hop);
-        label_algorithm.write((bit<32>)std.egress_port, algorithm);
-        label_function.write((bit<32>)std.egress_port, function);
-        label_rest.write((bit<32>)std.egress_port, rest_ns);
-        label_shift.write((bit<32>)std.egress_port, shift);
-    }
-
     @name(".int_sink_detection") table int_sink_detection {
         key = {
             hdr.ipv4.src_addr: ternary @name("src_addr");
             hdr.ipv4.dst_addr: ternary @name("dst_addr");
-            hdr.ipv4.protocol: ternary @name("protocol");
+            meta.l4_proto: ternary @name("protocol");
             meta.l4_src: range @name("src_port");
             meta.l4_dst: range @name("dst_port");
         }
         actions = { detect_per_hop; detect_per_flow; detect_ewma; detect_complex; detect_noop; }
         default_action = detect_noop();
         size = 256;
-    }
-
-    @name(".label_config") table label_config {
-        key = { std.egress_port: exact @name("egress_port"); }
-        actions = { set_labelling; @defaultonly NoAction; }
-        default_action = NoAction();
-        size = 64;
     }
 
     /* Inserts the shim and MD header at the source. */
@@ -538,12 +615,21 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.report_individual.setValid();
         hdr.report_individual.rep_type = 1;
         hdr.report_individual.in_type = 4;
-        hdr.report_individual.md_len = 8;
+        hdr.report_individual.md_len = (bit<8>)meta.md_words;
         hdr.report_individual.f = 1;
-        hdr.report_individual.rep_md_bits = 0x7D00;
-        /* Report Length (words after the first): 2 fixed + 8 MD + the inner IPv4 packet in
+        /* Report Length (words after the first): 2 fixed + the MD + the inner IPv4 packet in
            whole words, at most 244 (the packet is cut to match, below). */
-        hdr.report_individual.rep_len = (bit<8>)(10 + meta.inner_words);
+        hdr.report_individual.rep_len = (bit<8>)(2 + meta.md_words + meta.inner_words);
+        /* The report starts at the inner IPv4 header: the inner Ethernet header goes. */
+        hdr.ethernet.setInvalid();
+        hdr.report_udp.length = 8 + 8 + 12 + (meta.md_words << 2) + (meta.inner_words << 2);
+        hdr.report_ipv4.total_len = 20 + hdr.report_udp.length;
+        truncate((bit<32>)(14 + hdr.report_ipv4.total_len));
+    }
+
+    /* An INT report's sink metadata (RepMdBits 0x7D00, 8 words). */
+    action report_sink_metadata() {
+        hdr.report_individual.rep_md_bits = 0x7D00;
         hdr.report_sink_md.setValid();
         hdr.report_sink_md.ingress_port_id = (bit<16>)std.ingress_port;
         hdr.report_sink_md.egress_port_id = (bit<16>)meta.sink_port;
@@ -551,19 +637,46 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.report_sink_md.q_occupancy = (bit<24>)std.enq_qdepth;
         hdr.report_sink_md.ingress_tstamp = (bit<64>)std.ingress_global_timestamp;
         hdr.report_sink_md.egress_tstamp = (bit<64>)std.egress_global_timestamp;
-        /* The report starts at the inner IPv4 header: the inner Ethernet header goes. */
-        hdr.ethernet.setInvalid();
-        hdr.report_udp.length = 8 + 8 + 12 + 32 + (meta.inner_words << 2);
-        hdr.report_ipv4.total_len = 20 + hdr.report_udp.length;
-        truncate((bit<32>)(14 + hdr.report_ipv4.total_len));
+    }
+
+    /* INT-label: the option (NH, INT_num) on a packet that carries none; a specific flow's
+       INT_num starts at MAX_hop. */
+    action label_open() {
+        hdr.label.setValid();
+        hdr.label.nh = hdr.ipv4.protocol;
+        hdr.label.int_num = meta.label_offset;
+        hdr.ipv4.protocol = INT_LABEL_PROTOCOL;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + 2;
+    }
+    /* This port's item on top of the stack, and its Reg1. */
+    action label_push() {
+        hdr.label_item.setValid();
+        hdr.label_item.device_id = meta.switch_id;
+        hdr.label_item.ingress_port = (bit<16>)std.ingress_port;
+        hdr.label_item.egress_port = (bit<16>)meta.label_port;
+        hdr.label_item.label_time = meta.label_ct;
+        hdr.label_item.hop_latency = meta.hop_latency;
+        hdr.label_item.queue_depth = (bit<32>)std.enq_qdepth;
+        hdr.label_item.tx_utilization = 0;
+        hdr.label_item.reserved = 0;
+        hdr.label.int_num = hdr.label.int_num + 1;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + 32;
+        label_last.write((bit<32>)meta.label_port, meta.label_ct);
+    }
+    /* The last hop gives the host its packet back without the option. */
+    action label_restore() {
+        hdr.ipv4.protocol = hdr.label.nh;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - 2 - ((bit<16>)meta.label_items << 5);
+        hdr.label.setInvalid();
+        hdr.label_data.setInvalid();
     }
 
     apply {
         meta.hop_latency = (bit<32>)(std.egress_global_timestamp - std.ingress_global_timestamp);
         switch_id.read(meta.switch_id, 0);
         if (!hdr.ipv4.isValid()) { return; }
-        if (std.instance_type == 1) {
-            /* The sink's I2E clone: detection decides whether it becomes a report. */
+        if (std.instance_type == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {
+            /* The INT sink's I2E clone: detection decides whether it becomes a report. */
             int_sink_detection.apply();
             bit<32> v;
             if (meta.measurement == 1) { v = (bit<32>)std.enq_qdepth; }
@@ -583,7 +696,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                 /* Per flow (and EWMA): keyed by a flow hash. */
                 bit<12> slot;
                 hash(slot, HashAlgorithm.crc16, (bit<12>)0,
-                     { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src, meta.l4_dst },
+                     { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_proto, meta.l4_src, meta.l4_dst },
                      (bit<24>)4096);
                 if (meta.algorithm == 2) {
                     per_flow_last.read(last, (bit<32>)slot);
@@ -626,13 +739,72 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
             }
             meta.inner_words = hdr.ipv4.total_len >> 2;
             if (meta.inner_words > 244) { meta.inner_words = 244; }
-            if (meta.report == 1) { report_encap(); } else { mark_to_drop(std); }
+            if (meta.report == 1) {
+                meta.md_words = 8;
+                report_encap();
+                report_sink_metadata();
+            } else {
+                mark_to_drop(std);
+            }
             return;
         }
-        label_config.apply();
+        /* INT-label (Algorithms 1, 2 and 5): the egress port labels the packet. A host-facing
+           port decides on the sink's clone (which exports the items), not on the original
+           (which leaves restored), so each packet meets each port's decision once. */
+        if (meta.label_on == 1 && (std.instance_type == 1 || meta.int_sink == 0)) {
+            if (std.instance_type == 1) { meta.label_port = meta.sink_port; }
+            else { meta.label_port = std.egress_port; }
+            bit<8> int_num = 0;
+            bit<8> items = 0;
+            if (hdr.label.isValid()) { int_num = hdr.label.int_num; items = meta.label_items; }
+            else if (meta.label_specific == 1) { int_num = meta.label_offset; }
+            meta.label_ct = (bit<64>)std.egress_global_timestamp * 1000;
+            bit<64> last;
+            label_last.read(last, (bit<32>)meta.label_port);
+            bit<64> elapsed = meta.label_ct - last;
+            bit<64> interval = (bit<64>)meta.label_interval;
+            if (items < meta.label_max_hop) {
+                if (int_num > items || last == 0 || elapsed > interval) {
+                    /* A specific flow, a port that never labelled, or T / 2^S elapsed. */
+                    meta.label_now = 1;
+                } else if (meta.label_algorithm == 1 && elapsed > (bit<64>)meta.label_rest) {
+                    /* Base B: with probability f(INT_num), a uniform draw r / 2^16 below it. */
+                    bit<32> r;
+                    random(r, 0, 65535);
+                    bit<64> denom = (bit<64>)meta.label_max_hop - 1;
+                    if (meta.label_max_hop < 2) { denom = 1; }
+                    bit<64> n = (bit<64>)int_num << 16;
+                    if (meta.label_function == 1) {
+                        if (int_num > 0) { meta.label_now = 1; }
+                    } else if (meta.label_function == 3) {
+                        if ((bit<64>)r * denom * interval < n * elapsed) { meta.label_now = 1; }
+                    } else {
+                        if ((bit<64>)r * denom < n) { meta.label_now = 1; }
+                    }
+                }
+            }
+            if (meta.label_now == 1) {
+                if (!hdr.label.isValid()) { label_open(); }
+                label_push();
+            }
+        }
+        if (std.instance_type == 1) {
+            /* The host-facing port's clone: the items go to the collector. */
+            if (hdr.label.isValid()) {
+                meta.inner_words = hdr.ipv4.total_len >> 2;
+                if (meta.inner_words > 244) { meta.inner_words = 244; }
+                meta.md_words = 0;
+                report_encap();
+            } else {
+                mark_to_drop(std);
+            }
+            return;
+        }
         if (meta.int_sink == 1) {
-            /* The packet leaves the fabric: INT goes (its clone carries the report). */
+            /* The packet leaves the fabric: INT and the INT-label option go (its clone carries
+               the report). */
             if (hdr.int_shim.isValid()) { int_strip(); }
+            if (hdr.label.isValid()) { label_restore(); }
             return;
         }
         if (meta.int_source == 1) { int_insert(); }
@@ -682,6 +854,9 @@ control KplaneDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.report_sink_md);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.label);
+        pkt.emit(hdr.label_item);
+        pkt.emit(hdr.label_data);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.int_shim);

@@ -1,6 +1,7 @@
 //! INT-label (int-label-distributed-labeling §3): every egress port labels some of the
 //! packets it forwards with its own state, so telemetry covers the network without probes.
-//! A port's `label_config` entry (`set_labelling`) chooses the algorithm:
+//! A port's `label_config` entry (`set_labelling`) chooses the algorithm, its
+//! `label_frequency` entry (`set_label_shift`) Pro's S:
 //!
 //! * **Base A** (Algo. 1): label when the time since the port's last labelling (its Reg1, LT)
 //!   exceeds the interval T.
@@ -8,7 +9,7 @@
 //!   carries items, unless the port labelled within its rest time T1; f is F1 (1 once the
 //!   packet carries an item), F2 (INT_num / (MAX_hop − 1)) or F3 (F2 × elapsed / T).
 //! * **Pro** (Algo. 3's data-plane half): the port's Reg2, S, divides the interval: T / 2^S.
-//!   The controller raises S for ports it has not heard from (`set_labelling`'s `shift`).
+//!   The controller raises S for ports it has not heard from (`label-frequency` intents).
 //!
 //! A packet carries at most MAX_hop items; the last hop extracts them, exports them to the
 //! collector and restores the packet. **Specific-flow telemetry** (§3.3): a flow selected at
@@ -37,7 +38,8 @@ pub enum Function {
     F3,
 }
 
-/// A port's `set_labelling(interval_ns, max_hop, algorithm, function, rest_ns, shift)`.
+/// A port's `set_labelling(interval_ns, max_hop, algorithm, function, rest_ns)` and
+/// `set_label_shift(shift)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortConfig {
     pub interval_ns: u64,
@@ -51,9 +53,9 @@ pub struct PortConfig {
 }
 
 impl PortConfig {
-    /// From the entry's parameters: `algorithm` 0 Base A, 1 Base B; `function` 1–3 (F2 when
-    /// absent); `max_hop` 5 when absent.
-    pub fn of(rule: &Rule) -> Self {
+    /// From the `label_config` entry's parameters (`algorithm` 0 Base A, 1 Base B; `function`
+    /// 1–3, F2 when absent; `max_hop` 5 when absent) and the port's `label_frequency` entry.
+    pub fn of(rule: &Rule, frequency: Option<&Rule>) -> Self {
         Self {
             interval_ns: rule.param("interval_ns"),
             max_hop: match rule.param("max_hop") {
@@ -71,7 +73,7 @@ impl PortConfig {
                 _ => Function::F2,
             },
             rest_ns: rule.param("rest_ns"),
-            shift: rule.param("shift").min(31) as u8,
+            shift: frequency.map_or(0, |f| f.param("shift").min(31) as u8),
         }
     }
 

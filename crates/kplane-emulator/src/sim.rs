@@ -906,10 +906,16 @@ impl Sim {
                 port,
             ));
         }
+        let key = [u64::from(port)];
         let Some(cfg) = self
             .tables
-            .lookup_id(TableId::LabelConfig, node_id, &[u64::from(port)])
-            .map(PortConfig::of)
+            .lookup_id(TableId::LabelConfig, node_id, &key)
+            .map(|r| {
+                let shift = self
+                    .tables
+                    .lookup_id(TableId::LabelFrequency, node_id, &key);
+                PortConfig::of(r, shift)
+            })
         else {
             return;
         };

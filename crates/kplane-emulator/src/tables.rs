@@ -21,6 +21,7 @@ pub const IMPLEMENTED: &[(&str, &str)] = &[
     ("int_sink_detection", "detect_noop"),
     ("drop_acl", "NoAction"),
     ("label_config", "NoAction"),
+    ("label_frequency", "NoAction"),
 ];
 
 /// An installed entry: the checked entry and its canonical spec (names, for the packet path).
@@ -68,6 +69,7 @@ pub enum TableId {
     IntSinkDetection,
     DropAcl,
     LabelConfig,
+    LabelFrequency,
 }
 
 impl TableId {
@@ -78,6 +80,7 @@ impl TableId {
             "int_sink_detection" => Self::IntSinkDetection,
             "drop_acl" => Self::DropAcl,
             "label_config" => Self::LabelConfig,
+            "label_frequency" => Self::LabelFrequency,
             _ => return None,
         })
     }
@@ -86,7 +89,7 @@ impl TableId {
 /// Every table's entries.
 #[derive(Clone, Debug, Default)]
 pub struct Tables {
-    entries: [Vec<Rule>; 5],
+    entries: [Vec<Rule>; 6],
 }
 
 impl Tables {

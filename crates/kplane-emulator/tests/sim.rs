@@ -160,7 +160,7 @@ fn label_all(sim: &mut Sim, interval_ns: u64, algorithm: u64, function: u64) {
                 "table": "label_config", "action": "set_labelling",
                 "match": {"egress_port": port.to_string()},
                 "params": {"interval_ns": interval_ns, "max_hop": 5, "algorithm": algorithm,
-                           "function": function, "rest_ns": 0, "shift": 0}
+                           "function": function, "rest_ns": 0}
             }))
             .unwrap(),
         )

@@ -18,6 +18,7 @@ fn p4c_p4info_has_the_programs_tables_with_short_names() {
         "int_sink_detection",
         "drop_acl",
         "label_config",
+        "label_frequency",
     ] {
         assert!(names.contains(&t), "{t} in {names:?}");
     }
@@ -64,7 +65,7 @@ fn entries_are_checked_and_every_error_names_its_place() {
     assert!(e.to_string().contains("priority must be ≥ 1"), "{e}");
     let e = entry(r#"{"table":"ipv4_forward","priority":3,"action":"drop"}"#).unwrap_err();
     assert!(e.to_string().contains("priority must be 0"), "{e}");
-    let e = entry(r#"{"table":"label_config","action":"set_labelling","params":{"interval_ns":1,"max_hop":2,"algorithm":0,"function":0,"rest_ns":0,"shift":0}}"#).unwrap_err();
+    let e = entry(r#"{"table":"label_config","action":"set_labelling","params":{"interval_ns":1,"max_hop":2,"algorithm":0,"function":0,"rest_ns":0}}"#).unwrap_err();
     assert!(
         e.to_string().contains("exact match and must be given"),
         "{e}"

@@ -168,7 +168,8 @@ mod tests {
             r#"{"switch":1,"table":"drop_acl","priority":7,"action":"acl_drop","match":{"src_addr":"10.0.0.0/8","dst_port":"80-443","protocol":"6"}}"#,
             r#"{"switch":1,"table":"ipv4_forward","action":"set_egress","params":{"port":2},"match":{"dst_addr":"10.1.0.0/16"}}"#,
             r#"{"switch":1,"table":"int_sink_detection","priority":1,"action":"detect_ewma","params":{"measurement":0,"threshold":5000,"weight_q8":64}}"#,
-            r#"{"switch":1,"table":"label_config","action":"set_labelling","params":{"interval_ns":100000,"max_hop":5,"algorithm":1,"function":2,"rest_ns":0,"shift":0},"match":{"egress_port":"3"}}"#,
+            r#"{"switch":1,"table":"label_config","action":"set_labelling","params":{"interval_ns":100000,"max_hop":5,"algorithm":1,"function":2,"rest_ns":0},"match":{"egress_port":"3"}}"#,
+            r#"{"switch":1,"table":"label_frequency","action":"set_label_shift","params":{"shift":2},"match":{"egress_port":"3"}}"#,
         ] {
             let spec: EntrySpec = serde_json::from_str(json).unwrap();
             let e = Entry::new(info, &spec).unwrap();

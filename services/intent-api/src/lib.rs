@@ -20,6 +20,7 @@ pub mod drivers;
 pub mod episodes;
 pub mod error;
 pub mod findings;
+pub mod int_label;
 pub mod intents;
 pub mod intents_api;
 pub mod knowledge_api;

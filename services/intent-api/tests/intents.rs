@@ -882,3 +882,80 @@ async fn an_anomalys_recommendations_become_intents_once_under_the_policy() {
     f.server.abort();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn int_label_intents_program_every_port_and_pro_frequencies_per_port() {
+    let f = fabric().await;
+    let dir = temp("label");
+    let stop = Shutdown::new();
+    let api = start(config(&dir, f.control), Live::new(10), stop.clone())
+        .await
+        .unwrap();
+
+    // Every port of every switch of the fat-tree (k = 4: 20 switches × 4 ports).
+    let label = json!({"kind": "int-label", "interval": "50ms", "algorithm": "base-b",
+                       "function": "f2", "rest": "5ms"});
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, label).await;
+    assert_eq!(s, 201, "{v}");
+    wait_state(&api, v["id"].as_str().unwrap(), "active").await;
+    let entries = wait_entries(&f, "label_config", |e| e.len() == 80).await;
+    let e = &entries[0];
+    assert_eq!(e["action"], "set_labelling", "{e}");
+    assert_eq!(
+        e["params"],
+        json!({"interval_ns": 50_000_000, "max_hop": 5, "algorithm": 1, "function": 2,
+               "rest_ns": 5_000_000}),
+        "{e}"
+    );
+    let switch = e["switch"].as_u64().unwrap();
+    let port = e["match"]["egress_port"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+
+    // Pro's frequency of one port: a `label_frequency` entry beside its `label_config`.
+    let freq =
+        json!({"kind": "label-frequency", "switches": [switch], "ports": [port], "shift": 2});
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, freq).await;
+    assert_eq!(s, 201, "{v}");
+    let freq_id = v["id"].as_str().unwrap().to_string();
+    wait_state(&api, &freq_id, "active").await;
+    let shifts = wait_entries(&f, "label_frequency", |e| e.len() == 1).await;
+    assert_eq!(shifts[0]["params"]["shift"], 2, "{shifts:?}");
+    assert_eq!(shifts[0]["switch"], switch, "{shifts:?}");
+    call(
+        &api,
+        "DELETE",
+        &format!("/v1/intents/{freq_id}"),
+        OPS,
+        Value::Null,
+    )
+    .await;
+    wait_entries(&f, "label_frequency", <[Value]>::is_empty).await;
+
+    // Refused, naming the field.
+    for (body, field) in [
+        (json!({"kind": "int-label", "interval": "10s"}), "interval"),
+        (json!({"kind": "int-label", "max-hops": 9}), "max-hops"),
+        (json!({"kind": "int-label", "shift": 1}), "shift"),
+        (json!({"kind": "label-frequency", "ports": [1]}), "shift"),
+        (
+            json!({"kind": "label-frequency", "ports": [600], "shift": 1}),
+            "ports",
+        ),
+        (
+            json!({"kind": "block", "match": {"src": "10.0.0.2"}, "ports": [1]}),
+            "ports",
+        ),
+    ] {
+        let (s, v) = call(&api, "POST", "/v1/intents", OPS, body.clone()).await;
+        assert!(s == 400 || s == 422, "{body}: {s} {v}");
+        assert!(
+            v["error"].as_str().unwrap_or_default().contains(field),
+            "{body}: {v}"
+        );
+    }
+    stop.trigger();
+    f.server.abort();
+}

@@ -75,6 +75,23 @@ impl Topology {
         self.switches.iter().find(|s| s.id == id)
     }
 
+    /// The ports of switch `id` that lead somewhere: to its hosts and its links.
+    pub fn ports(&self, id: u32) -> Vec<u32> {
+        let hosts = self
+            .switch(id)
+            .into_iter()
+            .flat_map(|s| s.hosts.iter().map(|h| h.2));
+        let links = self.links.iter().flat_map(|((a, pa), (b, pb), _)| {
+            [(*a == id).then_some(*pa), (*b == id).then_some(*pb)]
+                .into_iter()
+                .flatten()
+        });
+        let mut ports: Vec<u32> = hosts.chain(links).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
     /// Switches with hosts behind them (INT sources and sinks, where ACLs go).
     pub fn edge(&self) -> Vec<u32> {
         self.switches

@@ -92,6 +92,41 @@ pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entr
                 specs.push((s, detection_entry(spec, flows, detection)));
             }
         }
+        IntentKind::IntLabel {
+            ports,
+            interval,
+            algorithm,
+            function,
+            max_hops,
+            rest,
+        } => {
+            let params = [
+                ("interval_ns", interval.as_nanos() as u64),
+                ("max_hop", u64::from(*max_hops)),
+                ("algorithm", algorithm.code()),
+                ("function", function.code()),
+                ("rest_ns", rest.as_nanos() as u64),
+            ];
+            for s in scope(topo.switches.iter().map(|n| n.id).collect())? {
+                for port in ports.clone().unwrap_or_else(|| topo.ports(s)) {
+                    specs.push((
+                        s,
+                        port_entry("label_config", "set_labelling", port, &params),
+                    ));
+                }
+            }
+        }
+        IntentKind::LabelFrequency { ports, shift } => {
+            let params = [("shift", u64::from(*shift))];
+            for s in scope(topo.switches.iter().map(|n| n.id).collect())? {
+                for &port in ports {
+                    specs.push((
+                        s,
+                        port_entry("label_frequency", "set_label_shift", port, &params),
+                    ));
+                }
+            }
+        }
         IntentKind::Reroute { dst, avoid } => {
             let ports = reroute_ports(topo, dst, avoid.switch, avoid.link)?;
             let only = spec
@@ -126,6 +161,18 @@ pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entr
                 .map_err(|e| e.to_string())
         })
         .collect()
+}
+
+/// An entry of a table keyed by the egress port (exact, no priority).
+fn port_entry(table: &str, action: &str, port: u32, params: &[(&str, u64)]) -> EntrySpec {
+    EntrySpec {
+        switch: None,
+        table: table.into(),
+        priority: 0,
+        matches: [("egress_port".to_string(), port.to_string())].into(),
+        action: action.into(),
+        params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    }
 }
 
 fn known(topo: &Topology) -> String {

@@ -62,6 +62,14 @@ struct RawSpec {
     detection: Option<Detection>,
     dst: Option<String>,
     avoid: Option<Avoid>,
+    ports: Option<Vec<u32>>,
+    #[serde(default, with = "humantime_serde")]
+    interval: Option<Duration>,
+    algorithm: Option<LabelAlgorithm>,
+    function: Option<LabelFunction>,
+    #[serde(default, with = "humantime_serde")]
+    rest: Option<Duration>,
+    shift: Option<u8>,
     switches: Option<Vec<u32>>,
     priority: Option<u32>,
     #[serde(default, with = "humantime_serde")]
@@ -88,6 +96,18 @@ impl TryFrom<RawSpec> for IntentSpec {
             }
         };
         let need = |field: &str| format!("{field}: a {kind} intent needs it");
+        if !matches!(kind, "int-label" | "label-frequency") {
+            for (f, p) in [
+                ("ports", r.ports.is_some()),
+                ("interval", r.interval.is_some()),
+                ("algorithm", r.algorithm.is_some()),
+                ("function", r.function.is_some()),
+                ("rest", r.rest.is_some()),
+                ("shift", r.shift.is_some()),
+            ] {
+                not_here(f, p)?;
+            }
+        }
         let kind = match kind {
             "monitor" => {
                 not_here("dst", r.dst.is_some())?;
@@ -150,9 +170,46 @@ impl TryFrom<RawSpec> for IntentSpec {
                     detection: r.detection.ok_or_else(|| need("detection"))?,
                 }
             }
+            "int-label" | "label-frequency" => {
+                for (f, p) in [
+                    ("match", r.flows.is_some()),
+                    ("instructions", r.instructions.is_some()),
+                    ("int-label", r.int_label.is_some()),
+                    ("detection", r.detection.is_some()),
+                    ("dst", r.dst.is_some()),
+                    ("avoid", r.avoid.is_some()),
+                ] {
+                    not_here(f, p)?;
+                }
+                if kind == "int-label" {
+                    not_here("shift", r.shift.is_some())?;
+                    IntentKind::IntLabel {
+                        ports: r.ports,
+                        interval: r.interval.unwrap_or_else(default_label_interval),
+                        algorithm: r.algorithm.unwrap_or_default(),
+                        function: r.function.unwrap_or_default(),
+                        max_hops: r.max_hops.unwrap_or(LABEL_MAX_HOP),
+                        rest: r.rest.unwrap_or_default(),
+                    }
+                } else {
+                    for (f, p) in [
+                        ("interval", r.interval.is_some()),
+                        ("algorithm", r.algorithm.is_some()),
+                        ("function", r.function.is_some()),
+                        ("max-hops", r.max_hops.is_some()),
+                        ("rest", r.rest.is_some()),
+                    ] {
+                        not_here(f, p)?;
+                    }
+                    IntentKind::LabelFrequency {
+                        ports: r.ports.ok_or_else(|| need("ports"))?,
+                        shift: r.shift.ok_or_else(|| need("shift"))?,
+                    }
+                }
+            }
             other => {
                 return Err(format!(
-                    "kind: {other:?} is not one of monitor, block, reroute, tune"
+                    "kind: {other:?} is not one of monitor, block, reroute, tune, int-label, label-frequency"
                 ));
             }
         };
@@ -221,7 +278,78 @@ pub enum IntentKind {
         flows: FlowMatch,
         detection: Detection,
     },
+    /// INT-label (int-label-distributed-labeling §3) on egress ports: each labels some of the
+    /// packets it forwards with its state (`label_config` entries).
+    IntLabel {
+        /// Egress ports; absent: every port of the switch the topology knows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ports: Option<Vec<u32>>,
+        /// The labelling interval T (default 100 ms).
+        #[serde(with = "humantime_serde")]
+        interval: Duration,
+        algorithm: LabelAlgorithm,
+        /// Base B's labelling probability f(INT_num).
+        function: LabelFunction,
+        /// MAX_hop: items a packet carries at most (1–5).
+        max_hops: u8,
+        /// Base B's rest time T1: no probabilistic labelling this soon after a labelling.
+        #[serde(with = "humantime_serde")]
+        rest: Duration,
+    },
+    /// Pro's labelling frequency of egress ports (`label_frequency` entries): their interval
+    /// becomes T / 2^shift. Pro's controller submits these itself (docs/int-label.md).
+    LabelFrequency { ports: Vec<u32>, shift: u8 },
 }
+
+/// INT-label's labelling algorithm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LabelAlgorithm {
+    /// Algo. 1: label when the interval since the port's last labelling passed.
+    #[default]
+    BaseA,
+    /// Algo. 2: also label, with probability f(INT_num), packets that carry items.
+    BaseB,
+}
+
+/// Base B's f: F1 (1 once a packet carries an item), F2 (INT_num / (MAX_hop − 1)), F3 (F2
+/// scaled by the time since the last labelling over T).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LabelFunction {
+    #[default]
+    F1,
+    F2,
+    F3,
+}
+
+impl LabelAlgorithm {
+    /// `set_labelling`'s `algorithm`.
+    pub fn code(self) -> u64 {
+        match self {
+            Self::BaseA => 0,
+            Self::BaseB => 1,
+        }
+    }
+}
+
+impl LabelFunction {
+    /// `set_labelling`'s `function`.
+    pub fn code(self) -> u64 {
+        match self {
+            Self::F1 => 1,
+            Self::F2 => 2,
+            Self::F3 => 3,
+        }
+    }
+}
+
+fn default_label_interval() -> Duration {
+    Duration::from_millis(100)
+}
+
+/// The most S a `label-frequency` intent sets (the interval divided by 2^16 at most).
+pub const MAX_LABEL_SHIFT: u8 = 16;
 
 fn default_bitmap() -> u16 {
     0xFF00
@@ -242,6 +370,8 @@ impl IntentKind {
             Self::Block { .. } => "block",
             Self::Reroute { .. } => "reroute",
             Self::Tune { .. } => "tune",
+            Self::IntLabel { .. } => "int-label",
+            Self::LabelFrequency { .. } => "label-frequency",
         }
     }
 }
@@ -555,12 +685,57 @@ impl IntentSpec {
                     ));
                 }
             }
+            IntentKind::IntLabel {
+                ports,
+                interval,
+                max_hops,
+                rest,
+                ..
+            } => {
+                check_ports(ports.as_deref(), &mut p);
+                let ns = interval.as_nanos();
+                if !(1_000..=u128::from(u32::MAX)).contains(&ns) {
+                    p.push(format!(
+                        "interval: {} is not between 1µs and 4.29s (the switch holds it in 32 bits of ns)",
+                        humantime::format_duration(*interval)
+                    ));
+                }
+                if rest > interval {
+                    p.push(
+                        "rest: longer than the interval; it would never let Base B label".into(),
+                    );
+                }
+                if !(1..=LABEL_MAX_HOP).contains(max_hops) {
+                    p.push(format!(
+                        "max-hops: {max_hops} is not 1-{LABEL_MAX_HOP} (the P4 program parses at most {LABEL_MAX_HOP} items)"
+                    ));
+                }
+            }
+            IntentKind::LabelFrequency { ports, shift } => {
+                check_ports(Some(ports), &mut p);
+                if *shift > MAX_LABEL_SHIFT {
+                    p.push(format!("shift: {shift} is not 0-{MAX_LABEL_SHIFT}"));
+                }
+            }
             IntentKind::Tune { flows, detection } => {
                 flows.check("match", &mut p);
                 detection.check("detection", &mut p);
             }
         }
         p
+    }
+}
+
+/// Egress ports: a non-empty list of ports 0–511 (the P4 program's 9-bit ports).
+fn check_ports(ports: Option<&[u32]>, problems: &mut Vec<String>) {
+    match ports {
+        Some([]) => problems.push("ports: an empty list selects nothing".into()),
+        Some(list) => {
+            for port in list.iter().filter(|port| **port > 511) {
+                problems.push(format!("ports: {port} is not a port 0-511"));
+            }
+        }
+        None => {}
     }
 }
 

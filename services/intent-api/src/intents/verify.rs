@@ -110,6 +110,9 @@ pub fn expected_effect(kind: &IntentKind) -> String {
             "matching flows report (INT from their first switch) in fresh windows".into()
         }
         IntentKind::Tune { .. } => "the detection entries read back from every sink".into(),
+        IntentKind::IntLabel { .. } | IntentKind::LabelFrequency { .. } => {
+            "the labelling entries read back from every switch".into()
+        }
     }
 }
 
@@ -211,6 +214,9 @@ impl Tracker {
             .filter(|(_, w)| w.0 > 0 && w.2.is_empty());
         match kind {
             IntentKind::Tune { .. } => Verdict::Pass("entries read back from every sink".into()),
+            IntentKind::IntLabel { .. } | IntentKind::LabelFrequency { .. } => {
+                Verdict::Pass("entries read back from every switch".into())
+            }
             IntentKind::Block { .. } | IntentKind::Reroute { .. } => {
                 match (clean_last, last_violation) {
                     (Some((start, w)), _)

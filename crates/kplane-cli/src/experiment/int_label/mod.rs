@@ -12,12 +12,11 @@ pub mod pro;
 pub mod timeline;
 pub mod traffic;
 
-use std::collections::HashMap;
-
 use kplane_collector::label_db::LabelDb;
 use kplane_emulator::sim::{Generator, Sim, SimConfig};
 use kplane_emulator::tables::Update;
 use kplane_emulator::topology::{LinkSpec, NodeIdx, NodeKind, Topology};
+use kplane_intent_api::int_label::pro::{Pro, ProConfig};
 use kplane_p4::EntrySpec;
 use kplane_wire::{DecodeOptions, Decoder, RecordMeta};
 
@@ -139,31 +138,38 @@ impl Outcome {
 }
 
 /// `set_labelling` for one switch's egress port.
-fn label_entry(s: &Setup, switch: u32, port: u16, shift: u64) -> EntrySpec {
-    EntrySpec {
-        switch: Some(switch),
-        table: "label_config".into(),
-        priority: 0,
-        matches: [("egress_port".to_string(), port.to_string())].into(),
-        action: "set_labelling".into(),
-        params: [
+fn label_entry(s: &Setup, switch: u32, port: u16) -> EntrySpec {
+    port_entry(
+        switch,
+        port,
+        "label_config",
+        "set_labelling",
+        &[
             ("interval_ns", s.interval_ns),
             ("max_hop", 5),
             ("algorithm", s.algorithm),
             ("function", s.function),
             ("rest_ns", 0),
-            ("shift", shift),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect(),
-    }
+        ],
+    )
 }
 
-/// Pro's most S (the interval at most divided by 16).
-const MAX_SHIFT: u64 = 4;
-/// Pro's aging: a port fresh for this many telemetry intervals in a row gets S − 1.
-const RELAX: u64 = 4;
+fn port_entry(
+    switch: u32,
+    port: u16,
+    table: &str,
+    action: &str,
+    params: &[(&str, u64)],
+) -> EntrySpec {
+    EntrySpec {
+        switch: Some(switch),
+        table: table.into(),
+        priority: 0,
+        matches: [("egress_port".to_string(), port.to_string())].into(),
+        action: action.into(),
+        params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    }
+}
 
 pub fn run(s: &Setup, seed: u64) -> anyhow::Result<Outcome> {
     let topo = topology(s.loss);
@@ -182,7 +188,7 @@ pub fn run(s: &Setup, seed: u64) -> anyhow::Result<Outcome> {
         .flat_map(|(_, n)| (0..n.ports.len() as u16).map(move |p| (n.id, p)))
         .collect();
     for &(sw, p) in &ports {
-        sim.insert(label_entry(s, sw, p, 0))?;
+        sim.insert(label_entry(s, sw, p))?;
     }
     let end = (s.seconds * 1e9) as u64;
     sim.add_generator(
@@ -195,8 +201,8 @@ pub fn run(s: &Setup, seed: u64) -> anyhow::Result<Outcome> {
     let mut db = LabelDb::default();
     let mut decoder = Decoder::new(DecodeOptions::default());
     let mut out = Outcome::default();
-    // Pro's state per port: S, and the intervals in a row it was fresh.
-    let mut pro: HashMap<(u32, u16), (u64, u64)> = HashMap::new();
+    // Pro's S per port (4 fresh intervals in a row age it by one; at most 4).
+    let mut pro = Pro::new(ProConfig::default());
     let mut active_from = 0;
     let mut t = s.telemetry_ns;
     while t <= end {
@@ -231,22 +237,21 @@ pub fn run(s: &Setup, seed: u64) -> anyhow::Result<Outcome> {
                 let Some(state) = db.get(sw, u32::from(p)) else {
                     continue;
                 };
-                let (sh, fresh) = pro.entry((sw, p)).or_insert((0, 0));
-                let next = if t.saturating_sub(state.label_ns) > stale_after {
-                    *fresh = 0;
-                    (*sh + 1).min(MAX_SHIFT)
-                } else {
-                    *fresh += 1;
-                    if *fresh >= RELAX {
-                        *fresh = 0;
-                        sh.saturating_sub(1)
-                    } else {
-                        *sh
-                    }
-                };
-                if next != *sh {
-                    *sh = next;
-                    updates.push(Update::Modify(label_entry(s, sw, p, next)));
+                let before = pro.get((sw, u32::from(p))).map_or(0, |f| f.shift);
+                let stale = t.saturating_sub(state.label_ns) > stale_after;
+                if let Some(next) = pro.observe((sw, u32::from(p)), stale) {
+                    let shift = port_entry(
+                        sw,
+                        p,
+                        "label_frequency",
+                        "set_label_shift",
+                        &[("shift", u64::from(next))],
+                    );
+                    updates.push(match (before, next) {
+                        (0, _) => Update::Insert(shift),
+                        (_, 0) => Update::Delete(shift),
+                        _ => Update::Modify(shift),
+                    });
                 }
             }
             if !updates.is_empty() {

@@ -1,0 +1,3 @@
+//! INT-label in the control plane: Pro's controller ([`pro`]).
+
+pub mod pro;
