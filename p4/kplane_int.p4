@@ -209,6 +209,9 @@ struct metadata_t {
     /* Preserved into the sink's I2E clone (field list 1). */
     @field_list(1) bit<1> int_source;  /* this switch inserts INT (watchlist hit at the first hop) */
     @field_list(1) bit<9> sink_port;   /* the host-facing port the original leaves on */
+    /* The packet's ingress port and time (ns), which the sink's clone does not keep. */
+    @field_list(1) bit<9>  in_port;
+    @field_list(1) bit<64> in_ns;
     bit<1>  int_sink;         /* the egress port faces a host */
     /* INT-label, decided in ingress for the egress port and preserved into the sink's clone,
        which labels for the host-facing port and exports. */
@@ -423,6 +426,9 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
 
     apply {
         if (!hdr.ipv4.isValid()) { return; }
+        meta.in_port = std.ingress_port;
+        /* BMv2's clock counts µs; kplane's formats count ns. */
+        meta.in_ns = (bit<64>)std.ingress_global_timestamp * 1000;
         if (hdr.ipv4.ttl <= 1) { drop(); return; }
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
         if (drop_acl.apply().hit) { return; }
@@ -522,7 +528,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     }
     action push_l1_port_ids() {
         hdr.int_l1_port_ids.setValid();
-        hdr.int_l1_port_ids.ingress_port_id = (bit<16>)std.ingress_port;
+        hdr.int_l1_port_ids.ingress_port_id = (bit<16>)meta.in_port;
         hdr.int_l1_port_ids.egress_port_id = (bit<16>)std.egress_port;
         meta.words = meta.words + 1;
     }
@@ -539,17 +545,17 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     }
     action push_ingress_tstamp() {
         hdr.int_ingress_tstamp.setValid();
-        hdr.int_ingress_tstamp.ingress_tstamp = (bit<64>)std.ingress_global_timestamp;
+        hdr.int_ingress_tstamp.ingress_tstamp = meta.in_ns;
         meta.words = meta.words + 2;
     }
     action push_egress_tstamp() {
         hdr.int_egress_tstamp.setValid();
-        hdr.int_egress_tstamp.egress_tstamp = (bit<64>)std.egress_global_timestamp;
+        hdr.int_egress_tstamp.egress_tstamp = (bit<64>)std.egress_global_timestamp * 1000;
         meta.words = meta.words + 2;
     }
     action push_l2_port_ids() {
         hdr.int_l2_port_ids.setValid();
-        hdr.int_l2_port_ids.ingress_port_id = (bit<32>)std.ingress_port;
+        hdr.int_l2_port_ids.ingress_port_id = (bit<32>)meta.in_port;
         hdr.int_l2_port_ids.egress_port_id = (bit<32>)std.egress_port;
         meta.words = meta.words + 2;
     }
@@ -631,12 +637,12 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     action report_sink_metadata() {
         hdr.report_individual.rep_md_bits = 0x7D00;
         hdr.report_sink_md.setValid();
-        hdr.report_sink_md.ingress_port_id = (bit<16>)std.ingress_port;
+        hdr.report_sink_md.ingress_port_id = (bit<16>)meta.in_port;
         hdr.report_sink_md.egress_port_id = (bit<16>)meta.sink_port;
         hdr.report_sink_md.hop_latency = meta.hop_latency;
         hdr.report_sink_md.q_occupancy = (bit<24>)std.enq_qdepth;
-        hdr.report_sink_md.ingress_tstamp = (bit<64>)std.ingress_global_timestamp;
-        hdr.report_sink_md.egress_tstamp = (bit<64>)std.egress_global_timestamp;
+        hdr.report_sink_md.ingress_tstamp = meta.in_ns;
+        hdr.report_sink_md.egress_tstamp = (bit<64>)std.egress_global_timestamp * 1000;
     }
 
     /* INT-label: the option (NH, INT_num) on a packet that carries none; a specific flow's
@@ -652,7 +658,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     action label_push() {
         hdr.label_item.setValid();
         hdr.label_item.device_id = meta.switch_id;
-        hdr.label_item.ingress_port = (bit<16>)std.ingress_port;
+        hdr.label_item.ingress_port = (bit<16>)meta.in_port;
         hdr.label_item.egress_port = (bit<16>)meta.label_port;
         hdr.label_item.label_time = meta.label_ct;
         hdr.label_item.hop_latency = meta.hop_latency;
@@ -672,7 +678,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        meta.hop_latency = (bit<32>)(std.egress_global_timestamp - std.ingress_global_timestamp);
+        meta.hop_latency = (bit<32>)((bit<64>)std.egress_global_timestamp * 1000 - meta.in_ns);
         switch_id.read(meta.switch_id, 0);
         if (!hdr.ipv4.isValid()) { return; }
         if (std.instance_type == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {

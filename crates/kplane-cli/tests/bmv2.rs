@@ -98,48 +98,80 @@ fn wait_for_state(api: std::net::SocketAddr, id: &str, state: &str) -> serde_jso
     }
 }
 
-#[test]
-fn intents_on_a_bmv2_switch_watch_and_block_real_packets() {
-    if !bmv2::available() {
-        return;
-    }
-    let pid = std::process::id();
-    let ns = Netns::new("b");
-    let port = |n: u32| format!("k{pid}p{n}");
-    let host = |n: u32| format!("k{pid}h{n}");
-    for n in 1..=3 {
-        ns.veth(&port(n), &host(n));
-    }
-    ns.ip(&["addr", "add", "10.99.0.254/24", "dev", &host(3)]);
-    let sw = Bmv2::start(1, &[(1, &port(1)), (2, &port(2)), (3, &port(3))]);
+/// A BMv2 switch (device 1, INT node id 1) with `ports` ports on veths whose far ends sit in a
+/// namespace, the last port carrying reports to the collector (`kplane collector --print`
+/// inside the namespace, on 10.99.0.254), and the intent API driving the switch over
+/// P4Runtime. `hosts`: host-facing (prefix, port); `routes`: forwarding (prefix, port).
+struct Rig {
+    ns: Netns,
+    sw: Bmv2,
+    dir: std::path::PathBuf,
+    api: String,
+    api_addr: std::net::SocketAddr,
+    /// What the collector publishes (events and reports), a JSON line each.
+    events: mpsc::Receiver<String>,
+    names: String,
+    ports: u32,
+    _collector: ChildGuard,
+    _api: ChildGuard,
+}
 
-    // The collector, inside the namespace, on the address the switch reports to.
-    let mut collector = ChildGuard::from(
-        Command::new("ip")
-            .args(["netns", "exec", &ns.name])
-            .arg(env!("CARGO_BIN_EXE_kplane"))
-            .args(["collector", "--listen", "10.99.0.254:32766", "--print"])
-            .args(["--admin", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let (events_tx, events) = mpsc::channel::<String>();
-    let out = collector.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = events_tx.send(line);
+impl Rig {
+    fn start(tag: &str, ports: u32, hosts: &[(&str, u32)], routes: &[(&str, u32)]) -> Self {
+        let names = format!("k{}{tag}", std::process::id());
+        let ns = Netns::new(tag);
+        for n in 1..=ports {
+            ns.veth(&format!("{names}p{n}"), &format!("{names}h{n}"));
         }
-    });
+        let report = format!("{names}h{ports}");
+        ns.ip(&["addr", "add", "10.99.0.254/24", "dev", &report]);
+        let ifaces: Vec<(u32, String)> = (1..=ports).map(|n| (n, format!("{names}p{n}"))).collect();
+        let refs: Vec<(u32, &str)> = ifaces.iter().map(|(n, i)| (*n, i.as_str())).collect();
+        let sw = Bmv2::start(1, &refs);
 
-    // The intent API with one P4Runtime switch: hosts on ports 1 and 2, reports on port 3.
-    let dir = std::env::temp_dir().join(format!("kplane-bmv2-{pid}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (api_port, admin_port) = (free_port(), free_port());
-    let config = format!(
-        r#"
+        let mut collector = ChildGuard::from(
+            Command::new("ip")
+                .args(["netns", "exec", &ns.name])
+                .arg(env!("CARGO_BIN_EXE_kplane"))
+                .args(["collector", "--listen", "10.99.0.254:32766", "--print"])
+                .env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true")
+                .args(["--admin", "127.0.0.1:0"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        );
+        let (events_tx, events) = mpsc::channel::<String>();
+        let out = collector.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = events_tx.send(line);
+            }
+        });
+
+        let dir = std::env::temp_dir().join(format!("kplane-bmv2-{names}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (api_port, admin_port) = (free_port(), free_port());
+        let list = |items: Vec<String>| items.join(", ");
+        let hosts = list(
+            hosts
+                .iter()
+                .map(|(p, n)| format!("{{ prefix = \"{p}\", port = {n} }}"))
+                .collect(),
+        );
+        let entries = list(
+            routes
+                .iter()
+                .map(|(p, n)| {
+                    format!(
+                        "{{ table = \"ipv4_forward\", match = {{ dst_addr = \"{p}\" }}, action = \"set_egress\", params = {{ port = {n} }} }}"
+                    )
+                })
+                .collect(),
+        );
+        let config = format!(
+            r#"
 [intent-api]
 listen = "127.0.0.1:{api_port}"
 admin = "127.0.0.1:{admin_port}"
@@ -157,91 +189,165 @@ kind = "p4runtime"
 switch = 1
 addr = "{grpc}"
 device-id = 1
-report-port = 3
-hosts = [{{ prefix = "10.0.1.1/32", port = 1 }}, {{ prefix = "10.0.2.1/32", port = 2 }}]
-entries = [{{ table = "ipv4_forward", match = {{ dst_addr = "10.0.2.1/32" }}, action = "set_egress", params = {{ port = 2 }} }}]
+report-port = {ports}
+hosts = [{hosts}]
+entries = [{entries}]
 "#,
-        store = dir.join("store").display(),
-        state = dir.join("intent-api").display(),
-        sha = kplane_intent_api::auth::hash_token(TOKEN),
-        grpc = sw.grpc,
+            store = dir.join("store").display(),
+            state = dir.join("intent-api").display(),
+            sha = kplane_intent_api::auth::hash_token(TOKEN),
+            grpc = sw.grpc,
+        );
+        let config_file = dir.join("kplane.toml");
+        std::fs::write(&config_file, config).unwrap();
+        let api = ChildGuard::from(
+            kplane()
+                .arg("--config")
+                .arg(&config_file)
+                .arg("intent-api")
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        );
+        wait_ready(admin_port, Duration::from_secs(30));
+        Self {
+            ns,
+            sw,
+            dir,
+            api: format!("http://127.0.0.1:{api_port}"),
+            api_addr: format!("127.0.0.1:{api_port}").parse().unwrap(),
+            events,
+            names,
+            ports,
+            _collector: collector,
+            _api: api,
+        }
+    }
+
+    /// The far end (in the namespace) of switch port `n`.
+    fn host(&self, n: u32) -> String {
+        format!("{}h{n}", self.names)
+    }
+
+    /// Applies an intent given as YAML and waits until it is active; its id.
+    fn apply(&self, name: &str, yaml: &str) -> String {
+        let file = self.dir.join(format!("{name}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        let (ok, out) = cli(&self.api, &["apply", "-f", file.to_str().unwrap()]);
+        assert!(ok, "{out}");
+        let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        wait_for_state(self.api_addr, &id, "active");
+        id
+    }
+
+    /// Provisioning in registers (Thrift CLI), once the pipeline is on the switch: its
+    /// identity, the collector, the host-facing ports. (Forwarding is the driver's static
+    /// entries, written with the pipeline: table entries must all go through P4Runtime,
+    /// whose server keeps state.)
+    fn provision(&self, host_ports: &[u32]) {
+        let mac = {
+            let out = Command::new("ip")
+                .args([
+                    "-n",
+                    &self.ns.name,
+                    "-o",
+                    "link",
+                    "show",
+                    &self.host(self.ports),
+                ])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let mac = text
+                .split_whitespace()
+                .skip_while(|w| *w != "link/ether")
+                .nth(1)
+                .unwrap()
+                .replace(':', "");
+            u64::from_str_radix(&mac, 16).unwrap()
+        };
+        let ip = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
+        let mut commands = format!(
+            "register_write KplaneEgress.switch_id 0 1\n\
+             register_write KplaneEgress.switch_ip 0 {}\n\
+             register_write KplaneEgress.collector_ip 0 {}\n\
+             register_write KplaneEgress.collector_mac 0 {mac}\n",
+            ip("10.99.0.1"),
+            ip("10.99.0.254"),
+        );
+        for p in host_ports {
+            commands += &format!("register_write KplaneIngress.host_port {p} 1\n");
+        }
+        self.sw.cli(&commands);
+    }
+
+    /// The next collector record that `pick` accepts, within `wait`.
+    fn next_record(
+        &self,
+        wait: Duration,
+        pick: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let end = Instant::now() + wait;
+        loop {
+            match self.events.recv_timeout(Duration::from_millis(200)) {
+                Ok(l) => {
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&l)
+                        && pick(&v)
+                    {
+                        return v;
+                    }
+                }
+                Err(_) => assert!(Instant::now() < end, "no such record reached the collector"),
+            }
+        }
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn intents_on_a_bmv2_switch_watch_and_block_real_packets() {
+    if !bmv2::available() {
+        return;
+    }
+    // Hosts on ports 1 and 2, reports on port 3.
+    let rig = Rig::start(
+        "b",
+        3,
+        &[("10.0.1.1/32", 1), ("10.0.2.1/32", 2)],
+        &[("10.0.2.1/32", 2)],
     );
-    let config_file = dir.join("kplane.toml");
-    std::fs::write(&config_file, config).unwrap();
-    let _api = ChildGuard::from(
-        kplane()
-            .arg("--config")
-            .arg(&config_file)
-            .arg("intent-api")
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    wait_ready(admin_port, Duration::from_secs(30));
-    let api = format!("http://127.0.0.1:{api_port}");
-    let api_addr: std::net::SocketAddr = format!("127.0.0.1:{api_port}").parse().unwrap();
+    let (ns, sw, dir, api, api_addr) = (&rig.ns, &rig.sw, &rig.dir, &rig.api, rig.api_addr);
+    let host = |n: u32| rig.host(n);
 
     // Monitor the flow: the driver pushes the pipeline, then the watchlist entry.
-    let monitor = dir.join("monitor.yaml");
-    std::fs::write(
-        &monitor,
+    rig.apply(
+        "monitor",
         "kind: monitor\nmatch:\n  dst: 10.0.2.1\n  protocol: udp\nreason: bmv2 test\n",
-    )
-    .unwrap();
-    let (ok, out) = cli(&api, &["apply", "-f", monitor.to_str().unwrap()]);
-    assert!(ok, "{out}");
-    let id: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let monitor_id = id["id"].as_str().unwrap().to_string();
-    wait_for_state(api_addr, &monitor_id, "active");
+    );
     let dump = sw.cli("table_dump int_watchlist\n");
     assert!(
         dump.contains("int_source"),
         "the entry is on the switch: {dump}"
     );
 
-    // Provisioning in registers (Thrift CLI): the switch's identity, the collector, the
-    // host-facing ports. (Forwarding to host 2 is the driver's static entry, written with
-    // the pipeline: table entries must all go through P4Runtime, whose server keeps state.)
-    let mac = {
-        let out = Command::new("ip")
-            .args(["-n", &ns.name, "-o", "link", "show", &host(3)])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let mac = text
-            .split_whitespace()
-            .skip_while(|w| *w != "link/ether")
-            .nth(1)
-            .unwrap()
-            .replace(':', "");
-        u64::from_str_radix(&mac, 16).unwrap()
-    };
-    let ip = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
-    sw.cli(&format!(
-        "register_write KplaneEgress.switch_id 0 1\n\
-         register_write KplaneEgress.switch_ip 0 {}\n\
-         register_write KplaneEgress.collector_ip 0 {}\n\
-         register_write KplaneEgress.collector_mac 0 {mac}\n\
-         register_write KplaneIngress.host_port 1 1\n\
-         register_write KplaneIngress.host_port 2 1\n",
-        ip("10.99.0.1"),
-        ip("10.99.0.254"),
-    ));
+    rig.provision(&[1, 2]);
 
     // A watched packet crosses the switch, and its report reaches the collector.
     assert!(
-        probe(&ns, &host(1), &host(2)) > 0,
+        probe(ns, &host(1), &host(2)) > 0,
         "host 2 receives the flow"
     );
-    let end = Instant::now() + Duration::from_secs(15);
-    let event = loop {
-        match events.recv_timeout(Duration::from_millis(200)) {
-            Ok(l) if l.contains("10.0.2.1") => break l,
-            Ok(_) => {}
-            Err(_) => assert!(Instant::now() < end, "no report reached the collector"),
-        }
-    };
-    let e: serde_json::Value = serde_json::from_str(&event).unwrap();
+    let e = rig.next_record(Duration::from_secs(15), |v| {
+        v.get("path").is_some() && v.to_string().contains("10.0.2.1")
+    });
     assert_eq!(
         e["path"],
         serde_json::json!([1]),
@@ -261,31 +367,21 @@ entries = [{{ table = "ipv4_forward", match = {{ dst_addr = "10.0.2.1/32" }}, ac
             .unwrap_or_else(|| panic!("no report_seq in {out}"))
     };
     let tune = |name: &str, condition: &str| -> String {
-        let file = dir.join(format!("{name}.yaml"));
-        std::fs::write(
-            &file,
-            format!(
+        rig.apply(
+            name,
+            &format!(
                 "kind: tune\nmatch: {{dst: 10.0.2.1, protocol: udp}}\npriority: 20\n\
                  detection: {{algorithm: complex, when: [{condition}]}}\n"
             ),
         )
-        .unwrap();
-        let (ok, out) = cli(&api, &["apply", "-f", file.to_str().unwrap()]);
-        assert!(ok, "{out}");
-        let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        wait_for_state(api_addr, &id, "active");
-        id
     };
     let never = tune("never", "{measurement: hop-latency, above: 4000000000}");
     let dump = sw.cli("table_dump int_sink_detection\n");
     assert!(dump.contains("detect_complex"), "{dump}");
     let before = reports();
-    assert!(probe(&ns, &host(1), &host(2)) > 0);
+    assert!(probe(ns, &host(1), &host(2)) > 0);
     assert_eq!(reports(), before, "no packet met the condition: no report");
-    let (ok, out) = cli(&api, &["delete", &never]);
+    let (ok, out) = cli(api, &["delete", &never]);
     assert!(ok, "{out}");
     let end = Instant::now() + Duration::from_secs(10);
     while sw
@@ -297,14 +393,14 @@ entries = [{{ table = "ipv4_forward", match = {{ dst_addr = "10.0.2.1/32" }}, ac
     }
     let always = tune("always", "{measurement: hop-latency, below: 4000000000}");
     let before = reports();
-    let delivered = probe(&ns, &host(1), &host(2));
+    let delivered = probe(ns, &host(1), &host(2));
     assert!(delivered > 0);
     assert!(
         reports() >= before + delivered as u64,
         "every packet met the condition: {} reports for {delivered} packets",
         reports() - before
     );
-    let (ok, out) = cli(&api, &["delete", &always]);
+    let (ok, out) = cli(api, &["delete", &always]);
     assert!(ok, "{out}");
 
     // Block it: the flow no longer reaches host 2.
@@ -314,7 +410,7 @@ entries = [{{ table = "ipv4_forward", match = {{ dst_addr = "10.0.2.1/32" }}, ac
         r#"{"kind": "block", "match": {"src": "10.0.1.1", "dst-port": "5000"}, "priority": 10}"#,
     )
     .unwrap();
-    let (ok, out) = cli(&api, &["apply", "-f", block.to_str().unwrap()]);
+    let (ok, out) = cli(api, &["apply", "-f", block.to_str().unwrap()]);
     assert!(ok, "{out}");
     let block_id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
         .as_str()
@@ -323,23 +419,23 @@ entries = [{{ table = "ipv4_forward", match = {{ dst_addr = "10.0.2.1/32" }}, ac
     wait_for_state(api_addr, &block_id, "active");
     assert!(sw.cli("table_dump drop_acl\n").contains("acl_drop"));
     assert_eq!(
-        probe(&ns, &host(1), &host(2)),
+        probe(ns, &host(1), &host(2)),
         0,
         "the blocked flow is dropped"
     );
-    let (ok, out) = cli(&api, &["show", &block_id]);
+    let (ok, out) = cli(api, &["show", &block_id]);
     assert!(ok && out.contains("\"installed\""), "{out}");
 
     // Deleted: it flows again, and the audit log has the whole story.
-    let (ok, out) = cli(&api, &["delete", &block_id]);
+    let (ok, out) = cli(api, &["delete", &block_id]);
     assert!(ok, "{out}");
     let end = Instant::now() + Duration::from_secs(10);
     while sw.cli("table_dump drop_acl\n").contains("acl_drop") {
         assert!(Instant::now() < end, "the ACL entry was not removed");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(probe(&ns, &host(1), &host(2)) > 0, "unblocked");
-    let (ok, out) = cli(&api, &["audit", "--intent", &block_id]);
+    assert!(probe(ns, &host(1), &host(2)) > 0, "unblocked");
+    let (ok, out) = cli(api, &["audit", "--intent", &block_id]);
     assert!(
         ok && out.contains("\"delete\"") && out.contains("\"submit\""),
         "{out}"
@@ -348,7 +444,360 @@ entries = [{{ table = "ipv4_forward", match = {{ dst_addr = "10.0.2.1/32" }}, ac
     // Invalid intents are refused by the CLI with the API's reason, exit status 1.
     let bad = dir.join("bad.yaml");
     std::fs::write(&bad, "kind: block\nmatch:\n  src: 10.0.1.300\n").unwrap();
-    let (ok, out) = cli(&api, &["apply", "-f", bad.to_str().unwrap()]);
+    let (ok, out) = cli(api, &["apply", "-f", bad.to_str().unwrap()]);
     assert!(!ok && out.contains("match.src"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Upstream items (node ids) a crafted packet arrives with: each port 9 → 4, label time
+/// 1000·node.
+fn upstream(nodes: &[u32]) -> Vec<kplane_emulator::report::Hop> {
+    nodes
+        .iter()
+        .map(|&n| kplane_emulator::report::Hop {
+            node: n,
+            in_port: 9,
+            out_port: 4,
+            egress_ns: u64::from(n) * 1000,
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Host A's packet (UDP 10.0.1.1:`sport` → `dst`:`dport`), carrying an INT-label option with
+/// `items` when there are any.
+fn label_frame(dst: &str, sport: u16, dport: u16, items: &[u32]) -> Vec<u8> {
+    use kplane_wire::build::{Encap, FlowSpec, IntSpec, PacketSpec};
+    let flow = FlowSpec::udp(
+        "10.0.1.1".parse().unwrap(),
+        dst.parse().unwrap(),
+        sport,
+        dport,
+    );
+    let spec = PacketSpec::new(flow);
+    let spec = if items.is_empty() {
+        spec
+    } else {
+        let hops = upstream(items).iter().map(label_item).collect();
+        spec.with_int(
+            IntSpec::new(kplane_wire::int::IntVersion::V2, 0, hops),
+            Encap::IntLabel {
+                protocol: 253,
+                int_num_offset: 0,
+            },
+        )
+    };
+    spec.build()
+}
+
+/// An item as the INT-label option carries it (the label time in the ingress timestamp).
+fn label_item(h: &kplane_emulator::report::Hop) -> kplane_model::HopRecord {
+    let mut r = h.record();
+    r.set(kplane_model::HopField::IngressTimestamp, h.egress_ns);
+    r
+}
+
+/// What a frame out of the switch carries: IP protocol and length, the INT-label option's
+/// INT_num and items (device, ingress port, egress port, label time) newest first, and the
+/// UDP source port after it.
+#[derive(Debug)]
+struct Seen {
+    protocol: u8,
+    ip_len: u16,
+    int_num: Option<u8>,
+    items: Vec<(u32, u16, u16, u64)>,
+    sport: u16,
+}
+
+fn seen(f: &[u8]) -> Option<Seen> {
+    let ip = f.get(14..)?;
+    if f.get(12..14)? != [0x08, 0x00] || ip.get(12..16)? != [10, 0, 1, 1] {
+        return None;
+    }
+    let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let protocol = ip[9];
+    let mut l4 = 20;
+    let (mut int_num, mut items) = (None, Vec::new());
+    if protocol == 253 {
+        let n = ip[21];
+        int_num = Some(n);
+        let count = if n > 5 { n - 5 } else { n };
+        for i in 0..usize::from(count) {
+            let it = ip.get(22 + 32 * i..22 + 32 * (i + 1))?;
+            items.push((
+                u32::from_be_bytes(it[0..4].try_into().unwrap()),
+                be16(it, 4),
+                be16(it, 6),
+                u64::from_be_bytes(it[8..16].try_into().unwrap()),
+            ));
+        }
+        l4 = 22 + 32 * usize::from(count);
+    }
+    Some(Seen {
+        protocol,
+        ip_len: be16(ip, 2),
+        int_num,
+        items,
+        sport: be16(ip, l4),
+    })
+}
+
+/// INT-label in the P4 program on BMv2, against the emulator's labelling
+/// (`kplane_emulator::label::PortConfig::labels`, what `kplane emulate` runs) for the same
+/// packets at the same times: Base A's interval, MAX_hop, a specific flow selected by a
+/// `monitor` intent's INT-label mode, Base B with F1, the host-facing port's labelling and
+/// export to the collector (compared with the emulator's export of the same items) and the
+/// packet restored for the host. Intents (`int-label`, `monitor`) through the API and its
+/// P4Runtime driver.
+#[test]
+fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
+    use kplane_emulator::label::{Algorithm, Function, PacketLabel, PortConfig};
+    if !bmv2::available() {
+        return;
+    }
+    // Host A on port 1, a fabric port 2 (the next switch's side, captured), host B on port
+    // 3, reports on port 4.
+    let rig = Rig::start(
+        "l",
+        4,
+        &[("10.0.1.1/32", 1), ("10.0.3.1/32", 3)],
+        &[("10.0.2.0/24", 2), ("10.0.3.1/32", 3)],
+    );
+    const T: Duration = Duration::from_millis(300);
+    let base_a = rig.apply(
+        "label-a",
+        "kind: int-label\nswitches: [1]\nports: [2, 3]\ninterval: 300ms\n",
+    );
+    rig.apply(
+        "specific",
+        "kind: monitor\nmatch: {dst: 10.0.2.1, dst-port: \"6000\"}\nint-label: true\n",
+    );
+    rig.provision(&[1, 3]);
+
+    // Packets: (pause before, destination, dst port, upstream items). Source ports number
+    // them (2000 + index).
+    let burst = |pause: u64, list: &[(&'static str, u16, &'static [u32])]| {
+        list.iter()
+            .enumerate()
+            .map(|(i, &(dst, dport, items))| (if i == 0 { pause } else { 20 }, dst, dport, items))
+            .collect::<Vec<_>>()
+    };
+    let run = |packets: &[(u64, &str, u16, &[u32])], first: u16| {
+        // Capture on the fabric port's and host B's far ends while host A sends.
+        let listen = |iface: String| {
+            let (tx, rx) = mpsc::channel();
+            let name = rig.ns.name.clone();
+            let h = std::thread::spawn(move || {
+                Netns { name }.enter_keep(move || {
+                    let port = RawPort::open(&iface);
+                    tx.send(()).unwrap();
+                    port.recv_for(Duration::from_secs(3), |f| seen(f).is_some())
+                })
+            });
+            rx.recv().unwrap();
+            h
+        };
+        let (fabric, host_b) = (listen(rig.host(2)), listen(rig.host(3)));
+        let frames: Vec<(u64, Vec<u8>)> = packets
+            .iter()
+            .enumerate()
+            .map(|(i, &(pause, dst, dport, items))| {
+                (pause, label_frame(dst, first + i as u16, dport, items))
+            })
+            .collect();
+        let h1 = rig.host(1);
+        let sent: Vec<Instant> = rig.ns.enter(move || {
+            let port = RawPort::open(&h1);
+            frames
+                .iter()
+                .map(|(pause, f)| {
+                    std::thread::sleep(Duration::from_millis(*pause));
+                    port.send(f);
+                    Instant::now()
+                })
+                .collect()
+        });
+        let parse =
+            |frames: Vec<Vec<u8>>| frames.iter().filter_map(|f| seen(f)).collect::<Vec<_>>();
+        (
+            sent,
+            parse(fabric.join().unwrap()),
+            parse(host_b.join().unwrap()),
+        )
+    };
+    let epoch = Instant::now();
+    let ns = |t: Instant| t.duration_since(epoch).as_nanos() as u64;
+    // The emulator's decision for port 2, its last labelling kept across bursts.
+    let mut last: Option<u64> = None;
+    let mut check = |cfg: &PortConfig,
+                     packets: &[(u64, &str, u16, &[u32])],
+                     first: u16,
+                     sent: &[Instant],
+                     out: &[Seen]| {
+        for (i, &(_, dst, dport, items)) in packets.iter().enumerate() {
+            if dst != "10.0.2.1" {
+                continue;
+            }
+            let sport = first + i as u16;
+            let got = out
+                .iter()
+                .find(|s| s.sport == sport)
+                .unwrap_or_else(|| panic!("packet {sport} never left port 2: {out:?}"));
+            let label = PacketLabel {
+                items: upstream(items),
+                offset: if dport == 6000 { 5 } else { 0 },
+            };
+            let now = ns(sent[i]);
+            let labels = cfg.labels(last, now, &label, || 0.5);
+            let int_num = label.int_num() + u8::from(labels);
+            assert_eq!(
+                got.int_num.unwrap_or(0),
+                int_num,
+                "packet {sport} ({} items, offset {}): the emulator {} it: {got:?}",
+                items.len(),
+                label.offset,
+                if labels { "labels" } else { "does not label" }
+            );
+            if labels {
+                last = Some(now);
+                let top = got.items[0];
+                assert_eq!(
+                    (top.0, top.1, top.2),
+                    (1, 1, 2),
+                    "this switch's item on top"
+                );
+                assert!(
+                    top.3 > 0 && top.3 % 1000 == 0,
+                    "BMv2's µs clock in ns: {top:?}"
+                );
+            }
+            let upstream: Vec<u32> = got
+                .items
+                .iter()
+                .skip(usize::from(labels))
+                .map(|i| i.0)
+                .collect();
+            let mut want = items.to_vec();
+            want.reverse();
+            assert_eq!(
+                upstream, want,
+                "packet {sport}: upstream items kept, newest first"
+            );
+        }
+    };
+
+    // Base A (T = 300 ms): a port that never labelled labels; within T it does not, not even
+    // a packet with items; a specific flow is labelled anyway, from INT_num = MAX_hop.
+    let cfg_a = PortConfig {
+        interval_ns: T.as_nanos() as u64,
+        max_hop: 5,
+        algorithm: Algorithm::BaseA,
+        function: Function::F1,
+        rest_ns: 0,
+        shift: 0,
+    };
+    let one = burst(
+        0,
+        &[
+            ("10.0.2.1", 5000, &[]),
+            ("10.0.2.1", 5000, &[]),
+            ("10.0.2.1", 5000, &[7, 8]),
+            ("10.0.2.1", 6000, &[]),
+            // To host B: port 3 labels it (its first), exports and restores it.
+            ("10.0.3.1", 5000, &[7, 8]),
+            // Port 3 within T: no labelling, nothing to export.
+            ("10.0.3.1", 5000, &[]),
+        ],
+    );
+    let (sent, fabric, host_b) = run(&one, 2000);
+    check(&cfg_a, &one, 2000, &sent, &fabric);
+    // Restored for host B: UDP again, the option gone, the original length.
+    let plain_len = (20 + 8 + b"kplane".len()) as u16;
+    assert_eq!(host_b.len(), 2, "{host_b:?}");
+    for s in &host_b {
+        assert_eq!(
+            (s.protocol, s.int_num, s.ip_len),
+            (17, None, plain_len),
+            "{s:?}"
+        );
+    }
+    // The export: the upstream items and port 3's, as the emulator exports them.
+    let export = rig.next_record(Duration::from_secs(10), |v| {
+        v["hops"].as_array().is_some_and(|h| h.len() == 3)
+    });
+    let mut items = upstream(&[7, 8]);
+    items.push(kplane_emulator::report::Hop {
+        node: 1,
+        in_port: 1,
+        out_port: 3,
+        ..Default::default()
+    });
+    let info = kplane_emulator::report::PacketInfo {
+        src: "10.0.1.1".parse().unwrap(),
+        dst: "10.0.3.1".parse().unwrap(),
+        protocol: 17,
+        src_port: 2004,
+        dst_port: 5000,
+        bytes: u32::from(plain_len),
+    };
+    let bytes =
+        kplane_emulator::report::label_report(0, 0, 1, &PacketLabel { items, offset: 0 }, &info);
+    let mut emulated = None;
+    kplane_wire::Decoder::new(kplane_wire::DecodeOptions::default()).decode_report(
+        &bytes,
+        kplane_wire::RecordMeta::default(),
+        |r| emulated = Some(serde_json::to_value(r).unwrap()),
+    );
+    let emulated = emulated.expect("the emulator's export decodes");
+    let ports = |v: &serde_json::Value| -> Vec<(u64, u64, u64)> {
+        v["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                let f = |k: &str| h[k].as_u64().unwrap_or(u64::MAX);
+                (f("node_id"), f("l1_ingress_port"), f("l1_egress_port"))
+            })
+            .collect()
+    };
+    assert_eq!(ports(&export), ports(&emulated), "{export}\n{emulated}");
+    assert_eq!(ports(&export)[2], (1, 1, 3), "port 3's item last: {export}");
+    assert_eq!(
+        export["flow"], emulated["flow"],
+        "the flow, restored: {export}"
+    );
+
+    // T later: MAX_hop items take no more; the next packet is labelled, then T again.
+    let two = burst(
+        450,
+        &[
+            ("10.0.2.1", 5000, &[7, 8, 9, 10, 11]),
+            ("10.0.2.1", 5000, &[7, 8]),
+            ("10.0.2.1", 5000, &[]),
+        ],
+    );
+    let (sent, fabric, _) = run(&two, 2100);
+    check(&cfg_a, &two, 2100, &sent, &fabric);
+
+    // Base B with F1: after T a packet is labelled by the interval; within T, one that
+    // carries an item is (probability 1), one that carries none is not.
+    let (ok, out) = cli(&rig.api, &["delete", &base_a]);
+    assert!(ok, "{out}");
+    rig.apply(
+        "label-b",
+        "kind: int-label\nswitches: [1]\nports: [2, 3]\ninterval: 300ms\nalgorithm: base-b\nfunction: f1\n",
+    );
+    let cfg_b = PortConfig {
+        algorithm: Algorithm::BaseB,
+        ..cfg_a
+    };
+    let three = burst(
+        450,
+        &[
+            ("10.0.2.1", 5000, &[]),
+            ("10.0.2.1", 5000, &[7]),
+            ("10.0.2.1", 5000, &[]),
+        ],
+    );
+    let (sent, fabric, _) = run(&three, 2200);
+    check(&cfg_b, &three, 2200, &sent, &fabric);
 }
