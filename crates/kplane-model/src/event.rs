@@ -26,6 +26,9 @@ pub enum Metric {
     LinkUtilization,
     /// ids: reporting node + hw_id; value: reports lost in this gap.
     ReportLoss,
+    /// ids: switch + egress port; value: the label time (ns, the switch's clock) of an
+    /// INT-label item newer than the port's state; previous: the one it replaced.
+    IntLabelPort,
 }
 
 impl Metric {
@@ -34,11 +37,14 @@ impl Metric {
     pub fn of_switch(self) -> bool {
         matches!(
             self,
-            Self::QueueOccupancy | Self::QueueCongestion | Self::LinkUtilization
+            Self::QueueOccupancy
+                | Self::QueueCongestion
+                | Self::LinkUtilization
+                | Self::IntLabelPort
         )
     }
 
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 8] = [
         Self::FlowPath,
         Self::FlowLatency,
         Self::FlowHopLatency,
@@ -46,6 +52,7 @@ impl Metric {
         Self::QueueCongestion,
         Self::LinkUtilization,
         Self::ReportLoss,
+        Self::IntLabelPort,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -57,6 +64,7 @@ impl Metric {
             Self::QueueCongestion => "queue_congestion",
             Self::LinkUtilization => "link_utilization",
             Self::ReportLoss => "report_loss",
+            Self::IntLabelPort => "int_label_port",
         }
     }
 }
@@ -120,6 +128,8 @@ pub enum Detector {
     Noop,
     /// Sequence-number accounting.
     Sequence,
+    /// INT-label's database (int-label-distributed-labeling Algo. 4): newest label wins.
+    IntLabel,
 }
 
 impl Detector {
@@ -132,6 +142,7 @@ impl Detector {
             Self::Complex => "complex",
             Self::Noop => "noop",
             Self::Sequence => "sequence",
+            Self::IntLabel => "int_label",
         }
     }
 }

@@ -100,6 +100,30 @@ impl Default for LossConfig {
     }
 }
 
+/// `[collector.int-label]`: INT-label's database (int-label-distributed-labeling Algo. 4)
+/// and its coverage rate.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct IntLabelConfig {
+    /// The telemetry interval: coverage is the share of known ports updated in each.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// A port is known (counts in coverage's denominator) for this long after its last
+    /// update: reports carry no port counters, so "ports with traffic" is "ports heard from
+    /// lately".
+    #[serde(with = "humantime_serde")]
+    pub known_for: Duration,
+}
+
+impl Default for IntLabelConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_millis(100),
+            known_for: Duration::from_secs(10),
+        }
+    }
+}
+
 /// `[collector.decode]`: how embedded INT is recognised inside reports' inner packets.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -201,6 +225,7 @@ pub struct Config {
     /// Bounds of the detection state.
     pub state: StateConfig,
     pub loss: LossConfig,
+    pub int_label: IntLabelConfig,
     pub decode: DecodeConfig,
     /// Flow-match rules selecting a per-flow event-detection algorithm.
     pub watchlist: Vec<Rule>,
@@ -231,6 +256,7 @@ impl Default for Config {
             events: EventConfig::default(),
             state: StateConfig::default(),
             loss: LossConfig::default(),
+            int_label: IntLabelConfig::default(),
             decode: DecodeConfig::default(),
             watchlist: Vec::new(),
         }
@@ -298,6 +324,14 @@ impl Validate for Config {
         need(
             self.loss.reorder_window >= 1,
             "loss.reorder-window must be >= 1",
+        );
+        need(
+            self.int_label.interval >= Duration::from_millis(1),
+            "int-label.interval must be at least 1ms",
+        );
+        need(
+            self.int_label.known_for >= self.int_label.interval,
+            "int-label.known-for must be at least int-label.interval",
         );
         need(
             self.loss.reset_distance >= self.loss.reorder_window,

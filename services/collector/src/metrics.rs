@@ -26,6 +26,16 @@ pub struct EventLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NodeLabel {
     pub node: String,
 }
@@ -75,6 +85,13 @@ pub struct CollectorMetrics {
     pub hot_sources: Gauge,
     pub hot_source_records: Counter,
     pub sequence_streams: Gauge,
+    pub int_label_exports: Counter,
+    pub int_label_bytes: Counter,
+    pub int_label_items: Family<ResultLabel, Counter>,
+    pub int_label_intervals: Counter,
+    pub int_label_port_intervals: Family<StateLabel, Counter>,
+    pub int_label_coverage: Gauge<f64, std::sync::atomic::AtomicU64>,
+    pub int_label_ports_known: Gauge,
     pub state: StateMetrics,
 }
 
@@ -103,6 +120,13 @@ impl Default for CollectorMetrics {
             hot_sources: Gauge::default(),
             hot_source_records: Counter::default(),
             sequence_streams: Gauge::default(),
+            int_label_exports: Counter::default(),
+            int_label_bytes: Counter::default(),
+            int_label_items: Family::default(),
+            int_label_intervals: Counter::default(),
+            int_label_port_intervals: Family::default(),
+            int_label_coverage: Gauge::default(),
+            int_label_ports_known: Gauge::default(),
             state: StateMetrics::default(),
         }
     }
@@ -217,6 +241,41 @@ impl CollectorMetrics {
             "sequence_streams",
             "Report sequence streams tracked (node, hw_id)",
             self.sequence_streams.clone(),
+        );
+        r.register(
+            "int_label_exports",
+            "INT-label exports received (packets whose items a last hop exported)",
+            self.int_label_exports.clone(),
+        );
+        r.register(
+            "int_label_bytes",
+            "Bytes of the INT-label options exported (2 + 32 per item): INT-label's bandwidth at the last hops",
+            self.int_label_bytes.clone(),
+        );
+        r.register(
+            "int_label_items",
+            "INT-label items by result: applied (newer than the port's state) or stale (reordered or duplicated)",
+            self.int_label_items.clone(),
+        );
+        r.register(
+            "int_label_intervals",
+            "INT-label telemetry intervals closed",
+            self.int_label_intervals.clone(),
+        );
+        r.register(
+            "int_label_port_intervals",
+            "Ports summed over closed telemetry intervals: updated in the interval, or known (heard from within known-for); rate(updated) / rate(known) is the mean coverage rate",
+            self.int_label_port_intervals.clone(),
+        );
+        r.register(
+            "int_label_coverage_ratio",
+            "INT-label coverage rate of the last closed telemetry interval: ports updated / ports known",
+            self.int_label_coverage.clone(),
+        );
+        r.register(
+            "int_label_ports_known",
+            "Ports heard from within int-label.known-for",
+            self.int_label_ports_known.clone(),
         );
         self.state.register(r);
     }

@@ -15,8 +15,11 @@ use crate::config::Config;
 use kplane_runtime::id_table::Evictions;
 
 use crate::detect::{Detection, TableState};
+use crate::label_db::{Coverage, IntervalCoverage, LabelDb, is_label_export};
 use crate::loss::{LossTracker, Lost, SeqOutcome};
-use crate::metrics::{CollectorMetrics, EventLabels, FormatLabel, NodeLabel, ReasonLabel};
+use crate::metrics::{
+    CollectorMetrics, EventLabels, FormatLabel, NodeLabel, ReasonLabel, ResultLabel, StateLabel,
+};
 use crate::partition::{Partitioner, partition_of, partition_of_switch};
 use crate::publish::Publisher;
 use crate::watchlist::{Rule, Watchlist};
@@ -93,6 +96,9 @@ struct Core {
     /// The flow hash of the record the decoder is decoding, from its hint
     /// ([`RecordSink::flow`]: the next record is that flow's).
     early: Option<u64>,
+    /// INT-label's database and coverage rate.
+    labels: LabelDb,
+    coverage: Coverage,
 }
 
 impl Core {
@@ -104,6 +110,17 @@ impl Core {
             evicted: self.loss.evictions(),
         });
         tables
+    }
+}
+
+/// A closed telemetry interval into the coverage metrics.
+fn closed_interval(m: &CollectorMetrics, i: IntervalCoverage) {
+    m.int_label_intervals.inc();
+    m.int_label_coverage.set(i.ratio());
+    for (state, n) in [("updated", i.updated), ("known", i.known)] {
+        m.int_label_port_intervals
+            .get_or_create(&StateLabel { state })
+            .inc_by(n as u64);
     }
 }
 
@@ -129,6 +146,59 @@ impl RecordSink for Core {
 }
 
 impl Core {
+    /// An INT-label export: Algo. 4's database takes its items; each that updated a port is
+    /// an `int_label_port` event (partitioned by its switch) and counts in the coverage of
+    /// the telemetry interval it arrived in.
+    fn label_export(&mut self, rec: &ReportRecord) {
+        let m = &self.metrics;
+        m.int_label_exports.inc();
+        m.int_label_bytes.inc_by(2 + 32 * rec.hops.len() as u64);
+        let received = rec.envelope.received_ns;
+        let (publisher, local, coverage, partitions) = (
+            &mut self.publisher,
+            &mut self.local,
+            &mut self.coverage,
+            self.partitions,
+        );
+        let applied = self.labels.apply(rec, |u| {
+            let kind = if u.previous_ns.is_some() {
+                EventKind::Change
+            } else {
+                EventKind::New
+            };
+            local.events[kind as usize] += 1;
+            publisher.event(
+                partition_of_switch(u.node, partitions),
+                &EventRow {
+                    received_ns: received,
+                    kind,
+                    metric: Metric::IntLabelPort,
+                    detector: Detector::IntLabel,
+                    flow: rec.flow,
+                    node_id: Some(u.node),
+                    queue_id: None,
+                    egress_port: Some(u.port),
+                    hw_id: None,
+                    value: Some(u.label_ns),
+                    previous: u.previous_ns,
+                    path: &[],
+                    exporter: rec.envelope.exporter,
+                },
+            );
+            coverage.updated((u.node, u.port), received, |i| {
+                closed_interval(&self.metrics, i)
+            });
+        });
+        let stale = rec.hops.len() - applied;
+        for (result, n) in [("applied", applied), ("stale", stale)] {
+            if n > 0 {
+                m.int_label_items
+                    .get_or_create(&ResultLabel { result })
+                    .inc_by(n as u64);
+            }
+        }
+    }
+
     fn lost_event(&mut self, l: Lost, kind: EventKind, exporter: Option<SocketAddr>) {
         let partition = partition_of(
             exporter.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |e| e.ip()),
@@ -178,6 +248,9 @@ impl Core {
         };
         self.local.decoded[format_index(rec.envelope.format)] += 1;
         self.now_ns = self.now_ns.max(rec.envelope.received_ns);
+        if is_label_export(rec) {
+            self.label_export(rec);
+        }
         self.publisher
             .processed(rec.envelope.timestamp_ns, rec.envelope.received_ns);
         let env = &rec.envelope;
@@ -286,6 +359,11 @@ impl Pipeline {
                 last_evictions: Vec::new(),
                 now_ns: 0,
                 early: None,
+                labels: LabelDb::default(),
+                coverage: Coverage::new(
+                    cfg.int_label.interval.as_nanos() as u64,
+                    cfg.int_label.known_for.as_nanos() as u64,
+                ),
             },
         }
     }
@@ -379,6 +457,13 @@ impl Pipeline {
         for l in lost {
             self.core.lost_event(l, EventKind::Loss, None);
         }
+        let metrics = &self.core.metrics;
+        self.core
+            .coverage
+            .tick(now, |i| closed_interval(metrics, i));
+        metrics
+            .int_label_ports_known
+            .set(self.core.coverage.known() as i64);
         self.core.publisher.flush_due(false);
         self.flush_metrics();
     }

@@ -39,11 +39,14 @@ pub enum Table {
     Destinations,
     /// Per (metric, kind): the collector's events.
     EventCounts,
+    /// Per INT-label (switch, egress port): the updates of the collector's database, the
+    /// telemetry intervals they fell in, the newest label time and the longest gap.
+    IntLabel,
 }
 
 impl Table {
     /// In query order: `flows` first (sources and destinations read its result).
-    pub const ALL: [Table; 7] = [
+    pub const ALL: [Table; 8] = [
         Self::Flows,
         Self::HopLatency,
         Self::Queues,
@@ -51,9 +54,12 @@ impl Table {
         Self::Sources,
         Self::Destinations,
         Self::EventCounts,
+        Self::IntLabel,
     ];
-    /// Computed from `int.reports`: all but `event_counts`.
+    /// Computed from `int.reports`.
     pub const REPORT_TABLES: &'static [Table] = Self::ALL.as_slice().split_at(6).0;
+    /// Computed from `int.events`.
+    pub const EVENT_TABLES: &'static [Table] = Self::ALL.as_slice().split_at(6).1;
 
     pub const fn name(self) -> &'static str {
         match self {
@@ -64,10 +70,12 @@ impl Table {
             Self::Sources => "sources",
             Self::Destinations => "destinations",
             Self::EventCounts => "event_counts",
+            Self::IntLabel => "int_label",
         }
     }
 
-    fn sql(self, congestion_threshold: u64, window_ns: i64) -> String {
+    fn sql(self, p: &Params) -> String {
+        let (congestion_threshold, window_ns) = (p.congestion_threshold, p.window_ns);
         const FLOW: &str = "src_ip, dst_ip, src_port, dst_port, protocol";
         match self {
             // Sink reports only: an intermediate report's path is a prefix.
@@ -161,6 +169,21 @@ impl Table {
             Self::EventCounts => "SELECT metric, kind, count(*) AS count FROM events \
                  GROUP BY metric, kind ORDER BY metric, kind"
                 .to_string(),
+            // The collector's `int_label_port` events: one per item that updated a port.
+            // `intervals_updated` counts the telemetry intervals (on the collector's clock)
+            // with an update: over a window's known ports, the coverage rate.
+            Self::IntLabel => format!(
+                "SELECT node_id, egress_port, count(*) AS updates, \
+                   count(DISTINCT CAST(received AS BIGINT) / {interval}) AS intervals_updated, \
+                   CAST({interval} AS BIGINT) AS interval_ns, \
+                   max(value) AS last_label_ns, max(value - previous) AS max_gap_ns, \
+                   max(received) AS last_received \
+                 FROM events \
+                 WHERE metric = 'int_label_port' AND node_id IS NOT NULL \
+                   AND egress_port IS NOT NULL \
+                 GROUP BY node_id, egress_port ORDER BY node_id, egress_port",
+                interval = p.label_interval_ns.max(1)
+            ),
         }
     }
 }
@@ -183,6 +206,16 @@ fn previous_paths_schema() -> SchemaRef {
         ),
         Field::new("path_id", DataType::UInt64, true),
     ]))
+}
+
+/// What the queries are planned with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Queue occupancy above which a sample counts as congested.
+    pub congestion_threshold: u64,
+    pub window_ns: i64,
+    /// INT-label's telemetry interval.
+    pub label_interval_ns: i64,
 }
 
 /// One window's input.
@@ -276,7 +309,7 @@ impl std::fmt::Debug for Analytics {
 impl Analytics {
     /// Plans every query once, then runs them over empty input, which yields the result
     /// schemas.
-    pub async fn new(congestion_threshold: u64, window_ns: i64) -> Result<Self> {
+    pub async fn new(params: Params) -> Result<Self> {
         // One partition: a window is one core's work (no repartitioning copies); lanes run
         // side by side instead. Operators work on 64 k-row batches (default 8 k): the
         // filtered hop rows reach the aggregates in fewer, larger batches, and the exact
@@ -297,7 +330,7 @@ impl Analytics {
         let events = slot("events", events_schema())?;
         let previous_paths = slot("previous_paths", previous_paths_schema())?;
         let plan = |table: Table| {
-            let sql = table.sql(congestion_threshold, window_ns);
+            let sql = table.sql(&params);
             let ctx = &ctx;
             async move { ctx.sql(&sql).await?.create_physical_plan().await }
         };
@@ -445,7 +478,13 @@ mod tests {
     /// types (stored Parquet files of earlier windows must still merge).
     #[tokio::test]
     async fn result_key_columns_keep_their_input_types() {
-        let a = Analytics::new(10, 1_000_000_000).await.unwrap();
+        let a = Analytics::new(Params {
+            congestion_threshold: 10,
+            window_ns: 1_000_000_000,
+            label_interval_ns: 100_000_000,
+        })
+        .await
+        .unwrap();
         let ty = |t: Table, c: &str| {
             let (_, s) = a.schemas().iter().find(|(x, _)| *x == t).unwrap();
             s.field_with_name(c).unwrap().data_type().clone()
@@ -460,5 +499,73 @@ mod tests {
         assert_eq!(ty(Table::HopLatency, "p99_ns"), DataType::Float64);
         assert_eq!(ty(Table::HopLatency, "samples"), DataType::Int64);
         assert_eq!(ty(Table::HopLatency, "max_ns"), DataType::UInt32);
+    }
+
+    /// `int_label` from the collector's `int_label_port` events: per port, its updates, the
+    /// 100 ms intervals they fell in, the newest label time and the longest gap.
+    #[tokio::test]
+    async fn int_label_counts_each_ports_updates_intervals_and_gaps() {
+        use arrow_array::{StringArray, UInt64Array};
+        let a = Analytics::new(Params {
+            congestion_threshold: 10,
+            window_ns: 1_000_000_000,
+            label_interval_ns: 100_000_000,
+        })
+        .await
+        .unwrap();
+        const MS: i64 = 1_000_000;
+        // (received, metric, node, port, label time, previous label time)
+        let rows: [(i64, &str, u32, u32, u64, Option<u64>); 5] = [
+            (10 * MS, "int_label_port", 1, 2, 500, None),
+            (60 * MS, "int_label_port", 1, 2, 600, Some(500)),
+            (250 * MS, "int_label_port", 1, 2, 900, Some(600)),
+            (30 * MS, "int_label_port", 2, 1, 70, Some(40)),
+            (40 * MS, "queue_occupancy", 3, 1, 9, None),
+        ];
+        let events = RecordBatch::try_new(
+            events_schema(),
+            vec![
+                Arc::new(
+                    TimestampNanosecondArray::from(rows.map(|r| r.0).to_vec()).with_timezone("UTC"),
+                ),
+                Arc::new(StringArray::from(vec!["change"; 5])),
+                Arc::new(StringArray::from(rows.map(|r| r.1).to_vec())),
+                Arc::new(UInt32Array::from(rows.map(|r| r.2).to_vec())),
+                Arc::new(UInt32Array::from(rows.map(|r| r.3).to_vec())),
+                Arc::new(UInt64Array::from(rows.map(|r| r.4).to_vec())),
+                Arc::new(UInt64Array::from(rows.map(|r| r.5).to_vec())),
+            ],
+        )
+        .unwrap();
+        let input = WindowInput {
+            start_ns: 0,
+            end_ns: 1_000 * MS,
+            events: vec![events],
+            ..WindowInput::default()
+        };
+        let out = a.run(&[Table::IntLabel], &input).await.unwrap();
+        let b = &out[0].1;
+        let col = |name: &str| -> Vec<Option<u64>> {
+            let c = datafusion::arrow::compute::cast(
+                b.column_by_name(name).unwrap(),
+                &DataType::UInt64,
+            )
+            .unwrap();
+            c.as_any()
+                .downcast_ref::<UInt64Array>()
+                .unwrap()
+                .iter()
+                .collect()
+        };
+        assert_eq!(col("node_id"), [Some(1), Some(2)]);
+        assert_eq!(col("updates"), [Some(3), Some(1)]);
+        assert_eq!(
+            col("intervals_updated"),
+            [Some(2), Some(1)],
+            "0-100 ms and 200-300 ms"
+        );
+        assert_eq!(col("last_label_ns"), [Some(900), Some(70)]);
+        assert_eq!(col("max_gap_ns"), [Some(300), Some(30)]);
+        assert_eq!(col("interval_ns"), [Some(100_000_000); 2]);
     }
 }

@@ -45,11 +45,15 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     pub idle_close: Duration,
     pub event_time: EventTime,
-    /// Consume `int.reports` (every analytics table but `event_counts`, the flow and queue
-    /// detectors).
+    /// Consume `int.reports` (every analytics table but `event_counts` and `int_label`, the
+    /// flow and queue detectors).
     pub consume_reports: bool,
-    /// Consume `int.events` (event counts per window, report-loss bursts).
+    /// Consume `int.events` (event counts per window, INT-label updates, report-loss bursts).
     pub consume_events: bool,
+    /// INT-label's telemetry interval: `int_label`'s `intervals_updated` counts these (keep
+    /// it equal to `collector.int-label.interval`).
+    #[serde(with = "humantime_serde")]
+    pub int_label_interval: Duration,
     pub thresholds: Thresholds,
     pub state: StateConfig,
     /// Compaction's fan-in: files of one level (per table, hour and partition) merged into
@@ -179,6 +183,7 @@ impl Default for Config {
             consume_events: true,
             thresholds: Thresholds::default(),
             state: StateConfig::default(),
+            int_label_interval: Duration::from_millis(100),
             compact_files: 10,
             compact_target_bytes: 128 << 20,
             publish: true,
@@ -216,6 +221,10 @@ impl Validate for Config {
         need(
             self.window >= Duration::from_millis(1),
             "window must be >= 1ms",
+        );
+        need(
+            self.int_label_interval >= Duration::from_millis(1),
+            "int-label-interval must be >= 1ms",
         );
         let slide = self.slide.unwrap_or(self.window);
         need(

@@ -116,7 +116,9 @@ static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new(col::KIND, DataType::Utf8, false),
         Field::new(col::METRIC, DataType::Utf8, false),
         Field::new(col::NODE_ID, DataType::UInt32, true),
+        Field::new(col::EGRESS_PORT, DataType::UInt32, true),
         Field::new(col::VALUE, DataType::UInt64, true),
+        Field::new(col::PREVIOUS, DataType::UInt64, true),
     ]))
 });
 

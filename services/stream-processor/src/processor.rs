@@ -101,10 +101,11 @@ impl Processor {
         crate::alloc::keep_freed_memory();
         std::fs::create_dir_all(&cfg.data_dir)?;
         let rt = tokio::runtime::Builder::new_current_thread().build()?;
-        let analytics = rt.block_on(Analytics::new(
-            cfg.thresholds.queue_occupancy,
-            cfg.window_ns(),
-        ))?;
+        let analytics = rt.block_on(Analytics::new(crate::analytics::Params {
+            congestion_threshold: cfg.thresholds.queue_occupancy,
+            window_ns: cfg.window_ns(),
+            label_interval_ns: cfg.int_label_interval.as_nanos() as i64,
+        }))?;
         Ok(Self {
             flow_key: crate::store::flow_hash_key(&cfg.data_dir)?,
             cfg,
@@ -735,7 +736,7 @@ async fn run_window(
         }
         LaneKind::Events => {
             input.events = tables.next().unwrap_or_default();
-            &[Table::EventCounts]
+            Table::EVENT_TABLES
         }
     };
     let results = analytics.run(which, &input).await?;

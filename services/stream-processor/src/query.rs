@@ -28,12 +28,16 @@ async fn table_schemas() -> Result<Vec<(String, SchemaRef)>> {
     if let Some(s) = SCHEMAS.get() {
         return Ok(s.clone());
     }
-    let planned: Vec<(String, SchemaRef)> = Analytics::new(0, 1)
-        .await?
-        .schemas()
-        .iter()
-        .map(|(t, s)| (t.name().to_string(), s.clone()))
-        .collect();
+    let planned: Vec<(String, SchemaRef)> = Analytics::new(crate::analytics::Params {
+        congestion_threshold: 0,
+        window_ns: 1,
+        label_interval_ns: 1,
+    })
+    .await?
+    .schemas()
+    .iter()
+    .map(|(t, s)| (t.name().to_string(), s.clone()))
+    .collect();
     Ok(SCHEMAS.get_or_init(|| planned).clone())
 }
 

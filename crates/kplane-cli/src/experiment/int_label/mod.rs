@@ -212,7 +212,7 @@ pub fn run(s: &Setup, seed: u64) -> anyhow::Result<Outcome> {
         reports.sort_by_key(|r| r.sent_ns);
         for r in &reports {
             decoder.decode_report(&r.bytes, RecordMeta::default(), |rec| {
-                out.items_applied += db.apply(rec) as u64;
+                out.items_applied += db.apply(rec, |_| {}) as u64;
             });
         }
         let start = t - s.telemetry_ns;
