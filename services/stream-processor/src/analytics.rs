@@ -515,7 +515,8 @@ mod tests {
         .unwrap();
         const MS: i64 = 1_000_000;
         // (received, metric, node, port, label time, previous label time)
-        let rows: [(i64, &str, u32, u32, u64, Option<u64>); 5] = [
+        type Row = (i64, &'static str, u32, u32, u64, Option<u64>);
+        let rows: [Row; 5] = [
             (10 * MS, "int_label_port", 1, 2, 500, None),
             (60 * MS, "int_label_port", 1, 2, 600, Some(500)),
             (250 * MS, "int_label_port", 1, 2, 900, Some(600)),
