@@ -88,7 +88,7 @@ impl AppState {
         })
     }
 
-    async fn rows(&self, sql: &str) -> Result<Vec<Value>, ApiError> {
+    pub(crate) async fn rows(&self, sql: &str) -> Result<Vec<Value>, ApiError> {
         // The processor compacts the store while it is read: a file listed by the plan and
         // removed before it is read fails the query; planning again lists the store afresh.
         let mut retries = 0;
@@ -145,7 +145,8 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .route_layer(viewer)
         .merge(admin_routes)
         .merge(crate::intents_api::router(auth.clone()))
-        .merge(crate::knowledge_api::router(auth))
+        .merge(crate::knowledge_api::router(auth.clone()))
+        .merge(crate::int_label::routes::router(auth))
         .fallback(|| async { ApiError::NotFound("no such route (see /openapi.json)".into()) })
         .with_state(state)
 }
@@ -187,7 +188,7 @@ fn timestamp(s: &str, what: &str) -> Result<String, ApiError> {
 
 impl Range {
     /// `window_start >= … AND window_start < …`.
-    fn sql(&self, column: &str) -> Result<String, ApiError> {
+    pub(crate) fn sql(&self, column: &str) -> Result<String, ApiError> {
         let from = match (&self.from, &self.since) {
             (Some(f), _) => timestamp(f, "from")?,
             (None, s) => {

@@ -110,6 +110,12 @@ pub async fn start(
         state.intents.cfg.backpressure.clone(),
         shutdown.clone(),
     ));
+    tokio::spawn(int_label::controller::run(
+        state.intents.clone(),
+        state.live.int_label.clone(),
+        state.intents.cfg.int_label_pro.clone(),
+        shutdown.clone(),
+    ));
     if state.intents.cfg.follow_recommendations {
         tokio::spawn(intents::recommendations::run(
             state.intents.clone(),

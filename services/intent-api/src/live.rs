@@ -27,6 +27,8 @@ pub struct Live {
     capacity: usize,
     /// Anomalies and forecasts of the knowledge service.
     pub findings: Findings,
+    /// INT-label's ports from the processor's `int_label` windows.
+    pub int_label: crate::int_label::LabelPorts,
     /// Signalled when a `flows` window arrives: verification need not wait for its interval.
     fresh_flows: Arc<tokio::sync::Notify>,
 }
@@ -52,6 +54,7 @@ impl Live {
             episodes_tx,
             capacity: capacity.max(1),
             findings: Findings::new(ANOMALIES_KEPT),
+            int_label: Default::default(),
             fresh_flows: Arc::default(),
         }
     }
@@ -81,6 +84,9 @@ impl Live {
         ) else {
             return;
         };
+        if table == "int_label" {
+            self.int_label.window(&batch);
+        }
         let mut g = self.lock();
         g.windows_seen += 1;
         let slot = g.tables.entry(table.to_string()).or_default();

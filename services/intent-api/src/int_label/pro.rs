@@ -74,6 +74,13 @@ impl Pro {
         })
     }
 
+    /// Takes up a port's S as a previous run left it on the switch.
+    pub fn resume(&mut self, port: (u32, u32), shift: u8) {
+        let p = self.ports.entry(port).or_default();
+        p.shift = shift.min(self.cfg.max_shift);
+        p.fresh = 0;
+    }
+
     pub fn get(&self, port: (u32, u32)) -> Option<&PortFrequency> {
         self.ports.get(&port)
     }

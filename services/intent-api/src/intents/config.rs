@@ -32,6 +32,8 @@ pub struct IntentsConfig {
     pub drivers: Vec<DriverConfig>,
     /// Telemetry backpressure (`[intent-api.intents.backpressure]`).
     pub backpressure: BackpressureConfig,
+    /// INT-label Pro's controller (`[intent-api.intents.int-label-pro]`).
+    pub int_label_pro: crate::int_label::ProControllerConfig,
     /// Submit the knowledge service's recommended intents (`int.anomalies`) as
     /// `origin: recommendation` (the policy decides whether they wait for approval).
     pub follow_recommendations: bool,
@@ -51,6 +53,7 @@ impl Default for IntentsConfig {
             max_backoff: Duration::from_secs(30),
             drivers: Vec::new(),
             backpressure: BackpressureConfig::default(),
+            int_label_pro: Default::default(),
             follow_recommendations: true,
             recommendation_max_age: Duration::from_secs(60),
         }
@@ -69,5 +72,6 @@ impl IntentsConfig {
             d.check(problems);
         }
         self.backpressure.check(problems);
+        self.int_label_pro.check(problems);
     }
 }
