@@ -22,6 +22,11 @@ struct Up {
 impl Up {
     /// Starts it for `duration` with `env` on a free port; returns once it printed the URL.
     fn start(tag: &str, duration: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_with(tag, duration, env, &[])
+    }
+
+    /// [`Up::start`] with more command-line arguments.
+    fn start_with(tag: &str, duration: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
         let port = free_port();
         let data = std::env::temp_dir().join(format!("kplane-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data);
@@ -31,6 +36,7 @@ impl Up {
                 .arg("--data-dir")
                 .arg(&data)
                 .args(["--duration", duration])
+                .args(args)
                 .envs(env.iter().copied())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
@@ -330,4 +336,142 @@ fn kplane_up_verifies_intents_against_fresh_telemetry_and_rolls_back_what_does_n
 
     let (_, data) = up.interrupt();
     let _ = std::fs::remove_dir_all(&data);
+}
+
+/// INT-label end to end: an `int-label` intent makes every port of the emulated fat-tree
+/// label (Base A, T = 50 ms); the collector's database, the processor's `int_label` table and
+/// the API's ports and coverage follow; a link then drops 90 % of its packets, and Pro's
+/// controller gives the ports not heard from for k telemetry intervals a higher frequency
+/// through `label-frequency` intents — after which those ports are updated in more telemetry
+/// intervals than before: their coverage recovers.
+#[test]
+fn int_label_loss_triggers_pro_and_the_raised_ports_coverage_recovers() {
+    let up = Up::start_with(
+        "up-label",
+        "45s",
+        &[
+            // Stale after 5 telemetry intervals (500 ms); S stays up once raised (the test
+            // compares before and after).
+            ("KPLANE__INTENT_API__INTENTS__INT_LABEL_PRO__K", "5"),
+            ("KPLANE__INTENT_API__INTENTS__INT_LABEL_PRO__RELAX", "1000"),
+        ],
+        &[
+            "--flows",
+            "300",
+            "--scenario",
+            "link-loss:loss=0.9,start=0.3,duration=0.7",
+        ],
+    );
+    let (addr, token) = (up.addr, up.token.clone());
+    let call = |method: &str, path: &str, body: Option<&str>| {
+        http(addr, method, path, Some(&token), body).unwrap()
+    };
+    let r = call(
+        "POST",
+        "/v1/intents",
+        Some(r#"{"kind": "int-label", "interval": "50ms", "reason": "coverage"}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+
+    // The run (45 s, the loss from 15 s): ports appear with updates; Pro raises some. Looked
+    // at 35 s in, while it still runs.
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(35));
+    let ports = call("GET", "/v1/int-label/ports", None).json();
+    let raised = ports["ports"].as_array().map_or(0, |p| {
+        p.iter().filter(|p| p["shift"].as_u64() >= Some(1)).count()
+    });
+    assert!(raised > 0, "Pro raised no port: {ports}");
+    let all = ports["ports"].as_array().unwrap();
+    assert!(all.len() >= 40, "the fat-tree's ports: {}", all.len());
+    assert!(
+        all.iter().all(|p| p["updates"].as_u64() > Some(0)),
+        "{ports}"
+    );
+
+    // Pro's intents: one per raised port, owned by int-label-pro, on the switch.
+    let intents = call("GET", "/v1/intents", None).json();
+    let mine: Vec<&serde_json::Value> = intents["intents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["spec"]["owner"] == "int-label-pro" && i["spec"]["kind"] == "label-frequency")
+        .collect();
+    for p in all.iter().filter(|p| p["shift"].as_u64() >= Some(1)) {
+        let id = p["intent"].as_str().unwrap_or_else(|| panic!("{p}"));
+        let i = call("GET", &format!("/v1/intents/{id}"), None).json();
+        assert_eq!(i["spec"]["shift"], p["shift"], "{i}");
+        assert_eq!(i["spec"]["switches"][0], p["switch"], "{i}");
+        assert_eq!(i["spec"]["ports"][0], p["port"], "{i}");
+    }
+    // When each port was first raised (its first intent).
+    let mut raised_at: std::collections::BTreeMap<(u64, u64), i64> = Default::default();
+    for i in &mine {
+        let key = (
+            i["spec"]["switches"][0].as_u64().unwrap(),
+            i["spec"]["ports"][0].as_u64().unwrap(),
+        );
+        let t = i["created_ms"].as_i64().unwrap() * 1_000_000;
+        let e = raised_at.entry(key).or_insert(t);
+        *e = (*e).min(t);
+    }
+    assert!(!raised_at.is_empty(), "{intents}");
+
+    // Coverage of the raised ports: telemetry intervals with an update per window, before
+    // the first raise and from 2 s after it.
+    let sql = |q: &str| -> Vec<serde_json::Value> {
+        let body = serde_json::json!({ "sql": q }).to_string();
+        let r = call("POST", "/v1/query", Some(&body));
+        assert_eq!(r.status, 200, "{q}: {}", r.body);
+        r.json()["rows"].as_array().cloned().unwrap_or_default()
+    };
+    let (mut before, mut after) = ((0.0, 0), (0.0, 0));
+    for ((node, port), t) in &raised_at {
+        for row in sql(&format!(
+            "SELECT CAST(window_start AS BIGINT) AS start, intervals_updated FROM int_label \
+             WHERE node_id = {node} AND egress_port = {port}"
+        )) {
+            let (start, n) = (
+                row["start"].as_i64().unwrap(),
+                row["intervals_updated"].as_f64().unwrap(),
+            );
+            if start + 1_000_000_000 <= *t {
+                before = (before.0 + n, before.1 + 1);
+            } else if start >= t + 2_000_000_000 {
+                after = (after.0 + n, after.1 + 1);
+            }
+        }
+    }
+    let mean = |(sum, n): (f64, i32)| sum / f64::from(n.max(1));
+    eprintln!(
+        "{} ports raised; intervals updated per window: {:.2} before ({} windows), {:.2} after ({} windows)",
+        raised_at.len(),
+        mean(before),
+        before.1,
+        mean(after),
+        after.1
+    );
+    assert!(
+        before.1 > 0 && after.1 > 0,
+        "windows before {before:?}, after {after:?}"
+    );
+    assert!(
+        mean(after) > mean(before) * 1.2,
+        "the raised ports' coverage did not recover: {:.2} → {:.2} intervals per window",
+        mean(before),
+        mean(after)
+    );
+    let coverage = call("GET", "/v1/int-label/coverage?since=2m", None).json();
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "looked too late"
+    );
+    let rows = coverage["coverage"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{coverage}");
+    assert!(
+        rows.iter()
+            .all(|r| (0.0..=1.0).contains(&r["coverage"].as_f64().unwrap_or(-1.0))),
+        "{coverage}"
+    );
+    up.interrupt();
 }

@@ -232,6 +232,28 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), E
                 Action::Truth(json!({"kind": "link_up", "link": [a, b]})),
             );
         }
+        "link-loss" => {
+            let l = inner_link(sim, p.get("link", 0.5).clamp(0.0, 0.999))
+                .ok_or_else(|| EmulatorError::Scenario("no switch-to-switch link".into()))?;
+            let loss = p.get("loss", 0.6).clamp(0.0, 1.0);
+            let link = &sim.topo.links[l];
+            let (a, b) = (sim.topo.nodes[link.a.0].id, sim.topo.nodes[link.b.0].id);
+            let before = link.loss;
+            let start = at(p.get("start", 1.0 / 3.0));
+            let end = start + at(p.get("duration", 1.0 / 3.0));
+            sim.schedule(start, Action::LinkLoss(l, loss));
+            sim.schedule(
+                start,
+                Action::Truth(
+                    json!({"kind": "link_loss", "link": [a, b], "loss": loss, "end_ns": end}),
+                ),
+            );
+            sim.schedule(end, Action::LinkLoss(l, before));
+            sim.schedule(
+                end,
+                Action::Truth(json!({"kind": "link_loss_end", "link": [a, b]})),
+            );
+        }
         "routing-loop" => {
             // Between the looping flow's edge switch and its first uplink neighbour, so the
             // flow always meets it (and it stays apart from the link-failure scenario's link).

@@ -130,6 +130,8 @@ enum Ev {
 pub enum Action {
     LinkDown(usize),
     LinkUp(usize),
+    /// A link drops each packet with this probability from now on.
+    LinkLoss(usize, f64),
     NodeDown(NodeIdx),
     NodeUp(NodeIdx),
     Insert(EntrySpec),
@@ -545,6 +547,11 @@ impl Sim {
                     *s = up;
                 }
                 self.reroute();
+            }
+            Action::LinkLoss(l, loss) => {
+                if let Some(link) = self.topo.links.get_mut(l) {
+                    link.loss = loss;
+                }
             }
             Action::NodeDown(n) | Action::NodeUp(n) => {
                 let up = matches!(a, Action::NodeUp(_));

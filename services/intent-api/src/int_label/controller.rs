@@ -119,24 +119,21 @@ pub async fn run(
         }
     }
     let stale_after = cfg.stale_after_ns();
-    let mut observed_through = i64::MIN;
     loop {
         tokio::select! {
             _ = ports.arrived() => {}
             _ = shutdown.wait() => return,
         }
-        let (through, obs) = ports.observations();
-        if through <= observed_through {
-            continue;
-        }
-        observed_through = through;
-        for (key, last_received, gap) in obs {
-            let stale = through - last_received > stale_after || gap as i64 > stale_after;
+        for o in ports.observations() {
+            let key = o.key;
+            let silent_ns = o.at_ns - o.last_received_ns;
+            let stale = silent_ns > stale_after || o.gap_ns as i64 > stale_after;
             let Some(shift) = pro.observe(key, stale) else {
+                let f = pro.get(key).copied().unwrap_or_default();
                 ports.set_frequency(
                     key,
-                    pro.get(key).map_or(0, |f| f.shift),
-                    pro.get(key).map_or(0, |f| f.stale),
+                    f.shift,
+                    f.stale,
                     installed.get(&key).map(|(_, id)| id.clone()),
                 );
                 continue;
@@ -146,7 +143,7 @@ pub async fn run(
                     "INT-label Pro: switch {} port {} not heard from for {} ms (k = {} telemetry intervals): S = {shift}",
                     key.0,
                     key.1,
-                    (through - last_received).max(gap as i64) / 1_000_000,
+                    silent_ns.max(o.gap_ns as i64) / 1_000_000,
                     cfg.k
                 )
             } else {

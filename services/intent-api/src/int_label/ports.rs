@@ -30,16 +30,39 @@ pub struct PortView {
     pub stale: u64,
     /// The `label-frequency` intent carrying its S (none while S = 0).
     pub intent: Option<String>,
+    /// The bus partition its windows come from (its switch's).
+    pub partition: u32,
     /// The longest gap since the controller's last observation.
     #[serde(skip)]
     pub pending_gap_ns: u64,
+    /// The window end the controller last observed it at.
+    #[serde(skip)]
+    pub observed_ns: i64,
+}
+
+/// One observation for Pro's controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Observation {
+    pub key: (u32, u32),
+    /// The window end it is observed at: its partition's newest.
+    pub at_ns: i64,
+    /// When its newest update arrived.
+    pub last_received_ns: i64,
+    /// The longest gap between its labels since the last observation.
+    pub gap_ns: u64,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     ports: BTreeMap<(u32, u32), PortView>,
-    /// The newest `int_label` window end seen (ns).
-    through_ns: i64,
+    /// The newest `int_label` window end seen, per partition (ns).
+    through: BTreeMap<u32, i64>,
+}
+
+impl Inner {
+    fn newest(&self) -> i64 {
+        self.through.values().copied().max().unwrap_or(0)
+    }
 }
 
 /// The shared per-port state; cheap to clone.
@@ -76,6 +99,7 @@ impl LabelPorts {
             Some(gap),
             Some(received),
             Some(end),
+            Some(partition),
         ) = (
             u32s("node_id"),
             u32s("egress_port"),
@@ -85,6 +109,7 @@ impl LabelPorts {
             u64s("max_gap_ns"),
             times("last_received"),
             times("window_end"),
+            u32s("partition"),
         )
         else {
             tracing::warn!(schema = ?b.schema(), "int_label window of an unknown shape skipped");
@@ -103,7 +128,9 @@ impl LabelPorts {
             p.last_received_ns = p.last_received_ns.max(received.value(i));
             p.max_gap_ns = gap.is_valid(i).then(|| gap.value(i));
             p.pending_gap_ns = p.pending_gap_ns.max(p.max_gap_ns.unwrap_or(0));
-            g.through_ns = g.through_ns.max(end.value(i));
+            p.partition = partition.value(i);
+            let t = g.through.entry(partition.value(i)).or_default();
+            *t = (*t).max(end.value(i));
         }
         drop(g);
         self.arrived.notify_one();
@@ -117,26 +144,31 @@ impl LabelPorts {
     /// The newest window end and every port, sorted.
     pub fn snapshot(&self) -> (i64, Vec<PortView>) {
         let g = self.lock();
-        (g.through_ns, g.ports.values().cloned().collect())
+        (g.newest(), g.ports.values().cloned().collect())
     }
 
-    /// For Pro's controller: the newest window end and, per port, (key, newest arrival,
-    /// longest gap since the last call), the gaps then forgotten.
-    pub fn observations(&self) -> (i64, Vec<((u32, u32), i64, u64)>) {
+    /// For Pro's controller: every port whose partition has a newer window than when it was
+    /// last observed, so each port is observed once per window of its own lane however far
+    /// the lanes are apart. (A lane whose every port fell silent publishes no rows, and its
+    /// ports wait: their switches are then down, which is not Pro's to mend.)
+    pub fn observations(&self) -> Vec<Observation> {
         let mut g = self.lock();
-        let through = g.through_ns;
-        let obs = g
-            .ports
+        let Inner { ports, through } = &mut *g;
+        ports
             .iter_mut()
-            .map(|(k, p)| {
-                (
-                    *k,
-                    p.last_received_ns,
-                    std::mem::take(&mut p.pending_gap_ns),
-                )
+            .filter_map(|(k, p)| {
+                let at = through.get(&p.partition).copied().unwrap_or(0);
+                (at > p.observed_ns).then(|| {
+                    p.observed_ns = at;
+                    Observation {
+                        key: *k,
+                        at_ns: at,
+                        last_received_ns: p.last_received_ns,
+                        gap_ns: std::mem::take(&mut p.pending_gap_ns),
+                    }
+                })
             })
-            .collect();
-        (through, obs)
+            .collect()
     }
 
     /// Pro's decision about a port, for the view.
