@@ -69,6 +69,7 @@ fn list_names_every_experiment_and_an_unknown_one_is_refused() {
         "int-label-coverage",
         "int-label-timeline",
         "int-label-pro",
+        "int-label-base-b",
     ] {
         assert!(out.contains(name), "{out}");
     }
@@ -123,6 +124,11 @@ fn int_label_coverage_rises_with_traffic_and_falls_with_the_interval_over_time()
 #[test]
 fn int_label_pro_recovers_coverage() {
     fast("int-label-pro", 2);
+}
+
+#[test]
+fn int_label_base_b_gathers_items_and_trades_labels_for_packets() {
+    fast("int-label-base-b", 4);
 }
 
 #[test]

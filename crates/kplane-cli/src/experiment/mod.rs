@@ -34,6 +34,7 @@ const EXPERIMENTS: &[&dyn Experiment] = &[
     &int_label::coverage::Coverage,
     &int_label::timeline::Timeline,
     &int_label::pro::Pro,
+    &int_label::base_b::BaseB,
 ];
 
 /// What one run is given.

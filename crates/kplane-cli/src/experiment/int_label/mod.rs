@@ -6,6 +6,7 @@
 //! Pro's controller (Algo. 3) runs here, between telemetry intervals, writing the ports'
 //! `shift` (Reg2) as table modifications.
 
+pub mod base_b;
 pub mod coverage;
 pub mod packets;
 pub mod pro;
@@ -91,6 +92,8 @@ pub struct Setup {
     pub algorithm: u64,
     /// Base B's f: 1 F1 (the paper's default), 2 F2, 3 F3.
     pub function: u64,
+    /// Base B's rest time T1.
+    pub rest_ns: u64,
     /// Telemetry interval (the paper's resolution: 100 ms).
     pub telemetry_ns: u64,
     pub loss: f64,
@@ -107,6 +110,7 @@ impl Default for Setup {
             interval_ns: 50 * MS,
             algorithm: 0,
             function: 1,
+            rest_ns: 0,
             telemetry_ns: 100 * MS,
             loss: 0.0,
             pro_k: None,
@@ -129,6 +133,8 @@ pub struct Outcome {
     pub coverage: Vec<f64>,
     /// Items the database applied, and stale ones.
     pub items_applied: u64,
+    /// Exported packets by the items they carried (index = items, 0..=5).
+    pub items_per_packet: [u64; 6],
 }
 
 impl Outcome {
@@ -149,7 +155,7 @@ fn label_entry(s: &Setup, switch: u32, port: u16) -> EntrySpec {
             ("max_hop", 5),
             ("algorithm", s.algorithm),
             ("function", s.function),
-            ("rest_ns", 0),
+            ("rest_ns", s.rest_ns),
         ],
     )
 }
@@ -213,6 +219,9 @@ pub fn run(s: &Setup, seed: u64) -> anyhow::Result<Outcome> {
         for r in &reports {
             decoder.decode_report(&r.bytes, RecordMeta::default(), |rec| {
                 out.items_applied += db.apply(rec, |_| {}) as u64;
+                if kplane_collector::label_db::is_label_export(rec) {
+                    out.items_per_packet[rec.hops.len().min(5)] += 1;
+                }
             });
         }
         let start = t - s.telemetry_ns;
