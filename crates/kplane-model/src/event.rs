@@ -29,6 +29,9 @@ pub enum Metric {
     /// ids: switch + egress port; value: the label time (ns, the switch's clock) of an
     /// INT-label item newer than the port's state; previous: the one it replaced.
     IntLabelPort,
+    /// ids: the exporting (last-hop) switch; value: the bytes of the INT-label option it
+    /// exported (2 + 32 per item).
+    IntLabelExport,
 }
 
 impl Metric {
@@ -41,10 +44,11 @@ impl Metric {
                 | Self::QueueCongestion
                 | Self::LinkUtilization
                 | Self::IntLabelPort
+                | Self::IntLabelExport
         )
     }
 
-    pub const ALL: [Metric; 8] = [
+    pub const ALL: [Metric; 9] = [
         Self::FlowPath,
         Self::FlowLatency,
         Self::FlowHopLatency,
@@ -53,6 +57,7 @@ impl Metric {
         Self::LinkUtilization,
         Self::ReportLoss,
         Self::IntLabelPort,
+        Self::IntLabelExport,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -65,6 +70,7 @@ impl Metric {
             Self::LinkUtilization => "link_utilization",
             Self::ReportLoss => "report_loss",
             Self::IntLabelPort => "int_label_port",
+            Self::IntLabelExport => "int_label_export",
         }
     }
 }

@@ -151,9 +151,32 @@ impl Core {
     /// the telemetry interval it arrived in.
     fn label_export(&mut self, rec: &ReportRecord) {
         let m = &self.metrics;
+        let bytes = 2 + 32 * rec.hops.len() as u64;
         m.int_label_exports.inc();
-        m.int_label_bytes.inc_by(2 + 32 * rec.hops.len() as u64);
+        m.int_label_bytes.inc_by(bytes);
         let received = rec.envelope.received_ns;
+        // The export itself: its bytes, by the exporting switch (INT-label's bandwidth).
+        if let Some(node) = rec.envelope.node_id {
+            self.local.events[EventKind::Report as usize] += 1;
+            self.publisher.event(
+                partition_of_switch(node, self.partitions),
+                &EventRow {
+                    received_ns: received,
+                    kind: EventKind::Report,
+                    metric: Metric::IntLabelExport,
+                    detector: Detector::IntLabel,
+                    flow: rec.flow,
+                    node_id: Some(node),
+                    queue_id: None,
+                    egress_port: None,
+                    hw_id: Some(rec.envelope.hw_id),
+                    value: Some(bytes),
+                    previous: None,
+                    path: &[],
+                    exporter: rec.envelope.exporter,
+                },
+            );
+        }
         let (publisher, local, coverage, partitions) = (
             &mut self.publisher,
             &mut self.local,

@@ -42,11 +42,14 @@ pub enum Table {
     /// Per INT-label (switch, egress port): the updates of the collector's database, the
     /// telemetry intervals they fell in, the newest label time and the longest gap.
     IntLabel,
+    /// Per INT-label exporting switch: exports and their option bytes (INT-label's
+    /// bandwidth at the last hops).
+    IntLabelExports,
 }
 
 impl Table {
     /// In query order: `flows` first (sources and destinations read its result).
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Self::Flows,
         Self::HopLatency,
         Self::Queues,
@@ -55,6 +58,7 @@ impl Table {
         Self::Destinations,
         Self::EventCounts,
         Self::IntLabel,
+        Self::IntLabelExports,
     ];
     /// Computed from `int.reports`.
     pub const REPORT_TABLES: &'static [Table] = Self::ALL.as_slice().split_at(6).0;
@@ -71,6 +75,7 @@ impl Table {
             Self::Destinations => "destinations",
             Self::EventCounts => "event_counts",
             Self::IntLabel => "int_label",
+            Self::IntLabelExports => "int_label_exports",
         }
     }
 
@@ -184,6 +189,11 @@ impl Table {
                  GROUP BY node_id, egress_port ORDER BY node_id, egress_port",
                 interval = p.label_interval_ns.max(1)
             ),
+            Self::IntLabelExports => "SELECT node_id, count(*) AS exports, \
+                   sum(value) AS bytes FROM events \
+                 WHERE metric = 'int_label_export' AND node_id IS NOT NULL \
+                 GROUP BY node_id ORDER BY node_id"
+                .to_string(),
         }
     }
 }
@@ -516,12 +526,13 @@ mod tests {
         const MS: i64 = 1_000_000;
         // (received, metric, node, port, label time, previous label time)
         type Row = (i64, &'static str, u32, u32, u64, Option<u64>);
-        let rows: [Row; 5] = [
+        let rows: [Row; 6] = [
             (10 * MS, "int_label_port", 1, 2, 500, None),
             (60 * MS, "int_label_port", 1, 2, 600, Some(500)),
             (250 * MS, "int_label_port", 1, 2, 900, Some(600)),
             (30 * MS, "int_label_port", 2, 1, 70, Some(40)),
             (40 * MS, "queue_occupancy", 3, 1, 9, None),
+            (45 * MS, "int_label_export", 2, 0, 66, None),
         ];
         let events = RecordBatch::try_new(
             events_schema(),
@@ -529,7 +540,7 @@ mod tests {
                 Arc::new(
                     TimestampNanosecondArray::from(rows.map(|r| r.0).to_vec()).with_timezone("UTC"),
                 ),
-                Arc::new(StringArray::from(vec!["change"; 5])),
+                Arc::new(StringArray::from(vec!["change"; 6])),
                 Arc::new(StringArray::from(rows.map(|r| r.1).to_vec())),
                 Arc::new(UInt32Array::from(rows.map(|r| r.2).to_vec())),
                 Arc::new(UInt32Array::from(rows.map(|r| r.3).to_vec())),
@@ -544,7 +555,10 @@ mod tests {
             events: vec![events],
             ..WindowInput::default()
         };
-        let out = a.run(&[Table::IntLabel], &input).await.unwrap();
+        let out = a
+            .run(&[Table::IntLabel, Table::IntLabelExports], &input)
+            .await
+            .unwrap();
         let b = &out[0].1;
         let col = |name: &str| -> Vec<Option<u64>> {
             let c = datafusion::arrow::compute::cast(
@@ -568,5 +582,20 @@ mod tests {
         assert_eq!(col("last_label_ns"), [Some(900), Some(70)]);
         assert_eq!(col("max_gap_ns"), [Some(300), Some(30)]);
         assert_eq!(col("interval_ns"), [Some(100_000_000); 2]);
+        let exports = &out[1].1;
+        assert_eq!(exports.num_rows(), 1);
+        let bytes = datafusion::arrow::compute::cast(
+            exports.column_by_name("bytes").unwrap(),
+            &DataType::UInt64,
+        )
+        .unwrap();
+        assert_eq!(
+            bytes
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .unwrap()
+                .value(0),
+            66
+        );
     }
 }

@@ -39,7 +39,8 @@ async fn ports(State(s): State<AppState>) -> Json<Value> {
 
 /// `GET /v1/int-label/coverage`: per window, the telemetry intervals in which ports were
 /// updated over those the range's ports could have been (every port heard from in the
-/// range, every interval of the window): the mean coverage rate of the window's intervals.
+/// range, every interval of the window): the mean coverage rate of the window's intervals;
+/// and the exports and option bytes the last hops sent in it.
 async fn coverage(
     State(s): State<AppState>,
     Query(range): Query<Range>,
@@ -52,15 +53,18 @@ async fn coverage(
              w AS (SELECT window_start, window_end, sum(intervals_updated) AS port_intervals, \
                sum(updates) AS updates, count(*) AS ports_updated, \
                max(interval_ns) AS interval_ns \
-               FROM int_label WHERE {r} GROUP BY window_start, window_end) \
+               FROM int_label WHERE {r} GROUP BY window_start, window_end), \
+             e AS (SELECT window_start, sum(exports) AS exports, sum(bytes) AS bytes \
+               FROM int_label_exports WHERE {r} GROUP BY window_start) \
              SELECT w.window_start, w.ports_updated, known.ports AS ports_known, w.updates, \
-               w.port_intervals, \
+               w.port_intervals, e.exports, e.bytes AS label_bytes, \
                (CAST(w.window_end AS BIGINT) - CAST(w.window_start AS BIGINT)) / w.interval_ns \
                  AS intervals, \
                CAST(w.port_intervals AS DOUBLE) / (known.ports * \
                  ((CAST(w.window_end AS BIGINT) - CAST(w.window_start AS BIGINT)) / w.interval_ns)) \
                  AS coverage \
-             FROM w CROSS JOIN known ORDER BY w.window_start"
+             FROM w CROSS JOIN known LEFT JOIN e ON w.window_start = e.window_start \
+             ORDER BY w.window_start"
         ))
         .await?;
     Ok(Json(json!({ "coverage": rows })))
