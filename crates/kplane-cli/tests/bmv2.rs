@@ -569,7 +569,7 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
     );
     rig.apply(
         "specific",
-        "kind: monitor\nmatch: {dst: 10.0.2.1, dst-port: \"6000\"}\nint-label: true\n",
+        "kind: monitor\nmatch: {dst: 10.0.2.1, dst-port: 6000}\nint-label: true\n",
     );
     rig.provision(&[1, 3]);
 

@@ -511,8 +511,8 @@ pub fn document() -> Value {
                         "src": { "type": "string", "description": "IPv4 address or prefix" },
                         "dst": { "type": "string" },
                         "protocol": { "type": "string", "description": "tcp, udp, icmp or a number" },
-                        "src-port": { "type": "string", "description": "80 or 1000-2000" },
-                        "dst-port": { "type": "string" } } },
+                        "src-port": { "oneOf": [{ "type": "string" }, { "type": "integer" }], "description": "80 or 1000-2000" },
+                        "dst-port": { "oneOf": [{ "type": "string" }, { "type": "integer" }] } } },
                 "Detection": { "type": "object", "required": ["algorithm"],
                     "properties": {
                         "algorithm": { "type": "string", "enum": ["per-hop", "per-flow", "ewma", "complex", "noop"] },

@@ -484,17 +484,21 @@ pub fn paths_of(flows: &RecordBatch) -> std::result::Result<RecordBatch, arrow_s
 mod tests {
     use super::*;
 
-    /// Single-key grouping packs and unpacks the keys: the result columns keep the input
-    /// types (stored Parquet files of earlier windows must still merge).
-    #[tokio::test]
-    async fn result_key_columns_keep_their_input_types() {
-        let a = Analytics::new(Params {
+    async fn analytics() -> Analytics {
+        Analytics::new(Params {
             congestion_threshold: 10,
             window_ns: 1_000_000_000,
             label_interval_ns: 100_000_000,
         })
         .await
-        .unwrap();
+        .unwrap()
+    }
+
+    /// Single-key grouping packs and unpacks the keys: the result columns keep the input
+    /// types (stored Parquet files of earlier windows must still merge).
+    #[tokio::test]
+    async fn result_key_columns_keep_their_input_types() {
+        let a = analytics().await;
         let ty = |t: Table, c: &str| {
             let (_, s) = a.schemas().iter().find(|(x, _)| *x == t).unwrap();
             s.field_with_name(c).unwrap().data_type().clone()
@@ -516,13 +520,7 @@ mod tests {
     #[tokio::test]
     async fn int_label_counts_each_ports_updates_intervals_and_gaps() {
         use arrow_array::{StringArray, UInt64Array};
-        let a = Analytics::new(Params {
-            congestion_threshold: 10,
-            window_ns: 1_000_000_000,
-            label_interval_ns: 100_000_000,
-        })
-        .await
-        .unwrap();
+        let a = analytics().await;
         const MS: i64 = 1_000_000;
         // (received, metric, node, port, label time, previous label time)
         type Row = (i64, &'static str, u32, u32, u64, Option<u64>);

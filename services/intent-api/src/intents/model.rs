@@ -398,11 +398,40 @@ pub struct FlowMatch {
     /// `tcp`, `udp`, `icmp` or a number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
-    /// `80` or `1000-2000`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `80` or `1000-2000` (a bare number too: YAML's `dst-port: 53`).
+    #[serde(
+        default,
+        deserialize_with = "port_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub src_port: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "port_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub dst_port: Option<String>,
+}
+
+/// A port or range as text, given as text or as a number.
+fn port_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct PortText;
+    impl serde::de::Visitor<'_> for PortText {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a port (53) or a range (1000-2000)")
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Self::Value, E> {
+            Ok(Some(n.to_string()))
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+            Ok(Some(s.to_string()))
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    d.deserialize_any(PortText)
 }
 
 /// A sink detection algorithm (the event-detection paper's per-flow control).
@@ -852,5 +881,18 @@ mod tests {
         assert!(m.matches(ip("10.1.2.3"), ip("1.1.1.1"), 9, 53, 17));
         assert!(!m.matches(ip("11.1.2.3"), ip("1.1.1.1"), 9, 53, 17));
         assert!(!m.matches(ip("10.1.2.3"), ip("1.1.1.1"), 9, 54, 17));
+    }
+
+    #[test]
+    fn ports_may_be_numbers_or_text() {
+        let s = spec(r#"{"kind":"block","match":{"dst-port":53,"src-port":"1000-2000"}}"#);
+        let IntentKind::Block { flows } = &s.kind else {
+            panic!("{s:?}")
+        };
+        assert_eq!(flows.dst_port.as_deref(), Some("53"));
+        assert_eq!(flows.src_port.as_deref(), Some("1000-2000"));
+        let e = serde_json::from_str::<IntentSpec>(r#"{"kind":"block","match":{"dst-port":true}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("a port (53) or a range"), "{e}");
     }
 }
