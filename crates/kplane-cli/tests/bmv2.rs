@@ -562,10 +562,10 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
         &[("10.0.1.1/32", 1), ("10.0.3.1/32", 3)],
         &[("10.0.2.0/24", 2), ("10.0.3.1/32", 3)],
     );
-    const T: Duration = Duration::from_millis(300);
+    const T: Duration = Duration::from_millis(500);
     let base_a = rig.apply(
         "label-a",
-        "kind: int-label\nswitches: [1]\nports: [2, 3]\ninterval: 300ms\n",
+        "kind: int-label\nswitches: [1]\nports: [2, 3]\ninterval: 500ms\n",
     );
     rig.apply(
         "specific",
@@ -685,8 +685,9 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
         }
     };
 
-    // Base A (T = 300 ms): a port that never labelled labels; within T it does not, not even
-    // a packet with items; a specific flow is labelled anyway, from INT_num = MAX_hop.
+    // Base A (T = 500 ms; packets 20 ms apart, pauses of 1 s: margins no load on the machine
+    // turns into another decision): a port that never labelled labels; within T it does not,
+    // not even a packet with items; a specific flow is labelled anyway, from INT_num = MAX_hop.
     let cfg_a = PortConfig {
         interval_ns: T.as_nanos() as u64,
         max_hop: 5,
@@ -768,7 +769,7 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
 
     // T later: MAX_hop items take no more; the next packet is labelled, then T again.
     let two = burst(
-        450,
+        1000,
         &[
             ("10.0.2.1", 5000, &[7, 8, 9, 10, 11]),
             ("10.0.2.1", 5000, &[7, 8]),
@@ -784,14 +785,14 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
     assert!(ok, "{out}");
     rig.apply(
         "label-b",
-        "kind: int-label\nswitches: [1]\nports: [2, 3]\ninterval: 300ms\nalgorithm: base-b\nfunction: f1\n",
+        "kind: int-label\nswitches: [1]\nports: [2, 3]\ninterval: 500ms\nalgorithm: base-b\nfunction: f1\n",
     );
     let cfg_b = PortConfig {
         algorithm: Algorithm::BaseB,
         ..cfg_a
     };
     let three = burst(
-        450,
+        1000,
         &[
             ("10.0.2.1", 5000, &[]),
             ("10.0.2.1", 5000, &[7]),
