@@ -59,22 +59,13 @@ impl Graph {
             .collect()
     }
 
-    /// A shortest path from `from` to `to` (both included), by breadth-first search.
-    pub fn shortest_path(&self, from: usize, to: usize) -> Option<Vec<usize>> {
+    /// Breadth-first search from `from`: each reached switch's predecessor on a shortest
+    /// path (`from` its own; `usize::MAX` where unreachable).
+    pub fn parents(&self, from: usize) -> Vec<usize> {
         let mut prev = vec![usize::MAX; self.len()];
         let mut queue = std::collections::VecDeque::from([from]);
         prev[from] = from;
         while let Some(v) = queue.pop_front() {
-            if v == to {
-                let mut path = vec![to];
-                let mut at = to;
-                while at != from {
-                    at = prev[at];
-                    path.push(at);
-                }
-                path.reverse();
-                return Some(path);
-            }
             for &w in &self.adj[v] {
                 if prev[w] == usize::MAX {
                     prev[w] = v;
@@ -82,6 +73,21 @@ impl Graph {
                 }
             }
         }
-        None
+        prev
     }
+}
+
+/// The route from `to` back to the search's origin (both included), from
+/// [`Graph::parents`]; `None` when unreachable.
+pub fn route_back(parents: &[usize], to: usize) -> Option<Vec<usize>> {
+    if parents[to] == usize::MAX {
+        return None;
+    }
+    let mut route = vec![to];
+    let mut at = to;
+    while parents[at] != at {
+        at = parents[at];
+        route.push(at);
+    }
+    Some(route)
 }

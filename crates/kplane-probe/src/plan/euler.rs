@@ -55,12 +55,14 @@ pub fn euler(g: &Graph) -> Plan {
         let start = members[0];
         let mut stack: Vec<(usize, Option<usize>)> = vec![(start, None)];
         let mut circuit: Vec<(usize, Option<usize>)> = Vec::new();
-        while let Some(&(v, _)) = stack.last() {
+        while let Some(&top) = stack.last() {
+            let v = top.0;
             while next[v] < incident[v].len() && used[incident[v][next[v]]] {
                 next[v] += 1;
             }
             if next[v] == incident[v].len() {
-                circuit.push(stack.pop().unwrap_or((v, None)));
+                stack.pop();
+                circuit.push(top);
             } else {
                 let e = incident[v][next[v]];
                 used[e] = true;

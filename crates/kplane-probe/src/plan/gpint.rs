@@ -15,6 +15,7 @@
 
 use super::Plan;
 use crate::Graph;
+use crate::graph::route_back;
 
 /// GPINT-L's k: ⌊L·|V|/10⌋ paths (at least one).
 pub fn paths_for(level: usize, switches: usize) -> usize {
@@ -74,17 +75,14 @@ fn cover(g: &Graph, order: &[usize], paths: &mut [Vec<usize>], on: &mut [u32]) -
         if on[x] > 0 {
             continue;
         }
-        // The shortest path whose end reaches x with the fewest switches in between.
+        // The shortest path whose end reaches x with the fewest switches in between: one
+        // search from x gives every end's route (end first, x last).
+        let parents = g.parents(x);
         let best = paths
             .iter()
             .enumerate()
-            .flat_map(|(i, p)| {
-                [(i, true), (i, false)].map(|(i, back)| {
-                    let end = if back { p[p.len() - 1] } else { p[0] };
-                    (i, back, g.shortest_path(end, x))
-                })
-            })
-            .filter_map(|(i, back, route)| route.map(|r| (i, back, r)))
+            .flat_map(|(i, p)| [(i, true, p[p.len() - 1]), (i, false, p[0])])
+            .filter_map(|(i, back, end)| route_back(&parents, end).map(|r| (i, back, r)))
             .min_by_key(|(i, back, r)| (r.len(), paths[*i].len(), *i, !*back));
         let Some((i, back, route)) = best else {
             continue;

@@ -35,7 +35,7 @@ impl Plan {
             }
         }
         for (v, seen) in seen.iter().enumerate() {
-            if !seen && (g.degree(v) > 0 || self.paths.is_empty()) {
+            if !seen && g.degree(v) > 0 {
                 out.push(format!("switch {v} is on no path"));
             }
         }

@@ -106,8 +106,8 @@ pub async fn run(
         relax: cfg.relax,
         max_shift: cfg.max_shift,
     });
-    // What a previous run left on the switches: (switch, port) → (S, intent).
-    let mut installed: BTreeMap<(u32, u32), (u8, String)> = BTreeMap::new();
+    // The intent carrying each raised port's S (what a previous run left included).
+    let mut installed: BTreeMap<(u32, u32), String> = BTreeMap::new();
     for i in intents.list(None).await {
         if let (IntentKind::LabelFrequency { ports: p, shift }, Some(sw), false) =
             (&i.spec.kind, &i.spec.switches, i.state.ended())
@@ -115,7 +115,7 @@ pub async fn run(
             && let ([port], [switch]) = (p.as_slice(), sw.as_slice())
         {
             pro.resume((*switch, *port), *shift);
-            installed.insert((*switch, *port), (*shift, i.id.clone()));
+            installed.insert((*switch, *port), i.id.clone());
         }
     }
     let stale_after = cfg.stale_after_ns();
@@ -128,54 +128,45 @@ pub async fn run(
             let key = o.key;
             let silent_ns = o.at_ns - o.last_received_ns;
             let stale = silent_ns > stale_after || o.gap_ns as i64 > stale_after;
-            let Some(shift) = pro.observe(key, stale) else {
-                let f = pro.get(key).copied().unwrap_or_default();
-                ports.set_frequency(
-                    key,
-                    f.shift,
-                    f.stale,
-                    installed.get(&key).map(|(_, id)| id.clone()),
-                );
-                continue;
-            };
-            let why = if stale {
-                format!(
-                    "INT-label Pro: switch {} port {} not heard from for {} ms (k = {} telemetry intervals): S = {shift}",
-                    key.0,
-                    key.1,
-                    silent_ns.max(o.gap_ns as i64) / 1_000_000,
-                    cfg.k
-                )
-            } else {
-                format!(
-                    "INT-label Pro: switch {} port {} fresh for {} observations: S = {shift}",
-                    key.0, key.1, cfg.relax
-                )
-            };
-            tracing::info!(switch = key.0, port = key.1, shift, stale, "INT-label Pro");
-            // The old entry goes first: the port's `label_frequency` entry is exact-match,
-            // one owner at a time (the switch runs at S = 0 for a reconcile in between).
-            if let Some((_, old)) = installed.remove(&key) {
-                let _ = intents.delete(&old, &me).await;
-            }
-            let next = if shift == 0 {
-                None
-            } else {
-                match intents.submit(spec(key, shift, why), &me).await {
-                    Ok(v) => v["id"].as_str().map(String::from),
-                    Err(e) => {
-                        // The port is back at S = 0; the next observation decides again.
-                        tracing::warn!(error = ?e, switch = key.0, port = key.1, "Pro's label-frequency intent refused");
-                        pro.resume(key, 0);
-                        None
+            if let Some(shift) = pro.observe(key, stale) {
+                let why = if stale {
+                    format!(
+                        "INT-label Pro: switch {} port {} not heard from for {} ms (k = {} telemetry intervals): S = {shift}",
+                        key.0,
+                        key.1,
+                        silent_ns.max(o.gap_ns as i64) / 1_000_000,
+                        cfg.k
+                    )
+                } else {
+                    format!(
+                        "INT-label Pro: switch {} port {} fresh for {} observations: S = {shift}",
+                        key.0, key.1, cfg.relax
+                    )
+                };
+                tracing::info!(switch = key.0, port = key.1, shift, stale, "INT-label Pro");
+                // The old entry goes first: the port's `label_frequency` entry is
+                // exact-match, one owner at a time (the switch runs at S = 0 for a reconcile
+                // in between).
+                if let Some(old) = installed.remove(&key) {
+                    let _ = intents.delete(&old, &me).await;
+                }
+                if shift > 0 {
+                    match intents.submit(spec(key, shift, why), &me).await {
+                        Ok(v) => {
+                            if let Some(id) = v["id"].as_str() {
+                                installed.insert(key, id.to_string());
+                            }
+                        }
+                        Err(e) => {
+                            // The port is back at S = 0; the next observation decides again.
+                            tracing::warn!(error = ?e, switch = key.0, port = key.1, "Pro's label-frequency intent refused");
+                            pro.resume(key, 0);
+                        }
                     }
                 }
-            };
-            if let Some(id) = &next {
-                installed.insert(key, (shift, id.clone()));
             }
             let f = pro.get(key).copied().unwrap_or_default();
-            ports.set_frequency(key, f.shift, f.stale, next);
+            ports.set_frequency(key, f.shift, f.stale, installed.get(&key).cloned());
         }
     }
 }

@@ -50,19 +50,16 @@ async fn coverage(
         .rows(&format!(
             "WITH known AS (SELECT count(DISTINCT CAST(node_id AS BIGINT) * 65536 + egress_port) \
                AS ports FROM int_label WHERE {r}), \
-             w AS (SELECT window_start, window_end, sum(intervals_updated) AS port_intervals, \
+             w AS (SELECT window_start, sum(intervals_updated) AS port_intervals, \
                sum(updates) AS updates, count(*) AS ports_updated, \
-               max(interval_ns) AS interval_ns \
+               (CAST(window_end AS BIGINT) - CAST(window_start AS BIGINT)) / max(interval_ns) \
+                 AS intervals \
                FROM int_label WHERE {r} GROUP BY window_start, window_end), \
              e AS (SELECT window_start, sum(exports) AS exports, sum(bytes) AS bytes \
                FROM int_label_exports WHERE {r} GROUP BY window_start) \
              SELECT w.window_start, w.ports_updated, known.ports AS ports_known, w.updates, \
-               w.port_intervals, e.exports, e.bytes AS label_bytes, \
-               (CAST(w.window_end AS BIGINT) - CAST(w.window_start AS BIGINT)) / w.interval_ns \
-                 AS intervals, \
-               CAST(w.port_intervals AS DOUBLE) / (known.ports * \
-                 ((CAST(w.window_end AS BIGINT) - CAST(w.window_start AS BIGINT)) / w.interval_ns)) \
-                 AS coverage \
+               w.port_intervals, e.exports, e.bytes AS label_bytes, w.intervals, \
+               CAST(w.port_intervals AS DOUBLE) / (known.ports * w.intervals) AS coverage \
              FROM w CROSS JOIN known LEFT JOIN e ON w.window_start = e.window_start \
              ORDER BY w.window_start"
         ))
