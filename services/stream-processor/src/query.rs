@@ -201,8 +201,25 @@ pub fn sql_blocking(
         .build()?;
     rt.block_on(async {
         let ctx = session(data_dir).await?;
-        Ok(ctx.sql(sql).await?.collect().await?)
+        // A running processor compacts the store while it is read: planning again lists it
+        // afresh.
+        let mut retries = 0;
+        loop {
+            match ctx.sql(sql).await?.collect().await {
+                Err(e) if retries < 10 && is_compacted_away(&e.to_string()) => {
+                    retries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                done => return Ok(done?),
+            }
+        }
     })
+}
+
+/// Whether a query failed because a file its plan listed was compacted away before it was
+/// read (a processor compacts the store while it is read); planning again lists it afresh.
+pub fn is_compacted_away(error: &str) -> bool {
+    error.contains(".parquet not found")
 }
 
 /// The single `Int64`/`UInt64`/`Float64` value of a one-row, one-column result (0 when empty
@@ -235,6 +252,15 @@ pub fn scalar(batches: &[arrow_array::RecordBatch]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_compacted_away_mid_query_is_told_from_other_errors() {
+        // DataFusion's message when a listed file is gone (seen during a compaction).
+        assert!(is_compacted_away(
+            "Parquet error: External: Object at location /d/tables/flows/date=2026-11-25/hour=14/reports-p7-w1.parquet not found: No such file or directory (os error 2)"
+        ));
+        assert!(!is_compacted_away("table 'flowz' not found"));
+    }
 
     /// A merge published its file and has not deleted its sources yet: a query over the
     /// store reads every row once.
