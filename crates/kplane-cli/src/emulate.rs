@@ -66,6 +66,10 @@ pub struct EmulateArgs {
     /// Share of the background flows that are elephants (1000 packets; the rest: mice of 10).
     #[arg(long, default_value_t = 0.2)]
     elephant_share: f64,
+    /// Sending rate of one background flow, Mb/s (an elephant lasts 1000 packets of 1000 bytes
+    /// at it: 8 ms at 1000 Mb/s, 0.8 s at 10).
+    #[arg(long, default_value_t = 1000.0)]
+    flow_mbps: f64,
     /// Periodic jobs in the background: fixed host pairs, each sending a transfer of a quarter
     /// of its period (8–20 s) every period (docs/emulator.md).
     #[arg(long, default_value_t = 0)]
@@ -134,6 +138,7 @@ impl EmulateArgs {
             },
             flows_per_second: self.flows,
             elephant_share: self.elephant_share,
+            flow_rate_bps: (self.flow_mbps * 1e6) as u64,
             jobs: self.jobs,
             job_rate_bps: (self.job_mbps * 1e6) as u64,
             bitmap: self.bitmap,

@@ -31,6 +31,10 @@ pub struct UpArgs {
     /// Share of the emulated flows that are elephants (1000 packets; mice: 10).
     #[arg(long, default_value_t = 0.2)]
     elephant_share: f64,
+    /// Sending rate of one background flow, Mb/s (an elephant lasts 1000 packets of 1000 bytes
+    /// at it: 8 ms at 1000 Mb/s, 0.8 s at 10).
+    #[arg(long, default_value_t = 1000.0)]
+    flow_mbps: f64,
     /// Periodic jobs in the background: fixed host pairs, each sending a transfer of a quarter
     /// of its period (8–20 s) every period (docs/emulator.md).
     #[arg(long, default_value_t = 0)]
@@ -98,6 +102,7 @@ async fn up(
         realtime: true,
         flows_per_second: a.flows,
         elephant_share: a.elephant_share,
+        flow_rate_bps: (a.flow_mbps * 1e6) as u64,
         jobs: a.jobs,
         job_rate_bps: (a.job_mbps * 1e6) as u64,
         link: kplane_emulator::topology::LinkSpec {

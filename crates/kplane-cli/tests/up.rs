@@ -16,6 +16,8 @@ struct Up {
     lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
     addr: SocketAddr,
     token: String,
+    /// The emulator's control channel (`GET /v1/truth`).
+    control: SocketAddr,
     data: std::path::PathBuf,
 }
 
@@ -49,11 +51,20 @@ impl Up {
             .map_while(Result::ok)
             .find_map(|l| l.split("#token=").nth(1).map(|t| t.trim().to_string()))
             .expect("kplane up prints the console URL with a token");
+        let control = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                let c = l.split("control channel http://").nth(1)?;
+                c.split(')').next()?.parse().ok()
+            })
+            .expect("kplane up prints the emulator's control channel");
         Self {
             child,
             lines,
             addr: format!("127.0.0.1:{port}").parse().unwrap(),
             token,
+            control,
             data,
         }
     }
@@ -207,7 +218,9 @@ fn kplane_up_verifies_intents_against_fresh_telemetry_and_rolls_back_what_does_n
         "up-verify",
         "120s",
         &[
-            ("KPLANE__INTENT_API__INTENTS__VERIFY_DEADLINE", "5s"),
+            // Room for a loaded machine's pipeline to deliver fresh windows (a verdict comes
+            // as soon as they show the effect; the deadline only ends the waiting).
+            ("KPLANE__INTENT_API__INTENTS__VERIFY_DEADLINE", "12s"),
             // Every packet reports (no backpressure thresholds): a quiet flow is not a blocked one.
             (
                 "KPLANE__INTENT_API__INTENTS__BACKPRESSURE__ENABLED",
@@ -338,17 +351,21 @@ fn kplane_up_verifies_intents_against_fresh_telemetry_and_rolls_back_what_does_n
     let _ = std::fs::remove_dir_all(&data);
 }
 
-/// INT-label end to end: an `int-label` intent makes every port of the emulated fat-tree
-/// label (Base A, T = 50 ms); the collector's database, the processor's `int_label` table and
-/// the API's ports and coverage follow; a link then drops 90 % of its packets, and Pro's
-/// controller gives the ports not heard from for k telemetry intervals a higher frequency
-/// through `label-frequency` intents — after which those ports are updated in more telemetry
-/// intervals than before: their coverage recovers.
+/// INT-label end to end: an `int-label` intent makes every port of the emulated fat-tree label
+/// (Base A, T = 50 ms) under traffic that keeps the ports busy (flows at 2 Mb/s, an elephant
+/// lasting 4 s); the collector's database, the processor's `int_label` table and the API's
+/// ports and coverage follow. A link then drops 90 % of its packets: of Base A's labels on the
+/// two ports sending into it, one in ten arrives, and about one telemetry interval in five is
+/// covered (the same run with Pro off: 1.9 and 2.1 intervals of 10, the best port's 10).
+/// Pro's controller finds those ports stale and raises their frequency through
+/// `label-frequency` intents, and at their raised S their coverage returns to more than half
+/// of what it was (measured, of the best port's: 0.89 → 0.89 and 0.93 → 0.82; 0.90 → 0.88 and
+/// 0.95 → 0.86 with a core taken by another process).
 #[test]
-fn int_label_loss_triggers_pro_and_the_raised_ports_coverage_recovers() {
+fn int_label_loss_triggers_pro_and_the_lossy_ports_coverage_recovers() {
     let up = Up::start_with(
         "up-label",
-        "45s",
+        "75s",
         &[
             // Stale after 5 telemetry intervals (500 ms); S stays up once raised (the test
             // compares before and after).
@@ -357,115 +374,176 @@ fn int_label_loss_triggers_pro_and_the_raised_ports_coverage_recovers() {
         ],
         &[
             "--flows",
-            "300",
+            "100",
+            "--flow-mbps",
+            "2",
             "--scenario",
-            "link-loss:loss=0.9,start=0.3,duration=0.7",
+            "link-loss:loss=0.9,start=0.2,duration=0.8",
         ],
     );
     let (addr, token) = (up.addr, up.token.clone());
     let call = |method: &str, path: &str, body: Option<&str>| {
         http(addr, method, path, Some(&token), body).unwrap()
     };
-    let r = call(
-        "POST",
-        "/v1/intents",
-        Some(r#"{"kind": "int-label", "interval": "50ms", "reason": "coverage"}"#),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-
-    // The run (45 s, the loss from 15 s): ports appear with updates; Pro raises some. Looked
-    // at 35 s in, while it still runs.
-    let started = Instant::now();
-    std::thread::sleep(Duration::from_secs(35));
-    let ports = call("GET", "/v1/int-label/ports", None).json();
-    let raised = ports["ports"].as_array().map_or(0, |p| {
-        p.iter().filter(|p| p["shift"].as_u64() >= Some(1)).count()
-    });
-    assert!(raised > 0, "Pro raised no port: {ports}");
-    let all = ports["ports"].as_array().unwrap();
-    assert!(all.len() >= 40, "the fat-tree's ports: {}", all.len());
-    assert!(
-        all.iter().all(|p| p["updates"].as_u64() > Some(0)),
-        "{ports}"
-    );
-
-    // Pro's intents: one per raised port, owned by int-label-pro, on the switch.
-    let intents = call("GET", "/v1/intents", None).json();
-    let mine: Vec<&serde_json::Value> = intents["intents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["spec"]["owner"] == "int-label-pro" && i["spec"]["kind"] == "label-frequency")
-        .collect();
-    for p in all.iter().filter(|p| p["shift"].as_u64() >= Some(1)) {
-        let id = p["intent"].as_str().unwrap_or_else(|| panic!("{p}"));
-        let i = call("GET", &format!("/v1/intents/{id}"), None).json();
-        assert_eq!(i["spec"]["shift"], p["shift"], "{i}");
-        assert_eq!(i["spec"]["switches"][0], p["switch"], "{i}");
-        assert_eq!(i["spec"]["ports"][0], p["port"], "{i}");
-    }
-    // When each port was first raised (its first intent).
-    let mut raised_at: std::collections::BTreeMap<(u64, u64), i64> = Default::default();
-    for i in &mine {
-        let key = (
-            i["spec"]["switches"][0].as_u64().unwrap(),
-            i["spec"]["ports"][0].as_u64().unwrap(),
-        );
-        let t = i["created_ms"].as_i64().unwrap() * 1_000_000;
-        let e = raised_at.entry(key).or_insert(t);
-        *e = (*e).min(t);
-    }
-    assert!(!raised_at.is_empty(), "{intents}");
-
-    // Coverage of the raised ports: telemetry intervals with an update per window, before
-    // the first raise and from 2 s after it.
     let sql = |q: &str| -> Vec<serde_json::Value> {
         let body = serde_json::json!({ "sql": q }).to_string();
         let r = call("POST", "/v1/query", Some(&body));
         assert_eq!(r.status, 200, "{q}: {}", r.body);
         r.json()["rows"].as_array().cloned().unwrap_or_default()
     };
-    let (mut before, mut after) = ((0.0, 0), (0.0, 0));
-    for ((node, port), t) in &raised_at {
+    let started = Instant::now();
+    let give_up = started + Duration::from_secs(65);
+    let r = call(
+        "POST",
+        "/v1/intents",
+        Some(r#"{"kind": "int-label", "interval": "50ms", "reason": "coverage"}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let labelling_from = r.json()["created_ms"].as_i64().unwrap() * 1_000_000 + 2_000_000_000;
+
+    // The lossy link as the emulator injected it, 15 s in (report time = clock base + virtual
+    // time), and its two ports from the telemetry's links.
+    let (loss, loss_from) = loop {
+        let truth = http(up.control, "GET", "/v1/truth", None, None)
+            .unwrap()
+            .json();
+        let base = truth["clock_base_ns"].as_i64().unwrap();
+        if let Some(e) = truth["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "link_loss")
+        {
+            break (e.clone(), base + e["t_ns"].as_i64().unwrap());
+        }
+        assert!(Instant::now() < give_up, "no link_loss: {truth}");
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let (a, b) = (loss["link"][0].as_u64(), loss["link"][1].as_u64());
+    let links = call("GET", "/v1/links?since=2m", None).json();
+    let lossy: Vec<(u64, u64)> = links["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| {
+            let ends = (l["node_id"].as_u64(), l["next_node_id"].as_u64());
+            ends == (a, b) || ends == (b, a)
+        })
+        .map(|l| {
+            (
+                l["node_id"].as_u64().unwrap(),
+                l["egress_port"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(lossy.len(), 2, "{loss}: {lossy:?}");
+
+    // Each lossy port's coverage before the loss, and under it from 2 s after Pro's latest
+    // raise (Pro steps S once per window while the port stays stale; a loaded machine's
+    // pipeline takes longer to show it): the telemetry intervals with an update, per window,
+    // over the best covered port's in that window (a loaded machine's emulator falls behind
+    // the wall clock, and a window then holds fewer than ten intervals of it). Waited for
+    // until four windows at the port's latest S are stored.
+    let raised_at = |(node, port): (u64, u64)| -> i64 {
+        let ports = call("GET", "/v1/int-label/ports", None).json();
+        let view = ports["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["switch"].as_u64() == Some(node) && p["port"].as_u64() == Some(port));
+        view.and_then(|v| v["intent"].as_str())
+            .map(|id| call("GET", &format!("/v1/intents/{id}"), None).json())
+            .and_then(|i| i["created_ms"].as_i64())
+            .map_or(loss_from, |ms| ms * 1_000_000)
+    };
+    let coverage_of = |(node, port): (u64, u64)| {
+        let settled = raised_at((node, port)).max(loss_from) + 2_000_000_000;
+        let (mut before, mut after) = (Vec::new(), Vec::new());
         for row in sql(&format!(
-            "SELECT CAST(window_start AS BIGINT) AS start, intervals_updated FROM int_label \
+            "WITH best AS (SELECT window_start AS w, max(intervals_updated) AS n \
+               FROM int_label GROUP BY window_start) \
+             SELECT CAST(window_start AS BIGINT) AS start, CAST(window_end AS BIGINT) AS end, \
+               CAST(intervals_updated AS DOUBLE) / best.n AS share \
+             FROM int_label JOIN best ON window_start = best.w \
              WHERE node_id = {node} AND egress_port = {port}"
         )) {
-            let (start, n) = (
-                row["start"].as_i64().unwrap(),
-                row["intervals_updated"].as_f64().unwrap(),
-            );
-            if start + 1_000_000_000 <= *t {
-                before = (before.0 + n, before.1 + 1);
-            } else if start >= t + 2_000_000_000 {
-                after = (after.0 + n, after.1 + 1);
+            let (start, end) = (row["start"].as_i64().unwrap(), row["end"].as_i64().unwrap());
+            let n = row["share"].as_f64().unwrap();
+            if start >= labelling_from && end <= loss_from {
+                before.push(n);
+            } else if start >= settled {
+                after.push(n);
             }
         }
+        (before, after)
+    };
+    let seen = loop {
+        let seen: Vec<_> = lossy.iter().map(|p| (*p, coverage_of(*p))).collect();
+        if seen.iter().all(|(_, (_, after))| after.len() >= 4) || Instant::now() > give_up {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    };
+
+    // Every port labels; each raised port's view names its intent: owned by int-label-pro,
+    // on that port; both lossy ports were raised after the loss began.
+    let ports = call("GET", "/v1/int-label/ports", None).json();
+    let all = ports["ports"].as_array().unwrap();
+    assert!(all.len() >= 40, "the fat-tree's ports: {}", all.len());
+    assert!(
+        all.iter().all(|p| p["updates"].as_u64() > Some(0)),
+        "{ports}"
+    );
+    for p in all.iter().filter(|p| p["shift"].as_u64() >= Some(1)) {
+        let id = p["intent"].as_str().unwrap_or_else(|| panic!("{p}"));
+        let i = call("GET", &format!("/v1/intents/{id}"), None).json();
+        assert_eq!(i["spec"]["owner"], "int-label-pro", "{i}");
+        assert_eq!(i["spec"]["kind"], "label-frequency", "{i}");
+        assert_eq!(i["spec"]["shift"], p["shift"], "{i}");
+        assert_eq!(i["spec"]["switches"][0], p["switch"], "{i}");
+        assert_eq!(i["spec"]["ports"][0], p["port"], "{i}");
     }
-    let mean = |(sum, n): (f64, i32)| sum / f64::from(n.max(1));
-    eprintln!(
-        "{} ports raised; intervals updated per window: {:.2} before ({} windows), {:.2} after ({} windows)",
-        raised_at.len(),
-        mean(before),
-        before.1,
-        mean(after),
-        after.1
-    );
-    assert!(
-        before.1 > 0 && after.1 > 0,
-        "windows before {before:?}, after {after:?}"
-    );
-    assert!(
-        mean(after) > mean(before) * 1.2,
-        "the raised ports' coverage did not recover: {:.2} → {:.2} intervals per window",
-        mean(before),
-        mean(after)
-    );
+    let intents = call("GET", "/v1/intents", None).json();
     let coverage = call("GET", "/v1/int-label/coverage?since=2m", None).json();
     assert!(
-        started.elapsed() < Duration::from_secs(45),
+        started.elapsed() < Duration::from_secs(75),
         "looked too late"
     );
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    for ((node, port), (before, after)) in &seen {
+        let view = all
+            .iter()
+            .find(|p| p["switch"].as_u64() == Some(*node) && p["port"].as_u64() == Some(*port))
+            .unwrap_or_else(|| panic!("port {node}:{port} in {ports}"));
+        eprintln!(
+            "port {node}:{port} (S = {}): intervals updated per window, of the best port's: {:.2} before the loss ({} windows), {:.2} under it at Pro's S ({} windows)",
+            view["shift"],
+            mean(before),
+            before.len(),
+            mean(after),
+            after.len()
+        );
+        assert!(view["shift"].as_u64() >= Some(1), "{view}");
+        assert!(
+            before.len() >= 3 && after.len() >= 3,
+            "{node}:{port}: windows before {before:?}, after {after:?}"
+        );
+        assert!(
+            mean(after) >= 0.5 * mean(before),
+            "{node}:{port}: coverage did not recover: {before:?} → {after:?}"
+        );
+    }
+    // The loss is what raised them (a port may also have been raised for an idle spell
+    // before it).
+    let raised_after_loss = intents["intents"].as_array().unwrap().iter().any(|i| {
+        i["spec"]["owner"] == "int-label-pro"
+            && lossy.iter().any(|(node, port)| {
+                i["spec"]["switches"][0].as_u64() == Some(*node)
+                    && i["spec"]["ports"][0].as_u64() == Some(*port)
+            })
+            && i["created_ms"].as_i64().unwrap() * 1_000_000 >= loss_from
+    });
+    assert!(raised_after_loss, "{lossy:?}: not raised after the loss");
     let rows = coverage["coverage"].as_array().unwrap();
     assert!(!rows.is_empty(), "{coverage}");
     assert!(

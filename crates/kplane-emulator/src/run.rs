@@ -32,6 +32,8 @@ pub struct RunConfig {
     /// Share of the background flows that are elephants (1000 packets; the rest are mice of
     /// 10 packets).
     pub elephant_share: f64,
+    /// Sending rate of one background flow, bits/s (an elephant lasts 1000 packets at it).
+    pub flow_rate_bps: u64,
     /// Periodic jobs in the background ([`crate::traffic::jobs`]; 0: none).
     pub jobs: usize,
     /// Sending rate of each job's transfer, bits/s.
@@ -56,6 +58,7 @@ impl Default for RunConfig {
             sim: SimConfig::default(),
             flows_per_second: 1_000.0,
             elephant_share: 0.2,
+            flow_rate_bps: 1_000_000_000,
             jobs: 0,
             job_rate_bps: 10_000_000,
             bitmap: 0xFF00,
@@ -115,6 +118,7 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, EmulatorError> {
             Box::new(Poisson {
                 rate: cfg.flows_per_second,
                 mice_fraction: 1.0 - cfg.elephant_share.clamp(0.0, 1.0),
+                flow_rate_bps: cfg.flow_rate_bps,
                 stop_ns: duration,
                 ..Poisson::default()
             }),

@@ -91,18 +91,30 @@ impl AppState {
     }
 
     pub(crate) async fn rows(&self, sql: &str) -> Result<Vec<Value>, ApiError> {
-        // The processor compacts the store while it is read: a file listed by the plan and
-        // removed before it is read fails the query; planning again lists the store afresh.
-        let mut retries = 0;
-        loop {
-            match self.store.sql(sql).await?.collect().await {
-                Ok(batches) => return to_json(&batches),
-                Err(e) if retries < 10 && is_compacted_away(&e.to_string()) => {
-                    retries += 1;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => return Err(e.into()),
+        let batches =
+            replanned_while_compacted(|| async { self.store.sql(sql).await?.collect().await })
+                .await?;
+        to_json(&batches)
+    }
+}
+
+/// Runs `query` (plan and collect) again while it fails on a file the processor's compaction
+/// removed after the plan listed it: planning again lists the store afresh. Compaction
+/// deletes the merged files one by one, so the next listing waits a moment.
+pub(crate) async fn replanned_while_compacted<T, E, F, Fut>(mut query: F) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut retries = 0;
+    loop {
+        match query().await {
+            Err(e) if retries < 10 && is_compacted_away(&e.to_string()) => {
+                retries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            done => return done,
         }
     }
 }
@@ -692,35 +704,26 @@ async fn query(
     let max = s.cfg.query_max_rows;
     let timeout = s.cfg.query_timeout;
     let run = async {
-        // The processor's compaction replaces window files by one merged file: a query that
-        // listed them just before finds one gone, and is planned again over the new listing.
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let df = s
-                .sandbox
+        let collected = replanned_while_compacted(|| async {
+            s.sandbox
                 .sql_with_options(&body.sql, options)
+                .await?
+                .limit(0, Some(max + 1))?
+                .collect()
                 .await
-                .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
-            let df = df
-                .limit(0, Some(max + 1))
-                .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
-            match df.collect().await {
-                Ok(b) => break Ok(b),
-                Err(e) if attempts < 3 && is_compacted_away(&e.to_string()) => continue,
-                Err(e) => {
-                    let m = e.to_string();
-                    break Err(if m.contains("Resources exhausted") {
-                        ApiError::Unprocessable(format!(
-                            "the query needs more than the {} MiB a query may use: {m}",
-                            s.cfg.query_memory >> 20
-                        ))
-                    } else {
-                        ApiError::Unprocessable(m)
-                    });
-                }
-            }
-        }
+        })
+        .await;
+        collected.map_err(|e| {
+            let m = e.to_string();
+            ApiError::Unprocessable(if m.contains("Resources exhausted") {
+                format!(
+                    "the query needs more than the {} MiB a query may use: {m}",
+                    s.cfg.query_memory >> 20
+                )
+            } else {
+                m
+            })
+        })
     };
     let batches = tokio::time::timeout(timeout, run)
         .await

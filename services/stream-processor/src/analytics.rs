@@ -175,11 +175,13 @@ impl Table {
                  GROUP BY metric, kind ORDER BY metric, kind"
                 .to_string(),
             // The collector's `int_label_port` events: one per item that updated a port.
-            // `intervals_updated` counts the telemetry intervals (on the collector's clock)
-            // with an update: over a window's known ports, the coverage rate.
+            // `intervals_updated` counts the telemetry intervals with an update: over a
+            // window's known ports, the coverage rate. Intervals are on the port's own switch
+            // clock (the label time): a batch of exports the transport delayed is still the
+            // intervals the port was labelled in, and switches' clocks need not agree.
             Self::IntLabel => format!(
                 "SELECT node_id, egress_port, count(*) AS updates, \
-                   count(DISTINCT CAST(received AS BIGINT) / {interval}) AS intervals_updated, \
+                   count(DISTINCT CAST(value AS BIGINT) / {interval}) AS intervals_updated, \
                    CAST({interval} AS BIGINT) AS interval_ns, \
                    max(value) AS last_label_ns, max(value - previous) AS max_gap_ns, \
                    max(received) AS last_received \
@@ -516,7 +518,8 @@ mod tests {
     }
 
     /// `int_label` from the collector's `int_label_port` events: per port, its updates, the
-    /// 100 ms intervals they fell in, the newest label time and the longest gap.
+    /// 100 ms intervals its labels fell in (by label time: node 1's arrive in one batch),
+    /// the newest label time and the longest gap.
     #[tokio::test]
     async fn int_label_counts_each_ports_updates_intervals_and_gaps() {
         use arrow_array::{StringArray, UInt64Array};
@@ -525,9 +528,23 @@ mod tests {
         // (received, metric, node, port, label time, previous label time)
         type Row = (i64, &'static str, u32, u32, u64, Option<u64>);
         let rows: [Row; 6] = [
-            (10 * MS, "int_label_port", 1, 2, 500, None),
-            (60 * MS, "int_label_port", 1, 2, 600, Some(500)),
-            (250 * MS, "int_label_port", 1, 2, 900, Some(600)),
+            (250 * MS, "int_label_port", 1, 2, 5 * MS as u64, None),
+            (
+                251 * MS,
+                "int_label_port",
+                1,
+                2,
+                60 * MS as u64,
+                Some(5 * MS as u64),
+            ),
+            (
+                252 * MS,
+                "int_label_port",
+                1,
+                2,
+                240 * MS as u64,
+                Some(60 * MS as u64),
+            ),
             (30 * MS, "int_label_port", 2, 1, 70, Some(40)),
             (40 * MS, "queue_occupancy", 3, 1, 9, None),
             (45 * MS, "int_label_export", 2, 0, 66, None),
@@ -577,8 +594,8 @@ mod tests {
             [Some(2), Some(1)],
             "0-100 ms and 200-300 ms"
         );
-        assert_eq!(col("last_label_ns"), [Some(900), Some(70)]);
-        assert_eq!(col("max_gap_ns"), [Some(300), Some(30)]);
+        assert_eq!(col("last_label_ns"), [Some(240 * MS as u64), Some(70)]);
+        assert_eq!(col("max_gap_ns"), [Some(180 * MS as u64), Some(30)]);
         assert_eq!(col("interval_ns"), [Some(100_000_000); 2]);
         let exports = &out[1].1;
         assert_eq!(exports.num_rows(), 1);

@@ -39,7 +39,8 @@ async fn ports(State(s): State<AppState>) -> Json<Value> {
 
 /// `GET /v1/int-label/coverage`: per window, the telemetry intervals in which ports were
 /// updated over those the range's ports could have been (every port heard from in the
-/// range, every interval of the window): the mean coverage rate of the window's intervals;
+/// range, every interval of the window; a port's labels straddling the window's edge count
+/// at most the window's intervals): the mean coverage rate of the window's intervals;
 /// and the exports and option bytes the last hops sent in it.
 async fn coverage(
     State(s): State<AppState>,
@@ -50,7 +51,10 @@ async fn coverage(
         .rows(&format!(
             "WITH known AS (SELECT count(DISTINCT CAST(node_id AS BIGINT) * 65536 + egress_port) \
                AS ports FROM int_label WHERE {r}), \
-             w AS (SELECT window_start, sum(intervals_updated) AS port_intervals, \
+             w AS (SELECT window_start, \
+               sum(least(intervals_updated, \
+                 (CAST(window_end AS BIGINT) - CAST(window_start AS BIGINT)) / interval_ns)) \
+                 AS port_intervals, \
                sum(updates) AS updates, count(*) AS ports_updated, \
                (CAST(window_end AS BIGINT) - CAST(window_start AS BIGINT)) / max(interval_ns) \
                  AS intervals \
