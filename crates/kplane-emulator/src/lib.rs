@@ -5,6 +5,7 @@
 pub mod control;
 mod error;
 pub mod label;
+pub mod probe;
 pub mod report;
 pub mod routing;
 pub mod run;

@@ -41,11 +41,15 @@ impl Rng {
         -mean * (1.0 - self.uniform()).ln()
     }
 
-    /// Log-normal with the given median and shape σ (Box–Muller).
+    /// Log-normal with the given median and shape σ.
     pub fn lognormal(&mut self, median: f64, sigma: f64) -> f64 {
+        median * (sigma * self.normal()).exp()
+    }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
         let (u1, u2) = (1.0 - self.uniform(), self.uniform());
-        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-        median * (sigma * z).exp()
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
     }
 }
 

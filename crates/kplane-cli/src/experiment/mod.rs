@@ -9,6 +9,7 @@ mod accuracy;
 mod capacity;
 mod complex;
 mod cpu;
+mod gpint;
 mod int_label;
 mod offwire;
 mod output;
@@ -35,6 +36,9 @@ const EXPERIMENTS: &[&dyn Experiment] = &[
     &int_label::timeline::Timeline,
     &int_label::pro::Pro,
     &int_label::base_b::BaseB,
+    &gpint::congestion::Congestion,
+    &gpint::degradation::Degradation,
+    &gpint::recovery::Recovery,
 ];
 
 /// What one run is given.
