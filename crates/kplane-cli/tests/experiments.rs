@@ -70,6 +70,9 @@ fn list_names_every_experiment_and_an_unknown_one_is_refused() {
         "int-label-timeline",
         "int-label-pro",
         "int-label-base-b",
+        "gpint-congestion",
+        "gpint-degradation",
+        "gpint-recovery",
     ] {
         assert!(out.contains(name), "{out}");
     }
@@ -129,6 +132,13 @@ fn int_label_pro_recovers_coverage() {
 #[test]
 fn int_label_base_b_gathers_items_and_trades_labels_for_packets() {
     fast("int-label-base-b", 4);
+}
+
+#[test]
+fn gpint_probes_lose_less_than_euler_and_recovery_completes_every_session() {
+    fast("gpint-congestion", 4);
+    fast("gpint-degradation", 4);
+    fast("gpint-recovery", 3);
 }
 
 #[test]

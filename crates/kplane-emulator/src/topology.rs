@@ -129,6 +129,21 @@ impl Topology {
         self.hosts().map(|(i, _)| i).collect()
     }
 
+    /// The switch-to-switch links, switches numbered `0..` in node order: the fabric as a
+    /// graph of switches (what probe paths are planned over).
+    pub fn switch_links(&self) -> (usize, Vec<(usize, usize)>) {
+        let mut index = vec![None; self.nodes.len()];
+        for (i, (node, _)) in self.switches().enumerate() {
+            index[node] = Some(i);
+        }
+        let links = self
+            .links
+            .iter()
+            .filter_map(|l| Some((index[l.a.0]?, index[l.b.0]?)))
+            .collect();
+        (self.switches().count(), links)
+    }
+
     /// The node with INT id `id` (switches).
     pub fn switch_by_id(&self, id: u32) -> Option<NodeIdx> {
         self.switches().find(|(_, n)| n.id == id).map(|(i, _)| i)

@@ -2,7 +2,7 @@
 //! graphs like the paper's (every switch visited, walks over real links, k paths of balanced
 //! length for GPINT, every link exactly once for Euler, the same plan for the same graph).
 
-use kplane_emulator::topology::{LinkSpec, NodeKind, Topology};
+use kplane_emulator::topology::{LinkSpec, Topology};
 use kplane_probe::plan::{euler, gpint};
 use kplane_probe::{Graph, PLANNERS};
 
@@ -13,16 +13,8 @@ fn graph(n: usize, edges: &[(usize, usize)]) -> Graph {
 /// The switch-to-switch links of the emulator's Watts–Strogatz topology.
 fn watts_strogatz(n: usize, seed: u64) -> Graph {
     let t = Topology::watts_strogatz(n, 4, 0.1, seed, LinkSpec::default()).unwrap();
-    let switches: Vec<usize> = (0..t.nodes.len())
-        .filter(|&i| t.nodes[i].kind == NodeKind::Switch)
-        .collect();
-    let index = |node: usize| switches.iter().position(|&s| s == node);
-    let edges: Vec<(usize, usize)> = t
-        .links
-        .iter()
-        .filter_map(|l| Some((index(l.a.0)?, index(l.b.0)?)))
-        .collect();
-    graph(switches.len(), &edges)
+    let (switches, links) = t.switch_links();
+    graph(switches, &links)
 }
 
 #[test]
