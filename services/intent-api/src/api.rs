@@ -160,7 +160,8 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .merge(admin_routes)
         .merge(crate::intents_api::router(auth.clone()))
         .merge(crate::knowledge_api::router(auth.clone()))
-        .merge(crate::int_label::routes::router(auth))
+        .merge(crate::int_label::routes::router(auth.clone()))
+        .merge(crate::probe_plans::router(auth))
         .fallback(|| async { ApiError::NotFound("no such route (see /openapi.json)".into()) })
         .with_state(state)
 }

@@ -8,6 +8,9 @@
 //! control channel, P4Runtime), verified against fresh telemetry and rolled back when their
 //! effect does not show. See `docs/api.md` and `docs/intents.md`.
 
+// The OpenAPI document is one `json!` literal, deeper than the default limit.
+#![recursion_limit = "256"]
+
 pub mod api;
 pub mod auth;
 /// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
@@ -26,6 +29,7 @@ pub mod intents_api;
 pub mod knowledge_api;
 pub mod live;
 pub mod openapi;
+pub mod probe_plans;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

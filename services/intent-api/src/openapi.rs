@@ -193,6 +193,15 @@ pub const ROUTES: &[RouteDoc] = &[
     },
     RouteDoc {
         method: "get",
+        path: "/v1/probe-plans",
+        summary: "GPINT: each active probe-plan intent's probes over the switches and the links up now — source switch, source-routing stack (next port per switch), measurement ranges — and the switches no probe can reach",
+        role: Role::Viewer,
+        params: &[],
+        body: None,
+        returns: &["plans"],
+    },
+    RouteDoc {
+        method: "get",
         path: "/v1/int-label/coverage",
         summary: "INT-label's coverage rate per window from the store: telemetry intervals in which ports were updated over those the range's ports could have been",
         role: Role::Viewer,
@@ -529,7 +538,7 @@ pub fn document() -> Value {
                 "IntentSpec": { "type": "object", "required": ["kind"],
                     "description": "docs/intents.md; fields of another kind are refused",
                     "properties": {
-                        "kind": { "type": "string", "enum": ["monitor", "block", "reroute", "tune", "int-label", "label-frequency"] },
+                        "kind": { "type": "string", "enum": ["monitor", "block", "reroute", "tune", "int-label", "label-frequency", "probe-plan"] },
                         "match": { "$ref": "#/components/schemas/FlowMatch" },
                         "instructions": { "type": "integer", "description": "monitor: INT instruction bitmap (default 65280 = 0xFF00)" },
                         "max-hops": { "type": "integer", "description": "monitor: 1-16 (default 8; 5 with int-label); int-label: MAX_hop 1-5 (default 5)" },
@@ -543,6 +552,8 @@ pub fn document() -> Value {
                         "function": { "type": "string", "enum": ["f1", "f2", "f3"], "description": "int-label, Base B's labelling probability (default f1)" },
                         "rest": { "type": "string", "description": "int-label, Base B's rest time T1 (default 0)" },
                         "shift": { "type": "integer", "description": "label-frequency: Pro's S, the interval becomes T / 2^S (0-16)" },
+                        "planner": { "type": "string", "enum": ["gpint-2", "gpint-3", "gpint-5", "euler"], "description": "probe-plan: the path planner (default gpint-3)" },
+                        "measure": { "type": "string", "enum": ["rule-hits", "port-packets"], "description": "probe-plan: what each switch measures (default rule-hits)" },
                         "switches": { "type": "array", "items": { "type": "integer" }, "description": "scope; absent: derived from the topology" },
                         "priority": { "type": "integer", "description": "1-65535 (default 100)" },
                         "ttl": { "type": "string", "description": "e.g. 10m; absent: until deleted" },

@@ -959,3 +959,151 @@ async fn int_label_intents_program_every_port_and_pro_frequencies_per_port() {
     stop.trigger();
     f.server.abort();
 }
+
+/// The probes' hops as (switch, next switch), checked against the emulator's links: each
+/// step over a link that is up, leaving by that link's port.
+fn probe_hops(f: &Fabric, plans: &Value) -> Vec<(u64, u64)> {
+    let s = f.sim.lock().unwrap();
+    let id = |node: usize| u64::from(s.topo.nodes[node].id);
+    let mut hops = Vec::new();
+    for probe in plans["plans"][0]["probes"].as_array().unwrap() {
+        let switches: Vec<u64> = probe["switches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            probe["source"].as_u64(),
+            switches.first().copied(),
+            "{probe}"
+        );
+        assert_eq!(probe["mea"].as_array().unwrap().len(), switches.len());
+        for (w, sr) in switches.windows(2).zip(probe["sr"].as_array().unwrap()) {
+            let (li, l) = s
+                .topo
+                .links
+                .iter()
+                .enumerate()
+                .find(|(_, l)| {
+                    (id(l.a.0), id(l.b.0)) == (w[0], w[1]) || (id(l.b.0), id(l.a.0)) == (w[0], w[1])
+                })
+                .unwrap_or_else(|| panic!("{} → {} is not a link", w[0], w[1]));
+            assert!(s.link_up[li], "{probe} crosses a failed link");
+            let port = if id(l.a.0) == w[0] { l.a.1 } else { l.b.1 };
+            assert_eq!(sr["switch"].as_u64(), Some(w[0]), "{probe}");
+            assert_eq!(sr["next_port"].as_u64(), Some(u64::from(port)), "{probe}");
+            hops.push((w[0], w[1]));
+        }
+    }
+    hops
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_plan_covers_the_fabric_and_follows_a_failed_link() {
+    let f = fabric().await;
+    let dir = temp("probes");
+    let stop = Shutdown::new();
+    let mut cfg = config(&dir, f.control);
+    cfg.intents.topology_refresh = Duration::from_millis(100);
+    let api = start(cfg, Live::new(10), stop.clone()).await.unwrap();
+
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "probe-plan", "planner": "gpint-3", "measure": "port-packets"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    let v = wait_state(&api, &id, "active").await;
+    assert!(v["entries"].as_array().is_none_or(Vec::is_empty), "{v}");
+
+    // GPINT-3 over the fat-tree's 20 switches: ⌊3·20/10⌋ = 6 probes, every switch on one.
+    let (_, plans) = call(&api, "GET", "/v1/probe-plans", OPS, Value::Null).await;
+    let plan = &plans["plans"][0];
+    assert_eq!(plan["intent"], id.as_str(), "{plans}");
+    assert_eq!(plan["probes"].as_array().unwrap().len(), 6, "{plan}");
+    assert_eq!(plan["uncovered"], json!([]), "{plan}");
+    let mut seen: Vec<u64> = plan["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["switches"].as_array().unwrap().clone())
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 20, "{plan}");
+    // Port counters: a range of 4 (a k = 4 fat-tree switch's ports) at every switch.
+    assert!(
+        plan["probes"][0]["mea"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| *r == json!([0, 4])),
+        "{plan}"
+    );
+    let hops = probe_hops(&f, &plans);
+    let links_up = plan["links_up"].as_u64().unwrap();
+
+    // A link a probe crosses fails: the next plan avoids it.
+    let (a, b) = hops[0];
+    let index = {
+        let s = f.sim.lock().unwrap();
+        let id = |node: usize| u64::from(s.topo.nodes[node].id);
+        s.topo
+            .links
+            .iter()
+            .position(|l| (id(l.a.0), id(l.b.0)) == (a, b) || (id(l.b.0), id(l.a.0)) == (a, b))
+            .unwrap()
+    };
+    {
+        let mut s = f.sim.lock().unwrap();
+        let now = s.now();
+        s.schedule(now, kplane_emulator::sim::Action::LinkDown(index));
+        s.run_until(now + 1);
+    }
+    let end = Instant::now() + Duration::from_secs(10);
+    let plans = loop {
+        let (_, plans) = call(&api, "GET", "/v1/probe-plans", OPS, Value::Null).await;
+        if plans["plans"][0]["links_up"].as_u64() == Some(links_up - 1) {
+            break plans;
+        }
+        assert!(
+            Instant::now() < end,
+            "the plan kept the failed link: {plans}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let hops = probe_hops(&f, &plans);
+    assert!(
+        !hops.contains(&(a, b)) && !hops.contains(&(b, a)),
+        "{plans}"
+    );
+    assert_eq!(plans["plans"][0]["uncovered"], json!([]), "{plans}");
+
+    // Refused, naming the field.
+    for (body, field) in [
+        (
+            json!({"kind": "probe-plan", "planner": "dijkstra"}),
+            "planner",
+        ),
+        (json!({"kind": "probe-plan", "shift": 1}), "shift"),
+        (
+            json!({"kind": "block", "match": {"src": "10.0.0.2"}, "planner": "euler"}),
+            "planner",
+        ),
+    ] {
+        let (s, v) = call(&api, "POST", "/v1/intents", OPS, body.clone()).await;
+        assert!(s == 400 || s == 422, "{body}: {s} {v}");
+        assert!(
+            v["error"].as_str().unwrap_or_default().contains(field),
+            "{body}: {v}"
+        );
+    }
+    stop.trigger();
+    f.server.abort();
+}

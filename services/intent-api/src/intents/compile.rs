@@ -127,6 +127,10 @@ pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entr
                 }
             }
         }
+        // A plan, not entries: the switches' scope is checked, nothing is written.
+        IntentKind::ProbePlan { .. } => {
+            scope(topo.switches.iter().map(|n| n.id).collect())?;
+        }
         IntentKind::Reroute { dst, avoid } => {
             let ports = reroute_ports(topo, dst, avoid.switch, avoid.link)?;
             let only = spec

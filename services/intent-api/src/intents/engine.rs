@@ -345,8 +345,11 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
     let mut trackers = std::mem::take(&mut g.trackers);
     for i in g.snap.intents.iter_mut() {
         match i.state {
+            // Written on every switch it has entries for; an intent without entries (a probe
+            // plan) has nothing to write.
             State::Applying
-                if !i.switches.is_empty() && i.switches.values().all(|v| v == "installed") =>
+                if (!i.switches.is_empty() || i.entries.is_empty())
+                    && i.switches.values().all(|v| v == "installed") =>
             {
                 i.applied_ms = Some(now);
                 i.updated_ms = now;

@@ -429,6 +429,11 @@ impl Intents {
             .map_err(|e| ApiError::Internal(e.to_string()))
     }
 
+    /// The fabric as the drivers last reported it.
+    pub async fn topology(&self) -> Topology {
+        self.inner.lock().await.topo.clone()
+    }
+
     /// `GET /v1/intents/switches`: per switch its driver, reachability and entries.
     pub async fn switches(&self) -> Value {
         let g = self.inner.lock().await;

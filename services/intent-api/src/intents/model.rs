@@ -70,6 +70,8 @@ struct RawSpec {
     #[serde(default, with = "humantime_serde")]
     rest: Option<Duration>,
     shift: Option<u8>,
+    planner: Option<String>,
+    measure: Option<ProbeMeasure>,
     switches: Option<Vec<u32>>,
     priority: Option<u32>,
     #[serde(default, with = "humantime_serde")]
@@ -96,6 +98,10 @@ impl TryFrom<RawSpec> for IntentSpec {
             }
         };
         let need = |field: &str| format!("{field}: a {kind} intent needs it");
+        if kind != "probe-plan" {
+            not_here("planner", r.planner.is_some())?;
+            not_here("measure", r.measure.is_some())?;
+        }
         if !matches!(kind, "int-label" | "label-frequency") {
             for (f, p) in [
                 ("ports", r.ports.is_some()),
@@ -207,9 +213,26 @@ impl TryFrom<RawSpec> for IntentSpec {
                     }
                 }
             }
+            "probe-plan" => {
+                for (f, p) in [
+                    ("match", r.flows.is_some()),
+                    ("instructions", r.instructions.is_some()),
+                    ("max-hops", r.max_hops.is_some()),
+                    ("int-label", r.int_label.is_some()),
+                    ("detection", r.detection.is_some()),
+                    ("dst", r.dst.is_some()),
+                    ("avoid", r.avoid.is_some()),
+                ] {
+                    not_here(f, p)?;
+                }
+                IntentKind::ProbePlan {
+                    planner: r.planner.unwrap_or_else(|| "gpint-3".into()),
+                    measure: r.measure.unwrap_or_default(),
+                }
+            }
             other => {
                 return Err(format!(
-                    "kind: {other:?} is not one of monitor, block, reroute, tune, int-label, label-frequency"
+                    "kind: {other:?} is not one of monitor, block, reroute, tune, int-label, label-frequency, probe-plan"
                 ));
             }
         };
@@ -299,6 +322,25 @@ pub enum IntentKind {
     /// Pro's labelling frequency of egress ports (`label_frequency` entries): their interval
     /// becomes T / 2^shift. Pro's controller submits these itself (docs/int-label.md).
     LabelFrequency { ports: Vec<u32>, shift: u8 },
+    /// GPINT's probe paths over the switches (gpint-reliable-int-monitoring §III-A): a plan
+    /// computed from the topology whenever it is asked for (`GET /v1/probe-plans`), so a
+    /// failed link or switch changes it; no table entries.
+    ProbePlan {
+        /// A planner of `kplane_probe::PLANNERS`: gpint-2, gpint-3, gpint-5, euler.
+        planner: String,
+        measure: ProbeMeasure,
+    },
+}
+
+/// What a probe plan's probes measure at each switch (Req META's request type).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeMeasure {
+    /// The switch's rule-hit counter: one measurement.
+    #[default]
+    RuleHits,
+    /// Packets received per port: one measurement per port.
+    PortPackets,
 }
 
 /// INT-label's labelling algorithm.
@@ -372,6 +414,7 @@ impl IntentKind {
             Self::Tune { .. } => "tune",
             Self::IntLabel { .. } => "int-label",
             Self::LabelFrequency { .. } => "label-frequency",
+            Self::ProbePlan { .. } => "probe-plan",
         }
     }
 }
@@ -749,6 +792,15 @@ impl IntentSpec {
             IntentKind::Tune { flows, detection } => {
                 flows.check("match", &mut p);
                 detection.check("detection", &mut p);
+            }
+            IntentKind::ProbePlan { planner, .. } => {
+                if !kplane_probe::PLANNERS.iter().any(|(n, _)| n == planner) {
+                    let names: Vec<&str> = kplane_probe::PLANNERS.iter().map(|(n, _)| *n).collect();
+                    p.push(format!(
+                        "planner: {planner:?} is not one of {}",
+                        names.join(", ")
+                    ));
+                }
             }
         }
         p

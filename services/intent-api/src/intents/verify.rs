@@ -113,6 +113,9 @@ pub fn expected_effect(kind: &IntentKind) -> String {
         IntentKind::IntLabel { .. } | IntentKind::LabelFrequency { .. } => {
             "the labelling entries read back from every switch".into()
         }
+        IntentKind::ProbePlan { .. } => {
+            "a probe plan over the topology's switches (GET /v1/probe-plans)".into()
+        }
     }
 }
 
@@ -216,6 +219,9 @@ impl Tracker {
             IntentKind::Tune { .. } => Verdict::Pass("entries read back from every sink".into()),
             IntentKind::IntLabel { .. } | IntentKind::LabelFrequency { .. } => {
                 Verdict::Pass("entries read back from every switch".into())
+            }
+            IntentKind::ProbePlan { .. } => {
+                Verdict::Pass("no table entries: the plan follows the topology".into())
             }
             IntentKind::Block { .. } | IntentKind::Reroute { .. } => {
                 match (clean_last, last_violation) {
