@@ -149,6 +149,18 @@ async fn wait_entries(f: &Fabric, table: &str, want: impl Fn(&[Value]) -> bool) 
     }
 }
 
+/// Each body is refused (400 or 422) with an error naming its field.
+async fn refused_naming_the_field<const N: usize>(api: &Running, cases: [(Value, &str); N]) {
+    for (body, field) in cases {
+        let (s, v) = call(api, "POST", "/v1/intents", OPS, body.clone()).await;
+        assert!(s == 400 || s == 422, "{body}: {s} {v}");
+        assert!(
+            v["error"].as_str().unwrap_or_default().contains(field),
+            "{body}: {v}"
+        );
+    }
+}
+
 fn temp(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("kplane-intents-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -934,28 +946,24 @@ async fn int_label_intents_program_every_port_and_pro_frequencies_per_port() {
     .await;
     wait_entries(&f, "label_frequency", <[Value]>::is_empty).await;
 
-    // Refused, naming the field.
-    for (body, field) in [
-        (json!({"kind": "int-label", "interval": "10s"}), "interval"),
-        (json!({"kind": "int-label", "max-hops": 9}), "max-hops"),
-        (json!({"kind": "int-label", "shift": 1}), "shift"),
-        (json!({"kind": "label-frequency", "ports": [1]}), "shift"),
-        (
-            json!({"kind": "label-frequency", "ports": [600], "shift": 1}),
-            "ports",
-        ),
-        (
-            json!({"kind": "block", "match": {"src": "10.0.0.2"}, "ports": [1]}),
-            "ports",
-        ),
-    ] {
-        let (s, v) = call(&api, "POST", "/v1/intents", OPS, body.clone()).await;
-        assert!(s == 400 || s == 422, "{body}: {s} {v}");
-        assert!(
-            v["error"].as_str().unwrap_or_default().contains(field),
-            "{body}: {v}"
-        );
-    }
+    refused_naming_the_field(
+        &api,
+        [
+            (json!({"kind": "int-label", "interval": "10s"}), "interval"),
+            (json!({"kind": "int-label", "max-hops": 9}), "max-hops"),
+            (json!({"kind": "int-label", "shift": 1}), "shift"),
+            (json!({"kind": "label-frequency", "ports": [1]}), "shift"),
+            (
+                json!({"kind": "label-frequency", "ports": [600], "shift": 1}),
+                "ports",
+            ),
+            (
+                json!({"kind": "block", "match": {"src": "10.0.0.2"}, "ports": [1]}),
+                "ports",
+            ),
+        ],
+    )
+    .await;
     stop.trigger();
     f.server.abort();
 }
@@ -1085,25 +1093,21 @@ async fn a_probe_plan_covers_the_fabric_and_follows_a_failed_link() {
     );
     assert_eq!(plans["plans"][0]["uncovered"], json!([]), "{plans}");
 
-    // Refused, naming the field.
-    for (body, field) in [
-        (
-            json!({"kind": "probe-plan", "planner": "dijkstra"}),
-            "planner",
-        ),
-        (json!({"kind": "probe-plan", "shift": 1}), "shift"),
-        (
-            json!({"kind": "block", "match": {"src": "10.0.0.2"}, "planner": "euler"}),
-            "planner",
-        ),
-    ] {
-        let (s, v) = call(&api, "POST", "/v1/intents", OPS, body.clone()).await;
-        assert!(s == 400 || s == 422, "{body}: {s} {v}");
-        assert!(
-            v["error"].as_str().unwrap_or_default().contains(field),
-            "{body}: {v}"
-        );
-    }
+    refused_naming_the_field(
+        &api,
+        [
+            (
+                json!({"kind": "probe-plan", "planner": "dijkstra"}),
+                "planner",
+            ),
+            (json!({"kind": "probe-plan", "shift": 1}), "shift"),
+            (
+                json!({"kind": "block", "match": {"src": "10.0.0.2"}, "planner": "euler"}),
+                "planner",
+            ),
+        ],
+    )
+    .await;
     stop.trigger();
     f.server.abort();
 }

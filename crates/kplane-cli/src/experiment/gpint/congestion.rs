@@ -2,7 +2,7 @@
 //! background load as the network grows, without data recovery.
 
 use super::super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
-use super::{HIGH_PPS, LOW_PPS, Scenario, measure};
+use super::{Variant, size_sweep};
 
 pub struct Congestion;
 
@@ -49,29 +49,15 @@ impl Experiment for Congestion {
             &["latency_s", "failed_pct", "probe_loss_pct", "probes"],
         );
         let sizes: &[usize] = if ctx.fast { &FAST_SIZES } else { &SIZES };
-        for (load, pps) in [("low", LOW_PPS), ("high", HIGH_PPS)] {
-            for approach in APPROACHES {
-                for &n in sizes {
-                    let sc = Scenario {
-                        switches: n,
-                        load_pps: pps,
-                        pdp: 0.0,
-                        recovery: None,
-                        sessions: sessions(ctx.fast),
-                    };
-                    let o = measure(approach, &sc, ctx.seed)?;
-                    t.push(vec![
-                        load.into(),
-                        approach.into(),
-                        (n as f64).into(),
-                        o.latency_s.into(),
-                        o.failed_pct.into(),
-                        o.probe_loss_pct.into(),
-                        o.probes.into(),
-                    ]);
-                }
-            }
-        }
+        let variants: Vec<Variant> = APPROACHES.iter().map(|a| (*a, *a, None)).collect();
+        size_sweep(&mut t, ctx, sizes, &variants, |o| {
+            vec![
+                o.latency_s.into(),
+                o.failed_pct.into(),
+                o.probe_loss_pct.into(),
+                o.probes.into(),
+            ]
+        })?;
         Ok(t)
     }
 

@@ -6,15 +6,16 @@ use kplane_probe::monitor::RecoveryConfig;
 
 use super::super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
 use super::congestion::sessions;
-use super::{HIGH_PPS, Scenario, measure};
+use super::{HIGH_PPS, Scenario, Variant, measure};
 
 pub struct Degradation;
 
 const PDP: [f64; 5] = [0.0, 0.05, 0.10, 0.15, 0.20];
 const FAST_PDP: [f64; 2] = [0.0, 0.20];
 
-/// (series, approach, recovery).
-fn variants() -> [(&'static str, &'static str, Option<RecoveryConfig>); 5] {
+/// Without recovery, with the paper's and GPINT-FT's parameters; SNMP without and with
+/// retries.
+fn variants() -> [Variant; 5] {
     [
         ("gpint-3", "gpint-3", None),
         ("gpint-3-sqr", "gpint-3", Some(RecoveryConfig::paper())),

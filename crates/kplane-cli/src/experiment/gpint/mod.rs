@@ -135,6 +135,38 @@ pub struct Outcome {
     pub longest_recovery_s: f64,
 }
 
+/// A series of a sweep: (its name, the approach it runs, its recovery).
+pub type Variant = (&'static str, &'static str, Option<RecoveryConfig>);
+
+/// Every (load, variant, size) point under the low and the high load without link loss:
+/// its key cells, then `values` of its [`Outcome`].
+pub fn size_sweep(
+    t: &mut super::Table,
+    ctx: &super::Ctx,
+    sizes: &[usize],
+    variants: &[Variant],
+    values: impl Fn(&Outcome) -> Vec<super::table::Cell>,
+) -> anyhow::Result<()> {
+    for (load, pps) in [("low", LOW_PPS), ("high", HIGH_PPS)] {
+        for (name, approach, recovery) in variants {
+            for &n in sizes {
+                let sc = Scenario {
+                    switches: n,
+                    load_pps: pps,
+                    pdp: 0.0,
+                    recovery: recovery.clone(),
+                    sessions: congestion::sessions(ctx.fast),
+                };
+                let o = measure(approach, &sc, ctx.seed)?;
+                let mut row = vec![load.into(), (*name).into(), (n as f64).into()];
+                row.extend(values(&o));
+                t.push(row);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `approach` (a planner of `kplane_probe::PLANNERS` or `snmp`) over `sc`, seed `seed`.
 pub fn measure(approach: &str, sc: &Scenario, seed: u64) -> anyhow::Result<Outcome> {
     let g = graph(sc.switches, seed)?;

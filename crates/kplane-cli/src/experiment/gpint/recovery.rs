@@ -5,21 +5,21 @@ use kplane_probe::monitor::RecoveryConfig;
 
 use super::super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
 use super::congestion::sessions;
-use super::{HIGH_PPS, LOW_PPS, Scenario, measure};
+use super::{Variant, size_sweep};
 
 pub struct Recovery;
 
 const SIZES: [usize; 5] = [20, 40, 60, 80, 100];
 const FAST_SIZES: [usize; 2] = [20, 40];
 
-/// (series, approach, recovery parameters).
-fn variants() -> [(&'static str, &'static str, RecoveryConfig); 6] {
-    let paper = RecoveryConfig::paper();
+/// The paper's parameters, GPINT-3-FT's, and SNMP repeating unanswered requests.
+fn variants() -> [Variant; 6] {
+    let paper = Some(RecoveryConfig::paper());
     [
         ("gpint-2", "gpint-2", paper.clone()),
         ("gpint-3", "gpint-3", paper.clone()),
         ("gpint-5", "gpint-5", paper.clone()),
-        ("gpint-3-ft", "gpint-3", RecoveryConfig::fine_tuned()),
+        ("gpint-3-ft", "gpint-3", Some(RecoveryConfig::fine_tuned())),
         ("euler", "euler", paper.clone()),
         ("snmp", "snmp", paper),
     ]
@@ -61,30 +61,15 @@ impl Experiment for Recovery {
             ],
         );
         let sizes: &[usize] = if ctx.fast { &FAST_SIZES } else { &SIZES };
-        for (load, pps) in [("low", LOW_PPS), ("high", HIGH_PPS)] {
-            for (name, approach, rc) in variants() {
-                for &n in sizes {
-                    let sc = Scenario {
-                        switches: n,
-                        load_pps: pps,
-                        pdp: 0.0,
-                        recovery: Some(rc.clone()),
-                        sessions: sessions(ctx.fast),
-                    };
-                    let o = measure(approach, &sc, ctx.seed)?;
-                    t.push(vec![
-                        load.into(),
-                        name.into(),
-                        (n as f64).into(),
-                        o.latency_s.into(),
-                        o.failed_pct.into(),
-                        o.recovery_pct.into(),
-                        o.longest_recovery_s.into(),
-                        o.probe_loss_pct.into(),
-                    ]);
-                }
-            }
-        }
+        size_sweep(&mut t, ctx, sizes, &variants(), |o| {
+            vec![
+                o.latency_s.into(),
+                o.failed_pct.into(),
+                o.recovery_pct.into(),
+                o.longest_recovery_s.into(),
+                o.probe_loss_pct.into(),
+            ]
+        })?;
         Ok(t)
     }
 
