@@ -33,6 +33,13 @@ const bit<8>  MAX_HOPS = 16;
    parser uses to tell a specific flow (INT_num > MAX_hop) from the items it carries. */
 const bit<8>  INT_LABEL_PROTOCOL = 253;
 const bit<8>  LABEL_MAX_HOP = 5;
+/* GPINT probes (gpint-reliable-int-monitoring §III-B/C): IP protocol 254, DSCP 0x17
+   measurement, 0x19 feedback. A switch answers a probe it has not seen with a feedback out
+   of the port it came in on (clone session PROBE_FEEDBACK_SESSIONS + that port). */
+const bit<8>  PROBE_PROTOCOL = 254;
+const bit<6>  PROBE_DSCP_MEASUREMENT = 0x17;
+const bit<6>  PROBE_DSCP_FEEDBACK = 0x19;
+const bit<32> PROBE_FEEDBACK_SESSIONS = 1000;
 
 /* ------------------------------------------------------------------ headers */
 
@@ -136,6 +143,29 @@ header label_item_t {
 /* The items upstream ports wrote (opaque, at most LABEL_MAX_HOP). */
 header label_data_t { varbit<1280> data; }
 
+/* A GPINT probe after IPv4: Req META (ReqID 15, type 1) and #SR; this switch's SR header
+   (next port, MEA range) and the rest of the stack; #DLV, this switch's DLV on top of the
+   upstream ones; #MEA, this switch's measurement on top of the upstream ones (newest first,
+   docs/wire-formats.md). */
+header probe_meta_t {
+    bit<16> request;
+    bit<16> n_sr;
+}
+header probe_sr_t {
+    bit<8>  next_port;
+    bit<16> mea_range;
+}
+header probe_count_t { bit<16> n; }
+header probe_dlv_t {
+    bit<8>  sid;
+    bit<8>  q_depth;
+    bit<16> n_mea;
+}
+header probe_mea_t { bit<32> value; }
+/* Opaque parts of the stacks: SR headers after this switch's (≤ 64 × 3 bytes), upstream DLV
+   headers (≤ 64 × 4), upstream measurements (≤ 256 × 4). */
+header probe_rest_t { varbit<8192> data; }
+
 /* Telemetry Report v2.0 group header (8 bytes) and one individual report. */
 header report_group_t {
     bit<4>  ver;
@@ -185,6 +215,15 @@ struct headers_t {
     label_t              label;
     label_item_t         label_item;
     label_data_t         label_data;
+    probe_meta_t         probe_meta;
+    probe_sr_t           probe_sr;
+    probe_rest_t         probe_sr_rest;
+    probe_count_t        probe_dlv_count;
+    probe_dlv_t          probe_dlv;
+    probe_rest_t         probe_dlv_rest;
+    probe_count_t        probe_mea_count;
+    probe_mea_t          probe_mea;
+    probe_rest_t         probe_mea_rest;
     udp_t                udp;
     tcp_t                tcp;
     int_shim_t           int_shim;
@@ -265,8 +304,28 @@ parser KplaneParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             PROTO_UDP: parse_udp;
             PROTO_TCP: parse_tcp;
             INT_LABEL_PROTOCOL: parse_label;
+            PROBE_PROTOCOL: parse_probe;
             default: accept;
         }
+    }
+    state parse_probe {
+        pkt.extract(hdr.probe_meta);
+        transition select(hdr.probe_meta.n_sr) {
+            0: parse_probe_stacks;
+            default: parse_probe_sr;
+        }
+    }
+    state parse_probe_sr {
+        pkt.extract(hdr.probe_sr);
+        pkt.extract(hdr.probe_sr_rest, (bit<32>)(hdr.probe_meta.n_sr - 1) * 24);
+        transition parse_probe_stacks;
+    }
+    state parse_probe_stacks {
+        pkt.extract(hdr.probe_dlv_count);
+        pkt.extract(hdr.probe_dlv_rest, (bit<32>)hdr.probe_dlv_count.n * 32);
+        pkt.extract(hdr.probe_mea_count);
+        pkt.extract(hdr.probe_mea_rest, (bit<32>)hdr.probe_mea_count.n * 32);
+        transition accept;
     }
     state parse_label {
         pkt.extract(hdr.label);
@@ -334,6 +393,10 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
     register<bit<9>>(16384) ecmp_ports;
     /* Set by the control plane: which ports face hosts (this switch is their INT sink). */
     register<bit<1>>(512) host_port;
+    /* GPINT: requests seen (the loop check) and whether this switch answers with feedback
+       (SQR's recovery mode; set by the control plane). */
+    register<bit<1>>(32768) probe_seen;
+    register<bit<1>>(1) probe_recovery;
 
     @name(".drop") action drop() { mark_to_drop(std); }
     @name(".set_egress") action set_egress(bit<9> port) { std.egress_spec = port; }
@@ -431,6 +494,25 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         meta.in_ns = (bit<64>)std.ingress_global_timestamp * 1000;
         if (hdr.ipv4.ttl <= 1) { drop(); return; }
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        /* A GPINT probe goes where its SR header says; one this switch has not seen is
+           answered with a feedback (an I2E clone, back out of its ingress port). */
+        if (hdr.probe_meta.isValid()) {
+            if (hdr.ipv4.dscp != PROBE_DSCP_MEASUREMENT || !hdr.probe_sr.isValid()) {
+                drop();
+                return;
+            }
+            std.egress_spec = (bit<9>)hdr.probe_sr.next_port;
+            bit<32> request = (bit<32>)(hdr.probe_meta.request >> 1);
+            bit<1> seen;
+            probe_seen.read(seen, request);
+            probe_seen.write(request, 1);
+            bit<1> recovery;
+            probe_recovery.read(recovery, 0);
+            if (seen == 0 && recovery == 1) {
+                clone(CloneType.I2E, PROBE_FEEDBACK_SESSIONS + (bit<32>)std.ingress_port);
+            }
+            return;
+        }
         if (drop_acl.apply().hit) { return; }
         ipv4_forward.apply();
         /* INT source: the first switch of a watched flow (no INT header yet). */
@@ -462,6 +544,8 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     register<bit<48>>(1) collector_mac;
     register<bit<32>>(1) switch_ip;
     register<bit<22>>(64) report_seq;
+    /* GPINT: probes this switch forwarded (its rule-hit counter, what a probe measures). */
+    register<bit<32>>(1) probe_hits;
     /* Sink event detection state. */
     register<bit<32>>(256) per_hop_last;     /* by upstream switch id */
     register<bit<32>>(4096) per_flow_last;   /* by flow hash */
@@ -681,6 +765,40 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         meta.hop_latency = (bit<32>)((bit<64>)std.egress_global_timestamp * 1000 - meta.in_ns);
         switch_id.read(meta.switch_id, 0);
         if (!hdr.ipv4.isValid()) { return; }
+        if (hdr.probe_meta.isValid()) {
+            if (std.instance_type == 1) {
+                /* The feedback: DSCP 0x19, Req META with empty stacks. */
+                hdr.ipv4.dscp = PROBE_DSCP_FEEDBACK;
+                hdr.ipv4.total_len = 28;
+                hdr.probe_meta.n_sr = 0;
+                hdr.probe_sr.setInvalid();
+                hdr.probe_sr_rest.setInvalid();
+                hdr.probe_dlv_count.n = 0;
+                hdr.probe_dlv_rest.setInvalid();
+                hdr.probe_mea_count.n = 0;
+                hdr.probe_mea_rest.setInvalid();
+                return;
+            }
+            /* The measurement: this switch's DLV and rule-hit counter on top of the stacks,
+               its SR header popped. */
+            bit<32> hits;
+            probe_hits.read(hits, 0);
+            hits = hits + 1;
+            probe_hits.write(0, hits);
+            hdr.probe_dlv.setValid();
+            hdr.probe_dlv.sid = (bit<8>)meta.switch_id;
+            hdr.probe_dlv.q_depth = (bit<8>)std.deq_qdepth;
+            hdr.probe_dlv.n_mea = 1;
+            hdr.probe_dlv_count.n = hdr.probe_dlv_count.n + 1;
+            hdr.probe_mea.setValid();
+            hdr.probe_mea.value = hits;
+            hdr.probe_mea_count.n = hdr.probe_mea_count.n + 1;
+            hdr.probe_sr.setInvalid();
+            hdr.probe_meta.n_sr = hdr.probe_meta.n_sr - 1;
+            /* + DLV 4 + MEA 4 − SR 3 */
+            hdr.ipv4.total_len = hdr.ipv4.total_len + 5;
+            return;
+        }
         if (std.instance_type == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {
             /* The INT sink's I2E clone: detection decides whether it becomes a report. */
             int_sink_detection.apply();
@@ -863,6 +981,15 @@ control KplaneDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.label);
         pkt.emit(hdr.label_item);
         pkt.emit(hdr.label_data);
+        pkt.emit(hdr.probe_meta);
+        pkt.emit(hdr.probe_sr);
+        pkt.emit(hdr.probe_sr_rest);
+        pkt.emit(hdr.probe_dlv_count);
+        pkt.emit(hdr.probe_dlv);
+        pkt.emit(hdr.probe_dlv_rest);
+        pkt.emit(hdr.probe_mea_count);
+        pkt.emit(hdr.probe_mea);
+        pkt.emit(hdr.probe_mea_rest);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.int_shim);

@@ -802,3 +802,180 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
     let (sent, fabric, _) = run(&three, 2200);
     check(&cfg_b, &three, 2200, &sent, &fabric);
 }
+
+/// A GPINT probe frame entering the switch: from the monitor (10.0.1.1) to 10.0.9.9, IP
+/// protocol 254, DSCP 0x17, request `request` (rule hits), `route` as its SR stack, and one
+/// upstream switch's DLV and measurement already on it.
+fn probe_frame(request: u16, route: &[u8]) -> Vec<u8> {
+    use kplane_wire::papers::{DlvHeader, GpintProbe, SrHeader};
+    let sr: Vec<SrHeader> = route
+        .iter()
+        .map(|&p| SrHeader {
+            next_port: p,
+            measurement_range: 1,
+        })
+        .collect();
+    let upstream = DlvHeader {
+        switch_id: 9,
+        queue_depth: 3,
+        measurement_count: 1,
+    };
+    let mut body = Vec::new();
+    GpintProbe::write(request, 0, &sr, &[(upstream, vec![77])], &mut body);
+    let ip = kplane_wire::build::ip_packet(
+        "10.0.1.1".parse().unwrap(),
+        "10.0.9.9".parse().unwrap(),
+        254,
+        0x17,
+        &body,
+    );
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+    f.extend_from_slice(&ip);
+    f
+}
+
+/// What a probe frame off the switch says: (DSCP, request, SR ports left, DLVs as (switch,
+/// queue depth, #MEA), measurements), decoded by kplane's decoder.
+type ProbeSeen = (u8, u16, Vec<u8>, Vec<(u8, u8, u16)>, Vec<u32>);
+
+fn probe_seen(f: &[u8]) -> Option<ProbeSeen> {
+    use kplane_wire::packet::Telemetry;
+    let opts = kplane_wire::DecodeOptions::default();
+    let kplane_wire::Decoded::Packet(p) =
+        kplane_wire::decode_frame(f, kplane_wire::Start::Ethernet, &opts).ok()?
+    else {
+        return None;
+    };
+    let Telemetry::Gpint(g) = p.telemetry else {
+        return None;
+    };
+    Some((
+        g.kind.dscp(),
+        g.request_id,
+        g.source_route().map(|s| s.next_port).collect(),
+        g.devices()
+            .map(|d| (d.switch_id, d.queue_depth, d.measurement_count))
+            .collect(),
+        g.measurements().collect(),
+    ))
+}
+
+/// GPINT probes in the P4 program on BMv2 against the emulator's probe data plane
+/// (`kplane_emulator::probe`, what the GPINT experiments run) for the same probes: the switch
+/// forwards a probe by its SR header and pops it, pushes its DLV and its rule-hit counter on
+/// top of the upstream ones, answers a request it has not seen with a feedback (DSCP 0x19, Req
+/// META alone) out of the port the probe came in on, and one it has seen (the loop check) with
+/// none. Not in the P4 program: SQR's held clone and its failure notification (BMv2 has no
+/// timers), recirculation for measurement ranges past one counter (docs/gpint.md).
+#[test]
+fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_does() {
+    use kplane_emulator::probe::{Delivery, Fabric, FabricConfig, Probe};
+    if !bmv2::available() {
+        return;
+    }
+    // The monitor on port 1, the next switch's side on port 2 (captured), reports on port 3.
+    let rig = Rig::start("g", 3, &[("10.0.1.1/32", 1)], &[]);
+    // An intent with entries has the driver push the pipeline (a probe plan writes none).
+    rig.apply("watch", "kind: monitor\nmatch: {dst: 10.0.8.8}\n");
+    rig.apply("plan", "kind: probe-plan\nplanner: gpint-3\n");
+    rig.provision(&[1]);
+    // SQR's recovery mode on; feedback for probes from port 1 goes back out of port 1.
+    rig.sw
+        .cli("register_write KplaneIngress.probe_recovery 0 1\nmirroring_add 1001 1\n");
+
+    // Requests 5, 5 again (a loop), 6; the route's next hops: port 2, then port 7 beyond.
+    let requests = [5u16, 5, 6];
+    let listen = |iface: String| {
+        let (tx, rx) = mpsc::channel();
+        let name = rig.ns.name.clone();
+        let h = std::thread::spawn(move || {
+            Netns { name }.enter_keep(move || {
+                let port = RawPort::open(&iface);
+                tx.send(()).unwrap();
+                port.recv_for(Duration::from_secs(3), |f| probe_seen(f).is_some())
+            })
+        });
+        rx.recv().unwrap();
+        h
+    };
+    let (monitor, next) = (listen(rig.host(1)), listen(rig.host(2)));
+    let h1 = rig.host(1);
+    rig.ns.enter(move || {
+        let port = RawPort::open(&h1);
+        for r in requests {
+            port.send(&probe_frame(r, &[2, 7]));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let seen = |frames: Vec<Vec<u8>>| -> Vec<ProbeSeen> {
+        frames.iter().filter_map(|f| probe_seen(f)).collect()
+    };
+    let (back, forwarded) = (seen(monitor.join().unwrap()), seen(next.join().unwrap()));
+    // Port 1's capture also holds the probes host 1 sent (DSCP 0x17): the feedbacks are 0x19.
+    let feedback: Vec<u16> = back
+        .iter()
+        .filter(|p| p.0 == 0x19)
+        .map(|p| {
+            assert!(p.2.is_empty() && p.3.is_empty() && p.4.is_empty(), "{p:?}");
+            p.1
+        })
+        .collect();
+    eprintln!("BMv2: feedback for {feedback:?}; forwarded {forwarded:?}");
+    assert_eq!(forwarded.len(), 3, "{forwarded:?}");
+    for (p, r) in forwarded.iter().zip(requests) {
+        assert_eq!((p.0, p.1), (0x17, r), "{p:?}");
+        assert_eq!(p.2, [7], "the switch's SR header popped: {p:?}");
+        assert_eq!(p.3.len(), 2, "{p:?}");
+        assert_eq!(p.3[1], (9, 3, 1), "the upstream DLV kept under ours: {p:?}");
+        assert_eq!(p.4[1], 77, "{p:?}");
+    }
+
+    // The emulator's data plane, the same requests into a switch with SQR on.
+    let mut fabric = Fabric::new(
+        FabricConfig {
+            recovery: true,
+            ..FabricConfig::default()
+        },
+        vec![vec![1], vec![0]],
+        &[0.0, 0.0],
+        1,
+        0,
+    );
+    let (mut emulated_feedback, mut emulated) = (Vec::new(), Vec::new());
+    for r in requests {
+        fabric.send_probe(Probe {
+            request: r,
+            route: vec![0],
+            pos: 0,
+            dlv: Vec::new(),
+            mea: Vec::new(),
+        });
+        let until = fabric.now() + 100_000_000;
+        while let Some(d) = fabric.next(until) {
+            match d {
+                Delivery::Feedback { request, .. } => emulated_feedback.push(request),
+                Delivery::Probe { probe, .. } => emulated.push(probe),
+                Delivery::Snmp { .. } => {}
+            }
+        }
+    }
+    assert_eq!(
+        feedback, emulated_feedback,
+        "feedback: BMv2 vs the emulator"
+    );
+    assert_eq!(feedback, [5, 6]);
+    for (bmv2, emu) in forwarded.iter().zip(&emulated) {
+        let ours = bmv2.3[0];
+        assert_eq!(ours.0, 1, "the switch's id: {bmv2:?}");
+        assert_eq!(
+            (ours.1, ours.2),
+            (emu.dlv[0].queue_depth, emu.dlv[0].measurements),
+            "DLV: BMv2 {bmv2:?} vs the emulator {emu:?}"
+        );
+        assert_eq!(
+            u64::from(bmv2.4[0]),
+            emu.mea[0],
+            "the rule-hit counter: BMv2 {bmv2:?} vs the emulator {emu:?}"
+        );
+    }
+}
