@@ -229,6 +229,22 @@ entries = [{entries}]
         format!("{}h{n}", self.names)
     }
 
+    /// Captures for 3 s on the far end of switch port `n` the frames `keep` accepts; returns
+    /// once the capture is open.
+    fn capture(&self, n: u32, keep: fn(&[u8]) -> bool) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+        let (iface, name) = (self.host(n), self.ns.name.clone());
+        let (tx, rx) = mpsc::channel();
+        let h = std::thread::spawn(move || {
+            Netns { name }.enter_keep(move || {
+                let port = RawPort::open(&iface);
+                tx.send(()).unwrap();
+                port.recv_for(Duration::from_secs(3), keep)
+            })
+        });
+        rx.recv().unwrap();
+        h
+    }
+
     /// Applies an intent given as YAML and waits until it is active; its id.
     fn apply(&self, name: &str, yaml: &str) -> String {
         let file = self.dir.join(format!("{name}.yaml"));
@@ -583,20 +599,10 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
     };
     let run = |packets: &[(u64, &str, u16, &[u32])], first: u16| {
         // Capture on the fabric port's and host B's far ends while host A sends.
-        let listen = |iface: String| {
-            let (tx, rx) = mpsc::channel();
-            let name = rig.ns.name.clone();
-            let h = std::thread::spawn(move || {
-                Netns { name }.enter_keep(move || {
-                    let port = RawPort::open(&iface);
-                    tx.send(()).unwrap();
-                    port.recv_for(Duration::from_secs(3), |f| seen(f).is_some())
-                })
-            });
-            rx.recv().unwrap();
-            h
-        };
-        let (fabric, host_b) = (listen(rig.host(2)), listen(rig.host(3)));
+        let (fabric, host_b) = (
+            rig.capture(2, |f| seen(f).is_some()),
+            rig.capture(3, |f| seen(f).is_some()),
+        );
         let frames: Vec<(u64, Vec<u8>)> = packets
             .iter()
             .enumerate()
@@ -885,20 +891,10 @@ fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_doe
 
     // Requests 5, 5 again (a loop), 6; the route's next hops: port 2, then port 7 beyond.
     let requests = [5u16, 5, 6];
-    let listen = |iface: String| {
-        let (tx, rx) = mpsc::channel();
-        let name = rig.ns.name.clone();
-        let h = std::thread::spawn(move || {
-            Netns { name }.enter_keep(move || {
-                let port = RawPort::open(&iface);
-                tx.send(()).unwrap();
-                port.recv_for(Duration::from_secs(3), |f| probe_seen(f).is_some())
-            })
-        });
-        rx.recv().unwrap();
-        h
-    };
-    let (monitor, next) = (listen(rig.host(1)), listen(rig.host(2)));
+    let (monitor, next) = (
+        rig.capture(1, |f| probe_seen(f).is_some()),
+        rig.capture(2, |f| probe_seen(f).is_some()),
+    );
     let h1 = rig.host(1);
     rig.ns.enter(move || {
         let port = RawPort::open(&h1);
