@@ -306,9 +306,13 @@ impl Fabric {
         None
     }
 
-    /// Whether anything is still on its way (packets, held clones).
-    pub fn busy(&self) -> bool {
-        !self.events.is_empty()
+    /// Runs in steps of `step_ns` until nothing is on its way (packets, held clones),
+    /// dropping what would reach the monitor: a session's stragglers, before the next one.
+    pub fn run_out(&mut self, step_ns: u64) {
+        while !self.events.is_empty() {
+            let until = self.now + step_ns;
+            let _ = self.next(until);
+        }
     }
 
     fn push(&mut self, at: u64, ev: Ev) {

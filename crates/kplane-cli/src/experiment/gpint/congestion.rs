@@ -2,7 +2,7 @@
 //! background load as the network grows, without data recovery.
 
 use super::super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
-use super::{Variant, size_sweep};
+use super::{Variant, at_largest, size_sweep, worst};
 
 pub struct Congestion;
 
@@ -103,18 +103,8 @@ impl Experiment for Congestion {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let worst = |load: &str, a: &str, col: &str| {
-            t.values(&[load, a], col)
-                .into_iter()
-                .filter(|v| v.is_finite())
-                .fold(0.0, f64::max)
-        };
-        let last = |load: &str, a: &str, col: &str| {
-            t.values(&[load, a], col)
-                .last()
-                .copied()
-                .unwrap_or(f64::NAN)
-        };
+        let worst = |load: &str, a: &str, col: &str| worst(t, load, a, col);
+        let last = |load: &str, a: &str, col: &str| at_largest(t, load, a, col);
         let gpint_loss = ["gpint-2", "gpint-3", "gpint-5"]
             .map(|a| worst("high", a, "probe_loss_pct"))
             .into_iter()
@@ -165,12 +155,7 @@ impl Experiment for Congestion {
     fn shape(&self, s: &Summary) -> Vec<String> {
         let t = &s.means;
         let mut problems = Vec::new();
-        let last = |load: &str, a: &str, col: &str| {
-            t.values(&[load, a], col)
-                .last()
-                .copied()
-                .unwrap_or(f64::NAN)
-        };
+        let last = |load: &str, a: &str, col: &str| at_largest(t, load, a, col);
         let euler_loses_more =
             last("high", "euler", "probe_loss_pct") > last("high", "gpint-3", "probe_loss_pct");
         if !euler_loses_more {

@@ -167,6 +167,22 @@ pub fn size_sweep(
     Ok(())
 }
 
+/// A size sweep's `col` for (`load`, `variant`) at its largest network (NaN if absent).
+pub fn at_largest(t: &super::Table, load: &str, variant: &str, col: &str) -> f64 {
+    t.values(&[load, variant], col)
+        .last()
+        .copied()
+        .unwrap_or(f64::NAN)
+}
+
+/// A size sweep's largest finite `col` for (`load`, `variant`) over the sizes (0 if none).
+pub fn worst(t: &super::Table, load: &str, variant: &str, col: &str) -> f64 {
+    t.values(&[load, variant], col)
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max)
+}
+
 /// `approach` (a planner of `kplane_probe::PLANNERS` or `snmp`) over `sc`, seed `seed`.
 pub fn measure(approach: &str, sc: &Scenario, seed: u64) -> anyhow::Result<Outcome> {
     let g = graph(sc.switches, seed)?;
@@ -205,10 +221,7 @@ pub fn measure(approach: &str, sc: &Scenario, seed: u64) -> anyhow::Result<Outco
         };
         // What is still on its way (late probes, held clones) belongs to this session; then
         // a second between sessions.
-        while net.0.busy() {
-            let later = net.0.now() + 1_000_000_000;
-            let _ = net.next(later);
-        }
+        net.0.run_out(1_000_000_000);
         let gap = net.0.now() + 1_000_000_000;
         let _ = net.next(gap);
         let st = &net.0.stats;
@@ -305,10 +318,7 @@ mod tests {
         assert!(s.complete, "{s:?}");
         assert_eq!((s.probes, s.recovery_probes), (2, 0));
         // Once the last feedbacks are in, every clone (one per hop: 4 + 3) was discarded.
-        while net.0.busy() {
-            let later = net.0.now() + 1_000_000_000;
-            let _ = net.next(later);
-        }
+        net.0.run_out(1_000_000_000);
         assert_eq!(net.0.stats.clones_discarded, 4 + 3);
         assert_eq!(net.0.stats.failure_notices, 0);
     }

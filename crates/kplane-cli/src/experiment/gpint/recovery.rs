@@ -5,7 +5,7 @@ use kplane_probe::monitor::RecoveryConfig;
 
 use super::super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
 use super::congestion::sessions;
-use super::{Variant, size_sweep};
+use super::{Variant, size_sweep, worst};
 
 pub struct Recovery;
 
@@ -107,12 +107,7 @@ impl Experiment for Recovery {
 
     fn compare(&self, s: &Summary) -> Vec<Comparison> {
         let t = &s.means;
-        let worst = |load: &str, v: &str, col: &str| {
-            t.values(&[load, v], col)
-                .into_iter()
-                .filter(|x| x.is_finite())
-                .fold(0.0, f64::max)
-        };
+        let worst = |load: &str, v: &str, col: &str| worst(t, load, v, col);
         vec![
             Comparison::new(
                 "Euler's collection with recovery, low / high load (Figs. 13a, 14a)",
