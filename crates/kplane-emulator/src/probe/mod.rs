@@ -247,10 +247,6 @@ impl Fabric {
         self.now
     }
 
-    pub fn config(&self) -> &FabricConfig {
-        &self.cfg
-    }
-
     /// The monitor sends `probe` to the switch at `probe.pos` of its route.
     pub fn send_probe(&mut self, probe: Probe) {
         let at = probe.route[probe.pos];
