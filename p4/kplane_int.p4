@@ -34,12 +34,23 @@ const bit<8>  MAX_HOPS = 16;
 const bit<8>  INT_LABEL_PROTOCOL = 253;
 const bit<8>  LABEL_MAX_HOP = 5;
 /* GPINT probes (gpint-reliable-int-monitoring §III-B/C): IP protocol 254, DSCP 0x17
-   measurement, 0x19 feedback. A switch answers a probe it has not seen with a feedback out
-   of the port it came in on (clone session PROBE_FEEDBACK_SESSIONS + that port). */
+   measurement, 0x19 feedback, 0x21 failure notification. A switch answers a probe it has
+   not seen with a feedback out of the port it came in on (clone session
+   PROBE_FEEDBACK_SESSIONS + that port) and, when it forwards the probe to another switch,
+   holds a clone in its SQR ring (an E2E clone to PROBE_RING_SESSION that recirculates)
+   until the next switch's feedback arrives or the hold time passes; then the clone goes to
+   the monitor as the failure notification. */
 const bit<8>  PROBE_PROTOCOL = 254;
 const bit<6>  PROBE_DSCP_MEASUREMENT = 0x17;
 const bit<6>  PROBE_DSCP_FEEDBACK = 0x19;
+const bit<6>  PROBE_DSCP_FAILURE = 0x21;
 const bit<32> PROBE_FEEDBACK_SESSIONS = 1000;
+const bit<32> PROBE_RING_SESSION = 999;
+const bit<32> PROBE_RING_SLOTS = 64;
+/* A ring clone's state (meta.ring), carried across recirculations by field list 2. */
+const bit<2>  RING_HELD = 1;     /* waiting for the next switch's feedback */
+const bit<2>  RING_EXPIRED = 2;  /* the hold time passed: becomes the failure notification */
+const bit<2>  RING_NOTICE = 3;   /* the failure notification, on its way to the monitor */
 
 /* ------------------------------------------------------------------ headers */
 
@@ -284,6 +295,11 @@ struct metadata_t {
     bit<16> inner_words;      /* words of the packet a report carries */
     bit<16> md_words;         /* words of the sink's own metadata in a report (0 or 8) */
     bit<64> label_ct;         /* INT-label: the labelling time, ns */
+    /* GPINT's SQR ring: this probe is protected (a clone is held once it leaves); a clone's
+       state and when it was taken (µs), kept across its recirculations. */
+    bit<1>  ring_protect;
+    @field_list(2) bit<2>  ring;
+    @field_list(2) bit<48> ring_since;
 }
 
 /* ------------------------------------------------------------------ parser */
@@ -397,6 +413,11 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
        (SQR's recovery mode; set by the control plane). */
     register<bit<1>>(32768) probe_seen;
     register<bit<1>>(1) probe_recovery;
+    /* SQR's ring: the next switch's feedback arrived (by request), clones held, and the
+       port towards the monitor (failure notifications; set by the control plane). */
+    register<bit<1>>(32768) probe_fed;
+    register<bit<32>>(1) probe_ring_used;
+    register<bit<9>>(1) probe_monitor_port;
 
     @name(".drop") action drop() { mark_to_drop(std); }
     @name(".set_egress") action set_egress(bit<9> port) { std.egress_spec = port; }
@@ -489,20 +510,46 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
 
     apply {
         if (!hdr.ipv4.isValid()) { return; }
+        /* A held clone back from egress (SQR's ring): released by its feedback, sent to
+           the monitor once egress found the hold time over, or around again. */
+        if (meta.ring != 0) {
+            bit<32> request = (bit<32>)(hdr.probe_meta.request >> 1);
+            bit<1> fed;
+            probe_fed.read(fed, request);
+            bit<32> used;
+            probe_ring_used.read(used, 0);
+            probe_monitor_port.read(std.egress_spec, 0);
+            if (fed == 1) {
+                probe_ring_used.write(0, used - 1);
+                drop();
+            } else if (meta.ring == RING_EXPIRED) {
+                probe_ring_used.write(0, used - 1);
+                hdr.ipv4.dscp = PROBE_DSCP_FAILURE;
+                meta.ring = RING_NOTICE;
+            }
+            return;
+        }
         meta.in_port = std.ingress_port;
         /* BMv2's clock counts µs; kplane's formats count ns. */
         meta.in_ns = (bit<64>)std.ingress_global_timestamp * 1000;
         if (hdr.ipv4.ttl <= 1) { drop(); return; }
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-        /* A GPINT probe goes where its SR header says; one this switch has not seen is
-           answered with a feedback (an I2E clone, back out of its ingress port). */
+        /* A GPINT probe goes where its SR header says. One this switch has not seen (the
+           loop check) is answered with a feedback (an I2E clone, back out of its ingress
+           port) and, when it goes on to another switch and the ring has room, protected by
+           a held clone. A feedback from the next switch releases the clone it protects. */
         if (hdr.probe_meta.isValid()) {
+            bit<32> request = (bit<32>)(hdr.probe_meta.request >> 1);
+            if (hdr.ipv4.dscp == PROBE_DSCP_FEEDBACK) {
+                probe_fed.write(request, 1);
+                drop();
+                return;
+            }
             if (hdr.ipv4.dscp != PROBE_DSCP_MEASUREMENT || !hdr.probe_sr.isValid()) {
                 drop();
                 return;
             }
             std.egress_spec = (bit<9>)hdr.probe_sr.next_port;
-            bit<32> request = (bit<32>)(hdr.probe_meta.request >> 1);
             bit<1> seen;
             probe_seen.read(seen, request);
             probe_seen.write(request, 1);
@@ -510,6 +557,14 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
             probe_recovery.read(recovery, 0);
             if (seen == 0 && recovery == 1) {
                 clone(CloneType.I2E, PROBE_FEEDBACK_SESSIONS + (bit<32>)std.ingress_port);
+                bit<32> used;
+                probe_ring_used.read(used, 0);
+                /* #SR 1: this switch's header is the last, the probe goes to the monitor. */
+                if (hdr.probe_meta.n_sr > 1 && used < PROBE_RING_SLOTS) {
+                    probe_ring_used.write(0, used + 1);
+                    probe_fed.write(request, 0);
+                    meta.ring_protect = 1;
+                }
             }
             return;
         }
@@ -546,6 +601,9 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     register<bit<22>>(64) report_seq;
     /* GPINT: probes this switch forwarded (its rule-hit counter, what a probe measures). */
     register<bit<32>>(1) probe_hits;
+    /* SQR: how long a clone is held for the next switch's feedback, µs (t_f; set by the
+       control plane). */
+    register<bit<32>>(1) probe_hold_us;
     /* Sink event detection state. */
     register<bit<32>>(256) per_hop_last;     /* by upstream switch id */
     register<bit<32>>(4096) per_flow_last;   /* by flow hash */
@@ -765,6 +823,18 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         meta.hop_latency = (bit<32>)((bit<64>)std.egress_global_timestamp * 1000 - meta.in_ns);
         switch_id.read(meta.switch_id, 0);
         if (!hdr.ipv4.isValid()) { return; }
+        if (meta.ring == RING_HELD) {
+            /* SQR's ring: around again (ingress checks for the feedback) until the hold
+               time, in µs, is over. */
+            bit<32> hold_us;
+            probe_hold_us.read(hold_us, 0);
+            if (std.egress_global_timestamp - meta.ring_since >= (bit<48>)hold_us) {
+                meta.ring = RING_EXPIRED;
+            }
+            recirculate_preserving_field_list(2);
+            return;
+        }
+        if (meta.ring == RING_NOTICE) { return; }
         if (hdr.probe_meta.isValid()) {
             if (std.instance_type == 1) {
                 /* The feedback: DSCP 0x19, Req META with empty stacks. */
@@ -797,6 +867,12 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
             hdr.probe_meta.n_sr = hdr.probe_meta.n_sr - 1;
             /* + DLV 4 + MEA 4 − SR 3 */
             hdr.ipv4.total_len = hdr.ipv4.total_len + 5;
+            /* The protected probe's clone, as it leaves, into the ring. */
+            if (meta.ring_protect == 1) {
+                meta.ring = RING_HELD;
+                meta.ring_since = std.egress_global_timestamp;
+                clone_preserving_field_list(CloneType.E2E, PROBE_RING_SESSION, 2);
+            }
             return;
         }
         if (std.instance_type == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {

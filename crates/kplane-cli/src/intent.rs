@@ -94,13 +94,21 @@ fn address(api: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("--api {api:?} is not http://host:port"))
 }
 
-struct Client {
+/// The intent API over HTTP (also `kplane probe`'s source of plans).
+pub(crate) struct Client {
     addr: SocketAddr,
     auth: Option<String>,
 }
 
 impl Client {
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+    pub(crate) fn new(api: &str, token: Option<&str>) -> Result<Self, String> {
+        Ok(Self {
+            addr: address(api)?,
+            auth: token.map(|t| format!("Bearer {t}")),
+        })
+    }
+
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
         let headers: Vec<(&str, &str)> = self
             .auth
             .as_deref()
@@ -129,11 +137,8 @@ fn print(v: &Value) {
 }
 
 pub fn run(a: IntentArgs) -> ExitCode {
-    let client = match address(&a.api) {
-        Ok(addr) => Client {
-            addr,
-            auth: a.token.map(|t| format!("Bearer {t}")),
-        },
+    let client = match Client::new(&a.api, a.token.as_deref()) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("kplane intent: {e}");
             return ExitCode::from(2);

@@ -15,6 +15,7 @@ mod emulate;
 mod eval;
 mod experiment;
 mod intent;
+mod probe;
 mod query;
 mod sample;
 mod serve;
@@ -52,6 +53,9 @@ enum Command {
     IntentApi(serve::ServeArgs),
     /// Intents through the intent API: apply, dry-run, list, show, delete, approve, audit.
     Intent(intent::IntentArgs),
+    /// GPINT's monitoring module on real switches: probes per a `probe-plan` intent, data
+    /// recovery, returned probes to the collector (see docs/gpint.md).
+    Probe(probe::ProbeArgs),
     /// Everything in one process: emulator, collector, stream processor, API and web console.
     Up(up::UpArgs),
     /// Emulate a P4 INT fabric that sends real telemetry reports (see docs/emulator.md).
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Command::Knowledge(a) => serve::run(source, kplane_knowledge::NAME, a),
         Command::IntentApi(a) => serve::run(source, kplane_intent_api::NAME, a),
         Command::Intent(a) => intent::run(a),
+        Command::Probe(a) => probe::run(a),
         Command::Decode(a) => decode::run(a),
         Command::Emulate(a) => emulate::run_cli(a),
         Command::Up(a) => up::run(source, a),

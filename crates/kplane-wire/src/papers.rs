@@ -203,7 +203,8 @@ impl<'a> GpintProbe<'a> {
         })
     }
 
-    pub fn devices(&self) -> impl Iterator<Item = DlvHeader> + '_ {
+    /// Newest first, as on the wire.
+    pub fn devices(&self) -> impl DoubleEndedIterator<Item = DlvHeader> + '_ {
         self.dlv.data().chunks_exact(4).map(|c| DlvHeader {
             switch_id: c[0],
             queue_depth: c[1],
@@ -215,9 +216,9 @@ impl<'a> GpintProbe<'a> {
         self.mea.data().chunks_exact(4).map(|c| be32(c, 0))
     }
 
-    /// Devices as hops, in the order the probe visited them.
+    /// Devices as hops, in the order the probe visited them (the stack is newest first).
     pub fn push_hops(&self, out: &mut Vec<HopRecord>) {
-        for d in self.devices() {
+        for d in self.devices().rev() {
             let mut h = HopRecord::default();
             h.set(HopField::NodeId, d.switch_id.into());
             h.set(HopField::QueueOccupancy, d.queue_depth.into());

@@ -1,0 +1,178 @@
+//! `kplane probe`: GPINT's monitoring module against real switches
+//! (gpint-reliable-int-monitoring §III–IV; docs/gpint.md). Each session fetches the active
+//! `probe-plan` intent's plan from the intent API (recomputed there from the topology as it
+//! is), sends the probes on the monitor's links, recovers lost ones with Algorithms 1–2 and
+//! the switches' SQR rings, forwards every returned probe to the collector as telemetry,
+//! and prints one JSON line per session.
+
+mod packet_socket;
+mod wire_net;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use kplane_probe::monitor::{Monitor, MonitorConfig, RecoveryConfig, Session, Unavailable};
+use serde_json::{Value, json};
+
+
+use crate::intent::Client;
+pub use wire_net::{LivePlan, MonitorLink, WireNet};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum RecoveryPreset {
+    /// GPINT-FT: t_f = 0.4 s, r_a = 2.
+    FineTuned,
+    /// The paper's evaluation: t_f = 1.5 s, r_a = 10.
+    Paper,
+    /// Each probe sent once.
+    Off,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The intent API, where the probe plans come from.
+    #[arg(long, env = "KPLANE_API", default_value = "http://127.0.0.1:8080")]
+    api: String,
+    /// Bearer token (viewer is enough).
+    #[arg(long, env = "KPLANE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The `probe-plan` intent to run (default: the first active one).
+    #[arg(long)]
+    intent: Option<String>,
+    /// The monitor's link to a switch, `SWITCH=INTERFACE:PORT`: the interface on this host
+    /// and the switch's port facing it. Repeat for each switch a probe may start or end at.
+    #[arg(long = "link", required = true)]
+    links: Vec<MonitorLink>,
+    /// The collector's UDP address: every returned probe goes there as a Telemetry Report
+    /// v2.0 (its DLVs become hops like any INT).
+    #[arg(long)]
+    collector: Option<SocketAddr>,
+    /// Data recovery (Algorithms 1–2; the switches' SQR rings are set separately).
+    #[arg(long, value_enum, default_value_t = RecoveryPreset::FineTuned)]
+    recovery: RecoveryPreset,
+    /// t_f: how long a probe may go unconfirmed before it is sent again (overrides the
+    /// preset's; keep it above the switches' hold time).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    feedback_timeout: Option<Duration>,
+    /// Probes in flight at most (the paper's orchestrator: 12).
+    #[arg(long, default_value_t = 12)]
+    concurrent: usize,
+    /// From one session's start to the next's.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    period: Duration,
+    /// A session not done after this has failed.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    session_limit: Duration,
+    /// Sessions to run (0: until stopped).
+    #[arg(long, default_value_t = 0)]
+    sessions: u64,
+    /// The probes' IPv4 source (and destination) address.
+    #[arg(long, default_value = "10.255.0.1")]
+    source: Ipv4Addr,
+}
+
+impl ProbeArgs {
+    fn monitor(&self) -> MonitorConfig {
+        let mut recovery = match self.recovery {
+            RecoveryPreset::FineTuned => Some(RecoveryConfig::fine_tuned()),
+            RecoveryPreset::Paper => Some(RecoveryConfig::paper()),
+            RecoveryPreset::Off => None,
+        };
+        let timeout = self.feedback_timeout.map(|t| t.as_nanos() as u64);
+        if let (Some(r), Some(t)) = (&mut recovery, timeout) {
+            r.feedback_timeout_ns = t;
+        }
+        MonitorConfig {
+            concurrent: self.concurrent.max(1),
+            recovery,
+            timeout_ns: timeout.unwrap_or(2_000_000_000),
+            session_limit_ns: self.session_limit.as_nanos() as u64,
+        }
+    }
+}
+
+pub fn run(a: ProbeArgs) -> ExitCode {
+    let client = match Client::new(&a.api, a.token.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kplane probe: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut net = match WireNet::open(&a.links, a.collector, a.source) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("kplane probe: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut monitor = Monitor::new(a.monitor());
+    let mut n = 0u64;
+    loop {
+        n += 1;
+        let started = Instant::now();
+        let line = match fetch_plan(&client, a.intent.as_deref()) {
+            Ok(plan) => session(&mut net, &mut monitor, plan, n),
+            Err(e) => json!({ "session": n, "error": e }),
+        };
+        println!("{line}");
+        if a.sessions > 0 && n >= a.sessions {
+            return ExitCode::SUCCESS;
+        }
+        std::thread::sleep(a.period.saturating_sub(started.elapsed()));
+    }
+}
+
+/// The chosen `probe-plan` intent's plan as the API computes it now.
+fn fetch_plan(client: &Client, intent: Option<&str>) -> Result<LivePlan, String> {
+    let (status, v) = client.call("GET", "/v1/probe-plans", None)?;
+    if status != 200 {
+        return Err(format!("GET /v1/probe-plans: {status} {v}"));
+    }
+    let plans = v["plans"].as_array().cloned().unwrap_or_default();
+    let chosen = match intent {
+        Some(id) => plans.iter().find(|p| p["intent"] == id),
+        None => plans.first(),
+    };
+    match chosen {
+        Some(p) => LivePlan::from_json(p),
+        None => Err(match intent {
+            Some(id) => format!("no active probe-plan intent {id}"),
+            None => "no active probe-plan intent".to_string(),
+        }),
+    }
+}
+
+/// One session over `plan`; its JSON line.
+fn session(net: &mut WireNet, monitor: &mut Monitor, plan: LivePlan, n: u64) -> Value {
+    let unattached = {
+        net.set_plan(plan.clone());
+        net.unattached()
+    };
+    let before = net.counts.clone();
+    let s: Session = monitor.collect(net, &plan.plan);
+    let unavailable: Vec<Value> = s
+        .unavailable
+        .iter()
+        .map(|u| match *u {
+            Unavailable::Switch(v) => json!({ "switch": plan.ids[v] }),
+            Unavailable::Link(a, b) => json!({ "link": [plan.ids[a], plan.ids[b]] }),
+        })
+        .collect();
+    json!({
+        "session": n,
+        "intent": plan.intent,
+        "paths": plan.plan.paths.len(),
+        "switches": plan.ids,
+        "complete": s.complete,
+        "latency_ms": s.latency_ns as f64 / 1e6,
+        "probes": s.probes,
+        "recovery_probes": s.recovery_probes,
+        "recovered_paths": s.recovered_paths,
+        "unavailable": unavailable,
+        "unattached": unattached,
+        "network": net.counts.since(&before),
+    })
+}
