@@ -47,6 +47,8 @@ const bit<6>  PROBE_DSCP_FAILURE = 0x21;
 const bit<32> PROBE_FEEDBACK_SESSIONS = 1000;
 const bit<32> PROBE_RING_SESSION = 999;
 const bit<32> PROBE_RING_SLOTS = 64;
+/* The loop check: a request seen again within this is a loop (µs; the emulator's too). */
+const bit<48> PROBE_LOOP_WINDOW_US = 10000000;
 /* A ring clone's state (meta.ring), carried across recirculations by field list 2. */
 const bit<2>  RING_HELD = 1;     /* waiting for the next switch's feedback */
 const bit<2>  RING_EXPIRED = 2;  /* the hold time passed: becomes the failure notification */
@@ -297,9 +299,15 @@ struct metadata_t {
     bit<64> label_ct;         /* INT-label: the labelling time, ns */
     /* GPINT's SQR ring: this probe is protected (a clone is held once it leaves); a clone's
        state and when it was taken (µs), kept across its recirculations. */
-    bit<1>  ring_protect;
+    @field_list(3) bit<1>  ring_protect;
     @field_list(2) bit<2>  ring;
     @field_list(2) bit<48> ring_since;
+    /* A probe asking for port counters (request type 1) takes one pass per port of its SR
+       header's MEA range (first port: high byte, last: low byte), last port first, so the
+       first port ends on top; later passes are recirculations (field list 3). */
+    @field_list(3) bit<1>  mea_pass;    /* a later pass: forwarding and checks are done */
+    @field_list(3) bit<8>  mea_port;    /* the port whose counter this pass pushes */
+    bit<32> mea_value;                  /* that counter (ingress reads it, egress pushes it) */
 }
 
 /* ------------------------------------------------------------------ parser */
@@ -409,15 +417,18 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
     register<bit<9>>(16384) ecmp_ports;
     /* Set by the control plane: which ports face hosts (this switch is their INT sink). */
     register<bit<1>>(512) host_port;
-    /* GPINT: requests seen (the loop check) and whether this switch answers with feedback
-       (SQR's recovery mode; set by the control plane). */
-    register<bit<1>>(32768) probe_seen;
+    /* GPINT: when each request was last seen (the loop check: seen within
+       PROBE_LOOP_WINDOW_US, so 15-bit ids can be reused) and whether this switch answers with
+       feedback (SQR's recovery mode; set by the control plane). */
+    register<bit<48>>(32768) probe_seen;  /* µs + 1 when last seen; 0 never */
     register<bit<1>>(1) probe_recovery;
     /* SQR's ring: the next switch's feedback arrived (by request), clones held, and the
        port towards the monitor (failure notifications; set by the control plane). */
     register<bit<1>>(32768) probe_fed;
     register<bit<32>>(1) probe_ring_used;
     register<bit<9>>(1) probe_monitor_port;
+    /* Packets received per port (what a port-counter probe measures). */
+    register<bit<32>>(512) port_rx;
 
     @name(".drop") action drop() { mark_to_drop(std); }
     @name(".set_egress") action set_egress(bit<9> port) { std.egress_spec = port; }
@@ -509,7 +520,18 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
+        if (meta.ring == 0 && meta.mea_pass == 0) {
+            bit<32> rx;
+            port_rx.read(rx, (bit<32>)std.ingress_port);
+            port_rx.write((bit<32>)std.ingress_port, rx + 1);
+        }
         if (!hdr.ipv4.isValid()) { return; }
+        /* A port-counter probe back for its next pass: the counter, the same next hop. */
+        if (meta.mea_pass == 1) {
+            port_rx.read(meta.mea_value, (bit<32>)meta.mea_port);
+            std.egress_spec = (bit<9>)hdr.probe_sr.next_port;
+            return;
+        }
         /* A held clone back from egress (SQR's ring): released by its feedback, sent to
            the monitor once egress found the hold time over, or around again. */
         if (meta.ring != 0) {
@@ -550,12 +572,18 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
                 return;
             }
             std.egress_spec = (bit<9>)hdr.probe_sr.next_port;
-            bit<1> seen;
-            probe_seen.read(seen, request);
-            probe_seen.write(request, 1);
+            if (hdr.probe_meta.request[0:0] == 1) {
+                meta.mea_port = hdr.probe_sr.mea_range[7:0];
+                port_rx.read(meta.mea_value, (bit<32>)meta.mea_port);
+            }
+            bit<48> last_seen;
+            probe_seen.read(last_seen, request);
+            probe_seen.write(request, std.ingress_global_timestamp + 1);
+            bool seen = last_seen != 0
+                && std.ingress_global_timestamp + 1 - last_seen < PROBE_LOOP_WINDOW_US;
             bit<1> recovery;
             probe_recovery.read(recovery, 0);
-            if (seen == 0 && recovery == 1) {
+            if (!seen && recovery == 1) {
                 clone(CloneType.I2E, PROBE_FEEDBACK_SESSIONS + (bit<32>)std.ingress_port);
                 bit<32> used;
                 probe_ring_used.read(used, 0);
@@ -849,24 +877,40 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                 hdr.probe_mea_rest.setInvalid();
                 return;
             }
-            /* The measurement: this switch's DLV and rule-hit counter on top of the stacks,
-               its SR header popped. */
-            bit<32> hits;
-            probe_hits.read(hits, 0);
-            hits = hits + 1;
-            probe_hits.write(0, hits);
-            hdr.probe_dlv.setValid();
-            hdr.probe_dlv.sid = (bit<8>)meta.switch_id;
-            hdr.probe_dlv.q_depth = (bit<8>)std.deq_qdepth;
-            hdr.probe_dlv.n_mea = 1;
-            hdr.probe_dlv_count.n = hdr.probe_dlv_count.n + 1;
+            /* The measurement: this switch's DLV (first pass) and a counter on top of the
+               stacks — its rule hits, or one port's packets per pass — then its SR header
+               popped. */
+            bit<1> ports = hdr.probe_meta.request[0:0];
+            bit<8> first_port = hdr.probe_sr.mea_range[15:8];
+            if (meta.mea_pass == 0) {
+                hdr.probe_dlv.setValid();
+                hdr.probe_dlv.sid = (bit<8>)meta.switch_id;
+                hdr.probe_dlv.q_depth = (bit<8>)std.deq_qdepth;
+                hdr.probe_dlv.n_mea = 1;
+                if (ports == 1) {
+                    hdr.probe_dlv.n_mea = (bit<16>)(meta.mea_port - first_port) + 1;
+                }
+                hdr.probe_dlv_count.n = hdr.probe_dlv_count.n + 1;
+                hdr.ipv4.total_len = hdr.ipv4.total_len + 4;
+                bit<32> hits;
+                probe_hits.read(hits, 0);
+                hits = hits + 1;
+                probe_hits.write(0, hits);
+                meta.mea_value = hits;
+            }
             hdr.probe_mea.setValid();
-            hdr.probe_mea.value = hits;
+            hdr.probe_mea.value = meta.mea_value;
             hdr.probe_mea_count.n = hdr.probe_mea_count.n + 1;
+            hdr.ipv4.total_len = hdr.ipv4.total_len + 4;
+            if (ports == 1 && meta.mea_port > first_port) {
+                meta.mea_port = meta.mea_port - 1;
+                meta.mea_pass = 1;
+                recirculate_preserving_field_list(3);
+                return;
+            }
             hdr.probe_sr.setInvalid();
             hdr.probe_meta.n_sr = hdr.probe_meta.n_sr - 1;
-            /* + DLV 4 + MEA 4 − SR 3 */
-            hdr.ipv4.total_len = hdr.ipv4.total_len + 5;
+            hdr.ipv4.total_len = hdr.ipv4.total_len - 3;
             /* The protected probe's clone, as it leaves, into the ring. */
             if (meta.ring_protect == 1) {
                 meta.ring = RING_HELD;

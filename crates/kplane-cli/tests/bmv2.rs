@@ -98,6 +98,81 @@ fn wait_for_state(api: std::net::SocketAddr, id: &str, state: &str) -> serde_jso
     }
 }
 
+/// `kplane collector --print` (run by `cmd`, which ends in the kplane binary) listening on
+/// `listen`, reports published too; its printed lines, a JSON record each.
+fn printing_collector(cmd: &mut Command, listen: &str) -> (ChildGuard, mpsc::Receiver<String>) {
+    let mut collector = ChildGuard::from(
+        cmd.args(["collector", "--listen", listen, "--print"])
+            .env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true")
+            .args(["--admin", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, lines) = mpsc::channel::<String>();
+    let out = collector.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (collector, lines)
+}
+
+/// `kplane intent-api` with its store in `dir` and `drivers` (TOML, the
+/// `[[intent-api.intents.drivers]]` tables); returns once it is ready.
+fn intent_api(dir: &std::path::Path, drivers: &str) -> (ChildGuard, std::net::SocketAddr) {
+    let (api_port, admin_port) = (free_port(), free_port());
+    let config = format!(
+        r#"
+[intent-api]
+listen = "127.0.0.1:{api_port}"
+admin = "127.0.0.1:{admin_port}"
+store-dir = "{store}"
+[[intent-api.tokens]]
+name = "test"
+role = "admin"
+sha256 = "{sha}"
+[intent-api.intents]
+state-dir = "{state}"
+reconcile-interval = "100ms"
+verify = false
+{drivers}
+"#,
+        store = dir.join("store").display(),
+        state = dir.join("intent-api").display(),
+        sha = kplane_intent_api::auth::hash_token(TOKEN),
+    );
+    let config_file = dir.join("kplane.toml");
+    std::fs::write(&config_file, config).unwrap();
+    let api = ChildGuard::from(
+        kplane()
+            .arg("--config")
+            .arg(&config_file)
+            .arg("intent-api")
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(admin_port, Duration::from_secs(30));
+    (api, format!("127.0.0.1:{api_port}").parse().unwrap())
+}
+
+/// Applies an intent given as YAML (written into `dir`) and waits until it is active; its id.
+fn apply(api: std::net::SocketAddr, dir: &std::path::Path, name: &str, yaml: &str) -> String {
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    let (ok, out) = cli(&format!("http://{api}"), &["apply", "-f", file.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for_state(api, &id, "active");
+    id
+}
+
 /// A BMv2 switch (device 1, INT node id 1) with `ports` ports on veths whose far ends sit in a
 /// namespace, the last port carrying reports to the collector (`kplane collector --print`
 /// inside the namespace, on 10.99.0.254), and the intent API driving the switch over
@@ -129,30 +204,16 @@ impl Rig {
         let refs: Vec<(u32, &str)> = ifaces.iter().map(|(n, i)| (*n, i.as_str())).collect();
         let sw = Bmv2::start(1, &refs);
 
-        let mut collector = ChildGuard::from(
+        let (collector, events) = printing_collector(
             Command::new("ip")
                 .args(["netns", "exec", &ns.name])
-                .arg(env!("CARGO_BIN_EXE_kplane"))
-                .args(["collector", "--listen", "10.99.0.254:32766", "--print"])
-                .env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true")
-                .args(["--admin", "127.0.0.1:0"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap(),
+                .arg(env!("CARGO_BIN_EXE_kplane")),
+            "10.99.0.254:32766",
         );
-        let (events_tx, events) = mpsc::channel::<String>();
-        let out = collector.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = events_tx.send(line);
-            }
-        });
 
         let dir = std::env::temp_dir().join(format!("kplane-bmv2-{names}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let (api_port, admin_port) = (free_port(), free_port());
         let list = |items: Vec<String>| items.join(", ");
         let hosts = list(
             hosts
@@ -170,20 +231,8 @@ impl Rig {
                 })
                 .collect(),
         );
-        let config = format!(
+        let driver = format!(
             r#"
-[intent-api]
-listen = "127.0.0.1:{api_port}"
-admin = "127.0.0.1:{admin_port}"
-store-dir = "{store}"
-[[intent-api.tokens]]
-name = "test"
-role = "admin"
-sha256 = "{sha}"
-[intent-api.intents]
-state-dir = "{state}"
-reconcile-interval = "100ms"
-verify = false
 [[intent-api.intents.drivers]]
 kind = "p4runtime"
 switch = 1
@@ -193,29 +242,15 @@ report-port = {ports}
 hosts = [{hosts}]
 entries = [{entries}]
 "#,
-            store = dir.join("store").display(),
-            state = dir.join("intent-api").display(),
-            sha = kplane_intent_api::auth::hash_token(TOKEN),
             grpc = sw.grpc,
         );
-        let config_file = dir.join("kplane.toml");
-        std::fs::write(&config_file, config).unwrap();
-        let api = ChildGuard::from(
-            kplane()
-                .arg("--config")
-                .arg(&config_file)
-                .arg("intent-api")
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap(),
-        );
-        wait_ready(admin_port, Duration::from_secs(30));
+        let (api, api_addr) = intent_api(&dir, &driver);
         Self {
             ns,
             sw,
             dir,
-            api: format!("http://127.0.0.1:{api_port}"),
-            api_addr: format!("127.0.0.1:{api_port}").parse().unwrap(),
+            api: format!("http://{api_addr}"),
+            api_addr,
             events,
             names,
             ports,
@@ -247,16 +282,7 @@ entries = [{entries}]
 
     /// Applies an intent given as YAML and waits until it is active; its id.
     fn apply(&self, name: &str, yaml: &str) -> String {
-        let file = self.dir.join(format!("{name}.yaml"));
-        std::fs::write(&file, yaml).unwrap();
-        let (ok, out) = cli(&self.api, &["apply", "-f", file.to_str().unwrap()]);
-        assert!(ok, "{out}");
-        let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        wait_for_state(self.api_addr, &id, "active");
-        id
+        apply(self.api_addr, &self.dir, name, yaml)
     }
 
     /// Provisioning in registers (Thrift CLI), once the pipeline is on the switch: its
@@ -974,4 +1000,232 @@ fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_doe
             "the rule-hit counter: BMv2 {bmv2:?} vs the emulator {emu:?}"
         );
     }
+}
+
+/// GPINT end to end on real switches: `kplane probe` (the monitoring module) over three BMv2
+/// switches in a chain, each attached to the monitor by its port 1, with the plan from a
+/// `probe-plan` intent through the intent API (the P4Runtime drivers' links), and every
+/// returned probe reported to `kplane collector`. While the chain is up each session's probe
+/// crosses all three switches and the collector decodes it into hops in path order. Then the
+/// path's second link fails: the middle switch's SQR ring holds its clone of the probe, no
+/// feedback comes, and after the hold time the clone reaches the monitor as the failure
+/// notification carrying what was measured so far — the emulator's probe data plane sends the
+/// same notice for the same loss — and the monitor (Algorithms 1–2) marks the link
+/// unavailable and recovers the path from its last switch: the session completes.
+#[test]
+fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_collector() {
+    use bmv2::Veth;
+    use kplane_emulator::probe::{DSCP_FAILURE, Delivery, Fabric, FabricConfig, Probe};
+    if !bmv2::available() {
+        return;
+    }
+    let tag = format!("k{}q", std::process::id());
+    // Switch n's port 1 ↔ the monitor's m{n}; switch 1 port 2 ↔ switch 2 port 2; switch 2
+    // port 3 ↔ switch 3 port 2.
+    let monitor: Vec<Veth> = (1..=3)
+        .map(|n| Veth::pair(&format!("{tag}s{n}"), &format!("{tag}m{n}")))
+        .collect();
+    let l12 = Veth::pair(&format!("{tag}a12"), &format!("{tag}b12"));
+    let l23 = Veth::pair(&format!("{tag}a23"), &format!("{tag}b23"));
+    let switches = [
+        Bmv2::start(1, &[(1, &monitor[0].a), (2, &l12.a)]),
+        Bmv2::start(2, &[(1, &monitor[1].a), (2, &l12.b), (3, &l23.a)]),
+        Bmv2::start(3, &[(1, &monitor[2].a), (2, &l23.b)]),
+    ];
+    let links = [
+        "[{ port = 2, peer = 2, peer-port = 2 }]",
+        "[{ port = 2, peer = 1, peer-port = 2 }, { port = 3, peer = 3, peer-port = 2 }]",
+        "[{ port = 2, peer = 2, peer-port = 3 }]",
+    ];
+    let drivers: String = switches
+        .iter()
+        .zip(links)
+        .map(|(sw, links)| {
+            format!(
+                "[[intent-api.intents.drivers]]\nkind = \"p4runtime\"\nswitch = {id}\n\
+                 addr = \"{grpc}\"\ndevice-id = {id}\nlinks = {links}\n",
+                id = sw.device_id,
+                grpc = sw.grpc,
+            )
+        })
+        .collect();
+    let dir = std::env::temp_dir().join(format!("kplane-bmv2-{tag}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_api, api) = intent_api(&dir, &drivers);
+    let collector_addr = format!("127.0.0.1:{}", free_port());
+    let (_collector, records) = printing_collector(
+        &mut Command::new(env!("CARGO_BIN_EXE_kplane")),
+        &collector_addr,
+    );
+
+    // A monitor intent on every switch has the drivers push the pipeline; then the plan.
+    apply(
+        api,
+        &dir,
+        "watch",
+        "kind: monitor\nmatch: {dst: 10.0.8.8}\nswitches: [1, 2, 3]\n",
+    );
+    let plan_id = apply(api, &dir, "plan", "kind: probe-plan\nplanner: gpint-3\n");
+    // Each switch: its id, SQR on with a 150 ms hold, the monitor on port 1, feedback
+    // sessions back out of each port, the ring's clone session.
+    for sw in &switches {
+        let ports = if sw.device_id == 2 { 3 } else { 2 };
+        let mut commands = format!(
+            "register_write KplaneEgress.switch_id 0 {}\n\
+             register_write KplaneIngress.probe_recovery 0 1\n\
+             register_write KplaneIngress.probe_monitor_port 0 1\n\
+             register_write KplaneEgress.probe_hold_us 0 150000\n\
+             mirroring_add 999 1\n",
+            sw.device_id
+        );
+        for p in 1..=ports {
+            commands += &format!("mirroring_add {} {p}\n", 1000 + p);
+        }
+        sw.cli(&commands);
+    }
+    let plans = http(api, "GET", "/v1/probe-plans", Some(TOKEN), None)
+        .unwrap()
+        .json();
+    let route: Vec<u32> = plans["plans"][0]["probes"][0]["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(plans["plans"][0]["probes"].as_array().unwrap().len(), 1, "{plans}");
+    assert!(route == [1, 2, 3] || route == [3, 2, 1], "{plans}");
+
+    let mut prober = ChildGuard::from(
+        kplane()
+            .args(["probe", "--api", &format!("http://{api}"), "--token", TOKEN])
+            .args(["--collector", &collector_addr, "--period", "500ms"])
+            .args(["--feedback-timeout", "600ms"])
+            .args(monitor.iter().enumerate().flat_map(|(i, m)| {
+                ["--link".to_string(), format!("{}={}:1", i + 1, m.b)]
+            }))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, sessions) = mpsc::channel::<serde_json::Value>();
+    let out = prober.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            eprintln!("kplane probe: {line}");
+            let _ = tx.send(serde_json::from_str(&line).unwrap());
+        }
+    });
+    let next_session = || {
+        sessions
+            .recv_timeout(Duration::from_secs(20))
+            .expect("kplane probe printed no session")
+    };
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v["hops"]
+            .as_array()
+            .map(|h| {
+                h.iter()
+                    .filter_map(|h| h["node_id"].as_u64())
+                    .map(|n| n as u32)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let probe_record = |want: &[u32]| {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let line = records
+                .recv_timeout(Duration::from_millis(200))
+                .unwrap_or_default();
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && v["embedded"] == "gpint-probe"
+                && ids(&v) == want
+            {
+                return v;
+            }
+            assert!(
+                Instant::now() < end,
+                "the collector never decoded a probe over {want:?}"
+            );
+        }
+    };
+
+    // The chain up: every session complete with no recovery; the probe's hops in path order.
+    for _ in 0..2 {
+        let s = next_session();
+        assert_eq!(s["intent"], plan_id.as_str(), "{s}");
+        assert_eq!(s["complete"], true, "{s}");
+        assert_eq!(s["recovery_probes"], 0, "{s}");
+        assert_eq!(s["network"]["feedback"], 1, "the first switch's feedback: {s}");
+        assert_eq!(s["network"]["failure_notices"], 0, "{s}");
+        assert_eq!(s["network"]["reports_sent"], 1, "{s}");
+    }
+    let whole = probe_record(&route);
+    assert_eq!(whole["hops"][1]["node_id"], route[1], "{whole}");
+
+    // The path's second link fails.
+    let (b, c) = (route[1], route[2]);
+    if c == 3 {
+        l23.lose(&l23.a)
+    } else {
+        l12.lose(&l12.b)
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    let recovered = loop {
+        let s = next_session();
+        if s["network"]["failure_notices"] == 1 {
+            break s;
+        }
+        assert!(Instant::now() < end, "no failure notification: {s}");
+    };
+    assert_eq!(recovered["complete"], true, "{recovered}");
+    assert_eq!(recovered["recovered_paths"], 1, "{recovered}");
+    assert!(recovered["recovery_probes"].as_u64().unwrap() >= 1, "{recovered}");
+    assert_eq!(
+        recovered["unavailable"],
+        serde_json::json!([{ "link": [b, c] }]),
+        "{recovered}"
+    );
+    // The notice carries the first two switches' measurements, the recovery probe the last's.
+    probe_record(&route[..2]);
+    probe_record(&route[2..]);
+
+    // The emulator's data plane, the same path and loss: the same notice.
+    let mut fabric = Fabric::new(
+        FabricConfig {
+            recovery: true,
+            hold_ns: 150_000_000,
+            ..FabricConfig::default()
+        },
+        vec![vec![1], vec![0, 2], vec![1]],
+        &[0.0; 3],
+        1,
+        0,
+    );
+    fabric.script_loss(1, 2, 1);
+    fabric.send_probe(Probe {
+        request: 1,
+        route: vec![0, 1, 2],
+        pos: 0,
+        dlv: Vec::new(),
+        mea: Vec::new(),
+    });
+    let mut notices = Vec::new();
+    while let Some(d) = fabric.next(1_000_000_000) {
+        if let Delivery::Probe { dscp, probe } = d {
+            assert_eq!(dscp, DSCP_FAILURE);
+            notices.push(probe);
+        }
+    }
+    assert_eq!(notices.len(), 1);
+    let emulated: Vec<u32> = notices[0].dlv.iter().map(|d| route[d.switch]).collect();
+    assert_eq!(
+        emulated,
+        route[..2],
+        "the emulator's notice measured the same switches"
+    );
+    assert_eq!(notices[0].pos, 1, "sent by the path's second switch");
+    let _ = std::fs::remove_dir_all(&dir);
 }

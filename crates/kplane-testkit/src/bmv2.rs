@@ -116,6 +116,47 @@ impl Drop for Netns {
     }
 }
 
+/// A veth pair with both ends here (switch to switch, or a switch to a process on this
+/// host), up, offloads and IPv6 off like [`Netns::veth`]; deleted when dropped.
+#[derive(Debug)]
+pub struct Veth {
+    pub a: String,
+    pub b: String,
+}
+
+impl Veth {
+    pub fn pair(a: &str, b: &str) -> Self {
+        let _ = Command::new("ip").args(["link", "del", a]).output();
+        run("ip", &["link", "add", a, "type", "veth", "peer", "name", b]);
+        for end in [a, b] {
+            run("ip", &["link", "set", end, "up"]);
+            let _ = Command::new("ethtool")
+                .args(["-K", end, "tx", "off", "rx", "off"])
+                .output();
+            let _ = Command::new("sysctl")
+                .args(["-qw", &format!("net.ipv6.conf.{end}.disable_ipv6=1")])
+                .output();
+        }
+        Self {
+            a: a.to_string(),
+            b: b.to_string(),
+        }
+    }
+
+    /// Everything sent into end `from` (a or b) is lost from now on: a one-way link failure
+    /// that leaves both interfaces up (BMv2 stalls on a port whose interface goes down).
+    pub fn lose(&self, from: &str) {
+        assert!(from == self.a || from == self.b, "{from} is not an end of this pair");
+        run("tc", &["qdisc", "add", "dev", from, "root", "pfifo", "limit", "0"]);
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.a]).output();
+    }
+}
+
 /// A raw Ethernet socket bound to one interface (opened inside a namespace with
 /// [`Netns::enter`]).
 #[derive(Debug)]

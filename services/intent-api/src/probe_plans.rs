@@ -86,7 +86,10 @@ pub fn plan(topo: &Topology, scope: Option<&[u32]>, planner: &str, measure: Prob
                 .iter()
                 .map(|&s| match measure {
                     ProbeMeasure::RuleHits => json!([0, 1]),
-                    ProbeMeasure::PortPackets => json!([0, topo.ports(s).len()]),
+                    ProbeMeasure::PortPackets => {
+                        let ports = topo.ports(s);
+                        json!([ports.first(), ports.last()])
+                    }
                 })
                 .collect();
             json!({

@@ -108,7 +108,11 @@ pub fn run(a: ProbeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut monitor = Monitor::new(a.monitor());
+    // Switches remember request ids for their loop check's window: start somewhere new.
+    let first = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u16);
+    let mut monitor = Monitor::starting_at(a.monitor(), first);
     let mut n = 0u64;
     loop {
         n += 1;

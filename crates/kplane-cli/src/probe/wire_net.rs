@@ -66,6 +66,11 @@ pub struct LivePlan {
     pub ids: Vec<u32>,
     /// (a, b) → a's port towards b.
     pub ports: HashMap<(usize, usize), u8>,
+    /// Req META's request type: 0 rule hits, 1 port counters.
+    pub request_type: u8,
+    /// Per switch, its SR header's MEA range: port counters from the high byte's port to
+    /// the low byte's (rule hits: 1).
+    pub mea: HashMap<usize, u16>,
     pub plan: Plan,
 }
 
@@ -75,8 +80,10 @@ impl LivePlan {
         if let Some(e) = v["error"].as_str() {
             return Err(format!("plan {}: {e}", v["intent"]));
         }
+        let ports = v["measure"] == "port-packets";
         let mut out = Self {
             intent: v["intent"].as_str().unwrap_or_default().to_string(),
+            request_type: u8::from(ports),
             ..Self::default()
         };
         let probes = v["probes"]
@@ -93,6 +100,24 @@ impl LivePlan {
             let sr = probe["sr"].as_array().ok_or("a probe without sr")?;
             if sr.len() + 1 != path.len() {
                 return Err(format!("a probe's sr has {} hops for {:?}", sr.len(), switches));
+            }
+            let mea = probe["mea"].as_array().ok_or("a probe without mea")?;
+            if mea.len() != path.len() {
+                return Err(format!("a probe's mea has {} ranges for {switches:?}", mea.len()));
+            }
+            for (&at, range) in path.iter().zip(mea) {
+                let range = if ports {
+                    let port = |i: usize| {
+                        range[i]
+                            .as_u64()
+                            .and_then(|p| u8::try_from(p).ok())
+                            .ok_or_else(|| format!("mea: {range} is not two ports ≤ 255"))
+                    };
+                    (u16::from(port(0)?) << 8) | u16::from(port(1)?)
+                } else {
+                    1
+                };
+                out.mea.insert(at, range);
             }
             for (w, hop) in path.windows(2).zip(sr) {
                 let port = hop["next_port"].as_u64().ok_or("sr: next_port")?;
@@ -309,13 +334,14 @@ impl WireNet {
         sr.push(*to_monitor);
         let sr: Vec<SrHeader> = sr
             .into_iter()
-            .map(|next_port| SrHeader {
+            .zip(&route[start..])
+            .map(|(next_port, at)| SrHeader {
                 next_port,
-                measurement_range: 1,
+                measurement_range: self.plan.mea.get(at).copied().unwrap_or(1),
             })
             .collect();
         let mut body = Vec::new();
-        GpintProbe::write(request, 0, &sr, &[], &mut body);
+        GpintProbe::write(request, self.plan.request_type, &sr, &[], &mut body);
         let ip = ip_packet(
             self.source.into(),
             self.source.into(),
@@ -358,8 +384,9 @@ impl WireNet {
             self.counts.feedback += 1;
             return Some(Heard::Feedback { request });
         }
-        if in_transit {
-            // Still on its way (a misconfigured SR stack looped it back here).
+        if in_transit && kind == ProbeKind::Measurement {
+            // Still on its way (a misconfigured SR stack looped it back here). A failure
+            // notice keeps the route it did not finish.
             self.counts.ignored_frames += 1;
             return None;
         }
@@ -466,10 +493,11 @@ mod tests {
     fn plan() -> LivePlan {
         LivePlan::from_json(&json!({
             "intent": "i-1",
+            "measure": "port-packets",
             "probes": [
-                { "switches": [1, 2, 3], "sr": [
+                { "switches": [1, 2, 3], "mea": [[1, 2], [1, 3], [1, 2]], "sr": [
                     { "switch": 1, "next_port": 2 }, { "switch": 2, "next_port": 3 } ] },
-                { "switches": [4], "sr": [] },
+                { "switches": [4], "mea": [[1, 4]], "sr": [] },
             ]
         }))
         .unwrap()
@@ -482,7 +510,8 @@ mod tests {
         assert_eq!(p.plan.paths, [vec![0, 1, 2], vec![3]]);
         assert_eq!(p.ports[&(0, 1)], 2);
         assert_eq!(p.ports[&(1, 2)], 3);
-        let bad = json!({ "probes": [ { "switches": [1, 2], "sr": [] } ] });
+        assert_eq!((p.request_type, p.mea[&1], p.mea[&3]), (1, 0x0103, 0x0104));
+        let bad = json!({ "probes": [ { "switches": [1, 2], "mea": [[0, 1], [0, 1]], "sr": [] } ] });
         assert!(LivePlan::from_json(&bad).unwrap_err().contains("sr has 0 hops"));
         let err = json!({ "intent": "i-2", "error": "no such planner" });
         assert!(LivePlan::from_json(&err).unwrap_err().contains("no such planner"));
@@ -541,8 +570,16 @@ mod tests {
             panic!("not a probe")
         };
         assert_eq!(g.kind, ProbeKind::Measurement);
-        let ports: Vec<u8> = g.source_route().map(|s| s.next_port).collect();
-        assert_eq!(ports, [3, 5], "switch 2 → 3, then switch 3 → the monitor");
+        let sr: Vec<(u8, u16)> = g
+            .source_route()
+            .map(|s| (s.next_port, s.measurement_range))
+            .collect();
+        assert_eq!(
+            sr,
+            [(3, 0x0103), (5, 0x0102)],
+            "switch 2 → 3, then switch 3 → the monitor, each with its ports"
+        );
+        assert_eq!(g.request_type, 1);
 
         // Switch 3 sends it back with two DLVs: complete, measured 2 and 3, reported.
         net.sent.insert(9, (vec![0, 1, 2], 1));

@@ -3,7 +3,7 @@
 //!
 //! A probe leaves the monitoring module for the switch at its start index. Each switch it
 //! reaches queues it behind the background traffic ([`backlog`]), counts it (rule hits, the
-//! in-port's packets), and — unless it has seen the request before (the loop check) or runs
+//! in-port's packets), and — unless it has seen the request within [`LOOP_WINDOW_NS`] (the loop check) or runs
 //! without recovery — answers with a feedback (DSCP 0x19): to the monitor when it is the
 //! first switch, to the previous switch otherwise. It then pushes its DLV header (switch,
 //! queue depth, measurements) and the measurements of its MEA range; a range longer than one
@@ -23,6 +23,9 @@ use std::collections::{BinaryHeap, HashMap};
 use kplane_model::rng::Rng;
 
 pub use backlog::{Backlog, Load};
+
+/// A request seen again within this at a switch is a loop (the P4 program's window too).
+pub const LOOP_WINDOW_NS: u64 = 10_000_000_000;
 
 /// Probe DSCPs (§III-C).
 pub const DSCP_MEASUREMENT: u8 = 0x17;
@@ -453,12 +456,16 @@ impl Fabric {
         {
             sw.probe_packets[port] += 1;
         }
-        // The loop check: a request seen before passes without feedback or clone.
+        // The loop check: a request seen within the window passes without feedback or
+        // clone (ids are 15 bits: they come round again).
         if sw.seen.len() > 4_096 {
             sw.seen
-                .retain(|_, t| now.saturating_sub(*t) < 60_000_000_000);
+                .retain(|_, t| now.saturating_sub(*t) < LOOP_WINDOW_NS);
         }
-        let first = sw.seen.insert(p.request, now).is_none();
+        let first = sw
+            .seen
+            .insert(p.request, now)
+            .is_none_or(|t| now.saturating_sub(t) >= LOOP_WINDOW_NS);
         if !first {
             self.stats.loop_passes += 1;
         }

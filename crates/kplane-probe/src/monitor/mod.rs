@@ -119,9 +119,15 @@ pub struct Monitor {
 
 impl Monitor {
     pub fn new(cfg: MonitorConfig) -> Self {
+        Self::starting_at(cfg, 0)
+    }
+
+    /// Request ids from `first` on: a monitor restarted against live switches starts
+    /// elsewhere than its last run so their loop checks do not take its probes for loops.
+    pub fn starting_at(cfg: MonitorConfig, first: u16) -> Self {
         Self {
             cfg,
-            next_request: 0,
+            next_request: first & 0x7FFF,
         }
     }
 
