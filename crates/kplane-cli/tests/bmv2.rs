@@ -1006,7 +1006,8 @@ fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_doe
 /// switches in a chain, each attached to the monitor by its port 1, with the plan from a
 /// `probe-plan` intent through the intent API (the P4Runtime drivers' links), and every
 /// returned probe reported to `kplane collector`. While the chain is up each session's probe
-/// crosses all three switches and the collector decodes it into hops in path order. Then the
+/// crosses all three switches, reads each one's port counters over its MEA range (a pass per
+/// port, recirculating), and the collector decodes it into hops in path order. Then the
 /// path's second link fails: the middle switch's SQR ring holds its clone of the probe, no
 /// feedback comes, and after the hold time the clone reaches the monitor as the failure
 /// notification carrying what was measured so far — the emulator's probe data plane sends the
@@ -1066,7 +1067,12 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         "watch",
         "kind: monitor\nmatch: {dst: 10.0.8.8}\nswitches: [1, 2, 3]\n",
     );
-    let plan_id = apply(api, &dir, "plan", "kind: probe-plan\nplanner: gpint-3\n");
+    let plan_id = apply(
+        api,
+        &dir,
+        "plan",
+        "kind: probe-plan\nplanner: gpint-3\nmeasure: port-packets\n",
+    );
     // Each switch: its id, SQR on with a 150 ms hold, the monitor on port 1, feedback
     // sessions back out of each port, the ring's clone session.
     for sw in &switches {
@@ -1152,15 +1158,27 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         }
     };
 
-    // The chain up: every session complete with no recovery; the probe's hops in path order.
+    // The chain up: every session complete with no recovery; the probe's hops in path order;
+    // each switch's port counters (switch 2: ports 2 and 3, two passes) growing.
+    let mut counters = Vec::new();
     for _ in 0..2 {
         let s = next_session();
+        counters.push(s["measurements"]["2"].clone());
         assert_eq!(s["intent"], plan_id.as_str(), "{s}");
         assert_eq!(s["complete"], true, "{s}");
         assert_eq!(s["recovery_probes"], 0, "{s}");
         assert_eq!(s["network"]["feedback"], 1, "the first switch's feedback: {s}");
         assert_eq!(s["network"]["failure_notices"], 0, "{s}");
         assert_eq!(s["network"]["reports_sent"], 1, "{s}");
+    }
+    for c in &counters {
+        assert_eq!(c.as_array().map(Vec::len), Some(2), "{counters:?}");
+    }
+    for port in 0..2 {
+        assert!(
+            counters[1][port].as_u64() > counters[0][port].as_u64(),
+            "switch 2's port counters grow: {counters:?}"
+        );
     }
     let whole = probe_record(&route);
     assert_eq!(whole["hops"][1]["node_id"], route[1], "{whole}");

@@ -156,6 +156,7 @@ fn session(net: &mut WireNet, monitor: &mut Monitor, plan: LivePlan, n: u64) -> 
         net.unattached()
     };
     let before = net.counts.clone();
+    net.measurements.clear();
     let s: Session = monitor.collect(net, &plan.plan);
     let unavailable: Vec<Value> = s
         .unavailable
@@ -178,5 +179,6 @@ fn session(net: &mut WireNet, monitor: &mut Monitor, plan: LivePlan, n: u64) -> 
         "unavailable": unavailable,
         "unattached": unattached,
         "network": net.counts.since(&before),
+        "measurements": net.measurements,
     })
 }

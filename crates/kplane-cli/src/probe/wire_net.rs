@@ -6,7 +6,7 @@
 //! so probes feed the same pipeline as any other telemetry (the decoder turns each DLV into
 //! a hop).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
@@ -17,7 +17,7 @@ use kplane_probe::Plan;
 use kplane_probe::monitor::{Heard, ProbeNet};
 use kplane_wire::build::{IndividualSpec, ip_packet, report_v20};
 use kplane_wire::packet::Telemetry;
-use kplane_wire::papers::{GpintProbe, ProbeKind, SrHeader};
+use kplane_wire::papers::{DlvHeader, GpintProbe, ProbeKind, SrHeader};
 use kplane_wire::report::v20::{GroupHeader, IndividualHeader};
 use kplane_wire::{DecodeOptions, Decoded, Start, decode_frame};
 use serde::Serialize;
@@ -230,6 +230,9 @@ pub struct WireNet {
     source: Ipv4Addr,
     options: DecodeOptions,
     pub counts: WireCounts,
+    /// Per switch id, the measurements the latest probe through it brought back (rule hits,
+    /// or packets per port of its range in port order).
+    pub measurements: BTreeMap<u32, Vec<u32>>,
 }
 
 impl WireNet {
@@ -297,6 +300,7 @@ impl WireNet {
             source,
             options,
             counts: WireCounts::default(),
+            measurements: BTreeMap::new(),
         })
     }
 
@@ -366,13 +370,14 @@ impl WireNet {
                     g.kind,
                     g.request_id,
                     g.source_route().next().is_some(),
-                    g.devices().map(|d| d.switch_id).collect::<Vec<u8>>(),
+                    g.devices().collect::<Vec<DlvHeader>>(),
+                    g.measurements().collect::<Vec<u32>>(),
                 )),
                 _ => None,
             },
             _ => None,
         };
-        let Some((kind, request, in_transit, dlvs)) = decoded else {
+        let Some((kind, request, in_transit, devices, values)) = decoded else {
             self.counts.ignored_frames += 1;
             return None;
         };
@@ -390,6 +395,18 @@ impl WireNet {
             self.counts.ignored_frames += 1;
             return None;
         }
+        // DLV i (newest first) owns the next #MEA_i measurements.
+        let mut values = values.into_iter();
+        for d in &devices {
+            let mine: Vec<u32> = values
+                .by_ref()
+                .take(usize::from(d.measurement_count))
+                .collect();
+            if let Some(i) = self.plan.by_sid(d.switch_id) {
+                self.measurements.insert(self.plan.ids[i], mine);
+            }
+        }
+        let dlvs: Vec<u8> = devices.iter().map(|d| d.switch_id).collect();
         let measured: Vec<usize> = dlvs.iter().filter_map(|&s| self.plan.by_sid(s)).collect();
         // The switch that sent it to the monitor pushed the newest DLV.
         let node = dlvs
@@ -551,6 +568,7 @@ mod tests {
             source: Ipv4Addr::new(10, 255, 0, 1),
             options: DecodeOptions::default(),
             counts: WireCounts::default(),
+            measurements: BTreeMap::new(),
         };
         // Without a link to the last switch there is no way back: unroutable.
         net.send_probe(9, &[0, 1, 2], 1);
@@ -589,7 +607,11 @@ mod tests {
             queue_depth: 4,
             measurement_count: 1,
         };
-        GpintProbe::write(9, 0, &[], &[(dlv(3), vec![11]), (dlv(2), vec![10])], &mut body);
+        let two = kplane_wire::papers::DlvHeader {
+            measurement_count: 2,
+            ..dlv(3)
+        };
+        GpintProbe::write(9, 1, &[], &[(two, vec![11, 12]), (dlv(2), vec![10])], &mut body);
         let mut back = frame[..14].to_vec();
         back.extend(ip_packet(
             "10.0.0.3".parse().unwrap(),
@@ -619,6 +641,8 @@ mod tests {
         assert_eq!((outcome.records, outcome.error), (1, None));
         let nodes: Vec<u32> = hops.iter().filter_map(|h| h.node_id()).collect();
         assert_eq!(nodes, [2, 3], "hops in path order");
+        assert_eq!(net.measurements[&3], [11, 12]);
+        assert_eq!(net.measurements[&2], [10]);
         assert_eq!(net.counts.reports_sent, 1);
 
         // An unknown request and a non-probe frame are counted, not heard.
