@@ -108,7 +108,12 @@ impl Client {
         })
     }
 
-    pub(crate) fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+    pub(crate) fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), String> {
         let headers: Vec<(&str, &str)> = self
             .auth
             .as_deref()

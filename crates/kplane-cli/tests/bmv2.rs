@@ -163,7 +163,10 @@ verify = false
 fn apply(api: std::net::SocketAddr, dir: &std::path::Path, name: &str, yaml: &str) -> String {
     let file = dir.join(format!("{name}.yaml"));
     std::fs::write(&file, yaml).unwrap();
-    let (ok, out) = cli(&format!("http://{api}"), &["apply", "-f", file.to_str().unwrap()]);
+    let (ok, out) = cli(
+        &format!("http://{api}"),
+        &["apply", "-f", file.to_str().unwrap()],
+    );
     assert!(ok, "{out}");
     let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
         .as_str()
@@ -1099,7 +1102,11 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         .iter()
         .map(|s| s.as_u64().unwrap() as u32)
         .collect();
-    assert_eq!(plans["plans"][0]["probes"].as_array().unwrap().len(), 1, "{plans}");
+    assert_eq!(
+        plans["plans"][0]["probes"].as_array().unwrap().len(),
+        1,
+        "{plans}"
+    );
     assert!(route == [1, 2, 3] || route == [3, 2, 1], "{plans}");
 
     let mut prober = ChildGuard::from(
@@ -1107,9 +1114,12 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
             .args(["probe", "--api", &format!("http://{api}"), "--token", TOKEN])
             .args(["--collector", &collector_addr, "--period", "500ms"])
             .args(["--feedback-timeout", "600ms"])
-            .args(monitor.iter().enumerate().flat_map(|(i, m)| {
-                ["--link".to_string(), format!("{}={}:1", i + 1, m.b)]
-            }))
+            .args(
+                monitor
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, m)| ["--link".to_string(), format!("{}={}:1", i + 1, m.b)]),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -1167,7 +1177,10 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         assert_eq!(s["intent"], plan_id.as_str(), "{s}");
         assert_eq!(s["complete"], true, "{s}");
         assert_eq!(s["recovery_probes"], 0, "{s}");
-        assert_eq!(s["network"]["feedback"], 1, "the first switch's feedback: {s}");
+        assert_eq!(
+            s["network"]["feedback"], 1,
+            "the first switch's feedback: {s}"
+        );
         assert_eq!(s["network"]["failure_notices"], 0, "{s}");
         assert_eq!(s["network"]["reports_sent"], 1, "{s}");
     }
@@ -1200,7 +1213,10 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
     };
     assert_eq!(recovered["complete"], true, "{recovered}");
     assert_eq!(recovered["recovered_paths"], 1, "{recovered}");
-    assert!(recovered["recovery_probes"].as_u64().unwrap() >= 1, "{recovered}");
+    assert!(
+        recovered["recovery_probes"].as_u64().unwrap() >= 1,
+        "{recovered}"
+    );
     assert_eq!(
         recovered["unavailable"],
         serde_json::json!([{ "link": [b, c] }]),

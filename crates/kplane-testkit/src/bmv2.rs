@@ -146,8 +146,14 @@ impl Veth {
     /// Everything sent into end `from` (a or b) is lost from now on: a one-way link failure
     /// that leaves both interfaces up (BMv2 stalls on a port whose interface goes down).
     pub fn lose(&self, from: &str) {
-        assert!(from == self.a || from == self.b, "{from} is not an end of this pair");
-        run("tc", &["qdisc", "add", "dev", from, "root", "pfifo", "limit", "0"]);
+        assert!(
+            from == self.a || from == self.b,
+            "{from} is not an end of this pair"
+        );
+        run(
+            "tc",
+            &["qdisc", "add", "dev", from, "root", "pfifo", "limit", "0"],
+        );
     }
 }
 

@@ -650,6 +650,28 @@ pub fn report_v20(group: GroupHeader, reports: &[IndividualSpec]) -> Vec<u8> {
     out
 }
 
+/// An Inner-Only Telemetry Report v2.0 from `node_id` whose inner packet is the IPv4 packet
+/// `ip` (how `kplane probe` hands returned GPINT probes to the collector).
+pub fn report_v20_ipv4(node_id: u32, sequence: u32, ip: &[u8]) -> Vec<u8> {
+    report_v20(
+        GroupHeader {
+            sequence,
+            node_id,
+            ..GroupHeader::default()
+        },
+        &[IndividualSpec {
+            header: IndividualHeader {
+                rep_type: 0,
+                in_type: 4,
+                ..IndividualHeader::default()
+            },
+            main: None,
+            inner: ip.to_vec(),
+            to_end: true,
+        }],
+    )
+}
+
 /// A hop with the given node id and a typical set of values, for tests and benchmarks.
 pub fn sample_hop(node: u32, latency_ns: u32, queue_occupancy: u32) -> HopRecord {
     let mut h = HopRecord::default();

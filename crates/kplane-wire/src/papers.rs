@@ -216,11 +216,15 @@ impl<'a> GpintProbe<'a> {
         self.mea.data().chunks_exact(4).map(|c| be32(c, 0))
     }
 
-    /// Devices as hops, in the order the probe visited them (the stack is newest first).
+    /// Devices as hops (node id, queue 0's occupancy), in the order the probe visited them
+    /// (the stack is newest first).
     pub fn push_hops(&self, out: &mut Vec<HopRecord>) {
         for d in self.devices().rev() {
             let mut h = HopRecord::default();
             h.set(HopField::NodeId, d.switch_id.into());
+            // A DLV carries one queue depth per switch: queue 0, so probes feed the same
+            // per-queue analytics as INT.
+            h.set(HopField::QueueId, 0);
             h.set(HopField::QueueOccupancy, d.queue_depth.into());
             out.push(h);
         }

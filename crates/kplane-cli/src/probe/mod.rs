@@ -16,7 +16,6 @@ use clap::{Args, ValueEnum};
 use kplane_probe::monitor::{Monitor, MonitorConfig, RecoveryConfig, Session, Unavailable};
 use serde_json::{Value, json};
 
-
 use crate::intent::Client;
 pub use wire_net::{LivePlan, MonitorLink, WireNet};
 

@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 
 use kplane_probe::Plan;
 use kplane_probe::monitor::{Heard, ProbeNet};
-use kplane_wire::build::{IndividualSpec, ip_packet, report_v20};
+use kplane_wire::build::{ip_packet, report_v20_ipv4};
 use kplane_wire::packet::Telemetry;
 use kplane_wire::papers::{DlvHeader, GpintProbe, ProbeKind, SrHeader};
-use kplane_wire::report::v20::{GroupHeader, IndividualHeader};
 use kplane_wire::{DecodeOptions, Decoded, Start, decode_frame};
 use serde::Serialize;
 use serde_json::Value;
@@ -27,8 +26,6 @@ use super::packet_socket::PacketSocket;
 
 /// IP protocol of GPINT probes (the decoder's and the P4 program's default).
 const PROBE_PROTOCOL: u8 = 254;
-/// Telemetry Report v2.0 InType: the inner packet is IPv4.
-const IN_TYPE_IPV4: u8 = 4;
 
 /// The monitor's link to a switch: its interface there, and the switch's port facing it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,11 +96,18 @@ impl LivePlan {
             let path: Vec<usize> = switches.iter().map(|&s| out.index(s)).collect();
             let sr = probe["sr"].as_array().ok_or("a probe without sr")?;
             if sr.len() + 1 != path.len() {
-                return Err(format!("a probe's sr has {} hops for {:?}", sr.len(), switches));
+                return Err(format!(
+                    "a probe's sr has {} hops for {:?}",
+                    sr.len(),
+                    switches
+                ));
             }
             let mea = probe["mea"].as_array().ok_or("a probe without mea")?;
             if mea.len() != path.len() {
-                return Err(format!("a probe's mea has {} ranges for {switches:?}", mea.len()));
+                return Err(format!(
+                    "a probe's mea has {} ranges for {switches:?}",
+                    mea.len()
+                ));
             }
             for (&at, range) in path.iter().zip(mea) {
                 let range = if ports {
@@ -194,23 +198,7 @@ impl Reporter {
     /// it to the monitor.
     fn send(&mut self, node: u32, ip: &[u8]) -> std::io::Result<()> {
         self.sequence = (self.sequence + 1) & 0x3F_FFFF;
-        let report = report_v20(
-            GroupHeader {
-                sequence: self.sequence,
-                node_id: node,
-                ..GroupHeader::default()
-            },
-            &[IndividualSpec {
-                header: IndividualHeader {
-                    rep_type: 0,
-                    in_type: IN_TYPE_IPV4,
-                    ..IndividualHeader::default()
-                },
-                main: None,
-                inner: ip.to_vec(),
-                to_end: true,
-            }],
-        );
+        let report = report_v20_ipv4(node, self.sequence, ip);
         self.socket.send_to(&report, self.collector).map(|_| ())
     }
 }
@@ -528,10 +516,19 @@ mod tests {
         assert_eq!(p.ports[&(0, 1)], 2);
         assert_eq!(p.ports[&(1, 2)], 3);
         assert_eq!((p.request_type, p.mea[&1], p.mea[&3]), (1, 0x0103, 0x0104));
-        let bad = json!({ "probes": [ { "switches": [1, 2], "mea": [[0, 1], [0, 1]], "sr": [] } ] });
-        assert!(LivePlan::from_json(&bad).unwrap_err().contains("sr has 0 hops"));
+        let bad =
+            json!({ "probes": [ { "switches": [1, 2], "mea": [[0, 1], [0, 1]], "sr": [] } ] });
+        assert!(
+            LivePlan::from_json(&bad)
+                .unwrap_err()
+                .contains("sr has 0 hops")
+        );
         let err = json!({ "intent": "i-2", "error": "no such planner" });
-        assert!(LivePlan::from_json(&err).unwrap_err().contains("no such planner"));
+        assert!(
+            LivePlan::from_json(&err)
+                .unwrap_err()
+                .contains("no such planner")
+        );
     }
 
     #[test]
@@ -611,7 +608,13 @@ mod tests {
             measurement_count: 2,
             ..dlv(3)
         };
-        GpintProbe::write(9, 1, &[], &[(two, vec![11, 12]), (dlv(2), vec![10])], &mut body);
+        GpintProbe::write(
+            9,
+            1,
+            &[],
+            &[(two, vec![11, 12]), (dlv(2), vec![10])],
+            &mut body,
+        );
         let mut back = frame[..14].to_vec();
         back.extend(ip_packet(
             "10.0.0.3".parse().unwrap(),
