@@ -108,7 +108,7 @@ impl PacketSocket {
                 };
             }
             // Our own sends come back on an AF_PACKET socket too.
-            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             return Ok(Some(n as usize));
