@@ -900,8 +900,7 @@ fn probe_seen(f: &[u8]) -> Option<ProbeSeen> {
 /// forwards a probe by its SR header and pops it, pushes its DLV and its rule-hit counter on
 /// top of the upstream ones, answers a request it has not seen with a feedback (DSCP 0x19, Req
 /// META alone) out of the port the probe came in on, and one it has seen (the loop check) with
-/// none. Not in the P4 program: SQR's held clone and its failure notification (BMv2 has no
-/// timers), recirculation for measurement ranges past one counter (docs/gpint.md).
+/// none. (SQR's ring and port-counter ranges: the `kplane probe` test below.)
 #[test]
 fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_does() {
     use kplane_emulator::probe::{Delivery, Fabric, FabricConfig, Probe};
@@ -936,7 +935,7 @@ fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_doe
         frames.iter().filter_map(|f| probe_seen(f)).collect()
     };
     let (back, forwarded) = (seen(monitor.join().unwrap()), seen(next.join().unwrap()));
-    // Port 1's capture also holds the probes host 1 sent (DSCP 0x17): the feedbacks are 0x19.
+    // What comes back out of port 1: the feedbacks (DSCP 0x19).
     let feedback: Vec<u16> = back
         .iter()
         .filter(|p| p.0 == 0x19)

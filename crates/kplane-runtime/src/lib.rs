@@ -12,6 +12,7 @@ pub mod hint;
 pub mod id_table;
 pub mod logging;
 pub mod metrics;
+pub mod packet_socket;
 pub mod probe;
 pub mod service;
 pub mod shutdown;

@@ -4,9 +4,11 @@
 //! (`../shared/p4-toolchain/install.sh`).
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use kplane_runtime::packet_socket::PacketSocket;
 
 use crate::{ChildGuard, free_port};
 
@@ -164,61 +166,20 @@ impl Drop for Veth {
 }
 
 /// A raw Ethernet socket bound to one interface (opened inside a namespace with
-/// [`Netns::enter`]).
+/// [`Netns::enter`]); panics on errors, as tests want.
 #[derive(Debug)]
-pub struct RawPort {
-    fd: OwnedFd,
-}
+pub struct RawPort(PacketSocket);
 
 impl RawPort {
     pub fn open(ifname: &str) -> Self {
-        let proto = (libc::ETH_P_ALL as u16).to_be();
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto)) };
-        assert!(
-            fd >= 0,
-            "AF_PACKET socket: {}",
-            std::io::Error::last_os_error()
-        );
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let name = std::ffi::CString::new(ifname).unwrap();
-        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        assert!(index > 0, "no interface {ifname}");
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = proto;
-        addr.sll_ifindex = index as i32;
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&raw const addr).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        assert_eq!(rc, 0, "bind {ifname}: {}", std::io::Error::last_os_error());
-        let tv = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 100_000,
-        };
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&raw const tv).cast(),
-                std::mem::size_of::<libc::timeval>() as u32,
-            )
-        };
-        Self { fd }
+        Self(
+            PacketSocket::open(ifname, Duration::from_millis(100))
+                .unwrap_or_else(|e| panic!("AF_PACKET socket on {ifname}: {e}")),
+        )
     }
 
     pub fn send(&self, frame: &[u8]) {
-        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(
-            n as usize,
-            frame.len(),
-            "send: {}",
-            std::io::Error::last_os_error()
-        );
+        self.0.send(frame).expect("send");
     }
 
     /// Frames received within `wait` for which `keep` holds.
@@ -227,10 +188,10 @@ impl RawPort {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 9216];
         while Instant::now() < end {
-            let n =
-                unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n > 0 && keep(&buf[..n as usize]) {
-                out.push(buf[..n as usize].to_vec());
+            if let Ok(Some(n)) = self.0.recv(&mut buf)
+                && keep(&buf[..n])
+            {
+                out.push(buf[..n].to_vec());
             }
         }
         out

@@ -1,6 +1,6 @@
 //! Golden SQL results: a fixed set of reports and events through the window analytics (every
 //! result table, two consecutive windows so that path changes show) and through the store's
-//! query context. `KPLANE_BLESS=1` (or `make bless`) rewrites `tests/golden/*.txt`.
+//! query context; GPINT probe reports through the same analytics. `KPLANE_BLESS=1` (or `make bless`) rewrites `tests/golden/*.txt`.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -17,6 +17,9 @@ use kplane_stream_processor::Config;
 use kplane_stream_processor::metrics::ProcessorMetrics;
 use kplane_stream_processor::processor::Processor;
 use kplane_stream_processor::query::sql_blocking;
+use kplane_wire::build::{ip_packet, report_v20_ipv4};
+use kplane_wire::papers::{DlvHeader, GpintProbe, ProbeKind};
+use kplane_wire::{DecodeOptions, Decoder, RecordMeta};
 
 const S: u64 = 1_000_000_000;
 
@@ -132,22 +135,37 @@ fn golden(name: &str, got: &str) {
     );
 }
 
-#[test]
-fn window_results_match_the_golden_tables() {
-    let data = std::env::temp_dir().join(format!("kplane-sp-golden-{}", std::process::id()));
+/// A processor over a fresh store `kplane-sp-{name}-{pid}` (not publishing) with `lanes`
+/// assigned; the store's directory.
+fn processor(
+    name: &str,
+    metrics: ProcessorMetrics,
+    lanes: &[(String, u32)],
+) -> (PathBuf, Processor) {
+    let data = std::env::temp_dir().join(format!("kplane-sp-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let cfg = Config {
         data_dir: data.clone(),
         publish: false,
         ..Config::default()
     };
-    let mut p = Processor::new(cfg, ProcessorMetrics::default(), None).unwrap();
+    let mut p = Processor::new(cfg, metrics, None).unwrap();
+    p.rebalance(vec![PartitionEvent::Assigned(lanes.to_vec())])
+        .unwrap();
+    (data, p)
+}
+
+#[test]
+fn window_results_match_the_golden_tables() {
     let (r, e) = (
         (topics::REPORTS.to_string(), 0u32),
         (topics::EVENTS.to_string(), 0u32),
     );
-    p.rebalance(vec![PartitionEvent::Assigned(vec![r.clone(), e.clone()])])
-        .unwrap();
+    let (data, mut p) = processor(
+        "golden",
+        ProcessorMetrics::default(),
+        &[r.clone(), e.clone()],
+    );
     p.offer_batches(&r, 0, &[reports()]);
     p.offer_batches(&e, 0, &[events()]);
     p.flush().unwrap();
@@ -205,18 +223,9 @@ fn window_results_match_the_golden_tables() {
 
 #[test]
 fn an_undecodable_message_is_counted_skipped_and_committed_past() {
-    let data = std::env::temp_dir().join(format!("kplane-sp-bad-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let cfg = Config {
-        data_dir: data.clone(),
-        publish: false,
-        ..Config::default()
-    };
     let metrics = ProcessorMetrics::default();
-    let mut p = Processor::new(cfg, metrics.clone(), None).unwrap();
     let r = (topics::REPORTS.to_string(), 0u32);
-    p.rebalance(vec![PartitionEvent::Assigned(vec![r.clone()])])
-        .unwrap();
+    let (data, mut p) = processor("bad", metrics.clone(), std::slice::from_ref(&r));
     p.handle(kplane_bus::Received {
         topic: r.0.clone(),
         partition: 0,
@@ -399,5 +408,109 @@ fn detector_state_survives_a_restart_so_changes_spanning_it_are_raised_once() {
     let text = pretty_format_batches(&stored).unwrap().to_string();
     assert_eq!(text.matches("path_change").count(), 1, "{text}");
     assert_eq!(text.matches("black_hole").count(), 1, "{text}");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// A probe back from switches 3, 2, 1 (1 first on the path, 3 sent it to the monitor) with
+/// the queue depths `depths` (path order), reported at `t`.
+fn probe_report(t: u64, request: u16, depths: [u8; 3]) -> (Vec<u8>, RecordMeta) {
+    let dlv = |switch_id, queue_depth| {
+        (
+            DlvHeader {
+                switch_id,
+                queue_depth,
+                measurement_count: 1,
+            },
+            vec![u32::from(request)],
+        )
+    };
+    let mut body = Vec::new();
+    // Newest first on the wire.
+    let devices = [dlv(3, depths[2]), dlv(2, depths[1]), dlv(1, depths[0])];
+    GpintProbe::write(request, 0, &[], &devices, &mut body);
+    let monitor = "10.255.0.1".parse().unwrap();
+    let ip = ip_packet(monitor, monitor, 254, ProbeKind::DSCP_MEASUREMENT, &body);
+    let meta = RecordMeta {
+        exporter: Some("127.0.0.1:40000".parse().unwrap()),
+        received_ns: t,
+    };
+    (report_v20_ipv4(3, u32::from(request), &ip), meta)
+}
+
+fn probe_reports() -> RecordBatch {
+    let mut decoder = Decoder::new(DecodeOptions::default());
+    let mut builder = ReportBatchBuilder::new(4);
+    for (t, request, depths) in [
+        (10 * S, 1, [0, 40, 2]),
+        (10 * S + S / 2, 2, [0, 60, 4]),
+        (11 * S + S / 2, 3, [0, 10, 0]),
+    ] {
+        let (payload, meta) = probe_report(t, request, depths);
+        let outcome = decoder.decode_report(&payload, meta, |r| builder.append(r).unwrap());
+        assert_eq!((outcome.records, outcome.error), (1, None));
+    }
+    builder.finish().unwrap()
+}
+
+fn column_u64(batches: &[RecordBatch], sql_col: usize) -> Vec<u64> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::UInt64Type;
+    batches
+        .iter()
+        .flat_map(|b| {
+            let c = datafusion::arrow::compute::cast(
+                b.column(sql_col),
+                &datafusion::arrow::datatypes::DataType::UInt64,
+            )
+            .unwrap();
+            c.as_primitive::<UInt64Type>().values().to_vec()
+        })
+        .collect()
+}
+
+/// GPINT probes feed the same analytics as INT: returned probes as `kplane probe` reports them
+/// to the collector (an Inner-Only Telemetry Report v2.0 carrying the probe), decoded by the
+/// collector's decoder, through the window analytics — the probe's switches are a trajectory
+/// in `flows` and each switch's DLV queue depth a sample in `queues`.
+#[test]
+fn probes_become_trajectories_and_queue_samples() {
+    let r = (topics::REPORTS.to_string(), 0u32);
+    let (data, mut p) = processor(
+        "probes",
+        ProcessorMetrics::default(),
+        std::slice::from_ref(&r),
+    );
+    p.offer_batches(&r, 0, &[probe_reports()]);
+    p.flush().unwrap();
+
+    let flows = sql_blocking(
+        &data,
+        "SELECT CAST(CAST(window_start AS BIGINT) / 1000000000 AS BIGINT UNSIGNED), reports, \
+           array_to_string(path, '-') FROM flows WHERE protocol = 254 ORDER BY window_start",
+    )
+    .unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&flows)
+        .unwrap()
+        .to_string();
+    assert_eq!(column_u64(&flows, 0), [10, 11], "{text}");
+    assert_eq!(column_u64(&flows, 1), [2, 1], "{text}");
+    assert!(
+        text.contains("1-2-3"),
+        "the probe's switches in path order: {text}"
+    );
+
+    let queues = sql_blocking(
+        &data,
+        "SELECT node_id, samples, occupancy_max FROM queues \
+         WHERE CAST(window_start AS BIGINT) = 10000000000 ORDER BY node_id",
+    )
+    .unwrap();
+    assert_eq!(column_u64(&queues, 0), [1, 2, 3]);
+    assert_eq!(column_u64(&queues, 1), [2, 2, 2]);
+    assert_eq!(
+        column_u64(&queues, 2),
+        [0, 60, 4],
+        "each switch's deepest DLV queue"
+    );
     std::fs::remove_dir_all(&data).unwrap();
 }

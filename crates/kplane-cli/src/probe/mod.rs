@@ -5,7 +5,6 @@
 //! the switches' SQR rings, forwards every returned probe to the collector as telemetry,
 //! and prints one JSON line per session.
 
-mod packet_socket;
 mod wire_net;
 
 use std::net::{Ipv4Addr, SocketAddr};

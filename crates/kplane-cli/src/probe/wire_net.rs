@@ -22,7 +22,7 @@ use kplane_wire::{DecodeOptions, Decoded, Start, decode_frame};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::packet_socket::PacketSocket;
+use kplane_runtime::packet_socket::PacketSocket;
 
 /// IP protocol of GPINT probes (the decoder's and the P4 program's default).
 const PROBE_PROTOCOL: u8 = 254;

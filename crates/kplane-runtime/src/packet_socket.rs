@@ -1,5 +1,6 @@
-//! An `AF_PACKET` socket on one interface: whole Ethernet frames out, frames that arrived
-//! in (not the ones this host sent), with a receive timeout so a reader can stop.
+//! An `AF_PACKET` socket on one interface (root): whole Ethernet frames out, frames that
+//! arrived in (not the ones this host sent), with a receive timeout so a reader can stop.
+//! `kplane probe` talks to switches through it; the BMv2 tests' hosts too.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
