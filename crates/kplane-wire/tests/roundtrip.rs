@@ -354,6 +354,7 @@ proptest! {
         let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
         frame.extend_from_slice(&ip);
         let rec = decode_one(&frame);
-        prop_assert_eq!(rec.path().collect::<Vec<_>>(), devices.iter().map(|d| Some(u32::from(d.0.switch_id))).collect::<Vec<_>>());
+        // The stack is newest first; the record's path is in visiting order.
+        prop_assert_eq!(rec.path().collect::<Vec<_>>(), devices.iter().rev().map(|d| Some(u32::from(d.0.switch_id))).collect::<Vec<_>>());
     }
 }
