@@ -51,7 +51,8 @@ pub struct ProbeArgs {
     #[arg(long, value_enum, default_value_t = RecoveryPreset::FineTuned)]
     recovery: RecoveryPreset,
     /// t_f: how long a probe may go unconfirmed before it is sent again (overrides the
-    /// preset's; keep it above the switches' hold time).
+    /// preset's; keep it above the switches' hold time). With `--recovery off`: how long a
+    /// probe may take before it is lost (default 2 s).
     #[arg(long, value_parser = humantime::parse_duration)]
     feedback_timeout: Option<Duration>,
     /// Probes in flight at most (the paper's orchestrator: 12).
@@ -92,6 +93,11 @@ impl ProbeArgs {
 }
 
 pub fn run(a: ProbeArgs) -> ExitCode {
+    // Receive and report errors are warnings on stderr (RUST_LOG=info for more).
+    let _ = kplane_runtime::init_logging(&kplane_runtime::LogConfig {
+        level: "warn".into(),
+        ..Default::default()
+    });
     let client = match Client::new(&a.api, a.token.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -149,10 +155,8 @@ fn fetch_plan(client: &Client, intent: Option<&str>) -> Result<LivePlan, String>
 
 /// One session over `plan`; its JSON line.
 fn session(net: &mut WireNet, monitor: &mut Monitor, plan: LivePlan, n: u64) -> Value {
-    let unattached = {
-        net.set_plan(plan.clone());
-        net.unattached()
-    };
+    net.set_plan(plan.clone());
+    let unattached = net.unattached();
     let before = net.counts.clone();
     net.measurements.clear();
     let s: Session = monitor.collect(net, &plan.plan);
