@@ -1075,7 +1075,7 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         "plan",
         "kind: probe-plan\nplanner: gpint-3\nmeasure: port-packets\n",
     );
-    // Each switch: its id, SQR on with a 150 ms hold, the monitor on port 1, feedback
+    // Each switch: its id, SQR on with a 400 ms hold, the monitor on port 1, feedback
     // sessions back out of each port, the ring's clone session.
     for sw in &switches {
         let ports = if sw.device_id == 2 { 3 } else { 2 };
@@ -1083,7 +1083,7 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
             "register_write KplaneEgress.switch_id 0 {}\n\
              register_write KplaneIngress.probe_recovery 0 1\n\
              register_write KplaneIngress.probe_monitor_port 0 1\n\
-             register_write KplaneEgress.probe_hold_us 0 150000\n\
+             register_write KplaneEgress.probe_hold_us 0 400000\n\
              mirroring_add 999 1\n",
             sw.device_id
         );
@@ -1112,7 +1112,7 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         kplane()
             .args(["probe", "--api", &format!("http://{api}"), "--token", TOKEN])
             .args(["--collector", &collector_addr, "--period", "500ms"])
-            .args(["--feedback-timeout", "600ms"])
+            .args(["--feedback-timeout", "1500ms"])
             .args(
                 monitor
                     .iter()
@@ -1229,7 +1229,7 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
     let mut fabric = Fabric::new(
         FabricConfig {
             recovery: true,
-            hold_ns: 150_000_000,
+            hold_ns: 400_000_000,
             ..FabricConfig::default()
         },
         vec![vec![1], vec![0, 2], vec![1]],
