@@ -44,6 +44,18 @@ fn run(cmd: &str, args: &[&str]) {
     );
 }
 
+/// Brings up an interface here for a switch port: checksum offload off, so BMv2 sees and
+/// sends finished frames, and no IPv6 chatter (router solicitations).
+fn port_up(name: &str) {
+    run("ip", &["link", "set", name, "up"]);
+    let _ = Command::new("ethtool")
+        .args(["-K", name, "tx", "off", "rx", "off"])
+        .output();
+    let _ = Command::new("sysctl")
+        .args(["-qw", &format!("net.ipv6.conf.{name}.disable_ipv6=1")])
+        .output();
+}
+
 /// A network namespace holding the far ends of veth pairs whose near ends stay in ours;
 /// deleted (with its veths) when dropped.
 #[derive(Debug)]
@@ -71,15 +83,8 @@ impl Netns {
                 "link", "add", near, "type", "veth", "peer", "name", far, "netns", &self.name,
             ],
         );
-        run("ip", &["link", "set", near, "up"]);
+        port_up(near);
         run("ip", &["-n", &self.name, "link", "set", far, "up"]);
-        let _ = Command::new("ethtool")
-            .args(["-K", near, "tx", "off", "rx", "off"])
-            .output();
-        // No IPv6 chatter (router solicitations) on the switch's ports.
-        let _ = Command::new("sysctl")
-            .args(["-qw", &format!("net.ipv6.conf.{near}.disable_ipv6=1")])
-            .output();
     }
 
     /// Runs `ip ARGS` inside the namespace.
@@ -119,7 +124,7 @@ impl Drop for Netns {
 }
 
 /// A veth pair with both ends here (switch to switch, or a switch to a process on this
-/// host), up, offloads and IPv6 off like [`Netns::veth`]; deleted when dropped.
+/// host), each end brought up like a switch port; deleted when dropped.
 #[derive(Debug)]
 pub struct Veth {
     pub a: String,
@@ -130,15 +135,8 @@ impl Veth {
     pub fn pair(a: &str, b: &str) -> Self {
         let _ = Command::new("ip").args(["link", "del", a]).output();
         run("ip", &["link", "add", a, "type", "veth", "peer", "name", b]);
-        for end in [a, b] {
-            run("ip", &["link", "set", end, "up"]);
-            let _ = Command::new("ethtool")
-                .args(["-K", end, "tx", "off", "rx", "off"])
-                .output();
-            let _ = Command::new("sysctl")
-                .args(["-qw", &format!("net.ipv6.conf.{end}.disable_ipv6=1")])
-                .output();
-        }
+        port_up(a);
+        port_up(b);
         Self {
             a: a.to_string(),
             b: b.to_string(),

@@ -212,8 +212,8 @@ pub struct WireNet {
     stop: Arc<AtomicBool>,
     readers: Vec<JoinHandle<()>>,
     plan: LivePlan,
-    /// Request → (route, start index) of the probes this session sent.
-    sent: HashMap<u16, (Vec<usize>, usize)>,
+    /// Request → (start index, route length) of the probes this session sent.
+    sent: HashMap<u16, (usize, usize)>,
     reporter: Option<Reporter>,
     source: Ipv4Addr,
     options: DecodeOptions,
@@ -369,7 +369,7 @@ impl WireNet {
             self.counts.ignored_frames += 1;
             return None;
         };
-        let Some((route, start)) = self.sent.get(&request).cloned() else {
+        let Some(&(start, route_len)) = self.sent.get(&request) else {
             self.counts.unknown_requests += 1;
             return None;
         };
@@ -408,7 +408,7 @@ impl WireNet {
                 Heard::Failure {
                     request,
                     // Each switch from `start` pushed one DLV; the last of them held it.
-                    index: (start + dlvs.len()).saturating_sub(1).min(route.len() - 1),
+                    index: (start + dlvs.len()).saturating_sub(1).min(route_len - 1),
                     measured,
                 }
             }
@@ -438,7 +438,7 @@ impl ProbeNet for WireNet {
     }
 
     fn send_probe(&mut self, request: u16, route: &[usize], start: usize) {
-        self.sent.insert(request, (route.to_vec(), start));
+        self.sent.insert(request, (start, route.len()));
         let Some((first, frame)) = self.frame(request, route, start) else {
             self.counts.probes_unroutable += 1;
             return;
@@ -597,7 +597,7 @@ mod tests {
         assert_eq!(g.request_type, 1);
 
         // Switch 3 sends it back with two DLVs: complete, measured 2 and 3, reported.
-        net.sent.insert(9, (vec![0, 1, 2], 1));
+        net.sent.insert(9, (1, 3));
         let mut body = Vec::new();
         let dlv = |s| kplane_wire::papers::DlvHeader {
             switch_id: s,
