@@ -980,6 +980,18 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_never_comes_before_its_period() {
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg(), &StateConfig::default()); // refresh 10 s
+        let f = flow("10.0.0.2");
+        events(&mut d, &wl, &report(f, 2, 100, 5, 2 * S - 1));
+        let early = events(&mut d, &wl, &report(f, 2, 100, 5, 11 * S + S / 2));
+        assert!(early.is_empty(), "9.5 s after the event: {early:?}");
+        let due = events(&mut d, &wl, &report(f, 2, 100, 5, 12 * S));
+        assert_eq!(due.len(), 5, "10 s after the event: {due:?}");
+    }
+
+    #[test]
     fn periodic_refresh_fires_for_live_keys() {
         let wl = Watchlist::default();
         let mut d = Detection::new(cfg(), &StateConfig::default());
@@ -1148,7 +1160,10 @@ mod tests {
                     let prev = slot.0;
                     let kind = if v.abs_diff(prev) > t {
                         EventKind::Change
-                    } else if refresh > 0 && u64::from(now_s.wrapping_sub(slot.1)) * S >= refresh {
+                    } else if refresh > 0
+                        // Whole seconds, never early: a second after `refresh` has passed.
+                        && u64::from(now_s.wrapping_sub(slot.1)) * S >= refresh + S
+                    {
                         EventKind::Refresh
                     } else {
                         return None;

@@ -30,13 +30,14 @@ const NEVER: u32 = 0;
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     pub now_s: u32,
-    /// `now_s` plus the refresh period rounded up to whole seconds (a key is due when
-    /// `elapsed s × 10⁹ ≥ refresh ns`); `u32::MAX` (never, before 2106) when refresh is off.
+    /// The first whole second at least the refresh period after now: `now_s` + 1 + the
+    /// period rounded up to seconds (`now_s` truncates, so one second less could be early);
+    /// `u32::MAX` (never, before 2106) when refresh is off.
     due_s: u32,
 }
 
-/// The refresh period in whole seconds, rounded up (a key is due when `elapsed s × 10⁹ ≥
-/// refresh ns`); 0 when refresh is off. Computed once, not per report.
+/// The refresh period in whole seconds, rounded up; 0 when refresh is off. Computed once, not
+/// per report.
 #[derive(Clone, Copy, Debug)]
 pub struct Refresh(u32);
 
@@ -52,7 +53,7 @@ impl Clock {
         let now_s = (now_ns / 1_000_000_000) as u32;
         let due_s = match refresh.0 {
             0 => u32::MAX,
-            r => now_s.saturating_add(r),
+            r => now_s.saturating_add(r).saturating_add(1),
         };
         // Never `NEVER`: off is u32::MAX, on is at least now + 1.
         Self { now_s, due_s }
