@@ -298,10 +298,12 @@ struct metadata_t {
     bit<16> md_words;         /* words of the sink's own metadata in a report (0 or 8) */
     bit<64> label_ct;         /* INT-label: the labelling time, ns */
     /* GPINT's SQR ring: this probe is protected (a clone is held once it leaves); a clone's
-       state and when it was taken (µs), kept across its recirculations. */
+       state, when it was taken (µs) and whether it holds a slot, kept across its
+       recirculations. */
     @field_list(3) bit<1>  ring_protect;
     @field_list(2) bit<2>  ring;
     @field_list(2) bit<48> ring_since;
+    @field_list(2) bit<1>  ring_slot;
     /* A probe asking for port counters (request type 1) takes one pass per port of its SR
        header's MEA range (first port: high byte, last: low byte), last port first, so the
        first port ends on top; later passes are recirculations (field list 3). */
@@ -533,22 +535,29 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
             return;
         }
         /* A held clone back from egress (SQR's ring): released by its feedback, sent to
-           the monitor once egress found the hold time over, or around again. */
+           the monitor once egress found the hold time over, or around again. It takes its
+           slot on its first time here, so a probe lost before its clone was made (a queue
+           drop, no clone session) holds none. */
         if (meta.ring != 0) {
             bit<32> request = (bit<32>)(hdr.probe_meta.request >> 1);
             bit<1> fed;
             probe_fed.read(fed, request);
             bit<32> used;
             probe_ring_used.read(used, 0);
+            if (meta.ring_slot == 0) {
+                meta.ring_slot = 1;
+                used = used + 1;
+            }
             probe_monitor_port.read(std.egress_spec, 0);
             if (fed == 1) {
-                probe_ring_used.write(0, used - 1);
+                used = used - 1;
                 drop();
             } else if (meta.ring == RING_EXPIRED) {
-                probe_ring_used.write(0, used - 1);
+                used = used - 1;
                 hdr.ipv4.dscp = PROBE_DSCP_FAILURE;
                 meta.ring = RING_NOTICE;
             }
+            probe_ring_used.write(0, used);
             return;
         }
         meta.in_port = std.ingress_port;
@@ -589,7 +598,6 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
                 probe_ring_used.read(used, 0);
                 /* #SR 1: this switch's header is the last, the probe goes to the monitor. */
                 if (hdr.probe_meta.n_sr > 1 && used < PROBE_RING_SLOTS) {
-                    probe_ring_used.write(0, used + 1);
                     probe_fed.write(request, 0);
                     meta.ring_protect = 1;
                 }

@@ -404,13 +404,7 @@ fn intents_on_a_bmv2_switch_watch_and_block_real_packets() {
     // `tune` intents: a condition that never holds keeps the flow's reports in the switch,
     // one that always holds lets every packet report. The switch counts the reports it sends
     // in its report sequence register.
-    let reports = || -> u64 {
-        let out = sw.cli("register_read KplaneEgress.report_seq 0\n");
-        out.lines()
-            .find_map(|l| l.split("report_seq[0]=").nth(1))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no report_seq in {out}"))
-    };
+    let reports = || sw.register("KplaneEgress.report_seq", 0);
     let tune = |name: &str, condition: &str| -> String {
         rig.apply(
             name,
@@ -988,6 +982,9 @@ fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_doe
         "feedback: BMv2 vs the emulator"
     );
     assert_eq!(feedback, [5, 6]);
+    // Both new requests were protected, but this switch has no ring session (999): no clone
+    // was made, so none holds a ring slot.
+    assert_eq!(rig.sw.register("KplaneIngress.probe_ring_used", 0), 0);
     for (bmv2, emu) in forwarded.iter().zip(&emulated) {
         let ours = bmv2.3[0];
         assert_eq!(ours.0, 1, "the switch's id: {bmv2:?}");
@@ -1224,6 +1221,20 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
     // The notice carries the first two switches' measurements, the recovery probe the last's.
     probe_record(&route[..2]);
     probe_record(&route[2..]);
+    // With the monitor stopped and the hold time past, every ring is empty again: each held
+    // clone gave its slot back, released by feedback or sent as a notice.
+    drop(prober);
+    let held = || -> Vec<u64> {
+        switches
+            .iter()
+            .map(|sw| sw.register("KplaneIngress.probe_ring_used", 0))
+            .collect()
+    };
+    let end = Instant::now() + Duration::from_secs(5);
+    while held() != [0, 0, 0] {
+        assert!(Instant::now() < end, "slots still held: {:?}", held());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // The emulator's data plane, the same path and loss: the same notice.
     let mut fabric = Fabric::new(

@@ -280,4 +280,14 @@ impl Bmv2 {
         );
         text
     }
+
+    /// One cell of a register (`Control.register`), read through `simple_switch_CLI`.
+    pub fn register(&self, name: &str, index: u32) -> u64 {
+        let out = self.cli(&format!("register_read {name} {index}\n"));
+        let short = name.rsplit('.').next().unwrap_or(name);
+        out.lines()
+            .find_map(|l| l.split(&format!("{short}[{index}]=")).nth(1))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name}[{index}] in {out}"))
+    }
 }
