@@ -30,9 +30,9 @@ const NEVER: u32 = 0;
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     pub now_s: u32,
-    /// The first whole second at least the refresh period after now: `now_s` + 1 + the
-    /// period rounded up to seconds (`now_s` truncates, so one second less could be early);
-    /// `u32::MAX` (never, before 2106) when refresh is off.
+    /// When a key reported now falls due: `now_s` + 1 + the period rounded up to seconds —
+    /// never before the period has passed (`now_s` truncates now), at most a second after it
+    /// for a whole-second period; `u32::MAX` (never, before 2106) when refresh is off.
     due_s: u32,
 }
 
