@@ -159,10 +159,11 @@ verify = false
     (api, format!("127.0.0.1:{api_port}").parse().unwrap())
 }
 
-/// Applies an intent given as YAML (written into `dir`) and waits until it is active; its id.
-fn apply(api: std::net::SocketAddr, dir: &std::path::Path, name: &str, yaml: &str) -> String {
-    let file = dir.join(format!("{name}.yaml"));
-    std::fs::write(&file, yaml).unwrap();
+/// Applies an intent written into `dir` as `file` (`kplane apply` reads `.json` as JSON, else
+/// YAML) and waits until it is active; its id.
+fn apply(api: std::net::SocketAddr, dir: &std::path::Path, file: &str, text: &str) -> String {
+    let file = dir.join(file);
+    std::fs::write(&file, text).unwrap();
     let (ok, out) = cli(
         &format!("http://{api}"),
         &["apply", "-f", file.to_str().unwrap()],
@@ -285,7 +286,7 @@ entries = [{entries}]
 
     /// Applies an intent given as YAML and waits until it is active; its id.
     fn apply(&self, name: &str, yaml: &str) -> String {
-        apply(self.api_addr, &self.dir, name, yaml)
+        apply(self.api_addr, &self.dir, &format!("{name}.yaml"), yaml)
     }
 
     /// Provisioning in registers (Thrift CLI), once the pipeline is on the switch: its
@@ -443,19 +444,12 @@ fn intents_on_a_bmv2_switch_watch_and_block_real_packets() {
     assert!(ok, "{out}");
 
     // Block it: the flow no longer reaches host 2.
-    let block = dir.join("block.json");
-    std::fs::write(
-        &block,
+    let block_id = apply(
+        api_addr,
+        dir,
+        "block.json",
         r#"{"kind": "block", "match": {"src": "10.0.1.1", "dst-port": "5000"}, "priority": 10}"#,
-    )
-    .unwrap();
-    let (ok, out) = cli(api, &["apply", "-f", block.to_str().unwrap()]);
-    assert!(ok, "{out}");
-    let block_id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    wait_for_state(api_addr, &block_id, "active");
+    );
     assert!(sw.cli("table_dump drop_acl\n").contains("acl_drop"));
     assert_eq!(
         probe(ns, &host(1), &host(2)),
@@ -1063,13 +1057,13 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
     apply(
         api,
         &dir,
-        "watch",
+        "watch.yaml",
         "kind: monitor\nmatch: {dst: 10.0.8.8}\nswitches: [1, 2, 3]\n",
     );
     let plan_id = apply(
         api,
         &dir,
-        "plan",
+        "plan.yaml",
         "kind: probe-plan\nplanner: gpint-3\nmeasure: port-packets\n",
     );
     // Each switch: its id, SQR on with a 400 ms hold, the monitor on port 1, feedback
