@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct KplaneConfig {
     pub log: LogConfig,
+    /// Every HTTP listener's tokens and limits (the API, the admin listeners, the emulator's
+    /// control channel).
+    pub http: kplane_runtime::HttpConfig,
     pub bus: kplane_bus::BusConfig,
     pub collector: kplane_collector::Config,
     pub stream_processor: kplane_stream_processor::Config,
@@ -20,6 +23,7 @@ pub struct KplaneConfig {
 impl Validate for KplaneConfig {
     fn validate(&self, problems: &mut Vec<String>) {
         self.log.validate(problems);
+        self.http.validate(problems);
         self.bus.validate(problems);
         self.collector.validate(problems);
         self.stream_processor.validate(problems);
@@ -35,8 +39,22 @@ pub fn source(file: Option<&Path>) -> ConfigSource {
     }
 }
 
+/// The document, with `[http]` handed to every service.
 pub fn load(source: &ConfigSource) -> Result<KplaneConfig, ConfigError> {
-    kplane_runtime::load(source)
+    let mut cfg: KplaneConfig = kplane_runtime::load(source)?;
+    cfg.share_http();
+    Ok(cfg)
+}
+
+impl KplaneConfig {
+    /// Gives every service the document's `[http]` section.
+    pub fn share_http(&mut self) {
+        use kplane_runtime::Listeners;
+        self.collector.set_http(self.http.clone());
+        self.stream_processor.set_http(self.http.clone());
+        self.knowledge.set_http(self.http.clone());
+        self.intent_api.set_http(self.http.clone());
+    }
 }
 
 /// `kplane config`: the effective configuration as TOML, or every problem and exit 78.
@@ -59,8 +77,34 @@ pub fn print(source: &ConfigSource) -> ExitCode {
     }
 }
 
+/// The configuration as TOML with its secrets (passwords, tokens in clear) shown as
+/// `"<redacted>"`; tokens' SHA-256 hashes stay.
 fn toml_string(cfg: &KplaneConfig) -> Result<String, String> {
-    toml::to_string(cfg).map_err(|e| e.to_string())
+    let mut v = toml::Value::try_from(cfg).map_err(|e| e.to_string())?;
+    redact(&mut v);
+    toml::to_string(&v).map_err(|e| e.to_string())
+}
+
+/// Keys whose values are secrets.
+fn is_secret(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.contains("password") || k.contains("secret") || k == "token" || k.ends_with("-token")
+}
+
+fn redact(v: &mut toml::Value) {
+    match v {
+        toml::Value::Table(t) => {
+            for (k, v) in t.iter_mut() {
+                if is_secret(k) && v.is_str() {
+                    *v = toml::Value::String("<redacted>".into());
+                } else {
+                    redact(v);
+                }
+            }
+        }
+        toml::Value::Array(a) => a.iter_mut().for_each(redact),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -85,6 +129,27 @@ mod tests {
             }
         }
         assert!(n > 0, "no example configs in {}", dir.display());
+    }
+
+    #[test]
+    fn secrets_are_not_printed() {
+        let mut v: toml::Value = toml::from_str(
+            r#"
+            [bus.kafka.options]
+            "sasl.password" = "hunter2"
+            [[intent-api.intents.drivers]]
+            kind = "emulator"
+            token = "kp_abc"
+            [[http.tokens]]
+            name = "ops"
+            sha256 = "00"
+            "#,
+        )
+        .unwrap();
+        redact(&mut v);
+        let text = toml::to_string(&v).unwrap();
+        assert!(!text.contains("hunter2") && !text.contains("kp_abc"), "{text}");
+        assert!(text.contains("sha256 = \"00\""), "{text}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
+use kplane_runtime::{ConfigSource, EXIT_CONFIG, HttpConfig, Shutdown};
 use kplane_emulator::report::ReportVersion;
 use kplane_emulator::run::{RunConfig, Summary, build, run};
 use kplane_emulator::sim::SimConfig;
@@ -205,7 +206,39 @@ pub fn print_summary(s: &Summary, cfg: &RunConfig) {
     );
 }
 
-pub fn run_cli(args: EmulateArgs) -> ExitCode {
+/// The emulator's control channel behind the `[http]` tokens: reads (topology, tables,
+/// truth) need a viewer, writes (entries, failures) an operator.
+pub fn control_router(sim: kplane_emulator::control::Shared, http: &HttpConfig) -> axum::Router {
+    kplane_runtime::auth::protect(kplane_emulator::control::router(sim), http.auth())
+}
+
+pub fn run_cli(source: ConfigSource, args: EmulateArgs) -> ExitCode {
+    let http = if args.control.is_some() {
+        match crate::config::load(&source) {
+            Ok(c) if c.http.no_auth || !c.http.tokens.is_empty() => c.http,
+            Ok(_) => {
+                eprintln!(
+                    "kplane emulate: the control channel needs [[http.tokens]] (or http.no-auth \
+                     on a loopback --control) in the configuration"
+                );
+                return ExitCode::from(EXIT_CONFIG);
+            }
+            Err(e) => {
+                eprint!("kplane emulate: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    } else {
+        HttpConfig::default()
+    };
+    if let Some(addr) = args.control {
+        let mut problems = Vec::new();
+        http.check_listener("--control", addr, &mut problems);
+        if let Some(p) = problems.first() {
+            eprintln!("kplane emulate: {p}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    }
     let cfg = args.config();
     let sim = match build(&cfg) {
         Ok(s) => Arc::new(Mutex::new(s)),
@@ -234,7 +267,7 @@ pub fn run_cli(args: EmulateArgs) -> ExitCode {
         });
     }
     if let Some(addr) = args.control {
-        let router = kplane_emulator::control::router(sim.clone());
+        let router = control_router(sim.clone(), &http);
         match rt.block_on(tokio::net::TcpListener::bind(addr)) {
             Ok(l) => {
                 eprintln!(
@@ -242,7 +275,8 @@ pub fn run_cli(args: EmulateArgs) -> ExitCode {
                     l.local_addr().map_or(addr, |a| a)
                 );
                 rt.spawn(async move {
-                    let _ = axum::serve(l, router).await;
+                    // Runs until the process ends with the emulation.
+                    let _ = kplane_runtime::http::serve(l, router, &http, Shutdown::new()).await;
                 });
             }
             Err(e) => {

@@ -77,6 +77,15 @@ enum Command {
     /// The seed papers' evaluations re-run on kplane: `kplane experiment list` names them;
     /// each writes a CSV, SVG plots and a markdown table beside the paper's figures.
     Experiment(experiment::ExperimentArgs),
+    /// The API's query worker (started by the API itself: user SQL runs in it).
+    #[command(hide = true)]
+    QueryWorker(QueryWorkerArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct QueryWorkerArgs {
+    store_dir: std::path::PathBuf,
+    memory: usize,
 }
 
 fn main() -> ExitCode {
@@ -90,7 +99,7 @@ fn main() -> ExitCode {
         Command::Intent(a) => intent::run(a),
         Command::Probe(a) => probe::run(a),
         Command::Decode(a) => decode::run(a),
-        Command::Emulate(a) => emulate::run_cli(a),
+        Command::Emulate(a) => emulate::run_cli(source, a),
         Command::Up(a) => up::run(source, a),
         Command::Config => config::print(&source),
         Command::SampleCapture(a) => sample::run(a),
@@ -98,5 +107,8 @@ fn main() -> ExitCode {
         Command::Bench(b) => bench::run(b),
         Command::Eval(e) => eval::run(e),
         Command::Experiment(a) => experiment::run(a),
+        Command::QueryWorker(a) => {
+            kplane_intent_api::query_worker::worker_main(&a.store_dir, a.memory)
+        }
     }
 }

@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
-use kplane_runtime::{BoxError, ConfigSource, EXIT_CONFIG, Shutdown, Validate, run_service};
+use kplane_runtime::auth::Role;
+use kplane_runtime::{
+    BoxError, ConfigSource, EXIT_CONFIG, Listeners, Shutdown, Validate, run_service,
+};
 
 use crate::config::load;
 
@@ -76,20 +79,20 @@ async fn up(
 ) -> Result<(), BoxError> {
     let loopback = "127.0.0.1:0".parse::<SocketAddr>()?;
     // Collector: an ephemeral loopback UDP port the emulator sends to; every report published.
-    let collector_cfg = kplane_collector::Config {
+    let mut collector_cfg = kplane_collector::Config {
         listen: vec![loopback],
         admin: loopback,
         publish_reports: true,
         ..cfg.collector
     };
-    let processor_cfg = kplane_stream_processor::Config {
+    let mut processor_cfg = kplane_stream_processor::Config {
         admin: loopback,
         data_dir: a.data_dir.join("stream-processor"),
         // One process on loopback: reports of a lane arrive in order within milliseconds.
         lateness: Duration::from_millis(200),
         ..cfg.stream_processor
     };
-    let knowledge_cfg = kplane_knowledge::Config {
+    let mut knowledge_cfg = kplane_knowledge::Config {
         admin: loopback,
         store_dir: processor_cfg.data_dir.clone(),
         state_dir: a.data_dir.join("knowledge"),
@@ -112,15 +115,29 @@ async fn up(
         ..kplane_emulator::run::RunConfig::default()
     };
     let sim = Arc::new(Mutex::new(kplane_emulator::run::build(&rc)?));
+    // One `[http]` for every listener of the process: the printed admin token, and an operator
+    // token the API's emulator driver writes to the control channel with.
+    let mut http = cfg.http.clone();
+    http.no_auth = a.no_auth;
+    let token = if a.no_auth {
+        None
+    } else {
+        Some(http.add_internal_token("kplane-up", Role::Admin)?)
+    };
+    let driver_token = if a.no_auth {
+        None
+    } else {
+        Some(http.add_internal_token("emulator-driver", Role::Operator)?)
+    };
     // The emulator's control channel: what the API's intents are written to.
     let control = tokio::net::TcpListener::bind(loopback).await?;
     let control_addr = control.local_addr()?;
-    let control_router = kplane_emulator::control::router(sim.clone());
-    let control_stop = shutdown.clone();
+    let control_router = crate::emulate::control_router(sim.clone(), &http);
+    let (control_http, control_stop) = (http.clone(), shutdown.clone());
     tokio::spawn(async move {
-        let _ = axum::serve(control, control_router)
-            .with_graceful_shutdown(async move { control_stop.wait().await })
-            .await;
+        let _ =
+            kplane_runtime::http::serve(control, control_router, &control_http, control_stop)
+                .await;
     });
     let mut intents = cfg.intent_api.intents.clone();
     if intents.drivers.is_empty() {
@@ -130,6 +147,7 @@ async fn up(
                 kplane_intent_api::drivers::emulator::Config {
                     control: control_addr,
                     timeout: Duration::from_secs(5),
+                    token: driver_token,
                 },
             ));
     }
@@ -139,22 +157,20 @@ async fn up(
         listen: a.api,
         store_dir: processor_cfg.data_dir.clone(),
         knowledge_dir: knowledge_cfg.state_dir.clone(),
-        no_auth: a.no_auth,
         intents,
         ..cfg.intent_api
     };
-    let token = if a.no_auth {
-        None
-    } else {
-        let t = kplane_intent_api::auth::new_token()?;
-        api_cfg.tokens.push(kplane_intent_api::config::TokenConfig {
-            name: "kplane-up".into(),
-            role: kplane_intent_api::auth::Role::Admin,
-            sha256: kplane_intent_api::auth::hash_token(&t),
-        });
-        Some(t)
-    };
     let mut problems = Vec::new();
+    http.validate(&mut problems);
+    for c in [
+        &mut collector_cfg as &mut dyn Listeners,
+        &mut processor_cfg,
+        &mut knowledge_cfg,
+        &mut api_cfg,
+    ] {
+        c.set_http(http.clone());
+        c.validate_listeners(&mut problems);
+    }
     collector_cfg.validate(&mut problems);
     processor_cfg.validate(&mut problems);
     api_cfg.validate(&mut problems);

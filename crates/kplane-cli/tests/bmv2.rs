@@ -130,7 +130,7 @@ fn intent_api(dir: &std::path::Path, drivers: &str) -> (ChildGuard, std::net::So
 listen = "127.0.0.1:{api_port}"
 admin = "127.0.0.1:{admin_port}"
 store-dir = "{store}"
-[[intent-api.tokens]]
+[[http.tokens]]
 name = "test"
 role = "admin"
 sha256 = "{sha}"

@@ -8,9 +8,14 @@ use std::time::{Duration, Instant};
 
 use kplane_testkit::{ChildGuard, free_port, http, wait_ready};
 
-fn emulator(control: SocketAddr) -> ChildGuard {
+/// The operator token of the test's `[http]`: the API's and the emulator's.
+const TOKEN: &str = "ops-token";
+
+fn emulator(control: SocketAddr, config: &std::path::Path) -> ChildGuard {
     let child = ChildGuard::from(
         Command::new(env!("CARGO_BIN_EXE_kplane"))
+            .arg("--config")
+            .arg(config)
             .args([
                 "emulate",
                 "--realtime",
@@ -26,7 +31,7 @@ fn emulator(control: SocketAddr) -> ChildGuard {
             .unwrap(),
     );
     let end = Instant::now() + Duration::from_secs(20);
-    while http(control, "GET", "/v1/tables", None, None).is_err() {
+    while http(control, "GET", "/v1/tables", Some(TOKEN), None).is_err() {
         assert!(Instant::now() < end, "no control channel on {control}");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -34,7 +39,7 @@ fn emulator(control: SocketAddr) -> ChildGuard {
 }
 
 fn drop_acl(control: SocketAddr) -> usize {
-    http(control, "GET", "/v1/tables", None, None)
+    http(control, "GET", "/v1/tables", Some(TOKEN), None)
         .map(|r| {
             r.json()["entries"]
                 .as_array()
@@ -67,7 +72,11 @@ fn a_restarted_switch_gets_its_entries_again() {
 listen = "127.0.0.1:{api_port}"
 admin = "127.0.0.1:{admin_port}"
 store-dir = "{store}"
-no-auth = true
+
+[[http.tokens]]
+name = "ops"
+role = "operator"
+sha256 = "{sha}"
 
 [intent-api.intents]
 state-dir = "{state}"
@@ -79,14 +88,16 @@ max-backoff = "500ms"
 kind = "emulator"
 control = "{control}"
 timeout = "2s"
+token = "{TOKEN}"
 "#,
+        sha = kplane_runtime::auth::hash_token(TOKEN),
         store = dir.join("store").display(),
         state = dir.join("intent-api").display(),
     );
     let config_file = dir.join("kplane.toml");
     std::fs::write(&config_file, config).unwrap();
 
-    let mut first = emulator(control);
+    let mut first = emulator(control, &config_file);
     let _api = ChildGuard::from(
         Command::new(env!("CARGO_BIN_EXE_kplane"))
             .arg("--config")
@@ -103,14 +114,14 @@ timeout = "2s"
         api,
         "POST",
         "/v1/intents",
-        None,
+        Some(TOKEN),
         Some(r#"{"kind":"block","match":{"src":"10.0.0.2/32"},"reason":"restart test"}"#),
     )
     .unwrap();
     assert_eq!(r.status, 201, "{}", r.body);
     let id = r.json()["id"].as_str().unwrap().to_string();
     wait("the intent active on 8 edge switches", || {
-        http(api, "GET", &format!("/v1/intents/{id}"), None, None)
+        http(api, "GET", &format!("/v1/intents/{id}"), Some(TOKEN), None)
             .is_ok_and(|r| r.json()["state"] == "active")
             && drop_acl(control) == 8
     });
@@ -120,9 +131,9 @@ timeout = "2s"
     first.wait().unwrap();
     // (No check that it starts empty: the reconciler may re-push before the
     // test can look. The audit record below proves the re-push happened.)
-    let _second = emulator(control);
+    let _second = emulator(control, &config_file);
     wait("the entries pushed again", || drop_acl(control) == 8);
-    let audit = http(api, "GET", "/v1/audit?limit=100", None, None)
+    let audit = http(api, "GET", "/v1/audit?limit=100", Some(TOKEN), None)
         .unwrap()
         .json();
     let restarts: Vec<&serde_json::Value> = audit["audit"]
@@ -139,7 +150,7 @@ timeout = "2s"
             .contains("re-pushed"),
         "{audit}"
     );
-    let v = http(api, "GET", &format!("/v1/intents/{id}"), None, None)
+    let v = http(api, "GET", &format!("/v1/intents/{id}"), Some(TOKEN), None)
         .unwrap()
         .json();
     assert_eq!(v["state"], "active", "{v}");

@@ -27,7 +27,8 @@ static BOOT_ID: LazyLock<u64> = LazyLock::new(|| {
     t ^ u64::from(std::process::id()).rotate_left(40)
 });
 
-type Shared = Arc<Mutex<Sim>>;
+/// The emulator the control channel reads and writes.
+pub type Shared = Arc<Mutex<Sim>>;
 
 fn err(status: StatusCode, msg: impl Into<String>) -> (StatusCode, Json<Value>) {
     (status, Json(json!({ "error": msg.into() })))

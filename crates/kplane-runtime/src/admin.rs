@@ -1,4 +1,6 @@
-//! The admin router every service mounts: `/metrics`, `/healthz`, `/readyz`.
+//! The admin listener every service runs: `/metrics`, `/healthz` and `/readyz` open (the
+//! Prometheus convention), a service's own routes behind the `[http]` tokens (reads a viewer,
+//! changes an operator).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use crate::error::RuntimeError;
+use crate::http::HttpConfig;
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 
@@ -79,29 +82,30 @@ pub type AdminTask = tokio::task::JoinHandle<Result<(), RuntimeError>>;
 pub async fn serve_admin(
     addr: SocketAddr,
     state: AdminState,
+    http: &HttpConfig,
     shutdown: Shutdown,
 ) -> Result<(SocketAddr, AdminTask), RuntimeError> {
-    serve_admin_with(addr, state, Router::new(), shutdown).await
+    serve_admin_with(addr, state, Router::new(), http, shutdown).await
 }
 
-/// [`serve_admin`] with a service's own routes merged in (e.g. the collector's watchlist).
+/// [`serve_admin`] with a service's own routes (e.g. the collector's watchlist) behind the
+/// tokens: reads need a viewer, changes an operator.
 pub async fn serve_admin_with(
     addr: SocketAddr,
     state: AdminState,
     extra: Router,
+    http: &HttpConfig,
     shutdown: Shutdown,
 ) -> Result<(SocketAddr, AdminTask), RuntimeError> {
-    let listener = tokio::net::TcpListener::bind(addr)
+    let app = state
+        .router()
+        .merge(crate::auth::protect(extra, http.auth()));
+    let (local, task) = crate::http::spawn(addr, app, http, shutdown)
         .await
         .map_err(|source| RuntimeError::AdminBind { addr, source })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| RuntimeError::AdminBind { addr, source })?;
-    let app = state.router().merge(extra);
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.wait().await })
-            .await
+        task.await
+            .map_err(|e| RuntimeError::AdminServe(std::io::Error::other(e)))?
             .map_err(RuntimeError::AdminServe)
     });
     Ok((local, task))
@@ -149,9 +153,14 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let shutdown = Shutdown::new();
         let state = AdminState::new(Metrics::new("test"));
-        let (addr, task) = serve_admin("127.0.0.1:0".parse().unwrap(), state, shutdown.clone())
-            .await
-            .unwrap();
+        let (addr, task) = serve_admin(
+            "127.0.0.1:0".parse().unwrap(),
+            state,
+            &HttpConfig::default(),
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
             .await

@@ -1,14 +1,17 @@
 //! # kplane-runtime
 //!
 //! What every kplane service shares: layered configuration ([`config`]), logging
-//! ([`logging`]), the Prometheus registry ([`metrics`]), the admin router serving
-//! `/metrics`, `/healthz` and `/readyz` ([`admin`]), graceful shutdown ([`shutdown`]) and the
-//! hot paths' CPU hints ([`hint`]).
+//! ([`logging`]), the Prometheus registry ([`metrics`]), tokens and roles ([`auth`]), the
+//! hardened HTTP server every listener runs ([`http`]), the admin listener serving `/metrics`,
+//! `/healthz` and `/readyz` ([`admin`]), graceful shutdown ([`shutdown`]) and the hot paths'
+//! CPU hints ([`hint`]).
 
 pub mod admin;
+pub mod auth;
 pub mod config;
 mod error;
 pub mod hint;
+pub mod http;
 pub mod id_table;
 pub mod logging;
 pub mod metrics;
@@ -22,8 +25,8 @@ pub use config::{ConfigSource, Validate, load, load_section};
 pub use error::{ConfigError, RuntimeError};
 pub use logging::{LogConfig, LogFormat, init_logging};
 pub use metrics::Metrics;
+pub use http::HttpConfig;
 pub use service::{
-    AdminOnlyConfig, AdminPort, BoxError, EXIT_CONFIG, ServiceResult, run_admin_only, run_service,
-    serve_until_shutdown, service_main, service_main_with_bus,
+    BoxError, EXIT_CONFIG, Listeners, ServiceResult, run_service, service_main_with_bus,
 };
 pub use shutdown::Shutdown;

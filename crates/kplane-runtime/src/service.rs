@@ -1,8 +1,7 @@
-//! Running a service: admin router up, ready, wait for shutdown, stop cleanly — and the
-//! `main` of each service's own binary.
+//! Running a service: logging, the async runtime, signals, exit codes — and the `main` of
+//! each service's own binary.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,50 +10,20 @@ use serde::de::DeserializeOwned;
 
 use kplane_bus::BusConfig;
 
-use crate::admin::{AdminState, serve_admin};
 use crate::config::{ConfigSource, Validate, load_section};
-use crate::error::RuntimeError;
+use crate::http::HttpConfig;
 use crate::logging::{LogConfig, init_logging};
 use crate::shutdown::Shutdown;
 
 /// Exit code for configuration errors (sysexits `EX_CONFIG`).
 pub const EXIT_CONFIG: u8 = 78;
 
-/// Serves the admin router on `addr`, marks the service ready, and returns once `shutdown`
-/// fires and the server has stopped. Services whose pipeline is elsewhere run this alongside.
-pub async fn serve_until_shutdown(
-    name: &str,
-    addr: SocketAddr,
-    admin: AdminState,
-    shutdown: Shutdown,
-) -> Result<(), RuntimeError> {
-    let (bound, task) = serve_admin(addr, admin.clone(), shutdown.clone()).await?;
-    tracing::info!(service = name, admin = %bound, "admin listening (/metrics /healthz /readyz)");
-    admin.set_ready(true);
-    shutdown.wait().await;
-    admin.set_ready(false);
-    tracing::info!(service = name, "stopping");
-    task.await
-        .map_err(|e| RuntimeError::AdminServe(std::io::Error::other(e)))??;
-    tracing::info!(service = name, "stopped");
-    Ok(())
-}
-
-/// `main` for a service's own binary: `kplane-<name> [--config FILE]`. Loads `[log]` and
-/// `[<name>]` (defaults < file < `KPLANE__…` env), installs logging and signal handling, runs.
-pub fn service_main<T, F, Fut>(name: &str, run: F) -> ExitCode
-where
-    T: DeserializeOwned + Serialize + Default + Validate,
-    F: FnOnce(T, Shutdown) -> Fut,
-    Fut: Future<Output = ServiceResult>,
-{
-    service_main_with_bus(name, |cfg, _bus, shutdown| run(cfg, shutdown))
-}
-
-/// [`service_main`] for a service that talks to the bus: also loads `[bus]`.
+/// `main` for a service's own binary: `kplane-<name> [--config FILE]`. Loads `[log]`,
+/// `[http]`, `[bus]` and `[<name>]` (defaults < file < `KPLANE__…` env), installs logging and
+/// signal handling, runs.
 pub fn service_main_with_bus<T, F, Fut>(name: &str, run: F) -> ExitCode
 where
-    T: DeserializeOwned + Serialize + Default + Validate,
+    T: DeserializeOwned + Serialize + Default + Validate + Listeners,
     F: FnOnce(T, BusConfig, Shutdown) -> Fut,
     Fut: Future<Output = ServiceResult>,
 {
@@ -63,8 +32,15 @@ where
         Err(code) => return code,
     };
     let loaded = load_section::<LogConfig>(&source, "log").and_then(|log| {
-        let cfg = load_section::<T>(&source, name)?;
+        let mut cfg = load_section::<T>(&source, name)?;
         let bus = load_section::<BusConfig>(&source, "bus")?;
+        let http = load_section::<HttpConfig>(&source, "http")?;
+        let mut problems = Vec::new();
+        cfg.set_http(http);
+        cfg.validate_listeners(&mut problems);
+        if !problems.is_empty() {
+            return Err(crate::ConfigError { problems });
+        }
         Ok((log, cfg, bus))
     });
     match loaded {
@@ -135,6 +111,14 @@ where
     })
 }
 
+/// A service configuration whose listeners follow `[http]` (tokens, limits): set from the
+/// document's `[http]` section, which every service shares.
+pub trait Listeners {
+    fn set_http(&mut self, http: HttpConfig);
+    /// Problems of the listeners under `[http]` (e.g. `no-auth` on a public address).
+    fn validate_listeners(&self, problems: &mut Vec<String>);
+}
+
 /// What a service's `run` returns: any error, reported by `Display`.
 pub type ServiceResult = Result<(), BoxError>;
 
@@ -144,66 +128,4 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A service's default admin port (serde can't take it as a const generic).
 pub trait AdminPort {
     const PORT: u16;
-}
-
-/// `[<service>]` of a service that so far only serves its admin router.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields, rename_all = "kebab-case", bound = "")]
-pub struct AdminOnlyConfig<P: AdminPort> {
-    /// Admin listener for /metrics, /healthz and /readyz.
-    pub admin: SocketAddr,
-    #[serde(skip)]
-    port: std::marker::PhantomData<P>,
-}
-
-impl<P: AdminPort> Default for AdminOnlyConfig<P> {
-    fn default() -> Self {
-        Self {
-            admin: SocketAddr::from(([127, 0, 0, 1], P::PORT)),
-            port: std::marker::PhantomData,
-        }
-    }
-}
-
-impl<P: AdminPort> AdminOnlyConfig<P> {
-    pub fn with_admin(admin: SocketAddr) -> Self {
-        Self {
-            admin,
-            ..Self::default()
-        }
-    }
-}
-
-impl<P: AdminPort> Validate for AdminOnlyConfig<P> {
-    fn validate(&self, _problems: &mut Vec<String>) {}
-}
-
-/// Runs a service that so far only serves its admin router, until `shutdown`.
-pub async fn run_admin_only(name: &str, admin: SocketAddr, shutdown: Shutdown) -> ServiceResult {
-    let state = AdminState::new(crate::Metrics::new(name));
-    serve_until_shutdown(name, admin, state, shutdown).await?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn admin_only_service_starts_and_stops_cleanly() {
-        let shutdown = Shutdown::new();
-        let task = tokio::spawn(run_admin_only(
-            "test",
-            "127.0.0.1:0".parse().unwrap(),
-            shutdown.clone(),
-        ));
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        assert!(!task.is_finished());
-        shutdown.trigger();
-        tokio::time::timeout(std::time::Duration::from_secs(5), task)
-            .await
-            .expect("stops promptly")
-            .unwrap()
-            .unwrap();
-    }
 }

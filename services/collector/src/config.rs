@@ -183,6 +183,9 @@ impl DecodeConfig {
 pub struct Config {
     /// Admin listener: /metrics, /healthz, /readyz, /v1/watchlist.
     pub admin: SocketAddr,
+    /// The document's `[http]` section (tokens, limits) for the admin listener.
+    #[serde(skip)]
+    pub http: kplane_runtime::HttpConfig,
     /// UDP listeners for telemetry reports.
     pub listen: Vec<SocketAddr>,
     /// `udp` or `af-xdp`.
@@ -235,6 +238,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             admin: SocketAddr::from(([127, 0, 0, 1], 9101)),
+            http: kplane_runtime::HttpConfig::default(),
             listen: vec![SocketAddr::from(([0, 0, 0, 0], 32766))],
             input: Input::Udp,
             af_xdp: AfXdpConfig::default(),
@@ -343,5 +347,16 @@ impl Validate for Config {
             problems.push(format!("collector.pcap: {} does not exist", p.display()));
         }
         Watchlist::validate(&self.watchlist, problems);
+    }
+}
+
+impl kplane_runtime::Listeners for Config {
+    fn set_http(&mut self, http: kplane_runtime::HttpConfig) {
+        self.http = http;
+    }
+
+    fn validate_listeners(&self, problems: &mut Vec<String>) {
+        self.http
+            .check_listener("collector.admin", self.admin, problems);
     }
 }

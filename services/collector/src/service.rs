@@ -149,6 +149,7 @@ pub async fn start_with_metrics(
         cfg.admin,
         admin_state.clone(),
         api(watchlist.clone()),
+        &cfg.http,
         shutdown.clone(),
     )
     .await?;

@@ -422,14 +422,28 @@ async fn a_step_change_yields_exactly_one_event_noise_none_and_refresh_fires() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_watchlist_is_replaced_through_the_admin_api() {
-    let r = run(config()).await;
+    use kplane_runtime::auth::{Role, TokenConfig, hash_token};
+    let token = |name: &str, role| TokenConfig {
+        name: name.into(),
+        role,
+        sha256: hash_token(name),
+    };
+    let r = run(Config {
+        http: kplane_runtime::HttpConfig {
+            tokens: vec![token("viewer", Role::Viewer), token("ops", Role::Operator)],
+            ..Default::default()
+        },
+        ..config()
+    })
+    .await;
     let admin = r.collector.admin;
-    let put = |body: &str| {
+    let call = |method: &str, token: Option<&str>, body: &str| {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(admin).unwrap();
+        let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
         write!(
             s,
-            "PUT /v1/watchlist HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            "{method} /v1/watchlist HTTP/1.1\r\nhost: x\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
@@ -437,6 +451,16 @@ async fn the_watchlist_is_replaced_through_the_admin_api() {
         s.read_to_string(&mut resp).unwrap();
         resp
     };
+    let put = |body: &str| call("PUT", Some("ops"), body);
+    // No state change without a token, and none with a viewer's; reads need a viewer.
+    let match_all = r#"{"rules":[{"name":"all","src":"0.0.0.0/0","algorithm":"noop"}]}"#;
+    let none = call("PUT", None, match_all);
+    assert!(none.starts_with("HTTP/1.1 401"), "{none}");
+    let viewer = call("PUT", Some("viewer"), match_all);
+    assert!(viewer.starts_with("HTTP/1.1 403"), "{viewer}");
+    assert!(call("GET", None, "").starts_with("HTTP/1.1 401"));
+    assert!(call("GET", Some("viewer"), "").starts_with("HTTP/1.1 200"));
+    assert!(http_get(admin.port(), "/metrics").is_some(), "metrics stay open");
     let bad = put(r#"{"rules":[{"algorithm":"ewma"}]}"#);
     assert!(
         bad.starts_with("HTTP/1.1 400") && bad.contains("ewma needs a weight"),
@@ -444,7 +468,7 @@ async fn the_watchlist_is_replaced_through_the_admin_api() {
     );
     let ok = put(r#"{"rules":[{"name":"all","src":"10.0.0.0/8","algorithm":"noop"}]}"#);
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
-    let got = http_get(admin.port(), "/v1/watchlist").unwrap();
+    let got = call("GET", Some("viewer"), "");
     assert!(got.contains("\"name\":\"all\""), "{got}");
     // The pipeline picks the table up at its next tick: a report event says it has.
     let report_events =

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -21,23 +21,29 @@ use kplane_stream_processor::query::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::{Auth, Role, require};
+use crate::auth::{Auth, Budget, Identity, Limits, Role, require};
 use crate::config::Config;
 use crate::episodes::EpisodeBook;
 use crate::error::ApiError;
 use crate::live::Live;
+use crate::query_worker::{QueryWorkers, WorkerSpec};
+use kplane_runtime::Shutdown;
 
 /// Shared by every handler.
 #[derive(Clone)]
 pub struct AppState {
     pub cfg: Arc<Config>,
-    /// Fixed queries of the routes.
+    /// Fixed queries of the routes (with `query-memory` and `query-timeout` too).
     pub store: SessionContext,
-    /// `POST /v1/query`: a context with a memory limit.
-    pub sandbox: SessionContext,
+    /// `POST /v1/query`: user SQL in worker processes.
+    pub queries: Arc<QueryWorkers>,
+    /// Per-token rate and concurrency limits.
+    pub limits: Arc<Limits>,
     pub live: Live,
     /// Intents and the switch drivers (the reconcile loop runs beside the server).
     pub intents: crate::intents::Intents,
+    /// Ends the live streams when the API stops.
+    pub shutdown: Shutdown,
 }
 
 impl std::fmt::Debug for AppState {
@@ -47,25 +53,34 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    pub async fn new(cfg: Config, live: Live) -> Result<Self, ApiError> {
+    pub async fn new(cfg: Config, live: Live, shutdown: Shutdown) -> Result<Self, ApiError> {
         std::fs::create_dir_all(&cfg.store_dir).map_err(|e| ApiError::Internal(e.to_string()))?;
         // The processor adds and compacts files all the time: DataFusion's directory listing
         // cache (infinite TTL by default) would freeze the API's view of the store.
         let store = SessionContext::new_with_config_rt(
             SessionConfig::new(),
             RuntimeEnvBuilder::new()
+                .with_memory_limit(cfg.query_memory, 1.0)
                 .with_object_list_cache_limit(0)
                 .build_arc()?,
         );
         register_udfs(&store);
         register_store(&store, &cfg.store_dir).await?;
-        let runtime = RuntimeEnvBuilder::new()
-            .with_memory_limit(cfg.query_memory, 1.0)
-            .with_object_list_cache_limit(0)
-            .build_arc()?;
-        let sandbox = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
-        register_udfs(&sandbox);
-        register_store(&sandbox, &cfg.store_dir).await?;
+        let program = match &cfg.query_worker {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().map_err(|e| {
+                ApiError::Internal(format!("cannot find this executable for query workers: {e}"))
+            })?,
+        };
+        let queries = Arc::new(QueryWorkers::new(
+            WorkerSpec {
+                program,
+                store_dir: cfg.store_dir.clone(),
+                memory: cfg.query_memory,
+                address_space: cfg.query_worker_memory,
+            },
+            cfg.query_workers,
+        ));
         let (read, bad) = live.findings.load_history(&store).await?;
         if read + bad > 0 {
             tracing::info!(
@@ -84,16 +99,48 @@ impl AppState {
         Ok(Self {
             cfg: Arc::new(cfg),
             store,
-            sandbox,
+            queries,
+            limits: Arc::new(Limits::default()),
             live,
             intents,
+            shutdown,
         })
     }
 
+    /// `stream` until the API stops: open event streams do not hold up its shutdown.
+    pub(crate) fn until_shutdown<S: Stream>(
+        &self,
+        stream: S,
+    ) -> impl Stream<Item = S::Item> + use<S> {
+        use futures_util::StreamExt;
+        let stop = self.shutdown.clone();
+        stream.take_until(async move { stop.wait().await })
+    }
+
+    /// A fixed route's query, within `query-timeout` (504 past it) and `query-memory`.
     pub(crate) async fn rows(&self, sql: &str) -> Result<Vec<Value>, ApiError> {
-        let batches =
-            replanned_while_compacted(|| async { self.store.sql(sql).await?.collect().await })
-                .await?;
+        let timeout = self.cfg.query_timeout;
+        let batches = tokio::time::timeout(
+            timeout,
+            replanned_while_compacted(|| async { self.store.sql(sql).await?.collect().await }),
+        )
+        .await
+        .map_err(|_| {
+            ApiError::Timeout(format!(
+                "the answer took longer than {timeout:?}; narrow the time range"
+            ))
+        })?
+        .map_err(|e| {
+            let m = e.to_string();
+            if m.contains("Resources exhausted") {
+                ApiError::Unprocessable(format!(
+                    "the answer needs more than the {} MiB a query may use; narrow the time range",
+                    self.cfg.query_memory >> 20
+                ))
+            } else {
+                ApiError::Internal(m)
+            }
+        })?;
         to_json(&batches)
     }
 }
@@ -170,11 +217,12 @@ pub fn router(state: AppState, auth: Auth) -> Router {
 async fn tokens(State(s): State<AppState>) -> Json<Value> {
     let t: Vec<Value> = s
         .cfg
+        .http
         .tokens
         .iter()
         .map(|t| json!({ "name": t.name, "role": t.role.as_str() }))
         .collect();
-    Json(json!({ "tokens": t, "no_auth": s.cfg.no_auth }))
+    Json(json!({ "tokens": t, "no_auth": s.cfg.http.no_auth }))
 }
 
 // ---- parameters ----------------------------------------------------------------------------
@@ -188,17 +236,18 @@ pub struct Range {
 }
 
 fn timestamp(s: &str, what: &str) -> Result<String, ApiError> {
-    // Only what an RFC 3339 time contains: safe inside a SQL string literal.
-    let ok = !s.is_empty()
-        && s.len() <= 40
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || b"-:.TZ+".contains(&b));
-    if !ok {
-        return Err(ApiError::BadRequest(format!(
-            "{what}: {s:?} is not an RFC 3339 time (e.g. 2026-11-21T13:00:00Z)"
-        )));
-    }
-    Ok(format!("to_timestamp('{s}')"))
+    let t = humantime::parse_rfc3339_weak(s).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "{what}: {s:?} is not an RFC 3339 time ({e}; e.g. 2026-11-21T13:00:00Z)"
+        ))
+    })?;
+    let ns = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is before 1970")))?
+        .as_nanos();
+    let ns = i64::try_from(ns)
+        .map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is after 2262")))?;
+    Ok(format!("to_timestamp_nanos({ns})"))
 }
 
 impl Range {
@@ -258,6 +307,9 @@ fn prefix(s: &str, what: &str) -> Result<String, ApiError> {
         .ok_or_else(|| ApiError::BadRequest(format!("{what}: {s:?} is not an address prefix")))
 }
 
+/// Deepest page a cursor reaches (a million flows in): beyond, narrow the range instead.
+const MAX_CURSOR: usize = 1_000_000;
+
 const FLOW_COLUMNS: &str = "ip_text(src_ip) AS src_ip, ip_text(dst_ip) AS dst_ip, src_port, \
                             dst_port, protocol";
 
@@ -298,7 +350,13 @@ async fn flows(
     let offset: usize = match &p.cursor {
         Some(c) => c
             .parse()
-            .map_err(|_| ApiError::BadRequest(format!("cursor: {c:?} is not a cursor")))?,
+            .ok()
+            .filter(|o| *o <= MAX_CURSOR)
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "cursor: {c:?} is not a cursor (a next_cursor of a previous answer)"
+                ))
+            })?,
         None => 0,
     };
     let sql = format!(
@@ -641,7 +699,7 @@ async fn events_stream(
             }
         },
     );
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    Sse::new(s.until_shutdown(stream)).keep_alive(KeepAlive::default())
 }
 
 /// `GET /v1/live`: the latest window of every table (all partitions), for the console.
@@ -663,88 +721,20 @@ pub struct QueryBody {
     pub sql: String,
 }
 
-/// Refuses anything but one read-only query.
-pub fn check_read_only(sql: &str) -> Result<(), ApiError> {
-    use datafusion::sql::parser::{DFParser, Statement};
-    use datafusion::sql::sqlparser::ast::Statement as Sql;
-    let statements = DFParser::parse_sql(sql)
-        .map_err(|e| ApiError::BadRequest(format!("SQL does not parse: {e}")))?;
-    match statements.len() {
-        0 => return Err(ApiError::BadRequest("no SQL statement".into())),
-        1 => {}
-        n => {
-            return Err(ApiError::BadRequest(format!(
-                "one statement per request, got {n}"
-            )));
-        }
-    }
-    match &statements[0] {
-        Statement::Statement(s) if matches!(s.as_ref(), Sql::Query(_)) => Ok(()),
-        Statement::Explain(_) => Ok(()),
-        other => Err(ApiError::BadRequest(format!(
-            "read-only: only SELECT (or EXPLAIN) queries are allowed, not {}",
-            other
-                .to_string()
-                .split_whitespace()
-                .next()
-                .unwrap_or("this statement")
-        ))),
-    }
-}
-
-/// `POST /v1/query`: `{"sql": "SELECT …"}` → `{"columns", "rows", "truncated"}`.
+/// `POST /v1/query`: `{"sql": "SELECT …"}` → `{"columns", "rows", "truncated"}`, run in a
+/// query worker (crate::query_worker) within the caller's rate and concurrency limits.
 async fn query(
     State(s): State<AppState>,
+    Extension(who): Extension<Identity>,
     Json(body): Json<QueryBody>,
 ) -> Result<Json<Value>, ApiError> {
-    check_read_only(&body.sql)?;
-    let options = datafusion::execution::context::SQLOptions::new()
-        .with_allow_ddl(false)
-        .with_allow_dml(false)
-        .with_allow_statements(false);
-    let max = s.cfg.query_max_rows;
-    let timeout = s.cfg.query_timeout;
-    let run = async {
-        let collected = replanned_while_compacted(|| async {
-            s.sandbox
-                .sql_with_options(&body.sql, options)
-                .await?
-                .limit(0, Some(max + 1))?
-                .collect()
-                .await
-        })
-        .await;
-        collected.map_err(|e| {
-            let m = e.to_string();
-            ApiError::Unprocessable(if m.contains("Resources exhausted") {
-                format!(
-                    "the query needs more than the {} MiB a query may use: {m}",
-                    s.cfg.query_memory >> 20
-                )
-            } else {
-                m
-            })
-        })
-    };
-    let batches = tokio::time::timeout(timeout, run)
-        .await
-        .map_err(|_| ApiError::Timeout(format!("the query ran longer than {timeout:?}")))??;
-    let columns: Vec<String> = batches
-        .first()
-        .map(|b| {
-            b.schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut rows = to_json(&batches)?;
-    let truncated = rows.len() > max;
-    rows.truncate(max);
-    Ok(Json(
-        json!({ "columns": columns, "rows": rows, "truncated": truncated }),
-    ))
+    s.limits.spend(&who, Budget::Query, s.cfg.query_rate)?;
+    let _running = s.limits.run_query(&who, s.cfg.query_concurrency)?;
+    let answer = s
+        .queries
+        .run(&body.sql, s.cfg.query_max_rows, s.cfg.query_timeout)
+        .await?;
+    Ok(Json(answer))
 }
 
 #[cfg(test)]
@@ -752,27 +742,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_single_read_only_statements_pass() {
-        assert!(check_read_only("SELECT 1").is_ok());
-        assert!(check_read_only("WITH x AS (SELECT 1) SELECT * FROM x").is_ok());
-        for bad in [
-            "DROP TABLE flows",
-            "CREATE TABLE t AS SELECT 1",
-            "INSERT INTO flows VALUES (1)",
-            "SELECT 1; SELECT 2",
-            "SET datafusion.execution.batch_size = 1",
-            "COPY flows TO '/tmp/x.parquet'",
-            "",
-            "SELEC 1",
-        ] {
-            assert!(check_read_only(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
     fn parameters_are_validated_before_they_reach_sql() {
         assert!(timestamp("2026-11-21T13:00:00Z", "from").is_ok());
         assert!(timestamp("2026'; DROP", "from").is_err());
+        assert!(timestamp("2026-13-45T00:00:00Z", "from").is_err());
         assert_eq!(port_range("1000-2000", "p").unwrap(), (1000, 2000));
         assert!(port_range("2000-1000", "p").is_err());
         assert!(prefix("10.0.0.0/8", "src").is_ok());

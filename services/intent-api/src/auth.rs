@@ -1,158 +1,137 @@
-//! Bearer tokens and roles: viewer < operator < admin. Every read route needs viewer.
+//! Who may call the API and how much. The tokens and roles are the runtime's
+//! ([`kplane_runtime::auth`], shared by every kplane listener); here, what one token may do
+//! per minute and at once (`query-rate`, `intent-rate`, `query-concurrency`).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
-use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::Response;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+pub use kplane_runtime::auth::{
+    Auth, Identity, Role, TokenConfig, hash_token, new_token, require,
+};
 
-use crate::config::TokenConfig;
 use crate::error::ApiError;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Viewer,
-    Operator,
-    Admin,
+/// What a token's per-minute budget is spent on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Budget {
+    /// `POST /v1/query`.
+    Query,
+    /// Submitting, approving and deleting intents.
+    IntentChange,
 }
 
-impl Role {
-    pub const fn as_str(self) -> &'static str {
+impl Budget {
+    fn as_str(self) -> &'static str {
         match self {
-            Self::Viewer => "viewer",
-            Self::Operator => "operator",
-            Self::Admin => "admin",
+            Self::Query => "queries",
+            Self::IntentChange => "intent changes",
         }
     }
 }
 
-/// `sha256(token)` as lowercase hex: what the config stores.
-pub fn hash_token(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
+/// Per-token rate limits (a fixed one-minute window each) and running-query counts.
+#[derive(Debug, Default)]
+pub struct Limits {
+    windows: Mutex<HashMap<(String, Budget), (Instant, u32)>>,
+    running: Arc<Mutex<HashMap<String, usize>>>,
 }
 
-/// A new random token (32 bytes from the OS, hex).
-pub fn new_token() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut b = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(format!("kp_{}", hex::encode(b)))
-}
-
-/// Who may call: the configured tokens, or everyone (`no-auth`).
-#[derive(Clone, Debug)]
-pub struct Auth {
-    tokens: Arc<Vec<TokenConfig>>,
-    open: bool,
-}
-
-impl Auth {
-    pub fn new(tokens: Vec<TokenConfig>, no_auth: bool) -> Self {
-        Self {
-            tokens: Arc::new(tokens),
-            open: no_auth,
+impl Limits {
+    /// Spends one of `who`'s `per_minute` for `budget`, or 429 with the seconds to wait.
+    pub fn spend(&self, who: &Identity, budget: Budget, per_minute: u32) -> Result<(), ApiError> {
+        let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        let slot = w.entry((who.name.clone(), budget)).or_insert((now, 0));
+        if now.duration_since(slot.0) >= Duration::from_secs(60) {
+            *slot = (now, 0);
         }
-    }
-
-    /// The role of the request's bearer token.
-    pub fn role(&self, header: Option<&str>) -> Result<Role, ApiError> {
-        self.identify(header).map(|i| i.role)
-    }
-
-    /// Who the request's bearer token belongs to, and its role.
-    pub fn identify(&self, header: Option<&str>) -> Result<Identity, ApiError> {
-        if self.open {
-            return Ok(Identity {
-                name: "anonymous".into(),
-                role: Role::Admin,
+        if slot.1 >= per_minute {
+            let wait = Duration::from_secs(60).saturating_sub(now.duration_since(slot.0));
+            return Err(ApiError::TooManyRequests {
+                message: format!(
+                    "token {:?} made its {per_minute} {} of this minute",
+                    who.name,
+                    budget.as_str()
+                ),
+                retry_after: wait.as_secs().max(1),
             });
         }
-        let token = header
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or(ApiError::Unauthorized("missing bearer token"))?;
-        let hash = hash_token(token);
-        // Compare every configured hash fully (no early exit on the first byte).
-        let found = self.tokens.iter().fold(None, |acc, t| {
-            let same = t
-                .sha256
-                .to_ascii_lowercase()
-                .bytes()
-                .zip(hash.bytes())
-                .fold(0u8, |d, (a, b)| d | (a ^ b))
-                == 0
-                && t.sha256.len() == hash.len();
-            if same {
-                Some(Identity {
-                    name: t.name.clone(),
-                    role: t.role,
-                })
-            } else {
-                acc
-            }
-        });
-        found.ok_or(ApiError::Unauthorized("unknown token"))
+        slot.1 += 1;
+        Ok(())
+    }
+
+    /// Counts a running query of `who` until the guard drops, or 429 past `max` at once.
+    pub fn run_query(&self, who: &Identity, max: usize) -> Result<RunningQuery, ApiError> {
+        let mut r = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = r.entry(who.name.clone()).or_insert(0);
+        if *n >= max {
+            return Err(ApiError::TooManyRequests {
+                message: format!(
+                    "token {:?} already runs {max} queries (query-concurrency)",
+                    who.name
+                ),
+                retry_after: 1,
+            });
+        }
+        *n += 1;
+        Ok(RunningQuery {
+            running: self.running.clone(),
+            name: who.name.clone(),
+        })
     }
 }
 
-/// The caller of a request (a request extension set by [`require`]): the token's name is the
-/// actor the audit log records.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
-    pub name: String,
-    pub role: Role,
+/// A running query, counted against its token until dropped.
+#[derive(Debug)]
+pub struct RunningQuery {
+    running: Arc<Mutex<HashMap<String, usize>>>,
+    name: String,
 }
 
-/// Middleware: the request needs at least `min`.
-pub async fn require(
-    State((auth, min)): State<(Auth, Role)>,
-    req: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let header = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let who = auth.identify(header)?;
-    if who.role < min {
-        return Err(ApiError::Forbidden(format!(
-            "this route needs the {} role; the token has {}",
-            min.as_str(),
-            who.role.as_str()
-        )));
+impl Drop for RunningQuery {
+    fn drop(&mut self) {
+        let mut r = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = r.get_mut(&self.name) {
+            *n = n.saturating_sub(1);
+        }
     }
-    let mut req = req;
-    req.extensions_mut().insert(who);
-    Ok(next.run(req).await)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn who(name: &str) -> Identity {
+        Identity {
+            name: name.into(),
+            role: Role::Viewer,
+        }
+    }
+
     #[test]
-    fn roles_come_from_hashed_tokens() {
-        let auth = Auth::new(
-            vec![TokenConfig {
-                name: "ops".into(),
-                role: Role::Operator,
-                sha256: hash_token("s3cret"),
-            }],
-            false,
-        );
-        assert_eq!(auth.role(Some("Bearer s3cret")).unwrap(), Role::Operator);
-        assert!(auth.role(Some("Bearer nope")).is_err());
-        assert!(auth.role(Some("s3cret")).is_err(), "scheme required");
-        assert!(auth.role(None).is_err());
-        assert_eq!(
-            hash_token("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert!(Role::Viewer < Role::Operator && Role::Operator < Role::Admin);
+    fn a_token_spends_its_own_minute() {
+        let l = Limits::default();
+        for _ in 0..3 {
+            l.spend(&who("a"), Budget::Query, 3).unwrap();
+        }
+        match l.spend(&who("a"), Budget::Query, 3) {
+            Err(ApiError::TooManyRequests { retry_after, .. }) => {
+                assert!((1..=60).contains(&retry_after))
+            }
+            other => panic!("{other:?}"),
+        }
+        l.spend(&who("b"), Budget::Query, 3).unwrap();
+        l.spend(&who("a"), Budget::IntentChange, 3).unwrap();
+    }
+
+    #[test]
+    fn running_queries_are_counted_until_dropped() {
+        let l = Limits::default();
+        let first = l.run_query(&who("a"), 1).unwrap();
+        assert!(l.run_query(&who("a"), 1).is_err());
+        assert!(l.run_query(&who("b"), 1).is_ok());
+        drop(first);
+        assert!(l.run_query(&who("a"), 1).is_ok());
     }
 }

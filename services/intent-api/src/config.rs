@@ -7,18 +7,6 @@ use std::time::Duration;
 use kplane_runtime::Validate;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Role;
-
-/// A bearer token, stored as the SHA-256 of its value (hex) — never the token itself.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct TokenConfig {
-    /// Who holds it (logged, never the token).
-    pub name: String,
-    pub role: Role,
-    /// `sha256(token)` in hex: `printf %s "$TOKEN" | sha256sum`.
-    pub sha256: String,
-}
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -32,16 +20,32 @@ pub struct Config {
     pub store_dir: PathBuf,
     /// The knowledge service's `state-dir`: `GET /v1/models` serves its `models.json`.
     pub knowledge_dir: PathBuf,
-    /// Serve without authentication — only allowed when `listen` is a loopback address.
-    pub no_auth: bool,
-    pub tokens: Vec<TokenConfig>,
-    /// `POST /v1/query`: longest a query may run.
+    /// The document's `[http]` section: tokens, roles, Host allow-list, connection limits.
+    #[serde(skip)]
+    pub http: kplane_runtime::HttpConfig,
+    /// `POST /v1/query`: longest a query may run (then 504, and its worker is killed).
     #[serde(with = "humantime_serde")]
     pub query_timeout: Duration,
     /// `POST /v1/query`: most rows returned (the rest is cut, and the answer says so).
     pub query_max_rows: usize,
-    /// `POST /v1/query`: memory a query may use (bytes) — huge scans and joins fail cleanly.
+    /// `POST /v1/query`: memory a query's operators may use (bytes) — huge scans and joins
+    /// fail cleanly. The fixed routes' queries have the same limit.
     pub query_memory: usize,
+    /// `POST /v1/query` runs in worker processes (this executable's `query-worker`), so that
+    /// no query can crash the API: how many at once, across callers.
+    pub query_workers: usize,
+    /// Address space of a query worker (bytes): an allocation past it ends the worker, not
+    /// the API.
+    pub query_worker_memory: u64,
+    /// The query worker program (default: this executable, `kplane` or `kplane-intent-api`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_worker: Option<PathBuf>,
+    /// `POST /v1/query`s one token may run at once (more: 429).
+    pub query_concurrency: usize,
+    /// `POST /v1/query`s one token may start per minute (more: 429 with Retry-After).
+    pub query_rate: u32,
+    /// Intent changes (submit, approve, delete) one token may make per minute.
+    pub intent_rate: u32,
     /// Live alerts kept in memory for `GET /v1/events?live=true` and the SSE stream.
     pub live_alerts: usize,
     /// Intents, their state directory and the switch drivers (`[intent-api.intents]`).
@@ -55,11 +59,16 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             store_dir: PathBuf::from("kplane-data/stream-processor"),
             knowledge_dir: PathBuf::from("kplane-data/knowledge"),
-            no_auth: false,
-            tokens: Vec::new(),
+            http: kplane_runtime::HttpConfig::default(),
             query_timeout: Duration::from_secs(10),
             query_max_rows: 10_000,
             query_memory: 256 << 20,
+            query_workers: 2,
+            query_worker_memory: 4 << 30,
+            query_worker: None,
+            query_concurrency: 2,
+            query_rate: 120,
+            intent_rate: 60,
             live_alerts: 1_000,
             intents: crate::intents::IntentsConfig::default(),
         }
@@ -74,19 +83,6 @@ impl Validate for Config {
             }
         };
         need(
-            !self.no_auth || self.listen.ip().is_loopback(),
-            format!(
-                "no-auth is only allowed on a loopback listener, not {}",
-                self.listen
-            ),
-        );
-        for t in &self.tokens {
-            need(
-                t.sha256.len() == 64 && t.sha256.bytes().all(|b| b.is_ascii_hexdigit()),
-                format!("token {:?}: sha256 must be 64 hex digits", t.name),
-            );
-        }
-        need(
             self.query_max_rows >= 1,
             "query-max-rows must be >= 1".into(),
         );
@@ -98,6 +94,35 @@ impl Validate for Config {
             self.query_memory >= 1 << 20,
             "query-memory must be >= 1 MiB".into(),
         );
+        need(
+            (1..=64).contains(&self.query_workers),
+            "query-workers must be 1-64".into(),
+        );
+        need(
+            self.query_worker_memory >= 256 << 20,
+            "query-worker-memory must be >= 256 MiB".into(),
+        );
+        need(
+            self.query_concurrency >= 1,
+            "query-concurrency must be >= 1".into(),
+        );
+        need(
+            self.query_rate >= 1 && self.intent_rate >= 1,
+            "query-rate and intent-rate must be >= 1".into(),
+        );
         self.intents.check(problems);
+    }
+}
+
+impl kplane_runtime::Listeners for Config {
+    fn set_http(&mut self, http: kplane_runtime::HttpConfig) {
+        self.http = http;
+    }
+
+    fn validate_listeners(&self, problems: &mut Vec<String>) {
+        self.http
+            .check_listener("intent-api.listen", self.listen, problems);
+        self.http
+            .check_listener("intent-api.admin", self.admin, problems);
     }
 }

@@ -2,7 +2,10 @@
 //! build step — plain JavaScript and SVG; see docs/console.md for why).
 
 use axum::Router;
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+    X_FRAME_OPTIONS,
+};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
@@ -10,8 +13,22 @@ const INDEX: &str = include_str!("console/index.html");
 const JS: &str = include_str!("console/console.js");
 const CSS: &str = include_str!("console/console.css");
 
+/// Only the console's own files run, nothing frames it, and no address leaks to others.
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
 fn asset(body: &'static str, ty: &'static str) -> impl IntoResponse {
-    ([(CONTENT_TYPE, ty), (CACHE_CONTROL, "no-cache")], body)
+    (
+        [
+            (CONTENT_TYPE, ty),
+            (CACHE_CONTROL, "no-cache"),
+            (CONTENT_SECURITY_POLICY, CSP),
+            (X_FRAME_OPTIONS, "DENY"),
+            (REFERRER_POLICY, "no-referrer"),
+            (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
 }
 
 /// `/`, `/console.js`, `/console.css` (no data in them, so no token needed).

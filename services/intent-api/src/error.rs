@@ -17,12 +17,19 @@ pub enum ApiError {
     Unavailable(String),
     /// The query was refused or failed for a reason the caller can fix (SQL error, limits).
     Unprocessable(String),
+    /// The work took longer than its limit (504).
     Timeout(String),
+    /// A token's rate or concurrency limit (429, `Retry-After` in seconds).
+    TooManyRequests { message: String, retry_after: u64 },
     Internal(String),
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let retry_after = match &self {
+            Self::TooManyRequests { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
         let (status, msg) = match self {
             Self::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
             Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m.to_string()),
@@ -31,7 +38,8 @@ impl IntoResponse for ApiError {
             Self::Conflict(m) => (StatusCode::CONFLICT, m),
             Self::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             Self::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
-            Self::Timeout(m) => (StatusCode::REQUEST_TIMEOUT, m),
+            Self::Timeout(m) => (StatusCode::GATEWAY_TIMEOUT, m),
+            Self::TooManyRequests { message, .. } => (StatusCode::TOO_MANY_REQUESTS, message),
             Self::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error answering a request");
                 (
@@ -47,7 +55,21 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from_static("Bearer"),
             );
         }
+        if let Some(s) = retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, s.into());
+        }
         r
+    }
+}
+
+impl From<kplane_runtime::auth::AuthError> for ApiError {
+    fn from(e: kplane_runtime::auth::AuthError) -> Self {
+        use kplane_runtime::auth::AuthError;
+        match e {
+            AuthError::Unauthorized(m) => Self::Unauthorized(m),
+            AuthError::Forbidden(m) => Self::Forbidden(m),
+        }
     }
 }
 

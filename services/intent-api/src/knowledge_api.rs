@@ -142,6 +142,7 @@ fn stream(
     p: AnomalyParams,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
     let rx = s.live.findings.subscribe();
+    let until = s.clone();
     let stream = futures_util::stream::unfold((rx, p), |(mut rx, p)| async move {
         loop {
             match rx.recv().await {
@@ -158,7 +159,7 @@ fn stream(
             }
         }
     });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    Sse::new(until.until_shutdown(stream)).keep_alive(KeepAlive::default())
 }
 
 /// `GET /v1/anomalies/{id}`: the whole record (explanation, blast radius, recommendations)

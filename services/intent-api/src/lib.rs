@@ -30,6 +30,7 @@ pub mod knowledge_api;
 pub mod live;
 pub mod openapi;
 pub mod probe_plans;
+pub mod query_worker;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,14 +45,13 @@ use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 pub use config::Config;
 
 use crate::api::AppState;
-use crate::auth::Auth;
 use crate::live::Live;
 
 /// The service's name: its config section, metric prefix and subcommand.
 pub const NAME: &str = "intent-api";
 
 /// The whole HTTP surface: API, `/openapi.json`, console.
-pub fn app(state: AppState, auth: Auth) -> axum::Router {
+pub fn app(state: AppState, auth: auth::Auth) -> axum::Router {
     api::router(state, auth)
         .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .merge(console::router())
@@ -82,19 +82,26 @@ pub async fn start(
     live: Live,
     shutdown: Shutdown,
 ) -> Result<Running, kplane_runtime::BoxError> {
-    if !cfg.no_auth && cfg.tokens.is_empty() {
+    if !cfg.http.no_auth && cfg.http.tokens.is_empty() {
         return Err(
-            "intent-api: no tokens configured ([[intent-api.tokens]]) and no-auth is \
-                    off: nobody could use the API"
+            "intent-api: no tokens configured ([[http.tokens]]) and http.no-auth is off: \
+             nobody could use the API"
                 .into(),
         );
     }
+    let mut problems = Vec::new();
+    kplane_runtime::Listeners::validate_listeners(&cfg, &mut problems);
+    if !problems.is_empty() {
+        return Err(problems.join("; ").into());
+    }
     let registry = Metrics::new(NAME);
     let admin_state = AdminState::new(registry);
-    let (admin, admin_task) = serve_admin(cfg.admin, admin_state.clone(), shutdown.clone()).await?;
-    let auth = Auth::new(cfg.tokens.clone(), cfg.no_auth);
+    let http = cfg.http.clone();
+    let (admin, admin_task) =
+        serve_admin(cfg.admin, admin_state.clone(), &http, shutdown.clone()).await?;
+    let auth = http.auth();
     let listen = cfg.listen;
-    let state = AppState::new(cfg, live.clone())
+    let state = AppState::new(cfg, live.clone(), shutdown.clone())
         .await
         .map_err(|e| format!("cannot open the analytics store: {e:?}"))?;
     let listener = tokio::net::TcpListener::bind(listen)
@@ -102,7 +109,6 @@ pub async fn start(
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, %admin, "API and console listening");
-    // /metrics, /healthz and /readyz answer on the API port too.
     // Learn the fabric before answering: intents are compiled against it.
     intents::engine::refresh_topology(&state.intents).await;
     let engine = tokio::spawn(intents::engine::run(
@@ -128,13 +134,11 @@ pub async fn start(
             shutdown.clone(),
         ));
     }
-    let app = app(state, auth).merge(admin_state.router());
+    let app = app(state, auth);
     let sd = shutdown.clone();
     admin_state.set_ready(true);
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { sd.wait().await })
-            .await?;
+        kplane_runtime::http::serve(listener, app, &http, sd).await?;
         admin_state.set_ready(false);
         let _ = engine.await;
         admin_task.await??;

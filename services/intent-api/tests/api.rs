@@ -12,8 +12,7 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use kplane_bus::PartitionEvent;
 use kplane_bus::topics;
-use kplane_intent_api::auth::{Auth, Role, hash_token};
-use kplane_intent_api::config::TokenConfig;
+use kplane_intent_api::auth::{Role, TokenConfig, hash_token};
 use kplane_intent_api::live::Live;
 use kplane_intent_api::openapi::{ROUTES, document};
 use kplane_intent_api::{Config, api, app};
@@ -151,18 +150,22 @@ async fn api_on(live: Live, store: fn() -> PathBuf) -> Api {
     let cfg = Config {
         store_dir: dir.clone(),
         knowledge_dir: dir.join("knowledge-state"),
-        tokens: vec![
-            TokenConfig {
-                name: "v".into(),
-                role: Role::Viewer,
-                sha256: hash_token(VIEWER),
-            },
-            TokenConfig {
-                name: "a".into(),
-                role: Role::Admin,
-                sha256: hash_token(ADMIN),
-            },
-        ],
+        http: kplane_runtime::HttpConfig {
+            tokens: vec![
+                TokenConfig {
+                    name: "v".into(),
+                    role: Role::Viewer,
+                    sha256: hash_token(VIEWER),
+                },
+                TokenConfig {
+                    name: "a".into(),
+                    role: Role::Admin,
+                    sha256: hash_token(ADMIN),
+                },
+            ],
+            ..Default::default()
+        },
+        query_worker: Some(env!("CARGO_BIN_EXE_kplane-intent-api").into()),
         query_timeout: Duration::from_secs(2),
         query_max_rows: 10,
         query_memory: 4 << 20,
@@ -172,8 +175,10 @@ async fn api_on(live: Live, store: fn() -> PathBuf) -> Api {
         },
         ..Config::default()
     };
-    let auth = Auth::new(cfg.tokens.clone(), false);
-    let state = api::AppState::new(cfg, live).await.unwrap();
+    let auth = cfg.http.auth();
+    let state = api::AppState::new(cfg, live, kplane_runtime::Shutdown::new())
+        .await
+        .unwrap();
     Api {
         app: app(state, auth),
         dir,
@@ -471,7 +476,7 @@ async fn sql_abuse_is_refused_with_a_clear_error() {
     )
     .await;
     assert!(
-        s == StatusCode::REQUEST_TIMEOUT || s == StatusCode::UNPROCESSABLE_ENTITY,
+        s == StatusCode::GATEWAY_TIMEOUT || s == StatusCode::UNPROCESSABLE_ENTITY,
         "{s} {v}"
     );
     assert!(v["error"].is_string());

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use kplane_emulator::run::{RunConfig, build};
 use kplane_emulator::sim::Sim;
-use kplane_intent_api::auth::{Role, hash_token};
-use kplane_intent_api::config::TokenConfig;
+use kplane_intent_api::auth::{Role, TokenConfig, hash_token};
 use kplane_intent_api::drivers::{DriverConfig, emulator};
 use kplane_intent_api::intents::IntentsConfig;
 use kplane_intent_api::live::Live;
@@ -34,7 +33,11 @@ async fn serve(
 ) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let l = tokio::net::TcpListener::bind(addr).await.unwrap();
     let control = l.local_addr().unwrap();
-    let router = kplane_emulator::control::router(sim);
+    // The control channel behind the same tokens as the API: the driver writes with OPS.
+    let router = kplane_runtime::auth::protect(
+        kplane_emulator::control::router(sim),
+        http().auth(),
+    );
     let server = tokio::spawn(async move {
         let _ = axum::serve(l, router).await;
     });
@@ -55,11 +58,8 @@ async fn fabric() -> Fabric {
     }
 }
 
-fn config(state: &std::path::Path, control: SocketAddr) -> Config {
-    Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin: "127.0.0.1:0".parse().unwrap(),
-        store_dir: state.join("store"),
+fn http() -> kplane_runtime::HttpConfig {
+    kplane_runtime::HttpConfig {
         tokens: vec![
             TokenConfig {
                 name: "ops".into(),
@@ -72,6 +72,16 @@ fn config(state: &std::path::Path, control: SocketAddr) -> Config {
                 sha256: hash_token(ADMIN),
             },
         ],
+        ..Default::default()
+    }
+}
+
+fn config(state: &std::path::Path, control: SocketAddr) -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin: "127.0.0.1:0".parse().unwrap(),
+        store_dir: state.join("store"),
+        http: http(),
         intents: IntentsConfig {
             state_dir: state.join("intent-api"),
             reconcile_interval: Duration::from_millis(50),
@@ -80,6 +90,7 @@ fn config(state: &std::path::Path, control: SocketAddr) -> Config {
             drivers: vec![DriverConfig::Emulator(emulator::Config {
                 control,
                 timeout: Duration::from_secs(2),
+                token: Some(OPS.into()),
             })],
             ..IntentsConfig::default()
         },

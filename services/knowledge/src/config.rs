@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// Admin listener for /metrics, /healthz and /readyz.
     pub admin: SocketAddr,
+    /// The document's `[http]` section (tokens, limits) for the admin listener.
+    #[serde(skip)]
+    pub http: kplane_runtime::HttpConfig,
     /// The stream processor's store: history at start, and where the `anomalies` and
     /// `forecasts` tables are written.
     pub store_dir: PathBuf,
@@ -54,6 +57,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             admin: SocketAddr::from(([127, 0, 0, 1], 9103)),
+            http: kplane_runtime::HttpConfig::default(),
             store_dir: PathBuf::from("kplane-data/stream-processor"),
             state_dir: PathBuf::from("kplane-data/knowledge"),
             detector: "kmeans".into(),
@@ -96,5 +100,16 @@ impl kplane_runtime::Validate for Config {
         if self.close_after == 0 || self.retrain_every == 0 {
             problems.push("knowledge.close-after and retrain-every: must be at least 1".into());
         }
+    }
+}
+
+impl kplane_runtime::Listeners for Config {
+    fn set_http(&mut self, http: kplane_runtime::HttpConfig) {
+        self.http = http;
+    }
+
+    fn validate_listeners(&self, problems: &mut Vec<String>) {
+        self.http
+            .check_listener("knowledge.admin", self.admin, problems);
     }
 }

@@ -25,6 +25,9 @@ pub enum EventTime {
 pub struct Config {
     /// Admin listener for /metrics, /healthz and /readyz.
     pub admin: SocketAddr,
+    /// The document's `[http]` section (tokens, limits) for the admin listener.
+    #[serde(skip)]
+    pub http: kplane_runtime::HttpConfig,
     /// Root of the analytics store (`tables/…` Parquet) and of the per-partition checkpoints
     /// (`checkpoints/…`).
     pub data_dir: PathBuf,
@@ -173,6 +176,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             admin: SocketAddr::from(([127, 0, 0, 1], 9102)),
+            http: kplane_runtime::HttpConfig::default(),
             data_dir: PathBuf::from("kplane-data/stream-processor"),
             window: Duration::from_secs(1),
             slide: None,
@@ -283,5 +287,16 @@ impl Validate for Config {
                 need(false, &format!("state.{name}: {problem}"));
             }
         }
+    }
+}
+
+impl kplane_runtime::Listeners for Config {
+    fn set_http(&mut self, http: kplane_runtime::HttpConfig) {
+        self.http = http;
+    }
+
+    fn validate_listeners(&self, problems: &mut Vec<String>) {
+        self.http
+            .check_listener("stream-processor.admin", self.admin, problems);
     }
 }

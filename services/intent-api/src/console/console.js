@@ -1,9 +1,11 @@
 // kplane console: plain JavaScript, no build step. Data from the intent API with the bearer
-// token given in the URL fragment (#token=…), which never reaches a server log.
+// token given in the URL fragment (#token=…), which never reaches a server log. The token is
+// taken out of the address bar at once and kept for this tab's session only.
 "use strict";
 
-const token = new URLSearchParams(location.hash.slice(1)).get("token") || localStorage.getItem("kplane-token") || "";
-if (token) localStorage.setItem("kplane-token", token);
+const token = new URLSearchParams(location.hash.slice(1)).get("token") || sessionStorage.getItem("kplane-token") || "";
+if (token) sessionStorage.setItem("kplane-token", token);
+if (location.hash.includes("token=")) history.replaceState(null, "", location.pathname + location.search);
 const headers = token ? { Authorization: "Bearer " + token } : {};
 
 async function api(path) {

@@ -21,6 +21,10 @@ pub struct Config {
     /// Deadline of each call.
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// A bearer token of the emulator's `[http]` tokens with the operator role (a secret:
+    /// `kplane config` does not print it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 fn default_timeout() -> Duration {
@@ -40,8 +44,14 @@ impl Driver {
     async fn call(&self, method: &str, path: &str, body: String) -> Result<Value, DriverError> {
         let (addr, timeout) = (self.cfg.control, self.cfg.timeout);
         let (method, path) = (method.to_string(), path.to_string());
+        let auth = self.cfg.token.as_ref().map(|t| format!("Bearer {t}"));
         let r = tokio::task::spawn_blocking(move || {
-            probe::request(addr, &method, &path, &[], &body, timeout)
+            let headers: Vec<(&str, &str)> = auth
+                .as_deref()
+                .map(|a| ("authorization", a))
+                .into_iter()
+                .collect();
+            probe::request(addr, &method, &path, &headers, &body, timeout)
         })
         .await
         .map_err(|e| DriverError::retryable(e.to_string()))?
