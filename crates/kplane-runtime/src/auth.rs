@@ -213,6 +213,9 @@ pub async fn require_by_method(
 
 /// `router` behind [`require_by_method`].
 pub fn protect(router: axum::Router, auth: Auth) -> axum::Router {
+    if !router.has_routes() {
+        return router;
+    }
     router.route_layer(axum::middleware::from_fn_with_state(
         auth,
         require_by_method,

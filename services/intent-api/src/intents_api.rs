@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::AppState;
-use crate::auth::{Auth, Identity, Role, require};
+use crate::auth::{Auth, Budget, Identity, Role, require};
 use crate::error::ApiError;
 use crate::intents::model::IntentSpec;
 use crate::intents::store::Policy;
@@ -82,6 +82,8 @@ async fn submit(
     Extension(who): Extension<Identity>,
     b: Result<Json<IntentSpec>, JsonRejection>,
 ) -> Result<(axum::http::StatusCode, Json<Value>), ApiError> {
+    s.limits
+        .spend(&who, Budget::IntentChange, s.cfg.intent_rate)?;
     let spec = body(b)?;
     let v = s.intents.submit(spec, &who).await?;
     Ok((axum::http::StatusCode::CREATED, Json(v)))
@@ -89,9 +91,12 @@ async fn submit(
 
 async fn dry_run(
     State(s): State<AppState>,
+    Extension(who): Extension<Identity>,
     b: Result<Json<IntentSpec>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(s.intents.dry_run(body(b)?).await?))
+    s.limits
+        .spend(&who, Budget::IntentChange, s.cfg.intent_rate)?;
+    Ok(Json(s.intents.dry_run(body(b)?, &who).await?))
 }
 
 async fn delete(
@@ -99,6 +104,8 @@ async fn delete(
     Extension(who): Extension<Identity>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    s.limits
+        .spend(&who, Budget::IntentChange, s.cfg.intent_rate)?;
     let i = s.intents.delete(&id, &who).await?;
     Ok(Json(serde_json::to_value(i).unwrap_or(Value::Null)))
 }
@@ -108,6 +115,8 @@ async fn approve(
     Extension(who): Extension<Identity>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    s.limits
+        .spend(&who, Budget::IntentChange, s.cfg.intent_rate)?;
     let i = s.intents.approve(&id, &who).await?;
     Ok(Json(serde_json::to_value(i).unwrap_or(Value::Null)))
 }

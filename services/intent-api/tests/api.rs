@@ -168,7 +168,7 @@ async fn api_on(live: Live, store: fn() -> PathBuf) -> Api {
         query_worker: Some(env!("CARGO_BIN_EXE_kplane-intent-api").into()),
         query_timeout: Duration::from_secs(2),
         query_max_rows: 10,
-        query_memory: 4 << 20,
+        query_memory: 64 << 20,
         intents: kplane_intent_api::intents::IntentsConfig {
             state_dir: dir.join("intent-api"),
             ..Default::default()

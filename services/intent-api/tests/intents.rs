@@ -494,7 +494,7 @@ async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
         "POST",
         "/v1/intents",
         OPS,
-        json!({"kind": "block", "match": {"dst-port": "23"}}),
+        json!({"kind": "block", "match": {"dst": "10.0.0.1", "dst-port": "23"}}),
     )
     .await;
     assert_eq!(s, 201, "{v}");
@@ -1122,4 +1122,89 @@ async fn a_probe_plan_covers_the_fabric_and_follows_a_failed_link() {
     .await;
     stop.trigger();
     f.server.abort();
+}
+
+/// The blast-radius rule and the TTL bounds over the API: a block that would blackhole the
+/// fabric waits for an admin and must expire within the hour; what an admin approved only an
+/// admin deletes; TTLs cannot wrap; the same switch twice is one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_intents_wait_for_an_admin_and_expire() {
+    let f = fabric().await;
+    let dir = temp("safety");
+    let stop = Shutdown::new();
+    let api = start(config(&dir, f.control), Live::new(10), stop.clone())
+        .await
+        .unwrap();
+    for (m, why) in [
+        (json!({"src": "0.0.0.0/0"}), "shorter than /16"),
+        (json!({"protocol": "tcp"}), "protocol-only"),
+        (json!({}), "a block of everything is refused"),
+        (json!({"src": "10.0.0.1", "dst-port": "1-60000"}), "ports"),
+    ] {
+        let (s, v) = call(
+            &api,
+            "POST",
+            "/v1/intents",
+            OPS,
+            json!({"kind": "block", "match": m}),
+        )
+        .await;
+        assert_eq!(s, 422, "{m}: {v}");
+        let e = v["error"].as_str().unwrap();
+        assert!(e.contains(why), "{m}: {e}");
+    }
+    // With a short TTL it is taken, but waits for an admin and touches no switch.
+    let wide = json!({"kind": "block", "match": {"protocol": "tcp"}, "ttl": "10m"});
+    let (s, v) = call(&api, "POST", "/v1/intents/dry-run", OPS, wide.clone()).await;
+    assert_eq!((s, v["would_be"].as_str()), (200, Some("pending-approval")), "{v}");
+    let (s, v) = call(&api, "POST", "/v1/intents", OPS, wide.clone()).await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["state"], "pending-approval", "{v}");
+    assert!(v["blast_radius"][0].as_str().unwrap().contains("protocol-only"), "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(emulator_entries(&f, "drop_acl").is_empty());
+    let (s, _) = call(&api, "POST", &format!("/v1/intents/{id}/approve"), OPS, Value::Null).await;
+    assert_eq!(s, 403, "an operator cannot approve");
+    let (s, v) = call(&api, "POST", &format!("/v1/intents/{id}/approve"), ADMIN, Value::Null).await;
+    assert_eq!(s, 200, "{v}");
+    wait_entries(&f, "drop_acl", |e| e.len() == 8).await;
+    // Approved by an admin: an operator cannot take it away.
+    let (s, v) = call(&api, "DELETE", &format!("/v1/intents/{id}"), OPS, Value::Null).await;
+    assert_eq!(s, 403, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("admin"), "{v}");
+    let (s, _) = call(&api, "DELETE", &format!("/v1/intents/{id}"), ADMIN, Value::Null).await;
+    assert_eq!(s, 200);
+    wait_entries(&f, "drop_acl", |e| e.is_empty()).await;
+
+    // TTLs: past max-ttl refused, a u64 of seconds refused (no wrap to "expired at once").
+    for ttl in ["31d", "18446744073709551615s"] {
+        let (s, v) = call(
+            &api,
+            "POST",
+            "/v1/intents",
+            OPS,
+            json!({"kind": "block", "match": {"src": "10.0.0.2"}, "ttl": ttl}),
+        )
+        .await;
+        assert!(s == 400 || s == 422, "{ttl}: {s} {v}");
+        assert!(v["error"].as_str().unwrap().contains("ttl"), "{ttl}: {v}");
+    }
+    // The same switch twice: one entry.
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "block", "match": {"src": "10.0.0.3"}, "switches": [1, 1, 1]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["spec"]["switches"], json!([1]), "{v}");
+    assert_eq!(v["entries"].as_array().unwrap().len(), 1, "{v}");
+
+    stop.trigger();
+    api.wait().await.unwrap();
+    f.server.abort();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,6 +40,8 @@ pub struct IntentsConfig {
     /// Anomalies detected longer ago than this are not acted on (a replay after a restart).
     #[serde(with = "humantime_serde")]
     pub recommendation_max_age: Duration,
+    /// The blast-radius rule and TTL bounds (`[intent-api.intents.safety]`).
+    pub safety: super::safety::SafetyConfig,
 }
 
 impl Default for IntentsConfig {
@@ -56,6 +58,7 @@ impl Default for IntentsConfig {
             int_label_pro: Default::default(),
             follow_recommendations: true,
             recommendation_max_age: Duration::from_secs(60),
+            safety: Default::default(),
         }
     }
 }
@@ -73,5 +76,6 @@ impl IntentsConfig {
         }
         self.backpressure.check(problems);
         self.int_label_pro.check(problems);
+        self.safety.check(problems);
     }
 }

@@ -10,6 +10,7 @@ pub mod config;
 pub mod engine;
 pub mod model;
 pub mod recommendations;
+pub mod safety;
 pub mod store;
 pub mod verify;
 
@@ -23,7 +24,7 @@ use tokio::sync::{Mutex, Notify};
 use self::compile::{Entries, Index, compile};
 use self::model::{IntentKind, IntentSpec, Origin};
 use self::store::{AuditRecord, Intent, Policy, Snapshot, State, Store, now_ms};
-use crate::auth::Identity;
+use crate::auth::{Identity, Role};
 use crate::drivers::{SwitchDriver, Topology};
 use crate::error::ApiError;
 use crate::live::Live;
@@ -130,6 +131,14 @@ impl Inner {
     }
 }
 
+/// The controllers that submit intents themselves: what they own, only they or an admin
+/// delete.
+pub const CONTROLLERS: [&str; 3] = [
+    backpressure::OWNER,
+    recommendations::ACTOR,
+    crate::int_label::controller::OWNER,
+];
+
 /// The intents and the drivers that carry them out; cheap to clone.
 #[derive(Clone)]
 pub struct Intents {
@@ -223,13 +232,26 @@ impl Intents {
                 return Err(e);
             }
         };
+        let blast_radius = match self.bounds(&g, &spec, who) {
+            Ok(b) => b,
+            Err(e) => {
+                let detail = format!("{}: {e:?}", spec.kind.name());
+                g.audit(&who.name, "submit", "", "refused", detail);
+                return Err(e);
+            }
+        };
         g.snap.next_id += 1;
-        let auto = spec.origin == Origin::Operator
-            || g.snap
-                .policy
-                .auto_apply
-                .iter()
-                .any(|k| k == spec.kind.name());
+        // A wide intent waits for an admin (an admin's own submission is its approval).
+        let auto = if blast_radius.is_empty() {
+            spec.origin == Origin::Operator
+                || g.snap
+                    .policy
+                    .auto_apply
+                    .iter()
+                    .any(|k| k == spec.kind.name())
+        } else {
+            who.role == Role::Admin
+        };
         let now = now_ms();
         let info = kplane_p4::kplane();
         let intent = Intent {
@@ -241,10 +263,14 @@ impl Intents {
             },
             created_ms: now,
             updated_ms: now,
-            expires_ms: spec.ttl.map(|t| now + t.as_millis() as u64),
+            // Bounded by max-ttl: no wrap.
+            expires_ms: spec
+                .ttl
+                .map(|t| now.saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))),
             applied_ms: None,
             submitted_by: who.name.clone(),
-            approved_by: None,
+            approved_by: (auto && !blast_radius.is_empty()).then(|| who.name.clone()),
+            blast_radius,
             entries: entries.iter().map(|(_, e)| e.spec(info)).collect(),
             switches: entries
                 .iter()
@@ -275,10 +301,41 @@ impl Intents {
         Ok(serde_json::to_value(&intent).unwrap_or(Value::Null))
     }
 
+    /// The safety rules' verdict on `spec` ([`safety`]): why it is wide (it then waits for an
+    /// admin), or why it is refused (a TTL past its bound).
+    fn bounds(&self, g: &Inner, spec: &IntentSpec, who: &Identity) -> Result<Vec<String>, ApiError> {
+        let s = &self.cfg.safety;
+        if let Some(t) = spec.ttl
+            && t > s.max_ttl
+        {
+            return Err(ApiError::Unprocessable(format!(
+                "ttl: {} is longer than max-ttl ({})",
+                humantime::format_duration(t),
+                humantime::format_duration(s.max_ttl)
+            )));
+        }
+        let wide = s.wide(spec, &g.topo);
+        if !wide.is_empty() && spec.ttl.is_none_or(|t| t > s.wide_max_ttl) {
+            return Err(ApiError::Unprocessable(format!(
+                "ttl: this {} covers a wide share of the fabric ({}), so it needs a ttl of at most {}{}",
+                spec.kind.name(),
+                wide.join("; "),
+                humantime::format_duration(s.wide_max_ttl),
+                if who.role == Role::Admin {
+                    ""
+                } else {
+                    ", and it will wait for an admin's approval"
+                }
+            )));
+        }
+        Ok(wide)
+    }
+
     /// `POST /v1/intents/dry-run`: the per-switch diff `spec` would make, or why not.
-    pub async fn dry_run(&self, spec: IntentSpec) -> Result<Value, ApiError> {
+    pub async fn dry_run(&self, spec: IntentSpec, who: &Identity) -> Result<Value, ApiError> {
         let g = self.inner.lock().await;
         let entries = g.prepare("dry-run", &spec)?;
+        let blast_radius = self.bounds(&g, &spec, who)?;
         let mut diff: BTreeMap<u32, Vec<Value>> = BTreeMap::new();
         for (s, e) in &entries {
             diff.entry(*s)
@@ -290,7 +347,9 @@ impl Intents {
             "entries": entries.len(),
             "switches": diff,
             "expected_effect": verify::expected_effect(&spec.kind),
-            "would_be": if spec.origin == Origin::Operator || g.snap.policy.auto_apply.iter().any(|k| k == spec.kind.name()) {
+            "blast_radius": blast_radius,
+            "would_be": if blast_radius.is_empty() && (spec.origin == Origin::Operator || g.snap.policy.auto_apply.iter().any(|k| k == spec.kind.name()))
+                || !blast_radius.is_empty() && who.role == Role::Admin {
                 "applying"
             } else {
                 "pending-approval"
@@ -333,9 +392,25 @@ impl Intents {
     }
 
     /// `DELETE /v1/intents/{id}`: its entries are removed from the switches.
+    /// Intents an admin approved, or that a controller submitted, are deleted only by an admin
+    /// (or by the controller itself).
     pub async fn delete(&self, id: &str, who: &Identity) -> Result<Intent, ApiError> {
         let mut g = self.inner.lock().await;
         let i = g.intent_mut(id)?;
+        let guarded = if let Some(a) = &i.approved_by {
+            Some(format!("an admin ({a}) approved it"))
+        } else if CONTROLLERS.contains(&i.submitted_by.as_str()) && who.name != i.submitted_by {
+            Some(format!("the {} controller owns it", i.submitted_by))
+        } else {
+            None
+        };
+        if let Some(why) = guarded
+            && who.role < Role::Admin
+        {
+            return Err(ApiError::Forbidden(format!(
+                "intent {id}: {why}; only an admin may delete it"
+            )));
+        }
         if i.state.ended() {
             return Err(ApiError::Conflict(format!(
                 "intent {id} is already {}",

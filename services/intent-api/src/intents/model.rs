@@ -238,7 +238,12 @@ impl TryFrom<RawSpec> for IntentSpec {
         };
         Ok(Self {
             kind,
-            switches: r.switches,
+            // The same switch twice is one switch.
+            switches: r.switches.map(|mut s| {
+                s.sort_unstable();
+                s.dedup();
+                s
+            }),
             priority: r.priority.unwrap_or_else(default_priority),
             ttl: r.ttl,
             owner: r.owner,

@@ -76,6 +76,10 @@ pub struct Intent {
     pub submitted_by: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// Why it covers a wide share of the fabric (the blast-radius rule): it waits for an
+    /// admin and expires within `wide-max-ttl`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blast_radius: Vec<String>,
     /// Its table entries, per switch (canonical).
     pub entries: Vec<EntrySpec>,
     /// Switch → `pending`, `installed`, `unreachable: …` or `refused: …`.

@@ -139,8 +139,20 @@ pub enum Verdict {
 /// match its set and those that violate its effect.
 #[derive(Clone, Debug, Default)]
 pub struct Tracker {
-    /// window start → (flows, matching, violations (descriptions)).
-    windows: BTreeMap<u64, (usize, usize, Vec<String>)>,
+    windows: BTreeMap<u64, Window>,
+}
+
+/// One fresh window as one intent sees it.
+#[derive(Clone, Debug, Default)]
+struct Window {
+    flows: usize,
+    /// Flows in the intent's set.
+    matching: usize,
+    /// Flows outside a block's set reported after the write: the fabric still carries what
+    /// the block did not target (a block that silences everything is no success).
+    others_live: usize,
+    /// Descriptions of the flows that violate the effect.
+    violations: Vec<String>,
 }
 
 fn show(f: &FlowObs) -> String {
@@ -174,32 +186,35 @@ impl Tracker {
     /// Adds observations of windows that ended after `applied_ms` + [`GRACE_MS`].
     pub fn observe(&mut self, kind: &IntentKind, applied_ms: u64, obs: &[FlowObs]) {
         let after = applied_ms + GRACE_MS;
-        let mut fresh: BTreeMap<u64, (usize, usize, Vec<String>)> = BTreeMap::new();
+        let mut fresh: BTreeMap<u64, Window> = BTreeMap::new();
         for f in obs.iter().filter(|f| f.window_end_ms > after) {
             let w = fresh.entry(f.window_start_ms).or_default();
-            w.0 += 1;
+            w.flows += 1;
             if f.last_seen_ms <= after {
                 continue;
             }
             match kind {
                 IntentKind::Block { flows } if in_flows(flows, f) => {
-                    w.1 += 1;
-                    w.2.push(format!("{} still reaches its sink", show(f)));
+                    w.matching += 1;
+                    w.violations
+                        .push(format!("{} still reaches its sink", show(f)));
                 }
+                IntentKind::Block { .. } => w.others_live += 1,
                 IntentKind::Reroute { dst, avoid } if in_prefix(dst, f.dst) => {
-                    w.1 += 1;
+                    w.matching += 1;
                     if crosses(&f.path, avoid) {
-                        w.2.push(format!("{} crosses {}", show(f), avoided(avoid)));
+                        w.violations
+                            .push(format!("{} crosses {}", show(f), avoided(avoid)));
                     }
                 }
-                IntentKind::Monitor { flows, .. } if in_flows(flows, f) => w.1 += 1,
+                IntentKind::Monitor { flows, .. } if in_flows(flows, f) => w.matching += 1,
                 _ => {}
             }
         }
         // A window's latest sample holds all its partitions seen so far: keep the largest.
         for (start, w) in fresh {
             let slot = self.windows.entry(start).or_default();
-            if w.0 >= slot.0 {
+            if w.flows >= slot.flows {
                 *slot = w;
             }
         }
@@ -208,13 +223,18 @@ impl Tracker {
     /// The verdict now; `deadline_passed` turns waiting into a verdict.
     pub fn verdict(&self, kind: &IntentKind, deadline_passed: bool) -> Verdict {
         let fresh = self.windows.len();
-        let matching: usize = self.windows.values().map(|w| w.1).sum();
-        let last_violation = self.windows.values().rev().find(|w| !w.2.is_empty());
+        let matching: usize = self.windows.values().map(|w| w.matching).sum();
+        let last_violation = self
+            .windows
+            .values()
+            .rev()
+            .find(|w| !w.violations.is_empty());
+        let is_block = matches!(kind, IntentKind::Block { .. });
         let clean_last = self
             .windows
             .iter()
             .next_back()
-            .filter(|(_, w)| w.0 > 0 && w.2.is_empty());
+            .filter(|(_, w)| w.flows > 0 && w.violations.is_empty());
         match kind {
             IntentKind::Tune { .. } => Verdict::Pass("entries read back from every sink".into()),
             IntentKind::IntLabel { .. } | IntentKind::LabelFrequency { .. } => {
@@ -224,27 +244,31 @@ impl Tracker {
                 Verdict::Pass("no table entries: the plan follows the topology".into())
             }
             IntentKind::Block { .. } | IntentKind::Reroute { .. } => {
+                let silent = !self.windows.values().any(|w| w.others_live > 0);
                 match (clean_last, last_violation) {
                     (Some((start, w)), _)
-                        if matches!(kind, IntentKind::Block { .. })
-                            || w.1 > 0
-                            || deadline_passed =>
+                        if (is_block && !silent) || (!is_block && (w.matching > 0 || deadline_passed)) =>
                     {
                         Verdict::Pass(format!(
                             "window at {start} ms: {} flows, {} towards the intent's set, none violating ({fresh} fresh windows)",
-                            w.0, w.1
+                            w.flows, w.matching
                         ))
                     }
                     _ if !deadline_passed => Verdict::Wait,
                     (_, Some(w)) => Verdict::Fail(format!(
                         "after the deadline: {}{}",
-                        w.2.first().cloned().unwrap_or_default(),
-                        if w.2.len() > 1 {
-                            format!(" (and {} more)", w.2.len() - 1)
+                        w.violations.first().cloned().unwrap_or_default(),
+                        if w.violations.len() > 1 {
+                            format!(" (and {} more)", w.violations.len() - 1)
                         } else {
                             String::new()
                         }
                     )),
+                    (Some(_), None) if is_block => Verdict::Fail(
+                        "the fabric went silent: no traffic outside the block's set was reported \
+                         after it was applied, so its effect cannot be told from a blackhole"
+                            .into(),
+                    ),
                     _ => Verdict::Fail(
                         "no fresh telemetry before the deadline to verify against".into(),
                     ),
@@ -310,6 +334,26 @@ mod tests {
             &[flow(2_000, "10.0.0.3", "10.0.0.1", &[1, 2])],
         );
         assert!(matches!(t.verdict(&kind, false), Verdict::Pass(_)));
+    }
+
+    #[test]
+    fn a_block_that_silences_the_fabric_is_no_success() {
+        let kind: IntentKind = serde_json::from_str(r#"{"kind":"block","match":{}}"#).unwrap();
+        let mut t = Tracker::default();
+        // Only flows last seen before the write: history, and nothing after.
+        let stale = FlowObs {
+            last_seen_ms: 1_050,
+            ..flow(1_000, "10.0.0.3", "10.0.0.1", &[1, 2])
+        };
+        t.observe(&kind, 1_500, &[stale]);
+        assert_eq!(t.verdict(&kind, false), Verdict::Wait);
+        assert!(matches!(t.verdict(&kind, true), Verdict::Fail(e) if e.contains("silent")));
+        // A narrow block while other traffic flows passes.
+        let narrow: IntentKind =
+            serde_json::from_str(r#"{"kind":"block","match":{"src":"10.0.0.2"}}"#).unwrap();
+        let mut t = Tracker::default();
+        t.observe(&narrow, 0, &[flow(1_000, "10.0.0.3", "10.0.0.1", &[1, 2])]);
+        assert!(matches!(t.verdict(&narrow, false), Verdict::Pass(_)));
     }
 
     #[test]
