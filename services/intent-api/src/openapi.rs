@@ -479,9 +479,18 @@ pub fn document() -> Value {
             });
         }
         if r.path == "/v1/query" {
-            op["responses"]["408"] = error("the query ran too long");
-            op["responses"]["422"] = error("the query failed or needed too much memory");
-        } else if r.path.starts_with("/v1/intents") {
+            op["responses"]["429"] =
+                error("the token's query-rate or query-concurrency is spent (Retry-After)");
+            op["responses"]["422"] = error(
+                "the query failed, needed too much memory, or ended its worker process",
+            );
+        } else if r.path.starts_with("/v1/intents") && r.method != "get" {
+            op["responses"]["429"] = error("the token's intent-rate is spent (Retry-After)");
+        }
+        if r.path == "/v1/query" || r.method == "get" {
+            op["responses"]["504"] = error("the answer took longer than query-timeout");
+        }
+        if r.path.starts_with("/v1/intents") {
             op["responses"]["404"] = error("no such intent");
             op["responses"]["409"] =
                 error("a conflict with another intent (named), or a state that does not allow it");

@@ -133,6 +133,7 @@ impl Drop for Api {
 }
 
 const VIEWER: &str = "viewer-token";
+const OPERATOR: &str = "operator-token";
 const ADMIN: &str = "admin-token";
 
 async fn api() -> Api {
@@ -156,6 +157,11 @@ async fn api_on(live: Live, store: fn() -> PathBuf) -> Api {
                     name: "v".into(),
                     role: Role::Viewer,
                     sha256: hash_token(VIEWER),
+                },
+                TokenConfig {
+                    name: "o".into(),
+                    role: Role::Operator,
+                    sha256: hash_token(OPERATOR),
                 },
                 TokenConfig {
                     name: "a".into(),
@@ -392,7 +398,7 @@ async fn every_route_answers_with_data_from_the_store() {
 
     let (s, v) = call(&a, "GET", "/v1/tokens", Some(ADMIN), None).await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(v["tokens"].as_array().unwrap().len(), 2);
+    assert_eq!(v["tokens"].as_array().unwrap().len(), 3);
     assert!(
         !v.to_string().contains(&hash_token(ADMIN)),
         "hashes never leave"
@@ -403,9 +409,16 @@ async fn every_route_answers_with_data_from_the_store() {
     assert!(v["error"].is_string());
 }
 
+/// The authorisation matrix: every route of the route table × no token, a wrong one, viewer,
+/// operator and admin. Below the route's role: 401 or 403; at or above it: never those.
 #[tokio::test]
-async fn missing_wrong_and_insufficient_tokens_are_refused() {
+async fn every_route_answers_each_role_as_the_route_table_says() {
     let a = api().await;
+    let tokens = [
+        (Role::Viewer, VIEWER),
+        (Role::Operator, OPERATOR),
+        (Role::Admin, ADMIN),
+    ];
     for r in ROUTES {
         let uri = r
             .path
@@ -414,15 +427,127 @@ async fn missing_wrong_and_insufficient_tokens_are_refused() {
         let method = r.method.to_uppercase();
         let body = r.body.map(|_| r#"{"sql":"SELECT 1"}"#);
         let (s, v) = call(&a, &method, &uri, None, body).await;
-        assert_eq!(s, StatusCode::UNAUTHORIZED, "{uri} without a token");
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{method} {uri} without a token");
         assert_eq!(v["error"], "missing bearer token");
         let (s, v) = call(&a, &method, &uri, Some("wrong"), body).await;
-        assert_eq!(s, StatusCode::UNAUTHORIZED, "{uri} with a wrong token");
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{method} {uri} with a wrong token");
         assert_eq!(v["error"], "unknown token");
+        for (role, token) in tokens {
+            let (s, v) = call(&a, &method, &uri, Some(token), body).await;
+            if role < r.role {
+                assert_eq!(s, StatusCode::FORBIDDEN, "{method} {uri} as {role:?}: {v}");
+                assert!(v["error"].as_str().unwrap().contains(r.role.as_str()), "{v}");
+            } else {
+                assert!(
+                    s != StatusCode::UNAUTHORIZED && s != StatusCode::FORBIDDEN,
+                    "{method} {uri} as {role:?}: {s} {v}"
+                );
+                assert!(!s.is_server_error(), "{method} {uri} as {role:?}: {s} {v}");
+            }
+        }
     }
-    let (s, v) = call(&a, "GET", "/v1/tokens", Some(VIEWER), None).await;
-    assert_eq!(s, StatusCode::FORBIDDEN);
-    assert!(v["error"].as_str().unwrap().contains("admin"), "{v}");
+    // The admin routes are not on the API port.
+    for open in ["/metrics", "/healthz", "/readyz"] {
+        let (s, _) = call(&a, "GET", open, None, None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{open}");
+    }
+}
+
+/// Bad parameters are a 4xx naming the parameter, never a 500.
+#[tokio::test]
+async fn bad_parameters_are_4xx_naming_them() {
+    let a = api().await;
+    for (uri, name) in [
+        ("/v1/flows?cursor=18446744073709551615", "cursor"),
+        ("/v1/flows?cursor=-1", "cursor"),
+        ("/v1/flows?from=2026-13-45T00:00:00Z", "from"),
+        ("/v1/flows?from=yesterday", "from"),
+        ("/v1/flows?to=9999999-01-01T00:00:00Z", "to"),
+        ("/v1/flows?since=forever", "since"),
+        ("/v1/flows?src=10.0.0.0/33", "src"),
+        ("/v1/flows?dst_port=70000", "dst_port"),
+        ("/v1/flows?sort=random", "sort"),
+        ("/v1/events?kind=nope", "kind"),
+        ("/v1/switches/abc/queues", "switch id"),
+        ("/v1/flows/garbage/path", "flow"),
+    ] {
+        let (s, v) = call(&a, "GET", uri, Some(VIEWER), None).await;
+        assert!(s.is_client_error(), "{uri}: {s} {v}");
+        assert!(
+            v["error"].as_str().is_some_and(|e| e.contains(name)) || v.as_str().is_some_and(|e| e.contains(name)),
+            "{uri}: {v}"
+        );
+    }
+}
+
+/// The hostile-SQL suite: each query gets a clean 4xx or 504, and the API keeps answering.
+/// Those that end their worker process (an allocation past its address space, a stack
+/// overflow) are answered 422 and the next query gets a fresh worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_sql_gets_a_clean_refusal_and_the_api_lives_on() {
+    let a = api().await;
+    let many = |n: usize| format!("SELECT 1{} AS n", "+1".repeat(n));
+    let nested = |n: usize| format!("SELECT {}1{} AS n", "(".repeat(n), ")".repeat(n));
+    let cases: Vec<(String, &[u16])> = vec![
+        // Huge allocations.
+        ("SELECT length(repeat(arrow_cast('x', 'LargeUtf8'), 1000000000000)) AS n".into(), &[422]),
+        ("SELECT lpad('x', 1000000000000) AS n".into(), &[422]),
+        ("SELECT array_repeat(1, 1000000000000) AS n".into(), &[422]),
+        ("SELECT range(0, 1000000000000) AS n".into(), &[422]),
+        ("SELECT string_agg(repeat('x', 1000000), ',') AS s FROM generate_series(1, 100000)".into(), &[422, 504]),
+        // Deep nesting: too many tokens, too deep for the parser, or just deep.
+        (many(300_000), &[400]),
+        (nested(10_000), &[400]),
+        (nested(200), &[400, 422]),
+        (many(4_000), &[200, 400, 422, 504]),
+        // Runaway work.
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) AS n FROM r".into(), &[422, 504]),
+        ("SELECT count(*) AS n FROM generate_series(1, 100000) a, generate_series(1, 100000) b".into(), &[422, 504]),
+        ("SELECT v, count(*) FROM generate_series(1, 2000000000) t(v) GROUP BY v ORDER BY v DESC".into(), &[422, 504]),
+        // Writes and files, also behind EXPLAIN.
+        ("EXPLAIN COPY flows TO '/tmp/kplane-hostile.parquet'".into(), &[400]),
+        ("EXPLAIN CREATE TABLE t AS SELECT 1".into(), &[400]),
+        ("EXPLAIN INSERT INTO flows SELECT * FROM flows".into(), &[400]),
+        ("EXPLAIN ANALYZE COPY flows TO '/tmp/kplane-hostile.parquet'".into(), &[400]),
+        ("CREATE EXTERNAL TABLE p STORED AS CSV LOCATION '/etc/passwd'".into(), &[400]),
+        ("SELECT * FROM '/etc/passwd'".into(), &[422]),
+        ("SELECT * FROM read_csv('/etc/passwd')".into(), &[422]),
+    ];
+    for (sql, allowed) in &cases {
+        let body = serde_json::json!({ "sql": sql }).to_string();
+        let (s, v) = call(&a, "POST", "/v1/query", Some(ADMIN), Some(&body)).await;
+        let shown = &sql[..sql.len().min(80)];
+        assert!(allowed.contains(&s.as_u16()), "{shown}: {s} {v}");
+        if s != StatusCode::OK {
+            assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{shown}: {v}");
+        }
+        // After each, the API still answers a plain query.
+        let (s, v) = call(&a, "POST", "/v1/query", Some(ADMIN), Some(r#"{"sql":"SELECT 41 + 1 AS n"}"#)).await;
+        assert_eq!((s, &v["rows"][0]["n"]), (StatusCode::OK, &Value::from(42)), "after {shown}: {v}");
+    }
+    assert!(!std::path::Path::new("/tmp/kplane-hostile.parquet").exists());
+}
+
+/// A token may run `query-concurrency` queries at once; past it, 429 with Retry-After.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_runs_its_share_of_queries_at_once() {
+    let a = api().await;
+    let slow = r#"{"sql":"SELECT count(*) AS n FROM generate_series(1, 100000) a, generate_series(1, 100000) b"}"#;
+    let (one, two, three) = tokio::join!(
+        call(&a, "POST", "/v1/query", Some(VIEWER), Some(slow)),
+        call(&a, "POST", "/v1/query", Some(VIEWER), Some(slow)),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            call(&a, "POST", "/v1/query", Some(VIEWER), Some(slow)).await
+        },
+    );
+    assert_eq!(one.0, StatusCode::GATEWAY_TIMEOUT, "{}", one.1);
+    assert_eq!(two.0, StatusCode::GATEWAY_TIMEOUT, "{}", two.1);
+    assert_eq!(three.0, StatusCode::TOO_MANY_REQUESTS, "{}", three.1);
+    assert!(three.1["error"].as_str().unwrap().contains("query-concurrency"));
+    // Another token is not held up by the first one's share.
+    let (s, _) = call(&a, "POST", "/v1/query", Some(ADMIN), Some(r#"{"sql":"SELECT 1 AS n"}"#)).await;
+    assert_eq!(s, StatusCode::OK);
 }
 
 #[tokio::test]
