@@ -3,8 +3,9 @@
 // that changes, a link's drill-down draws its utilisation over time, the microbursts show as threshold episodes with a peak (fewer than their raw
 // crossings), the time range selector loads history from the store, a flow's path opens, a
 // recommended intent is approved from the intents panel, the knowledge service's model status
-// and a link's forecast against what happened are drawn, no console error is logged; a
-// screenshot is saved.
+// and a link's forecast against what happened are drawn, no console error is logged (a CSP
+// violation would be one), the security headers are sent and the token leaves the address bar
+// for session storage; a screenshot is saved.
 // Usage: KPLANE_CONSOLE_URL='http://127.0.0.1:8080/#token=…' node console.test.mjs [shot.png]
 import { chromium } from "playwright-core";
 
@@ -27,8 +28,16 @@ try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
   page.on("pageerror", (e) => errors.push(String(e)));
-  await page.goto(url);
+  const resp = await page.goto(url);
+  // Framing refused, only its own scripts run, the token out of the address bar and kept for
+  // this tab's session only.
+  const h = resp.headers();
+  if (!(h["content-security-policy"] || "").includes("frame-ancestors 'none'") || h["x-frame-options"] !== "DENY"
+      || h["referrer-policy"] !== "no-referrer") throw new Error("console headers: " + JSON.stringify(h));
   await page.waitForSelector("#topology circle.switch", { timeout: 30000 });
+  if (page.url().includes("token=")) throw new Error("the token stayed in the address bar: " + page.url());
+  const stored = await page.evaluate(() => [localStorage.getItem("kplane-token"), sessionStorage.getItem("kplane-token")]);
+  if (stored[0] !== null || !stored[1]) throw new Error("token storage: " + JSON.stringify(stored));
   const switches = await page.locator("#topology circle.switch").count();
   const links = await page.locator("#topology line.link").count();
   if (switches < 4 || links < 4) throw new Error(`topology too small: ${switches} switches, ${links} links`);

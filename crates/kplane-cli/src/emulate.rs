@@ -209,7 +209,8 @@ pub fn print_summary(s: &Summary, cfg: &RunConfig) {
 /// The emulator's control channel behind the `[http]` tokens: reads (topology, tables,
 /// truth) need a viewer, writes (entries, failures) an operator.
 pub fn control_router(sim: kplane_emulator::control::Shared, http: &HttpConfig) -> axum::Router {
-    kplane_runtime::auth::protect(kplane_emulator::control::router(sim), http.auth())
+    let router = kplane_runtime::auth::protect(kplane_emulator::control::router(sim), http.auth());
+    kplane_runtime::http::guard_hosts(router, http)
 }
 
 pub fn run_cli(source: ConfigSource, args: EmulateArgs) -> ExitCode {

@@ -194,8 +194,32 @@ fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
         sse.body
     );
 
-    // Ctrl-C: everything stops cleanly, results stay in the store.
+    // The emulator's control channel takes the same tokens: no reads or writes without one.
+    for (method, path) in [("GET", "/v1/topology"), ("POST", "/v1/links/0/down")] {
+        let r = http(up.control, method, path, None, None).unwrap();
+        assert_eq!(r.status, 401, "{method} {path}: {}", r.body);
+    }
+    let topo = http(up.control, "GET", "/v1/topology", Some(&token), None).unwrap();
+    assert_eq!(topo.status, 200);
+
+    // Ctrl-C with an event stream open: it ends the stream and stops within 5 s, flushed.
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    {
+        use std::io::{Read, Write};
+        write!(
+            stream,
+            "GET /v1/events/stream HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+    }
+    let asked = Instant::now();
     let (rest, data) = up.interrupt();
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(5), "Ctrl-C took {took:?}");
+    drop(stream);
     assert!(rest.iter().any(|l| l.contains("stopped after")), "{rest:?}");
     let stored = std::fs::read_dir(data.join("stream-processor/tables/flows"))
         .map(|d| d.count())
@@ -273,7 +297,7 @@ fn kplane_up_verifies_intents_against_fresh_telemetry_and_rolls_back_what_does_n
     // Dropping every host's packets, but only at one edge switch: the flows towards the other
     // edges still arrive, in every window.
     let body = format!(
-        r#"{{"kind":"block","match":{{"src":"10.0.0.0/8"}},"switches":[{other_edge}],"reason":"scoped too narrowly"}}"#
+        r#"{{"kind":"block","match":{{"src":"10.0.0.0/8"}},"switches":[{other_edge}],"ttl":"10m","reason":"scoped too narrowly"}}"#
     );
     let r = call("POST", "/v1/intents", Some(&body));
     assert_eq!(r.status, 201, "{}", r.body);
@@ -400,7 +424,7 @@ fn int_label_loss_triggers_pro_and_the_lossy_ports_coverage_recovers() {
     // The lossy link as the emulator injected it, 15 s in (report time = clock base + virtual
     // time), and its two ports from the telemetry's links.
     let (loss, loss_from) = loop {
-        let truth = http(up.control, "GET", "/v1/truth", None, None)
+        let truth = http(up.control, "GET", "/v1/truth", Some(&up.token), None)
             .unwrap()
             .json();
         let base = truth["clock_base_ns"].as_i64().unwrap();

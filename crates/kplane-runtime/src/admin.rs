@@ -97,9 +97,8 @@ pub async fn serve_admin_with(
     http: &HttpConfig,
     shutdown: Shutdown,
 ) -> Result<(SocketAddr, AdminTask), RuntimeError> {
-    let app = state
-        .router()
-        .merge(crate::auth::protect(extra, http.auth()));
+    let extra = crate::http::guard_hosts(crate::auth::protect(extra, http.auth()), http);
+    let app = state.router().merge(extra);
     let (local, task) = crate::http::spawn(addr, app, http, shutdown)
         .await
         .map_err(|source| RuntimeError::AdminBind { addr, source })?;

@@ -1,7 +1,8 @@
-//! Every kplane HTTP listener's server (`[http]`): the tokens and roles ([`crate::auth`]), a
-//! Host allow-list against DNS rebinding, a connection cap, a header-read timeout that is also
-//! the keep-alive idle timeout, and a bounded graceful shutdown — so a careless or hostile
-//! caller can hold neither the process nor its shutdown. See docs/security.md.
+//! Every kplane HTTP listener's server (`[http]`): a connection cap, a header-read timeout
+//! that is also the keep-alive idle timeout, and a bounded graceful shutdown — so a careless
+//! or hostile caller can hold neither the process nor its shutdown — and the Host allow-list
+//! against DNS rebinding ([`guard_hosts`]). Tokens and roles: [`crate::auth`]. See
+//! docs/security.md.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -163,9 +164,21 @@ async fn check_host(
     next.run(req).await
 }
 
-/// Serves `router` on `listener` until `shutdown`, with `cfg`'s limits: the Host allow-list,
-/// at most `max-connections` connections (more are closed at once), `header-read-timeout`,
-/// and after `shutdown` at most `shutdown-grace` for open requests and streams.
+/// `router` answering only the Host names of `cfg` ([`HttpConfig::allowed_hosts`]), 421
+/// otherwise. Every route but the admin listeners' open ones (`/metrics`, `/healthz`,
+/// `/readyz`, which probes and scrapers reach by address) goes behind it.
+pub fn guard_hosts(router: Router, cfg: &HttpConfig) -> Router {
+    match cfg.hosts() {
+        Some(h) if router.has_routes() => {
+            router.route_layer(axum::middleware::from_fn_with_state(h, check_host))
+        }
+        _ => router,
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown`, with `cfg`'s limits: at most
+/// `max-connections` connections (more are closed at once), `header-read-timeout`, and after
+/// `shutdown` at most `shutdown-grace` for open requests and streams.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -173,10 +186,6 @@ pub async fn serve(
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
     raise_open_files_limit();
-    let router = match cfg.hosts() {
-        Some(h) => router.layer(axum::middleware::from_fn_with_state(h, check_host)),
-        None => router,
-    };
     let slots = Arc::new(Semaphore::new(cfg.max_connections));
     let header_timeout = cfg.header_read_timeout;
     let mut conns = JoinSet::new();
@@ -306,5 +315,152 @@ mod tests {
         open.check_listener("api", "0.0.0.0:80".parse().unwrap(), &mut p);
         open.check_listener("api", "127.0.0.1:80".parse().unwrap(), &mut p);
         assert_eq!(p.len(), 1, "{p:?}");
+    }
+}
+
+/// The server over real sockets: half-open connections, the cap, the Host list, shutdown.
+#[cfg(test)]
+mod serving {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use axum::routing::get;
+
+    use super::*;
+
+    async fn start(cfg: HttpConfig) -> (SocketAddr, Shutdown, tokio::task::JoinHandle<std::io::Result<()>>) {
+        let router = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .route(
+                "/forever",
+                get(|| async {
+                    // A response that never ends, like an event stream.
+                    let s = futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+                    axum::body::Body::from_stream(s)
+                }),
+            );
+        let router = guard_hosts(router, &cfg);
+        let stop = Shutdown::new();
+        let (addr, task) = spawn("127.0.0.1:0".parse().unwrap(), router, &cfg, stop.clone())
+            .await
+            .unwrap();
+        (addr, stop, task)
+    }
+
+    /// `GET /` with `host`, on a blocking socket (the test's own thread).
+    fn get_root(addr: SocketAddr, host: &str) -> std::io::Result<String> {
+        let mut s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(s, "GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(out)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thousand_half_open_connections_do_not_hold_up_a_real_request() {
+        raise_open_files_limit();
+        let (addr, stop, task) = start(HttpConfig::default()).await;
+        let held = tokio::task::spawn_blocking(move || {
+            let held: Vec<TcpStream> = (0..1_000)
+                .map(|_| {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    // Half a request line, never finished.
+                    s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: ").unwrap();
+                    s
+                })
+                .collect();
+            let started = Instant::now();
+            let answer = get_root(addr, "x").unwrap();
+            (held, started.elapsed(), answer)
+        })
+        .await
+        .unwrap();
+        let (held, took, answer) = held;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        // The bound for a legitimate request beside 1,000 half-open connections.
+        assert!(took < Duration::from_secs(1), "took {took:?}");
+        drop(held);
+        stop.trigger();
+        task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn past_the_cap_connections_are_closed_and_slow_ones_time_out() {
+        let cfg = HttpConfig {
+            max_connections: 4,
+            header_read_timeout: Duration::from_millis(300),
+            ..HttpConfig::default()
+        };
+        let (addr, stop, task) = start(cfg).await;
+        tokio::task::spawn_blocking(move || {
+            let held: Vec<TcpStream> = (0..4)
+                .map(|_| {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+                    s
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(100));
+            // The fifth is closed without an answer.
+            let refused = get_root(addr, "x").unwrap_or_default();
+            assert!(refused.is_empty(), "{refused}");
+            // The header-read timeout frees the slots: then requests are answered again.
+            for mut s in held {
+                let mut rest = Vec::new();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = s.read_to_end(&mut rest);
+            }
+            let ok = get_root(addr, "x").unwrap();
+            assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        })
+        .await
+        .unwrap();
+        stop.trigger();
+        task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_tokens_only_loopback_names_are_answered() {
+        let (addr, stop, task) = start(HttpConfig {
+            no_auth: true,
+            ..HttpConfig::default()
+        })
+        .await;
+        tokio::task::spawn_blocking(move || {
+            let port = addr.port();
+            for ok in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+                assert!(get_root(addr, &ok).unwrap().starts_with("HTTP/1.1 200"), "{ok}");
+            }
+            // A DNS-rebinding page names its own host.
+            let evil = get_root(addr, &format!("evil.example:{port}")).unwrap();
+            assert!(evil.starts_with("HTTP/1.1 421"), "{evil}");
+            assert!(evil.contains("allowed-hosts"), "{evil}");
+        })
+        .await
+        .unwrap();
+        stop.trigger();
+        task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_ends_within_the_grace_even_with_an_endless_response() {
+        let cfg = HttpConfig {
+            shutdown_grace: Duration::from_millis(200),
+            ..HttpConfig::default()
+        };
+        let (addr, stop, task) = start(cfg).await;
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        s.write_all(b"GET /forever HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+        stop.trigger();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the server stops despite the open response")
+            .unwrap()
+            .unwrap();
     }
 }

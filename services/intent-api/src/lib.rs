@@ -134,7 +134,7 @@ pub async fn start(
             shutdown.clone(),
         ));
     }
-    let app = app(state, auth);
+    let app = kplane_runtime::http::guard_hosts(app(state, auth), &http);
     let sd = shutdown.clone();
     admin_state.set_ready(true);
     let task = tokio::spawn(async move {
