@@ -148,7 +148,10 @@ mod tests {
         .unwrap();
         redact(&mut v);
         let text = toml::to_string(&v).unwrap();
-        assert!(!text.contains("hunter2") && !text.contains("kp_abc"), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("kp_abc"),
+            "{text}"
+        );
         assert!(text.contains("sha256 = \"00\""), "{text}");
     }
 

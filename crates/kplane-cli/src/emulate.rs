@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
-use kplane_runtime::{ConfigSource, EXIT_CONFIG, HttpConfig, Shutdown};
 use kplane_emulator::report::ReportVersion;
 use kplane_emulator::run::{RunConfig, Summary, build, run};
 use kplane_emulator::sim::SimConfig;
 use kplane_emulator::topology::LinkSpec;
+use kplane_runtime::{ConfigSource, EXIT_CONFIG, HttpConfig, Shutdown};
 
 /// `HOST:PORT` → the first address it resolves to.
 fn resolve(s: &str) -> Result<SocketAddr, String> {

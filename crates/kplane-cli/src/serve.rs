@@ -105,15 +105,16 @@ fn run_with(source: ConfigSource, name: &str, args: ServeArgs, print: bool) -> E
         use kplane_runtime::Listeners;
         match name {
             kplane_collector::NAME => cfg.collector.validate_listeners(&mut problems),
-            kplane_stream_processor::NAME => {
-                cfg.stream_processor.validate_listeners(&mut problems)
-            }
+            kplane_stream_processor::NAME => cfg.stream_processor.validate_listeners(&mut problems),
             kplane_knowledge::NAME => cfg.knowledge.validate_listeners(&mut problems),
             _ => cfg.intent_api.validate_listeners(&mut problems),
         }
     }
     if !problems.is_empty() {
-        eprint!("kplane {name}: {}", kplane_runtime::ConfigError { problems });
+        eprint!(
+            "kplane {name}: {}",
+            kplane_runtime::ConfigError { problems }
+        );
         return ExitCode::from(EXIT_CONFIG);
     }
     let log = cfg.log.clone();

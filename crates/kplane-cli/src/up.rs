@@ -136,8 +136,7 @@ async fn up(
     let (control_http, control_stop) = (http.clone(), shutdown.clone());
     tokio::spawn(async move {
         let _ =
-            kplane_runtime::http::serve(control, control_router, &control_http, control_stop)
-                .await;
+            kplane_runtime::http::serve(control, control_router, &control_http, control_stop).await;
     });
     let mut intents = cfg.intent_api.intents.clone();
     if intents.drivers.is_empty() {

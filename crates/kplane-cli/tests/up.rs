@@ -164,7 +164,11 @@ fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
     assert_eq!(get("/openapi.json").json()["openapi"], "3.0.3");
     // /metrics, /healthz and /readyz are the admin listeners', not the API port's.
     for open in ["/metrics", "/healthz", "/readyz"] {
-        assert_eq!(http(addr, "GET", open, None, None).unwrap().status, 404, "{open}");
+        assert_eq!(
+            http(addr, "GET", open, None, None).unwrap().status,
+            404,
+            "{open}"
+        );
     }
     let console = http(addr, "GET", "/", None, None).unwrap();
     assert_eq!(console.status, 200);

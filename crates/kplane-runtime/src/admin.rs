@@ -147,6 +147,73 @@ mod tests {
         assert_eq!(get(&state, "/nope").await.0, StatusCode::NOT_FOUND);
     }
 
+    /// Every admin listener: the open routes without a token, a service's own routes by role
+    /// (reads a viewer, changes an operator).
+    #[tokio::test]
+    async fn a_services_routes_need_their_role_the_open_ones_none() {
+        use crate::auth::{Role, TokenConfig, hash_token};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let http = HttpConfig {
+            tokens: [Role::Viewer, Role::Operator, Role::Admin]
+                .map(|r| TokenConfig {
+                    name: r.as_str().into(),
+                    role: r,
+                    sha256: hash_token(r.as_str()),
+                })
+                .to_vec(),
+            ..HttpConfig::default()
+        };
+        let extra = Router::new().route(
+            "/v1/thing",
+            get(|| async { "read" }).put(|| async { "written" }),
+        );
+        let shutdown = Shutdown::new();
+        let state = AdminState::new(Metrics::new("test"));
+        state.set_ready(true);
+        let (addr, task) = serve_admin_with(
+            "127.0.0.1:0".parse().unwrap(),
+            state,
+            extra,
+            &http,
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        let status = |method: &'static str, path: &'static str, token: Option<&'static str>| async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+            let req = format!(
+                "{method} {path} HTTP/1.1\r\nhost: x\r\n{auth}content-length: 0\r\nconnection: close\r\n\r\n"
+            );
+            s.write_all(req.as_bytes()).await.unwrap();
+            let mut resp = String::new();
+            s.read_to_string(&mut resp).await.unwrap();
+            resp[9..12].parse::<u16>().unwrap()
+        };
+        for open in ["/metrics", "/healthz", "/readyz"] {
+            assert_eq!(status("GET", open, None).await, 200, "{open}");
+        }
+        for (method, who, want) in [
+            ("GET", None, 401),
+            ("GET", Some("nope"), 401),
+            ("GET", Some("viewer"), 200),
+            ("GET", Some("operator"), 200),
+            ("GET", Some("admin"), 200),
+            ("PUT", None, 401),
+            ("PUT", Some("viewer"), 403),
+            ("PUT", Some("operator"), 200),
+            ("PUT", Some("admin"), 200),
+        ] {
+            assert_eq!(
+                status(method, "/v1/thing", who).await,
+                want,
+                "{method} as {who:?}"
+            );
+        }
+        shutdown.trigger();
+        task.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn serves_on_a_real_socket_and_stops_on_shutdown() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -141,11 +141,7 @@ pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
     allowed.iter().any(|a| *a == host || *a == name)
 }
 
-async fn check_host(
-    State(allowed): State<Arc<Vec<String>>>,
-    req: Request,
-    next: Next,
-) -> Response {
+async fn check_host(State(allowed): State<Arc<Vec<String>>>, req: Request, next: Next) -> Response {
     let host = req
         .headers()
         .get(axum::http::header::HOST)
@@ -298,7 +294,13 @@ mod tests {
         ] {
             assert!(host_allowed(ok, &allowed), "{ok}");
         }
-        for bad in ["evil.example", "evil.example:8080", "api.example:80", "", "127.0.0.2"] {
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "api.example:80",
+            "",
+            "127.0.0.2",
+        ] {
             assert!(!host_allowed(bad, &allowed), "{bad}");
         }
     }
@@ -328,17 +330,22 @@ mod serving {
 
     use super::*;
 
-    async fn start(cfg: HttpConfig) -> (SocketAddr, Shutdown, tokio::task::JoinHandle<std::io::Result<()>>) {
-        let router = Router::new()
-            .route("/", get(|| async { "ok" }))
-            .route(
-                "/forever",
-                get(|| async {
-                    // A response that never ends, like an event stream.
-                    let s = futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
-                    axum::body::Body::from_stream(s)
-                }),
-            );
+    async fn start(
+        cfg: HttpConfig,
+    ) -> (
+        SocketAddr,
+        Shutdown,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ) {
+        let router = Router::new().route("/", get(|| async { "ok" })).route(
+            "/forever",
+            get(|| async {
+                // A response that never ends, like an event stream.
+                let s =
+                    futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+                axum::body::Body::from_stream(s)
+            }),
+        );
         let router = guard_hosts(router, &cfg);
         let stop = Shutdown::new();
         let (addr, task) = spawn("127.0.0.1:0".parse().unwrap(), router, &cfg, stop.clone())
@@ -351,7 +358,10 @@ mod serving {
     fn get_root(addr: SocketAddr, host: &str) -> std::io::Result<String> {
         let mut s = TcpStream::connect(addr)?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        write!(s, "GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n")?;
+        write!(
+            s,
+            "GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+        )?;
         let mut out = String::new();
         s.read_to_string(&mut out)?;
         Ok(out)
@@ -366,7 +376,8 @@ mod serving {
                 .map(|_| {
                     let mut s = TcpStream::connect(addr).unwrap();
                     // Half a request line, never finished.
-                    s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: ").unwrap();
+                    s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: ")
+                        .unwrap();
                     s
                 })
                 .collect();
@@ -430,7 +441,10 @@ mod serving {
         tokio::task::spawn_blocking(move || {
             let port = addr.port();
             for ok in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
-                assert!(get_root(addr, &ok).unwrap().starts_with("HTTP/1.1 200"), "{ok}");
+                assert!(
+                    get_root(addr, &ok).unwrap().starts_with("HTTP/1.1 200"),
+                    "{ok}"
+                );
             }
             // A DNS-rebinding page names its own host.
             let evil = get_root(addr, &format!("evil.example:{port}")).unwrap();
@@ -452,7 +466,9 @@ mod serving {
         let (addr, stop, task) = start(cfg).await;
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        s.write_all(b"GET /forever HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+        s.write_all(b"GET /forever HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
         let mut head = [0u8; 12];
         s.read_exact(&mut head).await.unwrap();
         assert_eq!(&head, b"HTTP/1.1 200");

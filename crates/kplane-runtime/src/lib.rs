@@ -23,9 +23,9 @@ pub mod shutdown;
 pub use admin::{AdminState, AdminTask, serve_admin, serve_admin_with};
 pub use config::{ConfigSource, Validate, load, load_section};
 pub use error::{ConfigError, RuntimeError};
+pub use http::HttpConfig;
 pub use logging::{LogConfig, LogFormat, init_logging};
 pub use metrics::Metrics;
-pub use http::HttpConfig;
 pub use service::{
     BoxError, EXIT_CONFIG, Listeners, ServiceResult, run_service, service_main_with_bus,
 };

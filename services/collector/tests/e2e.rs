@@ -460,7 +460,10 @@ async fn the_watchlist_is_replaced_through_the_admin_api() {
     assert!(viewer.starts_with("HTTP/1.1 403"), "{viewer}");
     assert!(call("GET", None, "").starts_with("HTTP/1.1 401"));
     assert!(call("GET", Some("viewer"), "").starts_with("HTTP/1.1 200"));
-    assert!(http_get(admin.port(), "/metrics").is_some(), "metrics stay open");
+    assert!(
+        http_get(admin.port(), "/metrics").is_some(),
+        "metrics stay open"
+    );
     let bad = put(r#"{"rules":[{"algorithm":"ewma"}]}"#);
     assert!(
         bad.starts_with("HTTP/1.1 400") && bad.contains("ewma needs a weight"),

@@ -69,7 +69,9 @@ impl AppState {
         let program = match &cfg.query_worker {
             Some(p) => p.clone(),
             None => std::env::current_exe().map_err(|e| {
-                ApiError::Internal(format!("cannot find this executable for query workers: {e}"))
+                ApiError::Internal(format!(
+                    "cannot find this executable for query workers: {e}"
+                ))
             })?,
         };
         let queries = Arc::new(QueryWorkers::new(
@@ -348,15 +350,11 @@ async fn flows(
     };
     let limit = p.limit.unwrap_or(100).clamp(1, 1_000);
     let offset: usize = match &p.cursor {
-        Some(c) => c
-            .parse()
-            .ok()
-            .filter(|o| *o <= MAX_CURSOR)
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "cursor: {c:?} is not a cursor (a next_cursor of a previous answer)"
-                ))
-            })?,
+        Some(c) => c.parse().ok().filter(|o| *o <= MAX_CURSOR).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "cursor: {c:?} is not a cursor (a next_cursor of a previous answer)"
+            ))
+        })?,
         None => 0,
     };
     let sql = format!(

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-pub use kplane_runtime::auth::{
-    Auth, Identity, Role, TokenConfig, hash_token, new_token, require,
-};
+pub use kplane_runtime::auth::{Auth, Identity, Role, TokenConfig, hash_token, new_token, require};
 
 use crate::error::ApiError;
 

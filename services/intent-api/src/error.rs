@@ -20,7 +20,10 @@ pub enum ApiError {
     /// The work took longer than its limit (504).
     Timeout(String),
     /// A token's rate or concurrency limit (429, `Retry-After` in seconds).
-    TooManyRequests { message: String, retry_after: u64 },
+    TooManyRequests {
+        message: String,
+        retry_after: u64,
+    },
     Internal(String),
 }
 

@@ -22,6 +22,7 @@ use crate::findings::AnomalyFilter;
 pub fn router(auth: Auth) -> Router<AppState> {
     Router::new()
         .route("/v1/anomalies", get(anomalies))
+        .route("/v1/anomalies/stream", get(anomalies_stream))
         .route("/v1/anomalies/{id}", get(anomaly))
         .route("/v1/forecasts", get(forecasts))
         .route("/v1/models", get(models))
@@ -42,8 +43,6 @@ pub struct AnomalyParams {
     /// Episodes open within this duration back from now (e.g. `1h`).
     pub since: Option<String>,
     pub limit: Option<usize>,
-    /// `true`: a server-sent event stream of episode records (start, update, end).
-    pub live: Option<bool>,
 }
 
 fn filter(p: &AnomalyParams) -> Result<AnomalyFilter<'_>, ApiError> {
@@ -112,15 +111,21 @@ fn summary(a: &Anomaly) -> Value {
     })
 }
 
-/// `GET /v1/anomalies`: episodes, most recently started first; `live=true`: an SSE stream.
+/// `GET /v1/anomalies/stream`: the matching episodes' records as server-sent events.
+async fn anomalies_stream(
+    State(s): State<AppState>,
+    Query(p): Query<AnomalyParams>,
+) -> Result<Response, ApiError> {
+    filter(&p)?;
+    Ok(stream(s, p).into_response())
+}
+
+/// `GET /v1/anomalies`: episodes, most recently started first.
 async fn anomalies(
     State(s): State<AppState>,
     Query(p): Query<AnomalyParams>,
 ) -> Result<Response, ApiError> {
     filter(&p)?;
-    if p.live == Some(true) {
-        return Ok(stream(s, p).into_response());
-    }
     let limit = p.limit.unwrap_or(100).clamp(1, 10_000);
     let rows: Vec<Value> = s
         .live

@@ -60,6 +60,32 @@ const RANGE: [Param; 3] = [
     ),
 ];
 
+/// `/v1/anomalies` and its stream filter alike.
+const ANOMALY_FILTER: [Param; 6] = [
+    q(
+        "type",
+        "string",
+        "ddos, port_scan, congestion, link_failure, routing_loop, black_hole or unknown",
+    ),
+    q(
+        "entity_kind",
+        "string",
+        "source, destination, queue, link or flow",
+    ),
+    q(
+        "entity",
+        "string",
+        "an address, node/queue (5/0) or node:port (5:2)",
+    ),
+    q("state", "string", "open or closed"),
+    q(
+        "since",
+        "string",
+        "episodes open within this duration back from now (e.g. 1h)",
+    ),
+    q("limit", "integer", "1..10000 (default 100)"),
+];
+
 pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "get",
@@ -212,35 +238,20 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "get",
         path: "/v1/anomalies",
-        summary: "Anomaly episodes from the knowledge service, most recently started first, with the explanation's summary and top features; live=true: a server-sent event stream (event: anomaly, data: the full record of each start, update and end)",
+        summary: "Anomaly episodes from the knowledge service, most recently started first, with the explanation's summary and top features",
         role: Role::Viewer,
-        params: &[
-            q(
-                "type",
-                "string",
-                "ddos, port_scan, congestion, link_failure, routing_loop, black_hole or unknown",
-            ),
-            q(
-                "entity_kind",
-                "string",
-                "source, destination, queue, link or flow",
-            ),
-            q(
-                "entity",
-                "string",
-                "an address, node/queue (5/0) or node:port (5:2)",
-            ),
-            q("state", "string", "open or closed"),
-            q(
-                "since",
-                "string",
-                "episodes open within this duration back from now (e.g. 1h)",
-            ),
-            q("limit", "integer", "1..10000 (default 100)"),
-            q("live", "boolean", "true: a server-sent event stream"),
-        ],
+        params: &ANOMALY_FILTER,
         body: None,
         returns: &["anomalies", "seen", "undecodable"],
+    },
+    RouteDoc {
+        method: "get",
+        path: "/v1/anomalies/stream",
+        summary: "The matching anomaly episodes' records as server-sent events (event: anomaly, data: the full record of each start, update and end)",
+        role: Role::Viewer,
+        params: &ANOMALY_FILTER,
+        body: None,
+        returns: &["text/event-stream"],
     },
     RouteDoc {
         method: "get",
@@ -481,9 +492,8 @@ pub fn document() -> Value {
         if r.path == "/v1/query" {
             op["responses"]["429"] =
                 error("the token's query-rate or query-concurrency is spent (Retry-After)");
-            op["responses"]["422"] = error(
-                "the query failed, needed too much memory, or ended its worker process",
-            );
+            op["responses"]["422"] =
+                error("the query failed, needed too much memory, or ended its worker process");
         } else if r.path.starts_with("/v1/intents") && r.method != "get" {
             op["responses"]["429"] = error("the token's intent-rate is spent (Retry-After)");
         }

@@ -114,7 +114,12 @@ fn serve_stdio(store_dir: &Path, memory: usize) -> Result<(), String> {
     let mut line = String::new();
     loop {
         line.clear();
-        if stdin.lock().read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+        if stdin
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?
+            == 0
+        {
             return Ok(());
         }
         let answer = match serde_json::from_str::<Request>(&line) {
@@ -299,7 +304,12 @@ impl QueryWorkers {
     }
 
     /// Runs `sql` in a worker within `timeout`: `{"columns", "rows", "truncated"}`.
-    pub async fn run(&self, sql: &str, max_rows: usize, timeout: Duration) -> Result<Value, ApiError> {
+    pub async fn run(
+        &self,
+        sql: &str,
+        max_rows: usize,
+        timeout: Duration,
+    ) -> Result<Value, ApiError> {
         check_size(sql)?;
         let deadline = Instant::now() + timeout;
         let _slot = tokio::time::timeout(timeout, self.slots.acquire())

@@ -427,16 +427,27 @@ async fn every_route_answers_each_role_as_the_route_table_says() {
         let method = r.method.to_uppercase();
         let body = r.body.map(|_| r#"{"sql":"SELECT 1"}"#);
         let (s, v) = call(&a, &method, &uri, None, body).await;
-        assert_eq!(s, StatusCode::UNAUTHORIZED, "{method} {uri} without a token");
+        assert_eq!(
+            s,
+            StatusCode::UNAUTHORIZED,
+            "{method} {uri} without a token"
+        );
         assert_eq!(v["error"], "missing bearer token");
         let (s, v) = call(&a, &method, &uri, Some("wrong"), body).await;
-        assert_eq!(s, StatusCode::UNAUTHORIZED, "{method} {uri} with a wrong token");
+        assert_eq!(
+            s,
+            StatusCode::UNAUTHORIZED,
+            "{method} {uri} with a wrong token"
+        );
         assert_eq!(v["error"], "unknown token");
         for (role, token) in tokens {
             let (s, v) = call(&a, &method, &uri, Some(token), body).await;
             if role < r.role {
                 assert_eq!(s, StatusCode::FORBIDDEN, "{method} {uri} as {role:?}: {v}");
-                assert!(v["error"].as_str().unwrap().contains(r.role.as_str()), "{v}");
+                assert!(
+                    v["error"].as_str().unwrap().contains(r.role.as_str()),
+                    "{v}"
+                );
             } else {
                 assert!(
                     s != StatusCode::UNAUTHORIZED && s != StatusCode::FORBIDDEN,
@@ -474,7 +485,8 @@ async fn bad_parameters_are_4xx_naming_them() {
         let (s, v) = call(&a, "GET", uri, Some(VIEWER), None).await;
         assert!(s.is_client_error(), "{uri}: {s} {v}");
         assert!(
-            v["error"].as_str().is_some_and(|e| e.contains(name)) || v.as_str().is_some_and(|e| e.contains(name)),
+            v["error"].as_str().is_some_and(|e| e.contains(name))
+                || v.as_str().is_some_and(|e| e.contains(name)),
             "{uri}: {v}"
         );
     }
@@ -519,11 +531,25 @@ async fn hostile_sql_gets_a_clean_refusal_and_the_api_lives_on() {
         let shown = &sql[..sql.len().min(80)];
         assert!(allowed.contains(&s.as_u16()), "{shown}: {s} {v}");
         if s != StatusCode::OK {
-            assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{shown}: {v}");
+            assert!(
+                v["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{shown}: {v}"
+            );
         }
         // After each, the API still answers a plain query.
-        let (s, v) = call(&a, "POST", "/v1/query", Some(ADMIN), Some(r#"{"sql":"SELECT 41 + 1 AS n"}"#)).await;
-        assert_eq!((s, &v["rows"][0]["n"]), (StatusCode::OK, &Value::from(42)), "after {shown}: {v}");
+        let (s, v) = call(
+            &a,
+            "POST",
+            "/v1/query",
+            Some(ADMIN),
+            Some(r#"{"sql":"SELECT 41 + 1 AS n"}"#),
+        )
+        .await;
+        assert_eq!(
+            (s, &v["rows"][0]["n"]),
+            (StatusCode::OK, &Value::from(42)),
+            "after {shown}: {v}"
+        );
     }
     assert!(!std::path::Path::new("/tmp/kplane-hostile.parquet").exists());
 }
@@ -544,9 +570,21 @@ async fn a_token_runs_its_share_of_queries_at_once() {
     assert_eq!(one.0, StatusCode::GATEWAY_TIMEOUT, "{}", one.1);
     assert_eq!(two.0, StatusCode::GATEWAY_TIMEOUT, "{}", two.1);
     assert_eq!(three.0, StatusCode::TOO_MANY_REQUESTS, "{}", three.1);
-    assert!(three.1["error"].as_str().unwrap().contains("query-concurrency"));
+    assert!(
+        three.1["error"]
+            .as_str()
+            .unwrap()
+            .contains("query-concurrency")
+    );
     // Another token is not held up by the first one's share.
-    let (s, _) = call(&a, "POST", "/v1/query", Some(ADMIN), Some(r#"{"sql":"SELECT 1 AS n"}"#)).await;
+    let (s, _) = call(
+        &a,
+        "POST",
+        "/v1/query",
+        Some(ADMIN),
+        Some(r#"{"sql":"SELECT 1 AS n"}"#),
+    )
+    .await;
     assert_eq!(s, StatusCode::OK);
 }
 
@@ -793,7 +831,14 @@ async fn the_knowledge_services_findings_are_served() {
             "{v}"
         );
     }
-    let (s, v) = call(&a, "GET", "/v1/anomalies?live=true", Some(VIEWER), None).await;
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/anomalies/stream?type=ddos",
+        Some(VIEWER),
+        None,
+    )
+    .await;
     assert_eq!(
         (s, v),
         (StatusCode::OK, Value::String("event-stream".into()))

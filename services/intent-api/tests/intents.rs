@@ -34,10 +34,8 @@ async fn serve(
     let l = tokio::net::TcpListener::bind(addr).await.unwrap();
     let control = l.local_addr().unwrap();
     // The control channel behind the same tokens as the API: the driver writes with OPS.
-    let router = kplane_runtime::auth::protect(
-        kplane_emulator::control::router(sim),
-        http().auth(),
-    );
+    let router =
+        kplane_runtime::auth::protect(kplane_emulator::control::router(sim), http().auth());
     let server = tokio::spawn(async move {
         let _ = axum::serve(l, router).await;
     });
@@ -1156,24 +1154,62 @@ async fn wide_intents_wait_for_an_admin_and_expire() {
     // With a short TTL it is taken, but waits for an admin and touches no switch.
     let wide = json!({"kind": "block", "match": {"protocol": "tcp"}, "ttl": "10m"});
     let (s, v) = call(&api, "POST", "/v1/intents/dry-run", OPS, wide.clone()).await;
-    assert_eq!((s, v["would_be"].as_str()), (200, Some("pending-approval")), "{v}");
+    assert_eq!(
+        (s, v["would_be"].as_str()),
+        (200, Some("pending-approval")),
+        "{v}"
+    );
     let (s, v) = call(&api, "POST", "/v1/intents", OPS, wide.clone()).await;
     assert_eq!(s, 201, "{v}");
     assert_eq!(v["state"], "pending-approval", "{v}");
-    assert!(v["blast_radius"][0].as_str().unwrap().contains("protocol-only"), "{v}");
+    assert!(
+        v["blast_radius"][0]
+            .as_str()
+            .unwrap()
+            .contains("protocol-only"),
+        "{v}"
+    );
     let id = v["id"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(emulator_entries(&f, "drop_acl").is_empty());
-    let (s, _) = call(&api, "POST", &format!("/v1/intents/{id}/approve"), OPS, Value::Null).await;
+    let (s, _) = call(
+        &api,
+        "POST",
+        &format!("/v1/intents/{id}/approve"),
+        OPS,
+        Value::Null,
+    )
+    .await;
     assert_eq!(s, 403, "an operator cannot approve");
-    let (s, v) = call(&api, "POST", &format!("/v1/intents/{id}/approve"), ADMIN, Value::Null).await;
+    let (s, v) = call(
+        &api,
+        "POST",
+        &format!("/v1/intents/{id}/approve"),
+        ADMIN,
+        Value::Null,
+    )
+    .await;
     assert_eq!(s, 200, "{v}");
     wait_entries(&f, "drop_acl", |e| e.len() == 8).await;
     // Approved by an admin: an operator cannot take it away.
-    let (s, v) = call(&api, "DELETE", &format!("/v1/intents/{id}"), OPS, Value::Null).await;
+    let (s, v) = call(
+        &api,
+        "DELETE",
+        &format!("/v1/intents/{id}"),
+        OPS,
+        Value::Null,
+    )
+    .await;
     assert_eq!(s, 403, "{v}");
     assert!(v["error"].as_str().unwrap().contains("admin"), "{v}");
-    let (s, _) = call(&api, "DELETE", &format!("/v1/intents/{id}"), ADMIN, Value::Null).await;
+    let (s, _) = call(
+        &api,
+        "DELETE",
+        &format!("/v1/intents/{id}"),
+        ADMIN,
+        Value::Null,
+    )
+    .await;
     assert_eq!(s, 200);
     wait_entries(&f, "drop_acl", |e| e.is_empty()).await;
 

@@ -152,7 +152,8 @@ async fn serve(
         }
     });
     let admin_state = AdminState::new(registry);
-    let (admin, admin_task) = serve_admin(cfg.admin, admin_state.clone(), &cfg.http, shutdown.clone()).await?;
+    let (admin, admin_task) =
+        serve_admin(cfg.admin, admin_state.clone(), &cfg.http, shutdown.clone()).await?;
     tracing::info!(%admin, state_dir = %cfg.state_dir.display(), "admin listening (/metrics /healthz /readyz)");
     let stop = Arc::new(AtomicBool::new(false));
     let worker = {

@@ -303,7 +303,12 @@ impl Intents {
 
     /// The safety rules' verdict on `spec` ([`safety`]): why it is wide (it then waits for an
     /// admin), or why it is refused (a TTL past its bound).
-    fn bounds(&self, g: &Inner, spec: &IntentSpec, who: &Identity) -> Result<Vec<String>, ApiError> {
+    fn bounds(
+        &self,
+        g: &Inner,
+        spec: &IntentSpec,
+        who: &Identity,
+    ) -> Result<Vec<String>, ApiError> {
         let s = &self.cfg.safety;
         if let Some(t) = spec.ttl
             && t > s.max_ttl

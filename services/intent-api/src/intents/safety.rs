@@ -82,10 +82,7 @@ impl SafetyConfig {
         if let Some((_, len)) = ipv4_prefix(p)
             && len < self.min_prefix
         {
-            why.push(format!(
-                "{field} {p} is shorter than /{}",
-                self.min_prefix
-            ));
+            why.push(format!("{field} {p} is shorter than /{}", self.min_prefix));
         }
     }
 
@@ -187,14 +184,35 @@ mod tests {
         let s = SafetyConfig::default();
         let t = topo();
         for (json, reason) in [
-            (r#"{"kind":"block","match":{"src":"0.0.0.0/0"}}"#, "shorter than /16"),
-            (r#"{"kind":"block","match":{"protocol":"tcp"}}"#, "protocol-only"),
+            (
+                r#"{"kind":"block","match":{"src":"0.0.0.0/0"}}"#,
+                "shorter than /16",
+            ),
+            (
+                r#"{"kind":"block","match":{"protocol":"tcp"}}"#,
+                "protocol-only",
+            ),
             (r#"{"kind":"block","match":{}}"#, "empty match"),
-            (r#"{"kind":"block","match":{"dst-port":"1-20000","dst":"10.0.0.1"}}"#, "spans 20000 ports"),
-            (r#"{"kind":"block","match":{"dst-port":80}}"#, "no src or dst"),
-            (r#"{"kind":"block","match":{"src":"10.0.0.0/24"}}"#, "host pairs"),
-            (r#"{"kind":"reroute","dst":"10.0.0.0/8","avoid":{"switch":3}}"#, "shorter than /16"),
-            (r#"{"kind":"reroute","dst":"10.0.0.0/24","avoid":{"switch":3}}"#, "fabric's hosts"),
+            (
+                r#"{"kind":"block","match":{"dst-port":"1-20000","dst":"10.0.0.1"}}"#,
+                "spans 20000 ports",
+            ),
+            (
+                r#"{"kind":"block","match":{"dst-port":80}}"#,
+                "no src or dst",
+            ),
+            (
+                r#"{"kind":"block","match":{"src":"10.0.0.0/24"}}"#,
+                "host pairs",
+            ),
+            (
+                r#"{"kind":"reroute","dst":"10.0.0.0/8","avoid":{"switch":3}}"#,
+                "shorter than /16",
+            ),
+            (
+                r#"{"kind":"reroute","dst":"10.0.0.0/24","avoid":{"switch":3}}"#,
+                "fabric's hosts",
+            ),
         ] {
             let why = s.wide(&spec(json), &t);
             assert!(why.iter().any(|w| w.contains(reason)), "{json}: {why:?}");

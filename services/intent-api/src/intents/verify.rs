@@ -247,7 +247,8 @@ impl Tracker {
                 let silent = !self.windows.values().any(|w| w.others_live > 0);
                 match (clean_last, last_violation) {
                     (Some((start, w)), _)
-                        if (is_block && !silent) || (!is_block && (w.matching > 0 || deadline_passed)) =>
+                        if (is_block && !silent)
+                            || (!is_block && (w.matching > 0 || deadline_passed)) =>
                     {
                         Verdict::Pass(format!(
                             "window at {start} ms: {} flows, {} towards the intent's set, none violating ({fresh} fresh windows)",
