@@ -165,7 +165,7 @@ mod tests {
         };
         let extra = Router::new().route(
             "/v1/thing",
-            get(|| async { "read" }).put(|| async { "written" }),
+            axum::routing::get(|| async { "read" }).put(|| async { "written" }),
         );
         let shutdown = Shutdown::new();
         let state = AdminState::new(Metrics::new("test"));

@@ -143,7 +143,10 @@ impl AppState {
                 ApiError::Internal(m)
             }
         })?;
-        to_json(&batches)
+        // Rows to JSON is CPU work proportional to the answer: off the async workers.
+        tokio::task::spawn_blocking(move || to_json(&batches))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
     }
 }
 
@@ -188,6 +191,27 @@ pub fn to_json(batches: &[RecordBatch]) -> Result<Vec<Value>, ApiError> {
     }
 }
 
+/// Middleware: an answer within `query-timeout`, else 504 — whatever the route spends its time
+/// on. Event streams never end, and `POST /v1/query` kills its worker at the same timeout.
+async fn deadline(
+    State(timeout): State<Duration>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = req.uri().path();
+    if path.ends_with("/stream") || path == "/v1/query" {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(timeout, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => ApiError::Timeout(format!(
+            "the answer took longer than {timeout:?} (query-timeout); narrow the time range"
+        ))
+        .into_response(),
+    }
+}
+
 /// The API router (every route behind its role), without the console.
 pub fn router(state: AppState, auth: Auth) -> Router {
     let viewer = axum::middleware::from_fn_with_state((auth.clone(), Role::Viewer), require);
@@ -212,6 +236,10 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .merge(crate::int_label::routes::router(auth.clone()))
         .merge(crate::probe_plans::router(auth))
         .fallback(|| async { ApiError::NotFound("no such route (see /openapi.json)".into()) })
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.cfg.query_timeout,
+            deadline,
+        ))
         .with_state(state)
 }
 
@@ -556,7 +584,7 @@ pub struct EventParams {
 }
 
 /// Stored alerts folded into episodes at most (the oldest of a longer range are left out).
-pub const EPISODE_ALERTS: usize = 200_000;
+pub const EPISODE_ALERTS: usize = 50_000;
 
 /// An `alerts` row of [`events`]' episode query as the processor's alert.
 fn stored_alert(row: &Value) -> Option<Alert> {
@@ -647,17 +675,22 @@ async fn events(
              ORDER BY time, partition LIMIT {EPISODE_ALERTS}"
         ))
         .await?;
-    let mut book = EpisodeBook::new(EPISODE_ALERTS);
-    for a in rows.iter().filter_map(stored_alert) {
-        book.apply(&a);
-    }
-    let episodes: Vec<Value> = book
-        .episodes()
-        .iter()
-        .filter(|e| wanted(e.kind))
-        .take(limit)
-        .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-        .collect();
+    // Folding tens of thousands of alerts is CPU work: off the async workers.
+    let kind = p.kind.clone();
+    let episodes = tokio::task::spawn_blocking(move || {
+        let mut book = EpisodeBook::new(EPISODE_ALERTS);
+        for a in rows.iter().filter_map(stored_alert) {
+            book.apply(&a);
+        }
+        book.episodes()
+            .iter()
+            .filter(|e| kind.as_deref().is_none_or(|k| k == e.kind))
+            .take(limit)
+            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+            .collect::<Vec<Value>>()
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(Json(json!({ "events": episodes })))
 }
 
