@@ -44,6 +44,7 @@ pub struct AppState {
     pub intents: crate::intents::Intents,
     /// Ends the live streams when the API stops.
     pub shutdown: Shutdown,
+    pub metrics: crate::metrics::ApiMetrics,
 }
 
 impl std::fmt::Debug for AppState {
@@ -74,6 +75,7 @@ impl AppState {
                 ))
             })?,
         };
+        let metrics = crate::metrics::ApiMetrics::default();
         let queries = Arc::new(QueryWorkers::new(
             WorkerSpec {
                 program,
@@ -82,6 +84,7 @@ impl AppState {
                 address_space: cfg.query_worker_memory,
             },
             cfg.query_workers,
+            metrics.clone(),
         ));
         let (read, bad) = live.findings.load_history(&store).await?;
         if read + bad > 0 {
@@ -106,6 +109,7 @@ impl AppState {
             live,
             intents,
             shutdown,
+            metrics,
         })
     }
 

@@ -28,6 +28,7 @@ pub mod intents;
 pub mod intents_api;
 pub mod knowledge_api;
 pub mod live;
+pub mod metrics;
 pub mod openapi;
 pub mod probe_plans;
 pub mod query_worker;
@@ -52,9 +53,14 @@ pub const NAME: &str = "intent-api";
 
 /// The whole HTTP surface: API, `/openapi.json`, console.
 pub fn app(state: AppState, auth: auth::Auth) -> axum::Router {
+    let metrics = state.metrics.clone();
     api::router(state, auth)
         .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .merge(console::router())
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::ApiMetrics::count,
+        ))
 }
 
 /// A running API.
@@ -95,7 +101,7 @@ pub async fn start(
         return Err(problems.join("; ").into());
     }
     let registry = Metrics::new(NAME);
-    let admin_state = AdminState::new(registry);
+    let admin_state = AdminState::new(registry.clone());
     let http = cfg.http.clone();
     let (admin, admin_task) =
         serve_admin(cfg.admin, admin_state.clone(), &http, shutdown.clone()).await?;
@@ -104,6 +110,7 @@ pub async fn start(
     let state = AppState::new(cfg, live.clone(), shutdown.clone())
         .await
         .map_err(|e| format!("cannot open the analytics store: {e:?}"))?;
+    registry.register(|r| state.metrics.register(r));
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;

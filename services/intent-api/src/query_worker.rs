@@ -11,7 +11,6 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -236,10 +235,7 @@ pub struct QueryWorkers {
     spec: WorkerSpec,
     slots: Semaphore,
     idle: Mutex<Vec<Worker>>,
-    /// Workers that died on a query (killed ones not counted).
-    pub crashed: AtomicU64,
-    /// Queries whose worker was killed at the timeout.
-    pub timed_out: AtomicU64,
+    metrics: crate::metrics::ApiMetrics,
 }
 
 impl std::fmt::Debug for QueryWorkers {
@@ -251,13 +247,12 @@ impl std::fmt::Debug for QueryWorkers {
 }
 
 impl QueryWorkers {
-    pub fn new(spec: WorkerSpec, n: usize) -> Self {
+    pub fn new(spec: WorkerSpec, n: usize, metrics: crate::metrics::ApiMetrics) -> Self {
         Self {
             spec,
             slots: Semaphore::new(n),
             idle: Mutex::new(Vec::new()),
-            crashed: AtomicU64::new(0),
-            timed_out: AtomicU64::new(0),
+            metrics,
         }
     }
 
@@ -349,7 +344,7 @@ impl QueryWorkers {
         let line = match tokio::time::timeout(left, exchange).await {
             Err(_) => {
                 let _ = w.child.kill().await;
-                self.timed_out.fetch_add(1, Ordering::Relaxed);
+                self.metrics.query_timeouts.inc();
                 return Err(ApiError::Timeout(format!(
                     "the query ran longer than {timeout:?} (query-timeout)"
                 )));
@@ -359,7 +354,7 @@ impl QueryWorkers {
             Ok(_) => {
                 let _ = w.child.start_kill();
                 let status = w.child.wait().await;
-                self.crashed.fetch_add(1, Ordering::Relaxed);
+                self.metrics.query_worker_crashes.inc();
                 let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
                 tracing::warn!(%status, "a query ended its worker process; a new one takes the next query");
                 return Err(ApiError::Unprocessable(format!(
