@@ -164,7 +164,7 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
                 .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &data)
                 .env("KPLANE__INTENT_API__STORE_DIR", &data)
                 .env("KPLANE__INTENT_API__LISTEN", "127.0.0.1:0")
-                .env("KPLANE__INTENT_API__NO_AUTH", "true")
+                .env("KPLANE__HTTP__NO_AUTH", "true")
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()

@@ -141,7 +141,7 @@ fn api(data: &Path) -> (ChildGuard, SocketAddr) {
     let mut c = kplane();
     c.args(["intent-api", "--admin", &format!("127.0.0.1:{admin}")])
         .env("KPLANE__INTENT_API__LISTEN", addr.to_string())
-        .env("KPLANE__INTENT_API__NO_AUTH", "true")
+        .env("KPLANE__HTTP__NO_AUTH", "true")
         .env("KPLANE__INTENT_API__STORE_DIR", data)
         .env("KPLANE__INTENT_API__KNOWLEDGE_DIR", data.join("knowledge"))
         .env(

@@ -66,7 +66,8 @@ impl SafetyConfig {
                 let mut why = Vec::new();
                 self.prefix(dst, "dst", &mut why);
                 let share = host_share(topo, |h| in_prefix(dst, h));
-                if share > self.max_host_share {
+                let one_host = ipv4_prefix(dst).is_some_and(|(_, len)| len == 32);
+                if share > self.max_host_share && !one_host {
                     why.push(format!(
                         "dst covers {:.0} % of the fabric's hosts",
                         share * 100.0
@@ -119,8 +120,19 @@ impl SafetyConfig {
             p.as_deref()
                 .map_or(1.0, |p| host_share(topo, |h| in_prefix(p, h)))
         };
+        // One host named on either side is narrow whatever the fabric's size (on a two-host
+        // rig it is half the pairs, and still only that host's traffic).
+        let one_host = |p: &Option<String>| {
+            p.as_deref()
+                .and_then(ipv4_prefix)
+                .is_some_and(|(_, len)| len == 32)
+        };
         let share = side(&m.src) * side(&m.dst);
-        if share > self.max_host_share && (m.src.is_some() || m.dst.is_some()) {
+        if share > self.max_host_share
+            && (m.src.is_some() || m.dst.is_some())
+            && !one_host(&m.src)
+            && !one_host(&m.dst)
+        {
             why.push(format!(
                 "covers {:.0} % of the fabric's host pairs",
                 share * 100.0
@@ -223,6 +235,8 @@ mod tests {
             r#"{"kind":"block","match":{"src":"10.0.0.1","dst-port":"1000-2000"}}"#,
             r#"{"kind":"reroute","dst":"10.0.0.1/32","avoid":{"switch":3}}"#,
             r#"{"kind":"monitor","match":{}}"#,
+            // One host of a tiny fabric: half its pairs, still one host.
+            r#"{"kind":"block","match":{"src":"10.0.0.1","dst-port":"5000"}}"#,
         ] {
             assert!(s.wide(&spec(json), &t).is_empty(), "{json}");
         }
