@@ -250,13 +250,15 @@ async fn up(
     let summary = emulator.await??;
     shutdown.trigger();
     tracing::info!(reports = summary.reports_sent, "emulator stopped; flushing");
+    // The API's streams and connections end while the pipeline flushes (its grace runs
+    // beside the flush, not after it).
+    api_stop.trigger();
     collector_stop.trigger();
     collector.wait().await?;
     processor_stop.trigger();
     processor.await??;
     knowledge_stop.trigger();
     knowledge.await??;
-    api_stop.trigger();
     api.wait().await?;
     follow_stop.store(true, std::sync::atomic::Ordering::Release);
     let _ = follower.join();
