@@ -98,6 +98,23 @@ impl Inner {
             .ok_or_else(|| ApiError::NotFound(format!("no intent {id}")))
     }
 
+    /// Whether `spec` submitted by `who` is applied at once rather than waiting for an admin:
+    /// operators' intents and the policy's kinds are, unless wide (`blast_radius`), which an
+    /// admin's own submission approves.
+    fn applied_at_once(&self, spec: &IntentSpec, blast_radius: &[String], who: &Identity) -> bool {
+        if blast_radius.is_empty() {
+            spec.origin == Origin::Operator
+                || self
+                    .snap
+                    .policy
+                    .auto_apply
+                    .iter()
+                    .any(|k| k == spec.kind.name())
+        } else {
+            who.role == Role::Admin
+        }
+    }
+
     /// Compiles and checks `spec` as intent `id`; the entries, or why not.
     fn prepare(&self, id: &str, spec: &IntentSpec) -> Result<Entries, ApiError> {
         let problems = spec.check();
@@ -242,16 +259,7 @@ impl Intents {
         };
         g.snap.next_id += 1;
         // A wide intent waits for an admin (an admin's own submission is its approval).
-        let auto = if blast_radius.is_empty() {
-            spec.origin == Origin::Operator
-                || g.snap
-                    .policy
-                    .auto_apply
-                    .iter()
-                    .any(|k| k == spec.kind.name())
-        } else {
-            who.role == Role::Admin
-        };
+        let auto = g.applied_at_once(&spec, &blast_radius, who);
         let now = now_ms();
         let info = kplane_p4::kplane();
         let intent = Intent {
@@ -353,8 +361,7 @@ impl Intents {
             "switches": diff,
             "expected_effect": verify::expected_effect(&spec.kind),
             "blast_radius": blast_radius,
-            "would_be": if blast_radius.is_empty() && (spec.origin == Origin::Operator || g.snap.policy.auto_apply.iter().any(|k| k == spec.kind.name()))
-                || !blast_radius.is_empty() && who.role == Role::Admin {
+            "would_be": if g.applied_at_once(&spec, &blast_radius, who) {
                 "applying"
             } else {
                 "pending-approval"

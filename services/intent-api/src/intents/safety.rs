@@ -66,8 +66,7 @@ impl SafetyConfig {
                 let mut why = Vec::new();
                 self.prefix(dst, "dst", &mut why);
                 let share = host_share(topo, |h| in_prefix(dst, h));
-                let one_host = ipv4_prefix(dst).is_some_and(|(_, len)| len == 32);
-                if share > self.max_host_share && !one_host {
+                if share > self.max_host_share && !single_host(Some(dst)) {
                     why.push(format!(
                         "dst covers {:.0} % of the fabric's hosts",
                         share * 100.0
@@ -120,18 +119,11 @@ impl SafetyConfig {
             p.as_deref()
                 .map_or(1.0, |p| host_share(topo, |h| in_prefix(p, h)))
         };
-        // One host named on either side is narrow whatever the fabric's size (on a two-host
-        // rig it is half the pairs, and still only that host's traffic).
-        let one_host = |p: &Option<String>| {
-            p.as_deref()
-                .and_then(ipv4_prefix)
-                .is_some_and(|(_, len)| len == 32)
-        };
         let share = side(&m.src) * side(&m.dst);
         if share > self.max_host_share
             && (m.src.is_some() || m.dst.is_some())
-            && !one_host(&m.src)
-            && !one_host(&m.dst)
+            && !single_host(m.src.as_deref())
+            && !single_host(m.dst.as_deref())
         {
             why.push(format!(
                 "covers {:.0} % of the fabric's host pairs",
@@ -140,6 +132,14 @@ impl SafetyConfig {
         }
         why
     }
+}
+
+/// Whether `prefix` names one host (a `/32`): narrow whatever the fabric's size (on a two-host
+/// rig it is half the pairs, and still only that host's traffic).
+fn single_host(prefix: Option<&str>) -> bool {
+    prefix
+        .and_then(ipv4_prefix)
+        .is_some_and(|(_, len)| len == 32)
 }
 
 /// The share of the topology's hosts (single addresses) for which `inside` holds; 0 when no
