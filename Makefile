@@ -3,7 +3,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
 
-.PHONY: help run up test test-suite test-console test-api-fuzz broker lint fmt bench fuzz samples bless p4
+.PHONY: help run up test test-suite test-console test-api-fuzz test-tls broker lint fmt bench fuzz samples bless p4
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ run: ## Everything in one process: emulator, collector, processor, API + console
 
 up: run ## Same as run
 
-test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay, end to end, Kafka, the console in Chromium, API fuzzing with Schemathesis); starts the local broker unless KPLANE_KAFKA_BROKERS names one
+test: ## Run every test (unit, integration, golden, property, fuzz-corpus replay, end to end, Kafka, the console in Chromium, API fuzzing with Schemathesis, TLS behind nginx); starts the local broker unless KPLANE_KAFKA_BROKERS names one
 	@if [ -n "$$KPLANE_KAFKA_BROKERS" ]; then \
 	  KPLANE_REQUIRE_KAFKA=1 $(MAKE) --no-print-directory test-suite; \
 	else \
@@ -27,12 +27,16 @@ test-suite: ## The tests alone, against the broker in KPLANE_KAFKA_BROKERS (Kafk
 	$(CARGO) test --workspace --locked --doc
 	scripts/console-test.sh
 	scripts/api-fuzz.sh
+	scripts/tls-test.sh
 
 test-console: ## The web console in Debian's Chromium against `kplane up` (screenshot: target/console.png)
 	scripts/console-test.sh
 
 test-api-fuzz: ## Schemathesis against `kplane up` from the OpenAPI document, as every role: no 5xx (needs pip install schemathesis)
 	scripts/api-fuzz.sh
+
+test-tls: ## TLS in front of `kplane up`: nginx with deploy/tls/nginx.conf, checked over real TLS (needs nginx)
+	scripts/tls-test.sh
 
 broker: ## Start the local Kafka-protocol broker on 127.0.0.1:19092 (stop: scripts/kafka-broker.sh stop)
 	scripts/kafka-broker.sh start

@@ -75,8 +75,20 @@ impl Up {
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
         }
+        // A stop that hangs fails here (and the guard kills it) instead of hanging the run.
+        let end = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < end,
+                "kplane up still running 60 s after Ctrl-C"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
         let rest: Vec<String> = self.lines.by_ref().map_while(Result::ok).collect();
-        assert!(self.child.wait().unwrap().success(), "{rest:?}");
+        assert!(status.success(), "{rest:?}");
         (rest, self.data)
     }
 }

@@ -166,17 +166,20 @@ pub fn run_paced(
     let started = Instant::now();
     let mut sent = 0u64;
     let mut errors = 0u64;
-    let step = 1_000_000u64; // 1 ms of virtual time per step in virtual-time mode
+    // 1 ms of virtual time per step: the lock is held for one step, so the control channel
+    // waits for a step, never for a realtime run's catch-up after it fell behind.
+    let step = 1_000_000u64;
     loop {
-        let (now, reports) = {
+        let (now, behind, reports) = {
             let mut s = sim.lock().unwrap_or_else(PoisonError::into_inner);
-            let target = if cfg.realtime {
+            let due = if cfg.realtime {
                 ((started.elapsed().as_nanos() as f64 * cfg.speed) as u64).min(duration)
             } else {
-                (s.now() + step).min(duration)
+                duration
             };
-            s.run_until(target);
-            (s.now(), s.take_reports())
+            let until = due.min(s.now() + step);
+            s.run_until(until);
+            (s.now(), s.now() < due, s.take_reports())
         };
         if let Some(sock) = &socket {
             for r in reports {
@@ -191,7 +194,7 @@ pub fn run_paced(
         if now >= duration || stop() {
             break;
         }
-        if cfg.realtime {
+        if cfg.realtime && !behind {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
