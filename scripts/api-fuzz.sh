@@ -16,13 +16,7 @@ if ! command -v schemathesis >/dev/null; then
 fi
 min_requests=${KPLANE_FUZZ_MIN_REQUESTS:-2000}
 per_role=${KPLANE_FUZZ_EXAMPLES:-30}
-# The binary the test build made (`cargo build` alone would build every crate again: without
-# the dev-dependencies, features unify differently).
-if ! out=$(cargo test --workspace --locked --no-run --quiet 2>&1); then
-    echo "$out" >&2
-    exit 1
-fi
-bin=${CARGO_TARGET_DIR:-target}/debug/kplane
+bin=$(scripts/test-binary.sh)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 work=$(mktemp -d)
 declare -A token

@@ -14,13 +14,7 @@ if [[ ! -x $chromium ]] || ! command -v node >/dev/null; then
     exit 0
 fi
 [[ -d console-test/node_modules/playwright-core ]] || npm ci --prefix console-test --no-audit --no-fund
-# The binary the test build made (`cargo build` alone would build every crate again: without
-# the dev-dependencies, features unify differently).
-if ! out=$(cargo test --workspace --locked --no-run --quiet 2>&1); then
-    echo "$out" >&2
-    exit 1
-fi
-bin=${CARGO_TARGET_DIR:-target}/debug/kplane
+bin=$(scripts/test-binary.sh)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 data=$(mktemp -d)
 log=$(mktemp)

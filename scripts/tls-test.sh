@@ -15,13 +15,7 @@ if [[ ! -x $nginx ]]; then
     echo "tls test: skipped (nginx missing; CI installs it)"
     exit 0
 fi
-# The binary the test build made (`cargo build` alone would build every crate again: without
-# the dev-dependencies, features unify differently).
-if ! out=$(cargo test --workspace --locked --no-run --quiet 2>&1); then
-    echo "$out" >&2
-    exit 1
-fi
-bin=${CARGO_TARGET_DIR:-target}/debug/kplane
+bin=$(scripts/test-binary.sh)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 api_port=$(free_port)
 tls_port=$(free_port)

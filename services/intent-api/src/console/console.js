@@ -204,7 +204,7 @@ function chart(id, series, unit) {
 
 // The fabric series: live (from the in-memory windows) or from the store for 5 min / 1 h.
 let range = "live";
-const history = { latency: [], occupancy: [] };
+const recent = { latency: [], occupancy: [] };
 
 async function query(sql) {
   const r = await fetch("/v1/query", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ sql }) });
@@ -276,12 +276,12 @@ async function refreshLive() {
     el("occupancy-now").textContent = occupancy;
     const t = Date.now();
     for (const [k, v] of [["latency", latency], ["occupancy", occupancy]]) {
-      history[k].push([t, v]);
-      while (history[k].length && history[k][0][0] < t - 300000) history[k].shift();
+      recent[k].push([t, v]);
+      while (recent[k].length && recent[k][0][0] < t - 300000) recent[k].shift();
     }
     if (range === "live") {
-      chart("latency-chart", [{ name: "p50", points: history.latency }], "ns");
-      chart("occupancy-chart", [{ name: "max", points: history.occupancy }], "packets");
+      chart("latency-chart", [{ name: "p50", points: recent.latency }], "ns");
+      chart("occupancy-chart", [{ name: "max", points: recent.occupancy }], "packets");
     }
     if (selectedSwitch != null) switchNow(live);
   } catch (e) {
