@@ -16,8 +16,9 @@ if ! command -v schemathesis >/dev/null; then
 fi
 min_requests=${KPLANE_FUZZ_MIN_REQUESTS:-2000}
 per_role=${KPLANE_FUZZ_EXAMPLES:-30}
-bin=$(scripts/test-binary.sh)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source scripts/lib.sh
+bin=$(test_binary)
+port=$(free_port)
 work=$(mktemp -d)
 declare -A token
 for role in viewer operator admin; do
@@ -36,11 +37,7 @@ done
     --duration 1800s --flows 50 >"$work/up.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 150); do
-    grep -q '#token=' "$work/up.log" && break
-    sleep 0.2
-done
-grep -q '#token=' "$work/up.log" || { cat "$work/up.log"; echo "api fuzz: kplane up did not start" >&2; exit 1; }
+console_url "$work/up.log" >/dev/null
 base="http://127.0.0.1:$port"
 total=0
 for role in none viewer operator admin; do

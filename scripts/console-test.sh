@@ -14,8 +14,9 @@ if [[ ! -x $chromium ]] || ! command -v node >/dev/null; then
     exit 0
 fi
 [[ -d console-test/node_modules/playwright-core ]] || npm ci --prefix console-test --no-audit --no-fund
-bin=$(scripts/test-binary.sh)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source scripts/lib.sh
+bin=$(test_binary)
+port=$(free_port)
 data=$(mktemp -d)
 log=$(mktemp)
 # The knowledge service trains after 20 windows here (60 by default), so that the console's
@@ -24,12 +25,7 @@ KPLANE__KNOWLEDGE__MIN_WINDOWS=20 \
     "$bin" up --api "127.0.0.1:$port" --data-dir "$data" --duration 150s >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
-for _ in $(seq 1 100); do
-    url=$(grep -o 'http://[^ ]*#token=[a-z0-9_]*' "$log" || true)
-    [[ -n $url ]] && break
-    sleep 0.2
-done
-[[ -n ${url:-} ]] || { cat "$log"; echo "kplane up printed no console URL" >&2; exit 1; }
+url=$(console_url "$log")
 mkdir -p target
 KPLANE_CONSOLE_URL=$url CHROMIUM=$chromium node console-test/console.test.mjs target/console.png
 kill -INT $pid

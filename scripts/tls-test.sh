@@ -15,8 +15,8 @@ if [[ ! -x $nginx ]]; then
     echo "tls test: skipped (nginx missing; CI installs it)"
     exit 0
 fi
-bin=$(scripts/test-binary.sh)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source scripts/lib.sh
+bin=$(test_binary)
 api_port=$(free_port)
 tls_port=$(free_port)
 host=kplane.test
@@ -51,11 +51,7 @@ printf '[http]\nallowed-hosts = ["%s"]\n\n[[http.tokens]]\nname = "tls-viewer"\n
     --duration 600s --flows 50 >"$work/up.log" 2>&1 &
 pids+=($!)
 up_pid=$!
-for _ in $(seq 1 150); do
-    grep -q '#token=' "$work/up.log" && break
-    sleep 0.2
-done
-grep -q '#token=' "$work/up.log" || fail "kplane up did not start"
+console_url "$work/up.log" >/dev/null || fail "kplane up did not start"
 
 # The shipped nginx configuration, its placeholders filled in.
 mkdir -p "$work/nginx"
