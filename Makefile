@@ -67,5 +67,6 @@ samples: ## Regenerate samples/int-formats.pcapng
 
 bless: ## Regenerate golden vectors and fuzz seeds (review the diff!)
 	KPLANE_BLESS=1 $(CARGO) test -p kplane-wire --test golden --test fuzz_corpus
+	KPLANE_BLESS=1 $(CARGO) test -p kplane-stream-processor --lib planned_schemas_are_the_stores
 	KPLANE_BLESS=1 $(CARGO) test -p kplane-stream-processor --test golden_sql
 	KPLANE_BLESS=1 $(CARGO) test -p kplane-intent-api --test api

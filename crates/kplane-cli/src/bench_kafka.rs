@@ -395,7 +395,7 @@ fn processed(data: &std::path::Path, run_ns: i64, events: f64, reports: f64) -> 
     );
     let report_sql = format!("SELECT CAST(sum(reports) AS BIGINT) FROM flows WHERE {since}");
     loop {
-        let sql = kplane_stream_processor::query::sql_blocking;
+        let sql = kplane_store::query::sql_blocking;
         let mut out = Windowed::default();
         for b in sql(data, &event_sql).unwrap_or_default() {
             let (p, end, count) = (

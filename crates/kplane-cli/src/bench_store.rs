@@ -12,11 +12,12 @@ use arrow_array::{RecordBatch, TimestampNanosecondArray, UInt32Array, UInt64Arra
 use clap::Args;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::prelude::SessionContext;
-use kplane_model::store_layout::{partition_dir, tables_dir};
+use kplane_store::compaction::Compaction;
+use kplane_store::layout::{partition_dir, tables_dir};
+use kplane_store::query::{listing_options, use_store_view};
 use kplane_stream_processor::config::Config;
 use kplane_stream_processor::panes::Checkpoint;
-use kplane_stream_processor::query::{listing_options, use_store_view};
-use kplane_stream_processor::store::{Compaction, LaneStore};
+use kplane_stream_processor::store::LaneStore;
 
 #[derive(Debug, Args)]
 pub struct StoreArgs {

@@ -34,7 +34,7 @@ pub fn run(source: ConfigSource, a: QueryArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    match kplane_stream_processor::query::sql_blocking(&dir, &a.sql)
+    match kplane_store::query::sql_blocking(&dir, &a.sql)
         .map_err(|e| e.to_string())
         .and_then(|b| pretty_format_batches(&b).map_err(|e| e.to_string()))
     {

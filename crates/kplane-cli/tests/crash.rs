@@ -19,7 +19,7 @@ use kplane_kafka::{KafkaMetrics, KafkaProducer};
 use kplane_model::batch::ReportBatchBuilder;
 use kplane_model::rng::Rng;
 use kplane_model::{FlowKey, HopField, HopRecord, ReportFlags, ReportRecord};
-use kplane_stream_processor::query::sql_blocking;
+use kplane_store::query::sql_blocking;
 use kplane_testkit::{
     ChildGuard, free_port, http_get, kafka_brokers, metric_sum, run_id, sigterm, wait_ready,
 };

@@ -59,7 +59,7 @@ fn processor(brokers: &str, group: &str, data: &std::path::Path, admin: u16) -> 
 
 /// Events counted in the processor's written windows (SQL over its Parquet store).
 fn windowed(data: &std::path::Path) -> u64 {
-    use kplane_stream_processor::query::{scalar, sql_blocking};
+    use kplane_store::query::{scalar, sql_blocking};
     sql_blocking(data, "SELECT sum(count) FROM event_counts")
         .map(|b| scalar(&b) as u64)
         .unwrap_or(0)

@@ -15,7 +15,6 @@ mod record;
 pub mod results;
 pub mod rng;
 pub mod schema;
-pub mod store_layout;
 
 pub use envelope::{ReportEnvelope, ReportFlags, ReportFormat};
 pub use event::{Detector, EventKind, EventRow, Metric};

@@ -15,9 +15,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures_util::Stream;
 use kplane_model::results::{Alert, AlertKind};
-use kplane_stream_processor::query::{
-    is_compacted_away, parse_prefix, register_store, register_udfs,
-};
+use kplane_store::query::{is_compacted_away, parse_prefix, register_store, register_udfs};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

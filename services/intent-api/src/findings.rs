@@ -328,7 +328,7 @@ mod tests {
         w.write(&b).unwrap();
         w.close().unwrap();
         let ctx = datafusion::prelude::SessionContext::new();
-        kplane_stream_processor::query::register_store(&ctx, &dir)
+        kplane_store::query::register_store(&ctx, &dir)
             .await
             .unwrap();
         let f = Findings::new(10);

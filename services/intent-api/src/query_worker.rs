@@ -141,8 +141,8 @@ async fn sandbox(store_dir: &Path, memory: usize) -> Result<SessionContext, Stri
         .build_arc()
         .map_err(|e| e.to_string())?;
     let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
-    kplane_stream_processor::query::register_udfs(&ctx);
-    kplane_stream_processor::query::register_store(&ctx, store_dir)
+    kplane_store::query::register_udfs(&ctx);
+    kplane_store::query::register_store(&ctx, store_dir)
         .await
         .map_err(|e| e.to_string())?;
     Ok(ctx)

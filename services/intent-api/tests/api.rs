@@ -759,7 +759,7 @@ fn knowledge_files(dir: &std::path::Path) {
         .collect();
     cols[i] = std::sync::Arc::new(arrow_array::StringArray::from(torn));
     let b = arrow_array::RecordBatch::try_new(b.schema(), cols).unwrap();
-    let (date, hour) = kplane_model::store_layout::date_hour(now);
+    let (date, hour) = kplane_store::layout::date_hour(now);
     let part = dir.join(format!("tables/anomalies/date={date}/hour={hour}"));
     std::fs::create_dir_all(&part).unwrap();
     let file = std::fs::File::create(part.join("knowledge-1.parquet")).unwrap();

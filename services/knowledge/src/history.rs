@@ -2,40 +2,15 @@
 //! windows the models train on at a cold start.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use kplane_model::store_layout::superseded;
+use kplane_store::layout::current_parquet_files;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::features::{Window, window_end};
 
 /// The tables the models read.
 pub const TABLES: [&str; 3] = ["flows", "queues", "links"];
-
-/// Every `*.parquet` under `dir`, less those a merge has replaced (the processor publishes a
-/// merged file before deleting its sources).
-fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut here = Vec::new();
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            parquet_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "parquet")
-            && let Some(name) = p.file_name().and_then(|n| n.to_str())
-        {
-            here.push(name.to_string());
-        }
-    }
-    let names: Vec<&str> = here.iter().map(String::as_str).collect();
-    for (name, replaced) in names.iter().zip(superseded(&names)) {
-        if !replaced {
-            out.push(dir.join(name));
-        }
-    }
-}
 
 /// The last `keep` windows of the store, oldest first; unreadable files are skipped and
 /// counted in the second value.
@@ -44,7 +19,7 @@ pub fn windows(store: &Path, keep: usize) -> (Vec<Window>, usize) {
     let mut unreadable = 0;
     for table in TABLES {
         let mut files = Vec::new();
-        parquet_files(&store.join("tables").join(table), &mut files);
+        current_parquet_files(&store.join("tables").join(table), &mut files);
         // In name order (directories list in any order): the same store gives the same
         // samples in the same order, so the same models.
         files.sort();

@@ -2,17 +2,17 @@
 //! (`kplane_model::knowledge_tables`): `anomalies` (every phase of every episode) and
 //! `forecasts`. Rows are buffered and written every `store-every` and at shutdown, one file
 //! per table and hour (`knowledge-<first time>-<sequence>.parquet`), staged in
-//! `<store-dir>/_staging/` and renamed into place so that a query never reads half a file.
+//! `<store-dir>/_staging/`, fsynced and renamed into place by the store's one writer
+//! (`kplane_store::writer`): a query never reads half a file, and a written file survives a
+//! power cut.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kplane_model::knowledge_tables::{self as tables, ANOMALIES, FORECASTS};
 use kplane_model::results::{Anomaly, Forecast};
-use kplane_model::store_layout::partition_dir;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use kplane_store::layout::partition_dir;
+use kplane_store::writer::write_parquet;
 
 /// Buffered rows past this many are written at once.
 const MAX_BUFFERED: usize = 100_000;
@@ -108,7 +108,12 @@ fn write_table<T>(
                     std::process::id(),
                     sequence
                 );
-                write_file(root, &partition_dir(root, table, time(first)), &name, &b)
+                write_parquet(
+                    root,
+                    &partition_dir(root, table, time(first)).join(name),
+                    &[b],
+                )
+                .map_err(std::io::Error::other)
             });
         if let Err(e) = written {
             // What was written stays written; the rest is tried again.
@@ -122,27 +127,6 @@ fn write_table<T>(
     let n = rows.len();
     rows.clear();
     Ok(n)
-}
-
-fn write_file(
-    root: &Path,
-    dir: &Path,
-    name: &str,
-    b: &arrow_array::RecordBatch,
-) -> std::io::Result<()> {
-    let staging = root.join("_staging");
-    std::fs::create_dir_all(&staging)?;
-    std::fs::create_dir_all(dir)?;
-    let tmp = staging.join(name);
-    let file = std::fs::File::create(&tmp)?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .build();
-    let mut w =
-        ArrowWriter::try_new(file, b.schema(), Some(props)).map_err(std::io::Error::other)?;
-    w.write(b).map_err(std::io::Error::other)?;
-    w.into_inner().map_err(std::io::Error::other)?.sync_all()?;
-    std::fs::rename(tmp, dir.join(name))
 }
 
 #[cfg(test)]

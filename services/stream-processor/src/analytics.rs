@@ -331,7 +331,7 @@ impl Analytics {
             .with_target_partitions(1)
             .with_batch_size(65_536);
         let ctx = SessionContext::new_with_config(config);
-        crate::query::register_udfs(&ctx);
+        kplane_store::query::register_udfs(&ctx);
         let slot = |name: &str, schema: SchemaRef| -> Result<Arc<WindowSlot>> {
             let s = WindowSlot::new(schema);
             s.register(&ctx, name)?;
@@ -494,6 +494,39 @@ mod tests {
         })
         .await
         .unwrap()
+    }
+
+    /// The store records the window tables' schemas for its readers (`kplane-store`'s
+    /// `schemas/`); the queries must produce exactly them. `KPLANE_BLESS=1` records them anew.
+    #[tokio::test]
+    async fn planned_schemas_are_the_stores() {
+        let a = analytics().await;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../crates/kplane-store/schemas");
+        let recorded = kplane_store::tables::WINDOW_TABLES;
+        assert_eq!(
+            a.schemas().len(),
+            recorded.len(),
+            "one recorded schema per table"
+        );
+        if std::env::var_os("KPLANE_BLESS").is_some() {
+            for (t, schema) in a.schemas() {
+                let bytes = kplane_store::tables::encode_schema(schema).unwrap();
+                std::fs::write(dir.join(format!("{}.arrow", t.name())), bytes).unwrap();
+            }
+            return;
+        }
+        for ((t, planned), (name, stored)) in a
+            .schemas()
+            .iter()
+            .zip(kplane_store::tables::window_schemas())
+        {
+            assert_eq!(t.name(), *name, "tables in query order");
+            assert_eq!(
+                planned, stored,
+                "{name}: the query's schema is not the store's; run `make bless` and review the change"
+            );
+        }
     }
 
     /// Single-key grouping packs and unpacks the keys: the result columns keep the input

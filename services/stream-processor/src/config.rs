@@ -202,8 +202,8 @@ impl Config {
     }
 
     /// How the store merges each lane's files.
-    pub fn compaction(&self) -> crate::store::Compaction {
-        crate::store::Compaction {
+    pub fn compaction(&self) -> kplane_store::compaction::Compaction {
+        kplane_store::compaction::Compaction {
             fan_in: self.compact_files,
             target_bytes: self.compact_target_bytes,
             window_ns: self.window_ns(),

@@ -15,7 +15,7 @@
 //! and per-switch tables with an idle timeout on event time and a cap, evictions counted).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use arrow_array::builder::{
     FixedSizeBinaryBuilder, ListBuilder, StringBuilder, TimestampNanosecondBuilder, UInt8Builder,
@@ -28,7 +28,7 @@ use arrow_array::{
     PrimitiveArray, RecordBatch, StringArray,
 };
 use arrow_buffer::{ArrowNativeType, NullBuffer};
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_schema::{ArrowError, DataType, Field};
 use kplane_model::schema::col;
 use kplane_model::{FlowHashKey, HopField, Metric, ip_from_16, ip_to_16};
 use kplane_runtime::id_table::{Evictions, IdTable};
@@ -692,35 +692,7 @@ impl Detector {
     }
 }
 
-static ALERTS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
-    let list = DataType::List(Arc::new(Field::new("item", DataType::UInt32, true)));
-    Arc::new(Schema::new(vec![
-        Field::new("time", ts.clone(), false),
-        Field::new("detected", ts, false),
-        Field::new("partition", DataType::UInt32, false),
-        Field::new("kind", DataType::Utf8, false),
-        Field::new(col::SRC_IP, DataType::FixedSizeBinary(16), true),
-        Field::new(col::DST_IP, DataType::FixedSizeBinary(16), true),
-        Field::new(col::SRC_PORT, DataType::UInt16, true),
-        Field::new(col::DST_PORT, DataType::UInt16, true),
-        Field::new(col::PROTOCOL, DataType::UInt8, true),
-        Field::new(col::NODE_ID, DataType::UInt32, true),
-        Field::new(col::QUEUE_ID, DataType::UInt8, true),
-        Field::new(col::METRIC, DataType::Utf8, true),
-        Field::new(col::VALUE, DataType::UInt64, true),
-        Field::new("threshold", DataType::UInt64, true),
-        Field::new(col::PATH, list.clone(), false),
-        Field::new("previous_path", list, false),
-    ]))
-});
-
-/// The store's `alerts` table schema.
-pub fn alerts_schema() -> SchemaRef {
-    ALERTS.clone()
-}
-
-/// Alerts as an Arrow batch of [`alerts_schema`].
+/// Alerts as an Arrow batch of the store's `alerts` schema.
 pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
     let n = alerts.len();
     let mut time = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");
@@ -782,7 +754,7 @@ pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
         Arc::new(path.finish()),
         Arc::new(prev.finish()),
     ];
-    RecordBatch::try_new(alerts_schema(), cols)
+    RecordBatch::try_new(kplane_store::tables::alerts_schema(), cols)
 }
 
 #[cfg(test)]

@@ -33,6 +33,19 @@ pub enum ProcessorError {
     Kafka(#[from] kplane_kafka::KafkaBusError),
 }
 
+impl From<kplane_store::StoreError> for ProcessorError {
+    fn from(e: kplane_store::StoreError) -> Self {
+        use kplane_store::StoreError as S;
+        match e {
+            S::Io(e) => Self::Io(e),
+            S::Parquet(e) => Self::Parquet(e),
+            S::Arrow(e) => Self::Arrow(e),
+            S::Query(e) => Self::Query(e),
+            S::Corrupt { path, reason } => Self::Corrupt { path, reason },
+        }
+    }
+}
+
 impl ProcessorError {
     pub fn is_retryable(&self) -> bool {
         use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};

@@ -8,30 +8,27 @@
 //! destinations, event counts), writes the results to a Parquet store with a checkpoint
 //! (exactly-once window results across crashes and rebalances) and publishes them on
 //! `int.windows`; immediate events (path change, loop, black hole, threshold, report-loss
-//! burst) go out on `int.alerts` as soon as they are seen. [`query::session`] gives a
-//! DataFusion context over the store. See `docs/stream-processor.md`.
+//! burst) go out on `int.alerts` as soon as they are seen. The store's layout, writer,
+//! compaction, schemas and read side live in `kplane-store`; this crate keeps what a lane has
+//! committed. See `docs/stream-processor.md`.
 
 mod alloc;
 pub mod analytics;
-pub mod any_value;
 /// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
 /// `bench`).
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
 pub mod detect;
-pub mod distribution;
 mod error;
 pub mod frame;
 pub mod input;
 pub mod metrics;
 pub mod panes;
 pub mod processor;
-pub mod query;
 pub(crate) mod snapshot;
 pub mod stages;
 pub mod store;
-pub mod store_view;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -20,24 +20,18 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_array::RecordBatch;
-use arrow_array::cast::AsArray;
-use arrow_array::types::TimestampNanosecondType;
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use kplane_model::FlowHashKey;
-use kplane_model::store_layout::{FileKind, superseded};
+use kplane_store::compaction::{Compaction, Stored, hour_end, merge};
+use kplane_store::layout::parquet_files;
+use kplane_store::layout::{FileKind, partition_dir, superseded, tables_dir};
+use kplane_store::writer::{publish_all, stage_bytes, stage_parquet};
 
 use crate::error::ProcessorError;
 use crate::panes::Checkpoint;
-
-pub use kplane_model::store_layout::{date_hour, partition_dir, tables_dir};
 
 /// One line of a checkpoint log.
 #[derive(Debug, Deserialize, Serialize)]
@@ -123,54 +117,6 @@ fn read_detectors(path: &Path) -> Result<Option<DetectorState>, ProcessorError> 
     }))
 }
 
-/// Every `*.parquet` under `dir` (recursively).
-fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        r => r?,
-    };
-    for e in entries {
-        let p = e?.path();
-        if p.is_dir() {
-            parquet_files(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "parquet") {
-            out.push(p);
-        }
-    }
-    Ok(())
-}
-
-static STAGED: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh file name in `<root>/_staging/`.
-fn staging_path(root: &Path, extension: &str) -> std::io::Result<PathBuf> {
-    let staging = root.join("_staging");
-    std::fs::create_dir_all(&staging)?;
-    Ok(staging.join(format!(
-        "{}-{}.{extension}",
-        std::process::id(),
-        STAGED.fetch_add(1, Ordering::Relaxed)
-    )))
-}
-
-/// Moves a written, fsynced staging file to `path` and fsyncs `path`'s directory, so the
-/// rename itself survives a power cut (a file renamed into an unsynced directory can vanish).
-fn publish(tmp: &Path, path: &Path) -> std::io::Result<()> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
-    std::fs::rename(tmp, path)?;
-    File::open(parent)?.sync_all()
-}
-
-/// `bytes` written and fsynced to a fresh staging file; returns its path.
-fn staged(root: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    let tmp = staging_path(root, "tmp")?;
-    let mut file = File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    Ok(tmp)
-}
-
 /// The store's flow-hash key (`<data-dir>/flow-hash.key`), drawn at random the first time:
 /// restored per-flow detector state is found by the same `flow_id`s after a restart.
 pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, ProcessorError> {
@@ -183,7 +129,7 @@ pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, ProcessorError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Linked, not renamed, into place: of processors starting together on one store,
             // the first key wins and the others read it.
-            let tmp = staged(root, &serde_json::to_vec(&FlowHashKey::random())?)?;
+            let tmp = stage_bytes(root, &serde_json::to_vec(&FlowHashKey::random())?)?;
             let linked = std::fs::hard_link(&tmp, &path);
             std::fs::remove_file(&tmp)?;
             match linked {
@@ -196,128 +142,11 @@ pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, ProcessorError> {
     }
 }
 
-/// Writes `batches` as one Parquet file at `path`, atomically and durably (staging, fsync,
-/// rename, fsync of the directory).
-#[cfg(test)]
-fn write_parquet(root: &Path, path: &Path, batches: &[RecordBatch]) -> Result<(), ProcessorError> {
-    if let Some(tmp) = stage_parquet(root, batches)? {
-        publish(&tmp, path)?;
-    }
-    Ok(())
-}
-
-/// The store's Parquet writer (zstd) into `file`.
-fn parquet_writer(
-    file: File,
-    schema: arrow_schema::SchemaRef,
-) -> Result<ArrowWriter<File>, ProcessorError> {
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .build();
-    Ok(ArrowWriter::try_new(file, schema, Some(props))?)
-}
-
-/// Writes `batches` as a Parquet staging file and fsyncs it (through the writer's own
-/// handle); `None` without batches.
-fn stage_parquet(root: &Path, batches: &[RecordBatch]) -> Result<Option<PathBuf>, ProcessorError> {
-    let Some(first) = batches.first() else {
-        return Ok(None);
-    };
-    let tmp = staging_path(root, "parquet")?;
-    let mut w = parquet_writer(File::create(&tmp)?, first.schema())?;
-    for b in batches {
-        w.write(b)?;
-    }
-    w.into_inner()?.sync_all()?;
-    Ok(Some(tmp))
-}
-
-#[cfg(test)]
-fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ProcessorError> {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)?.build()?;
-    Ok(reader.collect::<Result<Vec<_>, _>>()?)
-}
-
-/// Latest `window_end` in a batch of a window table.
-fn last_window_end(batch: &RecordBatch) -> Option<i64> {
-    let ends = batch
-        .column_by_name("window_end")?
-        .as_primitive_opt::<TimestampNanosecondType>()?;
-    ends.values().iter().copied().max()
-}
-
 /// Window results of one commit: `(table, window start, window end, rows)`.
 pub type WindowRows = (&'static str, i64, i64, RecordBatch);
 
-/// How a lane merges its files: tiered, so that each row is rewritten about
-/// log_fan-in(files per hour) times, not once per merge as a single growing file would be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Compaction {
-    /// Files of one level merged into one file of the next level (`compact-files`).
-    pub fan_in: usize,
-    /// Files this large are not merged again; a merge stops adding files once it reaches it
-    /// (`compact-target-bytes`).
-    pub target_bytes: u64,
-    /// The window length: an hour directory is complete once the lane has emitted the
-    /// windows ending one window past the hour.
-    pub window_ns: i64,
-}
-
-impl Compaction {
-    /// The next merge among a lane's files of one directory (sorted oldest first), as a
-    /// range of them. While the hour is open: the newest run of files of one level below
-    /// the target size, once there are `fan_in` of them. Once it is complete: any run of
-    /// two or more files below the target size.
-    fn next_merge(&self, files: &[Stored], complete: bool) -> Option<std::ops::Range<usize>> {
-        let small = |f: &Stored| f.bytes < self.target_bytes;
-        // From `start`, the small files a merge takes: until their size reaches the target.
-        let take = |start: usize| {
-            let mut bytes = 0;
-            let mut end = start;
-            while end < files.len() && small(&files[end]) && bytes < self.target_bytes {
-                bytes += files[end].bytes;
-                end += 1;
-            }
-            end
-        };
-        if complete {
-            let mut i = 0;
-            while i < files.len() {
-                let end = take(i);
-                if end - i >= 2 {
-                    return Some(i..end);
-                }
-                i = end.max(i + 1);
-            }
-            return None;
-        }
-        let level = files.last()?.level;
-        let start = files
-            .iter()
-            .rposition(|f| f.level != level || !small(f))
-            .map_or(0, |p| p + 1);
-        (files.len() - start >= self.fan_in).then(|| start..take(start))
-    }
-}
-
-/// A committed file of a lane, as compaction sees it.
-#[derive(Clone, Debug)]
-struct Stored {
-    path: PathBuf,
-    first_end: i64,
-    /// Window files are level 0.
-    level: u32,
-    bytes: u64,
-}
-
 /// A file's name and what it says.
 type Named = (String, FileKind);
-
-/// Start of the hour after the one holding `ns`.
-fn hour_end(ns: i64) -> i64 {
-    const HOUR: i64 = 3_600_000_000_000;
-    (ns.div_euclid(HOUR) + 1) * HOUR
-}
 
 /// The store of one lane (a bus partition of one topic).
 #[derive(Debug)]
@@ -544,23 +373,12 @@ impl LaneStore {
             let mut bytes = Vec::with_capacity(8 + d.bytes.len());
             bytes.extend_from_slice(&d.through_offset.to_le_bytes());
             bytes.extend_from_slice(&d.bytes);
-            staged_files.push((staged(&self.root, &bytes)?, self.detectors_path()));
+            staged_files.push((stage_bytes(&self.root, &bytes)?, self.detectors_path()));
         }
         for (tmp, _) in &staged_files[..written.len()] {
             self.bytes_written += std::fs::metadata(tmp)?.len();
         }
-        let mut dirs: Vec<&Path> = Vec::new();
-        for (tmp, path) in &staged_files {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            std::fs::create_dir_all(dir)?;
-            std::fs::rename(tmp, path)?;
-            if !dirs.contains(&dir) {
-                dirs.push(dir);
-            }
-        }
-        for dir in dirs {
-            File::open(dir)?.sync_all()?;
-        }
+        publish_all(&staged_files)?;
         if let Some(d) = detectors {
             self.detectors_through = d.through_offset;
         }
@@ -656,41 +474,9 @@ impl LaneStore {
         Ok(files)
     }
 
-    /// Merges `sources` (consecutive, oldest first) into one file of the next level, read
-    /// and written a batch at a time; publishes it, then deletes the sources.
+    /// Merges `sources` into one file of the next level ([`kplane_store::compaction::merge`]).
     fn merge(&mut self, dir: &Path, sources: &[Stored]) -> Result<(), ProcessorError> {
-        let tmp = staging_path(&self.root, "parquet")?;
-        let mut writer: Option<ArrowWriter<File>> = None;
-        let mut last_end = sources[0].first_end;
-        for source in sources {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&source.path)?)?;
-            if writer.is_none() {
-                writer = Some(parquet_writer(
-                    File::create(&tmp)?,
-                    reader.schema().clone(),
-                )?);
-            }
-            let w = writer.as_mut().expect("created above");
-            for batch in reader.build()? {
-                let batch = batch?;
-                last_end = last_end.max(last_window_end(&batch).unwrap_or(last_end));
-                w.write(&batch)?;
-            }
-        }
-        let file = writer.expect("at least one source").into_inner()?;
-        file.sync_all()?;
-        self.merged_bytes += file.metadata()?.len();
-        let name = FileKind::Compacted {
-            first_end: sources[0].first_end,
-            last_end,
-            level: sources.iter().map(|s| s.level).max().unwrap_or(0) + 1,
-        }
-        .file_name(&self.lane);
-        publish(&tmp, &dir.join(name))?;
-        for source in sources {
-            std::fs::remove_file(&source.path)?;
-        }
-        File::open(dir)?.sync_all()?;
+        self.merged_bytes += merge(&self.root, &self.lane, dir, sources)?;
         self.compactions += 1;
         Ok(())
     }
@@ -702,6 +488,8 @@ mod tests {
 
     use arrow_array::{Int64Array, TimestampNanosecondArray};
     use arrow_schema::{DataType, Field, Schema, TimeUnit};
+    use kplane_store::layout::date_hour;
+    use kplane_store::writer::{read_parquet, write_parquet};
 
     use super::*;
 
@@ -873,40 +661,6 @@ mod tests {
         commit_window(&mut s, 40);
         assert_eq!(stored(&root), [10, 20, 30, 40]);
         std::fs::remove_dir_all(&root).unwrap();
-    }
-
-    fn at(level: u32, bytes: u64) -> Stored {
-        Stored {
-            path: PathBuf::new(),
-            first_end: 0,
-            level,
-            bytes,
-        }
-    }
-
-    #[test]
-    fn a_merge_stops_at_the_target_size_and_skips_full_files() {
-        let c = Compaction {
-            fan_in: 3,
-            target_bytes: 100,
-            window_ns: 10,
-        };
-        // Open hour: the newest run of one level, once it has fan-in files.
-        let files = [at(2, 50), at(1, 10), at(0, 10), at(0, 10)];
-        assert_eq!(c.next_merge(&files, false), None);
-        let files = [at(2, 50), at(1, 10), at(0, 10), at(0, 10), at(0, 10)];
-        assert_eq!(c.next_merge(&files, false), Some(2..5));
-        // A run of big files: the merge takes them until the target size is reached.
-        let files = [at(0, 60), at(0, 60), at(0, 60)];
-        assert_eq!(c.next_merge(&files, false), Some(0..2));
-        // Files at the target size are never merged again.
-        let files = [at(1, 120), at(0, 10), at(0, 10)];
-        assert_eq!(c.next_merge(&files, false), None);
-        // Complete hour: any run of two or more small files, around full ones.
-        let files = [at(1, 120), at(2, 30), at(0, 10), at(1, 150), at(0, 5)];
-        assert_eq!(c.next_merge(&files, true), Some(1..3));
-        let files = [at(1, 120), at(3, 40), at(1, 150), at(0, 5)];
-        assert_eq!(c.next_merge(&files, true), None);
     }
 
     #[test]

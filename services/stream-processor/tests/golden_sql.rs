@@ -13,10 +13,10 @@ use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
 use kplane_model::{
     Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportFlags, ReportRecord,
 };
+use kplane_store::query::sql_blocking;
 use kplane_stream_processor::Config;
 use kplane_stream_processor::metrics::ProcessorMetrics;
 use kplane_stream_processor::processor::Processor;
-use kplane_stream_processor::query::sql_blocking;
 use kplane_wire::build::{ip_packet, report_v20_ipv4};
 use kplane_wire::papers::{DlvHeader, GpintProbe, ProbeKind};
 use kplane_wire::{DecodeOptions, Decoder, RecordMeta};

@@ -15,10 +15,10 @@ use kplane_bus::topics as result_topics;
 use kplane_emulator::run::{RunConfig, build, run};
 use kplane_emulator::sim::{Action, Sim, SimConfig, Truth};
 use kplane_runtime::Shutdown;
+use kplane_store::query::{scalar, sql_blocking};
 use kplane_stream_processor::Config;
 use kplane_stream_processor::config::Thresholds;
 use kplane_stream_processor::detect::{Alert, AlertKind};
-use kplane_stream_processor::query::{scalar, sql_blocking};
 
 const MS: u64 = 1_000_000;
 

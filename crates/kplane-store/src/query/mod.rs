@@ -1,45 +1,24 @@
-//! The query entry point: a DataFusion `SessionContext` with every table of the analytics store
-//! registered (Parquet listing tables with `date` / `hour` partition columns), for SQL over
-//! the store — what the intent API and `kplane query` use.
+//! The read side: a DataFusion `SessionContext` with every table of the store registered
+//! (Parquet listing tables with `date` / `hour` partition columns) and kplane's SQL functions
+//! — what the intent API, `kplane query` and the tests use.
+
+mod any_value;
+mod distribution;
+mod view;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::DataType;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::error::Result;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::SessionContext;
 
-use crate::analytics::Analytics;
-use crate::detect::alerts_schema;
-use crate::store::tables_dir;
-use crate::store_view::StoreView;
-use kplane_model::knowledge_tables;
+pub use view::StoreView;
 
-/// Name of the immediate-events table.
-pub const ALERTS: &str = "alerts";
-
-/// The window tables' schemas: planned once per process (they do not depend on the
-/// thresholds, which only appear as constants in the queries).
-async fn table_schemas() -> Result<Vec<(String, SchemaRef)>> {
-    static SCHEMAS: std::sync::OnceLock<Vec<(String, SchemaRef)>> = std::sync::OnceLock::new();
-    if let Some(s) = SCHEMAS.get() {
-        return Ok(s.clone());
-    }
-    let planned: Vec<(String, SchemaRef)> = Analytics::new(crate::analytics::Params {
-        congestion_threshold: 0,
-        window_ns: 1,
-        label_interval_ns: 1,
-    })
-    .await?
-    .schemas()
-    .iter()
-    .map(|(t, s)| (t.name().to_string(), s.clone()))
-    .collect();
-    Ok(SCHEMAS.get_or_init(|| planned).clone())
-}
+use crate::layout::tables_dir;
 
 /// How a store table's directory is listed: Parquet files under `date=` / `hour=`
 /// partition directories.
@@ -64,27 +43,16 @@ pub fn use_store_view(ctx: &SessionContext) {
 /// Registers every store table of `data_dir` in `ctx` (directories are created if missing, so
 /// a query before the first window returns no rows rather than an error).
 pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec<String>> {
-    let mut tables = table_schemas().await?;
-    tables.push((ALERTS.to_string(), alerts_schema()));
-    // The knowledge service's results, written beside the processor's tables.
-    tables.push((
-        knowledge_tables::ANOMALIES.into(),
-        knowledge_tables::anomalies_schema(),
-    ));
-    tables.push((
-        knowledge_tables::FORECASTS.into(),
-        knowledge_tables::forecasts_schema(),
-    ));
     use_store_view(ctx);
     let root = tables_dir(data_dir);
     let mut names = Vec::new();
-    for (name, schema) in tables {
-        let dir = root.join(&name);
+    for (name, schema) in crate::tables::all() {
+        let dir = root.join(name);
         std::fs::create_dir_all(&dir)?;
         let url = format!("{}/", dir.canonicalize()?.display());
-        ctx.register_listing_table(name.as_str(), url, listing_options(), Some(schema), None)
+        ctx.register_listing_table(name, url, listing_options(), Some(schema), None)
             .await?;
-        names.push(name);
+        names.push(name.to_string());
     }
     Ok(names)
 }
@@ -187,15 +155,12 @@ pub async fn session(data_dir: &Path) -> Result<SessionContext> {
 pub fn register_udfs(ctx: &SessionContext) {
     ctx.register_udf(ip_text_udf());
     ctx.register_udf(ip_in_udf());
-    ctx.register_udaf(crate::distribution::distribution_udaf());
-    ctx.register_udaf(crate::any_value::any_value_udaf());
+    ctx.register_udaf(distribution::distribution_udaf());
+    ctx.register_udaf(any_value::any_value_udaf());
 }
 
 /// Runs `sql` over the store of `data_dir` on a private runtime (tests, tools).
-pub fn sql_blocking(
-    data_dir: &Path,
-    sql: &str,
-) -> std::result::Result<Vec<arrow_array::RecordBatch>, crate::ProcessorError> {
+pub fn sql_blocking(data_dir: &Path, sql: &str) -> crate::Result<Vec<arrow_array::RecordBatch>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -266,12 +231,13 @@ mod tests {
     /// store reads every row once.
     #[tokio::test]
     async fn a_query_in_the_middle_of_a_merge_reads_each_row_once() {
-        use crate::panes::Checkpoint;
-        use crate::store::{Compaction, LaneStore};
         use arrow_array::{Int64Array, RecordBatch, TimestampNanosecondArray};
         use arrow_schema::{Field, Schema, TimeUnit};
 
-        let root = std::env::temp_dir().join(format!("kplane-sp-view-{}", std::process::id()));
+        use crate::layout::partition_dir;
+        use crate::writer::write_parquet;
+
+        let root = std::env::temp_dir().join(format!("kplane-store-view-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
         let schema = Arc::new(Schema::new(vec![
@@ -290,23 +256,12 @@ mod tests {
             )
             .unwrap()
         };
-        let compaction = Compaction {
-            fan_in: 64,
-            target_bytes: u64::MAX,
-            window_ns: 10,
-        };
-        let (mut lane, _) = LaneStore::open(&root, "reports-p0", compaction).unwrap();
+        let dir = partition_dir(&root, "t", 0);
         for end in [10, 20, 30] {
-            let cp = Checkpoint {
-                through_offset: end,
-                read_until: end,
-                emitted_until_ns: end,
-            };
-            lane.commit(vec![("t", end - 10, end, rows(end))], None, 1, cp, None)
-                .unwrap();
+            let name = format!("reports-p0-w{end}.parquet");
+            write_parquet(&root, &dir.join(name), &[rows(end)]).unwrap();
         }
         // The merge's file, published beside its sources.
-        let dir = crate::store::partition_dir(&root, "t", 0);
         let merged = dir.join("reports-p0-c10_20.l1.parquet");
         let file = std::fs::File::create(&merged).unwrap();
         let mut w = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None).unwrap();

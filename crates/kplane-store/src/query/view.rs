@@ -1,5 +1,5 @@
 //! What readers of the store see: the local file system, less the files a merge has replaced
-//! ([`kplane_model::store_layout::superseded`]). Compaction publishes a merged file before it
+//! ([`crate::layout::superseded`]). Compaction publishes a merged file before it
 //! deletes the sources; with this view a query listing the directory in between reads each
 //! row once. Registered for `file://` in every context [`crate::query::register_store`]
 //! builds.
@@ -16,7 +16,7 @@ use datafusion::object_store::{
 };
 use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
 
-use kplane_model::store_layout::superseded;
+use crate::layout::superseded;
 
 /// The local file system as the store's readers see it.
 #[derive(Debug, Default)]

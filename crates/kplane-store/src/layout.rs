@@ -133,6 +133,49 @@ pub fn superseded(names: &[&str]) -> Vec<bool> {
         .collect()
 }
 
+/// Every `*.parquet` under `dir` (recursively; nothing when `dir` does not exist).
+pub fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    };
+    for e in entries {
+        let p = e?.path();
+        if p.is_dir() {
+            parquet_files(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// The current `*.parquet` files under `dir` (recursively): those a merge has replaced (it
+/// publishes its file before deleting the sources) are left out. Unreadable directories are
+/// skipped.
+pub fn current_parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut here = Vec::new();
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            current_parquet_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "parquet")
+            && let Some(name) = p.file_name().and_then(|n| n.to_str())
+        {
+            here.push(name.to_string());
+        }
+    }
+    let names: Vec<&str> = here.iter().map(String::as_str).collect();
+    for (name, replaced) in names.iter().zip(superseded(&names)) {
+        if !replaced {
+            out.push(dir.join(name));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
