@@ -13,6 +13,7 @@ use crate::report::{self, Hop, PacketInfo, ReportVersion};
 use crate::routing::Routes;
 use crate::tables::{TableId, Tables, Update};
 use crate::topology::{NodeIdx, NodeKind, Topology};
+use kplane_model::detection::{Algorithm, Condition, Measurement};
 use kplane_model::rng::Rng;
 use kplane_p4::EntrySpec;
 
@@ -214,53 +215,26 @@ pub struct QueueSeries {
     pub samples: Vec<(u64, usize)>,
 }
 
-/// The sink's event-detection algorithms (the `detect_*` actions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Algorithm {
-    PerHop,
-    PerFlow,
-    Ewma,
-    /// A conjunction of two literals over the hops' maxima; a report while it holds.
-    Complex,
-    Noop,
-}
-
-/// A hop's value of a detection `measurement` (0 hop latency, 1 queue occupancy, 2 tx
-/// utilisation).
-fn measured(h: &Hop, measurement: u64) -> u64 {
+/// A hop's value of a detection measurement.
+fn measured(h: &Hop, measurement: Measurement) -> u64 {
     match measurement {
-        1 => h.queue_occupancy.into(),
-        2 => h.tx_utilization.into(),
-        _ => h.latency_ns.into(),
+        Measurement::HopLatency => h.latency_ns.into(),
+        Measurement::QueueOccupancy => h.queue_occupancy.into(),
+        Measurement::TxUtilization => h.tx_utilization.into(),
+        // No P4 code selects it: a switch entry never names it.
+        Measurement::QueueCongestion => 0,
     }
 }
 
-/// One literal of `detect_complex`: the largest value of `measurement` over the hops
-/// (`op` 1: above `threshold`, 2: below it, 3: risen by more than it since the flow's
-/// previous packet, 0: no literal).
-#[derive(Clone, Copy, Debug)]
-struct Literal {
-    measurement: u64,
-    op: u64,
-    threshold: u64,
-}
-
-impl Literal {
-    /// Whether the literal holds; `previous` is the flow's register for op 3.
-    fn holds(&self, hops: &[Hop], previous: &mut u64) -> bool {
-        let v = hops
-            .iter()
-            .map(|h| measured(h, self.measurement))
-            .max()
-            .unwrap_or(0);
-        let rise = v.saturating_sub(std::mem::replace(previous, v));
-        match self.op {
-            1 => v > self.threshold,
-            2 => v < self.threshold,
-            3 => rise > self.threshold,
-            _ => true,
-        }
-    }
+/// Whether one literal of `detect_complex` holds over the hops' largest value of its
+/// measurement; `previous` is the flow's register (the value at its previous packet).
+fn literal_holds(c: &Condition<u64>, hops: &[Hop], previous: &mut u64) -> bool {
+    let v = hops
+        .iter()
+        .map(|h| measured(h, c.measurement))
+        .max()
+        .unwrap_or(0);
+    c.holds(v, std::mem::replace(previous, v))
 }
 
 /// Sink event-detection state (the P4 program's registers).
@@ -1013,17 +987,9 @@ impl Sim {
             .tables
             .lookup_id(TableId::IntSinkDetection, me.node, &keys)
             .map(|e| {
-                let algorithm = match e.spec.action.as_str() {
-                    "detect_per_hop" => Algorithm::PerHop,
-                    "detect_per_flow" => Algorithm::PerFlow,
-                    "detect_ewma" => Algorithm::Ewma,
-                    "detect_complex" => Algorithm::Complex,
-                    _ => Algorithm::Noop,
-                };
-                let literal = |m: &str, op: &str, t: &str| Literal {
-                    measurement: e.param(m),
-                    op: e.param(op),
-                    threshold: e.param(t),
+                let algorithm = Algorithm::from_action(&e.spec.action);
+                let literal = |m: &str, op: &str, t: &str| {
+                    Condition::from_literal(e.param(m), e.param(op), e.param(t))
                 };
                 (
                     algorithm,
@@ -1039,7 +1005,7 @@ impl Sim {
         let report = match rule {
             None => true,
             Some((algorithm, m, t, weight_q8, literals)) => {
-                let value = |h: &Hop| measured(h, m);
+                let value = |h: &Hop| measured(h, Measurement::from_p4_code(m));
                 let sum: u64 = hops.iter().map(value).sum();
                 let fkey = (me.node, flow_hash ^ m);
                 let d = &mut self.detection;
@@ -1085,8 +1051,8 @@ impl Sim {
                     Algorithm::Complex => {
                         // Every literal is evaluated: each keeps its register current.
                         let prev = d.complex.entry(fkey).or_default();
-                        let a = literals[0].holds(hops, &mut prev[0]);
-                        let b = literals[1].holds(hops, &mut prev[1]);
+                        let a = literal_holds(&literals[0], hops, &mut prev[0]);
+                        let b = literal_holds(&literals[1], hops, &mut prev[1]);
                         a && b
                     }
                     Algorithm::Noop => true,

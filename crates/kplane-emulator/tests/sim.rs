@@ -423,3 +423,24 @@ fn microbursts_fill_the_target_queue_and_are_in_the_ground_truth() {
         "sampled"
     );
 }
+
+/// The detection vocabulary, the emulator's sink and the P4 program name the same actions:
+/// every algorithm is an action of `int_sink_detection`, and every action there is one.
+#[test]
+fn detection_algorithms_are_the_p4_programs_sink_actions() {
+    use kplane_model::detection::Algorithm;
+    let p4 = kplane_p4::kplane();
+    let (_, table) = p4.table("int_sink_detection").unwrap();
+    let mut actions: Vec<&str> = table
+        .entry_actions
+        .iter()
+        .map(|&i| p4.actions[i].name.as_str())
+        .collect();
+    actions.sort_unstable();
+    let mut algorithms: Vec<&str> = Algorithm::ALL.iter().map(|a| a.action()).collect();
+    algorithms.sort_unstable();
+    assert_eq!(actions, algorithms);
+    for a in Algorithm::ALL {
+        assert_eq!(Algorithm::from_action(a.action()), a);
+    }
+}

@@ -138,6 +138,19 @@ pub enum Detector {
     IntLabel,
 }
 
+impl From<crate::detection::Algorithm> for Detector {
+    fn from(a: crate::detection::Algorithm) -> Self {
+        use crate::detection::Algorithm as A;
+        match a {
+            A::PerHop => Self::PerHop,
+            A::PerFlow => Self::PerFlow,
+            A::Ewma => Self::Ewma,
+            A::Complex => Self::Complex,
+            A::Noop => Self::Noop,
+        }
+    }
+}
+
 impl Detector {
     pub const fn as_str(self) -> &'static str {
         match self {

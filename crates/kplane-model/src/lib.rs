@@ -5,6 +5,7 @@
 
 #[cfg(feature = "arrow")]
 pub mod batch;
+pub mod detection;
 mod envelope;
 mod event;
 mod flow;

@@ -188,28 +188,13 @@ struct PathSum {
 }
 
 fn measure_field(m: Measurement) -> (HopField, Metric, Metric) {
-    match m {
-        Measurement::HopLatency => (
-            HopField::HopLatency,
-            Metric::FlowHopLatency,
-            Metric::FlowLatency,
-        ),
-        Measurement::QueueOccupancy => (
-            HopField::QueueOccupancy,
-            Metric::QueueOccupancy,
-            Metric::QueueOccupancy,
-        ),
-        Measurement::TxUtilization => (
-            HopField::TxUtilization,
-            Metric::LinkUtilization,
-            Metric::LinkUtilization,
-        ),
-        Measurement::QueueCongestion => (
-            HopField::QueueCongestion,
-            Metric::QueueCongestion,
-            Metric::QueueCongestion,
-        ),
-    }
+    let (hop, flow) = match m {
+        Measurement::HopLatency => (Metric::FlowHopLatency, Metric::FlowLatency),
+        Measurement::QueueOccupancy => (Metric::QueueOccupancy, Metric::QueueOccupancy),
+        Measurement::TxUtilization => (Metric::LinkUtilization, Metric::LinkUtilization),
+        Measurement::QueueCongestion => (Metric::QueueCongestion, Metric::QueueCongestion),
+    };
+    (m.hop_field(), hop, flow)
 }
 
 /// The per-hop ids a metric is about, for event rows, from the hop's queue id and egress
@@ -663,11 +648,12 @@ impl Detection {
                 .reduce(|a, b| a + b)
         };
         let rule_id = idx as u64 + 1;
+        let detector = Detector::from(rule.algorithm);
         match rule.algorithm {
             Algorithm::Noop => out(&EventRow {
                 kind: EventKind::Report,
                 metric: flow_metric,
-                detector: Detector::Noop,
+                detector,
                 value: sum(),
                 path,
                 ..*base
@@ -694,7 +680,7 @@ impl Detection {
                         out(&EventRow {
                             kind,
                             metric: hop_metric,
-                            detector: Detector::PerHop,
+                            detector,
                             node_id: Some(node),
                             queue_id,
                             egress_port,
@@ -719,7 +705,7 @@ impl Detection {
                     out(&EventRow {
                         kind,
                         metric: flow_metric,
-                        detector: Detector::PerFlow,
+                        detector,
                         value: Some(s),
                         previous,
                         path,
@@ -750,7 +736,7 @@ impl Detection {
                     out(&EventRow {
                         kind: EventKind::Report,
                         metric: flow_metric,
-                        detector: Detector::Complex,
+                        detector,
                         value: first,
                         path,
                         ..*base
@@ -783,7 +769,7 @@ impl Detection {
                     out(&EventRow {
                         kind,
                         metric: flow_metric,
-                        detector: Detector::Ewma,
+                        detector,
                         value: Some(avg.round() as u64),
                         previous: previous.map(|p: f64| p.round() as u64),
                         path,

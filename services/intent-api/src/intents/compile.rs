@@ -5,11 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+use kplane_model::detection::Protocol;
 use kplane_p4::{Entry, EntrySpec, P4Info};
 
-use super::model::{
-    Algorithm, Detection, FlowMatch, IntentKind, IntentSpec, ipv4_prefix, protocol_number,
-};
+use super::model::{Algorithm, Detection, FlowMatch, IntentKind, IntentSpec, ipv4_prefix};
 use crate::drivers::Topology;
 
 /// An intent's entries: (switch, entry).
@@ -192,7 +191,11 @@ fn flow_keys(f: &FlowMatch) -> BTreeMap<String, String> {
     if let Some(v) = &f.dst {
         m.insert("dst_addr".into(), v.clone());
     }
-    if let Some(p) = f.protocol.as_deref().and_then(protocol_number) {
+    if let Some(p) = f
+        .protocol
+        .as_deref()
+        .and_then(|p| p.parse::<Protocol>().ok())
+    {
         m.insert("protocol".into(), p.to_string());
     }
     if let Some(v) = &f.src_port {
@@ -205,46 +208,33 @@ fn flow_keys(f: &FlowMatch) -> BTreeMap<String, String> {
 }
 
 fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> EntrySpec {
-    let (action, params): (&str, Vec<(&str, u64)>) = match d.algorithm {
-        Algorithm::Noop => ("detect_noop", vec![]),
-        Algorithm::PerHop => (
-            "detect_per_hop",
-            vec![
-                ("measurement", d.measurement.code()),
-                ("threshold", d.threshold.into()),
-            ],
-        ),
-        Algorithm::PerFlow => (
-            "detect_per_flow",
-            vec![
-                ("measurement", d.measurement.code()),
-                ("threshold", d.threshold.into()),
-            ],
-        ),
-        Algorithm::Ewma => (
-            "detect_ewma",
-            vec![
-                ("measurement", d.measurement.code()),
-                ("threshold", d.threshold.into()),
-                ("weight_q8", d.weight_q8()),
-            ],
-        ),
+    // The checked measurement has a P4 code.
+    let measurement = d.measurement.p4_code().unwrap_or(0);
+    let params: Vec<(&str, u64)> = match d.algorithm {
+        Algorithm::Noop => vec![],
+        Algorithm::PerHop | Algorithm::PerFlow => vec![
+            ("measurement", measurement),
+            ("threshold", d.threshold.into()),
+        ],
+        Algorithm::Ewma => vec![
+            ("measurement", measurement),
+            ("threshold", d.threshold.into()),
+            ("weight_q8", d.weight_q8()),
+        ],
         Algorithm::Complex => {
             let literal = |i: usize| d.when.get(i).map(|c| c.literal()).unwrap_or_default();
             let ((m0, op0, t0), (m1, op1, t1)) = (literal(0), literal(1));
-            (
-                "detect_complex",
-                vec![
-                    ("measurement", m0),
-                    ("op", op0),
-                    ("threshold", t0),
-                    ("measurement1", m1),
-                    ("op1", op1),
-                    ("threshold1", t1),
-                ],
-            )
+            vec![
+                ("measurement", m0),
+                ("op", op0),
+                ("threshold", t0),
+                ("measurement1", m1),
+                ("op1", op1),
+                ("threshold1", t1),
+            ]
         }
     };
+    let action = d.algorithm.action();
     EntrySpec {
         switch: None,
         table: "int_sink_detection".into(),

@@ -5,7 +5,12 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use kplane_model::detection::{self, Prefix};
+pub use kplane_model::detection::{Algorithm, Measurement};
 use serde::{Deserialize, Serialize};
+
+/// A `complex` condition of a switch entry: 32-bit bounds.
+pub type Condition = detection::Condition<u32>;
 
 /// What an intent asks for, its scope and its bookkeeping. One flat JSON object: `kind`,
 /// the kind's fields and the common ones; a field that is unknown or belongs to another kind
@@ -49,29 +54,14 @@ fn default_priority() -> u32 {
     100
 }
 
-/// The wire form of [`IntentSpec`]: every field of every kind, none unknown.
+/// The wire form of [`IntentSpec`]: one JSON object, split into the fields every kind has
+/// ([`Common`]) and the kind's own ([`RawKind`]); serde refuses whatever else is there.
+type RawSpec = serde_json::Map<String, serde_json::Value>;
+
+/// The fields every kind has.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawSpec {
-    kind: String,
-    #[serde(rename = "match")]
-    flows: Option<FlowMatch>,
-    instructions: Option<u16>,
-    max_hops: Option<u8>,
-    int_label: Option<bool>,
-    detection: Option<Detection>,
-    dst: Option<String>,
-    avoid: Option<Avoid>,
-    ports: Option<Vec<u32>>,
-    #[serde(default, with = "humantime_serde")]
-    interval: Option<Duration>,
-    algorithm: Option<LabelAlgorithm>,
-    function: Option<LabelFunction>,
-    #[serde(default, with = "humantime_serde")]
-    rest: Option<Duration>,
-    shift: Option<u8>,
-    planner: Option<String>,
-    measure: Option<ProbeMeasure>,
+struct Common {
     switches: Option<Vec<u32>>,
     priority: Option<u32>,
     #[serde(default, with = "humantime_serde")]
@@ -85,171 +75,204 @@ struct RawSpec {
     anomaly: Option<String>,
 }
 
-impl TryFrom<RawSpec> for IntentSpec {
-    type Error = String;
+impl Common {
+    const FIELDS: [&str; 7] = [
+        "switches", "priority", "ttl", "owner", "reason", "origin", "anomaly",
+    ];
+}
 
-    fn try_from(r: RawSpec) -> Result<Self, String> {
-        let kind = r.kind.as_str();
-        let not_here = |field: &str, present: bool| -> Result<(), String> {
-            if present {
-                Err(format!("{field}: not a field of a {kind} intent"))
-            } else {
-                Ok(())
-            }
-        };
-        let need = |field: &str| format!("{field}: a {kind} intent needs it");
-        if kind != "probe-plan" {
-            not_here("planner", r.planner.is_some())?;
-            not_here("measure", r.measure.is_some())?;
-        }
-        if !matches!(kind, "int-label" | "label-frequency") {
-            for (f, p) in [
-                ("ports", r.ports.is_some()),
-                ("interval", r.interval.is_some()),
-                ("algorithm", r.algorithm.is_some()),
-                ("function", r.function.is_some()),
-                ("rest", r.rest.is_some()),
-                ("shift", r.shift.is_some()),
-            ] {
-                not_here(f, p)?;
-            }
-        }
-        let kind = match kind {
-            "monitor" => {
-                not_here("dst", r.dst.is_some())?;
-                not_here("avoid", r.avoid.is_some())?;
-                let int_label = r.int_label.unwrap_or(false);
+/// Each kind's own fields as given (defaults that depend on other fields are filled in by
+/// [`IntentSpec::try_from`]).
+#[derive(Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "kebab-case",
+    rename_all_fields = "kebab-case",
+    deny_unknown_fields
+)]
+enum RawKind {
+    Monitor {
+        #[serde(rename = "match")]
+        flows: Option<FlowMatch>,
+        instructions: Option<u16>,
+        max_hops: Option<u8>,
+        int_label: Option<bool>,
+        detection: Option<Detection>,
+    },
+    Block {
+        #[serde(rename = "match")]
+        flows: FlowMatch,
+    },
+    Reroute {
+        dst: String,
+        avoid: Avoid,
+    },
+    Tune {
+        #[serde(rename = "match", default)]
+        flows: FlowMatch,
+        detection: Detection,
+    },
+    IntLabel {
+        ports: Option<Vec<u32>>,
+        #[serde(default, with = "humantime_serde")]
+        interval: Option<Duration>,
+        #[serde(default)]
+        algorithm: LabelAlgorithm,
+        #[serde(default)]
+        function: LabelFunction,
+        max_hops: Option<u8>,
+        #[serde(default, with = "humantime_serde")]
+        rest: Option<Duration>,
+    },
+    LabelFrequency {
+        ports: Vec<u32>,
+        shift: u8,
+    },
+    ProbePlan {
+        planner: Option<String>,
+        #[serde(default)]
+        measure: ProbeMeasure,
+    },
+}
+
+impl RawKind {
+    /// Every field of every kind (a field named here but not of the kind at hand is refused
+    /// as "not a field of a … intent", anything else as unknown).
+    const FIELDS: [&str; 15] = [
+        "match",
+        "instructions",
+        "max-hops",
+        "int-label",
+        "detection",
+        "dst",
+        "avoid",
+        "ports",
+        "interval",
+        "algorithm",
+        "function",
+        "rest",
+        "shift",
+        "planner",
+        "measure",
+    ];
+
+    fn into_kind(self) -> IntentKind {
+        match self {
+            Self::Monitor {
+                flows,
+                instructions,
+                max_hops,
+                int_label,
+                detection,
+            } => {
+                let int_label = int_label.unwrap_or(false);
                 IntentKind::Monitor {
-                    flows: r.flows.unwrap_or_default(),
-                    instructions: r.instructions.unwrap_or_else(default_bitmap),
-                    max_hops: r.max_hops.unwrap_or(if int_label {
+                    flows: flows.unwrap_or_default(),
+                    instructions: instructions.unwrap_or_else(default_bitmap),
+                    max_hops: max_hops.unwrap_or(if int_label {
                         LABEL_MAX_HOP
                     } else {
                         default_max_hops()
                     }),
                     int_label,
-                    detection: r.detection,
+                    detection,
                 }
             }
-            "block" => {
-                for (f, p) in [
-                    ("instructions", r.instructions.is_some()),
-                    ("max-hops", r.max_hops.is_some()),
-                    ("int-label", r.int_label.is_some()),
-                    ("detection", r.detection.is_some()),
-                    ("dst", r.dst.is_some()),
-                    ("avoid", r.avoid.is_some()),
-                ] {
-                    not_here(f, p)?;
-                }
-                IntentKind::Block {
-                    flows: r.flows.ok_or_else(|| need("match"))?,
-                }
-            }
-            "reroute" => {
-                for (f, p) in [
-                    ("match", r.flows.is_some()),
-                    ("instructions", r.instructions.is_some()),
-                    ("max-hops", r.max_hops.is_some()),
-                    ("int-label", r.int_label.is_some()),
-                    ("detection", r.detection.is_some()),
-                ] {
-                    not_here(f, p)?;
-                }
-                IntentKind::Reroute {
-                    dst: r.dst.ok_or_else(|| need("dst"))?,
-                    avoid: r.avoid.ok_or_else(|| need("avoid"))?,
-                }
-            }
-            "tune" => {
-                for (f, p) in [
-                    ("instructions", r.instructions.is_some()),
-                    ("max-hops", r.max_hops.is_some()),
-                    ("int-label", r.int_label.is_some()),
-                    ("dst", r.dst.is_some()),
-                    ("avoid", r.avoid.is_some()),
-                ] {
-                    not_here(f, p)?;
-                }
-                IntentKind::Tune {
-                    flows: r.flows.unwrap_or_default(),
-                    detection: r.detection.ok_or_else(|| need("detection"))?,
-                }
-            }
-            "int-label" | "label-frequency" => {
-                for (f, p) in [
-                    ("match", r.flows.is_some()),
-                    ("instructions", r.instructions.is_some()),
-                    ("int-label", r.int_label.is_some()),
-                    ("detection", r.detection.is_some()),
-                    ("dst", r.dst.is_some()),
-                    ("avoid", r.avoid.is_some()),
-                ] {
-                    not_here(f, p)?;
-                }
-                if kind == "int-label" {
-                    not_here("shift", r.shift.is_some())?;
-                    IntentKind::IntLabel {
-                        ports: r.ports,
-                        interval: r.interval.unwrap_or_else(default_label_interval),
-                        algorithm: r.algorithm.unwrap_or_default(),
-                        function: r.function.unwrap_or_default(),
-                        max_hops: r.max_hops.unwrap_or(LABEL_MAX_HOP),
-                        rest: r.rest.unwrap_or_default(),
-                    }
-                } else {
-                    for (f, p) in [
-                        ("interval", r.interval.is_some()),
-                        ("algorithm", r.algorithm.is_some()),
-                        ("function", r.function.is_some()),
-                        ("max-hops", r.max_hops.is_some()),
-                        ("rest", r.rest.is_some()),
-                    ] {
-                        not_here(f, p)?;
-                    }
-                    IntentKind::LabelFrequency {
-                        ports: r.ports.ok_or_else(|| need("ports"))?,
-                        shift: r.shift.ok_or_else(|| need("shift"))?,
-                    }
-                }
-            }
-            "probe-plan" => {
-                for (f, p) in [
-                    ("match", r.flows.is_some()),
-                    ("instructions", r.instructions.is_some()),
-                    ("max-hops", r.max_hops.is_some()),
-                    ("int-label", r.int_label.is_some()),
-                    ("detection", r.detection.is_some()),
-                    ("dst", r.dst.is_some()),
-                    ("avoid", r.avoid.is_some()),
-                ] {
-                    not_here(f, p)?;
-                }
-                IntentKind::ProbePlan {
-                    planner: r.planner.unwrap_or_else(|| "gpint-3".into()),
-                    measure: r.measure.unwrap_or_default(),
-                }
-            }
-            other => {
-                return Err(format!(
-                    "kind: {other:?} is not one of monitor, block, reroute, tune, int-label, label-frequency, probe-plan"
-                ));
-            }
+            Self::Block { flows } => IntentKind::Block { flows },
+            Self::Reroute { dst, avoid } => IntentKind::Reroute { dst, avoid },
+            Self::Tune { flows, detection } => IntentKind::Tune { flows, detection },
+            Self::IntLabel {
+                ports,
+                interval,
+                algorithm,
+                function,
+                max_hops,
+                rest,
+            } => IntentKind::IntLabel {
+                ports,
+                interval: interval.unwrap_or_else(default_label_interval),
+                algorithm,
+                function,
+                max_hops: max_hops.unwrap_or(LABEL_MAX_HOP),
+                rest: rest.unwrap_or_default(),
+            },
+            Self::LabelFrequency { ports, shift } => IntentKind::LabelFrequency { ports, shift },
+            Self::ProbePlan { planner, measure } => IntentKind::ProbePlan {
+                planner: planner.unwrap_or_else(|| "gpint-3".into()),
+                measure,
+            },
+        }
+    }
+}
+
+/// Deserializes one part of a spec; an error inside a field names its path (`ttl: …`,
+/// `match.dst-port: …`).
+fn part<T: serde::de::DeserializeOwned>(
+    v: serde_json::Map<String, serde_json::Value>,
+) -> Result<T, (String, serde_json::Error)> {
+    serde_path_to_error::deserialize(serde_json::Value::Object(v)).map_err(|e| {
+        let path = e.path().to_string();
+        (path, e.into_inner())
+    })
+}
+
+/// serde's message for a kind's part, in the intent's words: a field of another kind, a
+/// missing field and an unknown kind name the field at fault.
+fn kind_error(kind: &str, (path, e): (String, serde_json::Error)) -> String {
+    let msg = e.to_string();
+    let quoted = |after: &str| {
+        let rest = msg.strip_prefix(after)?;
+        Some(rest[..rest.find('`')?].to_string())
+    };
+    if path == "kind" && quoted("unknown variant `").is_some() {
+        format!(
+            "kind: {kind:?} is not one of monitor, block, reroute, tune, int-label, label-frequency, probe-plan"
+        )
+    } else if path != "." {
+        format!("{path}: {msg}")
+    } else if let Some(field) = quoted("unknown field `")
+        && RawKind::FIELDS.contains(&field.as_str())
+    {
+        format!("{field}: not a field of a {kind} intent")
+    } else if let Some(field) = quoted("missing field `") {
+        format!("{field}: a {kind} intent needs it")
+    } else {
+        msg
+    }
+}
+
+impl TryFrom<RawSpec> for IntentSpec {
+    type Error = String;
+
+    fn try_from(mut raw: RawSpec) -> Result<Self, String> {
+        let common: serde_json::Map<_, _> = Common::FIELDS
+            .iter()
+            .filter_map(|f| raw.remove_entry(*f))
+            .collect();
+        let kind = match raw.get("kind") {
+            Some(serde_json::Value::String(k)) => k.clone(),
+            Some(other) => return Err(format!("kind: {other} is not a kind of intent")),
+            None => return Err("kind: missing (monitor, block, reroute, tune, int-label, label-frequency or probe-plan)".into()),
         };
+        let body = part::<RawKind>(raw).map_err(|e| kind_error(&kind, e))?;
+        let c = part::<Common>(common).map_err(|(path, e)| match path.as_str() {
+            "." => e.to_string(),
+            _ => format!("{path}: {e}"),
+        })?;
         Ok(Self {
-            kind,
+            kind: body.into_kind(),
             // The same switch twice is one switch.
-            switches: r.switches.map(|mut s| {
+            switches: c.switches.map(|mut s| {
                 s.sort_unstable();
                 s.dedup();
                 s
             }),
-            priority: r.priority.unwrap_or_else(default_priority),
-            ttl: r.ttl,
-            owner: r.owner,
-            reason: r.reason,
-            origin: r.origin,
-            anomaly: r.anomaly,
+            priority: c.priority.unwrap_or_else(default_priority),
+            ttl: c.ttl,
+            owner: c.owner,
+            reason: c.reason,
+            origin: c.origin,
+            anomaly: c.anomaly,
         })
     }
 }
@@ -503,186 +526,93 @@ pub struct Detection {
 // Weights are finite numbers in 0..=1 once checked.
 impl Eq for Detection {}
 
-/// One condition of `complex` detection: the measurement above a bound, below it, or risen
-/// by more than it since the flow's previous packet (exactly one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Condition {
-    #[serde(default)]
-    pub measurement: Measurement,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub above: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub below: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rises_by: Option<u32>,
-}
-
-impl Condition {
-    /// The P4 program's literal: (measurement, op: 1 above / 2 below / 3 rises by, bound).
-    pub fn literal(&self) -> (u64, u64, u64) {
-        let m = self.measurement.code();
-        match (self.above, self.below, self.rises_by) {
-            (Some(a), _, _) => (m, 1, a.into()),
-            (None, Some(b), _) => (m, 2, b.into()),
-            (None, None, Some(r)) => (m, 3, r.into()),
-            (None, None, None) => (0, 0, 0),
-        }
-    }
-
-    fn bounds(&self) -> usize {
-        [self.above, self.below, self.rises_by]
-            .iter()
-            .filter(|b| b.is_some())
-            .count()
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    PerHop,
-    PerFlow,
-    Ewma,
-    /// A conjunction of conditions (`when`); a report for every packet that meets them.
-    Complex,
-    Noop,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Measurement {
-    #[default]
-    HopLatency,
-    QueueOccupancy,
-    TxUtilization,
-}
-
-impl Measurement {
-    /// The code the P4 program's detection actions take.
-    pub fn code(self) -> u64 {
-        match self {
-            Self::HopLatency => 0,
-            Self::QueueOccupancy => 1,
-            Self::TxUtilization => 2,
-        }
-    }
-}
-
-/// An IPv4 prefix as (network, length).
+/// An IPv4 prefix as (network, length): the switch tables and the topology's hosts are
+/// IPv4.
 pub fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
-    let (ip, len) = s.split_once('/').unwrap_or((s, "32"));
-    let ip: Ipv4Addr = ip.trim().parse().ok()?;
-    let len: u32 = len.trim().parse().ok().filter(|l| *l <= 32)?;
-    Some((u32::from(ip) & prefix_mask(len), len))
-}
-
-fn prefix_mask(len: u32) -> u32 {
-    if len == 0 { 0 } else { u32::MAX << (32 - len) }
+    s.parse::<Prefix>().ok()?.ipv4()
 }
 
 /// Whether `addr` is in the prefix `p` (an unparsable prefix contains nothing).
 pub fn in_prefix(p: &str, addr: u32) -> bool {
-    ipv4_prefix(p).is_some_and(|(net, len)| addr & prefix_mask(len) == net)
-}
-
-/// A protocol name or number.
-pub fn protocol_number(s: &str) -> Option<u8> {
-    match s.to_ascii_lowercase().as_str() {
-        "tcp" => Some(6),
-        "udp" => Some(17),
-        "icmp" => Some(1),
-        n => n.parse().ok(),
-    }
-}
-
-/// `80` or `a-b` with a ≤ b.
-pub fn port_range(s: &str) -> Option<(u16, u16)> {
-    let (a, b) = s.split_once('-').unwrap_or((s, s));
-    let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-    (a <= b).then_some((a, b))
+    p.parse::<Prefix>()
+        .is_ok_and(|p| p.contains(Ipv4Addr::from(addr).into()))
 }
 
 impl FlowMatch {
-    fn check(&self, at: &str, problems: &mut Vec<String>) {
-        for (name, v) in [("src", &self.src), ("dst", &self.dst)] {
-            if let Some(v) = v
-                && ipv4_prefix(v).is_none()
-            {
-                problems.push(format!(
-                    "{at}.{name}: {v:?} is not an IPv4 address or prefix (e.g. 10.0.1.0/24)"
-                ));
-            }
+    /// The match parsed once into the shared vocabulary; every part that does not parse is
+    /// a problem naming its field under `at`.
+    pub fn parse(&self, at: &str) -> Result<detection::FlowMatch, Vec<String>> {
+        fn one<T: std::str::FromStr<Err = detection::ParseError>>(
+            at: &str,
+            name: &str,
+            v: &Option<String>,
+            problems: &mut Vec<String>,
+        ) -> Option<T> {
+            v.as_deref().and_then(|v| match v.parse() {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    problems.push(format!("{at}.{name}: {e}"));
+                    None
+                }
+            })
         }
-        if let Some(p) = &self.protocol
-            && protocol_number(p).is_none()
-        {
-            problems.push(format!(
-                "{at}.protocol: {p:?} is not tcp, udp, icmp or a number 0-255"
-            ));
-        }
-        for (name, v) in [("src-port", &self.src_port), ("dst-port", &self.dst_port)] {
-            if let Some(v) = v
-                && port_range(v).is_none()
-            {
-                problems.push(format!(
-                    "{at}.{name}: {v:?} is not a port or a range lo-hi (e.g. 80 or 1000-2000)"
-                ));
-            }
+        let mut problems = Vec::new();
+        let m = detection::FlowMatch {
+            src: one(at, "src", &self.src, &mut problems),
+            dst: one(at, "dst", &self.dst, &mut problems),
+            protocol: one(at, "protocol", &self.protocol, &mut problems),
+            src_port: one(at, "src-port", &self.src_port, &mut problems),
+            dst_port: one(at, "dst-port", &self.dst_port, &mut problems),
+        };
+        if problems.is_empty() {
+            Ok(m)
+        } else {
+            Err(problems)
         }
     }
 
-    /// Whether it matches this 5-tuple.
-    pub fn matches(&self, src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> bool {
-        // Parts are checked before matching: a missing part matches anything.
-        let in_prefix = |p: &Option<String>, a: u32| p.as_deref().is_none_or(|p| in_prefix(p, a));
-        let in_range = |r: &Option<String>, v: u16| {
-            r.as_deref()
-                .and_then(port_range)
-                .is_none_or(|(a, b)| a <= v && v <= b)
-        };
-        in_prefix(&self.src, src)
-            && in_prefix(&self.dst, dst)
-            && in_range(&self.src_port, sport)
-            && in_range(&self.dst_port, dport)
-            && self
-                .protocol
-                .as_deref()
-                .and_then(protocol_number)
-                .is_none_or(|p| p == proto)
+    fn check(&self, at: &str, problems: &mut Vec<String>) {
+        match self.parse(at) {
+            Err(p) => problems.extend(p),
+            // The switches' tables match IPv4 addresses.
+            Ok(m) => {
+                for (name, p) in [("src", m.src), ("dst", m.dst)] {
+                    if p.is_some_and(|p| p.ipv4().is_none()) {
+                        problems.push(format!(
+                            "{at}.{name}: the switches match IPv4 prefixes only (e.g. 10.0.1.0/24)"
+                        ));
+                    }
+                }
+            }
+        }
     }
 }
 
 impl Detection {
     fn check(&self, at: &str, problems: &mut Vec<String>) {
-        if let Some(w) = self.weight
-            && !(w.is_finite() && (0.0..=1.0).contains(&w))
-        {
-            problems.push(format!("{at}.weight: {w} is not between 0 and 1"));
-        }
-        if self.weight.is_some() && self.algorithm != Algorithm::Ewma {
-            problems.push(format!(
-                "{at}.weight: only the ewma algorithm takes a weight"
-            ));
-        }
-        match self.algorithm {
-            Algorithm::Complex if !(1..=2).contains(&self.when.len()) => problems.push(format!(
-                "{at}.when: complex takes one or two conditions, not {}",
-                self.when.len()
-            )),
-            Algorithm::Complex => {
-                for (i, c) in self.when.iter().enumerate() {
-                    if c.bounds() != 1 {
-                        problems.push(format!(
-                            "{at}.when[{i}]: give exactly one of above, below and rises-by"
-                        ));
-                    }
-                }
+        // A switch entry holds two literals and defaults the weight.
+        detection::check_rule(
+            at,
+            self.algorithm,
+            self.weight,
+            false,
+            &self.when,
+            2,
+            problems,
+        );
+        let measurements = std::iter::once((format!("{at}.measurement"), self.measurement)).chain(
+            self.when
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("{at}.when[{i}].measurement"), c.measurement)),
+        );
+        for (field, m) in measurements {
+            if m.p4_code().is_none() {
+                problems.push(format!(
+                    "{field}: {} is not measured by the switches",
+                    m.as_str()
+                ));
             }
-            _ if !self.when.is_empty() => problems.push(format!(
-                "{at}.when: only the complex algorithm takes conditions"
-            )),
-            _ => {}
         }
     }
 
@@ -934,10 +864,17 @@ mod tests {
             dst_port: Some("53".into()),
             ..FlowMatch::default()
         };
-        let ip = |s: &str| u32::from(s.parse::<Ipv4Addr>().unwrap());
-        assert!(m.matches(ip("10.1.2.3"), ip("1.1.1.1"), 9, 53, 17));
-        assert!(!m.matches(ip("11.1.2.3"), ip("1.1.1.1"), 9, 53, 17));
-        assert!(!m.matches(ip("10.1.2.3"), ip("1.1.1.1"), 9, 54, 17));
+        let m = m.parse("match").unwrap();
+        let flow = |src: &str, dst: &str, src_port, dst_port, protocol| kplane_model::FlowKey {
+            src_ip: src.parse().unwrap(),
+            dst_ip: dst.parse().unwrap(),
+            src_port,
+            dst_port,
+            protocol,
+        };
+        assert!(m.matches(&flow("10.1.2.3", "1.1.1.1", 9, 53, 17)));
+        assert!(!m.matches(&flow("11.1.2.3", "1.1.1.1", 9, 53, 17)));
+        assert!(!m.matches(&flow("10.1.2.3", "1.1.1.1", 9, 54, 17)));
     }
 
     #[test]

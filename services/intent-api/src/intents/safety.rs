@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{FlowMatch, IntentKind, IntentSpec, in_prefix, ipv4_prefix, port_range};
+use kplane_model::detection::PortRange;
+
+use super::model::{FlowMatch, IntentKind, IntentSpec, in_prefix, ipv4_prefix};
 use crate::drivers::Topology;
 
 /// `[intent-api.intents.safety]`.
@@ -94,8 +96,8 @@ impl SafetyConfig {
             }
         }
         for (field, r) in [("src-port", &m.src_port), ("dst-port", &m.dst_port)] {
-            if let Some((a, b)) = r.as_deref().and_then(port_range) {
-                let span = u32::from(b - a) + 1;
+            if let Some(r) = r.as_deref().and_then(|r| r.parse::<PortRange>().ok()) {
+                let span = u32::from(r.hi - r.lo) + 1;
                 if span > self.max_port_span {
                     why.push(format!(
                         "{field} spans {span} ports (more than {})",

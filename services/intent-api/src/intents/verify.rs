@@ -8,10 +8,14 @@
 //! blocked flow whose last report came before the block is history, not a violation.
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type};
+
+use kplane_model::FlowKey;
+use kplane_model::detection;
 
 use super::model::{Avoid, FlowMatch, IntentKind, in_prefix};
 use crate::live::Live;
@@ -168,8 +172,20 @@ fn show(f: &FlowObs) -> String {
     )
 }
 
-fn in_flows(m: &FlowMatch, f: &FlowObs) -> bool {
-    m.matches(f.src, f.dst, f.src_port, f.dst_port, f.protocol)
+fn in_flows(m: &detection::FlowMatch, f: &FlowObs) -> bool {
+    m.matches(&FlowKey {
+        src_ip: Ipv4Addr::from(f.src).into(),
+        dst_ip: Ipv4Addr::from(f.dst).into(),
+        src_port: f.src_port,
+        dst_port: f.dst_port,
+        protocol: f.protocol,
+    })
+}
+
+/// The intent's flow match, parsed once for all the flows it is matched against (a checked
+/// intent's match parses; one that does not matches nothing).
+fn typed(flows: &FlowMatch) -> Option<detection::FlowMatch> {
+    flows.parse("match").ok()
 }
 
 fn crosses(path: &[u32], a: &Avoid) -> bool {
@@ -186,6 +202,11 @@ impl Tracker {
     /// Adds observations of windows that ended after `applied_ms` + [`GRACE_MS`].
     pub fn observe(&mut self, kind: &IntentKind, applied_ms: u64, obs: &[FlowObs]) {
         let after = applied_ms + GRACE_MS;
+        let flows = match kind {
+            IntentKind::Block { flows } | IntentKind::Monitor { flows, .. } => typed(flows),
+            _ => None,
+        };
+        let selected = |f: &FlowObs| flows.as_ref().is_some_and(|m| in_flows(m, f));
         let mut fresh: BTreeMap<u64, Window> = BTreeMap::new();
         for f in obs.iter().filter(|f| f.window_end_ms > after) {
             let w = fresh.entry(f.window_start_ms).or_default();
@@ -194,7 +215,7 @@ impl Tracker {
                 continue;
             }
             match kind {
-                IntentKind::Block { flows } if in_flows(flows, f) => {
+                IntentKind::Block { .. } if selected(f) => {
                     w.matching += 1;
                     w.violations
                         .push(format!("{} still reaches its sink", show(f)));
@@ -207,7 +228,7 @@ impl Tracker {
                             .push(format!("{} crosses {}", show(f), avoided(avoid)));
                     }
                 }
-                IntentKind::Monitor { flows, .. } if in_flows(flows, f) => w.matching += 1,
+                IntentKind::Monitor { .. } if selected(f) => w.matching += 1,
                 _ => {}
             }
         }
