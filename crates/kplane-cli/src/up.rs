@@ -142,8 +142,8 @@ async fn up(
     if intents.drivers.is_empty() {
         intents
             .drivers
-            .push(kplane_intent_api::drivers::DriverConfig::Emulator(
-                kplane_intent_api::drivers::emulator::Config {
+            .push(kplane_southbound::DriverConfig::Emulator(
+                kplane_southbound::emulator::Config {
                     control: control_addr,
                     timeout: Duration::from_secs(5),
                     token: driver_token,

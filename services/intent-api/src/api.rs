@@ -1,191 +1,25 @@
 //! The northbound HTTP API: flows, paths, switches, queues, links, events (and their live SSE
 //! stream), read-only SQL. History comes from the analytics store through DataFusion; live
-//! views from the result topics ([`crate::live`]).
+//! views from the result topics ([`crate::live`]). The state they share is [`crate::state`].
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::RecordBatch;
 use axum::extract::{Extension, Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::prelude::{SessionConfig, SessionContext};
 use futures_util::Stream;
 use kplane_model::results::{Alert, AlertKind};
-use kplane_store::query::{is_compacted_away, parse_prefix, register_store, register_udfs};
+use kplane_store::query::parse_prefix;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::{Auth, Budget, Identity, Limits, Role, require};
-use crate::config::Config;
+use crate::auth::{Auth, Budget, Identity, Role, require};
 use crate::episodes::EpisodeBook;
 use crate::error::ApiError;
-use crate::live::Live;
-use crate::query_worker::{QueryWorkers, WorkerSpec};
-use kplane_runtime::Shutdown;
-
-/// Shared by every handler.
-#[derive(Clone)]
-pub struct AppState {
-    pub cfg: Arc<Config>,
-    /// Fixed queries of the routes (with `query-memory` and `query-timeout` too).
-    pub store: SessionContext,
-    /// `POST /v1/query`: user SQL in worker processes.
-    pub queries: Arc<QueryWorkers>,
-    /// Per-token rate and concurrency limits.
-    pub limits: Arc<Limits>,
-    pub live: Live,
-    /// Intents and the switch drivers (the reconcile loop runs beside the server).
-    pub intents: crate::intents::Intents,
-    /// Ends the live streams when the API stops.
-    pub shutdown: Shutdown,
-    pub metrics: crate::metrics::ApiMetrics,
-}
-
-impl std::fmt::Debug for AppState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppState").finish_non_exhaustive()
-    }
-}
-
-impl AppState {
-    pub async fn new(cfg: Config, live: Live, shutdown: Shutdown) -> Result<Self, ApiError> {
-        std::fs::create_dir_all(&cfg.store_dir).map_err(|e| ApiError::Internal(e.to_string()))?;
-        // The processor adds and compacts files all the time: DataFusion's directory listing
-        // cache (infinite TTL by default) would freeze the API's view of the store.
-        let store = SessionContext::new_with_config_rt(
-            SessionConfig::new(),
-            RuntimeEnvBuilder::new()
-                .with_memory_limit(cfg.query_memory, 1.0)
-                .with_object_list_cache_limit(0)
-                .build_arc()?,
-        );
-        register_udfs(&store);
-        register_store(&store, &cfg.store_dir).await?;
-        let program = match &cfg.query_worker {
-            Some(p) => p.clone(),
-            None => std::env::current_exe().map_err(|e| {
-                ApiError::Internal(format!(
-                    "cannot find this executable for query workers: {e}"
-                ))
-            })?,
-        };
-        let metrics = crate::metrics::ApiMetrics::default();
-        let queries = Arc::new(QueryWorkers::new(
-            WorkerSpec {
-                program,
-                store_dir: cfg.store_dir.clone(),
-                memory: cfg.query_memory,
-                address_space: cfg.query_worker_memory,
-            },
-            cfg.query_workers,
-            metrics.clone(),
-        ));
-        let (read, bad) = live.findings.load_history(&store).await?;
-        if read + bad > 0 {
-            tracing::info!(
-                read,
-                undecodable = bad,
-                "anomaly history read from the store"
-            );
-        }
-        let intents =
-            crate::intents::Intents::open(cfg.intents.clone(), live.clone()).map_err(|e| {
-                ApiError::Internal(format!(
-                    "intents state in {}: {e}",
-                    cfg.intents.state_dir.display()
-                ))
-            })?;
-        Ok(Self {
-            cfg: Arc::new(cfg),
-            store,
-            queries,
-            limits: Arc::new(Limits::default()),
-            live,
-            intents,
-            shutdown,
-            metrics,
-        })
-    }
-
-    /// `stream` until the API stops: open event streams do not hold up its shutdown.
-    pub(crate) fn until_shutdown<S: Stream>(
-        &self,
-        stream: S,
-    ) -> impl Stream<Item = S::Item> + use<S> {
-        use futures_util::StreamExt;
-        let stop = self.shutdown.clone();
-        stream.take_until(async move { stop.wait().await })
-    }
-
-    /// A fixed route's query within `query-memory` (the route's answer is within
-    /// `query-timeout`: the router's [`deadline`]).
-    pub(crate) async fn rows(&self, sql: &str) -> Result<Vec<Value>, ApiError> {
-        let batches = replanned_while_compacted(|| async {
-            self.store.sql(sql).await?.collect().await
-        })
-        .await
-        .map_err(|e| {
-            let m = e.to_string();
-            if m.contains("Resources exhausted") {
-                ApiError::Unprocessable(format!(
-                    "the answer needs more than the {} MiB a query may use; narrow the time range",
-                    self.cfg.query_memory >> 20
-                ))
-            } else {
-                ApiError::Internal(m)
-            }
-        })?;
-        // Rows to JSON is CPU work proportional to the answer: off the async workers.
-        tokio::task::spawn_blocking(move || to_json(&batches))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-    }
-}
-
-/// Runs `query` (plan and collect) again while it fails on a file the processor's compaction
-/// removed after the plan listed it: planning again lists the store afresh. Compaction
-/// deletes the merged files one by one, so the next listing waits a moment.
-pub(crate) async fn replanned_while_compacted<T, E, F, Fut>(mut query: F) -> Result<T, E>
-where
-    E: std::fmt::Display,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, E>>,
-{
-    let mut retries = 0;
-    loop {
-        match query().await {
-            Err(e) if retries < 10 && is_compacted_away(&e.to_string()) => {
-                retries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            done => return done,
-        }
-    }
-}
-
-/// Rows as JSON objects.
-pub fn to_json(batches: &[RecordBatch]) -> Result<Vec<Value>, ApiError> {
-    let mut buf = Vec::new();
-    {
-        let mut w = datafusion::arrow::json::ArrayWriter::new(&mut buf);
-        for b in batches {
-            w.write(b)?;
-        }
-        w.finish()?;
-    }
-    if buf.is_empty() {
-        return Ok(Vec::new());
-    }
-    match serde_json::from_slice(&buf) {
-        Ok(Value::Array(rows)) => Ok(rows),
-        Ok(_) => Ok(Vec::new()),
-        Err(e) => Err(ApiError::Internal(e.to_string())),
-    }
-}
+use crate::rows::to_json;
+use crate::state::{AppState, Range};
 
 /// Middleware: an answer within `query-timeout`, else 504 — whatever the route spends its time
 /// on. Event streams never end, and `POST /v1/query` kills its worker at the same timeout.
@@ -229,7 +63,7 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .merge(admin_routes)
         .merge(crate::intents_api::router(auth.clone()))
         .merge(crate::knowledge_api::router(auth.clone()))
-        .merge(crate::int_label::routes::router(auth.clone()))
+        .merge(crate::int_label_api::router(auth.clone()))
         .merge(crate::probe_plans::router(auth))
         .fallback(|| async { ApiError::NotFound("no such route (see /openapi.json)".into()) })
         .route_layer(axum::middleware::from_fn_with_state(
@@ -252,53 +86,6 @@ async fn tokens(State(s): State<AppState>) -> Json<Value> {
 }
 
 // ---- parameters ----------------------------------------------------------------------------
-
-/// `from` / `to` (RFC 3339) or `since` (a duration back from now, default 15m).
-#[derive(Debug, Default, Deserialize)]
-pub struct Range {
-    pub from: Option<String>,
-    pub to: Option<String>,
-    pub since: Option<String>,
-}
-
-fn timestamp(s: &str, what: &str) -> Result<String, ApiError> {
-    let t = humantime::parse_rfc3339_weak(s).map_err(|e| {
-        ApiError::BadRequest(format!(
-            "{what}: {s:?} is not an RFC 3339 time ({e}; e.g. 2026-11-21T13:00:00Z)"
-        ))
-    })?;
-    let ns = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is before 1970")))?
-        .as_nanos();
-    let ns = i64::try_from(ns)
-        .map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is after 2262")))?;
-    Ok(format!("to_timestamp_nanos({ns})"))
-}
-
-impl Range {
-    /// `window_start >= … AND window_start < …`.
-    pub(crate) fn sql(&self, column: &str) -> Result<String, ApiError> {
-        let from = match (&self.from, &self.since) {
-            (Some(f), _) => timestamp(f, "from")?,
-            (None, s) => {
-                let d = match s {
-                    Some(s) => humantime::parse_duration(s).map_err(|e| {
-                        ApiError::BadRequest(format!("since: {s:?}: {e} (e.g. 15m)"))
-                    })?,
-                    None => Duration::from_secs(15 * 60),
-                };
-                let from = kplane_model::unix_time_ns() as i64 - d.as_nanos() as i64;
-                format!("to_timestamp_nanos({from})")
-            }
-        };
-        let mut w = format!("{column} >= {from}");
-        if let Some(t) = &self.to {
-            w += &format!(" AND {column} < {}", timestamp(t, "to")?);
-        }
-        Ok(w)
-    }
-}
 
 #[derive(Debug, Default, Deserialize)]
 pub struct FlowParams {
@@ -767,6 +554,7 @@ async fn query(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::timestamp;
 
     #[test]
     fn parameters_are_validated_before_they_reach_sql() {

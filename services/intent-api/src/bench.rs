@@ -9,10 +9,10 @@ use kplane_p4::{Entry, EntrySpec, KPLANE_BMV2_JSON, KPLANE_P4INFO_BIN};
 use kplane_p4runtime::{Pipeline, Session, SessionConfig, UpdateKind};
 use serde_json::json;
 
-use crate::drivers::p4runtime::PIPELINE_COOKIE;
-use crate::drivers::{SwitchNode, Topology};
 use crate::intents::compile::{Index, compile};
 use crate::intents::model::IntentSpec;
+use kplane_southbound::p4runtime::PIPELINE_COOKIE;
+use kplane_southbound::{SwitchNode, Topology};
 
 /// The `i`-th intent: monitor, block and tune in turn on one switch each, with overlapping
 /// port ranges (different priorities) so the conflict check compares real overlaps.

@@ -8,11 +8,11 @@ use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::AppState;
 use crate::auth::{Auth, Budget, Identity, Role, require};
 use crate::error::ApiError;
 use crate::intents::model::IntentSpec;
 use crate::intents::store::Policy;
+use crate::state::AppState;
 
 fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     b.map(|Json(v)| v)

@@ -14,10 +14,10 @@ use kplane_model::results::{Anomaly, AnomalyType, EntityKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::AppState;
 use crate::auth::{Auth, Role, require};
 use crate::error::ApiError;
 use crate::findings::AnomalyFilter;
+use crate::state::AppState;
 
 pub fn router(auth: Auth) -> Router<AppState> {
     Router::new()

@@ -19,19 +19,21 @@ pub mod auth;
 pub mod bench;
 pub mod config;
 pub mod console;
-pub mod drivers;
 pub mod episodes;
 pub mod error;
 pub mod findings;
-pub mod int_label;
+pub mod int_label_api;
 pub mod intents;
 pub mod intents_api;
 pub mod knowledge_api;
+pub mod label_ports;
 pub mod live;
 pub mod metrics;
 pub mod openapi;
 pub mod probe_plans;
 pub mod query_worker;
+pub mod rows;
+pub mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -45,8 +47,8 @@ use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 
 pub use config::Config;
 
-use crate::api::AppState;
 use crate::live::Live;
+use crate::state::AppState;
 
 /// The service's name: its config section, metric prefix and subcommand.
 pub const NAME: &str = "intent-api";
@@ -127,7 +129,7 @@ pub async fn start(
         state.intents.cfg.backpressure.clone(),
         shutdown.clone(),
     ));
-    tokio::spawn(int_label::controller::run(
+    tokio::spawn(intents::label_pro::run(
         state.intents.clone(),
         state.live.int_label.clone(),
         state.intents.cfg.int_label_pro.clone(),

@@ -28,7 +28,7 @@ pub struct Live {
     /// Anomalies and forecasts of the knowledge service.
     pub findings: Findings,
     /// INT-label's ports from the processor's `int_label` windows.
-    pub int_label: crate::int_label::LabelPorts,
+    pub int_label: crate::label_ports::LabelPorts,
     /// Signalled when a `flows` window arrives: verification need not wait for its interval.
     fresh_flows: Arc<tokio::sync::Notify>,
 }

@@ -9,10 +9,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use crate::api::AppState;
 use crate::auth::{Auth, Role, require};
-use crate::drivers::Topology;
 use crate::intents::model::{IntentKind, ProbeMeasure};
+use crate::state::AppState;
+use kplane_southbound::Topology;
 
 pub fn router(auth: Auth) -> Router<AppState> {
     Router::new()

@@ -157,7 +157,7 @@ async fn answer(ctx: &SessionContext, sql: &str, max: usize, memory: usize) -> V
         .with_allow_ddl(false)
         .with_allow_dml(false)
         .with_allow_statements(false);
-    let collected = crate::api::replanned_while_compacted(|| async {
+    let collected = crate::rows::replanned_while_compacted(|| async {
         ctx.sql_with_options(sql, options)
             .await?
             .limit(0, Some(max + 1))?
@@ -203,7 +203,7 @@ async fn answer(ctx: &SessionContext, sql: &str, max: usize, memory: usize) -> V
             ),
         );
     }
-    match crate::api::to_json(&batches) {
+    match crate::rows::to_json(&batches) {
         Ok(mut rows) => {
             let truncated = rows.len() > max;
             rows.truncate(max);

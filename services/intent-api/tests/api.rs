@@ -15,7 +15,7 @@ use kplane_bus::topics;
 use kplane_intent_api::auth::{Role, TokenConfig, hash_token};
 use kplane_intent_api::live::Live;
 use kplane_intent_api::openapi::{ROUTES, document};
-use kplane_intent_api::{Config, api, app};
+use kplane_intent_api::{Config, app, state};
 use kplane_model::batch::ReportBatchBuilder;
 use kplane_model::{FlowKey, HopField, HopRecord, ReportRecord};
 use kplane_stream_processor::metrics::ProcessorMetrics;
@@ -182,7 +182,7 @@ async fn api_on(live: Live, store: fn() -> PathBuf) -> Api {
         ..Config::default()
     };
     let auth = cfg.http.auth();
-    let state = api::AppState::new(cfg, live, kplane_runtime::Shutdown::new())
+    let state = state::AppState::new(cfg, live, kplane_runtime::Shutdown::new())
         .await
         .unwrap();
     Api {

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use kplane_emulator::run::{RunConfig, build};
 use kplane_emulator::sim::Sim;
 use kplane_intent_api::auth::{Role, TokenConfig, hash_token};
-use kplane_intent_api::drivers::{DriverConfig, emulator};
 use kplane_intent_api::intents::IntentsConfig;
 use kplane_intent_api::live::Live;
 use kplane_intent_api::{Config, Running, start};
 use kplane_runtime::Shutdown;
 use kplane_runtime::probe::{Response, request};
+use kplane_southbound::{DriverConfig, emulator};
 use serde_json::{Value, json};
 
 const OPS: &str = "ops-token";

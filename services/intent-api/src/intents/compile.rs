@@ -9,7 +9,7 @@ use kplane_model::detection::Protocol;
 use kplane_p4::{Entry, EntrySpec, P4Info};
 
 use super::model::{Algorithm, Detection, FlowMatch, IntentKind, IntentSpec, ipv4_prefix};
-use crate::drivers::Topology;
+use kplane_southbound::Topology;
 
 /// An intent's entries: (switch, entry).
 pub type Entries = Vec<(u32, Entry)>;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::backpressure::BackpressureConfig;
-use crate::drivers::DriverConfig;
+use kplane_southbound::DriverConfig;
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -33,7 +33,7 @@ pub struct IntentsConfig {
     /// Telemetry backpressure (`[intent-api.intents.backpressure]`).
     pub backpressure: BackpressureConfig,
     /// INT-label Pro's controller (`[intent-api.intents.int-label-pro]`).
-    pub int_label_pro: crate::int_label::ProControllerConfig,
+    pub int_label_pro: super::label_pro::ProControllerConfig,
     /// Submit the knowledge service's recommended intents (`int.anomalies`) as
     /// `origin: recommendation` (the policy decides whether they wait for approval).
     pub follow_recommendations: bool,

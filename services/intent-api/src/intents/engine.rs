@@ -18,7 +18,7 @@ use kplane_runtime::Shutdown;
 use super::store::{State, now_ms};
 use super::verify::{self, Tracker, Verdict};
 use super::{Intents, SwitchState};
-use crate::drivers::{DriverError, Topology, UpdateKind};
+use kplane_southbound::{DriverError, Topology, UpdateKind};
 
 /// Runs until `shutdown`.
 pub async fn run(intents: Intents, shutdown: Shutdown) {

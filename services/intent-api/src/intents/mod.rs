@@ -8,6 +8,7 @@ pub mod backpressure;
 pub mod compile;
 pub mod config;
 pub mod engine;
+pub mod label_pro;
 pub mod model;
 pub mod recommendations;
 pub mod safety;
@@ -25,9 +26,9 @@ use self::compile::{Entries, Index, compile};
 use self::model::{IntentKind, IntentSpec, Origin};
 use self::store::{AuditRecord, Intent, Policy, Snapshot, State, Store, now_ms};
 use crate::auth::{Identity, Role};
-use crate::drivers::{SwitchDriver, Topology};
 use crate::error::ApiError;
 use crate::live::Live;
+use kplane_southbound::{SwitchDriver, Topology};
 
 pub use config::IntentsConfig;
 
@@ -153,7 +154,7 @@ impl Inner {
 pub const CONTROLLERS: [&str; 3] = [
     backpressure::OWNER,
     recommendations::ACTOR,
-    crate::int_label::controller::OWNER,
+    label_pro::OWNER,
 ];
 
 /// The intents and the drivers that carry them out; cheap to clone.

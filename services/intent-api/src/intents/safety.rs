@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use kplane_model::detection::PortRange;
 
 use super::model::{FlowMatch, IntentKind, IntentSpec, in_prefix, ipv4_prefix};
-use crate::drivers::Topology;
+use kplane_southbound::Topology;
 
 /// `[intent-api.intents.safety]`.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -163,7 +163,7 @@ fn host_share(topo: &Topology, inside: impl Fn(u32) -> bool) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drivers::SwitchNode;
+    use kplane_southbound::SwitchNode;
 
     fn spec(json: &str) -> IntentSpec {
         serde_json::from_str(json).unwrap()

@@ -5,17 +5,19 @@
 //! `int-label-pro` (`set_label_shift` on that port of that switch); a change deletes the
 //! old intent and submits the new S; S back at 0 only deletes.
 
+pub mod pro;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kplane_runtime::Shutdown;
 use serde::{Deserialize, Serialize};
 
-use super::ports::LabelPorts;
-use super::pro::{Pro, ProConfig};
+use super::Intents;
+use super::model::{IntentKind, IntentSpec, Origin};
 use crate::auth::{Identity, Role};
-use crate::intents::Intents;
-use crate::intents::model::{IntentKind, IntentSpec, Origin};
+use crate::label_ports::LabelPorts;
+use pro::{Pro, ProConfig};
 
 /// The owner and actor of Pro's intents.
 pub const OWNER: &str = "int-label-pro";

@@ -6,9 +6,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use crate::api::{AppState, Range};
 use crate::auth::{Auth, Role, require};
 use crate::error::ApiError;
+use crate::state::{AppState, Range};
 
 pub fn router(auth: Auth) -> Router<AppState> {
     Router::new()

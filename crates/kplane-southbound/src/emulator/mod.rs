@@ -10,7 +10,7 @@ use kplane_runtime::probe;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{BoxFuture, DriverError, ReadBack, SwitchDriver, SwitchNode, Topology, UpdateKind};
+use crate::{BoxFuture, DriverError, ReadBack, SwitchDriver, SwitchNode, Topology, UpdateKind};
 
 /// `[[intent-api.drivers]] kind = "emulator"`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]

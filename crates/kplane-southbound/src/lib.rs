@@ -1,6 +1,9 @@
-//! Switch drivers: how intents' table entries reach switches. A driver applies write batches
-//! to the switches it serves, reads their entries back, and says what the fabric looks like.
-//! One folder per driver, registered in [`DriverConfig`] (one variant and one `build` arm).
+//! # kplane-southbound
+//!
+//! Switch drivers: how the control plane's table entries reach switches. A driver applies
+//! write batches to the switches it serves, reads their entries back, and says what the
+//! fabric looks like. One folder per driver, registered in [`DriverConfig`] (one variant and
+//! one `build` arm).
 
 pub mod emulator;
 pub mod p4runtime;
@@ -11,13 +14,20 @@ use std::pin::Pin;
 use kplane_p4::Entry;
 use serde::{Deserialize, Serialize};
 
-pub use kplane_p4runtime::UpdateKind;
+/// What a write does to an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UpdateKind {
+    Insert,
+    Modify,
+    Delete,
+}
 
 /// A boxed future (drivers are used as trait objects).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Why a driver call failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct DriverError {
     pub message: String,
     /// Trying again later may succeed (unreachable, restarting, not primary).
@@ -41,12 +51,6 @@ impl DriverError {
             retryable: false,
             failed: Vec::new(),
         }
-    }
-}
-
-impl std::fmt::Display for DriverError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
     }
 }
 

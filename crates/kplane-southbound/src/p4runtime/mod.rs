@@ -6,12 +6,25 @@
 use std::time::Duration;
 
 use kplane_p4::{Entry, KPLANE_BMV2_JSON, KPLANE_P4INFO_BIN};
-use kplane_p4runtime::{P4rtError, Pipeline, Session, SessionConfig};
+use kplane_p4runtime::{P4rtError, Pipeline, Session, SessionConfig, UpdateKind as P4rtUpdate};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
-use super::{BoxFuture, DriverError, ReadBack, SwitchDriver, SwitchNode, Topology, UpdateKind};
-use crate::intents::model::ipv4_prefix;
+use crate::{BoxFuture, DriverError, ReadBack, SwitchDriver, SwitchNode, Topology, UpdateKind};
+
+/// An IPv4 prefix as (network, length): the switch tables match IPv4.
+fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
+    s.parse::<kplane_model::detection::Prefix>().ok()?.ipv4()
+}
+
+/// P4Runtime's update type of a write.
+fn p4rt_update(k: UpdateKind) -> P4rtUpdate {
+    match k {
+        UpdateKind::Insert => P4rtUpdate::Insert,
+        UpdateKind::Modify => P4rtUpdate::Modify,
+        UpdateKind::Delete => P4rtUpdate::Delete,
+    }
+}
 
 /// The cookie kplane's pipeline carries: a switch reporting another runs something else.
 pub const PIPELINE_COOKIE: u64 = 0x6b70_6c61_6e65_0001;
@@ -180,8 +193,8 @@ impl Driver {
                     .filter_map(|e| Entry::new(info, e).ok())
                     .collect();
                 if !fixed.is_empty() {
-                    let batch: Vec<(UpdateKind, &Entry)> =
-                        fixed.iter().map(|e| (UpdateKind::Insert, e)).collect();
+                    let batch: Vec<(P4rtUpdate, &Entry)> =
+                        fixed.iter().map(|e| (P4rtUpdate::Insert, e)).collect();
                     s.write(info, &batch).await.map_err(driver_error)?;
                 }
                 tracing::info!(
@@ -242,7 +255,8 @@ impl SwitchDriver for Driver {
             }
             let mut st = self.state.lock().await;
             let s = self.session(&mut st).await?;
-            let batch: Vec<(UpdateKind, &Entry)> = updates.iter().map(|(k, e)| (*k, e)).collect();
+            let batch: Vec<(P4rtUpdate, &Entry)> =
+                updates.iter().map(|(k, e)| (p4rt_update(*k), e)).collect();
             let r = s.write(kplane_p4::kplane(), &batch).await;
             if r.as_ref().is_err_and(|e| e.is_retryable()) {
                 st.session = None;
