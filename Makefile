@@ -41,9 +41,10 @@ test-tls: ## TLS in front of `kplane up`: nginx with deploy/tls/nginx.conf, chec
 broker: ## Start the local Kafka-protocol broker on 127.0.0.1:19092 (stop: scripts/kafka-broker.sh stop)
 	scripts/kafka-broker.sh start
 
-lint: ## rustfmt --check, clippy -D warnings, and the deployment files against the Kubernetes and Compose schemas
+lint: ## rustfmt --check, clippy -D warnings, no public Result<_, String> (scripts/structure.py), and the deployment files against the Kubernetes and Compose schemas
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	python3 scripts/structure.py --check
 	deploy/validate.sh
 
 fmt: ## Format the code

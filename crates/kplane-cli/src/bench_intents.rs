@@ -133,6 +133,8 @@ fn run_p4runtime(a: &P4runtimeArgs) -> Result<(String, PushFigures), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let f = rt.block_on(push_entries(&addr, a.device_id, a.entries, a.batch))?;
+    let f = rt
+        .block_on(push_entries(&addr, a.device_id, a.entries, a.batch))
+        .map_err(|e| e.to_string())?;
     Ok((addr, f))
 }

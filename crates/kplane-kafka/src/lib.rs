@@ -13,6 +13,9 @@
 //!
 //! Only this crate links librdkafka. See `docs/bus.md`.
 
+mod error;
+pub use error::KafkaBusError;
+
 mod admin;
 mod client;
 mod consumer;
@@ -26,20 +29,3 @@ pub use kplane_bus::{PartitionEvent, Received};
 pub use metrics::KafkaMetrics;
 pub use producer::KafkaProducer;
 pub use rdkafka::error::KafkaError;
-
-/// What can go wrong talking to Kafka.
-#[derive(Debug, thiserror::Error)]
-pub enum KafkaBusError {
-    #[error("kafka client: {0}")]
-    Client(#[from] rdkafka::error::KafkaError),
-    #[error(
-        "topic {topic} has {actual} partitions but kplane is configured for {expected}; delete and recreate it, or set the partitions key to {actual}"
-    )]
-    PartitionCount {
-        topic: String,
-        actual: u32,
-        expected: u32,
-    },
-    #[error("topic {topic}: {reason}")]
-    Topic { topic: String, reason: String },
-}

@@ -11,12 +11,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::ParseError;
 use crate::{FlowKey, HopField, ip_to_16};
-
-/// Text that is not what it should be; the message names the text and what was expected.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ParseError(pub String);
 
 /// An IP prefix, `10.0.0.0/8` or `2001:db8::/32` (a bare address is a host prefix).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -7,6 +7,7 @@
 pub mod batch;
 pub mod detection;
 mod envelope;
+mod error;
 mod event;
 mod flow;
 mod hop;
@@ -18,6 +19,7 @@ pub mod rng;
 pub mod schema;
 
 pub use envelope::{ReportEnvelope, ReportFlags, ReportFormat};
+pub use error::ParseError;
 pub use event::{Detector, EventKind, EventRow, Metric};
 pub use flow::{FlowHashKey, FlowKey, ip_from_16, ip_to_16};
 pub use hop::{HopField, HopRecord};

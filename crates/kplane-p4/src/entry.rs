@@ -128,7 +128,11 @@ fn parse_u64(s: &str) -> Option<u64> {
 /// (ternary), `80-443` (range), a number (decimal or `0x…`) or an IPv4 address (exact, or a
 /// full-width lpm / ternary match, or a one-value range). Returns `None` for a wildcard
 /// (prefix 0, mask 0, the full range): P4Runtime wants those omitted.
-pub fn parse_match(kind: MatchKind, bitwidth: u32, s: &str) -> Result<Option<MatchValue>, String> {
+pub fn parse_match(kind: MatchKind, bitwidth: u32, s: &str) -> Result<Option<MatchValue>, P4Error> {
+    match_value(kind, bitwidth, s).map_err(P4Error::InvalidMatch)
+}
+
+fn match_value(kind: MatchKind, bitwidth: u32, s: &str) -> Result<Option<MatchValue>, String> {
     let f = full(bitwidth);
     let bad = |hint: &str| format!("{s:?} is not a valid {} value{hint}", kind.as_str());
     let num = |v: &str| {

@@ -23,6 +23,9 @@ pub enum P4Error {
         bitwidth: u32,
         hint: &'static str,
     },
+    /// A match value that does not parse (the message says what its kind takes).
+    #[error("{0}")]
+    InvalidMatch(String),
     #[error("unknown action {0:?}")]
     UnknownAction(String),
     #[error("action {action:?} is not allowed in {table} (allowed: {allowed})")]
@@ -53,4 +56,11 @@ pub enum P4Error {
         why: &'static str,
         got: u32,
     },
+}
+
+impl P4Error {
+    /// Never: the entry or the P4Info has to change.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
 }

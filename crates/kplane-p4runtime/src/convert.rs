@@ -79,7 +79,11 @@ pub fn to_table_entry(info: &P4Info, e: &Entry) -> TableEntry {
 }
 
 /// A `TableEntry` read from a switch, typed by `info` (the switch is `switch`).
-pub fn from_table_entry(info: &P4Info, t: &TableEntry, switch: u32) -> Result<Entry, String> {
+pub(crate) fn from_table_entry(
+    info: &P4Info,
+    t: &TableEntry,
+    switch: u32,
+) -> Result<Entry, String> {
     let ti = info
         .table_by_id(t.table_id)
         .ok_or_else(|| format!("unknown table id {}", t.table_id))?;

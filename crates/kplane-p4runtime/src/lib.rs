@@ -13,7 +13,7 @@ mod convert;
 mod error;
 mod session;
 
-pub use convert::{from_table_entry, to_table_entry};
+pub use convert::to_table_entry;
 pub use error::P4rtError;
 pub use session::{Pipeline, Session, SessionConfig, UpdateKind};
 

@@ -4,6 +4,9 @@
 //! with nanosecond timestamps, and writes pcap / pcapng files (for the sample captures and
 //! tests). pcapng interface timestamp resolutions (`if_tsresol`) are honoured.
 
+mod error;
+pub use error::CaptureError;
+
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -24,24 +27,6 @@ pub const LINKTYPE_ETHERNET: u32 = 1;
 pub const LINKTYPE_RAW: u32 = 101;
 pub const LINKTYPE_IPV4: u32 = 228;
 pub const LINKTYPE_IPV6: u32 = 229;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CaptureError {
-    #[error("cannot open {path}: {source}")]
-    Open {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path} is not a pcap or pcapng file (magic {magic:#010x})")]
-    NotACapture { path: String, magic: u32 },
-    #[error("{path}: {source}")]
-    Format {
-        path: String,
-        source: pcap_file::PcapError,
-    },
-    #[error("cannot write capture: {0}")]
-    Write(String),
-}
 
 /// One captured frame.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,11 +9,13 @@ pub struct Graph {
 
 impl Graph {
     /// `n` nodes and `edges` (self-loops and repeats are dropped; nodes past `n` are an error).
-    pub fn from_edges(n: usize, edges: &[(usize, usize)]) -> Result<Self, String> {
+    pub fn from_edges(n: usize, edges: &[(usize, usize)]) -> Result<Self, crate::ProbeError> {
         let mut adj = vec![Vec::new(); n];
         for &(a, b) in edges {
             if a >= n || b >= n {
-                return Err(format!("edge ({a}, {b}) names a node past {n}"));
+                return Err(crate::ProbeError::Graph(format!(
+                    "edge ({a}, {b}) names a node past {n}"
+                )));
             }
             if a != b {
                 adj[a].push(b);

@@ -34,3 +34,18 @@ pub enum RuntimeError {
     #[error("cannot install the logger: {0}")]
     Logging(String),
 }
+
+impl RuntimeError {
+    /// Whether starting again later may succeed: an admin address still held by a process
+    /// that is stopping may be free then; a logger that cannot be installed will not be.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::AdminBind { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse)
+    }
+}
+
+impl ConfigError {
+    /// Never: the configuration has to change.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}

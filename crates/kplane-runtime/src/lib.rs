@@ -15,7 +15,6 @@ pub mod http;
 pub mod id_table;
 pub mod logging;
 pub mod metrics;
-pub mod packet_socket;
 pub mod probe;
 pub mod service;
 pub mod shutdown;

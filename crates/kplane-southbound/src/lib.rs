@@ -5,6 +5,9 @@
 //! fabric looks like. One folder per driver, registered in [`DriverConfig`] (one variant and
 //! one `build` arm).
 
+mod error;
+pub use error::DriverError;
+
 pub mod emulator;
 pub mod p4runtime;
 
@@ -24,35 +27,6 @@ pub enum UpdateKind {
 
 /// A boxed future (drivers are used as trait objects).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Why a driver call failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct DriverError {
-    pub message: String,
-    /// Trying again later may succeed (unreachable, restarting, not primary).
-    pub retryable: bool,
-    /// Indices of the updates of a batch that the switch refused (the others were applied).
-    pub failed: Vec<usize>,
-}
-
-impl DriverError {
-    pub fn retryable(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retryable: true,
-            failed: Vec::new(),
-        }
-    }
-
-    pub fn fatal(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retryable: false,
-            failed: Vec::new(),
-        }
-    }
-}
 
 /// A switch as intents see it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

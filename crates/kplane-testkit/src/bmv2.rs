@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kplane_runtime::packet_socket::PacketSocket;
+use kplane_probe::packet_socket::PacketSocket;
 
 use crate::{ChildGuard, free_port};
 

@@ -28,6 +28,11 @@ pub enum ErrorKind {
 }
 
 impl WireError {
+    /// Never: the bytes are what they are (the packet is counted and dropped).
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+
     pub(crate) const fn new(
         header: &'static str,
         field: &'static str,

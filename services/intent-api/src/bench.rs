@@ -106,7 +106,7 @@ pub async fn push_entries(
     device_id: u64,
     entries: usize,
     batch: usize,
-) -> Result<PushFigures, String> {
+) -> Result<PushFigures, kplane_p4runtime::P4rtError> {
     let info = kplane_p4::kplane();
     let mut s = Session::open(SessionConfig {
         addr: addr.to_string(),
@@ -114,15 +114,13 @@ pub async fn push_entries(
         election_id: 1,
         timeout: Duration::from_secs(30),
     })
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     s.set_pipeline(&Pipeline {
         p4info: KPLANE_P4INFO_BIN,
         device_config: KPLANE_BMV2_JSON,
         cookie: PIPELINE_COOKIE,
     })
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     let table: Vec<Entry> = (0..1000usize)
         .map(|i| {
             let spec: EntrySpec = serde_json::from_value(json!({
@@ -141,7 +139,7 @@ pub async fn push_entries(
             for chunk in table.chunks(batch.max(1)) {
                 let updates: Vec<(UpdateKind, &Entry)> = chunk.iter().map(|e| (kind, e)).collect();
                 let t = Instant::now();
-                s.write(info, &updates).await.map_err(|e| e.to_string())?;
+                s.write(info, &updates).await?;
                 let (n, time) = match kind {
                     UpdateKind::Insert => (&mut f.inserted, &mut f.insert_time),
                     _ => (&mut f.deleted, &mut f.delete_time),

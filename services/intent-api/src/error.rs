@@ -5,26 +5,60 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-#[derive(Debug)]
+/// Everything the API and its control plane answer an error with. [`ApiError::status`] is
+/// its HTTP status; [`ApiError::is_retryable`] tells a condition that may clear by itself
+/// (a switch that cannot answer now, a limit, a timeout) from one the caller must change.
+#[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    #[error("{0}")]
     BadRequest(String),
+    #[error("{0}")]
     Unauthorized(&'static str),
+    #[error("{0}")]
     Forbidden(String),
+    #[error("{0}")]
     NotFound(String),
     /// The request clashes with the current state (an intent conflict).
+    #[error("{0}")]
     Conflict(String),
     /// A dependency (a switch driver) cannot answer now; retry later.
+    #[error("{0}")]
     Unavailable(String),
     /// The query was refused or failed for a reason the caller can fix (SQL error, limits).
+    #[error("{0}")]
     Unprocessable(String),
     /// The work took longer than its limit (504).
+    #[error("{0}")]
     Timeout(String),
     /// A token's rate or concurrency limit (429, `Retry-After` in seconds).
-    TooManyRequests {
-        message: String,
-        retry_after: u64,
-    },
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after: u64 },
+    #[error("{0}")]
     Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable(_) | Self::Timeout(_) | Self::TooManyRequests { .. }
+        )
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -33,23 +67,13 @@ impl IntoResponse for ApiError {
             Self::TooManyRequests { retry_after, .. } => Some(*retry_after),
             _ => None,
         };
-        let (status, msg) = match self {
-            Self::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
-            Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m.to_string()),
-            Self::Forbidden(m) => (StatusCode::FORBIDDEN, m),
-            Self::NotFound(m) => (StatusCode::NOT_FOUND, m),
-            Self::Conflict(m) => (StatusCode::CONFLICT, m),
-            Self::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
-            Self::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
-            Self::Timeout(m) => (StatusCode::GATEWAY_TIMEOUT, m),
-            Self::TooManyRequests { message, .. } => (StatusCode::TOO_MANY_REQUESTS, message),
+        let status = self.status();
+        let msg = match self {
             Self::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error answering a request");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal error (details are in the server log)".to_string(),
-                )
+                "internal error (details are in the server log)".to_string()
             }
+            e => e.to_string(),
         };
         let mut r = (status, Json(json!({ "error": msg }))).into_response();
         if status == StatusCode::UNAUTHORIZED {

@@ -19,10 +19,10 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::Semaphore;
 
 /// SQL tokens a query may have: far above any analytics query, far below what takes a
 /// planner's recursion deep.
@@ -58,7 +58,11 @@ pub fn check_size(sql: &str) -> Result<(), ApiError> {
 }
 
 /// Refuses anything but one read-only query (in the worker: this builds the syntax tree).
-pub fn check_read_only(sql: &str) -> Result<(), String> {
+pub fn check_read_only(sql: &str) -> Result<(), ApiError> {
+    read_only(sql).map_err(ApiError::BadRequest)
+}
+
+fn read_only(sql: &str) -> Result<(), String> {
     use datafusion::sql::parser::{DFParser, Statement};
     use datafusion::sql::sqlparser::ast::Statement as Sql;
     let statements = DFParser::parse_sql(sql).map_err(|e| format!("SQL does not parse: {e}"))?;
@@ -151,7 +155,7 @@ async fn sandbox(store_dir: &Path, memory: usize) -> Result<SessionContext, Stri
 async fn answer(ctx: &SessionContext, sql: &str, max: usize, memory: usize) -> Value {
     let refuse = |status: u16, m: String| json!({ "error": m, "status": status });
     if let Err(e) = check_read_only(sql) {
-        return refuse(400, e);
+        return refuse(e.status().as_u16(), e.to_string());
     }
     let options = datafusion::execution::context::SQLOptions::new()
         .with_allow_ddl(false)

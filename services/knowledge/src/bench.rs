@@ -22,7 +22,10 @@ pub fn repeat(base: &[Window], n: usize, window_ns: i64) -> Vec<Window> {
 
 /// Trains a fresh engine (its state in `cfg.state_dir`) on `windows`, as a cold start from
 /// history does: the engine and the seconds the training took (one thread).
-pub fn train(cfg: EngineConfig, windows: Vec<Window>) -> Result<(Engine, f64), String> {
+pub fn train(
+    cfg: EngineConfig,
+    windows: Vec<Window>,
+) -> Result<(Engine, f64), crate::KnowledgeError> {
     let mut e = Engine::new(cfg)?;
     e.seed_history(windows);
     let seconds = e
@@ -31,7 +34,9 @@ pub fn train(cfg: EngineConfig, windows: Vec<Window>) -> Result<(Engine, f64), S
         .last()
         .filter(|t| t.ok)
         .map(|t| t.seconds)
-        .ok_or_else(|| format!("no model trained: {}", e.registry().message))?;
+        .ok_or_else(|| {
+            crate::KnowledgeError::Training(format!("no model trained: {}", e.registry().message))
+        })?;
     Ok((e, seconds))
 }
 

@@ -123,7 +123,7 @@ pub struct Engine {
 
 impl Engine {
     /// Loads the registry of `cfg.state_dir` if there is one (a restart keeps its models).
-    pub fn new(cfg: EngineConfig) -> Result<Self, String> {
+    pub fn new(cfg: EngineConfig) -> Result<Self, crate::KnowledgeError> {
         let labelled = crate::registry::labelled(&cfg.state_dir)?;
         let typer = Typer::train(&labelled).ok();
         let mut e = Self {
@@ -695,7 +695,7 @@ fn train(
             Ok(m) => {
                 models.insert(kind, m);
             }
-            Err(e) => problems.push(e),
+            Err(e) => problems.push(e.to_string()),
         }
     }
     let mut forecasts = BTreeMap::new();

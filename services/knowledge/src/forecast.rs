@@ -249,7 +249,11 @@ fn least_squares(rows: Vec<f64>, n: usize, inputs: usize) -> Result<Linear, Stri
 /// on the windows of entities with a period. Windows with a value of zero are skipped (a
 /// relative error is undefined there). A seasonal model that cannot be fitted leaves the
 /// plain one for every entity.
-pub fn fit(series: &[(String, Vec<f64>)]) -> Result<Coefficients, String> {
+pub fn fit(series: &[(String, Vec<f64>)]) -> Result<Coefficients, crate::KnowledgeError> {
+    fit_all(series).map_err(crate::KnowledgeError::Training)
+}
+
+fn fit_all(series: &[(String, Vec<f64>)]) -> Result<Coefficients, String> {
     let periods: BTreeMap<String, usize> = series
         .iter()
         .filter_map(|(e, v)| period_of(v).map(|p| (e.clone(), p)))

@@ -26,6 +26,7 @@ pub mod bench;
 pub mod config;
 pub mod detectors;
 pub mod engine;
+mod error;
 pub mod explain;
 pub mod features;
 pub mod forecast;
@@ -36,6 +37,7 @@ pub mod registry;
 pub mod store;
 pub mod typer;
 
+pub use error::KnowledgeError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -11,6 +11,7 @@ use kplane_model::results::{EntityKind, FeatureDeviation};
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
+use crate::KnowledgeError;
 use crate::detectors::{self, Scorer};
 use crate::features::{Sample, names};
 
@@ -127,22 +128,23 @@ impl EntityModel {
         }
     }
 
-    pub fn load(s: &SavedModel) -> Result<Self, String> {
+    pub fn load(s: &SavedModel) -> Result<Self, KnowledgeError> {
         let d = detectors::by_name(&s.detector)?;
+        let incompatible = KnowledgeError::Incompatible;
         if s.features.len() != names(s.kind).len() {
-            return Err(format!(
+            return Err(incompatible(format!(
                 "{} model has features {:?}; this version extracts {:?}",
                 s.kind.as_str(),
                 s.features,
                 names(s.kind)
-            ));
+            )));
         }
         Ok(Self {
             kind: s.kind,
             detector: d.name,
             mean: s.mean.clone(),
             std: s.std.clone(),
-            scorer: (d.load)(&s.fitted)?,
+            scorer: (d.load)(&s.fitted).map_err(incompatible)?,
             calibration: s.calibration.clone(),
             training: s.training.clone(),
         })
@@ -152,8 +154,21 @@ impl EntityModel {
     /// calibrates its threshold on out-of-fold scores: the windows are cut into `folds` spans
     /// of time, each span is scored by a model fitted on the others, so every training window
     /// is also a held-out one.
-    pub fn train(kind: EntityKind, samples: &[&Sample], p: &TrainParams) -> Result<Self, String> {
+    pub fn train(
+        kind: EntityKind,
+        samples: &[&Sample],
+        p: &TrainParams,
+    ) -> Result<Self, KnowledgeError> {
         let d = detectors::by_name(&p.detector)?;
+        Self::train_with(kind, d, samples, p).map_err(KnowledgeError::Training)
+    }
+
+    fn train_with(
+        kind: EntityKind,
+        d: &'static detectors::DetectorKind,
+        samples: &[&Sample],
+        p: &TrainParams,
+    ) -> Result<Self, String> {
         let mut ends: Vec<i64> = samples.iter().map(|s| s.window_end_ns).collect();
         ends.sort_unstable();
         ends.dedup();

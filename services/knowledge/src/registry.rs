@@ -3,6 +3,7 @@
 //! type classifier, the forecast models, and the history of (re)trainings. A restart loads it
 //! instead of learning again.
 
+use crate::KnowledgeError;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -67,14 +68,17 @@ impl Registry {
     /// Labelled anomalies for the type classifier (see docs/knowledge.md for the format).
     pub const TYPES_FILE: &'static str = "types.json";
 
-    pub fn load(dir: &Path) -> Result<Option<Self>, String> {
+    pub fn load(dir: &Path) -> Result<Option<Self>, KnowledgeError> {
         let p = dir.join(Self::FILE);
         match std::fs::read(&p) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
-                .map_err(|e| format!("{}: {e}", p.display())),
+                .map_err(|e| KnowledgeError::Corrupt {
+                    path: p,
+                    reason: format!("not a model registry ({e}); remove it to train afresh"),
+                }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("{}: {e}", p.display())),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -96,14 +100,17 @@ impl Registry {
 
 /// The labelled anomalies the classifier learns from: `<state-dir>/types.json` if present,
 /// else the set shipped with kplane (empty today: see docs/knowledge.md).
-pub fn labelled(dir: &Path) -> Result<Vec<Labelled>, String> {
+pub fn labelled(dir: &Path) -> Result<Vec<Labelled>, KnowledgeError> {
     let p = dir.join(Registry::TYPES_FILE);
     let text = match std::fs::read_to_string(&p) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => SHIPPED.to_string(),
-        Err(e) => return Err(format!("{}: {e}", p.display())),
+        Err(e) => return Err(e.into()),
     };
-    serde_json::from_str(&text).map_err(|e| format!("labelled anomalies: {e}"))
+    serde_json::from_str(&text).map_err(|e| KnowledgeError::Corrupt {
+        path: p,
+        reason: format!("not labelled anomalies ({e})"),
+    })
 }
 
 /// The shipped labelled set.

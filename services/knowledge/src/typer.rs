@@ -66,7 +66,11 @@ pub struct Typer {
 
 impl Typer {
     /// A decision tree per entity kind with labelled anomalies.
-    pub fn train(data: &[Labelled]) -> Result<Self, String> {
+    pub fn train(data: &[Labelled]) -> Result<Self, crate::KnowledgeError> {
+        Self::fit(data).map_err(crate::KnowledgeError::Training)
+    }
+
+    fn fit(data: &[Labelled]) -> Result<Self, String> {
         if data.is_empty() {
             return Err("no labelled anomalies to learn types from".into());
         }

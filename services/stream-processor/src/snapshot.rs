@@ -6,28 +6,28 @@
 pub struct Writer(pub Vec<u8>);
 
 impl Writer {
-    pub fn u8(&mut self, v: u8) {
+    pub(crate) fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
-    pub fn u16(&mut self, v: u16) {
+    pub(crate) fn u16(&mut self, v: u16) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn u32(&mut self, v: u32) {
+    pub(crate) fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn u64(&mut self, v: u64) {
+    pub(crate) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn i64(&mut self, v: i64) {
+    pub(crate) fn i64(&mut self, v: i64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
     /// Length-prefixed (u32) bytes.
-    pub fn bytes(&mut self, v: &[u8]) {
+    pub(crate) fn bytes(&mut self, v: &[u8]) {
         self.u32(v.len() as u32);
         self.0.extend_from_slice(v);
     }
     /// A length-prefixed (u16) list of u32, cut at 65,535 (paths are at most 255 hops).
-    pub fn u32s(&mut self, v: &[u32]) {
+    pub(crate) fn u32s(&mut self, v: &[u32]) {
         let v = &v[..v.len().min(usize::from(u16::MAX))];
         self.u16(v.len() as u16);
         v.iter().for_each(|&x| self.u32(x));
@@ -47,22 +47,22 @@ impl<'a> Reader<'a> {
         self.0 = rest;
         Ok(*head)
     }
-    pub fn u8(&mut self, what: &str) -> Result<u8, String> {
+    pub(crate) fn u8(&mut self, what: &str) -> Result<u8, String> {
         Ok(self.take::<1>(what)?[0])
     }
-    pub fn u16(&mut self, what: &str) -> Result<u16, String> {
+    pub(crate) fn u16(&mut self, what: &str) -> Result<u16, String> {
         Ok(u16::from_le_bytes(self.take(what)?))
     }
-    pub fn u32(&mut self, what: &str) -> Result<u32, String> {
+    pub(crate) fn u32(&mut self, what: &str) -> Result<u32, String> {
         Ok(u32::from_le_bytes(self.take(what)?))
     }
-    pub fn u64(&mut self, what: &str) -> Result<u64, String> {
+    pub(crate) fn u64(&mut self, what: &str) -> Result<u64, String> {
         Ok(u64::from_le_bytes(self.take(what)?))
     }
-    pub fn i64(&mut self, what: &str) -> Result<i64, String> {
+    pub(crate) fn i64(&mut self, what: &str) -> Result<i64, String> {
         Ok(i64::from_le_bytes(self.take(what)?))
     }
-    pub fn bytes(&mut self, what: &str) -> Result<&'a [u8], String> {
+    pub(crate) fn bytes(&mut self, what: &str) -> Result<&'a [u8], String> {
         let n = self.u32(what)? as usize;
         if self.0.len() < n {
             return Err(format!("detector state ends inside {what}"));
@@ -71,7 +71,7 @@ impl<'a> Reader<'a> {
         self.0 = rest;
         Ok(head)
     }
-    pub fn u32s(&mut self, what: &str) -> Result<Vec<u32>, String> {
+    pub(crate) fn u32s(&mut self, what: &str) -> Result<Vec<u32>, String> {
         let n = self.u16(what)?;
         (0..n).map(|_| self.u32(what)).collect()
     }

@@ -5,8 +5,6 @@
 //! the switches' SQR rings, forwards every returned probe to the collector as telemetry,
 //! and prints one JSON line per session.
 
-mod wire_net;
-
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -16,7 +14,7 @@ use kplane_probe::monitor::{Monitor, MonitorConfig, RecoveryConfig, Session, Una
 use serde_json::{Value, json};
 
 use crate::intent::Client;
-pub use wire_net::{LivePlan, MonitorLink, WireNet};
+pub use kplane_probe::wire_net::{LivePlan, MonitorLink, WireNet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum RecoveryPreset {
@@ -145,7 +143,7 @@ fn fetch_plan(client: &Client, intent: Option<&str>) -> Result<LivePlan, String>
         None => plans.first(),
     };
     match chosen {
-        Some(p) => LivePlan::from_json(p),
+        Some(p) => LivePlan::from_json(p).map_err(|e| e.to_string()),
         None => Err(match intent {
             Some(id) => format!("no active probe-plan intent {id}"),
             None => "no active probe-plan intent".to_string(),

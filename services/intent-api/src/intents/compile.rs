@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use kplane_model::detection::Protocol;
+
+use crate::error::ApiError;
 use kplane_p4::{Entry, EntrySpec, P4Info};
 
 use super::model::{Algorithm, Detection, FlowMatch, IntentKind, IntentSpec, ipv4_prefix};
@@ -14,8 +16,13 @@ use kplane_southbound::Topology;
 /// An intent's entries: (switch, entry).
 pub type Entries = Vec<(u32, Entry)>;
 
-/// Compiles `spec` against the fabric. The error names the field or the switch at fault.
-pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entries, String> {
+/// Compiles `spec` against the fabric. The error (422) names the field or the switch at
+/// fault.
+pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entries, ApiError> {
+    entries_of(info, spec, topo).map_err(ApiError::Unprocessable)
+}
+
+fn entries_of(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entries, String> {
     let problems = spec.check();
     if !problems.is_empty() {
         return Err(problems.join("; "));
@@ -391,8 +398,12 @@ impl Index {
     }
 
     /// Refuses `entries` (of intent `id`) when they clash with another intent's or would not
-    /// fit; the message names the other intent, the switch and the table.
-    pub fn check(&self, info: &P4Info, id: &str, entries: &Entries) -> Result<(), String> {
+    /// fit (409); the message names the other intent, the switch and the table.
+    pub fn check(&self, info: &P4Info, id: &str, entries: &Entries) -> Result<(), ApiError> {
+        self.clashes(info, id, entries).map_err(ApiError::Conflict)
+    }
+
+    fn clashes(&self, info: &P4Info, id: &str, entries: &Entries) -> Result<(), String> {
         let mut adding: HashMap<(u32, usize), usize> = HashMap::new();
         for (s, e) in entries {
             let table = &info.tables[e.key.table];
@@ -442,8 +453,20 @@ impl Index {
     }
 
     /// Refuses reroute entries that, with the other intents' forwarding entries, would send
-    /// traffic towards `dst` around a loop.
+    /// traffic towards `dst` around a loop (409).
     pub fn check_loops(
+        &self,
+        info: &P4Info,
+        id: &str,
+        entries: &Entries,
+        topo: &Topology,
+        dst: &str,
+    ) -> Result<(), ApiError> {
+        self.loops(info, id, entries, topo, dst)
+            .map_err(ApiError::Conflict)
+    }
+
+    fn loops(
         &self,
         info: &P4Info,
         id: &str,

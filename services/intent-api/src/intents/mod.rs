@@ -129,7 +129,7 @@ impl Inner {
             ));
         }
         let info = kplane_p4::kplane();
-        let entries = compile(info, spec, &self.topo).map_err(ApiError::Unprocessable)?;
+        let entries = compile(info, spec, &self.topo)?;
         for (s, _) in &entries {
             if !self.route.contains_key(s) {
                 return Err(ApiError::Unprocessable(format!(
@@ -137,13 +137,10 @@ impl Inner {
                 )));
             }
         }
-        self.index
-            .check(info, id, &entries)
-            .map_err(ApiError::Conflict)?;
+        self.index.check(info, id, &entries)?;
         if let IntentKind::Reroute { dst, .. } = &spec.kind {
             self.index
-                .check_loops(info, id, &entries, &self.topo, dst)
-                .map_err(ApiError::Conflict)?;
+                .check_loops(info, id, &entries, &self.topo, dst)?;
         }
         Ok(entries)
     }

@@ -29,9 +29,9 @@ pub struct DetectorKind {
 /// Every detector, by name.
 pub const REGISTRY: &[DetectorKind] = &[kmeans::KIND];
 
-pub fn by_name(name: &str) -> Result<&'static DetectorKind, String> {
+pub fn by_name(name: &str) -> Result<&'static DetectorKind, crate::KnowledgeError> {
     REGISTRY.iter().find(|d| d.name == name).ok_or_else(|| {
         let known: Vec<_> = REGISTRY.iter().map(|d| d.name).collect();
-        format!("detector {name:?} is not one of {known:?}")
+        crate::KnowledgeError::Config(format!("detector {name:?} is not one of {known:?}"))
     })
 }

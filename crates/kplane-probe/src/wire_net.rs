@@ -13,8 +13,8 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kplane_probe::Plan;
-use kplane_probe::monitor::{Heard, ProbeNet};
+use crate::Plan;
+use crate::monitor::{Heard, ProbeNet};
 use kplane_wire::build::{ip_packet, report_v20_ipv4};
 use kplane_wire::packet::Telemetry;
 use kplane_wire::papers::{DlvHeader, GpintProbe, ProbeKind, SrHeader};
@@ -22,7 +22,7 @@ use kplane_wire::{DecodeOptions, Decoded, Start, decode_frame};
 use serde::Serialize;
 use serde_json::Value;
 
-use kplane_runtime::packet_socket::PacketSocket;
+use crate::packet_socket::PacketSocket;
 
 /// IP protocol of GPINT probes (the decoder's and the P4 program's default).
 const PROBE_PROTOCOL: u8 = 254;
@@ -73,7 +73,11 @@ pub struct LivePlan {
 
 impl LivePlan {
     /// One entry of `GET /v1/probe-plans`' `plans`.
-    pub fn from_json(v: &Value) -> Result<Self, String> {
+    pub fn from_json(v: &Value) -> Result<Self, crate::ProbeError> {
+        Self::parse(v).map_err(crate::ProbeError::Plan)
+    }
+
+    fn parse(v: &Value) -> Result<Self, String> {
         if let Some(e) = v["error"].as_str() {
             return Err(format!("plan {}: {e}", v["intent"]));
         }
@@ -521,12 +525,14 @@ mod tests {
         assert!(
             LivePlan::from_json(&bad)
                 .unwrap_err()
+                .to_string()
                 .contains("sr has 0 hops")
         );
         let err = json!({ "intent": "i-2", "error": "no such planner" });
         assert!(
             LivePlan::from_json(&err)
                 .unwrap_err()
+                .to_string()
                 .contains("no such planner")
         );
     }
