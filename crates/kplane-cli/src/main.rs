@@ -1,19 +1,8 @@
 //! `kplane`: one command for every service, plus tools (`decode`, `config`, `sample-capture`).
 
-mod bench;
-mod bench_ingest;
-mod bench_intents;
-mod bench_kafka;
-mod bench_loop;
-mod bench_processor;
-mod bench_skew;
-mod bench_soak;
-mod bench_store;
 mod config;
 mod decode;
 mod emulate;
-mod eval;
-mod experiment;
 mod intent;
 mod probe;
 mod query;
@@ -70,13 +59,13 @@ enum Command {
     Query(query::QueryArgs),
     /// Benchmarks (printed figures: see docs/benchmarks.md).
     #[command(subcommand)]
-    Bench(bench::Bench),
+    Bench(kplane_bench::Bench),
     /// Evaluations against the emulator's ground truth (see docs/knowledge.md).
     #[command(subcommand)]
-    Eval(eval::Eval),
+    Eval(kplane_experiments::eval::Eval),
     /// The seed papers' evaluations re-run on kplane: `kplane experiment list` names them;
     /// each writes a CSV, SVG plots and a markdown table beside the paper's figures.
-    Experiment(experiment::ExperimentArgs),
+    Experiment(kplane_experiments::experiment::ExperimentArgs),
     /// The API's query worker (started by the API itself: user SQL runs in it).
     #[command(hide = true)]
     QueryWorker(QueryWorkerArgs),
@@ -104,9 +93,9 @@ fn main() -> ExitCode {
         Command::Config => config::print(&source),
         Command::SampleCapture(a) => sample::run(a),
         Command::Query(a) => query::run(source, a),
-        Command::Bench(b) => bench::run(b),
-        Command::Eval(e) => eval::run(e),
-        Command::Experiment(a) => experiment::run(a),
+        Command::Bench(b) => kplane_bench::run(b),
+        Command::Eval(e) => kplane_experiments::eval::run(e),
+        Command::Experiment(a) => kplane_experiments::experiment::run(a),
         Command::QueryWorker(a) => {
             kplane_intent_api::query_worker::worker_main(&a.store_dir, a.memory)
         }

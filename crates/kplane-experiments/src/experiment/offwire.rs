@@ -11,8 +11,8 @@ use anyhow::Context;
 use kplane_collector::bench::{ReportShape, shaped_reports};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 
-use crate::bench::free_port;
-use crate::bench_ingest::{Input, Sequences, Traffic, Wire, paced_send, softirq_seconds};
+use kplane_bench::free_port;
+use kplane_bench::ingest::{Input, Sequences, Traffic, Wire, paced_send, softirq_seconds};
 
 /// CPU seconds every thread of process `pid` has run, from the scheduler's nanosecond
 /// accounting (`/proc/PID/task/*/schedstat`): points of a few seconds at a few % of a core

@@ -5,7 +5,7 @@ use kplane_collector::bench::ReportShape;
 
 use super::offwire::{Session, missing_reports};
 use super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
-use crate::bench_ingest::Input;
+use kplane_bench::ingest::Input;
 
 pub struct Rate;
 

@@ -1,5 +1,18 @@
+//! # kplane-bench
+//!
 //! `kplane bench …`: benchmarks the issues ask for, printed as plain text with the parameters,
-//! so figures can be quoted and reproduced.
+//! so figures can be quoted and reproduced (docs/benchmarks.md). Tooling, not a service: the
+//! `kplane` binary's subcommand in a crate of its own, which reports errors with `anyhow` as
+//! the binary does.
+
+pub mod closed_loop;
+pub mod ingest;
+pub mod intents;
+pub mod kafka;
+pub mod processor;
+pub mod skew;
+pub mod soak;
+pub mod store;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -16,32 +29,32 @@ pub enum Bench {
     Memory(MemoryArgs),
     /// Off the wire: a collector process takes reports off a veth pair (`--input udp` or
     /// `af-xdp`), sent from a network namespace; CPU per report, loss (needs root).
-    Ingest(crate::bench_ingest::IngestArgs),
+    Ingest(crate::ingest::IngestArgs),
     /// Emulator speed: virtual time on the default fat-tree, INT on every flow, a TR v2.0
     /// report built for every delivered packet (no collector).
     Emulator(EmulatorArgs),
     /// Collector → Kafka → consumer group on one machine: sustained reports/s, loss, and
     /// receive-to-consume latency p50/p99 (needs a broker: `make broker`).
-    Kafka(crate::bench_kafka::KafkaArgs),
+    Kafka(crate::kafka::KafkaArgs),
     /// Stream processor: reports/s through the 1 s window analytics on one core; with
     /// `--latency 20s`, arrival → window result / immediate event latency p50/p99.
-    Processor(crate::bench_processor::ProcessorArgs),
+    Processor(crate::processor::ProcessorArgs),
     /// The analytics store: an hour of window files with and without compaction, and a
     /// query over the hour on each (files listed, time).
-    Store(crate::bench_store::StoreArgs),
+    Store(crate::store::StoreArgs),
     /// Partition skew: a heavy source through the collector, partitioned by source only and
     /// with hot sources spread by flow; the busiest partition's share of each.
-    Skew(crate::bench_skew::SkewArgs),
+    Skew(crate::skew::SkewArgs),
     /// Intents: check, compile and conflict-check many intents (in memory).
-    Intents(crate::bench_intents::IntentsArgs),
+    Intents(crate::intents::IntentsArgs),
     /// Table entries pushed per second to a P4Runtime switch (BMv2 started if no --addr).
-    P4runtime(crate::bench_intents::P4runtimeArgs),
+    P4runtime(crate::intents::P4runtimeArgs),
     /// Flow churn through the collector's pipeline and the processor's detectors (virtual
     /// time): resident memory and state-table sizes and evictions per virtual minute.
-    Soak(crate::bench_soak::SoakArgs),
+    Soak(crate::soak::SoakArgs),
     /// The closed loop in `kplane up`: a DDoS → anomaly → block intents written → verified,
     /// seconds from the attack's start, and the attack's traffic at the victim afterwards.
-    Loop(crate::bench_loop::LoopArgs),
+    Loop(crate::closed_loop::LoopArgs),
 }
 
 #[derive(Debug, Args)]
@@ -79,53 +92,53 @@ pub struct MemoryArgs {
 pub fn run(b: Bench) -> ExitCode {
     match b {
         Bench::Reduction(a) => reduction(a),
-        Bench::Intents(a) => crate::bench_intents::intents(a),
-        Bench::P4runtime(a) => crate::bench_intents::p4runtime(a),
+        Bench::Intents(a) => crate::intents::intents(a),
+        Bench::P4runtime(a) => crate::intents::p4runtime(a),
         Bench::Memory(a) => memory(a),
         Bench::Emulator(a) => emulator(a),
-        Bench::Processor(a) => match crate::bench_processor::run_cli(a) {
+        Bench::Processor(a) => match crate::processor::run_cli(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench processor: {e}");
                 ExitCode::FAILURE
             }
         },
-        Bench::Kafka(a) => match crate::bench_kafka::run(a) {
+        Bench::Kafka(a) => match crate::kafka::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench kafka: {e}");
                 ExitCode::FAILURE
             }
         },
-        Bench::Skew(a) => match crate::bench_skew::run(a) {
+        Bench::Skew(a) => match crate::skew::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench skew: {e:#}");
                 ExitCode::FAILURE
             }
         },
-        Bench::Store(a) => match crate::bench_store::run(a) {
+        Bench::Store(a) => match crate::store::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench store: {e:#}");
                 ExitCode::FAILURE
             }
         },
-        Bench::Soak(a) => match crate::bench_soak::run(a) {
+        Bench::Soak(a) => match crate::soak::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench soak: {e:#}");
                 ExitCode::FAILURE
             }
         },
-        Bench::Loop(a) => match crate::bench_loop::run(a) {
+        Bench::Loop(a) => match crate::closed_loop::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench loop: {e:#}");
                 ExitCode::FAILURE
             }
         },
-        Bench::Ingest(a) => match crate::bench_ingest::run(a) {
+        Bench::Ingest(a) => match crate::ingest::run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench ingest: {e:#}");
@@ -235,7 +248,7 @@ fn memory(a: MemoryArgs) -> ExitCode {
 }
 
 /// CPU seconds (user + system) a process has used, from /proc.
-pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -245,7 +258,7 @@ pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / hz)
 }
 
-pub(crate) fn free_port() -> std::io::Result<u16> {
+pub fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

@@ -15,7 +15,7 @@ use kplane_collector::bench::fat_tree_reports;
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 use kplane_testkit::netns::VethPair;
 
-use crate::bench::{cpu_seconds, free_port};
+use crate::{cpu_seconds, free_port};
 
 /// How the collector takes reports off the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -45,7 +45,8 @@ pub struct IngestArgs {
 
 /// A veth wire to a collector: where to send, from which socket, and how to configure the
 /// collector for the chosen input.
-pub(crate) struct Wire {
+#[derive(Debug)]
+pub struct Wire {
     pub target: SocketAddr,
     pub sender: UdpSocket,
     /// `KPLANE__…` settings for the collector process.
@@ -136,7 +137,7 @@ fn thread_cpu() -> f64 {
 
 /// What a paced send did.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Sent {
+pub struct Sent {
     pub reports: u64,
     pub seconds: f64,
     /// CPU time of the sending thread (its system calls and the kernel work they do).
@@ -147,7 +148,7 @@ pub(crate) struct Sent {
 /// same length that replaces it while the flow is "changed"; `changes_per_second` flips one
 /// flow (round robin) between the two, each flip a real change the collector should see.
 #[derive(Clone, Debug)]
-pub(crate) struct Traffic {
+pub struct Traffic {
     pub base: Vec<Vec<u8>>,
     pub changed: Vec<Vec<u8>>,
     pub changes_per_second: u64,
@@ -166,11 +167,11 @@ impl Traffic {
 
 /// Per-node report sequence numbers of a sender (by node id modulo 21), kept gap-free across
 /// sends so the collector sees no loss.
-pub(crate) type Sequences = [u32; 21];
+pub type Sequences = [u32; 21];
 
 /// Sends `traffic` on the connected `sock` at `rate` reports per second (0 = flat out) for
 /// `seconds`, stamping each sink's next sequence number.
-pub(crate) fn paced_send(
+pub fn paced_send(
     sock: &UdpSocket,
     traffic: &Traffic,
     seq: &mut Sequences,
@@ -248,7 +249,7 @@ pub(crate) fn paced_send(
 
 /// Machine-wide CPU seconds spent in softirq context (`/proc/stat`): the receive path that
 /// runs outside any process's own time (veth, XDP, the UDP stack).
-pub(crate) fn softirq_seconds() -> f64 {
+pub fn softirq_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let ticks: f64 = stat
         .lines()

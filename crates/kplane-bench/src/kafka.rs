@@ -19,8 +19,8 @@ use kplane_bus::{KafkaConfig, headers, topics};
 use kplane_kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 
-use crate::bench::{cpu_seconds, free_port};
-use crate::bench_ingest::{Input, Traffic, Wire, paced_send, softirq_seconds};
+use crate::ingest::{Input, Traffic, Wire, paced_send, softirq_seconds};
+use crate::{cpu_seconds, free_port};
 
 #[derive(Debug, Args)]
 pub struct KafkaArgs {

@@ -6,7 +6,7 @@ use kplane_collector::bench::ReportShape;
 
 use super::offwire::{Point, Session, missing_reports};
 use super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
-use crate::bench_ingest::Input;
+use kplane_bench::ingest::Input;
 
 pub struct Cpu;
 
