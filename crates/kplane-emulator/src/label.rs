@@ -17,7 +17,7 @@
 //! MAX_hop, so every labelling port labels its packets (f ≥ 1) up to MAX_hop items; the
 //! collector tells it by INT_num > MAX_hop.
 
-use crate::report::Hop;
+use crate::hop::Hop;
 use crate::tables::Rule;
 
 /// The option's fixed part (NH, INT_num) and one item, bytes.

@@ -4,6 +4,7 @@
 
 pub mod control;
 mod error;
+pub mod hop;
 pub mod label;
 pub mod probe;
 pub mod report;

@@ -17,7 +17,7 @@ use kplane_model::{
 
 use crate::int::{IntVersion, baseline_len, exact_hops, push_hops};
 use crate::layers::{ethertype, ipproto};
-use crate::normalize::RecordMeta;
+use crate::meta::RecordMeta;
 use crate::opts::DecodeOptions;
 use crate::report::v20::{
     IN_TYPE_ETHERNET, IN_TYPE_IPV4, IN_TYPE_IPV6, REP_TYPE_INT, reporting_hop,

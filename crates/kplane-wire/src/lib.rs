@@ -24,6 +24,7 @@ pub mod int;
 #[cfg(feature = "serde")]
 mod json;
 pub mod layers;
+mod meta;
 mod normalize;
 pub mod opts;
 pub mod packet;

@@ -1,6 +1,6 @@
 //! Decoded headers → normalised [`ReportRecord`]s (path order, unavailable values as None).
 
-use std::net::SocketAddr;
+pub use crate::meta::RecordMeta;
 
 use kplane_model::{HopField, HopRecord, ReportFlags, ReportFormat, ReportRecord};
 
@@ -10,13 +10,6 @@ use crate::frame::Decoded;
 use crate::opts::DecodeOptions;
 use crate::packet::{Ip, Packet, Telemetry};
 use crate::report::{ReportV05, ReportV10, ReportV20, TelemetryReport};
-
-/// Where and when a report was received.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RecordMeta {
-    pub exporter: Option<SocketAddr>,
-    pub received_ns: u64,
-}
 
 /// How a decode went: records emitted, and the error that stopped it, if any. A v2.0 report
 /// whose third individual report is malformed still yields the first two.
