@@ -15,8 +15,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
 use clap::Args;
 use kplane_bus::PartitionEvent;
+use kplane_bus::kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_bus::{KafkaConfig, headers, topics};
-use kplane_kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_runtime::probe::{http_get, metric_sum, wait_ready};
 
 use crate::ingest::{Input, Traffic, Wire, paced_send, softirq_seconds};

@@ -87,11 +87,24 @@ pub struct KafkaConfig {
     /// `retention.ms` of created topics.
     #[serde(with = "humantime_serde")]
     pub retention: Duration,
-    /// Consumer group of the stream processor.
+    /// Consumer group of the stream processor; the other services' are
+    /// `<group-id>-<service>` ([`KafkaConfig::group_of`]).
     pub group_id: String,
     /// Passed to librdkafka as-is, after kplane's own settings (so they win): security
     /// (`security.protocol`, `sasl.*`, `ssl.*`) and any other knob.
     pub options: BTreeMap<String, String>,
+}
+
+impl KafkaConfig {
+    /// The consumer group of `service`: `group-id` for the stream processor (the group that
+    /// owns the collector's topics), `<group-id>-<service>` for the others.
+    pub fn group_of(&self, service: &str) -> String {
+        if service == "stream-processor" {
+            self.group_id.clone()
+        } else {
+            format!("{}-{service}", self.group_id)
+        }
+    }
 }
 
 impl Default for KafkaConfig {

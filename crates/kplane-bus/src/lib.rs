@@ -7,8 +7,10 @@
 //! * [`EmbeddedBus`] / [`EmbeddedGroup`] — in-process, bounded, partitioned; the default when
 //!   everything runs in one process. A full partition refuses the message
 //!   ([`BusError::Full`]) so the producer counts it: nothing is dropped silently.
-//! * Kafka — `kplane-kafka` (rdkafka), chosen with `bus = "kafka"` and configured by
-//!   [`KafkaConfig`]; that crate alone links librdkafka.
+//! * Kafka — [`kafka`] (feature `kafka`: rdkafka), chosen with `bus = "kafka"` and
+//!   configured by [`KafkaConfig`]; that module alone links librdkafka.
+//!
+//! A service opens the configured one with [`open`] and never matches on the kind.
 //!
 //! Every topic name is in [`topics`]; the JSON messages of the result topics are typed in
 //! `kplane_model::results`, the Arrow ones by their `kplane-schema` header.
@@ -19,12 +21,16 @@ pub use error::BusError;
 mod config;
 mod consumer;
 mod embedded;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+mod open;
 
 use bytes::Bytes;
 
 pub use config::{BusConfig, BusKind, Compression, KafkaConfig};
 pub use consumer::{Consumer, EmbeddedGroup, PartitionEvent, Received, TopicPartition};
 pub use embedded::{Delivery, EmbeddedBus, EmbeddedConsumer, TopicStats};
+pub use open::{Bus, open};
 
 /// Topic names, defined once.
 pub mod topics {

@@ -7,8 +7,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kplane_bus::kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_bus::{KafkaConfig, headers, topics};
-use kplane_kafka::{KafkaConsumer, KafkaMetrics};
 use kplane_testkit::{
     ChildGuard, free_port, http_get, kafka_brokers, metric_sum, run_id, sigterm, wait_ready,
 };

@@ -10,7 +10,9 @@ mod envelope;
 mod error;
 mod event;
 mod flow;
+mod hint;
 mod hop;
+pub mod id_table;
 #[cfg(feature = "arrow")]
 pub mod knowledge_tables;
 mod record;

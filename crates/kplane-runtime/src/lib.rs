@@ -10,9 +10,7 @@ pub mod admin;
 pub mod auth;
 pub mod config;
 mod error;
-pub mod hint;
 pub mod http;
-pub mod id_table;
 pub mod logging;
 pub mod metrics;
 pub mod probe;
@@ -26,6 +24,6 @@ pub use http::HttpConfig;
 pub use logging::{LogConfig, LogFormat, init_logging};
 pub use metrics::Metrics;
 pub use service::{
-    BoxError, EXIT_CONFIG, Listeners, ServiceResult, run_service, service_main_with_bus,
+    BoxError, EXIT_CONFIG, Listeners, ServiceResult, run_service, run_worker, service_main_with_bus,
 };
 pub use shutdown::Shutdown;

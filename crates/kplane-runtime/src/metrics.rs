@@ -10,7 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::id_table::Evictions;
+use kplane_model::id_table::Evictions;
 
 /// A shared registry. Services register at start-up; `/metrics` encodes it.
 #[derive(Clone, Debug)]

@@ -129,3 +129,45 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub trait AdminPort {
     const PORT: u16;
 }
+
+/// Runs a service whose work is one blocking worker (the stream processor, the knowledge
+/// service), the start-up every such service shares: the admin endpoints on `admin`
+/// (`/metrics` from `registry`, `/healthz`, `/readyz`), `worker` on a blocking thread, its
+/// stop flag raised when `shutdown` fires, and not ready once it has returned. The worker
+/// says when it is ready (`AdminState::set_ready`).
+pub async fn run_worker<W>(
+    name: &str,
+    admin: std::net::SocketAddr,
+    http: &HttpConfig,
+    registry: crate::Metrics,
+    shutdown: Shutdown,
+    worker: W,
+) -> ServiceResult
+where
+    W: FnOnce(crate::AdminState, &std::sync::atomic::AtomicBool) -> ServiceResult + Send + 'static,
+{
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let admin_state = crate::AdminState::new(registry);
+    let (addr, admin_task) =
+        crate::serve_admin(admin, admin_state.clone(), http, shutdown.clone()).await?;
+    tracing::info!(service = name, admin = %addr, "admin listening (/metrics /healthz /readyz)");
+    let stop = Arc::new(AtomicBool::new(false));
+    let work = {
+        let (stop, admin_state) = (stop.clone(), admin_state.clone());
+        tokio::task::spawn_blocking(move || worker(admin_state, &stop))
+    };
+    tokio::pin!(work);
+    let result = tokio::select! {
+        r = &mut work => r?,
+        () = shutdown.wait() => {
+            stop.store(true, Ordering::Release);
+            work.await?
+        }
+    };
+    admin_state.set_ready(false);
+    shutdown.trigger();
+    admin_task.await??;
+    tracing::info!(service = name, "stopped");
+    result
+}

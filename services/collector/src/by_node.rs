@@ -3,7 +3,7 @@
 //! detector's switch keys and by loss accounting's sequence streams.
 
 use kplane_model::FlowHashKey;
-use kplane_runtime::id_table::{Evictions, IdTable, Limits};
+use kplane_model::id_table::{Evictions, IdTable, Limits};
 
 /// Per-node values: switches with ids below [`ByNode::DIRECT`] in an array (at most that
 /// many, so bounded by construction, kept while the process runs), the rest in a bounded

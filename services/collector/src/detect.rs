@@ -17,10 +17,10 @@
 
 use std::time::Duration;
 
+use kplane_model::id_table::{self, Evictions, IdTable};
 use kplane_model::{
     Detector, EventKind, EventRow, FlowHashKey, FlowKey, HopField, Metric, ReportRecord,
 };
-use kplane_runtime::id_table::{self, Evictions, IdTable};
 use serde::{Deserialize, Serialize};
 
 use crate::threshold::{Clock, Decision, FlowState, Flows, Nodes, QueueMetric, Refresh, Threshold};
@@ -81,7 +81,7 @@ impl Default for EventConfig {
 }
 
 /// `[collector.state]`: bounds of the detection state that grows with traffic (see
-/// [`kplane_runtime::id_table`]): an entry idle for longer than `idle` is forgotten, and at
+/// [`kplane_model::id_table`]): an entry idle for longer than `idle` is forgotten, and at
 /// `max` entries the least recently seen make room; evictions are counted by reason.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]

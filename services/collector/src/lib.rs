@@ -29,7 +29,7 @@ pub use service::{Collector, Summary, embedded_bus, start, start_with_metrics};
 
 use std::sync::Arc;
 
-use kplane_bus::{BusConfig, BusKind, KafkaConfig, Producer as _};
+use kplane_bus::BusConfig;
 use kplane_runtime::{ServiceResult, Shutdown};
 
 pub mod service;
@@ -80,51 +80,39 @@ pub async fn run_printing(mut cfg: Config, shutdown: Shutdown) -> ServiceResult 
 }
 
 /// Runs the collector on the configured bus until `shutdown` (or, replaying a capture, until
-/// the capture ends).
-pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
-    match bus.kind {
-        BusKind::Embedded => run_embedded(cfg, shutdown).await,
-        BusKind::Kafka => run_kafka(cfg, &bus.kafka, shutdown).await,
-    }
-}
-
-/// Publishes to Kafka: topics checked (and created) first; on stop, waits for every
+/// the capture ends). Topics are checked (and created) first; on stop, it waits for every
 /// acknowledgement and fails if any batch is still unacknowledged after `delivery-timeout`.
-async fn run_kafka(cfg: Config, kafka: &KafkaConfig, shutdown: Shutdown) -> ServiceResult {
+pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
     use kplane_bus::topics;
+    let delivery_timeout = bus.kafka.delivery_timeout;
+    let bus = kplane_bus::open(&bus)?;
+    if bus.is_embedded() {
+        tracing::warn!(
+            "bus = embedded: nothing consumes it in this process, so batches accumulate up to \
+             bus-capacity and are then counted as dropped (stage=publish, reason=full)"
+        );
+    }
     let mut wanted = vec![(topics::EVENTS, cfg.partitions)];
     if cfg.publish_reports {
         wanted.push((topics::REPORTS, cfg.partitions));
     }
-    kplane_kafka::ensure_topics(kafka, &wanted).await?;
-    let metrics = kplane_kafka::KafkaMetrics::default();
-    let producer = Arc::new(kplane_kafka::KafkaProducer::new(
-        kafka,
-        &wanted,
-        metrics.clone(),
-    )?);
-    tracing::info!(brokers = %kafka.bootstrap_servers, "publishing to Kafka");
-    let collector =
-        start_with_metrics(cfg, producer.clone(), shutdown, |r| metrics.register(r)).await?;
+    bus.ensure_topics(&wanted, cfg.bus_capacity).await?;
+    let producer = bus.producer(&wanted)?;
+    let metrics = bus.kafka_metrics().cloned();
+    let collector = start_with_metrics(cfg, producer.clone(), shutdown, |r| {
+        if let Some(m) = &metrics {
+            m.register(r);
+        }
+    })
+    .await?;
     collector.wait().await?;
-    let timeout = kafka.delivery_timeout;
-    let unacknowledged = tokio::task::spawn_blocking(move || producer.flush(timeout)).await?;
+    let unacknowledged =
+        tokio::task::spawn_blocking(move || producer.flush(delivery_timeout)).await?;
     if unacknowledged > 0 {
         return Err(format!(
-            "{unacknowledged} messages still unacknowledged by Kafka after {timeout:?}"
+            "{unacknowledged} messages still unacknowledged by the bus after {delivery_timeout:?}"
         )
         .into());
     }
-    Ok(())
-}
-
-async fn run_embedded(cfg: Config, shutdown: Shutdown) -> ServiceResult {
-    let bus = embedded_bus(&cfg);
-    tracing::warn!(
-        "bus = embedded: nothing consumes it in this process, so batches accumulate up to \
-         bus-capacity and are then counted as dropped (stage=publish, reason=full)"
-    );
-    let collector = start(cfg, Arc::new(bus), shutdown).await?;
-    collector.wait().await?;
     Ok(())
 }

@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use kplane_runtime::id_table::{Evictions, Limits};
+use kplane_model::id_table::{Evictions, Limits};
 
 use crate::by_node::ByNode;
 

@@ -12,7 +12,7 @@ use kplane_wire::{
 };
 
 use crate::config::Config;
-use kplane_runtime::id_table::Evictions;
+use kplane_model::id_table::Evictions;
 
 use crate::detect::{Detection, TableState};
 use crate::label_db::{Coverage, IntervalCoverage, LabelDb, is_label_export};

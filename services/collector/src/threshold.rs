@@ -16,7 +16,7 @@
 
 use kplane_model::EventKind;
 
-use kplane_runtime::id_table::{Evictions, IdTable, Limits};
+use kplane_model::id_table::{Evictions, IdTable, Limits};
 
 use crate::by_node::ByNode;
 

@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::routing::get;
-use kplane_bus::{BusConfig, BusKind, Consumer, headers, topics};
+use kplane_bus::{BusConfig, Consumer, headers, topics};
 use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
 
 pub use config::Config;
@@ -209,26 +209,17 @@ pub fn follow(
 pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
     let live = Live::new(cfg.live_alerts);
     let stop = Arc::new(AtomicBool::new(false));
-    let reader = match bus.kind {
-        BusKind::Embedded => {
-            tracing::warn!(
-                "bus = embedded: no stream processor in this process, so the live views stay \
-                 empty (history from the store is served); run `kplane up` for everything in \
-                 one process, or set bus.kind = \"kafka\""
-            );
-            None
-        }
-        BusKind::Kafka => {
-            let mut kafka = bus.kafka.clone();
-            kafka.group_id = format!("{}-intent-api", kafka.group_id);
-            let consumer = kplane_kafka::KafkaConsumer::subscribe(
-                &kafka,
-                &kafka.group_id,
-                &FOLLOWED,
-                kplane_kafka::KafkaMetrics::default(),
-            )?;
-            Some(follow(Box::new(consumer), live.clone(), stop.clone()))
-        }
+    let bus = kplane_bus::open(&bus)?;
+    let reader = if bus.is_embedded() {
+        tracing::warn!(
+            "bus = embedded: no stream processor in this process, so the live views stay \
+             empty (history from the store is served); run `kplane up` for everything in \
+             one process, or set bus.kind = \"kafka\""
+        );
+        None
+    } else {
+        let consumer = bus.consumer(NAME, &FOLLOWED)?;
+        Some(follow(consumer, live.clone(), stop.clone()))
     };
     let running = start(cfg, live, shutdown).await?;
     let r = running.wait().await;

@@ -44,11 +44,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kplane_bus::{
-    BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Message, Producer, Received,
-    content_types, headers, topics,
+    Bus, BusConfig, Consumer, EmbeddedBus, Message, Producer, Received, content_types, headers,
+    topics,
 };
 use kplane_model::results::{Alert, AnomalyPhase};
-use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
+use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, run_worker};
 use serde::Serialize;
 
 pub use config::Config;
@@ -90,59 +90,41 @@ pub fn create_topics(bus: &EmbeddedBus, capacity: usize) {
 
 /// Runs on the configured bus (Kafka: consumer group `<bus.kafka.group-id>-knowledge`).
 pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
-    match bus.kind {
-        BusKind::Embedded => {
-            tracing::warn!(
-                "bus = embedded: a stand-alone knowledge service has no stream processor in \
-                 its process, so nothing arrives; run `kplane up` for everything in one \
-                 process, or set bus.kind = \"kafka\""
-            );
-            let bus = EmbeddedBus::new();
-            for t in INPUTS {
-                bus.create_topic(t, 1, 1);
-            }
-            run_embedded(cfg, bus, shutdown).await
-        }
-        BusKind::Kafka => {
-            let mut kafka = bus.kafka.clone();
-            kafka.group_id = format!("{}-{NAME}", kafka.group_id);
-            let wanted = [(topics::ANOMALIES, 1), (topics::FORECASTS, 1)];
-            kplane_kafka::ensure_topics(&kafka, &wanted).await?;
-            let bus_metrics = kplane_kafka::KafkaMetrics::default();
-            let producer: Arc<dyn Producer> = Arc::new(kplane_kafka::KafkaProducer::new(
-                &kafka,
-                &wanted,
-                bus_metrics.clone(),
-            )?);
-            let m = bus_metrics.clone();
-            let consumer = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
-                Ok(Box::new(kplane_kafka::KafkaConsumer::subscribe(
-                    &kafka,
-                    &kafka.group_id,
-                    &INPUTS,
-                    m,
-                )?))
-            };
-            serve(cfg, consumer, producer, Some(bus_metrics), shutdown).await
-        }
+    let bus = kplane_bus::open(&bus)?;
+    if bus.is_embedded() {
+        tracing::warn!(
+            "bus = embedded: a stand-alone knowledge service has no stream processor in \
+             its process, so nothing arrives; run `kplane up` for everything in one \
+             process, or set bus.kind = \"kafka\""
+        );
+        let inputs: Vec<(&str, u32)> = INPUTS.iter().map(|t| (*t, 1)).collect();
+        bus.ensure_topics(&inputs, 1).await?;
     }
+    serve_on(cfg, bus, shutdown).await
 }
 
 /// Runs on an in-process bus shared with the stream processor (`kplane up`, tests).
 pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> ServiceResult {
-    create_topics(&bus, 4_096);
-    let producer: Arc<dyn Producer> = Arc::new(bus.clone());
+    serve_on(cfg, Bus::Embedded(bus), shutdown).await
+}
+
+/// Reads the processor's results from `bus` and publishes anomalies and forecasts on it.
+async fn serve_on(cfg: Config, bus: Bus, shutdown: Shutdown) -> ServiceResult {
+    let wanted = [(topics::ANOMALIES, 1), (topics::FORECASTS, 1)];
+    bus.ensure_topics(&wanted, 4_096).await?;
+    let producer = bus.producer(&wanted)?;
+    let bus_metrics = bus.kafka_metrics().cloned();
     let consumer = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
-        Ok(Box::new(EmbeddedGroup::subscribe(&bus, &INPUTS, NAME)?))
+        Ok(bus.consumer(NAME, &INPUTS)?)
     };
-    serve(cfg, consumer, producer, None, shutdown).await
+    serve(cfg, consumer, producer, bus_metrics, shutdown).await
 }
 
 async fn serve(
     cfg: Config,
     consumer: impl FnOnce() -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> + Send + 'static,
     producer: Arc<dyn Producer>,
-    bus_metrics: Option<kplane_kafka::KafkaMetrics>,
+    bus_metrics: Option<kplane_bus::kafka::KafkaMetrics>,
     shutdown: Shutdown,
 ) -> ServiceResult {
     let registry = Metrics::new(NAME);
@@ -153,14 +135,15 @@ async fn serve(
             m.register(r);
         }
     });
-    let admin_state = AdminState::new(registry);
-    let (admin, admin_task) =
-        serve_admin(cfg.admin, admin_state.clone(), &cfg.http, shutdown.clone()).await?;
-    tracing::info!(%admin, state_dir = %cfg.state_dir.display(), "admin listening (/metrics /healthz /readyz)");
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let (stop, admin_state) = (stop.clone(), admin_state.clone());
-        tokio::task::spawn_blocking(move || -> ServiceResult {
+    tracing::info!(state_dir = %cfg.state_dir.display(), "model state");
+    let (admin, http) = (cfg.admin, cfg.http.clone());
+    run_worker(
+        NAME,
+        admin,
+        &http,
+        registry,
+        shutdown,
+        move |admin_state, stop| {
             let mut engine = Engine::new(cfg.engine())?;
             // A cold start trains on the store's history; a restart with models picks up the
             // habits, forecast lags and training history where they were.
@@ -181,22 +164,10 @@ async fn serve(
                 last_result: None,
             };
             svc.publish_status();
-            svc.run(consumer()?, &stop)
-        })
-    };
-    tokio::pin!(worker);
-    let result = tokio::select! {
-        r = &mut worker => r?,
-        () = shutdown.wait() => {
-            stop.store(true, Ordering::Release);
-            worker.await?
-        }
-    };
-    admin_state.set_ready(false);
-    shutdown.trigger();
-    admin_task.await??;
-    tracing::info!(service = NAME, "stopped");
-    result
+            svc.run(consumer()?, stop)
+        },
+    )
+    .await
 }
 
 struct Service {

@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kplane_model::id_table::Limits;
 use kplane_runtime::Validate;
-use kplane_runtime::id_table::Limits;
 use serde::{Deserialize, Serialize};
 
 /// Which clock windows the reports: the switches' or the collector's.
@@ -102,7 +102,7 @@ pub struct Thresholds {
 }
 
 /// `[stream-processor.state]`: bounds of the immediate detectors' state, per partition (see
-/// `kplane_runtime::id_table`): entries idle for longer than `idle` (event time) are
+/// `kplane_model::id_table`): entries idle for longer than `idle` (event time) are
 /// forgotten, and at `max` the least recently seen make room; evictions are counted.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]

@@ -29,9 +29,9 @@ use arrow_array::{
 };
 use arrow_buffer::{ArrowNativeType, NullBuffer};
 use arrow_schema::{ArrowError, DataType, Field};
+use kplane_model::id_table::{Evictions, IdTable};
 use kplane_model::schema::col;
 use kplane_model::{FlowHashKey, HopField, Metric, ip_from_16, ip_to_16};
-use kplane_runtime::id_table::{Evictions, IdTable};
 
 use crate::config::{Band, StateConfig, Thresholds};
 use crate::error::ProcessorError;
@@ -932,7 +932,7 @@ mod tests {
 
     #[test]
     fn a_flow_idle_past_its_limit_or_evicted_for_room_starts_afresh() {
-        let limits = |max| kplane_runtime::id_table::Limits {
+        let limits = |max| kplane_model::id_table::Limits {
             idle: Duration::from_secs(10),
             max,
         };

@@ -30,7 +30,7 @@ pub enum ProcessorError {
     #[error("bus: {0}")]
     Bus(#[from] BusError),
     #[error(transparent)]
-    Kafka(#[from] kplane_kafka::KafkaBusError),
+    Kafka(#[from] kplane_bus::kafka::KafkaBusError),
 }
 
 impl From<kplane_store::StoreError> for ProcessorError {
@@ -52,7 +52,7 @@ impl ProcessorError {
         match self {
             Self::Io(e) => matches!(e.kind(), Interrupted | TimedOut | WouldBlock),
             Self::Bus(e) => e.is_retryable(),
-            Self::Kafka(kplane_kafka::KafkaBusError::Client(_)) => true,
+            Self::Kafka(kplane_bus::kafka::KafkaBusError::Client(_)) => true,
             _ => false,
         }
     }

@@ -31,10 +31,9 @@ pub mod stages;
 pub mod store;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use kplane_bus::{BusConfig, BusKind, Consumer, EmbeddedBus, EmbeddedGroup, Producer, topics};
-use kplane_runtime::{AdminState, Metrics, ServiceResult, Shutdown, serve_admin};
+use kplane_bus::{Bus, BusConfig, Consumer, EmbeddedBus, Producer, topics};
+use kplane_runtime::{Metrics, ServiceResult, Shutdown, run_worker};
 
 pub use config::Config;
 pub use error::ProcessorError;
@@ -67,66 +66,50 @@ pub fn create_result_topics(bus: &EmbeddedBus, cfg: &Config, capacity: usize) {
 /// Runs until `shutdown` fires, on the configured bus. With `bus.kind = "embedded"` there is
 /// nothing to read in a process of its own: use [`run_embedded`] (what `kplane up` does).
 pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResult {
-    match bus.kind {
-        BusKind::Embedded => {
-            tracing::warn!(
-                "bus = embedded: a stand-alone stream processor has no collector in its \
-                 process; run `kplane up` for the all-in-one pipeline, or set bus.kind = \"kafka\""
-            );
-            let bus = EmbeddedBus::new();
-            for t in inputs(&cfg) {
-                bus.create_topic(t, 1, 1);
-            }
-            run_embedded(cfg, bus, shutdown).await
-        }
-        BusKind::Kafka => {
-            let kafka = bus.kafka.clone();
-            let bus_metrics = kplane_kafka::KafkaMetrics::default();
-            let results: Option<Arc<dyn Producer>> = if cfg.publish {
-                let wanted = [
-                    (topics::WINDOWS, cfg.result_partitions),
-                    (topics::ALERTS, cfg.result_partitions),
-                ];
-                kplane_kafka::ensure_topics(&kafka, &wanted).await?;
-                Some(Arc::new(kplane_kafka::KafkaProducer::new(
-                    &kafka,
-                    &wanted,
-                    bus_metrics.clone(),
-                )?))
-            } else {
-                None
-            };
-            let topics = inputs(&cfg);
-            let m = bus_metrics.clone();
-            let source = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
-                let c =
-                    kplane_kafka::KafkaConsumer::subscribe(&kafka, &kafka.group_id, &topics, m)?;
-                Ok(Box::new(c))
-            };
-            serve(cfg, source, results, Some(bus_metrics), shutdown).await
-        }
+    let bus = kplane_bus::open(&bus)?;
+    if bus.is_embedded() {
+        tracing::warn!(
+            "bus = embedded: a stand-alone stream processor has no collector in its \
+             process; run `kplane up` for the all-in-one pipeline, or set bus.kind = \"kafka\""
+        );
+        let inputs: Vec<(&str, u32)> = inputs(&cfg).into_iter().map(|t| (t, 1)).collect();
+        bus.ensure_topics(&inputs, 1).await?;
     }
+    serve_on(cfg, bus, shutdown).await
 }
 
 /// Runs on an in-process bus shared with a collector (`kplane up`, tests): reads its
 /// `int.reports` / `int.events`, publishes on its `int.windows` / `int.alerts` (created here).
 pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> ServiceResult {
     create_result_topics(&bus, &cfg, 1_024);
-    let results: Option<Arc<dyn Producer>> = cfg
-        .publish
-        .then(|| Arc::new(bus.clone()) as Arc<dyn Producer>);
-    let topics = inputs(&cfg);
-    let source = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
-        Ok(Box::new(EmbeddedGroup::subscribe(&bus, &topics, NAME)?))
+    serve_on(cfg, Bus::Embedded(bus), shutdown).await
+}
+
+/// Reads the inputs from `bus` and publishes the results on it.
+async fn serve_on(cfg: Config, bus: Bus, shutdown: Shutdown) -> ServiceResult {
+    let results: Option<Arc<dyn Producer>> = if cfg.publish {
+        let wanted = [
+            (topics::WINDOWS, cfg.result_partitions),
+            (topics::ALERTS, cfg.result_partitions),
+        ];
+        bus.ensure_topics(&wanted, 1_024).await?;
+        Some(bus.producer(&wanted)?)
+    } else {
+        None
     };
-    serve(cfg, source, results, None, shutdown).await
+    let topics = inputs(&cfg);
+    let bus_metrics = bus.kafka_metrics().cloned();
+    let source = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
+        Ok(bus.consumer(NAME, &topics)?)
+    };
+    serve(cfg, source, results, bus_metrics, shutdown).await
 }
 
 async fn serve(
     cfg: Config,
     source: impl FnOnce() -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> + Send + 'static,
     results: Option<Arc<dyn Producer>>,
-    bus_metrics: Option<kplane_kafka::KafkaMetrics>,
+    bus_metrics: Option<kplane_bus::kafka::KafkaMetrics>,
     shutdown: Shutdown,
 ) -> ServiceResult {
     let registry = Metrics::new(NAME);
@@ -137,16 +120,18 @@ async fn serve(
             m.register(r);
         }
     });
-    let admin_state = AdminState::new(registry);
-    let (admin, admin_task) =
-        serve_admin(cfg.admin, admin_state.clone(), &cfg.http, shutdown.clone()).await?;
-    tracing::info!(%admin, data_dir = %cfg.data_dir.display(), "admin listening (/metrics /healthz /readyz)");
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let stop = stop.clone();
-        tokio::task::spawn_blocking(move || -> ServiceResult {
+    tracing::info!(data_dir = %cfg.data_dir.display(), "store");
+    let (admin, http) = (cfg.admin, cfg.http.clone());
+    run_worker(
+        NAME,
+        admin,
+        &http,
+        registry,
+        shutdown,
+        move |ready, stop| {
+            ready.set_ready(true);
             let mut p = Processor::new(cfg, metrics, results.clone())?;
-            p.run(source()?, &stop)?;
+            p.run(source()?, stop)?;
             // Results and alerts handed to Kafka are acknowledged before the process ends.
             if let Some(r) = results {
                 let left = r.flush(std::time::Duration::from_secs(10));
@@ -158,20 +143,7 @@ async fn serve(
                 }
             }
             Ok(())
-        })
-    };
-    admin_state.set_ready(true);
-    tokio::pin!(worker);
-    let result = tokio::select! {
-        r = &mut worker => r?,
-        () = shutdown.wait() => {
-            stop.store(true, Ordering::Release);
-            worker.await?
-        }
-    };
-    admin_state.set_ready(false);
-    shutdown.trigger();
-    admin_task.await??;
-    tracing::info!(service = NAME, "stopped");
-    result
+        },
+    )
+    .await
 }

@@ -15,7 +15,7 @@ use kplane_bus::{
     Consumer, Message, PartitionEvent, Producer, Received, content_types, headers, topics,
 };
 use kplane_model::FlowHashKey;
-use kplane_runtime::id_table::Evictions;
+use kplane_model::id_table::Evictions;
 
 use crate::analytics::{Analytics, Table, WindowInput, paths_of};
 use crate::config::{Config, EventTime};

@@ -24,3 +24,13 @@ impl KafkaBusError {
         matches!(self, Self::Client(_))
     }
 }
+
+impl From<KafkaBusError> for crate::BusError {
+    fn from(e: KafkaBusError) -> Self {
+        if e.is_retryable() {
+            Self::Unavailable(e.to_string())
+        } else {
+            Self::Kafka(e.to_string())
+        }
+    }
+}

@@ -1,17 +1,15 @@
-//! # kplane-kafka
+//! The Kafka implementation of the bus (feature `kafka`), on rdkafka (bundled librdkafka):
 //!
-//! The Kafka implementation of the kplane bus, on rdkafka (bundled librdkafka):
-//!
-//! * [`KafkaProducer`] — implements [`kplane_bus::Producer`]: idempotent, `acks=all`,
+//! * [`KafkaProducer`] — implements [`crate::Producer`]: idempotent, `acks=all`,
 //!   compressed, the partition chosen by the caller (the collector's source-IP hash); every
 //!   delivery report is checked and failures are counted by reason.
-//! * [`KafkaConsumer`] — implements [`kplane_bus::Consumer`]: a consumer group member (cooperative-sticky): offsets are committed
+//! * [`KafkaConsumer`] — implements [`crate::Consumer`]: a consumer group member (cooperative-sticky): offsets are committed
 //!   only for what the application marked durable; assignments and revocations are handed to
 //!   the application as [`PartitionEvent`]s, and durable offsets of revoked partitions are
 //!   committed inside the revoke callback, before the partitions move.
 //! * [`ensure_topics`] — creates missing topics and checks partition counts.
 //!
-//! Only this crate links librdkafka. See `docs/bus.md`.
+//! Only this module links librdkafka. See `docs/bus.md`.
 
 mod error;
 pub use error::KafkaBusError;
@@ -25,7 +23,6 @@ mod producer;
 pub use admin::ensure_topics;
 pub use client::{consumer_config, producer_config};
 pub use consumer::KafkaConsumer;
-pub use kplane_bus::{PartitionEvent, Received};
 pub use metrics::KafkaMetrics;
 pub use producer::KafkaProducer;
 pub use rdkafka::error::KafkaError;

@@ -1,3 +1,4 @@
+#![cfg(feature = "kafka")]
 //! Against a real Kafka-protocol broker: set `KPLANE_KAFKA_BROKERS=host:port` (CI starts one
 //! and also sets `KPLANE_REQUIRE_KAFKA=1`, so these can never be skipped there).
 
@@ -5,10 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kplane_bus::{KafkaConfig, Message, Producer, headers};
-use kplane_kafka::{
-    KafkaBusError, KafkaConsumer, KafkaMetrics, KafkaProducer, PartitionEvent, ensure_topics,
-};
+use kplane_bus::kafka::{KafkaBusError, KafkaConsumer, KafkaMetrics, KafkaProducer, ensure_topics};
+use kplane_bus::{KafkaConfig, Message, PartitionEvent, Producer, headers};
 
 fn broker() -> Option<KafkaConfig> {
     kplane_testkit::kafka_brokers().map(|b| KafkaConfig {
@@ -65,7 +64,7 @@ fn produce(
 }
 
 /// Reads until `want` messages arrived or `timeout`; marks each durable after "processing".
-fn consume(c: &KafkaConsumer, want: usize, timeout: Duration) -> Vec<kplane_kafka::Received> {
+fn consume(c: &KafkaConsumer, want: usize, timeout: Duration) -> Vec<kplane_bus::Received> {
     let mut out = Vec::new();
     let deadline = Instant::now() + timeout;
     while out.len() < want && Instant::now() < deadline {
@@ -77,7 +76,7 @@ fn consume(c: &KafkaConsumer, want: usize, timeout: Duration) -> Vec<kplane_kafk
     out
 }
 
-fn ids(ms: &[kplane_kafka::Received]) -> BTreeSet<String> {
+fn ids(ms: &[kplane_bus::Received]) -> BTreeSet<String> {
     ms.iter()
         .map(|m| m.header(headers::BATCH_ID).unwrap().to_string())
         .collect()

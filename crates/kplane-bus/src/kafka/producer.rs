@@ -5,15 +5,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use kplane_bus::{BusError, KafkaConfig, Message, Producer, headers};
+use crate::{BusError, KafkaConfig, Message, Producer, headers};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, Message as _, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, ClientContext};
 
-use crate::client::producer_config;
-use crate::metrics::{ErrorLabel, KafkaMetrics, TopicLabel};
+use super::client::producer_config;
+use super::metrics::{ErrorLabel, KafkaMetrics, TopicLabel};
 
 /// Counts every delivery report: acknowledged, or failed after librdkafka's retries.
 struct Deliveries {
@@ -103,7 +103,7 @@ impl std::fmt::Debug for KafkaProducer {
 
 impl KafkaProducer {
     /// `topics` are the topics it may send to with their partition counts (as checked by
-    /// [`crate::ensure_topics`]).
+    /// [`super::ensure_topics`]).
     pub fn new(
         cfg: &KafkaConfig,
         topics: &[(&str, u32)],

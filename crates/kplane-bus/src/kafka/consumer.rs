@@ -11,17 +11,17 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::{BusError, KafkaConfig, PartitionEvent, Received, TopicPartition};
 use bytes::Bytes;
-use kplane_bus::{BusError, KafkaConfig, PartitionEvent, Received, TopicPartition};
 use rdkafka::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{Headers, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use crate::KafkaBusError;
-use crate::client::consumer_config;
-use crate::metrics::{KafkaMetrics, KindLabel, PartitionLabel, TopicLabel};
+use super::KafkaBusError;
+use super::client::consumer_config;
+use super::metrics::{KafkaMetrics, KindLabel, PartitionLabel, TopicLabel};
 
 #[derive(Default)]
 struct Shared {
@@ -245,7 +245,7 @@ impl KafkaConsumer {
     }
 }
 
-impl kplane_bus::Consumer for KafkaConsumer {
+impl crate::Consumer for KafkaConsumer {
     fn poll(&mut self, timeout: Duration) -> Result<Option<Received>, BusError> {
         KafkaConsumer::poll(self, timeout).map_err(|e| match e {
             // E.g. the topic does not exist yet because no producer has started.

@@ -1,6 +1,6 @@
 //! kplane's librdkafka settings, then the user's passthrough `options` (which win).
 
-use kplane_bus::KafkaConfig;
+use crate::KafkaConfig;
 use rdkafka::ClientConfig;
 
 fn base(cfg: &KafkaConfig, role: &str) -> ClientConfig {

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use kplane_bus::KafkaConfig;
+use crate::KafkaConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
 
-use crate::KafkaBusError;
-use crate::client::admin_config;
+use super::KafkaBusError;
+use super::client::admin_config;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
