@@ -1,5 +1,6 @@
 //! `bus = "embedded" | "kafka"` and the `[kafka]` section, shared by every service. Plain
-//! data: the crate that talks to Kafka (`kplane-kafka`) reads it; nothing here links rdkafka.
+//! data: the module that talks to Kafka (`kafka`, feature `kafka`) reads it; nothing here
+//! links rdkafka.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

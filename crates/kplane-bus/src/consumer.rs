@@ -1,6 +1,6 @@
 //! The consumer side of the bus: one interface, [`Consumer`], for every service that reads
 //! topics (the stream processor, the knowledge service, the intent API), with the in-process
-//! implementation [`EmbeddedGroup`] here and the Kafka one in `kplane-kafka`.
+//! implementation [`EmbeddedGroup`] here and the Kafka one in `kafka` (feature `kafka`).
 //!
 //! Commit protocol (at-least-once, made exact downstream where it matters): the application
 //! marks a message durable once its results are durable ([`Consumer::mark_durable`]) and
