@@ -16,7 +16,7 @@ pub mod detect;
 mod error;
 pub mod input;
 pub mod label_db;
-pub mod loss;
+mod loss;
 pub mod metrics;
 pub mod partition;
 pub mod pipeline;

@@ -11,28 +11,28 @@
 // The OpenAPI document is one `json!` literal, deeper than the default limit.
 #![recursion_limit = "256"]
 
-pub mod api;
+mod api;
 pub mod auth;
 /// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
 /// `bench`).
 #[cfg(feature = "bench")]
 pub mod bench;
-pub mod config;
-pub mod console;
-pub mod episodes;
-pub mod error;
-pub mod findings;
-pub mod int_label_api;
+mod config;
+mod console;
+mod episodes;
+mod error;
+mod findings;
+mod int_label_api;
 pub mod intents;
-pub mod intents_api;
-pub mod knowledge_api;
-pub mod label_ports;
+mod intents_api;
+mod knowledge_api;
+mod label_ports;
 pub mod live;
-pub mod metrics;
+mod metrics;
 pub mod openapi;
-pub mod probe_plans;
+mod probe_plans;
 pub mod query_worker;
-pub mod rows;
+mod rows;
 pub mod state;
 
 use std::net::SocketAddr;

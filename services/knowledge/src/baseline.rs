@@ -150,15 +150,6 @@ impl Baselines {
                 .retain(|e, _| links.is_some_and(|m| m.contains_key(e)));
         }
     }
-
-    /// Entities with a usual value.
-    pub fn len(&self) -> usize {
-        self.usual.values().map(FastMap::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]

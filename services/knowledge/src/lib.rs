@@ -18,23 +18,23 @@
 //!
 //! See `docs/knowledge.md`.
 
-pub mod baseline;
+mod baseline;
 /// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
 /// `bench`).
 #[cfg(feature = "bench")]
 pub mod bench;
-pub mod config;
-pub mod detectors;
-pub mod engine;
+mod config;
+mod detectors;
+mod engine;
 mod error;
-pub mod explain;
+mod explain;
 pub mod features;
-pub mod forecast;
+mod forecast;
 pub mod history;
-pub mod metrics;
-pub mod model;
+mod metrics;
+mod model;
 pub mod registry;
-pub mod store;
+mod store;
 pub mod typer;
 
 pub use error::KnowledgeError;

@@ -380,7 +380,9 @@ impl Analytics {
         self.times.lock().map(|t| *t).unwrap_or_default()
     }
 
-    pub fn schemas(&self) -> &[(Table, SchemaRef)] {
+    /// The result tables' schemas (the store records them: see `kplane_store::tables`).
+    #[cfg(test)]
+    fn schemas(&self) -> &[(Table, SchemaRef)] {
         &self.schemas
     }
 

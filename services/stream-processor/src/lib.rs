@@ -13,7 +13,7 @@
 //! committed. See `docs/stream-processor.md`.
 
 mod alloc;
-pub mod analytics;
+mod analytics;
 /// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
 /// `bench`).
 #[cfg(feature = "bench")]
@@ -27,7 +27,7 @@ pub mod metrics;
 pub mod panes;
 pub mod processor;
 pub(crate) mod snapshot;
-pub mod stages;
+mod stages;
 pub mod store;
 
 use std::sync::Arc;
