@@ -91,6 +91,12 @@ impl fmt::Display for Prefix {
     }
 }
 
+/// An IPv4 prefix (or address) as (network, length), what switch tables and the topology's
+/// hosts hold; `None` for anything else, IPv6 included.
+pub fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
+    s.parse::<Prefix>().ok()?.ipv4()
+}
+
 /// An inclusive port range, `443` or `1024-65535`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PortRange {

@@ -31,19 +31,9 @@ pub enum ProcessorError {
     Bus(#[from] BusError),
     #[error(transparent)]
     Kafka(#[from] kplane_bus::kafka::KafkaBusError),
-}
-
-impl From<kplane_store::StoreError> for ProcessorError {
-    fn from(e: kplane_store::StoreError) -> Self {
-        use kplane_store::StoreError as S;
-        match e {
-            S::Io(e) => Self::Io(e),
-            S::Parquet(e) => Self::Parquet(e),
-            S::Arrow(e) => Self::Arrow(e),
-            S::Query(e) => Self::Query(e),
-            S::Corrupt { path, reason } => Self::Corrupt { path, reason },
-        }
-    }
+    /// The store's layout, writer, compaction or read side.
+    #[error(transparent)]
+    Store(#[from] kplane_store::StoreError),
 }
 
 impl ProcessorError {
@@ -52,6 +42,7 @@ impl ProcessorError {
         match self {
             Self::Io(e) => matches!(e.kind(), Interrupted | TimedOut | WouldBlock),
             Self::Bus(e) => e.is_retryable(),
+            Self::Store(e) => e.is_retryable(),
             Self::Kafka(kplane_bus::kafka::KafkaBusError::Client(_)) => true,
             _ => false,
         }

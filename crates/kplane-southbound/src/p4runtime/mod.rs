@@ -5,17 +5,13 @@
 
 use std::time::Duration;
 
+use kplane_model::detection::ipv4_prefix;
 use kplane_p4::{Entry, KPLANE_BMV2_JSON, KPLANE_P4INFO_BIN};
 use kplane_p4runtime::{P4rtError, Pipeline, Session, SessionConfig, UpdateKind as P4rtUpdate};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::{BoxFuture, DriverError, ReadBack, SwitchDriver, SwitchNode, Topology, UpdateKind};
-
-/// An IPv4 prefix as (network, length): the switch tables match IPv4.
-fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
-    s.parse::<kplane_model::detection::Prefix>().ok()?.ipv4()
-}
 
 /// P4Runtime's update type of a write.
 fn p4rt_update(k: UpdateKind) -> P4rtUpdate {

@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use kplane_model::detection::{self, Prefix};
-pub use kplane_model::detection::{Algorithm, Measurement};
+pub use kplane_model::detection::{Algorithm, Measurement, ipv4_prefix};
 use serde::{Deserialize, Serialize};
 
 /// A `complex` condition of a switch entry: 32-bit bounds.
@@ -525,12 +525,6 @@ pub struct Detection {
 
 // Weights are finite numbers in 0..=1 once checked.
 impl Eq for Detection {}
-
-/// An IPv4 prefix as (network, length): the switch tables and the topology's hosts are
-/// IPv4.
-pub fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
-    s.parse::<Prefix>().ok()?.ipv4()
-}
 
 /// Whether `addr` is in the prefix `p` (an unparsable prefix contains nothing).
 pub fn in_prefix(p: &str, addr: u32) -> bool {
