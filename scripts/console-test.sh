@@ -20,8 +20,9 @@ port=$(free_port)
 data=$(mktemp -d)
 log=$(mktemp)
 # The knowledge service trains after 20 windows here (60 by default), so that the console's
-# forecast chart has something to draw well within the run.
-KPLANE__KNOWLEDGE__MIN_WINDOWS=20 \
+# forecast chart has something to draw well within the run. One query at a time per token:
+# the console must queue its queries rather than be refused (429) when a range changes.
+KPLANE__KNOWLEDGE__MIN_WINDOWS=20 KPLANE__INTENT_API__QUERY_CONCURRENCY=1 \
     "$bin" up --api "127.0.0.1:$port" --data-dir "$data" --duration 150s >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT

@@ -206,11 +206,17 @@ function chart(id, series, unit) {
 let range = "live";
 const recent = { latency: [], occupancy: [] };
 
-async function query(sql) {
-  const r = await fetch("/v1/query", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ sql }) });
-  if (!r.ok) throw new Error("query: " + r.status);
-  const v = await r.json();
-  return v.rows;
+// One query in flight at a time: the API limits each token's concurrent queries
+// (`query-concurrency`, 2 by default), and a range change asks for several at once.
+let queries = Promise.resolve();
+function query(sql) {
+  const run = queries.then(async () => {
+    const r = await fetch("/v1/query", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ sql }) });
+    if (!r.ok) throw new Error("query: " + r.status);
+    return (await r.json()).rows;
+  });
+  queries = run.catch(() => {});
+  return run;
 }
 
 // The selected range as a SQL condition on `window_start` (live: the last 5 minutes).
