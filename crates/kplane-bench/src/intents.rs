@@ -1,11 +1,11 @@
 //! `kplane bench intents` and `kplane bench p4runtime`: the intent path's figures
-//! (docs/benchmarks.md#intents-issue-16); the measuring is in `kplane_intent_api::bench`.
+//! (docs/benchmarks.md#intents-issue-16); the measuring is in `kplane_control_plane::bench`.
 
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use kplane_intent_api::bench::{PushFigures, compile_intents, push_entries};
+use kplane_control_plane::bench::{PushFigures, compile_intents, push_entries};
 
 #[derive(Debug, Args)]
 pub struct IntentsArgs {

@@ -5,12 +5,11 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -56,33 +55,38 @@ pub fn new_token() -> std::io::Result<String> {
     Ok(format!("kp_{}", hex::encode(b)))
 }
 
-/// Why a request was refused: 401 (no or unknown token) or 403 (role too low).
+/// Why a request was refused: 401 (no or unknown token), 403 (role too low) or 429 (a
+/// token's rate or concurrency limit, [`Limits`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     #[error("{0}")]
     Unauthorized(&'static str),
     #[error("{0}")]
     Forbidden(String),
+    /// `retry_after` in seconds.
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after: u64 },
 }
 
-impl IntoResponse for AuthError {
-    fn into_response(self) -> Response {
-        let status = match self {
+impl AuthError {
+    pub fn status(&self) -> StatusCode {
+        match self {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
-        };
-        let mut r = (
-            status,
-            Json(serde_json::json!({ "error": self.to_string() })),
-        )
-            .into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            r.headers_mut().insert(
-                axum::http::header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer"),
-            );
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
-        r
+    }
+
+    /// A limit clears by itself; a missing token or role does not.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::TooManyRequests { .. })
+    }
+
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::TooManyRequests { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::auth::{Auth, Role, TokenConfig};
+use crate::auth::{Auth, AuthError, Role, TokenConfig};
 use crate::shutdown::Shutdown;
 
 /// `[http]`: shared by the API, every admin listener and the emulator's control channel.
@@ -127,6 +127,30 @@ impl HttpConfig {
         };
         Some(Arc::new(names))
     }
+}
+
+/// A refused request ([`crate::auth`], [`crate::limits`]) answered like every other error.
+impl IntoResponse for AuthError {
+    fn into_response(self) -> Response {
+        error_response(self.status(), self.to_string(), self.retry_after())
+    }
+}
+
+/// Every kplane listener's error answer: `{"error": message}` with `status`, `WWW-Authenticate:
+/// Bearer` on 401 and `Retry-After` (seconds) when given.
+pub fn error_response(status: StatusCode, message: String, retry_after: Option<u64>) -> Response {
+    let mut r = (status, axum::Json(serde_json::json!({ "error": message }))).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer"),
+        );
+    }
+    if let Some(s) = retry_after {
+        r.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, s.into());
+    }
+    r
 }
 
 /// Whether `host` (a Host header: `name`, `name:port`, `[v6]:port`) is in `allowed`, whose

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod config;
 mod error;
 pub mod http;
+pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod probe;

@@ -15,7 +15,7 @@ use kplane_store::query::parse_prefix;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::{Auth, Budget, Identity, Role, require};
+use crate::auth::{Auth, Identity, Role, require};
 use crate::episodes::EpisodeBook;
 use crate::error::ApiError;
 use crate::rows::to_json;
@@ -61,16 +61,20 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .route("/v1/query", post(query))
         .route_layer(viewer)
         .merge(admin_routes)
-        .merge(crate::intents_api::router(auth.clone()))
         .merge(crate::knowledge_api::router(auth.clone()))
         .merge(crate::int_label_api::router(auth.clone()))
-        .merge(crate::probe_plans::router(auth))
+        .with_state(state.clone())
+        .merge(kplane_control_plane::router(
+            state.intents.clone(),
+            auth,
+            state.limits.clone(),
+            state.cfg.intent_rate,
+        ))
         .fallback(|| async { ApiError::NotFound("no such route (see /openapi.json)".into()) })
         .route_layer(axum::middleware::from_fn_with_state(
             state.cfg.query_timeout,
             deadline,
         ))
-        .with_state(state)
 }
 
 /// `GET /v1/tokens` (admin): who holds a token, with which role — never the hashes.
@@ -542,7 +546,7 @@ async fn query(
     Extension(who): Extension<Identity>,
     Json(body): Json<QueryBody>,
 ) -> Result<Json<Value>, ApiError> {
-    s.limits.spend(&who, Budget::Query, s.cfg.query_rate)?;
+    s.limits.spend(&who, "queries", s.cfg.query_rate)?;
     let _running = s.limits.run_query(&who, s.cfg.query_concurrency)?;
     let answer = s
         .queries

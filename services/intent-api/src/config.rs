@@ -48,7 +48,7 @@ pub struct Config {
     /// Live alerts kept in memory for `GET /v1/events?live=true` and the SSE stream.
     pub live_alerts: usize,
     /// Intents, their state directory and the switch drivers (`[intent-api.intents]`).
-    pub intents: crate::intents::IntentsConfig,
+    pub intents: kplane_control_plane::IntentsConfig,
 }
 
 impl Default for Config {
@@ -69,7 +69,7 @@ impl Default for Config {
             query_rate: 120,
             intent_rate: 60,
             live_alerts: 1_000,
-            intents: crate::intents::IntentsConfig::default(),
+            intents: kplane_control_plane::IntentsConfig::default(),
         }
     }
 }

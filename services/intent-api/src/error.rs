@@ -1,11 +1,10 @@
 //! API errors: JSON `{"error": "…"}` with the right status; 5xx details stay in the log.
 
-use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
-/// Everything the API and its control plane answer an error with. [`ApiError::status`] is
+/// Everything the API answers an error with (the control plane's routes answer
+/// [`kplane_control_plane::ControlError`] in the same form). [`ApiError::status`] is
 /// its HTTP status; [`ApiError::is_retryable`] tells a condition that may clear by itself
 /// (a switch that cannot answer now, a limit, a timeout) from one the caller must change.
 #[derive(Debug, thiserror::Error)]
@@ -75,18 +74,7 @@ impl IntoResponse for ApiError {
             }
             e => e.to_string(),
         };
-        let mut r = (status, Json(json!({ "error": msg }))).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            r.headers_mut().insert(
-                axum::http::header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static("Bearer"),
-            );
-        }
-        if let Some(s) = retry_after {
-            r.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, s.into());
-        }
-        r
+        kplane_runtime::http::error_response(status, msg, retry_after)
     }
 }
 
@@ -96,6 +84,13 @@ impl From<kplane_runtime::auth::AuthError> for ApiError {
         match e {
             AuthError::Unauthorized(m) => Self::Unauthorized(m),
             AuthError::Forbidden(m) => Self::Forbidden(m),
+            AuthError::TooManyRequests {
+                message,
+                retry_after,
+            } => Self::TooManyRequests {
+                message,
+                retry_after,
+            },
         }
     }
 }

@@ -24,7 +24,7 @@ pub fn router(auth: Auth) -> Router<AppState> {
 /// Pro's S and the intent carrying it.
 async fn ports(State(s): State<AppState>) -> Json<Value> {
     let (through, ports) = s.live.int_label.snapshot();
-    let pro = &s.intents.cfg.int_label_pro;
+    let pro = &s.intents.config().int_label_pro;
     Json(json!({
         "through_ns": through,
         "pro": {

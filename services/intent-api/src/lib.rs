@@ -3,34 +3,26 @@
 //! The northbound analytics API (axum) and the web console: flows, trajectories, switches,
 //! queues, links and events over HTTP — history from the stream processor's Parquet store
 //! through DataFusion, live views from its result topics (`int.windows`, `int.alerts`) —
-//! read-only SQL, an OpenAPI 3 document, bearer tokens with roles — and the control plane:
-//! intents compiled into P4 table entries, pushed through switch drivers (the emulator's
-//! control channel, P4Runtime), verified against fresh telemetry and rolled back when their
-//! effect does not show. See `docs/api.md` and `docs/intents.md`.
+//! read-only SQL, an OpenAPI 3 document, bearer tokens with roles. It mounts the control
+//! plane's routes ([`kplane_control_plane`]: intents, switch drivers, INT-label Pro, probe
+//! plans), runs its loops beside the server, and gives it the live views to verify against.
+//! See `docs/api.md` and `docs/intents.md`.
 
 // The OpenAPI document is one `json!` literal, deeper than the default limit.
 #![recursion_limit = "256"]
 
 mod api;
 pub mod auth;
-/// Benchmark fixtures for `kplane bench` and criterion, not part of the service (feature
-/// `bench`).
-#[cfg(feature = "bench")]
-pub mod bench;
 mod config;
 mod console;
 mod episodes;
 mod error;
 mod findings;
 mod int_label_api;
-pub mod intents;
-mod intents_api;
 mod knowledge_api;
-mod label_ports;
 pub mod live;
 mod metrics;
 pub mod openapi;
-mod probe_plans;
 pub mod query_worker;
 mod rows;
 pub mod state;
@@ -118,31 +110,12 @@ pub async fn start(
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, %admin, "API and console listening");
-    // Learn the fabric before answering: intents are compiled against it.
-    intents::engine::refresh_topology(&state.intents).await;
-    let engine = tokio::spawn(intents::engine::run(
-        state.intents.clone(),
-        shutdown.clone(),
-    ));
-    tokio::spawn(intents::backpressure::run(
-        state.intents.clone(),
-        state.intents.cfg.backpressure.clone(),
-        shutdown.clone(),
-    ));
-    tokio::spawn(intents::label_pro::run(
-        state.intents.clone(),
+    let engine = kplane_control_plane::start(
+        &state.intents,
         state.live.int_label.clone(),
-        state.intents.cfg.int_label_pro.clone(),
         shutdown.clone(),
-    ));
-    if state.intents.cfg.follow_recommendations {
-        tokio::spawn(intents::recommendations::run(
-            state.intents.clone(),
-            &state.live.findings,
-            state.intents.cfg.recommendation_max_age,
-            shutdown.clone(),
-        ));
-    }
+    )
+    .await;
     let app = kplane_runtime::http::guard_hosts(app(state, auth), &http);
     let sd = shutdown.clone();
     admin_state.set_ready(true);

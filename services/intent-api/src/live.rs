@@ -28,7 +28,7 @@ pub struct Live {
     /// Anomalies and forecasts of the knowledge service.
     pub findings: Findings,
     /// INT-label's ports from the processor's `int_label` windows.
-    pub int_label: crate::label_ports::LabelPorts,
+    pub int_label: kplane_control_plane::LabelPorts,
     /// Signalled when a `flows` window arrives: verification need not wait for its interval.
     fresh_flows: Arc<tokio::sync::Notify>,
 }
@@ -189,5 +189,19 @@ pub fn apply(live: &Live, topic: &str, schema: Option<&str>, payload: &[u8]) {
             }
         }
         Err(e) => tracing::warn!(error = %e, table, "undecodable window result skipped"),
+    }
+}
+/// The control plane verifies intents against these views and follows their anomalies.
+impl kplane_control_plane::Telemetry for Live {
+    fn latest_flows(&self) -> Vec<RecordBatch> {
+        self.latest("flows")
+    }
+
+    fn flows_arrived(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(Live::flows_arrived(self))
+    }
+
+    fn anomalies(&self) -> broadcast::Receiver<Arc<kplane_model::results::Anomaly>> {
+        self.findings.subscribe()
     }
 }

@@ -28,10 +28,10 @@ pub struct AppState {
     /// `POST /v1/query`: user SQL in worker processes.
     pub queries: Arc<QueryWorkers>,
     /// Per-token rate and concurrency limits.
-    pub limits: Arc<Limits>,
+    pub limits: Limits,
     pub live: Live,
     /// Intents and the switch drivers (the reconcile loop runs beside the server).
-    pub intents: crate::intents::Intents,
+    pub intents: kplane_control_plane::Intents,
     /// Ends the live streams when the API stops.
     pub shutdown: Shutdown,
     pub metrics: crate::metrics::ApiMetrics,
@@ -85,17 +85,18 @@ impl AppState {
             );
         }
         let intents =
-            crate::intents::Intents::open(cfg.intents.clone(), live.clone()).map_err(|e| {
-                ApiError::Internal(format!(
-                    "intents state in {}: {e}",
-                    cfg.intents.state_dir.display()
-                ))
-            })?;
+            kplane_control_plane::Intents::open(cfg.intents.clone(), Arc::new(live.clone()))
+                .map_err(|e| {
+                    ApiError::Internal(format!(
+                        "intents state in {}: {e}",
+                        cfg.intents.state_dir.display()
+                    ))
+                })?;
         Ok(Self {
             cfg: Arc::new(cfg),
             store,
             queries,
-            limits: Arc::new(Limits::default()),
+            limits: Limits::default(),
             live,
             intents,
             shutdown,

@@ -175,7 +175,7 @@ async fn api_on(live: Live, store: fn() -> PathBuf) -> Api {
         query_timeout: Duration::from_secs(2),
         query_max_rows: 10,
         query_memory: 64 << 20,
-        intents: kplane_intent_api::intents::IntentsConfig {
+        intents: kplane_control_plane::IntentsConfig {
             state_dir: dir.join("intent-api"),
             ..Default::default()
         },

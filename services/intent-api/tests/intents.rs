@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kplane_control_plane::IntentsConfig;
 use kplane_emulator::run::{RunConfig, build};
 use kplane_emulator::sim::Sim;
 use kplane_intent_api::auth::{Role, TokenConfig, hash_token};
-use kplane_intent_api::intents::IntentsConfig;
 use kplane_intent_api::live::Live;
 use kplane_intent_api::{Config, Running, start};
 use kplane_runtime::Shutdown;
@@ -563,7 +563,7 @@ fn report(seq: u32, src: std::net::Ipv4Addr) -> Vec<u8> {
 /// intents in the emulator, and steps them down again once the drops stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backpressure_coarsens_the_sinks_while_the_collector_drops_and_relaxes_after() {
-    use kplane_intent_api::intents::backpressure::BackpressureConfig;
+    use kplane_control_plane::BackpressureConfig;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     let collector_cfg = kplane_collector::Config {

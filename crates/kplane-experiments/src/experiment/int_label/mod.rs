@@ -14,10 +14,10 @@ pub mod timeline;
 pub mod traffic;
 
 use kplane_collector::label_db::LabelDb;
+use kplane_control_plane::label_pro::pro::{Pro, ProConfig};
 use kplane_emulator::sim::{Generator, Sim, SimConfig};
 use kplane_emulator::tables::Update;
 use kplane_emulator::topology::{LinkSpec, NodeIdx, NodeKind, Topology};
-use kplane_intent_api::intents::label_pro::pro::{Pro, ProConfig};
 use kplane_p4::EntrySpec;
 use kplane_wire::{DecodeOptions, Decoder, RecordMeta};
 

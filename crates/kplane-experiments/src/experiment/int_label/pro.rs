@@ -39,7 +39,7 @@ impl Experiment for Pro {
              intervals against the collector's database: a port the database holds that has \
              not been updated for k = 1 telemetry interval gets S + 1 (at most 4; its interval \
              becomes T / 2^S), one updated in each of the last 4 intervals ages back by \
-             S − 1 (`kplane_intent_api::intents::label_pro::pro`, the service's controller); S is \
+             S − 1 (`kplane_control_plane::label_pro::pro`, the service's controller); S is \
              written as the port's `label_frequency` entry (`set_label_shift`). \
              **interval** sweep (Fig. 12): T; **loss** sweep (Fig. 13): every link drops each \
              packet with the given probability at T = 50 ms (`e2e_loss`: the share of packets \

@@ -1,19 +1,18 @@
-//! Intents: operators' and the knowledge service's requests, compiled into table entries of
-//! `p4/kplane_int.p4`, checked for conflicts, persisted, pushed through switch drivers,
-//! verified against fresh telemetry and rolled back when their effect does not show
-//! (docs/intents.md). [`Intents`] is the handle the HTTP routes use; [`engine`] runs the
-//! reconcile loop.
+//! [`Intents`]: the handle the routes and controllers use — submit, approve, delete, the
+//! policy, the audit log — over the persisted intents, their compiled entries and the switch
+//! drivers; [`engine`] runs the reconcile loop, and the controllers (backpressure, the
+//! knowledge service's recommendations, INT-label Pro) submit intents through it.
 
-pub mod backpressure;
-pub mod compile;
-pub mod config;
-pub mod engine;
+pub(crate) mod backpressure;
+pub(crate) mod compile;
+pub(crate) mod config;
+pub(crate) mod engine;
 pub mod label_pro;
 pub mod model;
-pub mod recommendations;
-pub mod safety;
+pub(crate) mod recommendations;
+pub(crate) mod safety;
 pub mod store;
-pub mod verify;
+pub(crate) mod verify;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -25,12 +24,12 @@ use tokio::sync::{Mutex, Notify};
 use self::compile::{Entries, Index, compile};
 use self::model::{IntentKind, IntentSpec, Origin};
 use self::store::{AuditRecord, Intent, Policy, Snapshot, State, Store, now_ms};
-use crate::auth::{Identity, Role};
-use crate::error::ApiError;
-use crate::live::Live;
+use crate::error::ControlError;
+use crate::telemetry::Telemetry;
+use kplane_runtime::auth::{Identity, Role};
 use kplane_southbound::{SwitchDriver, Topology};
 
-pub use config::IntentsConfig;
+pub use self::config::IntentsConfig;
 
 /// Per switch: reachability and what kplane installed there.
 #[derive(Debug, Default)]
@@ -57,7 +56,14 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    fn audit(&self, actor: &str, action: &str, intent: &str, result: &str, detail: String) {
+    pub(crate) fn audit(
+        &self,
+        actor: &str,
+        action: &str,
+        intent: &str,
+        result: &str,
+        detail: String,
+    ) {
         let r = AuditRecord {
             time_ms: now_ms(),
             actor: actor.to_string(),
@@ -72,14 +78,14 @@ impl Inner {
         tracing::info!(actor, action, intent, result, "intent audit");
     }
 
-    fn save(&self) {
+    pub(crate) fn save(&self) {
         if let Err(e) = self.store.save(&self.snap) {
             tracing::error!(error = %e, "cannot persist the intents");
         }
     }
 
     /// The index of every intent that holds or reserves entries.
-    fn rebuild_index(&mut self) {
+    pub(crate) fn rebuild_index(&mut self) {
         let mut index = Index::default();
         for i in &self.snap.intents {
             if (i.state.installed() || i.state == State::PendingApproval)
@@ -91,12 +97,12 @@ impl Inner {
         self.index = index;
     }
 
-    fn intent_mut(&mut self, id: &str) -> Result<&mut Intent, ApiError> {
+    fn intent_mut(&mut self, id: &str) -> Result<&mut Intent, ControlError> {
         self.snap
             .intents
             .iter_mut()
             .find(|i| i.id == id)
-            .ok_or_else(|| ApiError::NotFound(format!("no intent {id}")))
+            .ok_or_else(|| ControlError::NotFound(format!("no intent {id}")))
     }
 
     /// Whether `spec` submitted by `who` is applied at once rather than waiting for an admin:
@@ -117,13 +123,13 @@ impl Inner {
     }
 
     /// Compiles and checks `spec` as intent `id`; the entries, or why not.
-    fn prepare(&self, id: &str, spec: &IntentSpec) -> Result<Entries, ApiError> {
+    fn prepare(&self, id: &str, spec: &IntentSpec) -> Result<Entries, ControlError> {
         let problems = spec.check();
         if !problems.is_empty() {
-            return Err(ApiError::Unprocessable(problems.join("; ")));
+            return Err(ControlError::Unprocessable(problems.join("; ")));
         }
         if self.topo.switches.is_empty() {
-            return Err(ApiError::Unavailable(
+            return Err(ControlError::Unavailable(
                 "no switch known yet: no driver configured ([[intent-api.intents.drivers]]) or none reachable"
                     .into(),
             ));
@@ -132,7 +138,7 @@ impl Inner {
         let entries = compile(info, spec, &self.topo)?;
         for (s, _) in &entries {
             if !self.route.contains_key(s) {
-                return Err(ApiError::Unprocessable(format!(
+                return Err(ControlError::Unprocessable(format!(
                     "switches: no driver serves switch {s}"
                 )));
             }
@@ -161,7 +167,7 @@ pub struct Intents {
     pub(crate) drivers: Arc<Vec<Box<dyn SwitchDriver>>>,
     pub(crate) wake: Arc<Notify>,
     pub(crate) cfg: Arc<IntentsConfig>,
-    pub(crate) live: Live,
+    pub(crate) telemetry: Arc<dyn Telemetry>,
 }
 
 impl std::fmt::Debug for Intents {
@@ -176,7 +182,7 @@ fn entry_json(e: &Entry) -> Value {
 
 impl Intents {
     /// Loads the persisted intents from `cfg.state_dir` and builds the drivers.
-    pub fn open(cfg: IntentsConfig, live: Live) -> std::io::Result<Self> {
+    pub fn open(cfg: IntentsConfig, telemetry: Arc<dyn Telemetry>) -> std::io::Result<Self> {
         let (store, snap) = Store::open(&cfg.state_dir)?;
         let drivers: Vec<Box<dyn SwitchDriver>> = cfg.drivers.iter().map(|d| d.build()).collect();
         let mut compiled = HashMap::new();
@@ -217,12 +223,21 @@ impl Intents {
             drivers: Arc::new(drivers),
             wake: Arc::new(Notify::new()),
             cfg: Arc::new(cfg),
-            live,
+            telemetry,
         })
     }
 
+    /// The configuration it runs with.
+    pub fn config(&self) -> &IntentsConfig {
+        &self.cfg
+    }
+
     /// `POST /v1/intents`.
-    pub async fn submit(&self, mut spec: IntentSpec, who: &Identity) -> Result<Value, ApiError> {
+    pub async fn submit(
+        &self,
+        mut spec: IntentSpec,
+        who: &Identity,
+    ) -> Result<Value, ControlError> {
         if spec.owner.is_empty() {
             spec.owner = who.name.clone();
         }
@@ -231,12 +246,7 @@ impl Intents {
         let entries = match g.prepare(&id, &spec) {
             Ok(e) => e,
             Err(e) => {
-                let detail = match &e {
-                    ApiError::Unprocessable(m)
-                    | ApiError::Conflict(m)
-                    | ApiError::Unavailable(m) => m.clone(),
-                    _ => String::new(),
-                };
+                let detail = e.refusal().unwrap_or_default().to_string();
                 g.audit(
                     &who.name,
                     "submit",
@@ -314,12 +324,12 @@ impl Intents {
         g: &Inner,
         spec: &IntentSpec,
         who: &Identity,
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<String>, ControlError> {
         let s = &self.cfg.safety;
         if let Some(t) = spec.ttl
             && t > s.max_ttl
         {
-            return Err(ApiError::Unprocessable(format!(
+            return Err(ControlError::Unprocessable(format!(
                 "ttl: {} is longer than max-ttl ({})",
                 humantime::format_duration(t),
                 humantime::format_duration(s.max_ttl)
@@ -327,7 +337,7 @@ impl Intents {
         }
         let wide = s.wide(spec, &g.topo);
         if !wide.is_empty() && spec.ttl.is_none_or(|t| t > s.wide_max_ttl) {
-            return Err(ApiError::Unprocessable(format!(
+            return Err(ControlError::Unprocessable(format!(
                 "ttl: this {} covers a wide share of the fabric ({}), so it needs a ttl of at most {}{}",
                 spec.kind.name(),
                 wide.join("; "),
@@ -343,7 +353,7 @@ impl Intents {
     }
 
     /// `POST /v1/intents/dry-run`: the per-switch diff `spec` would make, or why not.
-    pub async fn dry_run(&self, spec: IntentSpec, who: &Identity) -> Result<Value, ApiError> {
+    pub async fn dry_run(&self, spec: IntentSpec, who: &Identity) -> Result<Value, ControlError> {
         let g = self.inner.lock().await;
         let entries = g.prepare("dry-run", &spec)?;
         let blast_radius = self.bounds(&g, &spec, who)?;
@@ -396,7 +406,7 @@ impl Intents {
             .audit(actor, "submit", "", "refused", detail.to_string());
     }
 
-    pub async fn get(&self, id: &str) -> Result<Intent, ApiError> {
+    pub async fn get(&self, id: &str) -> Result<Intent, ControlError> {
         let mut g = self.inner.lock().await;
         g.intent_mut(id).map(|i| i.clone())
     }
@@ -404,7 +414,7 @@ impl Intents {
     /// `DELETE /v1/intents/{id}`: its entries are removed from the switches.
     /// Intents an admin approved, or that a controller submitted, are deleted only by an admin
     /// (or by the controller itself).
-    pub async fn delete(&self, id: &str, who: &Identity) -> Result<Intent, ApiError> {
+    pub async fn delete(&self, id: &str, who: &Identity) -> Result<Intent, ControlError> {
         let mut g = self.inner.lock().await;
         let i = g.intent_mut(id)?;
         let guarded = if let Some(a) = &i.approved_by {
@@ -417,12 +427,12 @@ impl Intents {
         if let Some(why) = guarded
             && who.role < Role::Admin
         {
-            return Err(ApiError::Forbidden(format!(
+            return Err(ControlError::Forbidden(format!(
                 "intent {id}: {why}; only an admin may delete it"
             )));
         }
         if i.state.ended() {
-            return Err(ApiError::Conflict(format!(
+            return Err(ControlError::Conflict(format!(
                 "intent {id} is already {}",
                 i.state.as_str()
             )));
@@ -439,12 +449,12 @@ impl Intents {
     }
 
     /// `POST /v1/intents/{id}/approve` (admin): a pending recommendation is applied.
-    pub async fn approve(&self, id: &str, who: &Identity) -> Result<Intent, ApiError> {
+    pub async fn approve(&self, id: &str, who: &Identity) -> Result<Intent, ControlError> {
         let mut g = self.inner.lock().await;
         let spec = {
             let i = g.intent_mut(id)?;
             if i.state != State::PendingApproval {
-                return Err(ApiError::Conflict(format!(
+                return Err(ControlError::Conflict(format!(
                     "intent {id} is {}, not pending-approval",
                     i.state.as_str()
                 )));
@@ -478,10 +488,10 @@ impl Intents {
     }
 
     /// `PUT /v1/intents/policy` (admin).
-    pub async fn set_policy(&self, p: Policy, who: &Identity) -> Result<Policy, ApiError> {
+    pub async fn set_policy(&self, p: Policy, who: &Identity) -> Result<Policy, ControlError> {
         for k in &p.auto_apply {
             if !["monitor", "block", "reroute", "tune"].contains(&k.as_str()) {
-                return Err(ApiError::Unprocessable(format!(
+                return Err(ControlError::Unprocessable(format!(
                     "auto-apply: {k:?} is not monitor, block, reroute or tune"
                 )));
             }
@@ -505,13 +515,13 @@ impl Intents {
         intent: Option<&str>,
         actor: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<AuditRecord>, ApiError> {
+    ) -> Result<Vec<AuditRecord>, ControlError> {
         let g = self.inner.lock().await;
         g.store
             .audit_log(limit, |r| {
                 intent.is_none_or(|i| r.intent == i) && actor.is_none_or(|a| r.actor == a)
             })
-            .map_err(|e| ApiError::Internal(e.to_string()))
+            .map_err(|e| ControlError::Internal(e.to_string()))
     }
 
     /// The fabric as the drivers last reported it.

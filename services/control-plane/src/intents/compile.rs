@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use kplane_model::detection::Protocol;
 
-use crate::error::ApiError;
+use crate::error::ControlError;
 use kplane_p4::{Entry, EntrySpec, P4Info};
 
 use super::model::{Algorithm, Detection, FlowMatch, IntentKind, IntentSpec, ipv4_prefix};
@@ -18,8 +18,8 @@ pub type Entries = Vec<(u32, Entry)>;
 
 /// Compiles `spec` against the fabric. The error (422) names the field or the switch at
 /// fault.
-pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entries, ApiError> {
-    entries_of(info, spec, topo).map_err(ApiError::Unprocessable)
+pub fn compile(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entries, ControlError> {
+    entries_of(info, spec, topo).map_err(ControlError::Unprocessable)
 }
 
 fn entries_of(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entries, String> {
@@ -399,8 +399,9 @@ impl Index {
 
     /// Refuses `entries` (of intent `id`) when they clash with another intent's or would not
     /// fit (409); the message names the other intent, the switch and the table.
-    pub fn check(&self, info: &P4Info, id: &str, entries: &Entries) -> Result<(), ApiError> {
-        self.clashes(info, id, entries).map_err(ApiError::Conflict)
+    pub fn check(&self, info: &P4Info, id: &str, entries: &Entries) -> Result<(), ControlError> {
+        self.clashes(info, id, entries)
+            .map_err(ControlError::Conflict)
     }
 
     fn clashes(&self, info: &P4Info, id: &str, entries: &Entries) -> Result<(), String> {
@@ -461,9 +462,9 @@ impl Index {
         entries: &Entries,
         topo: &Topology,
         dst: &str,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), ControlError> {
         self.loops(info, id, entries, topo, dst)
-            .map_err(ApiError::Conflict)
+            .map_err(ControlError::Conflict)
     }
 
     fn loops(

@@ -15,8 +15,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::Intents;
 use super::model::{IntentKind, IntentSpec, Origin};
 use super::store::State;
-use crate::auth::{Identity, Role};
-use crate::findings::Findings;
+use kplane_runtime::auth::{Identity, Role};
 
 /// The actor the audit log names for these intents.
 pub const ACTOR: &str = "knowledge";
@@ -45,11 +44,11 @@ pub fn specs(a: &Anomaly) -> Vec<Result<IntentSpec, String>> {
 /// Subscribes before the caller spawns it, so nothing raised in between is missed.
 pub fn run(
     intents: Intents,
-    findings: &Findings,
+    telemetry: &dyn crate::telemetry::Telemetry,
     max_age: Duration,
     shutdown: Shutdown,
 ) -> impl Future<Output = ()> + use<> {
-    follow(intents, findings.subscribe(), max_age, shutdown)
+    follow(intents, telemetry.anomalies(), max_age, shutdown)
 }
 
 async fn follow(

@@ -18,7 +18,7 @@ use kplane_model::FlowKey;
 use kplane_model::detection;
 
 use super::model::{Avoid, FlowMatch, IntentKind, in_prefix};
-use crate::live::Live;
+use crate::telemetry::Telemetry;
 
 /// Packets in flight when an entry is written, and switch clocks a little behind the API's:
 /// reports up to this long after the write are not yet its effect.
@@ -90,9 +90,9 @@ fn rows(b: &RecordBatch, out: &mut Vec<FlowObs>) -> Option<()> {
 }
 
 /// The flows of the latest window of every partition.
-pub fn observe(live: &Live) -> Vec<FlowObs> {
+pub fn observe(telemetry: &dyn Telemetry) -> Vec<FlowObs> {
     let mut out = Vec::new();
-    for b in live.latest("flows") {
+    for b in telemetry.latest_flows() {
         if rows(&b, &mut out).is_none() {
             tracing::debug!("flows window without the expected columns");
         }

@@ -42,7 +42,7 @@ pub async fn run(intents: Intents, shutdown: Shutdown) {
         tokio::select! {
             _ = tokio::time::sleep(intents.cfg.reconcile_interval) => {}
             _ = intents.wake.notified() => {}
-            () = intents.live.flows_arrived(), if verifying => {}
+            () = intents.telemetry.flows_arrived(), if verifying => {}
             _ = shutdown.wait() => break,
         }
     }
@@ -339,7 +339,7 @@ async fn settle(intents: &Intents, outcomes: Vec<Outcome>, now: u64) {
         }
     }
     // Lifecycle.
-    let obs = verify::observe(&intents.live);
+    let obs = verify::observe(&*intents.telemetry);
     let deadline = intents.cfg.verify_deadline.as_millis() as u64;
     let mut records = Vec::new();
     let mut trackers = std::mem::take(&mut g.trackers);

@@ -8,19 +8,30 @@ use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::{Auth, Budget, Identity, Role, require};
-use crate::error::ApiError;
+use kplane_runtime::auth::{Auth, Identity, Role, require};
+use kplane_runtime::limits::Limits;
+
+use crate::error::ControlError;
+use crate::intents::Intents;
 use crate::intents::model::IntentSpec;
 use crate::intents::store::Policy;
-use crate::state::AppState;
 
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    b.map(|Json(v)| v)
-        .map_err(|e| ApiError::BadRequest(e.body_text()))
+/// What the routes share.
+#[derive(Clone, Debug)]
+pub(crate) struct Routes {
+    pub intents: Intents,
+    pub limits: Limits,
+    /// Intent changes (submit, dry-run, delete, approve) one token may make per minute.
+    pub intent_rate: u32,
 }
 
-/// The routes, each behind its role.
-pub fn router(auth: Auth) -> Router<AppState> {
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ControlError> {
+    b.map(|Json(v)| v)
+        .map_err(|e| ControlError::BadRequest(e.body_text()))
+}
+
+/// The intent routes, each behind its role.
+pub(crate) fn router(auth: Auth) -> Router<Routes> {
     let role = |r| axum::middleware::from_fn_with_state((auth.clone(), r), require);
     let viewer = Router::new()
         .route("/v1/intents", get(list))
@@ -47,9 +58,9 @@ pub struct ListParams {
 }
 
 async fn list(
-    State(s): State<AppState>,
+    State(s): State<Routes>,
     Query(p): Query<ListParams>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ControlError> {
     const STATES: [&str; 8] = [
         "pending-approval",
         "applying",
@@ -63,7 +74,7 @@ async fn list(
     if let Some(st) = &p.state
         && !STATES.contains(&st.as_str())
     {
-        return Err(ApiError::BadRequest(format!(
+        return Err(ControlError::BadRequest(format!(
             "state: {st:?} is not one of {}",
             STATES.join(", ")
         )));
@@ -72,68 +83,67 @@ async fn list(
     Ok(Json(json!({ "intents": intents })))
 }
 
-async fn show(State(s): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn show(
+    State(s): State<Routes>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ControlError> {
     let i = s.intents.get(&id).await?;
     Ok(Json(serde_json::to_value(i).unwrap_or(Value::Null)))
 }
 
 async fn submit(
-    State(s): State<AppState>,
+    State(s): State<Routes>,
     Extension(who): Extension<Identity>,
     b: Result<Json<IntentSpec>, JsonRejection>,
-) -> Result<(axum::http::StatusCode, Json<Value>), ApiError> {
-    s.limits
-        .spend(&who, Budget::IntentChange, s.cfg.intent_rate)?;
+) -> Result<(axum::http::StatusCode, Json<Value>), ControlError> {
+    s.limits.spend(&who, "intent changes", s.intent_rate)?;
     let spec = body(b)?;
     let v = s.intents.submit(spec, &who).await?;
     Ok((axum::http::StatusCode::CREATED, Json(v)))
 }
 
 async fn dry_run(
-    State(s): State<AppState>,
+    State(s): State<Routes>,
     Extension(who): Extension<Identity>,
     b: Result<Json<IntentSpec>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
-    s.limits
-        .spend(&who, Budget::IntentChange, s.cfg.intent_rate)?;
+) -> Result<Json<Value>, ControlError> {
+    s.limits.spend(&who, "intent changes", s.intent_rate)?;
     Ok(Json(s.intents.dry_run(body(b)?, &who).await?))
 }
 
 async fn delete(
-    State(s): State<AppState>,
+    State(s): State<Routes>,
     Extension(who): Extension<Identity>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    s.limits
-        .spend(&who, Budget::IntentChange, s.cfg.intent_rate)?;
+) -> Result<Json<Value>, ControlError> {
+    s.limits.spend(&who, "intent changes", s.intent_rate)?;
     let i = s.intents.delete(&id, &who).await?;
     Ok(Json(serde_json::to_value(i).unwrap_or(Value::Null)))
 }
 
 async fn approve(
-    State(s): State<AppState>,
+    State(s): State<Routes>,
     Extension(who): Extension<Identity>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    s.limits
-        .spend(&who, Budget::IntentChange, s.cfg.intent_rate)?;
+) -> Result<Json<Value>, ControlError> {
+    s.limits.spend(&who, "intent changes", s.intent_rate)?;
     let i = s.intents.approve(&id, &who).await?;
     Ok(Json(serde_json::to_value(i).unwrap_or(Value::Null)))
 }
 
-async fn policy(State(s): State<AppState>) -> Json<Policy> {
+async fn policy(State(s): State<Routes>) -> Json<Policy> {
     Json(s.intents.policy().await)
 }
 
 async fn set_policy(
-    State(s): State<AppState>,
+    State(s): State<Routes>,
     Extension(who): Extension<Identity>,
     b: Result<Json<Policy>, JsonRejection>,
-) -> Result<Json<Policy>, ApiError> {
+) -> Result<Json<Policy>, ControlError> {
     Ok(Json(s.intents.set_policy(body(b)?, &who).await?))
 }
 
-async fn switches(State(s): State<AppState>) -> Json<Value> {
+async fn switches(State(s): State<Routes>) -> Json<Value> {
     Json(s.intents.switches().await)
 }
 
@@ -145,9 +155,9 @@ pub struct AuditParams {
 }
 
 async fn audit(
-    State(s): State<AppState>,
+    State(s): State<Routes>,
     Query(p): Query<AuditParams>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ControlError> {
     let limit = p.limit.unwrap_or(100).clamp(1, 10_000);
     let records = s
         .intents

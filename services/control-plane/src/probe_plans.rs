@@ -9,12 +9,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use crate::auth::{Auth, Role, require};
 use crate::intents::model::{IntentKind, ProbeMeasure};
-use crate::state::AppState;
+use crate::routes::Routes;
+use kplane_runtime::auth::{Auth, Role, require};
 use kplane_southbound::Topology;
 
-pub fn router(auth: Auth) -> Router<AppState> {
+pub(crate) fn router(auth: Auth) -> Router<Routes> {
     Router::new()
         .route("/v1/probe-plans", get(plans))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -23,7 +23,7 @@ pub fn router(auth: Auth) -> Router<AppState> {
         ))
 }
 
-async fn plans(State(s): State<AppState>) -> Json<Value> {
+async fn plans(State(s): State<Routes>) -> Json<Value> {
     let topo = s.intents.topology().await;
     let plans: Vec<Value> = s
         .intents

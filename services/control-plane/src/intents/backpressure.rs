@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Intents;
 use super::model::{Algorithm, Detection, IntentKind, IntentSpec, Measurement, Origin};
-use crate::auth::{Identity, Role};
+use kplane_runtime::auth::{Identity, Role};
 
 /// The owner and actor of backpressure intents.
 pub const OWNER: &str = "backpressure";

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Intents;
 use super::model::{IntentKind, IntentSpec, Origin};
-use crate::auth::{Identity, Role};
 use crate::label_ports::LabelPorts;
+use kplane_runtime::auth::{Identity, Role};
 use pro::{Pro, ProConfig};
 
 /// The owner and actor of Pro's intents.
@@ -60,10 +60,10 @@ impl ProControllerConfig {
         if self.k == 0 || self.relax == 0 {
             problems.push(format!("{at}: k and relax must be >= 1"));
         }
-        if self.max_shift > crate::intents::model::MAX_LABEL_SHIFT {
+        if self.max_shift > super::model::MAX_LABEL_SHIFT {
             problems.push(format!(
                 "{at}: max-shift must be <= {}",
-                crate::intents::model::MAX_LABEL_SHIFT
+                super::model::MAX_LABEL_SHIFT
             ));
         }
     }
