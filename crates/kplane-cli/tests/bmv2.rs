@@ -358,6 +358,85 @@ impl Drop for Rig {
     }
 }
 
+/// Waits until `sw` holds the forwarding entry of `Rig`'s routes (read over Thrift, not
+/// through kplane's P4Runtime client); the table dump.
+fn wait_for_forwarding(sw: &Bmv2, within: Duration) -> String {
+    let end = Instant::now() + within;
+    loop {
+        // Until the pipeline is pushed the switch knows no such table.
+        let dump = sw
+            .try_cli("table_dump ipv4_forward\n")
+            .unwrap_or_else(|e| e);
+        if dump.contains("set_egress") {
+            return dump;
+        }
+        assert!(
+            Instant::now() < end,
+            "no forwarding entry on the switch: {dump}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_switch_is_provisioned_at_start_and_again_after_it_restarts() {
+    if !bmv2::available() {
+        return;
+    }
+    let mut rig = Rig::start(
+        "v",
+        3,
+        &[("10.0.1.1/32", 1), ("10.0.2.1/32", 2)],
+        &[("10.0.2.1/32", 2)],
+    );
+    let (h1, h2) = (rig.host(1), rig.host(2));
+
+    // No intent: the API pushes the pipeline, the configured forwarding and the report clone
+    // session on its own, and the switch forwards.
+    wait_for_forwarding(&rig.sw, Duration::from_secs(15));
+    assert!(
+        rig.sw.cli("mirroring_get 500\n").contains("port"),
+        "the report clone session is on the switch"
+    );
+    assert!(
+        probe(&rig.ns, &h1, &h2) > 0,
+        "host 2 receives host 1's packets"
+    );
+    let switches = http(
+        rig.api_addr,
+        "GET",
+        "/v1/intents/switches",
+        Some(TOKEN),
+        None,
+    )
+    .unwrap()
+    .json();
+    assert_eq!(switches["switches"][0]["status"], "ok", "{switches}");
+    let intents = http(rig.api_addr, "GET", "/v1/intents", Some(TOKEN), None)
+        .unwrap()
+        .json();
+    assert_eq!(intents["intents"], serde_json::json!([]), "{intents}");
+
+    // The switch restarts empty; the next passes provision it again.
+    rig.sw.restart();
+    wait_for_forwarding(&rig.sw, Duration::from_secs(15));
+    assert!(
+        probe(&rig.ns, &h1, &h2) > 0,
+        "host 2 receives host 1's packets after the restart"
+    );
+    let audit = http(rig.api_addr, "GET", "/v1/audit", Some(TOKEN), None)
+        .unwrap()
+        .json();
+    assert!(
+        audit["audit"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["result"] == "switch-restarted"),
+        "the restart is in the audit log: {audit}"
+    );
+}
+
 #[test]
 fn intents_on_a_bmv2_switch_watch_and_block_real_packets() {
     if !bmv2::available() {

@@ -103,6 +103,14 @@ pub trait SwitchDriver: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'_, Result<(), DriverError>>;
     /// The switch's entries (only the tables intents use) and its epoch.
     fn read(&self, switch: u32) -> BoxFuture<'_, Result<ReadBack, DriverError>>;
+    /// Makes the switch ready for intents before any exists — at start, and again after it
+    /// restarted: kplane's pipeline, the configured entries, clone sessions. Its epoch when
+    /// that says something. The default: nothing to push (the emulator's switches run the
+    /// program from the start).
+    fn provision(&self, switch: u32) -> BoxFuture<'_, Result<Option<u64>, DriverError>> {
+        let _ = switch;
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// `[[intent-api.drivers]]`: one table per driver, `kind` picks it.

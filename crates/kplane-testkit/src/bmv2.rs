@@ -196,6 +196,44 @@ impl RawPort {
     }
 }
 
+/// `simple_switch_grpc` on `ports`, its P4Runtime server on `grpc`; returns once it listens.
+fn spawn(device_id: u64, grpc: &str, thrift_port: u16, ports: &[(u32, String)]) -> ChildGuard {
+    let mut cmd = Command::new("simple_switch_grpc");
+    cmd.args(["--device-id", &device_id.to_string(), "--no-p4"])
+        .args(["--thrift-port", &thrift_port.to_string()]);
+    for (n, ifname) in ports {
+        cmd.args(["-i", &format!("{n}@{ifname}")]);
+    }
+    // KPLANE_BMV2_LOG=debug: the switch's packet trace in its log file (named on stderr).
+    if let Ok(level) = std::env::var("KPLANE_BMV2_LOG") {
+        cmd.args(["--log-console", "-L", &level]);
+    }
+    let log = std::env::temp_dir().join(format!(
+        "bmv2-{}.log",
+        grpc.rsplit(':').next().unwrap_or("switch")
+    ));
+    eprintln!("simple_switch_grpc log: {}", log.display());
+    // Appended: a restarted switch's log follows its first life's.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .expect("switch log");
+    cmd.args(["--", "--grpc-server-addr", grpc])
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log);
+    let child = ChildGuard::new(cmd.spawn().expect("start simple_switch_grpc"));
+    let end = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(grpc).is_err() {
+        assert!(
+            Instant::now() < end,
+            "simple_switch_grpc never listened on {grpc}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
 /// A running `simple_switch_grpc` without a pipeline (`--no-p4`): the P4Runtime client
 /// pushes it. Killed when dropped.
 #[derive(Debug)]
@@ -204,50 +242,53 @@ pub struct Bmv2 {
     pub grpc: String,
     pub thrift_port: u16,
     pub device_id: u64,
-    _child: ChildGuard,
+    ports: Vec<(u32, String)>,
+    child: ChildGuard,
 }
 
 impl Bmv2 {
     /// Starts a switch with `ports` (`(port number, interface)`); waits until its gRPC
     /// server accepts connections.
     pub fn start(device_id: u64, ports: &[(u32, &str)]) -> Self {
-        let (grpc_port, thrift_port) = (free_port(), free_port());
-        let grpc = format!("127.0.0.1:{grpc_port}");
-        let mut cmd = Command::new("simple_switch_grpc");
-        cmd.args(["--device-id", &device_id.to_string(), "--no-p4"])
-            .args(["--thrift-port", &thrift_port.to_string()]);
-        for (n, ifname) in ports {
-            cmd.args(["-i", &format!("{n}@{ifname}")]);
-        }
-        // KPLANE_BMV2_LOG=debug: the switch's packet trace in its log file (named on stderr).
-        if let Ok(level) = std::env::var("KPLANE_BMV2_LOG") {
-            cmd.args(["--log-console", "-L", &level]);
-        }
-        let log = std::env::temp_dir().join(format!("bmv2-{grpc_port}.log"));
-        eprintln!("simple_switch_grpc log: {}", log.display());
-        let log = std::fs::File::create(&log).expect("switch log");
-        cmd.args(["--", "--grpc-server-addr", &grpc])
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log);
-        let child = ChildGuard::new(cmd.spawn().expect("start simple_switch_grpc"));
-        let end = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(&grpc).is_err() {
-            assert!(
-                Instant::now() < end,
-                "simple_switch_grpc never listened on {grpc}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let grpc = format!("127.0.0.1:{}", free_port());
+        let thrift_port = free_port();
+        let ports: Vec<(u32, String)> = ports.iter().map(|(n, i)| (*n, i.to_string())).collect();
+        let child = spawn(device_id, &grpc, thrift_port, &ports);
         Self {
             grpc,
             thrift_port,
             device_id,
-            _child: child,
+            ports,
+            child,
         }
+    }
+
+    /// Kills the switch and starts it again on the same ports and addresses, without a
+    /// pipeline: a switch that rebooted, as its controller sees it.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let end = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&self.grpc).is_ok() {
+            assert!(
+                Instant::now() < end,
+                "the old switch still listens on {}",
+                self.grpc
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.child = spawn(self.device_id, &self.grpc, self.thrift_port, &self.ports);
     }
 
     /// Runs `simple_switch_CLI` commands (registers, mirroring); its output.
     pub fn cli(&self, commands: &str) -> String {
+        self.try_cli(commands)
+            .unwrap_or_else(|text| panic!("simple_switch_CLI: {text}"))
+    }
+
+    /// Runs `simple_switch_CLI` commands; their output, or it with the error (a switch
+    /// running no pipeline yet knows no table).
+    pub fn try_cli(&self, commands: &str) -> Result<String, String> {
         let cli = String::from_utf8(
             Command::new("sh")
                 .args(["-c", "command -v simple_switch_CLI"])
@@ -273,12 +314,11 @@ impl Bmv2 {
             .expect("write commands");
         let out = child.wait_with_output().expect("simple_switch_CLI output");
         let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success() && !text.contains("Error"),
-            "simple_switch_CLI: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
+        if out.status.success() && !text.contains("Error") {
+            Ok(text)
+        } else {
+            Err(text + &String::from_utf8_lossy(&out.stderr))
+        }
     }
 
     /// One cell of a register (`Control.register`), read through `simple_switch_CLI`.

@@ -1,7 +1,8 @@
 //! P4Runtime switches (`kplane-p4runtime`): one primary session per switch, re-opened when
-//! it drops; the pipeline (p4c's P4Info and BMv2 JSON of `p4/kplane_int.p4`) pushed when the
-//! switch runs none or another one — a restarted switch — which starts a new epoch so the
-//! engine re-pushes every desired entry.
+//! it drops; the pipeline (p4c's P4Info and BMv2 JSON of `p4/kplane_int.p4`), the configured
+//! `entries` and the report clone session pushed when the switch runs none or another one —
+//! at start, or a restarted switch — which starts a new epoch so the engine re-pushes every
+//! desired entry. The engine provisions every switch each pass, intents or not.
 
 use std::time::Duration;
 
@@ -258,6 +259,20 @@ impl SwitchDriver for Driver {
                 st.session = None;
             }
             r.map_err(driver_error)
+        })
+    }
+
+    /// Opens the session, which pushes the pipeline, the configured entries and the report
+    /// clone session when the switch runs none (a new switch, or one that restarted); a live
+    /// session costs nothing.
+    fn provision(&self, switch: u32) -> BoxFuture<'_, Result<Option<u64>, DriverError>> {
+        Box::pin(async move {
+            if switch != self.cfg.switch {
+                return Err(self.unknown(switch));
+            }
+            let mut st = self.state.lock().await;
+            self.session(&mut st).await?;
+            Ok(Some(st.epoch))
         })
     }
 

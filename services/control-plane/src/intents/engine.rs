@@ -8,6 +8,10 @@
 //! switch that refuses an intent's entries fails that intent, and the next pass removes the
 //! entries the other switches took. A restarted switch (new epoch) or drift (an entry gone
 //! or changed behind kplane's back) is re-pushed and recorded in the audit log.
+//!
+//! A switch that holds nothing of kplane's is still visited every pass, and provisioned
+//! ([`kplane_southbound::SwitchDriver::provision`]): a P4Runtime switch gets its pipeline and
+//! configured entries at start and after a restart, without waiting for an intent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -136,7 +140,9 @@ async fn plan(intents: &Intents, now: u64) -> Vec<Job> {
                 .insert(e.key.clone(), (e.clone(), i.id.clone()));
         }
     }
-    let mut switches: Vec<u32> = desired.keys().copied().collect();
+    // Every switch the drivers serve, intents or not: those without entries are provisioned.
+    let mut switches: Vec<u32> = g.route.keys().copied().collect();
+    switches.extend(desired.keys().copied());
     switches.extend(
         g.switches
             .iter()
@@ -179,6 +185,17 @@ async fn execute(intents: &Intents, job: Job) -> Outcome {
             .map(|(k, (e, _))| (k.clone(), e.clone()))
             .collect(),
     };
+    if job.desired.is_empty() && job.managed.is_empty() {
+        // Nothing of ours on it: only make sure it is ready (pipeline, configured entries).
+        match driver.provision(job.switch).await {
+            Ok(epoch) => {
+                out.restarted = job.epoch.is_some() && epoch.is_some() && epoch != job.epoch;
+                out.epoch = epoch.or(job.epoch);
+            }
+            Err(e) => out.error = Some(e),
+        }
+        return out;
+    }
     let read = match driver.read(job.switch).await {
         Ok(r) => r,
         Err(e) => {
