@@ -364,9 +364,10 @@ fn wait_for_forwarding(sw: &Bmv2, within: Duration) -> String {
     let end = Instant::now() + within;
     loop {
         // Until the pipeline is pushed the switch knows no such table.
-        let dump = sw
-            .try_cli("table_dump ipv4_forward\n")
-            .unwrap_or_else(|e| e);
+        let (_, dump) = sw.try_cli(
+            "table_dump ipv4_forward
+",
+        );
         if dump.contains("set_egress") {
             return dump;
         }

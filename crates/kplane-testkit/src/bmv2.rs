@@ -282,13 +282,14 @@ impl Bmv2 {
 
     /// Runs `simple_switch_CLI` commands (registers, mirroring); its output.
     pub fn cli(&self, commands: &str) -> String {
-        self.try_cli(commands)
-            .unwrap_or_else(|text| panic!("simple_switch_CLI: {text}"))
+        let (ok, text) = self.try_cli(commands);
+        assert!(ok, "simple_switch_CLI: {text}");
+        text
     }
 
-    /// Runs `simple_switch_CLI` commands; their output, or it with the error (a switch
-    /// running no pipeline yet knows no table).
-    pub fn try_cli(&self, commands: &str) -> Result<String, String> {
+    /// Runs `simple_switch_CLI` commands: whether they all succeeded (a switch running no
+    /// pipeline yet knows no table), and the output with any error.
+    pub fn try_cli(&self, commands: &str) -> (bool, String) {
         let cli = String::from_utf8(
             Command::new("sh")
                 .args(["-c", "command -v simple_switch_CLI"])
@@ -314,11 +315,8 @@ impl Bmv2 {
             .expect("write commands");
         let out = child.wait_with_output().expect("simple_switch_CLI output");
         let text = String::from_utf8_lossy(&out.stdout).to_string();
-        if out.status.success() && !text.contains("Error") {
-            Ok(text)
-        } else {
-            Err(text + &String::from_utf8_lossy(&out.stderr))
-        }
+        let ok = out.status.success() && !text.contains("Error");
+        (ok, text + &String::from_utf8_lossy(&out.stderr))
     }
 
     /// One cell of a register (`Control.register`), read through `simple_switch_CLI`.
