@@ -330,6 +330,31 @@ mod tests {
     }
 
     #[test]
+    fn refusals_are_answered_with_their_status_and_headers() {
+        let r = AuthError::Unauthorized("no token").into_response();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(r.headers()[axum::http::header::WWW_AUTHENTICATE], "Bearer");
+        let r = AuthError::TooManyRequests {
+            message: "slow down".into(),
+            retry_after: 7,
+        }
+        .into_response();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[axum::http::header::RETRY_AFTER], "7");
+        let r = AuthError::Forbidden("admin only".into()).into_response();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        assert!(r.headers().get(axum::http::header::RETRY_AFTER).is_none());
+        assert!(
+            AuthError::TooManyRequests {
+                message: String::new(),
+                retry_after: 1
+            }
+            .is_retryable()
+        );
+        assert!(!AuthError::Forbidden(String::new()).is_retryable());
+    }
+
+    #[test]
     fn no_auth_answers_only_loopback_names() {
         let open = HttpConfig {
             no_auth: true,

@@ -82,3 +82,59 @@ impl IntoResponse for ControlError {
         kplane_runtime::http::error_response(status, message, retry_after)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_retries_and_refusals() {
+        let cases = [
+            (ControlError::BadRequest("x".into()), 400, false, None),
+            (
+                ControlError::Unprocessable("x".into()),
+                422,
+                false,
+                Some("x"),
+            ),
+            (ControlError::NotFound("x".into()), 404, false, None),
+            (ControlError::Conflict("x".into()), 409, false, Some("x")),
+            (ControlError::Forbidden("x".into()), 403, false, None),
+            (ControlError::Unavailable("x".into()), 503, true, Some("x")),
+            (ControlError::Internal("x".into()), 500, false, None),
+            (
+                AuthError::TooManyRequests {
+                    message: "x".into(),
+                    retry_after: 3,
+                }
+                .into(),
+                429,
+                true,
+                None,
+            ),
+        ];
+        for (e, status, retryable, refusal) in cases {
+            assert_eq!(e.status().as_u16(), status, "{e:?}");
+            assert_eq!(e.is_retryable(), retryable, "{e:?}");
+            assert_eq!(e.refusal(), refusal, "{e:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_internal_error_keeps_its_detail_out_of_the_answer() {
+        let r = ControlError::Internal("disk /var/lib full".into()).into_response();
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        let body = String::from_utf8_lossy(&body);
+        assert!(
+            body.contains("server log") && !body.contains("/var/lib"),
+            "{body}"
+        );
+        let r = ControlError::from(AuthError::TooManyRequests {
+            message: "x".into(),
+            retry_after: 9,
+        })
+        .into_response();
+        assert_eq!(r.headers()[axum::http::header::RETRY_AFTER], "9");
+    }
+}
