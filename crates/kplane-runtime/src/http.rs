@@ -136,6 +136,12 @@ impl IntoResponse for AuthError {
     }
 }
 
+/// What a 5xx answer says: the detail goes to the log, not to the caller.
+pub fn internal_message(detail: &str) -> String {
+    tracing::error!(error = %detail, "internal error answering a request");
+    "internal error (details are in the server log)".to_string()
+}
+
 /// Every kplane listener's error answer: `{"error": message}` with `status`, `WWW-Authenticate:
 /// Bearer` on 401 and `Retry-After` (seconds) when given.
 pub fn error_response(status: StatusCode, message: String, retry_after: Option<u64>) -> Response {

@@ -73,10 +73,7 @@ impl IntoResponse for ControlError {
             _ => None,
         };
         let message = match self {
-            Self::Internal(detail) => {
-                tracing::error!(error = %detail, "internal error answering a request");
-                "internal error (details are in the server log)".to_string()
-            }
+            Self::Internal(detail) => kplane_runtime::http::internal_message(&detail),
             e => e.to_string(),
         };
         kplane_runtime::http::error_response(status, message, retry_after)

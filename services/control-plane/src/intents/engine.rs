@@ -169,6 +169,17 @@ async fn plan(intents: &Intents, now: u64) -> Vec<Job> {
         .collect()
 }
 
+impl Outcome {
+    /// The switch's epoch now (when its driver says): a new one after a known one is a
+    /// restart.
+    fn observe_epoch(&mut self, before: Option<u64>, now: Option<u64>) {
+        if let Some(now) = now {
+            self.restarted = before.is_some_and(|b| b != now);
+            self.epoch = Some(now);
+        }
+    }
+}
+
 async fn execute(intents: &Intents, job: Job) -> Outcome {
     let driver = &intents.drivers[job.driver];
     let info = kplane_p4::kplane();
@@ -188,10 +199,7 @@ async fn execute(intents: &Intents, job: Job) -> Outcome {
     if job.desired.is_empty() && job.managed.is_empty() {
         // Nothing of ours on it: only make sure it is ready (pipeline, configured entries).
         match driver.provision(job.switch).await {
-            Ok(epoch) => {
-                out.restarted = job.epoch.is_some() && epoch.is_some() && epoch != job.epoch;
-                out.epoch = epoch.or(job.epoch);
-            }
+            Ok(epoch) => out.observe_epoch(job.epoch, epoch),
             Err(e) => out.error = Some(e),
         }
         return out;
@@ -203,8 +211,7 @@ async fn execute(intents: &Intents, job: Job) -> Outcome {
             return out;
         }
     };
-    out.restarted = job.epoch.is_some_and(|e| e != read.epoch);
-    out.epoch = Some(read.epoch);
+    out.observe_epoch(job.epoch, Some(read.epoch));
     let present: HashMap<&EntryKey, &Entry> = read.entries.iter().map(|e| (&e.key, e)).collect();
     let mut updates = Vec::new();
     for (k, (e, id)) in &job.desired {
