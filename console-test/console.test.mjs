@@ -1,7 +1,9 @@
 // The console in a real browser against a running `kplane up`: the page loads, lays the
 // fat-tree out in layers (edge, aggregation, core), a switch's drill-down shows a live value
-// that changes, a link's drill-down draws its utilisation over time, the microbursts show as threshold episodes with a peak (fewer than their raw
-// crossings), the time range selector loads history from the store, a flow's path opens, a
+// that changes, a link's drill-down draws its utilisation over time, the microbursts show as
+// congestion incidents (one opens with its timeline and affected flows, its switches
+// highlighted on the topology) and, one click away, as threshold episodes with a peak (fewer
+// than their raw crossings), the time range selector loads history from the store, a flow's path opens, a
 // recommended intent is approved from the intents panel, the knowledge service's model status
 // and a link's forecast against what happened are drawn, no console error is logged (a CSP
 // violation would be one), the security headers are sent and the token leaves the address bar
@@ -71,7 +73,22 @@ try {
   await page.waitForFunction(() => !document.querySelector("#link-detail").hidden
     && document.querySelectorAll("#link-chart polyline.series-line").length > 0, null, { timeout: 20000 });
   const link = await page.getAttribute("#link-detail", "data-link");
-  // The microbursts: threshold episodes with their peak, fewer than the raw crossings.
+  // Incidents replace the raw feed: the microbursts' breaches are congestion incidents, one
+  // per switch; one opens with its timeline and affected flows, its switches highlighted on
+  // the topology.
+  await page.waitForSelector('#incidents tbody tr[data-kind="congestion"]', { timeout: 60000 });
+  const incidentRows = await page.locator("#incidents tbody tr").count();
+  await page.locator('#incidents tbody tr[data-kind="congestion"]').first().click();
+  await page.waitForFunction(() => {
+    const d = document.querySelector("#incident-detail");
+    return d && !d.hidden && d.textContent.includes("Timeline") && d.textContent.includes("Affected flows");
+  }, null, { timeout: 20000 });
+  await page.waitForSelector("#topology circle.switch.incident", { timeout: 10000 });
+  const highlighted = await page.locator("#topology circle.switch.incident").count();
+  const incident = await page.getAttribute("#incident-detail", "data-id");
+  // The raw events stay one click away: the microbursts as threshold episodes with their
+  // peak, fewer than the raw crossings.
+  await page.click("#show-raw");
   await page.waitForSelector('#episodes tbody tr[data-kind="threshold"] td.peak', { timeout: 60000 });
   const peak = await page.textContent('#episodes tbody tr[data-kind="threshold"] td.peak');
   if (!/^\d+ \/ \d+$/.test(peak)) throw new Error("episode peak cell: " + peak);
@@ -137,7 +154,7 @@ try {
   const forecastError = await page.textContent("#forecast-error");
   await page.screenshot({ path: shot, fullPage: true });
   if (errors.length) throw new Error("console errors: " + errors.join(" | "));
-  console.log(`console ok: ${switches} switches (${roles.core.n} core, ${roles.aggregation.n} aggregation, ${roles.edge.n} edge), ${links} links, windows ${first} → ${later}, switch ${drilled} and link ${link} drilled into, ${grouped} threshold episodes from ${raw} raw crossings (peak ${peak}), history loaded, ${flows} flows; intent ${rec.id} approved → ${approved}; ${models}; forecast ${forecastError}; screenshot ${shot}`);
+  console.log(`console ok: ${switches} switches (${roles.core.n} core, ${roles.aggregation.n} aggregation, ${roles.edge.n} edge), ${links} links, windows ${first} → ${later}, switch ${drilled} and link ${link} drilled into, ${incidentRows} incidents (${incident} opened, ${highlighted} switches highlighted), ${grouped} threshold episodes from ${raw} raw crossings (peak ${peak}), history loaded, ${flows} flows; intent ${rec.id} approved → ${approved}; ${models}; forecast ${forecastError}; screenshot ${shot}`);
 } finally {
   await browser.close();
 }

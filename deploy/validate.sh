@@ -6,7 +6,7 @@
 #  * docker-compose.yml against the Compose specification's schema (check-jsonschema).
 # The tools: kubectl (Debian: kubernetes-client), `pip install kubernetes-validate
 # check-jsonschema` (.ci/run installs them). Consistency with the configuration schema and
-# the services' ports is tests/deploy.rs in kplane-cli.
+# the services' ports is tests/e2e/deploy.rs in kplane-cli.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 K8S_VERSION="${K8S_VERSION:-1.31.0}"

@@ -13,6 +13,7 @@ mod flow;
 mod hint;
 mod hop;
 pub mod id_table;
+pub mod incidents;
 #[cfg(feature = "arrow")]
 pub mod knowledge_tables;
 mod record;

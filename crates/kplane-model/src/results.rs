@@ -76,6 +76,18 @@ pub struct Alert {
     pub previous_path: Vec<u32>,
 }
 
+/// A flow as one string, `10.0.0.1:5000>10.0.0.2:80/17`: the knowledge service's flow
+/// entity, and how incidents name the flows they affect.
+pub fn flow_entity(
+    src_ip: IpAddr,
+    src_port: u16,
+    dst_ip: IpAddr,
+    dst_port: u16,
+    protocol: u8,
+) -> String {
+    format!("{src_ip}:{src_port}>{dst_ip}:{dst_port}/{protocol}")
+}
+
 /// What an anomaly is about: a source or destination address, a (node, queue), a (node,
 /// egress port) link, or a flow (loops and black holes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]

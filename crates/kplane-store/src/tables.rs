@@ -9,6 +9,7 @@
 use std::sync::{Arc, LazyLock};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use kplane_model::incidents::table::{INCIDENTS, incidents_schema};
 use kplane_model::knowledge_tables;
 use kplane_model::schema::col;
 
@@ -96,8 +97,8 @@ pub fn alerts_schema() -> SchemaRef {
     ALERTS_SCHEMA.clone()
 }
 
-/// Every table of the store with its schema: the window tables, `alerts`, and the knowledge
-/// service's `anomalies` and `forecasts`.
+/// Every table of the store with its schema: the window tables, `alerts`, the knowledge
+/// service's `anomalies` and `forecasts`, and the API's `incidents`.
 pub fn all() -> Vec<(&'static str, SchemaRef)> {
     let mut tables = window_schemas().to_vec();
     tables.push((ALERTS, alerts_schema()));
@@ -109,6 +110,7 @@ pub fn all() -> Vec<(&'static str, SchemaRef)> {
         knowledge_tables::FORECASTS,
         knowledge_tables::forecasts_schema(),
     ));
+    tables.push((INCIDENTS, incidents_schema()));
     tables
 }
 
@@ -124,7 +126,7 @@ mod tests {
             assert_eq!(&again, schema, "{name}");
         }
         let names: Vec<&str> = all().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names.len(), 12);
+        assert_eq!(names.len(), 13);
         assert!(names.contains(&"flows") && names.contains(&"anomalies"));
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub use kplane_runtime::probe::metric_sum;
 
+pub mod alertmanager;
 pub mod bmv2;
 pub mod netns;
 

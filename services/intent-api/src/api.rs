@@ -16,10 +16,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::{Auth, Identity, Role, require};
-use crate::episodes::EpisodeBook;
 use crate::error::ApiError;
 use crate::rows::to_json;
 use crate::state::{AppState, Range};
+use kplane_model::incidents::EpisodeBook;
 
 /// Middleware: an answer within `query-timeout`, else 504 — whatever the route spends its time
 /// on. Event streams never end, and `POST /v1/query` kills its worker at the same timeout.
@@ -62,6 +62,7 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .route_layer(viewer)
         .merge(admin_routes)
         .merge(crate::knowledge_api::router(auth.clone()))
+        .merge(crate::incidents_api::router(auth.clone()))
         .merge(crate::int_label_api::router(auth.clone()))
         .with_state(state.clone())
         .merge(kplane_control_plane::router(
@@ -377,6 +378,17 @@ pub const EPISODE_ALERTS: usize = 50_000;
 fn stored_alert(row: &Value) -> Option<Alert> {
     let kind = row["kind"].as_str()?;
     let u = |k: &str| row[k].as_u64();
+    let nodes = |k: &str| -> Vec<u32> {
+        row[k]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .filter_map(|n| n.as_u64())
+                    .map(|n| n as u32)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     Some(Alert {
         time_ns: row["time_ns"].as_i64()?,
         kind: AlertKind::ALL.into_iter().find(|a| a.as_str() == kind),
@@ -391,15 +403,8 @@ fn stored_alert(row: &Value) -> Option<Alert> {
         metric: row["metric"].as_str().map(str::to_string),
         value: u("value"),
         threshold: u("threshold"),
-        path: row["path"]
-            .as_array()
-            .map(|p| {
-                p.iter()
-                    .filter_map(|n| n.as_u64())
-                    .map(|n| n as u32)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        path: nodes("path"),
+        previous_path: nodes("previous_path"),
         ..Alert::default()
     })
 }
@@ -458,7 +463,7 @@ async fn events(
     let rows = s
         .rows(&format!(
             "SELECT CAST(time AS BIGINT) AS time_ns, partition, kind, {FLOW_COLUMNS}, node_id, \
-               queue_id, metric, value, threshold, path FROM alerts WHERE {w} \
+               queue_id, metric, value, threshold, path, previous_path FROM alerts WHERE {w} \
              ORDER BY time, partition LIMIT {EPISODE_ALERTS}"
         ))
         .await?;

@@ -49,6 +49,8 @@ pub struct Config {
     pub live_alerts: usize,
     /// Intents, their state directory and the switch drivers (`[intent-api.intents]`).
     pub intents: kplane_control_plane::IntentsConfig,
+    /// Incidents: their time span and where they are sent (`[intent-api.incidents]`).
+    pub incidents: crate::incidents::IncidentsConfig,
 }
 
 impl Default for Config {
@@ -70,6 +72,7 @@ impl Default for Config {
             intent_rate: 60,
             live_alerts: 1_000,
             intents: kplane_control_plane::IntentsConfig::default(),
+            incidents: crate::incidents::IncidentsConfig::default(),
         }
     }
 }
@@ -110,6 +113,7 @@ impl Validate for Config {
             "query-rate and intent-rate must be >= 1".into(),
         );
         self.intents.check(problems);
+        self.incidents.check(problems);
     }
 }
 

@@ -199,12 +199,16 @@ impl Findings {
 /// Anomaly records read from the store at start.
 pub const HISTORY_RECORDS: usize = 100_000;
 
-/// Applies one `int.anomalies` or `int.forecasts` message (JSON lines).
-pub fn apply(findings: &Findings, topic: &str, payload: &[u8]) {
+/// Applies one `int.anomalies` or `int.forecasts` message (JSON lines); `also` sees each
+/// anomaly record first.
+pub fn apply(findings: &Findings, topic: &str, payload: &[u8], mut also: impl FnMut(&Anomaly)) {
     let anomalies = topic == kplane_bus::topics::ANOMALIES;
     for line in payload.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let ok = if anomalies {
-            serde_json::from_slice::<Anomaly>(line).map(|a| findings.anomaly(a, true))
+            serde_json::from_slice::<Anomaly>(line).map(|a| {
+                also(&a);
+                findings.anomaly(a, true);
+            })
         } else {
             serde_json::from_slice::<Forecast>(line).map(|f| findings.forecast(f))
         };
@@ -345,7 +349,11 @@ mod tests {
         let f = Findings::new(10);
         let mut payload = serde_json::to_vec(&anomaly("x", 1, None)).unwrap();
         payload.extend_from_slice(b"\n{\"id\": 3}\n");
-        apply(&f, kplane_bus::topics::ANOMALIES, &payload);
+        let mut seen = Vec::new();
+        apply(&f, kplane_bus::topics::ANOMALIES, &payload, |a| {
+            seen.push(a.id.clone())
+        });
+        assert_eq!(seen, ["x"], "the decodable record is also handed on");
         assert!(f.get("x").is_some());
         assert_eq!(f.seen(), (1, 0, 1));
     }

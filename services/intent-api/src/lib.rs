@@ -15,9 +15,10 @@ mod api;
 pub mod auth;
 mod config;
 mod console;
-mod episodes;
 mod error;
 mod findings;
+pub mod incidents;
+mod incidents_api;
 mod int_label_api;
 mod knowledge_api;
 pub mod live;
@@ -101,6 +102,8 @@ pub async fn start(
         serve_admin(cfg.admin, admin_state.clone(), &http, shutdown.clone()).await?;
     let auth = http.auth();
     let listen = cfg.listen;
+    let mut incidents_cfg = cfg.incidents.clone();
+    let store_dir = cfg.store_dir.clone();
     let state = AppState::new(cfg, live.clone(), shutdown.clone())
         .await
         .map_err(|e| format!("cannot open the analytics store: {e:?}"))?;
@@ -109,6 +112,16 @@ pub async fn start(
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let addr = listener.local_addr()?;
+    if incidents_cfg.console_url.is_empty() {
+        incidents_cfg.console_url = format!("http://{addr}");
+    }
+    let incident_store = incidents_cfg.store.then_some(store_dir.as_path());
+    live.incidents.configure(&incidents_cfg, incident_store);
+    registry.register(|r| live.incidents.register(r));
+    let ticker = tokio::spawn(incidents::tick_until(
+        live.incidents.clone(),
+        shutdown.clone(),
+    ));
     tracing::info!(%addr, %admin, "API and console listening");
     let engine = kplane_control_plane::start(
         &state.intents,
@@ -123,6 +136,7 @@ pub async fn start(
         kplane_runtime::http::serve(listener, app, &http, sd).await?;
         admin_state.set_ready(false);
         let _ = engine.await;
+        let _ = ticker.await;
         admin_task.await??;
         Ok(())
     });

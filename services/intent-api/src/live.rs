@@ -11,8 +11,9 @@ use arrow_array::RecordBatch;
 use kplane_model::results::Alert;
 use tokio::sync::broadcast;
 
-use crate::episodes::{Episode, EpisodeBook, Phase};
 use crate::findings::Findings;
+use crate::incidents::Incidents;
+use kplane_model::incidents::{Episode, EpisodeBook, Phase};
 
 /// Anomaly episodes kept in memory (the oldest are forgotten; the store keeps them all).
 pub const ANOMALIES_KEPT: usize = 10_000;
@@ -27,6 +28,8 @@ pub struct Live {
     capacity: usize,
     /// Anomalies and forecasts of the knowledge service.
     pub findings: Findings,
+    /// Episodes and anomalies correlated by root.
+    pub incidents: Incidents,
     /// INT-label's ports from the processor's `int_label` windows.
     pub int_label: kplane_control_plane::LabelPorts,
     /// Signalled when a `flows` window arrives: verification need not wait for its interval.
@@ -54,6 +57,7 @@ impl Live {
             episodes_tx,
             capacity: capacity.max(1),
             findings: Findings::new(ANOMALIES_KEPT),
+            incidents: Incidents::default(),
             int_label: Default::default(),
             fresh_flows: Arc::default(),
         }
@@ -115,6 +119,7 @@ impl Live {
         // No subscriber is fine.
         let _ = self.alerts_tx.send(a);
         if let Some(news) = news {
+            self.incidents.episode(&news.1);
             let _ = self.episodes_tx.send(Arc::new(news));
         }
     }
@@ -161,7 +166,9 @@ impl Live {
 /// Applies one result-topic message to `live`.
 pub fn apply(live: &Live, topic: &str, schema: Option<&str>, payload: &[u8]) {
     if topic == kplane_bus::topics::ANOMALIES || topic == kplane_bus::topics::FORECASTS {
-        crate::findings::apply(&live.findings, topic, payload);
+        crate::findings::apply(&live.findings, topic, payload, |a| {
+            live.incidents.anomaly(a);
+        });
         return;
     }
     if topic == kplane_bus::topics::ALERTS {

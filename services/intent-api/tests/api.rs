@@ -1003,3 +1003,197 @@ async fn a_flapping_queue_is_one_episode() {
     .await;
     assert_eq!(v["events"].as_array().unwrap().len(), 3);
 }
+
+/// Flows slowed by one switch are one incident, an attacked destination claims its flows'
+/// breaches, and every member is reachable from its incident: the list, the filters, one
+/// incident's evidence, its resolution after the hold.
+#[tokio::test]
+async fn breaches_behind_one_root_are_one_incident() {
+    use kplane_model::results::AlertKind::{Threshold, ThresholdCleared};
+    use kplane_model::results::{Alert, Anomaly, AnomalyPhase, AnomalyType, EntityKind};
+    let live = Live::new(1_000);
+    let a = api_with(live.clone()).await;
+    let slow = |kind, t: u64, node: u32, src: u8, dst: &str| Alert {
+        time_ns: (t * S) as i64,
+        kind: Some(kind),
+        src_ip: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, src))),
+        dst_ip: Some(dst.parse().unwrap()),
+        src_port: Some(1000),
+        dst_port: Some(80),
+        protocol: Some(6),
+        node_id: Some(node),
+        metric: Some("hop_latency_ns".into()),
+        value: Some(3_000),
+        threshold: Some(2_000),
+        path: vec![1, node, 9],
+        ..Alert::default()
+    };
+    for src in 1..=20 {
+        live.alert(slow(Threshold, 1, 4, src, "10.0.1.1"));
+    }
+    for src in 1..=20 {
+        live.alert(slow(ThresholdCleared, 2, 4, src, "10.0.1.1"));
+    }
+    live.alert(slow(Threshold, 3, 6, 1, "10.0.1.1"));
+
+    let (s, v) = call(&a, "GET", "/v1/incidents", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["incidents"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(
+        (v["open"].as_u64(), v["opened"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let four = v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["root"]["entity"] == "4")
+        .unwrap()
+        .clone();
+    assert_eq!(four["kind"], "congestion");
+    assert_eq!(four["root"]["kind"], "switch");
+    assert_eq!(
+        (four["members"].as_u64(), four["flows"].as_u64()),
+        (Some(20), Some(20))
+    );
+    assert_eq!(four["open_members"], 0, "every flow's breach cleared");
+    assert_eq!(four["severity"], "warning", "1.5× the threshold");
+
+    // Every episode is a member of an incident.
+    let id = four["id"].as_str().unwrap();
+    let (s, d) = call(
+        &a,
+        "GET",
+        &format!("/v1/incidents/{id}"),
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let members: Vec<&str> = d["member_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    let (_, ev) = call(
+        &a,
+        "GET",
+        "/v1/events?live=true&limit=100",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    let episodes = ev["events"].as_array().unwrap();
+    assert_eq!(episodes.len(), 21);
+    for e in episodes.iter().filter(|e| e["node_id"] == 4) {
+        assert!(
+            members.contains(&e["id"].as_str().unwrap()),
+            "{e} not in {id}"
+        );
+    }
+    assert_eq!(d["top_flows"].as_array().unwrap().len(), 10);
+    assert_eq!(d["paths"], serde_json::json!([[1, 4, 9]]));
+    assert_eq!(d["timeline"][0]["event"], "opened");
+
+    // The knowledge service raises an attack on 10.0.1.2: flows to it that then slow at
+    // switch 4 are its collateral, not a new congestion.
+    let attack = Anomaly {
+        id: "destination:10.0.1.2:5".into(),
+        entity_kind: EntityKind::Destination,
+        entity: "10.0.1.2".into(),
+        anomaly_type: AnomalyType::Ddos,
+        confidence: 0.9,
+        score: 40.0,
+        threshold: 4.0,
+        start_ns: (5 * S) as i64,
+        end_ns: None,
+        last_ns: (5 * S) as i64,
+        windows: 1,
+        detected_ns: 0,
+        phase: AnomalyPhase::Start,
+        model_version: 1,
+        explanation: Default::default(),
+        recommendations: vec![serde_json::json!({"action": "block"})],
+    };
+    let line = serde_json::to_vec(&attack).unwrap();
+    kplane_intent_api::live::apply(&live, topics::ANOMALIES, None, &line);
+    for src in 30..=39 {
+        live.alert(slow(Threshold, 6, 4, src, "10.0.1.2"));
+    }
+    let (_, v) = call(&a, "GET", "/v1/incidents?kind=ddos", Some(VIEWER), None).await;
+    let ddos = &v["incidents"][0];
+    assert_eq!(ddos["root"]["entity"], "10.0.1.2", "{v}");
+    assert_eq!(
+        (ddos["members"].as_u64(), ddos["flows"].as_u64()),
+        (Some(11), Some(10))
+    );
+    assert_eq!(ddos["severity"], "critical");
+    let id = ddos["id"].as_str().unwrap();
+    let (_, d) = call(
+        &a,
+        "GET",
+        &format!("/v1/incidents/{id}"),
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    let anomaly = d["member_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["source"] == "anomaly")
+        .unwrap();
+    assert_eq!(
+        anomaly["recommendations"][0]["action"], "block",
+        "{anomaly}"
+    );
+
+    // Event time moves on past switch 4's hold: it resolves at its last breach's end.
+    live.alert(slow(Threshold, 60, 7, 1, "10.0.1.1"));
+    let (_, v) = call(
+        &a,
+        "GET",
+        "/v1/incidents?state=resolved",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    let resolved = v["incidents"].as_array().unwrap();
+    assert_eq!(resolved.len(), 1, "{v}");
+    assert_eq!(resolved[0]["root"]["entity"], "4");
+    assert_eq!(resolved[0]["end_ns"], (2 * S) as i64);
+    let (_, v) = call(
+        &a,
+        "GET",
+        "/v1/incidents?severity=critical",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(v["incidents"].as_array().unwrap().len(), 1, "{v}");
+
+    for bad in [
+        "state=bogus",
+        "severity=loud",
+        "root_kind=planet",
+        "limit=x",
+    ] {
+        let (s, v) = call(
+            &a,
+            "GET",
+            &format!("/v1/incidents?{bad}"),
+            Some(VIEWER),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
+    let (s, _) = call(&a, "GET", "/v1/incidents/nope", Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, v) = call(&a, "GET", "/v1/incidents/stream", Some(VIEWER), None).await;
+    assert_eq!(
+        (s, v),
+        (StatusCode::OK, Value::String("event-stream".into()))
+    );
+}

@@ -83,7 +83,7 @@ fn config(state: &std::path::Path, control: SocketAddr) -> Config {
         intents: IntentsConfig {
             state_dir: state.join("intent-api"),
             reconcile_interval: Duration::from_millis(50),
-            // No stream processor here: verification is tested in crates/kplane-cli/tests.
+            // No stream processor here: verification is tested in crates/kplane-cli/tests/e2e.
             verify: false,
             drivers: vec![DriverConfig::Emulator(emulator::Config {
                 control,

@@ -662,16 +662,15 @@ impl Engine {
     }
 }
 
-/// `10.0.0.1:5000>10.0.0.2:80/17`.
+/// The flow an alert is about (unspecified addresses when it names none).
 fn flow_entity(a: &Alert) -> String {
-    let ip = |i: Option<std::net::IpAddr>| i.map(|i| i.to_string()).unwrap_or_default();
-    format!(
-        "{}:{}>{}:{}/{}",
+    let ip = |i: Option<std::net::IpAddr>| i.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+    kplane_model::results::flow_entity(
         ip(a.src_ip),
         a.src_port.unwrap_or(0),
         ip(a.dst_ip),
         a.dst_port.unwrap_or(0),
-        a.protocol.unwrap_or(0)
+        a.protocol.unwrap_or(0),
     )
 }
 

@@ -99,17 +99,17 @@ pub struct KnowledgeArgs {
     out: Option<PathBuf>,
 }
 
-/// One injected incident and the entities it is about.
+/// One injected fault and the entities it is about.
 #[derive(Clone, Debug)]
-struct Incident {
-    kind: AnomalyType,
-    start_ns: i64,
-    end_ns: i64,
+pub(super) struct Fault {
+    pub(super) kind: AnomalyType,
+    pub(super) start_ns: i64,
+    pub(super) end_ns: i64,
     /// (entity kind, entity or, for queues, `node/` prefix).
-    primary: Vec<(EntityKind, String)>,
+    pub(super) primary: Vec<(EntityKind, String)>,
 }
 
-impl Incident {
+impl Fault {
     fn is_primary(&self, a: &Anomaly) -> bool {
         self.primary.iter().any(|(k, e)| {
             *k == a.entity_kind
@@ -121,7 +121,7 @@ impl Incident {
         })
     }
 
-    /// Whether `a`'s windows meet the incident's (one window early for the window holding its
+    /// Whether `a`'s windows meet the fault's (one window early for the window holding its
     /// start, `close_after` + 1 late for its aftermath).
     fn overlaps(&self, a: &Anomaly, window_ns: i64) -> bool {
         a.start_ns <= self.end_ns + 3 * window_ns && a.last_ns >= self.start_ns - window_ns
@@ -147,8 +147,8 @@ fn link_entities(topo: &Topology, a: u32, b: u32) -> Vec<(EntityKind, String)> {
         .collect()
 }
 
-/// The incidents of a run's ground truth.
-fn incidents(o: &Outcome) -> Vec<Incident> {
+/// The faults of a run's ground truth.
+pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     let mut out = Vec::new();
     // Per target queue's node: (first start, last end, target host).
     let mut bursts: BTreeMap<u32, (i64, i64, String)> = BTreeMap::new();
@@ -163,14 +163,14 @@ fn incidents(o: &Outcome) -> Vec<Incident> {
                         primary.push((EntityKind::Source, ip.to_string()));
                     }
                 }
-                out.push(Incident {
+                out.push(Fault {
                     kind: AnomalyType::Ddos,
                     start_ns: t(e, "t_ns"),
                     end_ns: t(e, "end_ns"),
                     primary,
                 });
             }
-            "port_scan" => out.push(Incident {
+            "port_scan" => out.push(Fault {
                 kind: AnomalyType::PortScan,
                 start_ns: t(e, "t_ns"),
                 end_ns: t(e, "end_ns"),
@@ -187,7 +187,7 @@ fn incidents(o: &Outcome) -> Vec<Incident> {
                     .filter_map(|v| v.as_u64().map(|v| v as u32))
                     .collect();
                 if let [a, b] = ids[..] {
-                    out.push(Incident {
+                    out.push(Fault {
                         kind: AnomalyType::LinkFailure,
                         start_ns: t(e, "t_ns"),
                         end_ns: t(e, "end_ns"),
@@ -195,7 +195,7 @@ fn incidents(o: &Outcome) -> Vec<Incident> {
                     });
                 }
             }
-            // Bursts of tens of microseconds: one incident per target queue, over the span.
+            // Bursts of tens of microseconds: one fault per target queue, over the span.
             "microburst" => {
                 let node = e["queue"]["node"].as_u64().unwrap_or(0) as u32;
                 let b = bursts.entry(node).or_insert((i64::MAX, 0, s(e, "target")));
@@ -207,7 +207,7 @@ fn incidents(o: &Outcome) -> Vec<Incident> {
     }
     // A microburst is about the queue it fills and the host it converges on (incast).
     for (node, (start, end, target)) in bursts {
-        out.push(Incident {
+        out.push(Fault {
             kind: AnomalyType::Congestion,
             start_ns: start,
             end_ns: end,
@@ -220,15 +220,12 @@ fn incidents(o: &Outcome) -> Vec<Incident> {
     out
 }
 
-/// What the ground truth says an anomaly is: its incident's type on an entity the incident is
-/// about (the anomaly's own type if the entity is in several incidents at once: a DDoS source
-/// that also scans); congestion for a queue that filled during any incident (collateral, but
-/// real); `unknown` otherwise (a false alarm when no incident was under way).
-fn truth_label(a: &Anomaly, incidents: &[Incident], window_ns: i64) -> AnomalyType {
-    let during: Vec<&Incident> = incidents
-        .iter()
-        .filter(|i| i.overlaps(a, window_ns))
-        .collect();
+/// What the ground truth says an anomaly is: its fault's type on an entity the fault is about
+/// (the anomaly's own type if the entity is in several faults at once: a DDoS source that also
+/// scans); congestion for a queue that filled during any fault (collateral, but real);
+/// `unknown` otherwise (a false alarm when no fault was under way).
+fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> AnomalyType {
+    let during: Vec<&Fault> = faults.iter().filter(|i| i.overlaps(a, window_ns)).collect();
     let mut about = during.iter().filter(|i| i.is_primary(a));
     if let Some(i) = about.clone().find(|i| i.kind == a.anomaly_type) {
         return i.kind;
@@ -380,12 +377,12 @@ fn emulation(a: &KnowledgeArgs, spec: &str, seconds: u64, seed: u64) -> RunConfi
     rc
 }
 
-/// Per type: (raised as it, of them right, incidents, detected, detection delays in windows).
+/// Per type: (raised as it, of them right, injected, detected, detection delays in windows).
 #[derive(Debug, Default)]
 struct TypeScore {
     raised: u64,
     right: u64,
-    incidents: u64,
+    injected: u64,
     detected: u64,
     delays: Vec<f64>,
 }
@@ -395,7 +392,7 @@ impl TypeScore {
         (self.raised > 0).then(|| self.right as f64 / self.raised as f64)
     }
     fn recall(&self) -> Option<f64> {
-        (self.incidents > 0).then(|| self.detected as f64 / self.incidents as f64)
+        (self.injected > 0).then(|| self.detected as f64 / self.injected as f64)
     }
     fn f1(&self) -> Option<f64> {
         match (self.precision(), self.recall()) {
@@ -469,27 +466,28 @@ struct Totals {
     runs: u64,
     reports_sent: u64,
     reports_lost: u64,
+    incidents: super::incidents::IncidentScore,
 }
 
 fn score_run(o: &Outcome, scenario: &str, window_ns: i64, totals: &mut Totals) {
-    let incidents = incidents(o);
+    let injected = faults(o);
     for a in raised(o) {
-        let truth = truth_label(a, &incidents, window_ns);
+        let truth = truth_label(a, &injected, window_ns);
         let s = totals.types.entry(a.anomaly_type).or_default();
         s.raised += 1;
         if truth == a.anomaly_type {
             s.right += 1;
         }
-        if truth == AnomalyType::Unknown && !incidents.iter().any(|i| i.overlaps(a, window_ns)) {
+        if truth == AnomalyType::Unknown && !injected.iter().any(|i| i.overlaps(a, window_ns)) {
             totals.false_alarms += 1;
             if scenario == "clean" {
                 totals.clean_false_alarms += 1;
             }
         }
     }
-    for i in &incidents {
+    for i in &injected {
         let s = totals.types.entry(i.kind).or_default();
-        s.incidents += 1;
+        s.injected += 1;
         let first = raised(o)
             .filter(|a| a.anomaly_type == i.kind && i.is_primary(a) && i.overlaps(a, window_ns))
             .map(|a| a.last_ns)
@@ -500,6 +498,13 @@ fn score_run(o: &Outcome, scenario: &str, window_ns: i64, totals: &mut Totals) {
                 .push(((at - i.start_ns) as f64 / window_ns as f64).max(0.0));
         }
     }
+    super::incidents::score_run(
+        o,
+        &injected,
+        scenario == "clean",
+        window_ns,
+        &mut totals.incidents,
+    );
     totals.virtual_seconds += o.virtual_seconds;
     if scenario == "clean" {
         totals.clean_seconds += o.virtual_seconds;
@@ -512,12 +517,12 @@ fn score_run(o: &Outcome, scenario: &str, window_ns: i64, totals: &mut Totals) {
 
 /// The labelled entity-windows of a labelling run.
 fn labels_of(o: &Outcome, window_ns: i64) -> Vec<Labelled> {
-    let incidents = incidents(o);
+    let injected = faults(o);
     raised(o)
         .map(|a| Labelled {
             kind: a.entity_kind,
             z: z_vector(a),
-            label: truth_label(a, &incidents, window_ns),
+            label: truth_label(a, &injected, window_ns),
         })
         .collect()
 }
@@ -621,7 +626,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             for x in raised(&o) {
                 let mut v = serde_json::to_value(x)?;
                 v["eval"] = serde_json::json!({"scenario": scenario, "seed": seed, "spec": spec,
-                    "truth": truth_label(x, &incidents(&o), window_ns)});
+                    "truth": truth_label(x, &faults(&o), window_ns)});
                 writeln!(anomalies, "{v}")?;
             }
             score_run(&o, scenario, window_ns, &mut totals);
@@ -689,7 +694,7 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
         a.train_seconds,
         out.display()
     );
-    md += "| type | incidents | detected | recall | raised as it | right | precision | F1 | delay (windows, mean) |\n";
+    md += "| type | injected | detected | recall | raised as it | right | precision | F1 | delay (windows, mean) |\n";
     md += "|---|---|---|---|---|---|---|---|---|\n";
     for ty in SCORED {
         let s = t
@@ -698,7 +703,7 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
             .map_or_else(TypeScore::default, |s| TypeScore {
                 raised: s.raised,
                 right: s.right,
-                incidents: s.incidents,
+                injected: s.injected,
                 detected: s.detected,
                 delays: s.delays.clone(),
             });
@@ -707,7 +712,7 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
         md += &format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             ty.as_str(),
-            s.incidents,
+            s.injected,
             s.detected,
             fmt(s.recall()),
             s.raised,
@@ -725,6 +730,32 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
             if let Some(v) = v {
                 row(m, ty.as_str(), v);
             }
+        }
+    }
+    let i = &t.incidents;
+    md += &format!(
+        "\nIncidents (docs/incidents.md: alerts and anomalies correlated by root, hold {} s) against \
+         the injected faults: {} faults, {} with an incident → recall {}; {} incidents, {} about a \
+         fault → precision {}; {} incidents per detected fault (1 is the aim); on clean runs {} \
+         incidents in {:.0} s.\n",
+        super::incidents::HOLD.as_secs(),
+        i.faults,
+        i.detected,
+        fmt(i.recall()),
+        i.incidents,
+        i.about_a_fault,
+        fmt(i.precision()),
+        fmt(i.per_fault()),
+        i.clean_incidents,
+        i.clean_seconds
+    );
+    for (m, v) in [
+        ("incident_recall", i.recall()),
+        ("incident_precision", i.precision()),
+        ("incidents_per_fault", i.per_fault()),
+    ] {
+        if let Some(v) = v {
+            row(m, "all", v);
         }
     }
     let unknown = t.types.get(&AnomalyType::Unknown).map_or(0, |s| s.raised);
@@ -824,7 +855,7 @@ mod tests {
     }
 
     #[test]
-    fn an_entity_in_two_incidents_is_right_as_either_and_a_burst_target_is_congestion() {
+    fn an_entity_in_two_faults_is_right_as_either_and_a_burst_target_is_congestion() {
         let anomaly = |kind: EntityKind, entity: &str, ty: AnomalyType| Anomaly {
             id: format!("{}:{entity}:1", kind.as_str()),
             entity_kind: kind,
@@ -843,7 +874,7 @@ mod tests {
             explanation: Default::default(),
             recommendations: Vec::new(),
         };
-        let incident = |kind, primary: Vec<(EntityKind, &str)>| Incident {
+        let fault = |kind, primary: Vec<(EntityKind, &str)>| Fault {
             kind,
             start_ns: 0,
             end_ns: 5_000,
@@ -852,22 +883,22 @@ mod tests {
                 .map(|(k, e)| (k, e.to_string()))
                 .collect(),
         };
-        let incidents = [
-            incident(
+        let faults = [
+            fault(
                 AnomalyType::Ddos,
                 vec![
                     (EntityKind::Destination, "10.0.0.1"),
                     (EntityKind::Source, "10.0.0.9"),
                 ],
             ),
-            incident(
+            fault(
                 AnomalyType::PortScan,
                 vec![
                     (EntityKind::Source, "10.0.0.9"),
                     (EntityKind::Destination, "10.0.0.2"),
                 ],
             ),
-            incident(
+            fault(
                 AnomalyType::Congestion,
                 vec![
                     (EntityKind::Queue, "5/"),
@@ -875,7 +906,7 @@ mod tests {
                 ],
             ),
         ];
-        let truth = |a: &Anomaly| truth_label(a, &incidents, 1_000);
+        let truth = |a: &Anomaly| truth_label(a, &faults, 1_000);
         let scanner = EntityKind::Source;
         for ty in [AnomalyType::Ddos, AnomalyType::PortScan] {
             assert_eq!(truth(&anomaly(scanner, "10.0.0.9", ty)), ty);
@@ -897,7 +928,7 @@ mod tests {
         let s = TypeScore {
             raised: 4,
             right: 3,
-            incidents: 2,
+            injected: 2,
             detected: 2,
             delays: vec![1.0],
         };

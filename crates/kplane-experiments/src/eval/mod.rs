@@ -1,6 +1,7 @@
 //! `kplane eval …`: components scored against the emulator's ground truth, printed as a table
 //! with the parameters (docs/knowledge.md#evaluation).
 
+mod incidents;
 mod knowledge;
 mod pipeline;
 mod replay;

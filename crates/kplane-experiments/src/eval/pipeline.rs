@@ -17,7 +17,7 @@ use kplane_collector::metrics::{CollectorMetrics, DropLabels};
 use kplane_emulator::run::{RunConfig, build, run_paced};
 use kplane_emulator::sim::Truth;
 use kplane_emulator::topology::Topology;
-use kplane_model::results::{Anomaly, Forecast};
+use kplane_model::results::{Alert, Anomaly, Forecast};
 use kplane_runtime::Shutdown;
 
 /// What one run produced.
@@ -25,6 +25,8 @@ use kplane_runtime::Shutdown;
 pub struct Outcome {
     pub truth: Truth,
     pub topology: Topology,
+    /// The stream processor's immediate events (`int.alerts`).
+    pub alerts: Vec<Alert>,
     pub anomalies: Vec<Anomaly>,
     pub forecasts: Vec<Forecast>,
     pub virtual_seconds: f64,
@@ -93,7 +95,7 @@ fn lines<T: serde::de::DeserializeOwned>(
             .split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
         {
-            out.push(serde_json::from_slice(l).context("a knowledge record that does not decode")?);
+            out.push(serde_json::from_slice(l).context("a result record that does not decode")?);
         }
     }
     Ok(out)
@@ -154,6 +156,7 @@ pub fn run_pipeline(
     ));
     let idle = kcfg.idle_close;
     kplane_knowledge::create_topics(&bus, 1 << 16);
+    let mut alerts_in = bus.consumer(topics::ALERTS, "eval")?;
     let mut anomalies_in = bus.consumer(topics::ANOMALIES, "eval")?;
     let mut forecasts_in = bus.consumer(topics::FORECASTS, "eval")?;
     let ks = rt.spawn(kplane_knowledge::run_embedded(
@@ -219,6 +222,7 @@ pub fn run_pipeline(
     Ok(Outcome {
         truth: s.truth.clone(),
         topology: s.topo.clone(),
+        alerts: lines(&mut alerts_in)?,
         anomalies: lines(&mut anomalies_in)?,
         forecasts: lines(&mut forecasts_in)?,
         virtual_seconds: summary.virtual_seconds,

@@ -3,7 +3,10 @@
 // taken out of the address bar at once and kept for this tab's session only.
 "use strict";
 
-const token = new URLSearchParams(location.hash.slice(1)).get("token") || sessionStorage.getItem("kplane-token") || "";
+const fragment = new URLSearchParams(location.hash.slice(1));
+const token = fragment.get("token") || sessionStorage.getItem("kplane-token") || "";
+// `#incident=<id>`: the link an Alertmanager notification carries.
+const linkedIncident = fragment.get("incident");
 if (token) sessionStorage.setItem("kplane-token", token);
 if (location.hash.includes("token=")) history.replaceState(null, "", location.pathname + location.search);
 const headers = token ? { Authorization: "Bearer " + token } : {};
@@ -106,6 +109,8 @@ function forceLayout(nodes, edges) {
 // Links seen before and absent now, while both their switches still report: failed.
 const seenLinks = new Map();
 let selectedSwitch = null;
+// The incident shown: its switches and links are highlighted on the topology.
+let highlight = { nodes: new Set(), links: new Set() };
 let lastLive = null;
 
 function drawTopology(live) {
@@ -152,7 +157,7 @@ function drawTopology(live) {
   for (const e of all) {
     const [x1, y1] = pos.get(e.a), [x2, y2] = pos.get(e.b);
     const down = !edges.has(e.a + "-" + e.b);
-    const line = svg("line", { x1, y1, x2, y2, stroke: down ? "#c62828" : heat(e.util / 1000), "stroke-width": down ? 2 : 2 + (6 * e.util) / 1000, class: down ? "link failed" : "link", "data-link": `${e.a}-${e.b}` }, root);
+    const line = svg("line", { x1, y1, x2, y2, stroke: down ? "#c62828" : heat(e.util / 1000), "stroke-width": down ? 2 : 2 + (6 * e.util) / 1000, class: (down ? "link failed" : "link") + (highlight.links.has(`${e.a}-${e.b}`) ? " incident" : ""), "data-link": `${e.a}-${e.b}` }, root);
     line.addEventListener("click", () => selectLink(e.a, e.b));
     svg("title", {}, line).textContent = down ? `${e.a} – ${e.b}: no telemetry for ${((now - seenLinks.get(e.a + "-" + e.b).at) / 1000).toFixed(0)} s (failed?)` : `${e.a} – ${e.b}: tx utilisation ${(e.util / 10).toFixed(1)} %`;
   }
@@ -160,7 +165,7 @@ function drawTopology(live) {
     const [cx, cy] = pos.get(n);
     const occ = occupancy.get(n) || 0;
     const role = lay ? lay.role(lay.depth.get(n)) : "switch";
-    const c = svg("circle", { cx, cy, r: 13, fill: heat(occ / 64), stroke: "#1d2330", class: "switch" + (n === selectedSwitch ? " selected" : ""), "data-node": n, "data-role": role }, root);
+    const c = svg("circle", { cx, cy, r: 13, fill: heat(occ / 64), stroke: "#1d2330", class: "switch" + (n === selectedSwitch ? " selected" : "") + (highlight.nodes.has(n) ? " incident" : ""), "data-node": n, "data-role": role }, root);
     svg("title", {}, c).textContent = `${role} switch ${n}: worst queue occupancy ${occ}`;
     c.addEventListener("click", () => selectSwitch(n));
     svg("text", { x: cx, y: cy + 4, "text-anchor": "middle", "font-size": 11, fill: "#fff", "pointer-events": "none" }, root).textContent = n;
@@ -508,11 +513,12 @@ function drawEpisodes() {
   while (episodes.size > 500) episodes.delete([...episodes.keys()][0]);
 }
 
-// Server-sent events through fetch, so that the bearer token can be sent.
-async function streamEvents() {
+// Server-sent events through fetch, so that the bearer token can be sent: `apply` gets each
+// `kind` event's data, `redraw` runs after each chunk that had one.
+async function follow(path, kind, apply, redraw) {
   for (;;) {
     try {
-      const r = await fetch("/v1/events/stream", { headers });
+      const r = await fetch(path, { headers });
       const reader = r.body.getReader();
       const dec = new TextDecoder();
       let buf = "";
@@ -526,20 +532,123 @@ async function streamEvents() {
           const msg = buf.slice(0, i);
           buf = buf.slice(i + 2);
           const lines = msg.split("\n");
-          const kind = lines.find((l) => l.startsWith("event:"))?.slice(6).trim();
+          const k = lines.find((l) => l.startsWith("event:"))?.slice(6).trim();
           const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5)).join("");
-          if (kind === "episode" && data) {
-            const { episode } = JSON.parse(data);
-            episodes.set(episode.id, episode);
+          if (k === kind && data) {
+            apply(JSON.parse(data));
             changed = true;
           }
         }
-        if (changed) drawEpisodes();
+        if (changed) redraw();
       }
     } catch (e) {
       /* reconnect below */
     }
     await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+// Incidents by id: opened, updated and resolved by their SSE stream.
+const incidents = new Map();
+
+function drawIncidents() {
+  const body = el("incidents").tBodies[0];
+  body.replaceChildren();
+  const rank = (i) => (i.state === "open" ? 0 : 1);
+  const rows = [...incidents.values()].sort((a, b) => rank(a) - rank(b) || b.start_ns - a.start_ns);
+  for (const i of rows.slice(0, 100)) {
+    const tr = body.insertRow();
+    tr.dataset.id = i.id;
+    tr.dataset.kind = i.kind;
+    if (i.id === el("incident-detail").dataset.id) tr.className = "selected";
+    const open = i.state === "open";
+    const lasted = ((open ? i.last_ns : i.end_ns) - i.start_ns) / 1e9;
+    const cells = [
+      time(i.start_ns), i.severity, i.kind.replaceAll("_", " "), `${i.root.kind} ${i.root.entity}`, i.members,
+      i.flows + (i.flows_truncated ? "+" : ""), open ? "open" : `resolved after ${lasted.toFixed(lasted < 10 ? 1 : 0)} s`, i.summary,
+    ];
+    cells.forEach((v, n) => {
+      const td = tr.insertCell();
+      td.textContent = v;
+      if (n === 1) td.className = "sev-" + i.severity;
+      if (n === 6 && open) td.className = "open";
+    });
+    tr.onclick = () => showIncident(i.id);
+  }
+  while (incidents.size > 500) incidents.delete([...incidents.keys()][0]);
+}
+
+function markHighlight() {
+  for (const c of document.querySelectorAll("#topology circle.switch")) c.classList.toggle("incident", highlight.nodes.has(Number(c.dataset.node)));
+  for (const l of document.querySelectorAll("#topology line.link")) l.classList.toggle("incident", highlight.links.has(l.dataset.link));
+}
+
+// A titled list; an item is text or an array of nodes.
+function list(title, items) {
+  const h = document.createElement("h3");
+  h.textContent = title;
+  const ul = document.createElement("ul");
+  for (const item of items) {
+    const li = document.createElement("li");
+    if (typeof item === "string") li.textContent = item;
+    else li.append(...item);
+    ul.appendChild(li);
+  }
+  return [h, ul];
+}
+
+// One incident: its timeline, affected flows and paths (highlighted on the topology), and
+// the knowledge service's explanation with its recommended intents, approvable here.
+async function showIncident(id) {
+  const d = el("incident-detail");
+  d.hidden = false;
+  d.dataset.id = id;
+  for (const tr of el("incidents").tBodies[0].rows) tr.classList.toggle("selected", tr.dataset.id === id);
+  try {
+    const i = await api(`/v1/incidents/${encodeURIComponent(id)}`);
+    const nodes = new Set();
+    const links = new Set();
+    if (i.root.kind === "switch" || i.root.kind === "link") nodes.add(Number(i.root.entity.split(":")[0]));
+    for (const p of i.paths) {
+      p.forEach((n, k) => {
+        nodes.add(n);
+        if (k > 0) links.add([p[k - 1], n].sort((x, y) => x - y).join("-"));
+      });
+    }
+    highlight = { nodes, links };
+    markHighlight();
+    const head = document.createElement("h3");
+    head.textContent = `${i.kind.replaceAll("_", " ")} at ${i.root.kind} ${i.root.entity} — ${i.severity}, ${i.state}`;
+    const summary = document.createElement("div");
+    summary.textContent = i.summary + (i.queues.length ? `; queues ${i.queues.join(", ")}` : "");
+    const parts = [head, summary];
+    parts.push(...list("Timeline", i.timeline.slice(0, 200).map((t) => `${time(t.time_ns)} ${t.event.replace("_", " ")}${t.member ? " " + t.member : ""}`)));
+    parts.push(...list("Affected flows (worst first)", i.top_flows.map((f) => `${f.flow}: ${f.ratio.toFixed(1)}× its threshold`)));
+    parts.push(...list("Paths", i.paths.map((p) => p.join(" → "))));
+    for (const m of i.member_list.filter((m) => m.source === "anomaly")) {
+      const a = await api(`/v1/anomalies/${encodeURIComponent(m.id)}`);
+      const items = [a.explanation.summary, "recommended: " + (a.recommendations.map((r) => r.reason || r.kind).join("; ") || "nothing")];
+      for (const intent of a.intents) {
+        const row = [document.createTextNode(`intent ${intent.id} ${intent.kind} (${intent.state}) `)];
+        if (intent.state === "pending-approval") {
+          const b = document.createElement("button");
+          b.textContent = "Approve";
+          b.className = "approve";
+          b.onclick = async () => {
+            await approve(intent.id);
+            showIncident(id);
+          };
+          row.push(b);
+        }
+        items.push(row);
+      }
+      parts.push(...list(`Knowledge: ${m.kind} (${m.id})`, items));
+    }
+    const members = i.member_list.slice(0, 200).map((m) => `${m.source} ${m.kind} ${m.id}${m.end_ns == null ? " (open)" : ""}`);
+    parts.push(...list(`Breaches (${i.members}${i.members_truncated ? ", the first kept" : ""})`, members));
+    d.replaceChildren(...parts);
+  } catch (e) {
+    d.textContent = "no incident " + id + " (it may have aged out)";
   }
 }
 
@@ -642,9 +751,17 @@ async function start() {
     const { events } = await api("/v1/events?live=true&limit=200");
     for (const e of events) episodes.set(e.id, e);
     drawEpisodes();
+    const { incidents: list } = await api("/v1/incidents?limit=200");
+    for (const i of list) incidents.set(i.id, i);
+    drawIncidents();
   } catch (e) {
     /* shown by the status */
   }
+  if (linkedIncident) showIncident(linkedIncident);
+  el("show-raw").addEventListener("click", () => {
+    el("raw-events").hidden = !el("raw-events").hidden;
+    el("show-raw").textContent = el("raw-events").hidden ? "raw events" : "hide raw events";
+  });
   for (const b of document.querySelectorAll("#range button")) b.addEventListener("click", () => setRange(b.dataset.range));
   for (const id of ["range-from", "range-to"]) el(id).addEventListener("change", () => setRange("custom"));
   setInterval(loadHistory, 10000);
@@ -662,6 +779,11 @@ async function start() {
   setInterval(refreshForecast, 2000);
   el("forecast-entity").addEventListener("change", refreshForecast);
   el("flow-search").addEventListener("change", refreshFlows);
-  streamEvents();
+  follow("/v1/events/stream", "episode", ({ episode }) => episodes.set(episode.id, episode), drawEpisodes);
+  follow("/v1/incidents/stream", "incident", ({ incident }) => incidents.set(incident.id, incident), () => {
+    drawIncidents();
+    const shown = el("incident-detail").dataset.id;
+    if (shown && incidents.has(shown) && !el("incident-detail").hidden) showIncident(shown);
+  });
 }
 start();

@@ -16,7 +16,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::IpAddr;
 
-use kplane_model::results::{Alert, AlertKind};
+use crate::results::{Alert, AlertKind};
 use serde::Serialize;
 
 /// What an episode is about: every identifying field of its alerts.
@@ -70,6 +70,9 @@ pub struct Episode {
     pub crossings: u64,
     /// The path of its latest alert that had one.
     pub path: Vec<u32>,
+    /// A path change's path before it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub previous_path: Vec<u32>,
     #[serde(skip)]
     lanes: BTreeSet<u32>,
 }
@@ -165,6 +168,7 @@ impl EpisodeBook {
             threshold: a.threshold,
             crossings: 1,
             path: a.path.clone(),
+            previous_path: a.previous_path.clone(),
             lanes: BTreeSet::from([a.partition]),
         };
         e.id = format!("{kind}:{}:{:016x}", a.time_ns, subject_hash(&e.subject));

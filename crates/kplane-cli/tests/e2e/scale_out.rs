@@ -7,8 +7,7 @@
 //! same for both: splitting the work, and a member's death mid-run, change nothing — no
 //! window lost or written twice.
 
-mod common;
-use common::written_through;
+use crate::common::written_through;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

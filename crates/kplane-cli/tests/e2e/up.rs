@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kplane_testkit::{ChildGuard, free_port, http, http_limited};
+use serde_json::Value;
 
 /// A running `kplane up` with its API address, admin token and the rest of its stdout.
 struct Up {
@@ -242,6 +243,124 @@ fn kplane_up_serves_the_api_and_console_over_a_running_pipeline() {
         .unwrap_or(0);
     assert!(stored > 0, "flows stored");
     let _ = std::fs::remove_dir_all(&data);
+}
+
+/// An on-call engineer reads incidents, not events: in `kplane up`'s default scenario the
+/// first minute's breaches are at most 60 incidents, every episode is a member of one, and
+/// the incidents reach a real Alertmanager (when installed: Debian's
+/// `prometheus-alertmanager`; CI requires it).
+#[test]
+fn kplane_up_correlates_its_first_minute_into_few_incidents_paged_to_alertmanager() {
+    let dir = std::env::temp_dir().join(format!("kplane-up-am-{}", kplane_testkit::run_id()));
+    let am = kplane_testkit::alertmanager::available().then(|| {
+        kplane_testkit::alertmanager::Alertmanager::start(
+            &dir,
+            "route:\n  receiver: on-call\nreceivers:\n  - name: on-call\n",
+        )
+    });
+    let url = am.as_ref().map(|a| a.url()).unwrap_or_default();
+    let up = Up::start(
+        "incidents",
+        "90s",
+        &[("KPLANE__INTENT_API__INCIDENTS__ALERTMANAGER", url.as_str())],
+    );
+    let (addr, token) = (up.addr, up.token.clone());
+    let get = |path: &str| {
+        let r = http(addr, "GET", path, Some(&token), None).unwrap();
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r.json()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get("/v1/live")["windows_seen"].as_u64().unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "no window in 60 s");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(60));
+    let list = get("/v1/incidents?limit=10000");
+    let opened = list["opened"].as_u64().unwrap();
+    let episodes = get("/v1/events?live=true&limit=10000");
+    let episodes = episodes["events"].as_array().unwrap();
+    eprintln!(
+        "first minute: {opened} incidents from {} breaches ({} episodes kept live)",
+        list["breaches"],
+        episodes.len()
+    );
+    assert!(opened >= 1, "the default scenario's microbursts: {list}");
+    assert!(
+        opened <= 60,
+        "{opened} incidents in the first minute: {list}"
+    );
+    // Every episode is reachable from its incident.
+    let mut members = std::collections::HashSet::new();
+    for i in list["incidents"].as_array().unwrap() {
+        let id = i["id"].as_str().unwrap();
+        let d = get(&format!("/v1/incidents/{id}"));
+        assert_eq!(d["members_truncated"], false, "{id}");
+        for m in d["member_list"].as_array().unwrap() {
+            members.insert(m["id"].as_str().unwrap().to_string());
+        }
+    }
+    let now = get("/v1/incidents?limit=10000");
+    for i in now["incidents"].as_array().unwrap() {
+        if !list["incidents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["id"] == i["id"])
+        {
+            let d = get(&format!("/v1/incidents/{}", i["id"].as_str().unwrap()));
+            for m in d["member_list"].as_array().unwrap() {
+                members.insert(m["id"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    let orphans: Vec<&Value> = episodes
+        .iter()
+        .filter(|e| !members.contains(e["id"].as_str().unwrap()))
+        .collect();
+    assert!(orphans.is_empty(), "episodes in no incident: {orphans:?}");
+    if let Some(am) = &am {
+        let known: std::collections::HashSet<&str> = now["incidents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap())
+            .collect();
+        let alerts = am.alerts();
+        assert!(!alerts.is_empty(), "no incident reached Alertmanager");
+        for a in &alerts {
+            let id = a["labels"]["incident_id"].as_str().unwrap();
+            assert!(known.contains(id), "{a}");
+        }
+    }
+    // Resolved incidents are in the store's `incidents` table once it stopped.
+    let resolved = get("/v1/incidents?state=resolved&limit=10000")["incidents"]
+        .as_array()
+        .unwrap()
+        .len();
+    let (_, data) = up.interrupt();
+    let out = Command::new(env!("CARGO_BIN_EXE_kplane"))
+        .args(["query", "SELECT count(*) AS n FROM incidents", "--data-dir"])
+        .arg(data.join("stream-processor"))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}");
+    let stored: usize = table
+        .lines()
+        .filter_map(|l| {
+            l.trim_matches(|c: char| c == '|' || c.is_whitespace())
+                .parse()
+                .ok()
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no count in {table}"));
+    assert!(
+        stored >= resolved,
+        "{stored} stored, {resolved} resolved before the stop"
+    );
+    let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Intents in `kplane up` against the live emulator, verified by its own telemetry: a block

@@ -4,8 +4,7 @@
 //! never killed writes from the same topic — every window table and every alert exactly once
 //! — including path changes and black holes that span a kill.
 
-mod common;
-use common::written_through;
+use crate::common::written_through;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

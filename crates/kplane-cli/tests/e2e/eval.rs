@@ -149,5 +149,15 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
         csv.contains("scoring_entity_windows_per_second,all,"),
         "{csv}"
     );
+    // Incidents against the injected faults: every fault has one.
+    let value = |metric: &str| -> f64 {
+        csv.lines()
+            .find_map(|l| l.strip_prefix(&format!("{metric},all,")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {metric} in {csv}"))
+    };
+    assert!(report.contains("\nIncidents ("), "{report}");
+    assert_eq!(value("incident_recall"), 1.0, "{report}");
+    assert!(value("incident_precision") > 0.0, "{report}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -1,0 +1,808 @@
+//! The correlation: breaches (alert episodes, knowledge anomalies) that share a root within a
+//! time span become one incident.
+//!
+//! * A breach joins the open incident of its root ([`super::root`]); a flow's breach whose
+//!   destination has an open incident (an attack on it) joins that one instead, and a flow's
+//!   anomaly joins the open incident that holds the flow.
+//! * An incident is quiet once none of its members is open. It resolves `hold` after that
+//!   (event time); a breach of its root within `hold` joins it again instead of opening a
+//!   new one, so a flapping queue is one incident.
+//! * Severity is the worst of its members'; its kind is that of its worst member (the first,
+//!   among equals).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::results::{Anomaly, AnomalyPhase, AnomalyType};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::episodes::Episode;
+use super::root::{self, Root, RootKind};
+
+/// Members kept per incident (the count goes on past it).
+pub const MEMBERS_KEPT: usize = 20_000;
+/// Flows kept per incident for its flow count, top flows and flow lookups.
+pub const FLOWS_KEPT: usize = 20_000;
+/// Distinct paths kept per incident.
+pub const PATHS_KEPT: usize = 64;
+/// Timeline steps kept per incident.
+pub const TIMELINE_KEPT: usize = 1_000;
+/// Flows an incident lists as its top affected.
+pub const TOP_FLOWS: usize = 10;
+
+/// `info` < `warning` < `critical`.
+fn rank(severity: &str) -> u8 {
+    match severity {
+        "critical" => 2,
+        "warning" => 1,
+        _ => 0,
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// One breach in an incident.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Member {
+    /// The episode's id (`GET /v1/events`) or the anomaly's (`GET /v1/anomalies/{id}`).
+    pub id: String,
+    /// `event` (an alert episode) or `anomaly` (the knowledge service's).
+    pub source: &'static str,
+    /// The episode's kind (`threshold`, `black_hole`, …) or the anomaly's type.
+    pub kind: String,
+    pub severity: &'static str,
+    pub start_ns: i64,
+    pub end_ns: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// Peak value (threshold breaches: latency or occupancy; anomalies: score).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_id: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow: Option<String>,
+}
+
+impl Member {
+    fn of_episode(e: &Episode) -> Self {
+        Self {
+            id: e.id.clone(),
+            source: "event",
+            kind: e.kind.to_string(),
+            severity: e.severity,
+            start_ns: e.start_ns,
+            end_ns: e.end_ns,
+            metric: e.subject.metric.clone(),
+            peak: e.peak.map(|v| v as f64),
+            threshold: e.threshold.map(|v| v as f64),
+            node_id: e.subject.node_id,
+            queue_id: e.subject.queue_id,
+            flow: root::flow_of(e),
+        }
+    }
+
+    fn of_anomaly(a: &Anomaly) -> Self {
+        let severity = match a.anomaly_type {
+            AnomalyType::Ddos | AnomalyType::BlackHole | AnomalyType::RoutingLoop => "critical",
+            _ => "warning",
+        };
+        Self {
+            id: a.id.clone(),
+            source: "anomaly",
+            kind: a.anomaly_type.as_str().to_string(),
+            severity,
+            start_ns: a.start_ns,
+            end_ns: a.end_ns,
+            metric: Some("score".into()),
+            peak: Some(a.score),
+            threshold: Some(a.threshold),
+            node_id: None,
+            queue_id: None,
+            flow: (a.entity_kind == crate::results::EntityKind::Flow).then(|| a.entity.clone()),
+        }
+    }
+
+    /// How far past its threshold it went (1 when it names none).
+    fn ratio(&self) -> f64 {
+        match (self.peak, self.threshold) {
+            (Some(p), Some(t)) if t > 0.0 => p / t,
+            _ => 1.0,
+        }
+    }
+
+    /// What the incident is called when this member is its worst.
+    fn trouble(&self) -> String {
+        if self.source == "event" {
+            root::trouble(&self.kind).to_string()
+        } else {
+            self.kind.clone()
+        }
+    }
+}
+
+/// One step of an incident's timeline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Step {
+    pub time_ns: i64,
+    /// `opened`, `joined`, `member_ended`, `quiet`, `reopened`, `resolved`.
+    pub event: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+}
+
+/// A flow an incident affects, by how far past its threshold it went.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowImpact {
+    pub flow: String,
+    pub ratio: f64,
+    pub member: String,
+}
+
+/// One incident.
+#[derive(Clone, Debug)]
+pub struct Incident {
+    /// `<root kind>-<start ns>-<hash of the entity>` (URL-safe): stable across its updates.
+    pub id: String,
+    pub root: Root,
+    pub kind: String,
+    pub severity: &'static str,
+    pub start_ns: i64,
+    /// Event time of its latest member change.
+    pub last_ns: i64,
+    /// When it resolved (its last member's end).
+    pub end_ns: Option<i64>,
+    /// Since when no member has been open.
+    quiet_since: Option<i64>,
+    /// The member that went furthest past its threshold.
+    peak: Option<Member>,
+    members: BTreeMap<String, Member>,
+    member_count: u64,
+    open_members: BTreeSet<String>,
+    flows: HashMap<String, FlowImpact>,
+    flows_truncated: bool,
+    paths: BTreeSet<Vec<u32>>,
+    queues: BTreeSet<(u32, u8)>,
+    timeline: Vec<Step>,
+    timeline_dropped: u64,
+}
+
+impl Incident {
+    fn new(root: Root, first: &Member) -> Self {
+        Self {
+            id: format!(
+                "{}-{}-{:08x}",
+                root.kind.as_str(),
+                first.start_ns,
+                fnv1a(root.entity.as_bytes()) as u32
+            ),
+            root,
+            kind: first.trouble(),
+            severity: first.severity,
+            start_ns: first.start_ns,
+            last_ns: first.start_ns,
+            end_ns: None,
+            quiet_since: None,
+            peak: None,
+            members: BTreeMap::new(),
+            member_count: 0,
+            open_members: BTreeSet::new(),
+            flows: HashMap::new(),
+            flows_truncated: false,
+            paths: BTreeSet::new(),
+            queues: BTreeSet::new(),
+            timeline: Vec::new(),
+            timeline_dropped: 0,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.end_ns.is_none()
+    }
+
+    fn step(&mut self, time_ns: i64, event: &'static str, member: Option<&str>) {
+        if self.timeline.len() == TIMELINE_KEPT {
+            self.timeline_dropped += 1;
+            return;
+        }
+        self.timeline.push(Step {
+            time_ns,
+            event,
+            member: member.map(str::to_string),
+        });
+    }
+
+    /// Adds or updates a member; true when the incident's headline (kind, severity) changed.
+    fn absorb(&mut self, m: Member, path: &[u32]) -> bool {
+        let t = m.end_ns.unwrap_or(m.start_ns).max(m.start_ns);
+        self.last_ns = self.last_ns.max(t);
+        let new = !self.members.contains_key(&m.id);
+        if new {
+            self.member_count += 1;
+            self.step(m.start_ns, "joined", Some(&m.id));
+        }
+        if m.end_ns.is_none() {
+            self.open_members.insert(m.id.clone());
+            if self.quiet_since.take().is_some() {
+                self.step(t, "reopened", Some(&m.id));
+            }
+        } else if self.open_members.remove(&m.id) || new {
+            if !new || m.end_ns != Some(m.start_ns) {
+                self.step(t, "member_ended", Some(&m.id));
+            }
+            if self.open_members.is_empty() {
+                self.quiet_since = Some(self.quiet_since.map_or(t, |q| q.max(t)));
+            }
+        }
+        if !path.is_empty() && self.paths.len() < PATHS_KEPT {
+            self.paths.insert(path.to_vec());
+        }
+        if let (Some(n), Some(q)) = (m.node_id, m.queue_id) {
+            self.queues.insert((n, q));
+        }
+        if let Some(flow) = &m.flow {
+            self.note_flow(flow, &m);
+        }
+        let mut headline = false;
+        if rank(m.severity) > rank(self.severity) {
+            self.severity = m.severity;
+            self.kind = m.trouble();
+            headline = true;
+        }
+        if self.peak.as_ref().is_none_or(|p| m.ratio() > p.ratio()) {
+            self.peak = Some(m.clone());
+        }
+        if new && self.members.len() == MEMBERS_KEPT {
+            return headline;
+        }
+        self.members.insert(m.id.clone(), m);
+        headline
+    }
+
+    fn note_flow(&mut self, flow: &str, m: &Member) {
+        let ratio = m.ratio();
+        if let Some(f) = self.flows.get_mut(flow) {
+            if f.ratio < ratio {
+                f.ratio = ratio;
+                f.member.clone_from(&m.id);
+            }
+        } else if self.flows.len() < FLOWS_KEPT {
+            self.flows.insert(
+                flow.to_string(),
+                FlowImpact {
+                    flow: flow.to_string(),
+                    ratio,
+                    member: m.id.clone(),
+                },
+            );
+        } else {
+            self.flows_truncated = true;
+        }
+    }
+
+    pub fn summary_text(&self) -> String {
+        let flows = match self.flows.len() {
+            0 => String::new(),
+            n => format!(
+                ", {n}{} flows affected",
+                if self.flows_truncated { "+" } else { "" }
+            ),
+        };
+        let peak = self
+            .peak
+            .as_ref()
+            .filter(|p| p.threshold.is_some())
+            .map(|p| {
+                format!(
+                    ", peak {} {:.1}× its threshold",
+                    p.metric.as_deref().unwrap_or("value"),
+                    p.ratio()
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "{} at {}: {} breach{}{flows}{peak}",
+            self.kind.replace('_', " "),
+            self.root,
+            self.member_count,
+            if self.member_count == 1 { "" } else { "es" }
+        )
+    }
+
+    /// What lists and notifications carry.
+    pub fn summary(&self) -> Value {
+        json!({
+            "id": self.id,
+            "root": self.root,
+            "kind": self.kind,
+            "severity": self.severity,
+            "state": if self.is_open() { "open" } else { "resolved" },
+            "start_ns": self.start_ns,
+            "last_ns": self.last_ns,
+            "end_ns": self.end_ns,
+            "summary": self.summary_text(),
+            "members": self.member_count,
+            "open_members": self.open_members.len(),
+            "flows": self.flows.len(),
+            "flows_truncated": self.flows_truncated,
+            "queues": self.queues.iter().map(|(n, q)| format!("{n}/{q}")).collect::<Vec<_>>(),
+            "peak": self.peak,
+        })
+    }
+
+    /// `GET /v1/incidents/{id}`: the summary with its evidence — every member kept, the top
+    /// flows, the paths and the timeline.
+    pub fn detail(&self) -> Value {
+        let mut top: Vec<&FlowImpact> = self.flows.values().collect();
+        top.sort_by(|a, b| {
+            b.ratio
+                .total_cmp(&a.ratio)
+                .then_with(|| a.flow.cmp(&b.flow))
+        });
+        top.truncate(TOP_FLOWS);
+        let mut v = self.summary();
+        let extra = json!({
+            "top_flows": top,
+            "paths": self.paths,
+            "member_list": self.members.values().collect::<Vec<_>>(),
+            "members_truncated": self.member_count > self.members.len() as u64,
+            "timeline": self.timeline,
+            "timeline_dropped": self.timeline_dropped,
+        });
+        if let (Value::Object(v), Value::Object(extra)) = (&mut v, extra) {
+            v.extend(extra);
+        }
+        v
+    }
+
+    pub fn has_member(&self, id: &str) -> bool {
+        self.members.contains_key(id)
+    }
+
+    /// The members kept, by id.
+    pub fn members(&self) -> impl Iterator<Item = &Member> {
+        self.members.values()
+    }
+
+    /// How many breaches joined it (kept or not).
+    pub fn member_count(&self) -> u64 {
+        self.member_count
+    }
+}
+
+/// An incident's news: opened, changed (kind, severity, reopened, its member count reached a
+/// power of two), resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    Open,
+    Update,
+    Resolve,
+}
+
+#[derive(Clone, Debug)]
+pub struct News {
+    pub change: Change,
+    /// [`Incident::summary`] at the change.
+    pub incident: Arc<Value>,
+}
+
+/// The counters `/metrics` shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub opened: u64,
+    pub resolved: u64,
+    pub breaches: u64,
+}
+
+/// Every incident: the open ones and the latest `keep` resolved ones.
+#[derive(Debug)]
+pub struct IncidentBook {
+    incidents: HashMap<String, Incident>,
+    /// Root → its open incident.
+    open: HashMap<Root, String>,
+    /// Open member → its incident (a member's updates find it even when another root has
+    /// claimed it).
+    member_of: HashMap<String, String>,
+    /// Flow → the open incident that holds it (for flow anomalies).
+    flow_in: HashMap<String, String>,
+    resolved: VecDeque<String>,
+    keep: usize,
+    hold_ns: i64,
+    /// The latest event time seen.
+    now_ns: i64,
+    pub counts: Counts,
+}
+
+impl IncidentBook {
+    pub fn new(keep: usize, hold: std::time::Duration) -> Self {
+        Self {
+            incidents: HashMap::new(),
+            open: HashMap::new(),
+            member_of: HashMap::new(),
+            flow_in: HashMap::new(),
+            resolved: VecDeque::new(),
+            keep: keep.max(1),
+            hold_ns: i64::try_from(hold.as_nanos()).unwrap_or(i64::MAX),
+            now_ns: i64::MIN,
+            counts: Counts::default(),
+        }
+    }
+
+    /// Changes the time span and how many resolved incidents are kept.
+    pub fn set_rules(&mut self, keep: usize, hold: std::time::Duration) {
+        self.keep = keep.max(1);
+        self.hold_ns = i64::try_from(hold.as_nanos()).unwrap_or(i64::MAX);
+    }
+
+    /// An alert episode's news.
+    pub fn episode(&mut self, e: &Episode) -> Vec<News> {
+        let member = Member::of_episode(e);
+        let root = self
+            .member_of
+            .get(&e.id)
+            .cloned()
+            .map(Claim::Incident)
+            .or_else(|| {
+                let own = root::of_episode(e)?;
+                let attacked = e
+                    .subject
+                    .dst_ip
+                    .filter(|_| root::is_flow_level(e))
+                    .map(|d| Root {
+                        kind: RootKind::Destination,
+                        entity: d.to_string(),
+                    })
+                    .and_then(|d| self.open.get(&d).cloned());
+                Some(attacked.map_or(Claim::Root(own), Claim::Incident))
+            });
+        let Some(claim) = root else {
+            return Vec::new();
+        };
+        self.place(claim, member, &e.path, e.last_ns)
+    }
+
+    /// A knowledge anomaly's news.
+    pub fn anomaly(&mut self, a: &Anomaly) -> Vec<News> {
+        let member = Member::of_anomaly(a);
+        let claim = self
+            .member_of
+            .get(&a.id)
+            .or_else(|| {
+                self.flow_in
+                    .get(&a.entity)
+                    .filter(|_| member.flow.is_some())
+            })
+            .cloned()
+            .map_or_else(|| Claim::Root(root::of_anomaly(a)), Claim::Incident);
+        let member = Member {
+            end_ns: (a.phase == AnomalyPhase::End).then_some(a.end_ns.unwrap_or(a.last_ns)),
+            ..member
+        };
+        self.place(claim, member, &[], a.last_ns)
+    }
+
+    fn place(&mut self, claim: Claim, member: Member, path: &[u32], time_ns: i64) -> Vec<News> {
+        self.counts.breaches += 1;
+        let mut news = self.advance(time_ns);
+        let id = match claim {
+            Claim::Incident(id) if self.incidents.get(&id).is_some_and(Incident::is_open) => id,
+            Claim::Incident(_) => return news,
+            Claim::Root(root) => match self.open.get(&root) {
+                Some(id) => id.clone(),
+                None => {
+                    let inc = Incident::new(root.clone(), &member);
+                    let id = inc.id.clone();
+                    self.open.insert(root, id.clone());
+                    self.incidents.insert(id.clone(), inc);
+                    self.counts.opened += 1;
+                    if let Some(i) = self.incidents.get_mut(&id) {
+                        i.step(member.start_ns, "opened", None);
+                    }
+                    id
+                }
+            },
+        };
+        let Some(inc) = self.incidents.get_mut(&id) else {
+            return news;
+        };
+        let opened = inc.member_count == 0;
+        let reopened = inc.quiet_since.is_some() && member.end_ns.is_none();
+        if member.end_ns.is_none() {
+            self.member_of.insert(member.id.clone(), id.clone());
+        } else {
+            self.member_of.remove(&member.id);
+        }
+        if let Some(flow) = &member.flow
+            && inc.flows.len() < FLOWS_KEPT
+        {
+            self.flow_in.insert(flow.clone(), id.clone());
+        }
+        let before = inc.member_count;
+        let headline = inc.absorb(member, path);
+        let grew = inc.member_count != before && inc.member_count.is_power_of_two();
+        let change = if opened {
+            Some(Change::Open)
+        } else if headline || reopened || grew {
+            Some(Change::Update)
+        } else {
+            None
+        };
+        if let Some(change) = change {
+            news.push(News {
+                change,
+                incident: Arc::new(inc.summary()),
+            });
+        }
+        news
+    }
+
+    /// Moves the clock to `now_ns` (event time) and resolves what has been quiet for `hold`.
+    pub fn advance(&mut self, now_ns: i64) -> Vec<News> {
+        self.now_ns = self.now_ns.max(now_ns);
+        let due: Vec<String> = self
+            .open
+            .values()
+            .filter(|id| {
+                self.incidents[*id]
+                    .quiet_since
+                    .is_some_and(|q| self.now_ns.saturating_sub(q) >= self.hold_ns)
+            })
+            .cloned()
+            .collect();
+        due.into_iter().filter_map(|id| self.resolve(&id)).collect()
+    }
+
+    /// The latest event time seen.
+    pub fn now_ns(&self) -> i64 {
+        self.now_ns
+    }
+
+    fn resolve(&mut self, id: &str) -> Option<News> {
+        let inc = self.incidents.get_mut(id)?;
+        let end = inc.quiet_since?;
+        inc.end_ns = Some(end);
+        inc.step(end, "resolved", None);
+        self.open.remove(&inc.root);
+        for f in inc.flows.keys() {
+            if self.flow_in.get(f).is_some_and(|i| i == id) {
+                self.flow_in.remove(f);
+            }
+        }
+        let news = News {
+            change: Change::Resolve,
+            incident: Arc::new(inc.summary()),
+        };
+        self.counts.resolved += 1;
+        self.resolved.push_back(id.to_string());
+        while self.resolved.len() > self.keep {
+            if let Some(old) = self.resolved.pop_front() {
+                self.incidents.remove(&old);
+            }
+        }
+        Some(news)
+    }
+
+    /// Matching incidents, most recently started first.
+    pub fn list(&self, keep: impl Fn(&Incident) -> bool, limit: usize) -> Vec<&Incident> {
+        let mut v: Vec<&Incident> = self.incidents.values().filter(|i| keep(i)).collect();
+        v.sort_by(|a, b| b.start_ns.cmp(&a.start_ns).then_with(|| a.id.cmp(&b.id)));
+        v.truncate(limit);
+        v
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Incident> {
+        self.incidents.get(id)
+    }
+
+    /// The incident a member (episode or anomaly id) belongs to, if kept.
+    pub fn incident_of(&self, member: &str) -> Option<&Incident> {
+        self.member_of
+            .get(member)
+            .and_then(|id| self.incidents.get(id))
+            .or_else(|| self.incidents.values().find(|i| i.has_member(member)))
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.open.len()
+    }
+}
+
+/// Where a breach goes: an incident that already claimed it (or its flow or destination), or
+/// its own root's.
+enum Claim {
+    Incident(String),
+    Root(Root),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::results::{Alert, AlertKind};
+
+    use super::*;
+    use crate::incidents::episodes::EpisodeBook;
+
+    const S: i64 = 1_000_000_000;
+
+    fn latency(t: i64, node: u32, src: u8, kind: AlertKind) -> Alert {
+        Alert {
+            time_ns: t,
+            kind: Some(kind),
+            src_ip: Some(format!("10.0.0.{src}").parse().unwrap()),
+            dst_ip: Some("10.0.1.1".parse().unwrap()),
+            src_port: Some(1000),
+            dst_port: Some(80),
+            protocol: Some(6),
+            node_id: Some(node),
+            metric: Some("hop_latency_ns".into()),
+            value: Some(5_000),
+            threshold: Some(1_000),
+            path: vec![1, node, 9],
+            ..Alert::default()
+        }
+    }
+
+    /// Episodes of `alerts` fed to a book with a 10 s hold.
+    fn feed(alerts: &[Alert]) -> (IncidentBook, Vec<News>) {
+        let mut eps = EpisodeBook::new(1_000);
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        let mut news = Vec::new();
+        for a in alerts {
+            if let Some((_, e)) = eps.apply(a) {
+                news.extend(book.episode(&e));
+            }
+        }
+        (book, news)
+    }
+
+    #[test]
+    fn flows_slowed_by_one_switch_are_one_incident_with_every_flow_and_member() {
+        let mut alerts: Vec<Alert> = (1..=40)
+            .map(|src| latency(src as i64 * S / 10, 5, src, AlertKind::Threshold))
+            .collect();
+        alerts.push(latency(5 * S, 7, 1, AlertKind::Threshold));
+        let (book, news) = feed(&alerts);
+        let all = book.list(|_| true, 10);
+        assert_eq!(all.len(), 2, "switch 5 and switch 7");
+        let five = all.iter().find(|i| i.root == Root::switch(5)).unwrap();
+        assert_eq!(five.member_count, 40);
+        assert_eq!(five.flows.len(), 40);
+        assert_eq!(five.kind, "congestion");
+        assert_eq!(five.severity, "critical", "5× the threshold");
+        let detail = five.detail();
+        assert_eq!(detail["member_list"].as_array().unwrap().len(), 40);
+        assert_eq!(detail["top_flows"].as_array().unwrap().len(), TOP_FLOWS);
+        // Opened once, then updates only when the count reached a power of two.
+        let five_news: Vec<Change> = news
+            .iter()
+            .filter(|n| n.incident["id"] == five.id.as_str())
+            .map(|n| n.change)
+            .collect();
+        assert_eq!(five_news[0], Change::Open);
+        assert_eq!(
+            five_news.len(),
+            1 + 5,
+            "2, 4, 8, 16, 32 members: {five_news:?}"
+        );
+    }
+
+    #[test]
+    fn an_incident_resolves_after_its_hold_and_a_breach_within_it_joins_again() {
+        let (mut book, _) = feed(&[
+            latency(0, 5, 1, AlertKind::Threshold),
+            latency(S, 5, 1, AlertKind::ThresholdCleared),
+            // Within the 10 s hold: the same incident.
+            latency(5 * S, 5, 2, AlertKind::Threshold),
+            latency(6 * S, 5, 2, AlertKind::ThresholdCleared),
+        ]);
+        assert_eq!(book.list(|_| true, 10).len(), 1);
+        assert!(book.advance(15 * S).is_empty(), "quiet for 9 s only");
+        let news = book.advance(16 * S);
+        assert_eq!(news.len(), 1);
+        assert_eq!(news[0].change, Change::Resolve);
+        assert_eq!(news[0].incident["end_ns"], 6 * S);
+        assert_eq!(news[0].incident["members"], 2);
+        // After it resolved, the root's next breach is a new incident.
+        let mut eps = EpisodeBook::new(10);
+        let (_, e) = eps
+            .apply(&latency(30 * S, 5, 3, AlertKind::Threshold))
+            .unwrap();
+        let news = book.episode(&e);
+        assert_eq!(news[0].change, Change::Open);
+        assert_eq!(book.list(|_| true, 10).len(), 2);
+        assert_eq!(book.counts.opened, 2);
+        assert_eq!(book.counts.resolved, 1);
+    }
+
+    fn attack(t: i64, phase: AnomalyPhase) -> Anomaly {
+        Anomaly {
+            id: "destination:10.0.1.1:0".into(),
+            entity_kind: crate::results::EntityKind::Destination,
+            entity: "10.0.1.1".into(),
+            anomaly_type: AnomalyType::Ddos,
+            confidence: 0.9,
+            score: 30.0,
+            threshold: 3.0,
+            start_ns: 0,
+            end_ns: (phase == AnomalyPhase::End).then_some(t),
+            last_ns: t,
+            windows: 1,
+            detected_ns: t,
+            phase,
+            model_version: 1,
+            explanation: Default::default(),
+            recommendations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_attacked_destination_claims_the_breaches_of_flows_to_it() {
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        let news = book.anomaly(&attack(0, AnomalyPhase::Start));
+        assert_eq!(news[0].change, Change::Open);
+        let mut eps = EpisodeBook::new(100);
+        for src in 1..=5 {
+            let (_, e) = eps
+                .apply(&latency(S, 5, src, AlertKind::Threshold))
+                .unwrap();
+            book.episode(&e);
+        }
+        let all = book.list(|_| true, 10);
+        assert_eq!(
+            all.len(),
+            1,
+            "the queue's breaches are the attack's collateral"
+        );
+        assert_eq!(all[0].kind, "ddos");
+        assert_eq!(all[0].member_count, 6);
+        // A flow anomaly about one of its flows joins it too.
+        let flow = all[0].flows.keys().next().unwrap().clone();
+        let id = all[0].id.clone();
+        let mut f = attack(S, AnomalyPhase::Start);
+        f.id = "flow:x:1".into();
+        f.entity_kind = crate::results::EntityKind::Flow;
+        f.entity = flow;
+        f.anomaly_type = AnomalyType::BlackHole;
+        book.anomaly(&f);
+        assert_eq!(book.get(&id).unwrap().member_count, 7);
+        assert_eq!(book.incident_of("flow:x:1").unwrap().id, id);
+    }
+
+    #[test]
+    fn path_changes_root_where_they_leave_the_old_path_and_resolved_incidents_are_bounded() {
+        // No hold: each path change resolves before the next opens a new incident.
+        let mut book = IncidentBook::new(2, Duration::ZERO);
+        let mut eps = EpisodeBook::new(100);
+        for n in 0..5 {
+            let mut a = latency(n * S, 8, n as u8, AlertKind::PathChange);
+            a.previous_path = vec![1, 2, 3];
+            a.path = vec![1, 4, 3];
+            let (_, e) = eps.apply(&a).unwrap();
+            book.episode(&e);
+        }
+        book.advance(100 * S);
+        assert_eq!(book.counts.opened, 5);
+        let kept = book.list(|_| true, 10);
+        assert_eq!(kept.len(), 2, "the latest two resolved are kept");
+        assert!(
+            kept.iter()
+                .all(|i| i.root == Root::switch(1) && !i.is_open())
+        );
+        // An episode that names no switch is no incident.
+        let mut lone = latency(0, 1, 1, AlertKind::Threshold);
+        lone.node_id = None;
+        let (_, e) = eps.apply(&lone).unwrap();
+        assert!(book.episode(&e).is_empty());
+    }
+}
