@@ -304,7 +304,7 @@ impl Incident {
             .map(|p| {
                 format!(
                     ", peak {} {:.1}× its threshold",
-                    p.metric.as_deref().unwrap_or("value"),
+                    p.metric.as_deref().unwrap_or(&p.kind),
                     p.ratio()
                 )
             })
@@ -549,22 +549,25 @@ impl IncidentBook {
     /// Moves the clock to `now_ns` (event time) and resolves what has been quiet for `hold`.
     pub fn advance(&mut self, now_ns: i64) -> Vec<News> {
         self.now_ns = self.now_ns.max(now_ns);
+        let (now, hold) = (self.now_ns, self.hold_ns);
+        self.resolve_where(|q| now.saturating_sub(q) >= hold)
+    }
+
+    /// Resolves every quiet incident, whatever the clock says: for when the breaches have
+    /// stopped coming altogether, so event time no longer moves (the clock stays where it was,
+    /// so late breaches are still judged by their own times).
+    pub fn resolve_quiet(&mut self) -> Vec<News> {
+        self.resolve_where(|_| true)
+    }
+
+    fn resolve_where(&mut self, due: impl Fn(i64) -> bool) -> Vec<News> {
         let due: Vec<String> = self
             .open
             .values()
-            .filter(|id| {
-                self.incidents[*id]
-                    .quiet_since
-                    .is_some_and(|q| self.now_ns.saturating_sub(q) >= self.hold_ns)
-            })
+            .filter(|id| self.incidents[*id].quiet_since.is_some_and(&due))
             .cloned()
             .collect();
         due.into_iter().filter_map(|id| self.resolve(&id)).collect()
-    }
-
-    /// The latest event time seen.
-    pub fn now_ns(&self) -> i64 {
-        self.now_ns
     }
 
     fn resolve(&mut self, id: &str) -> Option<News> {

@@ -609,7 +609,12 @@ async function showIncident(id) {
     const nodes = new Set();
     const links = new Set();
     if (i.root.kind === "switch" || i.root.kind === "link") nodes.add(Number(i.root.entity.split(":")[0]));
-    for (const p of i.paths) {
+    // The affected flows' latest paths (a flow's breach carries its switch, not its path).
+    const affected = new Set(i.top_flows.map((f) => f.flow));
+    const flowPaths = (lastLive?.flows || [])
+      .filter((f) => affected.has(`${f.src_ip}:${f.src_port}>${f.dst_ip}:${f.dst_port}/${f.protocol}`))
+      .map((f) => f.path || []);
+    for (const p of [...i.paths, ...flowPaths]) {
       p.forEach((n, k) => {
         nodes.add(n);
         if (k > 0) links.add([p[k - 1], n].sort((x, y) => x - y).join("-"));

@@ -55,8 +55,9 @@ pub struct Incidents {
 #[derive(Debug)]
 struct Inner {
     book: IncidentBook,
-    /// The latest event time and when it was seen: between events, the clock runs on.
-    clock: (i64, Instant),
+    /// When the latest breach came (wall clock), and the hold.
+    last_arrival: Instant,
+    hold: std::time::Duration,
     sinks: Vec<notify::Queue>,
     /// Resolved incidents on their way to the store's `incidents` table.
     store: Option<store::IncidentStore>,
@@ -81,7 +82,8 @@ impl Default for Incidents {
         Self {
             inner: Arc::new(Mutex::new(Inner {
                 book: IncidentBook::new(cfg.keep, cfg.hold),
-                clock: (i64::MIN, Instant::now()),
+                last_arrival: Instant::now(),
+                hold: cfg.hold,
                 sinks: Vec::new(),
                 store: None,
             })),
@@ -102,6 +104,7 @@ impl Incidents {
         let sinks = notify::start(cfg, &self.metrics.notifications);
         let mut g = self.lock();
         g.book.set_rules(cfg.keep, cfg.hold);
+        g.hold = cfg.hold;
         g.sinks = sinks;
         g.store = store.map(store::IncidentStore::new);
     }
@@ -126,37 +129,35 @@ impl Incidents {
 
     /// An alert episode started, changed or ended.
     pub fn episode(&self, e: &Episode) {
-        self.record(|b| b.episode(e));
+        self.record(|b| b.episode(e), true);
     }
 
     /// A knowledge anomaly started, changed or ended.
     pub fn anomaly(&self, a: &Anomaly) {
-        self.record(|b| b.anomaly(a));
+        self.record(|b| b.anomaly(a), true);
     }
 
-    /// Resolves what has been quiet long enough by now (called every second: incidents
-    /// resolve when no event comes).
+    /// Resolves the quiet incidents once no breach has come for a whole hold of wall time
+    /// (called every second): event time stands still when nothing comes, so the hold would
+    /// never pass on it.
     pub fn tick(&self) {
-        self.record(|_| Vec::new());
+        self.record(|b| b.resolve_quiet(), false);
     }
 
-    fn record(&self, f: impl FnOnce(&mut IncidentBook) -> Vec<News>) {
+    /// Applies `f` to the book (`arrival`: a breach came) and hands its news on.
+    fn record(&self, f: impl FnOnce(&mut IncidentBook) -> Vec<News>, arrival: bool) {
         let mut g = self.lock();
-        let mut news = Vec::new();
-        let (seen, at) = g.clock;
-        if seen != i64::MIN {
-            // Between events, event time is taken to run at the wall clock's pace.
-            let since = i64::try_from(at.elapsed().as_nanos()).unwrap_or(i64::MAX);
-            news = g.book.advance(seen.saturating_add(since));
+        if !arrival && g.last_arrival.elapsed() < g.hold {
+            return;
+        }
+        if arrival {
+            g.last_arrival = Instant::now();
         }
         let breaches = g.book.counts.breaches;
-        news.extend(f(&mut g.book));
+        let news = f(&mut g.book);
         self.metrics
             .breaches
             .inc_by(g.book.counts.breaches - breaches);
-        if g.book.now_ns() > g.clock.0 {
-            g.clock = (g.book.now_ns(), Instant::now());
-        }
         self.metrics.open.set(g.book.open_count() as i64);
         let news: Vec<Arc<News>> = news.into_iter().map(Arc::new).collect();
         for n in &news {

@@ -72,7 +72,7 @@ impl Alertmanager {
 }
 
 impl Sink for Alertmanager {
-    fn bodies(&mut self, news: &[Arc<News>]) -> Vec<String> {
+    fn bodies(&mut self, news: &[Arc<News>]) -> Vec<(String, u64)> {
         // The latest news of each incident in the batch.
         let mut latest: BTreeMap<String, Value> = BTreeMap::new();
         for n in news {
@@ -85,7 +85,8 @@ impl Sink for Alertmanager {
             }
             latest.insert(id, alert);
         }
-        vec![Value::Array(latest.into_values().collect()).to_string()]
+        let body = Value::Array(latest.into_values().collect()).to_string();
+        vec![(body, news.len() as u64)]
     }
 
     fn refresh(&mut self) -> Option<String> {
@@ -114,7 +115,7 @@ mod tests {
             change: Change::Open,
             incident: Arc::new(summary.clone()),
         });
-        let body: Value = serde_json::from_str(&am.bodies(&[open])[0]).unwrap();
+        let body: Value = serde_json::from_str(&am.bodies(&[open])[0].0).unwrap();
         let a = &body[0];
         assert_eq!(a["labels"]["incident_id"], "switch-1000000000-1c0d2e3f");
         assert_eq!(a["labels"]["switch"], "5");
@@ -132,7 +133,7 @@ mod tests {
             change: Change::Resolve,
             incident: Arc::new(ended),
         });
-        let body: Value = serde_json::from_str(&am.bodies(&[resolve])[0]).unwrap();
+        let body: Value = serde_json::from_str(&am.bodies(&[resolve])[0].0).unwrap();
         assert_eq!(body[0]["endsAt"], "1970-01-01T00:00:03.000Z");
         assert!(am.refresh().is_none());
     }

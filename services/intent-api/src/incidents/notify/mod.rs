@@ -18,8 +18,9 @@ use super::config::{IncidentsConfig, Url};
 
 /// A notification target.
 pub trait Sink: Send + std::fmt::Debug {
-    /// The request bodies (JSON, POSTed to the sink's URL) that deliver `news`.
-    fn bodies(&mut self, news: &[Arc<News>]) -> Vec<String>;
+    /// The request bodies (JSON, POSTed to the sink's URL) that deliver `news`, each with how
+    /// many of the news it carries.
+    fn bodies(&mut self, news: &[Arc<News>]) -> Vec<(String, u64)>;
     /// What to send again when nothing new came for a while (Alertmanager forgets an alert
     /// it has not heard of within its `resolve_timeout`).
     fn refresh(&mut self) -> Option<String> {
@@ -59,7 +60,8 @@ pub struct Outcome {
     pub outcome: String,
 }
 
-/// `kplane_intent_api_incident_notifications_total{sink, outcome}`.
+/// `kplane_intent_api_incident_notifications_total{sink, outcome}`: what became of each
+/// incident change handed to a sink (Alertmanager's periodic re-sends are not changes).
 pub type Notifications = Family<Outcome, Counter>;
 
 /// The queue into one sink's delivery thread.
@@ -74,17 +76,17 @@ impl Queue {
     /// Hands `news` to the sink; when its queue is full the news is dropped and counted.
     pub fn push(&self, news: Arc<News>) {
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(news) {
-            count(&self.counts, self.name, "dropped");
+            count(&self.counts, self.name, "dropped", 1);
         }
     }
 }
 
-fn count(c: &Notifications, sink: &str, outcome: &str) {
+fn count(c: &Notifications, sink: &str, outcome: &str, news: u64) {
     c.get_or_create(&Outcome {
         sink: sink.into(),
         outcome: outcome.into(),
     })
-    .inc();
+    .inc_by(news);
 }
 
 /// Starts a delivery thread for every sink whose URL is set; they end when the queues are
@@ -140,7 +142,7 @@ impl Delivery {
                 Ok(n) => n,
                 Err(RecvTimeoutError::Timeout) => {
                     if let Some(body) = sink.refresh() {
-                        self.post(&body);
+                        self.post(&body, 0);
                     }
                     refreshed = Instant::now();
                     continue;
@@ -150,25 +152,26 @@ impl Delivery {
             // What else is waiting goes in the same requests.
             let mut batch = vec![first];
             batch.extend(rx.try_iter().take(255));
-            for body in sink.bodies(&batch) {
-                self.post(&body);
+            for (body, news) in sink.bodies(&batch) {
+                self.post(&body, news);
             }
             if refreshed.elapsed() >= self.refresh {
                 if let Some(body) = sink.refresh() {
-                    self.post(&body);
+                    self.post(&body, 0);
                 }
                 refreshed = Instant::now();
             }
         }
     }
 
-    /// POSTs `body`, retrying with backoff (0.5 s, 1 s, 2 s, …) on errors and 5xx answers.
-    fn post(&self, body: &str) {
+    /// POSTs `body`, which carries `news` changes, retrying with backoff (0.5 s, 1 s, 2 s, …)
+    /// on errors, 5xx and 429 answers.
+    fn post(&self, body: &str, news: u64) {
         let mut wait = Duration::from_millis(500);
         for attempt in 1..=self.attempts {
             match self.url.post(body, self.timeout) {
                 Ok(status) if (200..300).contains(&status) => {
-                    count(&self.counts, self.name, "sent");
+                    count(&self.counts, self.name, "sent", news);
                     return;
                 }
                 // The sink refused the content: sending it again would not help.
@@ -192,6 +195,6 @@ impl Delivery {
                 }
             }
         }
-        count(&self.counts, self.name, "failed");
+        count(&self.counts, self.name, "failed", news);
     }
 }

@@ -17,9 +17,12 @@ pub fn make(_: &IncidentsConfig) -> Box<dyn Sink> {
 }
 
 impl Sink for Webhook {
-    fn bodies(&mut self, news: &[Arc<News>]) -> Vec<String> {
+    fn bodies(&mut self, news: &[Arc<News>]) -> Vec<(String, u64)> {
         news.iter()
-            .map(|n| json!({ "change": n.change, "incident": n.incident.as_ref() }).to_string())
+            .map(|n| {
+                let body = json!({ "change": n.change, "incident": n.incident.as_ref() });
+                (body.to_string(), 1)
+            })
             .collect()
     }
 }
