@@ -286,6 +286,8 @@ impl<'a> HopCols<'a> {
         };
         let mut al = flow_alert(&id(), partition, t, kind);
         al.node_id = Some(n);
+        // The flow's latest path from its sink: what an incident shows as affected.
+        al.path.clone_from(&st.path);
         al.metric = Some("hop_latency_ns".into());
         al.value = Some(value);
         al.threshold = Some(band.raise);
@@ -904,6 +906,24 @@ mod tests {
         );
         assert_eq!(queue(&mut d, 6 * S, 44), [(ThresholdCleared, 58)]);
         assert_eq!(queue(&mut d, 7 * S, 44), []);
+    }
+
+    #[test]
+    fn a_flows_latency_breach_carries_the_flows_path_from_its_sink() {
+        let mut d = flow_detector(StateConfig::default());
+        let rows = [report(S, flow(1), &[1, 2, 3], 5_000, 0, true)];
+        let mut b = ReportBatchBuilder::new(1);
+        b.append(&rows[0]).unwrap();
+        let f = report_frame(&b.finish().unwrap(), true, &KEY).unwrap();
+        let mut out = Vec::new();
+        d.reports(&f.reports, &f.hops, &f.hop_offsets, &mut out)
+            .unwrap();
+        let latency: Vec<&Alert> = out
+            .iter()
+            .filter(|a| a.metric.as_deref() == Some("hop_latency_ns"))
+            .collect();
+        assert_eq!(latency.len(), 3, "every hop is above 1 µs: {out:?}");
+        assert!(latency.iter().all(|a| a.path == [1, 2, 3]), "{latency:?}");
     }
 
     #[test]
