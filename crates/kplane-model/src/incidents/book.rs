@@ -225,7 +225,8 @@ impl Incident {
     fn absorb(&mut self, m: Member, path: &[u32]) -> bool {
         let t = m.end_ns.unwrap_or(m.start_ns).max(m.start_ns);
         self.last_ns = self.last_ns.max(t);
-        let new = !self.members.contains_key(&m.id);
+        // An open member past the kept ones is known by its open entry.
+        let new = !self.members.contains_key(&m.id) && !self.open_members.contains(&m.id);
         if new {
             self.member_count += 1;
             self.step(m.start_ns, "joined", Some(&m.id));
