@@ -200,6 +200,10 @@ pub struct BlastRadius {
     pub links: Vec<(u32, u16)>,
     /// Other flows crossing the same switches in the window.
     pub other_flows: usize,
+    /// A switch-to-switch link's opposite direction (`8:2` for `5:1`), when known: a cut
+    /// cable is one fault seen from both ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse_link: Option<String>,
 }
 
 /// Why an anomaly was raised.

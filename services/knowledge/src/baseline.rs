@@ -50,6 +50,11 @@ pub struct Baselines {
 }
 
 impl Baselines {
+    /// A link's opposite direction, as last seen.
+    pub fn reverse_of(&self, link: &str) -> Option<&str> {
+        self.reverse.get(link).map(String::as_str)
+    }
+
     /// Appends to every sample of one window its silent run's surprise and its opposite
     /// direction's (links) and its deviations from the entity's usual values, then lets the
     /// usual values learn from this window — except for entities `frozen` (in an anomaly: an

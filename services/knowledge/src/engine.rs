@@ -442,6 +442,8 @@ impl Engine {
                         && t != AnomalyType::Unknown
                     {
                         set_type(a, typed, m, s, w);
+                        a.explanation.blast_radius.reverse_link =
+                            self.baselines.reverse_of(&s.entity).map(str::to_string);
                     }
                     a.score = a.score.max(score);
                     a.phase = AnomalyPhase::Update;
@@ -474,6 +476,8 @@ impl Engine {
                 recommendations: Vec::new(),
             };
             set_type(&mut anomaly, typed, m, s, w);
+            anomaly.explanation.blast_radius.reverse_link =
+                self.baselines.reverse_of(&s.entity).map(str::to_string);
             out.push(self.open_episode(key, anomaly));
         }
         let close_after = self.cfg.close_after;

@@ -62,6 +62,7 @@ pub fn blast_radius(w: &Window, flows: &[&FlowRow]) -> BlastRadius {
         queues,
         links,
         other_flows,
+        reverse_link: None,
     }
 }
 

@@ -140,27 +140,31 @@ fn is_about(i: &Incident, f: &Fault, t: &Touches, window_ns: i64) -> bool {
         })
 }
 
-/// Scores one run's incidents against its faults.
+/// Scores one run's incidents against its faults; returns each incident's summary with the
+/// faults it is about (`about`: indices into `faults`), for `incidents.jsonl`.
 pub(super) fn score_run(
     o: &Outcome,
     faults: &[Fault],
     clean: bool,
     window_ns: i64,
     into: &mut IncidentScore,
-) {
+) -> Vec<serde_json::Value> {
     let book = correlate(o);
     let all = book.list(|_| true, usize::MAX);
     let touched: Vec<Touches> = faults.iter().map(touches).collect();
     into.faults += faults.len() as u64;
     into.incidents += all.len() as u64;
+    let mut summaries = Vec::with_capacity(all.len());
     for i in &all {
-        if faults
-            .iter()
-            .zip(&touched)
-            .any(|(f, t)| is_about(i, f, t, window_ns))
-        {
+        let about: Vec<usize> = (0..faults.len())
+            .filter(|&k| is_about(i, &faults[k], &touched[k], window_ns))
+            .collect();
+        if !about.is_empty() {
             into.about_a_fault += 1;
         }
+        let mut v = i.summary();
+        v["about"] = serde_json::json!(about);
+        summaries.push(v);
     }
     for (f, t) in faults.iter().zip(&touched) {
         let n = all.iter().filter(|i| is_about(i, f, t, window_ns)).count() as u64;
@@ -173,6 +177,7 @@ pub(super) fn score_run(
         into.clean_incidents += all.len() as u64;
         into.clean_seconds += o.virtual_seconds;
     }
+    summaries
 }
 
 #[cfg(test)]

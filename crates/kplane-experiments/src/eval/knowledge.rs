@@ -90,10 +90,21 @@ pub struct KnowledgeArgs {
     /// Also write the generated labelled set here.
     #[arg(long)]
     write_labels: Option<PathBuf>,
+    /// Hop latency the processor raises a breach above (`stream-processor.thresholds.
+    /// hop-latency-ns`); default: its default for 10 Gb/s links scaled to these 100 Mb/s ones
+    /// (the same queue depth in packets: 100 µs × 100 = 10 ms).
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    hop_latency_threshold: Duration,
+    /// How long a value stays above its threshold before the processor raises the breach
+    /// (`stream-processor.thresholds.min-duration`). Default: longer than one background
+    /// elephant (1000 packets of 1500 B at 100 Mb/s: 120 ms) can keep a queue full on its own,
+    /// so sustained congestion is raised and the background's passing bursts are not.
+    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+    min_duration: Duration,
     /// Windows of 1 s the training and scoring cost is measured on (3600: an hour).
     #[arg(long, default_value_t = 3_600)]
     cost_windows: usize,
-    /// Where results go (results.csv, anomalies.jsonl, report.md); default: a new directory
+    /// Where results go (results.csv, anomalies.jsonl, incidents.jsonl, report.md); default: a new directory
     /// under the system's temporary directory.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -469,7 +480,13 @@ struct Totals {
     incidents: super::incidents::IncidentScore,
 }
 
-fn score_run(o: &Outcome, scenario: &str, window_ns: i64, totals: &mut Totals) {
+/// Scores one run; returns its incidents' summaries.
+fn score_run(
+    o: &Outcome,
+    scenario: &str,
+    window_ns: i64,
+    totals: &mut Totals,
+) -> Vec<serde_json::Value> {
     let injected = faults(o);
     for a in raised(o) {
         let truth = truth_label(a, &injected, window_ns);
@@ -498,7 +515,7 @@ fn score_run(o: &Outcome, scenario: &str, window_ns: i64, totals: &mut Totals) {
                 .push(((at - i.start_ns) as f64 / window_ns as f64).max(0.0));
         }
     }
-    super::incidents::score_run(
+    let incidents = super::incidents::score_run(
         o,
         &injected,
         scenario == "clean",
@@ -513,6 +530,7 @@ fn score_run(o: &Outcome, scenario: &str, window_ns: i64, totals: &mut Totals) {
     totals.runs += 1;
     totals.reports_sent += o.reports_sent;
     totals.reports_lost += o.reports_lost;
+    incidents
 }
 
 /// The labelled entity-windows of a labelling run.
@@ -549,6 +567,11 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     let store = |name: &str| stores.join(name);
     let window = a.window.max(Duration::from_millis(10));
     let window_ns = window.as_nanos() as i64;
+    let thresholds = kplane_stream_processor::config::Thresholds {
+        hop_latency_ns: a.hop_latency_threshold.as_nanos() as u64,
+        min_duration: a.min_duration,
+        ..Default::default()
+    };
     let window_count = (a.train_seconds as u128 * 1_000 / window.as_millis()) as usize;
     // Trained with a margin before the run ends (training runs beside the scoring).
     let min_windows = (window_count * 9 / 10).max(20);
@@ -561,6 +584,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     run_pipeline(
         &store("train"),
         window,
+        &thresholds,
         knowledge_config(&state, window, min_windows),
         emulation(&a, "none", a.train_seconds, TRAIN_SEED),
         || {
@@ -592,6 +616,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                     let o = run_pipeline(
                         &store(&format!("label-{seed}")),
                         window,
+                        &thresholds,
                         knowledge_config(&state, window, min_windows),
                         emulation(&a, spec, a.seconds, seed),
                         || true,
@@ -611,6 +636,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     // 3. Scored runs.
     let mut totals = Totals::default();
     let mut anomalies = std::fs::File::create(out.join("anomalies.jsonl"))?;
+    let mut incidents = std::fs::File::create(out.join("incidents.jsonl"))?;
     for scenario in &a.scenario {
         for r in 0..a.runs {
             let seed = a.seed + r;
@@ -619,6 +645,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             let o = run_pipeline(
                 &store(&format!("{scenario}-{seed}")),
                 window,
+                &thresholds,
                 knowledge_config(&state, window, min_windows),
                 emulation(&a, &spec, a.seconds, seed),
                 || true,
@@ -629,7 +656,14 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                     "truth": truth_label(x, &faults(&o), window_ns)});
                 writeln!(anomalies, "{v}")?;
             }
-            score_run(&o, scenario, window_ns, &mut totals);
+            let eval = serde_json::json!({"scenario": scenario, "seed": seed, "spec": spec,
+                "faults": faults(&o).iter().map(|f| serde_json::json!({"kind": f.kind,
+                    "start_ns": f.start_ns, "end_ns": f.end_ns, "entities": f.primary}))
+                    .collect::<Vec<_>>()});
+            for mut v in score_run(&o, scenario, window_ns, &mut totals) {
+                v["eval"] = eval.clone();
+                writeln!(incidents, "{v}")?;
+            }
         }
     }
 
@@ -680,7 +714,7 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
     md += &format!(
         "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each, {} ms windows, \
          {} background flows/s ({} % elephants) and {} periodic jobs of {} Mb/s; models trained on {} s of clean traffic (seed \
-         {TRAIN_SEED}); results in {}.\n\n",
+         {TRAIN_SEED}); the processor raises breaches above {} hop latency (held {}); results in {}.\n\n",
         a.scenario.join(", "),
         a.runs,
         a.seed,
@@ -692,6 +726,8 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
         a.jobs,
         a.job_mbps,
         a.train_seconds,
+        humantime::format_duration(a.hop_latency_threshold),
+        humantime::format_duration(a.min_duration),
         out.display()
     );
     md += "| type | injected | detected | recall | raised as it | right | precision | F1 | delay (windows, mean) |\n";

@@ -101,11 +101,13 @@ fn lines<T: serde::de::DeserializeOwned>(
     Ok(out)
 }
 
-/// Runs `rc` with the processor's store in `store` and the knowledge service's state in
-/// `kcfg.state_dir`; returns once every window has been scored and `done()` holds.
+/// Runs `rc` with the processor's store in `store` (raising breaches at `thresholds`) and the
+/// knowledge service's state in `kcfg.state_dir`; returns once every window has been scored
+/// and `done()` holds.
 pub fn run_pipeline(
     store: &Path,
     window: Duration,
+    thresholds: &kplane_stream_processor::config::Thresholds,
     kcfg: kplane_knowledge::Config,
     mut rc: RunConfig,
     done: impl Fn() -> bool,
@@ -146,6 +148,7 @@ pub fn run_pipeline(
         window,
         lateness: window / 2,
         idle_close: Duration::from_millis(300),
+        thresholds: thresholds.clone(),
         ..kplane_stream_processor::Config::default()
     };
     kplane_stream_processor::create_result_topics(&bus, &pcfg, 1 << 16);

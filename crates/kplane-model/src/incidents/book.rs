@@ -4,6 +4,13 @@
 //! * A breach joins the open incident of its root ([`super::root`]); a flow's breach whose
 //!   destination has an open incident (an attack on it) joins that one instead, and a flow's
 //!   anomaly joins the open incident that holds the flow.
+//! * An incident opened by a knowledge anomaly on an address (a destination or source: an
+//!   attack, a scan, a heavy hitter) *reaches* the switches on its flows' paths and the
+//!   addresses at their other ends. From its start on, a breach whose own root it reaches —
+//!   a switch or link on those paths, a peer address — joins it instead of opening an
+//!   incident of its own, and open incidents with such roots that started no earlier than it
+//!   are merged into it (news `merge`, their ids lead to it). A link's anomaly joins the open
+//!   incident of the link's opposite direction (a cut cable is seen from both ends).
 //! * An incident is quiet once none of its members is open. It resolves `hold` after that
 //!   (event time); a breach of its root within `hold` joins it again instead of opening a
 //!   new one, so a flapping queue is one incident.
@@ -30,6 +37,8 @@ pub const PATHS_KEPT: usize = 64;
 pub const TIMELINE_KEPT: usize = 1_000;
 /// Flows an incident lists as its top affected.
 pub const TOP_FLOWS: usize = 10;
+/// Peer addresses an incident's reach keeps.
+pub const PEERS_KEPT: usize = 1_024;
 
 /// `info` < `warning` < `critical`.
 fn rank(severity: &str) -> u8 {
@@ -148,6 +157,51 @@ pub struct FlowImpact {
     pub member: String,
 }
 
+/// What an address's incident reaches: the switches on its flows' paths and the addresses at
+/// their other ends (empty for other incidents).
+#[derive(Clone, Debug, Default)]
+struct Reach {
+    nodes: BTreeSet<u32>,
+    peers: BTreeSet<String>,
+}
+
+impl Reach {
+    /// Whether a breach rooted at `root` is within it.
+    fn covers(&self, root: &Root) -> bool {
+        match root.kind {
+            RootKind::Switch | RootKind::Link => root
+                .switch_id()
+                .and_then(|n| n.parse().ok())
+                .is_some_and(|n| self.nodes.contains(&n)),
+            RootKind::Destination | RootKind::Source => self.peers.contains(&root.entity),
+            RootKind::Flow => false,
+        }
+    }
+
+    /// Grows it by an address anomaly's blast radius.
+    fn extend(&mut self, a: &Anomaly) {
+        use crate::results::EntityKind;
+        let b = &a.explanation.blast_radius;
+        self.nodes.extend(b.nodes.iter().copied());
+        for f in &b.flows {
+            let peer = match a.entity_kind {
+                EntityKind::Destination => f.src_ip,
+                EntityKind::Source => f.dst_ip,
+                _ => None,
+            };
+            if let Some(p) = peer
+                && self.peers.len() < PEERS_KEPT
+            {
+                self.peers.insert(p.to_string());
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.peers.is_empty()
+    }
+}
+
 /// One incident.
 #[derive(Clone, Debug)]
 pub struct Incident {
@@ -174,6 +228,9 @@ pub struct Incident {
     queues: BTreeSet<(u32, u8)>,
     timeline: Vec<Step>,
     timeline_dropped: u64,
+    reach: Reach,
+    /// The incident it was merged into.
+    merged_into: Option<String>,
 }
 
 impl Incident {
@@ -202,6 +259,8 @@ impl Incident {
             queues: BTreeSet::new(),
             timeline: Vec::new(),
             timeline_dropped: 0,
+            reach: Reach::default(),
+            merged_into: None,
         }
     }
 
@@ -270,24 +329,63 @@ impl Incident {
     }
 
     fn note_flow(&mut self, flow: &str, m: &Member) {
-        let ratio = m.ratio();
-        if let Some(f) = self.flows.get_mut(flow) {
-            if f.ratio < ratio {
-                f.ratio = ratio;
-                f.member.clone_from(&m.id);
+        self.note_impact(FlowImpact {
+            flow: flow.to_string(),
+            ratio: m.ratio(),
+            member: m.id.clone(),
+        });
+    }
+
+    fn note_impact(&mut self, impact: FlowImpact) {
+        if let Some(f) = self.flows.get_mut(&impact.flow) {
+            if f.ratio < impact.ratio {
+                *f = impact;
             }
         } else if self.flows.len() < FLOWS_KEPT {
-            self.flows.insert(
-                flow.to_string(),
-                FlowImpact {
-                    flow: flow.to_string(),
-                    ratio,
-                    member: m.id.clone(),
-                },
-            );
+            self.flows.insert(impact.flow.clone(), impact);
         } else {
             self.flows_truncated = true;
         }
+    }
+
+    /// Takes in everything `other` holds: its members, flows, paths, queues, reach and
+    /// timeline; true when its headline (kind, severity) changed.
+    fn absorb_incident(&mut self, other: Incident, time_ns: i64) -> bool {
+        self.step(time_ns, "merged", Some(&other.id));
+        let kept = other.members.len() as u64;
+        let mut headline = false;
+        for m in other.members.into_values() {
+            headline |= self.absorb(m, &[]);
+        }
+        // Members past the kept ones are counted, and the open ones known by id.
+        self.member_count += other.member_count.saturating_sub(kept);
+        for id in other.open_members {
+            if self.open_members.insert(id) {
+                self.quiet_since = None;
+            }
+        }
+        for f in other.flows.into_values() {
+            self.note_impact(f);
+        }
+        self.flows_truncated |= other.flows_truncated;
+        for p in other.paths {
+            if self.paths.len() < PATHS_KEPT {
+                self.paths.insert(p);
+            }
+        }
+        self.queues.extend(other.queues);
+        self.reach.nodes.extend(other.reach.nodes);
+        for p in other.reach.peers {
+            if self.reach.peers.len() < PEERS_KEPT {
+                self.reach.peers.insert(p);
+            }
+        }
+        self.start_ns = self.start_ns.min(other.start_ns);
+        for s in other.timeline {
+            self.step(s.time_ns, s.event, s.member.as_deref());
+        }
+        self.timeline.sort_by_key(|s| s.time_ns);
+        headline
     }
 
     pub fn summary_text(&self) -> String {
@@ -326,7 +424,12 @@ impl Incident {
             "root": self.root,
             "kind": self.kind,
             "severity": self.severity,
-            "state": if self.is_open() { "open" } else { "resolved" },
+            "state": match (&self.merged_into, self.is_open()) {
+                (Some(_), _) => "merged",
+                (None, true) => "open",
+                (None, false) => "resolved",
+            },
+            "merged_into": self.merged_into,
             "start_ns": self.start_ns,
             "last_ns": self.last_ns,
             "end_ns": self.end_ns,
@@ -381,13 +484,22 @@ impl Incident {
 }
 
 /// An incident's news: opened, changed (kind, severity, reopened, its member count reached a
-/// power of two), resolved.
+/// power of two, another merged into it), resolved, or merged into another (it ends; its
+/// summary names the other in `merged_into`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Change {
     Open,
     Update,
     Resolve,
+    Merge,
+}
+
+impl Change {
+    /// Whether the incident ends with it.
+    pub fn ends(self) -> bool {
+        matches!(self, Self::Resolve | Self::Merge)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -402,6 +514,7 @@ pub struct News {
 pub struct Counts {
     pub opened: u64,
     pub resolved: u64,
+    pub merged: u64,
     pub breaches: u64,
 }
 
@@ -417,6 +530,9 @@ pub struct IncidentBook {
     /// Flow → the open incident that holds it (for flow anomalies).
     flow_in: HashMap<String, String>,
     resolved: VecDeque<String>,
+    /// Merged incident → the one it was merged into, the latest `keep`.
+    merged: HashMap<String, String>,
+    merged_order: VecDeque<String>,
     keep: usize,
     hold_ns: i64,
     /// The latest event time seen.
@@ -432,6 +548,8 @@ impl IncidentBook {
             member_of: HashMap::new(),
             flow_in: HashMap::new(),
             resolved: VecDeque::new(),
+            merged: HashMap::new(),
+            merged_order: VecDeque::new(),
             keep: keep.max(1),
             hold_ns: i64::try_from(hold.as_nanos()).unwrap_or(i64::MAX),
             now_ns: i64::MIN,
@@ -475,6 +593,16 @@ impl IncidentBook {
     /// A knowledge anomaly's news.
     pub fn anomaly(&mut self, a: &Anomaly) -> Vec<News> {
         let member = Member::of_anomaly(a);
+        let reverse = a
+            .explanation
+            .blast_radius
+            .reverse_link
+            .as_ref()
+            .filter(|_| a.entity_kind == crate::results::EntityKind::Link)
+            .map(|l| Root {
+                kind: RootKind::Link,
+                entity: l.clone(),
+            });
         let claim = self
             .member_of
             .get(&a.id)
@@ -483,13 +611,93 @@ impl IncidentBook {
                     .get(&a.entity)
                     .filter(|_| member.flow.is_some())
             })
+            .or_else(|| {
+                let own = root::of_anomaly(a);
+                (!self.open.contains_key(&own))
+                    .then(|| reverse.and_then(|r| self.open.get(&r)))
+                    .flatten()
+            })
             .cloned()
             .map_or_else(|| Claim::Root(root::of_anomaly(a)), Claim::Incident);
         let member = Member {
             end_ns: (a.phase == AnomalyPhase::End).then_some(a.end_ns.unwrap_or(a.last_ns)),
             ..member
         };
-        self.place(claim, member, &[], a.last_ns)
+        let mut news = self.place(claim, member, &[], a.last_ns);
+        news.extend(self.reach_out(a));
+        news
+    }
+
+    /// An address anomaly grows its incident's reach; open incidents within it that started no
+    /// earlier are merged into it.
+    fn reach_out(&mut self, a: &Anomaly) -> Vec<News> {
+        use crate::results::EntityKind;
+        if !matches!(a.entity_kind, EntityKind::Destination | EntityKind::Source) {
+            return Vec::new();
+        }
+        let Some(id) = self.incident_of(&a.id).map(|i| i.id.clone()) else {
+            return Vec::new();
+        };
+        let Some(inc) = self.incidents.get_mut(&id).filter(|i| i.is_open()) else {
+            return Vec::new();
+        };
+        inc.reach.extend(a);
+        let inc = &self.incidents[&id];
+        let mut within: Vec<(i64, String)> = self
+            .open
+            .iter()
+            .filter(|(r, other)| **other != id && inc.reach.covers(r))
+            .map(|(_, other)| &self.incidents[other])
+            .filter(|o| o.start_ns >= inc.start_ns)
+            .map(|o| (o.start_ns, o.id.clone()))
+            .collect();
+        within.sort();
+        let mut news = Vec::new();
+        for (_, other) in within {
+            news.extend(self.merge(&other, &id, a.last_ns));
+        }
+        news
+    }
+
+    /// Merges `from` into `into`: the merge news of the one, an update of the other.
+    fn merge(&mut self, from: &str, into: &str, time_ns: i64) -> Vec<News> {
+        if !self.incidents.contains_key(into) {
+            return Vec::new();
+        }
+        let Some(mut gone) = self.incidents.remove(from) else {
+            return Vec::new();
+        };
+        self.open.remove(&gone.root);
+        for owner in self.member_of.values_mut().chain(self.flow_in.values_mut()) {
+            if owner == from {
+                *owner = into.to_string();
+            }
+        }
+        gone.merged_into = Some(into.to_string());
+        gone.end_ns = Some(time_ns.max(gone.start_ns));
+        let ended = News {
+            change: Change::Merge,
+            incident: Arc::new(gone.summary()),
+        };
+        self.counts.merged += 1;
+        self.merged.insert(from.to_string(), into.to_string());
+        self.merged_order.push_back(from.to_string());
+        while self.merged_order.len() > self.keep {
+            if let Some(old) = self.merged_order.pop_front() {
+                self.merged.remove(&old);
+            }
+        }
+        let Some(inc) = self.incidents.get_mut(into) else {
+            return vec![ended];
+        };
+        inc.absorb_incident(gone, time_ns);
+        vec![
+            ended,
+            News {
+                change: Change::Update,
+                incident: Arc::new(inc.summary()),
+            },
+        ]
     }
 
     fn place(&mut self, claim: Claim, member: Member, path: &[u32], time_ns: i64) -> Vec<News> {
@@ -498,7 +706,11 @@ impl IncidentBook {
         let id = match claim {
             Claim::Incident(id) if self.incidents.get(&id).is_some_and(Incident::is_open) => id,
             Claim::Incident(_) => return news,
-            Claim::Root(root) => match self.open.get(&root) {
+            Claim::Root(root) => match self
+                .open
+                .get(&root)
+                .or_else(|| self.reaching(&root, member.start_ns))
+            {
                 Some(id) => id.clone(),
                 None => {
                     let inc = Incident::new(root.clone(), &member);
@@ -545,6 +757,16 @@ impl IncidentBook {
             });
         }
         news
+    }
+
+    /// The open incident whose reach holds `root` and that started by `time_ns` (the earliest).
+    fn reaching(&self, root: &Root, time_ns: i64) -> Option<&String> {
+        self.open
+            .values()
+            .map(|id| &self.incidents[id])
+            .filter(|i| !i.reach.is_empty() && i.start_ns <= time_ns && i.reach.covers(root))
+            .min_by(|a, b| a.start_ns.cmp(&b.start_ns).then_with(|| a.id.cmp(&b.id)))
+            .map(|i| &i.id)
     }
 
     /// Moves the clock to `now_ns` (event time) and resolves what has been quiet for `hold`.
@@ -604,8 +826,17 @@ impl IncidentBook {
         v
     }
 
+    /// An incident by id; a merged one's id leads to the incident it was merged into.
     pub fn get(&self, id: &str) -> Option<&Incident> {
-        self.incidents.get(id)
+        let mut id = id;
+        // Merged into one that was merged in turn: follow the chain (bounded by `keep`).
+        for _ in 0..=self.merged.len() {
+            match self.incidents.get(id) {
+                Some(i) => return Some(i),
+                None => id = self.merged.get(id)?,
+            }
+        }
+        None
     }
 
     /// The incident a member (episode or anomaly id) belongs to, if kept.
@@ -781,6 +1012,106 @@ mod tests {
         book.anomaly(&f);
         assert_eq!(book.get(&id).unwrap().member_count, 7);
         assert_eq!(book.incident_of("flow:x:1").unwrap().id, id);
+    }
+
+    fn address(kind: crate::results::EntityKind, ip: &str, t: i64, peers: &[&str]) -> Anomaly {
+        let mut a = attack(t, AnomalyPhase::Start);
+        a.id = format!("{}:{ip}:{t}", kind.as_str());
+        a.entity_kind = kind;
+        a.entity = ip.into();
+        a.start_ns = t;
+        a.explanation.blast_radius.nodes = vec![1, 5, 9];
+        a.explanation.blast_radius.flows = peers
+            .iter()
+            .map(|p| crate::results::FlowRef {
+                src_ip: Some(p.parse().unwrap()),
+                dst_ip: Some(ip.parse().unwrap()),
+                src_port: Some(1),
+                dst_port: Some(80),
+                protocol: Some(6),
+                path: vec![1, 5, 9],
+            })
+            .collect();
+        a
+    }
+
+    fn link(id: &str, entity: &str, reverse: Option<&str>, t: i64) -> Anomaly {
+        let mut a = attack(t, AnomalyPhase::Start);
+        a.id = id.into();
+        a.entity_kind = crate::results::EntityKind::Link;
+        a.entity = entity.into();
+        a.start_ns = t;
+        a.anomaly_type = AnomalyType::LinkFailure;
+        a.explanation.blast_radius.reverse_link = reverse.map(str::to_string);
+        a
+    }
+
+    #[test]
+    fn an_attack_takes_in_the_collateral_on_its_paths_before_and_after_it_is_raised() {
+        use crate::results::EntityKind;
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        let mut eps = EpisodeBook::new(100);
+        // Long before the attack: switch 9 congested on its own.
+        let mut before = latency(0, 9, 1, AlertKind::Threshold);
+        before.dst_ip = Some("10.0.2.2".parse().unwrap());
+        let (_, e) = eps.apply(&before).unwrap();
+        book.episode(&e);
+        // In the attack's first window, before it is raised: a link on its path.
+        book.anomaly(&link("link:5:1:20", "5:1", None, 20 * S));
+        let collateral = book.list(|i| i.root.kind == RootKind::Link, 10)[0]
+            .id
+            .clone();
+        // The attack is raised: the link's incident is merged into it, switch 9's is not.
+        let news = book.anomaly(&address(
+            EntityKind::Destination,
+            "10.0.1.1",
+            20 * S,
+            &["10.0.0.7"],
+        ));
+        let merge = news.iter().find(|n| n.change == Change::Merge).unwrap();
+        assert_eq!(merge.incident["id"], collateral.as_str());
+        assert_eq!(merge.incident["state"], "merged");
+        let attack_id = merge.incident["merged_into"].as_str().unwrap().to_string();
+        assert_eq!(
+            book.get(&collateral).unwrap().id,
+            attack_id,
+            "its id leads on"
+        );
+        assert_eq!(book.counts.merged, 1);
+        // After it is raised: a queue breach on its path (no flow) and the attacker's own
+        // anomaly join it; a switch off its paths does not.
+        let mut q = latency(21 * S, 5, 3, AlertKind::Threshold);
+        (q.src_ip, q.dst_ip) = (None, None);
+        q.metric = Some("queue_occupancy".into());
+        let (_, e) = eps.apply(&q).unwrap();
+        book.episode(&e);
+        book.anomaly(&address(EntityKind::Source, "10.0.0.7", 21 * S, &[]));
+        let mut off = latency(21 * S, 4, 4, AlertKind::Threshold);
+        off.dst_ip = Some("10.0.2.2".parse().unwrap());
+        let (_, e) = eps.apply(&off).unwrap();
+        book.episode(&e);
+        let all = book.list(|_| true, 10);
+        let roots: Vec<String> = all.iter().map(|i| i.root.to_string()).collect();
+        assert_eq!(
+            roots,
+            ["switch 4", "destination 10.0.1.1", "switch 9"],
+            "{roots:?}"
+        );
+        let attack = book.get(&attack_id).unwrap();
+        assert_eq!(attack.kind, "ddos");
+        assert_eq!(attack.member_count, 4, "link, attack, queue, attacker");
+        assert!(attack.timeline.iter().any(|s| s.event == "merged"));
+    }
+
+    #[test]
+    fn a_cut_cable_seen_from_both_ends_is_one_incident() {
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        book.anomaly(&link("link:5:1:0", "5:1", Some("8:2"), 0));
+        book.anomaly(&link("link:8:2:0", "8:2", Some("5:1"), 0));
+        let all = book.list(|_| true, 10);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].member_count, 2);
+        assert_eq!(all[0].kind, "link_failure");
     }
 
     #[test]

@@ -785,8 +785,19 @@ async function start() {
   el("forecast-entity").addEventListener("change", refreshForecast);
   el("flow-search").addEventListener("change", refreshFlows);
   follow("/v1/events/stream", "episode", ({ episode }) => episodes.set(episode.id, episode), drawEpisodes);
-  follow("/v1/incidents/stream", "incident", ({ incident }) => incidents.set(incident.id, incident), () => {
+  // A merged incident leaves the list; its page turns to the incident it joined.
+  let mergedInto = null;
+  follow("/v1/incidents/stream", "incident", ({ change, incident }) => {
+    if (change === "merge") {
+      incidents.delete(incident.id);
+      if (el("incident-detail").dataset.id === incident.id) mergedInto = incident.merged_into;
+    } else {
+      incidents.set(incident.id, incident);
+    }
+  }, () => {
     drawIncidents();
+    if (mergedInto) el("incident-detail").dataset.id = mergedInto;
+    mergedInto = null;
     const shown = el("incident-detail").dataset.id;
     if (shown && incidents.has(shown) && !el("incident-detail").hidden) showIncident(shown);
   });

@@ -67,6 +67,7 @@ struct Inner {
 struct IncidentMetrics {
     opened: Counter,
     resolved: Counter,
+    merged: Counter,
     open: Gauge,
     breaches: Counter,
     notifications: notify::Notifications,
@@ -164,6 +165,7 @@ impl Incidents {
             match n.change {
                 Change::Open => self.metrics.opened.inc(),
                 Change::Resolve => self.metrics.resolved.inc(),
+                Change::Merge => self.metrics.merged.inc(),
                 Change::Update => 0,
             };
             if n.change == Change::Resolve {
@@ -202,6 +204,11 @@ impl Incidents {
             "incidents_resolved",
             "Incidents resolved",
             m.resolved.clone(),
+        );
+        r.register(
+            "incidents_merged",
+            "Incidents merged into another (an address incident reaching their root)",
+            m.merged.clone(),
         );
         r.register("incidents_open", "Incidents open now", m.open.clone());
         r.register(

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use super::Sink;
+use crate::incidents::News;
 use crate::incidents::config::IncidentsConfig;
-use crate::incidents::{Change, News};
 
 #[derive(Debug)]
 struct Alertmanager {
@@ -78,7 +78,7 @@ impl Sink for Alertmanager {
         for n in news {
             let id = n.incident["id"].as_str().unwrap_or_default().to_string();
             let alert = self.alert(&n.incident);
-            if n.change == Change::Resolve {
+            if n.change.ends() {
                 self.open.remove(&id);
             } else {
                 self.open.insert(id.clone(), alert.clone());
@@ -98,6 +98,7 @@ impl Sink for Alertmanager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::incidents::Change;
 
     #[test]
     fn an_incident_is_one_alert_labelled_for_routing_and_ended_when_it_resolves() {
