@@ -269,7 +269,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "get",
         path: "/v1/incidents/stream",
-        summary: "Incident changes as server-sent events (event: incident, data: {change: open|update|resolve, incident: the summary})",
+        summary: "Incident changes as server-sent events (event: incident, data: {change: open|update|resolve|merge, incident: the summary})",
         role: Role::Viewer,
         params: &[],
         body: None,

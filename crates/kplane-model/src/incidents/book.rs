@@ -9,8 +9,10 @@
 //!   addresses at their other ends. From its start on, a breach whose own root it reaches —
 //!   a switch or link on those paths, a peer address — joins it instead of opening an
 //!   incident of its own, and open incidents with such roots that started no earlier than it
-//!   are merged into it (news `merge`, their ids lead to it). A link's anomaly joins the open
-//!   incident of the link's opposite direction (a cut cable is seen from both ends).
+//!   are merged into it (news `merge`, their ids lead to it). A link's incident reaches the
+//!   switches at the link's two ends the same way (a reroute around a cut link is part of
+//!   it), and a link's anomaly joins the open incident of the link's opposite direction (a
+//!   cut cable is seen from both ends).
 //! * An incident is quiet once none of its members is open. It resolves `hold` after that
 //!   (event time); a breach of its root within `hold` joins it again instead of opening a
 //!   new one, so a flapping queue is one incident.
@@ -157,8 +159,9 @@ pub struct FlowImpact {
     pub member: String,
 }
 
-/// What an address's incident reaches: the switches on its flows' paths and the addresses at
-/// their other ends (empty for other incidents).
+/// What an incident reaches: for an address's, the switches on its flows' paths and the
+/// addresses at their other ends; for a link's, the switches at its two ends (empty for
+/// other incidents).
 #[derive(Clone, Debug, Default)]
 struct Reach {
     nodes: BTreeSet<u32>,
@@ -178,10 +181,20 @@ impl Reach {
         }
     }
 
-    /// Grows it by an address anomaly's blast radius.
+    /// Grows it by an address anomaly's blast radius, or a link anomaly's two ends.
     fn extend(&mut self, a: &Anomaly) {
         use crate::results::EntityKind;
         let b = &a.explanation.blast_radius;
+        if a.entity_kind == EntityKind::Link {
+            let node =
+                |l: &str| -> Option<u32> { l.split(':').next().and_then(|n| n.parse().ok()) };
+            self.nodes.extend(
+                node(&a.entity)
+                    .into_iter()
+                    .chain(b.reverse_link.as_deref().and_then(node)),
+            );
+            return;
+        }
         self.nodes.extend(b.nodes.iter().copied());
         for f in &b.flows {
             let peer = match a.entity_kind {
@@ -628,11 +641,14 @@ impl IncidentBook {
         news
     }
 
-    /// An address anomaly grows its incident's reach; open incidents within it that started no
-    /// earlier are merged into it.
+    /// An address or link anomaly grows its incident's reach; open incidents within it that
+    /// started no earlier are merged into it.
     fn reach_out(&mut self, a: &Anomaly) -> Vec<News> {
         use crate::results::EntityKind;
-        if !matches!(a.entity_kind, EntityKind::Destination | EntityKind::Source) {
+        if !matches!(
+            a.entity_kind,
+            EntityKind::Destination | EntityKind::Source | EntityKind::Link
+        ) {
             return Vec::new();
         }
         let Some(id) = self.incident_of(&a.id).map(|i| i.id.clone()) else {
@@ -1108,10 +1124,25 @@ mod tests {
         let mut book = IncidentBook::new(100, Duration::from_secs(10));
         book.anomaly(&link("link:5:1:0", "5:1", Some("8:2"), 0));
         book.anomaly(&link("link:8:2:0", "8:2", Some("5:1"), 0));
+        // A flow rerouted at switch 5 before the link's start, and one where the link leaves
+        // switch 8 after it.
+        let mut eps = EpisodeBook::new(100);
+        for (t, src, at) in [(-S / 2, 1, 5), (2 * S, 2, 8)] {
+            let mut a = latency(t, at, src, AlertKind::PathChange);
+            a.previous_path = vec![1, at, 5];
+            a.path = vec![1, at, 6, 5];
+            let (_, e) = eps.apply(&a).unwrap();
+            book.episode(&e);
+        }
         let all = book.list(|_| true, 10);
-        assert_eq!(all.len(), 1);
-        assert_eq!(all[0].member_count, 2);
-        assert_eq!(all[0].kind, "link_failure");
+        assert_eq!(
+            all.len(),
+            2,
+            "the path change before the link's start is its own"
+        );
+        let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
+        assert_eq!(link.member_count, 3);
+        assert_eq!(link.kind, "link_failure");
     }
 
     #[test]
