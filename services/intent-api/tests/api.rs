@@ -1096,8 +1096,42 @@ async fn breaches_behind_one_root_are_one_incident() {
     assert_eq!(d["paths"], serde_json::json!([[1, 4, 9]]));
     assert_eq!(d["timeline"][0]["event"], "opened");
 
+    // In the attack's first window, before it is raised: a link on its path behaves oddly.
+    let odd_link = Anomaly {
+        id: "link:9:1:5".into(),
+        entity_kind: EntityKind::Link,
+        entity: "9:1".into(),
+        anomaly_type: AnomalyType::Unknown,
+        confidence: 0.0,
+        score: 9.0,
+        threshold: 4.0,
+        start_ns: (5 * S) as i64,
+        end_ns: None,
+        last_ns: (5 * S) as i64,
+        windows: 1,
+        detected_ns: 0,
+        phase: AnomalyPhase::Start,
+        model_version: 1,
+        explanation: Default::default(),
+        recommendations: Vec::new(),
+    };
+    let line = serde_json::to_vec(&odd_link).unwrap();
+    kplane_intent_api::live::apply(&live, topics::ANOMALIES, None, &line);
+    let (_, v) = call(
+        &a,
+        "GET",
+        "/v1/incidents?root_kind=link",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    let link_id = v["incidents"][0]["id"].as_str().unwrap().to_string();
+
     // The knowledge service raises an attack on 10.0.1.2: flows to it that then slow at
-    // switch 4 are its collateral, not a new congestion.
+    // switch 4 are its collateral, not a new congestion; the link on its flows' paths is
+    // merged into it.
+    let mut explanation = kplane_model::results::Explanation::default();
+    explanation.blast_radius.nodes = vec![1, 4, 9];
     let attack = Anomaly {
         id: "destination:10.0.1.2:5".into(),
         entity_kind: EntityKind::Destination,
@@ -1113,7 +1147,7 @@ async fn breaches_behind_one_root_are_one_incident() {
         detected_ns: 0,
         phase: AnomalyPhase::Start,
         model_version: 1,
-        explanation: Default::default(),
+        explanation,
         recommendations: vec![serde_json::json!({"action": "block"})],
     };
     let line = serde_json::to_vec(&attack).unwrap();
@@ -1126,10 +1160,38 @@ async fn breaches_behind_one_root_are_one_incident() {
     assert_eq!(ddos["root"]["entity"], "10.0.1.2", "{v}");
     assert_eq!(
         (ddos["members"].as_u64(), ddos["flows"].as_u64()),
-        (Some(11), Some(10))
+        (Some(12), Some(10)),
+        "the attack, its flows' 10 breaches and the merged link's anomaly"
     );
     assert_eq!(ddos["severity"], "critical");
     let id = ddos["id"].as_str().unwrap();
+    let (_, v) = call(
+        &a,
+        "GET",
+        "/v1/incidents?root_kind=link",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(v["incidents"], serde_json::json!([]), "merged away: {v}");
+    // The merged incident's id leads to the attack's.
+    let (s, d) = call(
+        &a,
+        "GET",
+        &format!("/v1/incidents/{link_id}"),
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!((s, d["id"].as_str()), (StatusCode::OK, Some(id)), "{d}");
+    assert!(
+        d["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["event"] == "merged" && t["member"] == link_id.as_str()),
+        "{d}"
+    );
     let (_, d) = call(
         &a,
         "GET",
