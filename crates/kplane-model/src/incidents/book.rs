@@ -5,11 +5,12 @@
 //!   destination has an open incident (an attack on it) joins that one instead, and a flow's
 //!   anomaly joins the open incident that holds the flow.
 //! * An incident opened by a knowledge anomaly on an address (a destination or source: an
-//!   attack, a scan, a heavy hitter) *reaches* the switches on its flows' paths and the
-//!   addresses at their other ends. From its start on, a breach whose own root it reaches —
-//!   a switch or link on those paths, a peer address — joins it instead of opening an
-//!   incident of its own, and open incidents with such roots that started no earlier than it
-//!   are merged into it (news `merge`, their ids lead to it). A link's incident reaches the
+//!   attack, a scan, a heavy hitter) *reaches* the switches on its flows' paths. While one of
+//!   its members is under way, a breach rooted at a switch or link it reaches joins it instead
+//!   of opening an incident of its own, and open incidents with such roots that started no
+//!   earlier than it are merged into it (news `merge`, their ids lead to it). An address's
+//!   anomaly joins the active incident of an address its flows connect to (a scanner its
+//!   target's, an attacker its victim's). A link's incident reaches the
 //!   switches at the link's two ends the same way (a reroute around a cut link is part of
 //!   it), and a link's anomaly joins the open incident of the link's opposite direction (a
 //!   cut cable is seen from both ends).
@@ -39,8 +40,6 @@ pub const PATHS_KEPT: usize = 64;
 pub const TIMELINE_KEPT: usize = 1_000;
 /// Flows an incident lists as its top affected.
 pub const TOP_FLOWS: usize = 10;
-/// Peer addresses an incident's reach keeps.
-pub const PEERS_KEPT: usize = 1_024;
 
 /// `info` < `warning` < `critical`.
 fn rank(severity: &str) -> u8 {
@@ -159,60 +158,59 @@ pub struct FlowImpact {
     pub member: String,
 }
 
-/// What an incident reaches: for an address's, the switches on its flows' paths and the
-/// addresses at their other ends; for a link's, the switches at its two ends (empty for
-/// other incidents).
+/// The switches an incident reaches: for an address's, those on its flows' paths; for a
+/// link's, the two ends (empty for other incidents).
 #[derive(Clone, Debug, Default)]
 struct Reach {
     nodes: BTreeSet<u32>,
-    peers: BTreeSet<String>,
 }
 
 impl Reach {
-    /// Whether a breach rooted at `root` is within it.
+    /// Whether a breach rooted at `root` (a switch or link) is within it.
     fn covers(&self, root: &Root) -> bool {
-        match root.kind {
-            RootKind::Switch | RootKind::Link => root
+        matches!(root.kind, RootKind::Switch | RootKind::Link)
+            && root
                 .switch_id()
                 .and_then(|n| n.parse().ok())
-                .is_some_and(|n| self.nodes.contains(&n)),
-            RootKind::Destination | RootKind::Source => self.peers.contains(&root.entity),
-            RootKind::Flow => false,
-        }
+                .is_some_and(|n| self.nodes.contains(&n))
     }
 
     /// Grows it by an address anomaly's blast radius, or a link anomaly's two ends.
     fn extend(&mut self, a: &Anomaly) {
         use crate::results::EntityKind;
         let b = &a.explanation.blast_radius;
-        if a.entity_kind == EntityKind::Link {
-            let node =
-                |l: &str| -> Option<u32> { l.split(':').next().and_then(|n| n.parse().ok()) };
-            self.nodes.extend(
-                node(&a.entity)
-                    .into_iter()
-                    .chain(b.reverse_link.as_deref().and_then(node)),
-            );
-            return;
-        }
-        self.nodes.extend(b.nodes.iter().copied());
-        for f in &b.flows {
-            let peer = match a.entity_kind {
-                EntityKind::Destination => f.src_ip,
-                EntityKind::Source => f.dst_ip,
-                _ => None,
-            };
-            if let Some(p) = peer
-                && self.peers.len() < PEERS_KEPT
-            {
-                self.peers.insert(p.to_string());
+        match a.entity_kind {
+            EntityKind::Link => {
+                let node =
+                    |l: &str| -> Option<u32> { l.split(':').next().and_then(|n| n.parse().ok()) };
+                self.nodes.extend(
+                    node(&a.entity)
+                        .into_iter()
+                        .chain(b.reverse_link.as_deref().and_then(node)),
+                );
             }
+            EntityKind::Destination | EntityKind::Source => {
+                self.nodes.extend(b.nodes.iter().copied());
+            }
+            EntityKind::Queue | EntityKind::Flow => {}
         }
     }
+}
 
-    fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.peers.is_empty()
-    }
+/// The addresses at the other ends of an address anomaly's listed flows.
+fn peers(a: &Anomaly) -> impl Iterator<Item = Root> + '_ {
+    use crate::results::EntityKind;
+    a.explanation.blast_radius.flows.iter().filter_map(|f| {
+        let (kind, ip) = match a.entity_kind {
+            EntityKind::Destination => (RootKind::Source, f.src_ip?),
+            EntityKind::Source => (RootKind::Destination, f.dst_ip?),
+            _ => return None,
+        };
+        Some(Root {
+            kind,
+            entity: ip.to_string(),
+        })
+    })
 }
 
 /// One incident.
@@ -279,6 +277,12 @@ impl Incident {
 
     pub fn is_open(&self) -> bool {
         self.end_ns.is_none()
+    }
+
+    /// Whether it had started by `time_ns` and has a member under way (not quiet in its hold):
+    /// only then does it claim what it reaches.
+    fn is_active_by(&self, time_ns: i64) -> bool {
+        self.start_ns <= time_ns && !self.open_members.is_empty()
     }
 
     fn step(&mut self, time_ns: i64, event: &'static str, member: Option<&str>) {
@@ -388,11 +392,6 @@ impl Incident {
         }
         self.queues.extend(other.queues);
         self.reach.nodes.extend(other.reach.nodes);
-        for p in other.reach.peers {
-            if self.reach.peers.len() < PEERS_KEPT {
-                self.reach.peers.insert(p);
-            }
-        }
         self.start_ns = self.start_ns.min(other.start_ns);
         for s in other.timeline {
             self.step(s.time_ns, s.event, s.member.as_deref());
@@ -626,9 +625,15 @@ impl IncidentBook {
             })
             .or_else(|| {
                 let own = root::of_anomaly(a);
-                (!self.open.contains_key(&own))
-                    .then(|| reverse.and_then(|r| self.open.get(&r)))
-                    .flatten()
+                if self.open.contains_key(&own) {
+                    return None;
+                }
+                reverse.and_then(|r| self.open.get(&r)).or_else(|| {
+                    // A scanner whose target, or an attacker whose victim, is under way.
+                    peers(a)
+                        .filter_map(|p| self.open.get(&p))
+                        .find(|id| self.incidents[*id].is_active_by(a.start_ns))
+                })
             })
             .cloned()
             .map_or_else(|| Claim::Root(root::of_anomaly(a)), Claim::Incident);
@@ -659,6 +664,9 @@ impl IncidentBook {
         };
         inc.reach.extend(a);
         let inc = &self.incidents[&id];
+        if inc.open_members.is_empty() {
+            return Vec::new();
+        }
         let mut within: Vec<(i64, String)> = self
             .open
             .iter()
@@ -780,7 +788,7 @@ impl IncidentBook {
         self.open
             .values()
             .map(|id| &self.incidents[id])
-            .filter(|i| !i.reach.is_empty() && i.start_ns <= time_ns && i.reach.covers(root))
+            .filter(|i| i.is_active_by(time_ns) && i.reach.covers(root))
             .min_by(|a, b| a.start_ns.cmp(&b.start_ns).then_with(|| a.id.cmp(&b.id)))
             .map(|i| &i.id)
     }
@@ -1031,6 +1039,7 @@ mod tests {
     }
 
     fn address(kind: crate::results::EntityKind, ip: &str, t: i64, peers: &[&str]) -> Anomaly {
+        use crate::results::EntityKind;
         let mut a = attack(t, AnomalyPhase::Start);
         a.id = format!("{}:{ip}:{t}", kind.as_str());
         a.entity_kind = kind;
@@ -1039,9 +1048,16 @@ mod tests {
         a.explanation.blast_radius.nodes = vec![1, 5, 9];
         a.explanation.blast_radius.flows = peers
             .iter()
-            .map(|p| crate::results::FlowRef {
-                src_ip: Some(p.parse().unwrap()),
-                dst_ip: Some(ip.parse().unwrap()),
+            .map(|p| {
+                let (src, dst) = match kind {
+                    EntityKind::Source => (ip, *p),
+                    _ => (*p, ip),
+                };
+                (src, dst)
+            })
+            .map(|(src, dst)| crate::results::FlowRef {
+                src_ip: Some(src.parse().unwrap()),
+                dst_ip: Some(dst.parse().unwrap()),
                 src_port: Some(1),
                 dst_port: Some(80),
                 protocol: Some(6),
@@ -1101,7 +1117,12 @@ mod tests {
         q.metric = Some("queue_occupancy".into());
         let (_, e) = eps.apply(&q).unwrap();
         book.episode(&e);
-        book.anomaly(&address(EntityKind::Source, "10.0.0.7", 21 * S, &[]));
+        book.anomaly(&address(
+            EntityKind::Source,
+            "10.0.0.7",
+            21 * S,
+            &["10.0.1.1"],
+        ));
         let mut off = latency(21 * S, 4, 4, AlertKind::Threshold);
         off.dst_ip = Some("10.0.2.2".parse().unwrap());
         let (_, e) = eps.apply(&off).unwrap();
@@ -1117,6 +1138,21 @@ mod tests {
         assert_eq!(attack.kind, "ddos");
         assert_eq!(attack.member_count, 4, "link, attack, queue, attacker");
         assert!(attack.timeline.iter().any(|s| s.event == "merged"));
+
+        // Once every member has ended, it claims nothing more while it waits out its hold: a
+        // link failing on its paths later is an incident of its own.
+        let ids: Vec<String> = attack.open_members.iter().cloned().collect();
+        for id in ids {
+            let mut end = address(EntityKind::Destination, "10.0.1.1", 20 * S, &[]);
+            end.id = id;
+            end.phase = AnomalyPhase::End;
+            end.end_ns = Some(23 * S);
+            end.last_ns = 23 * S;
+            book.anomaly(&end);
+        }
+        book.anomaly(&link("link:9:2:25", "9:2", None, 25 * S));
+        let link = book.list(|i| i.root.kind == RootKind::Link, 10);
+        assert_eq!(link.len(), 1, "its own incident");
     }
 
     #[test]
