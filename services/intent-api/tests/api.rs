@@ -1096,37 +1096,6 @@ async fn breaches_behind_one_root_are_one_incident() {
     assert_eq!(d["paths"], serde_json::json!([[1, 4, 9]]));
     assert_eq!(d["timeline"][0]["event"], "opened");
 
-    // In the attack's first window, before it is raised: a link on its path behaves oddly.
-    let odd_link = Anomaly {
-        id: "link:9:1:5".into(),
-        entity_kind: EntityKind::Link,
-        entity: "9:1".into(),
-        anomaly_type: AnomalyType::Unknown,
-        confidence: 0.0,
-        score: 9.0,
-        threshold: 4.0,
-        start_ns: (5 * S) as i64,
-        end_ns: None,
-        last_ns: (5 * S) as i64,
-        windows: 1,
-        detected_ns: 0,
-        phase: AnomalyPhase::Start,
-        model_version: 1,
-        explanation: Default::default(),
-        recommendations: Vec::new(),
-    };
-    let line = serde_json::to_vec(&odd_link).unwrap();
-    kplane_intent_api::live::apply(&live, topics::ANOMALIES, None, &line);
-    let (_, v) = call(
-        &a,
-        "GET",
-        "/v1/incidents?root_kind=link",
-        Some(VIEWER),
-        None,
-    )
-    .await;
-    let link_id = v["incidents"][0]["id"].as_str().unwrap().to_string();
-
     // The knowledge service raises an attack on 10.0.1.2: flows to it that then slow at
     // switch 4 are its collateral, not a new congestion; the link on its flows' paths is
     // merged into it.
@@ -1150,6 +1119,30 @@ async fn breaches_behind_one_root_are_one_incident() {
         explanation,
         recommendations: vec![serde_json::json!({"action": "block"})],
     };
+    // In the attack's first window, before it is raised: a link on its path behaves oddly.
+    let odd_link = Anomaly {
+        id: "link:9:1:5".into(),
+        entity_kind: EntityKind::Link,
+        entity: "9:1".into(),
+        anomaly_type: AnomalyType::Unknown,
+        score: 9.0,
+        explanation: Default::default(),
+        recommendations: Vec::new(),
+        ..attack.clone()
+    };
+    let line = serde_json::to_vec(&odd_link).unwrap();
+    kplane_intent_api::live::apply(&live, topics::ANOMALIES, None, &line);
+    let (_, v) = call(
+        &a,
+        "GET",
+        "/v1/incidents?root_kind=link",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    let link_id = v["incidents"][0]["id"].as_str().unwrap().to_string();
+
+    // Then the attack is raised.
     let line = serde_json::to_vec(&attack).unwrap();
     kplane_intent_api::live::apply(&live, topics::ANOMALIES, None, &line);
     for src in 30..=39 {

@@ -650,14 +650,15 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                 emulation(&a, &spec, a.seconds, seed),
                 || true,
             )?;
+            let injected = faults(&o);
             for x in raised(&o) {
                 let mut v = serde_json::to_value(x)?;
                 v["eval"] = serde_json::json!({"scenario": scenario, "seed": seed, "spec": spec,
-                    "truth": truth_label(x, &faults(&o), window_ns)});
+                    "truth": truth_label(x, &injected, window_ns)});
                 writeln!(anomalies, "{v}")?;
             }
             let eval = serde_json::json!({"scenario": scenario, "seed": seed, "spec": spec,
-                "faults": faults(&o).iter().map(|f| serde_json::json!({"kind": f.kind,
+                "faults": injected.iter().map(|f| serde_json::json!({"kind": f.kind,
                     "start_ns": f.start_ns, "end_ns": f.end_ns, "entities": f.primary}))
                     .collect::<Vec<_>>()});
             for mut v in score_run(&o, scenario, window_ns, &mut totals) {

@@ -366,13 +366,12 @@ impl Incident {
     }
 
     /// Takes in everything `other` holds: its members, flows, paths, queues, reach and
-    /// timeline; true when its headline (kind, severity) changed.
-    fn absorb_incident(&mut self, other: Incident, time_ns: i64) -> bool {
+    /// timeline.
+    fn absorb_incident(&mut self, other: Incident, time_ns: i64) {
         self.step(time_ns, "merged", Some(&other.id));
         let kept = other.members.len() as u64;
-        let mut headline = false;
         for m in other.members.into_values() {
-            headline |= self.absorb(m, &[]);
+            self.absorb(m, &[]);
         }
         // Members past the kept ones are counted, and the open ones known by id.
         self.member_count += other.member_count.saturating_sub(kept);
@@ -397,7 +396,6 @@ impl Incident {
             self.step(s.time_ns, s.event, s.member.as_deref());
         }
         self.timeline.sort_by_key(|s| s.time_ns);
-        headline
     }
 
     pub fn summary_text(&self) -> String {
@@ -615,6 +613,7 @@ impl IncidentBook {
                 kind: RootKind::Link,
                 entity: l.clone(),
             });
+        let own = root::of_anomaly(a);
         let claim = self
             .member_of
             .get(&a.id)
@@ -624,7 +623,6 @@ impl IncidentBook {
                     .filter(|_| member.flow.is_some())
             })
             .or_else(|| {
-                let own = root::of_anomaly(a);
                 if self.open.contains_key(&own) {
                     return None;
                 }
@@ -636,7 +634,7 @@ impl IncidentBook {
                 })
             })
             .cloned()
-            .map_or_else(|| Claim::Root(root::of_anomaly(a)), Claim::Incident);
+            .map_or(Claim::Root(own), Claim::Incident);
         let member = Member {
             end_ns: (a.phase == AnomalyPhase::End).then_some(a.end_ns.unwrap_or(a.last_ns)),
             ..member
