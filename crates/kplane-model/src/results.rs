@@ -204,6 +204,11 @@ pub struct BlastRadius {
     /// cable is one fault seen from both ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reverse_link: Option<String>,
+    /// For a source or destination: the addresses at the other end of at least half of its
+    /// flows, and of at least half of its bytes, in the window (a scanner's target, an
+    /// attacker's victim, a scanned host's scanner; at most two).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<IpAddr>,
 }
 
 /// Why an anomaly was raised.

@@ -748,7 +748,7 @@ fn set_type(
             features.first().map(|f| f.name.as_str()),
         ),
         features,
-        blast_radius: explain::blast_radius(w, &flows),
+        blast_radius: explain::blast_radius(w, s.kind, &flows),
     };
 }
 

@@ -34,7 +34,9 @@ pub fn flows_of<'w>(w: &'w Window, kind: EntityKind, entity: &str) -> Vec<&'w Fl
         .collect()
 }
 
-pub fn blast_radius(w: &Window, flows: &[&FlowRow]) -> BlastRadius {
+/// Who an entity's anomaly reaches in window `w`: its flows (the heaviest listed), the
+/// switches, queues and links on their paths, and for an address its peers.
+pub fn blast_radius(w: &Window, kind: EntityKind, flows: &[&FlowRow]) -> BlastRadius {
     let nodes: BTreeSet<u32> = flows.iter().flat_map(|f| f.path.iter().copied()).collect();
     let queues = w
         .queues
@@ -55,15 +57,50 @@ pub fn blast_radius(w: &Window, flows: &[&FlowRow]) -> BlastRadius {
         .filter(|f| !mine.contains(&(*f as *const FlowRow)))
         .filter(|f| f.path.iter().any(|n| nodes.contains(n)))
         .count();
+    let mut heaviest = flows.to_vec();
+    heaviest.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
     BlastRadius {
-        flows: flows.iter().take(LISTED).map(|f| f.flow_ref()).collect(),
+        flows: heaviest.iter().take(LISTED).map(|f| f.flow_ref()).collect(),
         flows_total: flows.len(),
         nodes: nodes.into_iter().collect(),
         queues,
         links,
         other_flows,
         reverse_link: None,
+        peers: peers(kind, flows),
     }
+}
+
+/// The addresses at the other end of at least half of an address's flows (a scanner's
+/// target, a scanned host's scanner) and of at least half of its bytes (a flooding attacker's
+/// victim).
+fn peers(kind: EntityKind, flows: &[&FlowRow]) -> Vec<IpAddr> {
+    let other = |f: &FlowRow| match kind {
+        EntityKind::Source => f.dst,
+        EntityKind::Destination => f.src,
+        _ => None,
+    };
+    let mut by: Vec<(IpAddr, usize, f64)> = Vec::new();
+    for f in flows {
+        let Some(ip) = other(f) else { continue };
+        match by.iter_mut().find(|(x, ..)| *x == ip) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += f.bytes;
+            }
+            None => by.push((ip, 1, f.bytes)),
+        }
+    }
+    let n = by.iter().map(|e| e.1).sum::<usize>();
+    let bytes = by.iter().map(|e| e.2).sum::<f64>();
+    let by_flows = by.iter().find(|e| 2 * e.1 >= n).map(|e| e.0);
+    let by_bytes = by
+        .iter()
+        .find(|e| bytes > 0.0 && 2.0 * e.2 >= bytes)
+        .map(|e| e.0);
+    let mut peers: Vec<IpAddr> = by_flows.into_iter().chain(by_bytes).collect();
+    peers.dedup();
+    peers
 }
 
 fn host(ip: IpAddr) -> String {
@@ -273,6 +310,44 @@ mod tests {
             assert_eq!(r["match"]["dst"], "10.0.0.1/32");
             assert_eq!(r["anomaly"], "a");
         }
+    }
+
+    #[test]
+    fn an_address_peers_hold_half_its_flows_or_half_its_bytes() {
+        let mut w = Window::default();
+        // A scanner: many light flows to its target, one heavy one elsewhere.
+        for p in 1..=40 {
+            w.flows.push(FlowRow {
+                dst_port: Some(p),
+                ..flow("10.0.3.3", "10.0.0.5", 64.0)
+            });
+        }
+        w.flows.push(flow("10.0.3.3", "10.0.0.9", 9e6));
+        // An attacker: one flood among several light flows.
+        w.flows.push(flow("10.0.4.4", "10.0.0.7", 9e6));
+        for d in 1..=4 {
+            w.flows.push(flow("10.0.4.4", &format!("10.0.0.{d}"), 1e3));
+        }
+        // A client spread evenly: none.
+        for d in 1..=4 {
+            w.flows.push(flow("10.0.5.5", &format!("10.0.0.{d}"), 1e3));
+        }
+        let peers = |kind, e: &str| blast_radius(&w, kind, &flows_of(&w, kind, e)).peers;
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            peers(EntityKind::Source, "10.0.3.3"),
+            [ip("10.0.0.5"), ip("10.0.0.9")]
+        );
+        assert_eq!(peers(EntityKind::Destination, "10.0.0.5"), [ip("10.0.3.3")]);
+        assert_eq!(peers(EntityKind::Source, "10.0.4.4"), [ip("10.0.0.7")]);
+        assert!(peers(EntityKind::Source, "10.0.5.5").is_empty());
+        // The heaviest flows are listed first.
+        let b = blast_radius(
+            &w,
+            EntityKind::Source,
+            &flows_of(&w, EntityKind::Source, "10.0.3.3"),
+        );
+        assert_eq!(b.flows[0].dst_ip, Some(ip("10.0.0.9")));
     }
 
     #[test]

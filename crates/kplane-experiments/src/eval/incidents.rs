@@ -7,8 +7,11 @@
 //! touches the fault: its root is one of the fault's addresses (victim, sources, scanner,
 //! burst target), a switch of the fault (a burst's queue, either end of a failed link) or
 //! one of its links; or one of its member flows goes to or from one of its addresses.
+//! Each incident is counted for one of the faults it is about ([`counted_for`]), so an
+//! incident that overlaps two faults of a `mixed` run is not counted twice.
 //! Precision: incidents about some fault over all incidents. Recall: faults with at least one
-//! incident over all faults. Per fault: incidents about each detected fault (1 is the aim).
+//! incident counted for them over all faults. Per fault: incidents counted for each detected
+//! fault (1 is the aim).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -140,8 +143,21 @@ fn is_about(i: &Incident, f: &Fault, t: &Touches, window_ns: i64) -> bool {
         })
 }
 
+/// Of the faults an incident is about, the one it is counted for: the one under way when it
+/// started (from a window before the fault's start to its end), else the latest started
+/// before it. An incident of a `mixed` run that overlaps a DDoS's aftermath and the scan
+/// after it is the scan's when it started with the scan.
+fn counted_for(start_ns: i64, faults: &[Fault], about: &[usize], window_ns: i64) -> Option<usize> {
+    let under_way = |f: &Fault| f.start_ns - window_ns <= start_ns && start_ns <= f.end_ns;
+    about.iter().copied().max_by_key(|&k| {
+        let f = &faults[k];
+        (under_way(f), f.start_ns <= start_ns, f.start_ns)
+    })
+}
+
 /// Scores one run's incidents against its faults; returns each incident's summary with the
-/// faults it is about (`about`: indices into `faults`), for `incidents.jsonl`.
+/// faults it is about (`about`: indices into `faults`) and the one it is counted for
+/// (`counted_for`), for `incidents.jsonl`.
 pub(super) fn score_run(
     o: &Outcome,
     faults: &[Fault],
@@ -154,24 +170,25 @@ pub(super) fn score_run(
     let touched: Vec<Touches> = faults.iter().map(touches).collect();
     into.faults += faults.len() as u64;
     into.incidents += all.len() as u64;
+    let mut per_fault = vec![0u64; faults.len()];
     let mut summaries = Vec::with_capacity(all.len());
     for i in &all {
         let about: Vec<usize> = (0..faults.len())
             .filter(|&k| is_about(i, &faults[k], &touched[k], window_ns))
             .collect();
-        if !about.is_empty() {
+        let counted = counted_for(i.start_ns, faults, &about, window_ns);
+        if let Some(k) = counted {
             into.about_a_fault += 1;
+            per_fault[k] += 1;
         }
         let mut v = i.summary();
         v["about"] = serde_json::json!(about);
+        v["counted_for"] = serde_json::json!(counted);
         summaries.push(v);
     }
-    for (f, t) in faults.iter().zip(&touched) {
-        let n = all.iter().filter(|i| is_about(i, f, t, window_ns)).count() as u64;
-        if n > 0 {
-            into.detected += 1;
-            into.per_detected += n;
-        }
+    for n in per_fault.into_iter().filter(|n| *n > 0) {
+        into.detected += 1;
+        into.per_detected += n;
     }
     if clean {
         into.clean_incidents += all.len() as u64;
@@ -183,6 +200,31 @@ pub(super) fn score_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_incident_is_counted_for_the_fault_under_way_when_it_started() {
+        use kplane_model::results::AnomalyType;
+        const S: i64 = 1_000_000_000;
+        let fault = |kind, start, end| Fault {
+            kind,
+            start_ns: start * S,
+            end_ns: end * S,
+            primary: Vec::new(),
+        };
+        let faults = [
+            fault(AnomalyType::Ddos, 14, 20),
+            fault(AnomalyType::PortScan, 22, 23),
+        ];
+        // Within the DDoS's aftermath, but started with the scan.
+        assert_eq!(counted_for(22 * S, &faults, &[0, 1], S), Some(1));
+        assert_eq!(counted_for(15 * S, &faults, &[0, 1], S), Some(0));
+        // Between them: the latest started before it.
+        assert_eq!(
+            counted_for(21 * S + S / 2, &faults, &[0, 1], S / 10),
+            Some(0)
+        );
+        assert_eq!(counted_for(15 * S, &faults, &[], S), None);
+    }
 
     #[test]
     fn a_flow_names_its_two_addresses() {

@@ -773,7 +773,7 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
     md += &format!(
         "\nIncidents (docs/incidents.md: alerts and anomalies correlated by root, hold {} s) against \
          the injected faults: {} faults, {} with an incident → recall {}; {} incidents, {} about a \
-         fault → precision {}; {} incidents per detected fault (1 is the aim); on clean runs {} \
+         fault → precision {}; {} incidents per detected fault, each incident counted for one (1 is the aim); on clean runs {} \
          incidents in {:.0} s.\n",
         super::incidents::HOLD.as_secs(),
         i.faults,

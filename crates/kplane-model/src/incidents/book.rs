@@ -8,12 +8,16 @@
 //!   attack, a scan, a heavy hitter) *reaches* the switches on its flows' paths. While one of
 //!   its members is under way, a breach rooted at a switch or link it reaches joins it instead
 //!   of opening an incident of its own, and open incidents with such roots that started no
-//!   earlier than it are merged into it (news `merge`, their ids lead to it). An address's
-//!   anomaly joins the active incident of an address its flows connect to (a scanner its
-//!   target's, an attacker its victim's). A link's incident reaches the
-//!   switches at the link's two ends the same way (a reroute around a cut link is part of
-//!   it), and a link's anomaly joins the open incident of the link's opposite direction (a
-//!   cut cable is seen from both ends).
+//!   earlier than it are merged into it (news `merge`, their ids lead to it).
+//! * An address's anomaly joins the active incident it is a *peer* of (`blast_radius.peers`:
+//!   the addresses at the other end of at least half of an address's flows or bytes): one of
+//!   its peers is one of the incident's addresses (a scanner joins its target's, an attacker
+//!   its victim's), it is a peer of one of them (a scanned host its scanner's), or they share
+//!   a peer (two attackers of one victim).
+//! * A link's incident reaches the switches at the link's two ends the same way (a reroute
+//!   around a cut link is part of it), and keeps claiming path changes there while it is
+//!   open (the reroute back when the cable returns); a link's anomaly joins the open
+//!   incident of the link's opposite direction (a cut cable is seen from both ends).
 //! * An incident is quiet once none of its members is open. It resolves `hold` after that
 //!   (event time); a breach of its root within `hold` joins it again instead of opening a
 //!   new one, so a flapping queue is one incident.
@@ -21,6 +25,7 @@
 //!   among equals).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::results::{Anomaly, AnomalyPhase, AnomalyType};
@@ -158,11 +163,14 @@ pub struct FlowImpact {
     pub member: String,
 }
 
-/// The switches an incident reaches: for an address's, those on its flows' paths; for a
-/// link's, the two ends (empty for other incidents).
+/// What an incident reaches: for an address's, the switches on its flows' paths; for a
+/// link's, the two ends (empty for other incidents); and the addresses of its address members
+/// and their peers.
 #[derive(Clone, Debug, Default)]
 struct Reach {
     nodes: BTreeSet<u32>,
+    addresses: BTreeSet<IpAddr>,
+    peers: BTreeSet<IpAddr>,
 }
 
 impl Reach {
@@ -173,6 +181,19 @@ impl Reach {
                 .switch_id()
                 .and_then(|n| n.parse().ok())
                 .is_some_and(|n| self.nodes.contains(&n))
+    }
+
+    /// Whether an address anomaly belongs here by its peers: one of its peers is one of the
+    /// addresses (a scanner whose target is here, an attacker whose victim), it is a peer of
+    /// one of them (a scanned host whose scanner is here, a victim whose attacker), or they
+    /// share a peer (two attackers of one victim).
+    fn holds_peer_of(&self, a: &Anomaly) -> bool {
+        a.entity.parse().is_ok_and(|ip| self.peers.contains(&ip))
+            || a.explanation
+                .blast_radius
+                .peers
+                .iter()
+                .any(|p| self.addresses.contains(p) || self.peers.contains(p))
     }
 
     /// Grows it by an address anomaly's blast radius, or a link anomaly's two ends.
@@ -191,26 +212,18 @@ impl Reach {
             }
             EntityKind::Destination | EntityKind::Source => {
                 self.nodes.extend(b.nodes.iter().copied());
+                self.addresses.extend(a.entity.parse::<IpAddr>().ok());
+                self.peers.extend(b.peers.iter().copied());
             }
             EntityKind::Queue | EntityKind::Flow => {}
         }
     }
-}
 
-/// The addresses at the other ends of an address anomaly's listed flows.
-fn peers(a: &Anomaly) -> impl Iterator<Item = Root> + '_ {
-    use crate::results::EntityKind;
-    a.explanation.blast_radius.flows.iter().filter_map(|f| {
-        let (kind, ip) = match a.entity_kind {
-            EntityKind::Destination => (RootKind::Source, f.src_ip?),
-            EntityKind::Source => (RootKind::Destination, f.dst_ip?),
-            _ => return None,
-        };
-        Some(Root {
-            kind,
-            entity: ip.to_string(),
-        })
-    })
+    fn absorb(&mut self, other: Reach) {
+        self.nodes.extend(other.nodes);
+        self.addresses.extend(other.addresses);
+        self.peers.extend(other.peers);
+    }
 }
 
 /// One incident.
@@ -390,7 +403,7 @@ impl Incident {
             }
         }
         self.queues.extend(other.queues);
-        self.reach.nodes.extend(other.reach.nodes);
+        self.reach.absorb(other.reach);
         self.start_ns = self.start_ns.min(other.start_ns);
         for s in other.timeline {
             self.step(s.time_ns, s.event, s.member.as_deref());
@@ -626,12 +639,9 @@ impl IncidentBook {
                 if self.open.contains_key(&own) {
                     return None;
                 }
-                reverse.and_then(|r| self.open.get(&r)).or_else(|| {
-                    // A scanner whose target, or an attacker whose victim, is under way.
-                    peers(a)
-                        .filter_map(|p| self.open.get(&p))
-                        .find(|id| self.incidents[*id].is_active_by(a.start_ns))
-                })
+                reverse
+                    .and_then(|r| self.open.get(&r))
+                    .or_else(|| self.peer_of(a))
             })
             .cloned()
             .map_or(Claim::Root(own), Claim::Incident);
@@ -642,6 +652,16 @@ impl IncidentBook {
         let mut news = self.place(claim, member, &[], a.last_ns);
         news.extend(self.reach_out(a));
         news
+    }
+
+    /// The active incident an address anomaly is a peer of (the earliest).
+    fn peer_of(&self, a: &Anomaly) -> Option<&String> {
+        self.open
+            .values()
+            .map(|id| &self.incidents[id])
+            .filter(|i| i.is_active_by(a.start_ns) && i.reach.holds_peer_of(a))
+            .min_by(|a, b| a.start_ns.cmp(&b.start_ns).then_with(|| a.id.cmp(&b.id)))
+            .map(|i| &i.id)
     }
 
     /// An address or link anomaly grows its incident's reach; open incidents within it that
@@ -731,7 +751,7 @@ impl IncidentBook {
             Claim::Root(root) => match self
                 .open
                 .get(&root)
-                .or_else(|| self.reaching(&root, member.start_ns))
+                .or_else(|| self.reaching(&root, &member))
             {
                 Some(id) => id.clone(),
                 None => {
@@ -781,12 +801,20 @@ impl IncidentBook {
         news
     }
 
-    /// The open incident whose reach holds `root` and that started by `time_ns` (the earliest).
-    fn reaching(&self, root: &Root, time_ns: i64) -> Option<&String> {
+    /// The active incident whose reach holds `root` (the earliest). A link's incident also
+    /// claims path changes at its ends while it is open, quiet in its hold: the flows moving
+    /// back when the cable returns.
+    fn reaching(&self, root: &Root, member: &Member) -> Option<&String> {
+        let t = member.start_ns;
+        let reroute = member.kind == "path_change";
         self.open
             .values()
             .map(|id| &self.incidents[id])
-            .filter(|i| i.is_active_by(time_ns) && i.reach.covers(root))
+            .filter(|i| {
+                i.reach.covers(root)
+                    && (i.is_active_by(t)
+                        || (reroute && i.root.kind == RootKind::Link && i.start_ns <= t))
+            })
             .min_by(|a, b| a.start_ns.cmp(&b.start_ns).then_with(|| a.id.cmp(&b.id)))
             .map(|i| &i.id)
     }
@@ -1036,6 +1064,7 @@ mod tests {
         assert_eq!(book.incident_of("flow:x:1").unwrap().id, id);
     }
 
+    /// An address anomaly whose flows go to or come from `peers`, its peers.
     fn address(kind: crate::results::EntityKind, ip: &str, t: i64, peers: &[&str]) -> Anomaly {
         use crate::results::EntityKind;
         let mut a = attack(t, AnomalyPhase::Start);
@@ -1044,6 +1073,7 @@ mod tests {
         a.entity = ip.into();
         a.start_ns = t;
         a.explanation.blast_radius.nodes = vec![1, 5, 9];
+        a.explanation.blast_radius.peers = peers.iter().map(|p| p.parse().unwrap()).collect();
         a.explanation.blast_radius.flows = peers
             .iter()
             .map(|p| {
@@ -1177,6 +1207,60 @@ mod tests {
         let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
         assert_eq!(link.member_count, 3);
         assert_eq!(link.kind, "link_failure");
+    }
+
+    #[test]
+    fn addresses_join_through_their_peers_whichever_is_raised_first() {
+        use crate::results::EntityKind::{Destination, Source};
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        // A scanner raised before its target, whose listed flows are its usual clients.
+        book.anomaly(&address(Source, "10.0.0.15", 20 * S, &["10.0.0.4"]));
+        book.anomaly(&address(Destination, "10.0.0.4", 20 * S, &[]));
+        // Two attackers of one victim raised before it, the victim with no peer.
+        book.anomaly(&address(Source, "10.0.0.10", 20 * S, &["10.0.0.8"]));
+        book.anomaly(&address(Source, "10.0.0.14", 20 * S, &["10.0.0.8"]));
+        book.anomaly(&address(Destination, "10.0.0.8", 20 * S, &[]));
+        // A host talking to neither: its own.
+        book.anomaly(&address(Source, "10.0.0.3", 20 * S, &["10.0.0.1"]));
+        let all = book.list(|_| true, 10);
+        let members = |root: &str| {
+            all.iter()
+                .find(|i| i.root.to_string() == root)
+                .map(|i| i.member_count)
+        };
+        assert_eq!(
+            all.len(),
+            3,
+            "{:?}",
+            all.iter().map(|i| i.root.to_string()).collect::<Vec<_>>()
+        );
+        assert_eq!(members("source 10.0.0.15"), Some(2));
+        assert_eq!(members("source 10.0.0.10"), Some(3));
+        assert_eq!(members("source 10.0.0.3"), Some(1));
+    }
+
+    #[test]
+    fn a_cut_link_keeps_the_reroute_back_within_its_hold() {
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        let mut eps = EpisodeBook::new(100);
+        book.anomaly(&link("link:8:2:0", "8:2", Some("5:1"), 0));
+        let mut end = link("link:8:2:0", "8:2", Some("5:1"), 0);
+        end.phase = AnomalyPhase::End;
+        (end.end_ns, end.last_ns) = (Some(8 * S), 8 * S);
+        book.anomaly(&end);
+        // The cable is back: flows move back at switch 8, after the link's member ended; and
+        // once the incident resolved, a path change there is an incident of its own.
+        for (t, src) in [(11 * S, 1), (40 * S, 2)] {
+            let mut a = latency(t, 8, src, AlertKind::PathChange);
+            a.previous_path = vec![1, 8, 6, 5];
+            a.path = vec![1, 8, 5];
+            let (_, e) = eps.apply(&a).unwrap();
+            book.episode(&e);
+        }
+        let all = book.list(|_| true, 10);
+        assert_eq!(all.len(), 2);
+        let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
+        assert_eq!(link.member_count, 2);
     }
 
     #[test]
