@@ -13,7 +13,8 @@
 //!   the addresses at the other end of at least half of an address's flows or bytes): one of
 //!   its peers is one of the incident's addresses (a scanner joins its target's, an attacker
 //!   its victim's), it is a peer of one of them (a scanned host its scanner's), or they share
-//!   a peer (two attackers of one victim).
+//!   a peer (two attackers of one victim); and its type is one of the incident's address
+//!   members' (an attacker of one host that scans another is two faults).
 //! * A link's incident reaches the switches at the link's two ends the same way (a reroute
 //!   around a cut link is part of it), and keeps claiming path changes there while it is
 //!   open (the reroute back when the cable returns); a link's anomaly joins the open
@@ -164,13 +165,14 @@ pub struct FlowImpact {
 }
 
 /// What an incident reaches: for an address's, the switches on its flows' paths; for a
-/// link's, the two ends (empty for other incidents); and the addresses of its address members
-/// and their peers.
+/// link's, the two ends (empty for other incidents); and the addresses of its address
+/// members, their peers and their types.
 #[derive(Clone, Debug, Default)]
 struct Reach {
     nodes: BTreeSet<u32>,
     addresses: BTreeSet<IpAddr>,
     peers: BTreeSet<IpAddr>,
+    types: BTreeSet<AnomalyType>,
 }
 
 impl Reach {
@@ -183,11 +185,15 @@ impl Reach {
                 .is_some_and(|n| self.nodes.contains(&n))
     }
 
-    /// Whether an address anomaly belongs here by its peers: one of its peers is one of the
-    /// addresses (a scanner whose target is here, an attacker whose victim), it is a peer of
-    /// one of them (a scanned host whose scanner is here, a victim whose attacker), or they
-    /// share a peer (two attackers of one victim).
+    /// Whether an address anomaly belongs here by its peers, with a type of its address
+    /// members (an attacker of one victim that scans another host is two faults): one of its
+    /// peers is one of the addresses (a scanner whose target is here, an attacker whose
+    /// victim), it is a peer of one of them (a scanned host whose scanner is here, a victim
+    /// whose attacker), or they share a peer (two attackers of one victim).
     fn holds_peer_of(&self, a: &Anomaly) -> bool {
+        if !self.types.contains(&a.anomaly_type) {
+            return false;
+        }
         a.entity.parse().is_ok_and(|ip| self.peers.contains(&ip))
             || a.explanation
                 .blast_radius
@@ -214,6 +220,7 @@ impl Reach {
                 self.nodes.extend(b.nodes.iter().copied());
                 self.addresses.extend(a.entity.parse::<IpAddr>().ok());
                 self.peers.extend(b.peers.iter().copied());
+                self.types.insert(a.anomaly_type);
             }
             EntityKind::Queue | EntityKind::Flow => {}
         }
@@ -223,6 +230,7 @@ impl Reach {
         self.nodes.extend(other.nodes);
         self.addresses.extend(other.addresses);
         self.peers.extend(other.peers);
+        self.types.extend(other.types);
     }
 }
 
@@ -1213,15 +1221,23 @@ mod tests {
     fn addresses_join_through_their_peers_whichever_is_raised_first() {
         use crate::results::EntityKind::{Destination, Source};
         let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        let scan = |kind, ip, peers| Anomaly {
+            anomaly_type: AnomalyType::PortScan,
+            ..address(kind, ip, 20 * S, peers)
+        };
         // A scanner raised before its target, whose listed flows are its usual clients.
-        book.anomaly(&address(Source, "10.0.0.15", 20 * S, &["10.0.0.4"]));
-        book.anomaly(&address(Destination, "10.0.0.4", 20 * S, &[]));
+        book.anomaly(&scan(Source, "10.0.0.15", &["10.0.0.4"]));
+        book.anomaly(&scan(Destination, "10.0.0.4", &[]));
         // Two attackers of one victim raised before it, the victim with no peer.
         book.anomaly(&address(Source, "10.0.0.10", 20 * S, &["10.0.0.8"]));
         book.anomaly(&address(Source, "10.0.0.14", 20 * S, &["10.0.0.8"]));
         book.anomaly(&address(Destination, "10.0.0.8", 20 * S, &[]));
         // A host talking to neither: its own.
         book.anomaly(&address(Source, "10.0.0.3", 20 * S, &["10.0.0.1"]));
+        // One of the attackers, still flooding the victim, scans another host: its own.
+        let mut scanner = scan(Source, "10.0.0.14", &["10.0.0.5", "10.0.0.8"]);
+        scanner.id = "source:10.0.0.14:scan".into();
+        book.anomaly(&scanner);
         let all = book.list(|_| true, 10);
         let members = |root: &str| {
             all.iter()
@@ -1230,13 +1246,17 @@ mod tests {
         };
         assert_eq!(
             all.len(),
-            3,
+            4,
             "{:?}",
             all.iter().map(|i| i.root.to_string()).collect::<Vec<_>>()
         );
         assert_eq!(members("source 10.0.0.15"), Some(2));
         assert_eq!(members("source 10.0.0.10"), Some(3));
         assert_eq!(members("source 10.0.0.3"), Some(1));
+        assert!(
+            all.iter()
+                .any(|i| i.kind == "port_scan" && i.has_member("source:10.0.0.14:scan"))
+        );
     }
 
     #[test]
