@@ -15,10 +15,12 @@
 //!   its victim's), it is a peer of one of them (a scanned host its scanner's), or they share
 //!   a peer (two attackers of one victim); and its type is one of the incident's address
 //!   members' (an attacker of one host that scans another is two faults).
-//! * A link's incident reaches the switches at the link's two ends the same way (a reroute
-//!   around a cut link is part of it), and keeps claiming path changes there while it is
-//!   open (the reroute back when the cable returns); a link's anomaly joins the open
-//!   incident of the link's opposite direction (a cut cable is seen from both ends).
+//! * A link's incident reaches the switches at the link's two ends the same way, and, when
+//!   both ends are known, every breach whose path (for a path change, old or new) crosses
+//!   the link: the reroutes around a cut link, wherever they diverge. It keeps claiming path
+//!   changes while it is open (the reroute back when the cable returns); a link's anomaly
+//!   joins the open incident of the link's opposite direction (a cut cable is seen from both
+//!   ends).
 //! * An incident is quiet once none of its members is open. It resolves `hold` after that
 //!   (event time); a breach of its root within `hold` joins it again instead of opening a
 //!   new one, so a flapping queue is one incident.
@@ -173,6 +175,8 @@ struct Reach {
     addresses: BTreeSet<IpAddr>,
     peers: BTreeSet<IpAddr>,
     types: BTreeSet<AnomalyType>,
+    /// A link incident's link as its two end switches (lower id first), when both are known.
+    links: BTreeSet<(u32, u32)>,
 }
 
 impl Reach {
@@ -183,6 +187,17 @@ impl Reach {
                 .switch_id()
                 .and_then(|n| n.parse().ok())
                 .is_some_and(|n| self.nodes.contains(&n))
+    }
+
+    /// Whether a path crosses one of its links.
+    fn crosses(&self, path: &[u32]) -> bool {
+        path.windows(2)
+            .any(|w| self.links.contains(&(w[0].min(w[1]), w[0].max(w[1]))))
+    }
+
+    /// Whether a breach with this root and these paths is within it.
+    fn takes(&self, root: &Root, paths: &[&[u32]]) -> bool {
+        self.covers(root) || paths.iter().any(|p| self.crosses(p))
     }
 
     /// Whether an address anomaly belongs here by its peers, with a type of its address
@@ -210,11 +225,11 @@ impl Reach {
             EntityKind::Link => {
                 let node =
                     |l: &str| -> Option<u32> { l.split(':').next().and_then(|n| n.parse().ok()) };
-                self.nodes.extend(
-                    node(&a.entity)
-                        .into_iter()
-                        .chain(b.reverse_link.as_deref().and_then(node)),
-                );
+                let (near, far) = (node(&a.entity), b.reverse_link.as_deref().and_then(node));
+                self.nodes.extend(near.into_iter().chain(far));
+                if let (Some(x), Some(y)) = (near, far) {
+                    self.links.insert((x.min(y), x.max(y)));
+                }
             }
             EntityKind::Destination | EntityKind::Source => {
                 self.nodes.extend(b.nodes.iter().copied());
@@ -231,6 +246,7 @@ impl Reach {
         self.addresses.extend(other.addresses);
         self.peers.extend(other.peers);
         self.types.extend(other.types);
+        self.links.extend(other.links);
     }
 }
 
@@ -319,7 +335,7 @@ impl Incident {
     }
 
     /// Adds or updates a member; true when the incident's headline (kind, severity) changed.
-    fn absorb(&mut self, m: Member, path: &[u32]) -> bool {
+    fn absorb(&mut self, m: Member, paths: &[&[u32]]) -> bool {
         let t = m.end_ns.unwrap_or(m.start_ns).max(m.start_ns);
         self.last_ns = self.last_ns.max(t);
         // An open member past the kept ones is known by its open entry.
@@ -341,8 +357,10 @@ impl Incident {
                 self.quiet_since = Some(self.quiet_since.map_or(t, |q| q.max(t)));
             }
         }
-        if !path.is_empty() && self.paths.len() < PATHS_KEPT {
-            self.paths.insert(path.to_vec());
+        for p in paths.iter().filter(|p| !p.is_empty()) {
+            if self.paths.len() < PATHS_KEPT {
+                self.paths.insert(p.to_vec());
+            }
         }
         if let (Some(n), Some(q)) = (m.node_id, m.queue_id) {
             self.queues.insert((n, q));
@@ -618,7 +636,8 @@ impl IncidentBook {
         let Some(claim) = root else {
             return Vec::new();
         };
-        self.place(claim, member, &e.path, e.last_ns)
+        // A reroute's old path is affected too: it is what broke.
+        self.place(claim, member, &[&e.path, &e.previous_path], e.last_ns)
     }
 
     /// A knowledge anomaly's news.
@@ -696,8 +715,12 @@ impl IncidentBook {
         let mut within: Vec<(i64, String)> = self
             .open
             .iter()
-            .filter(|(r, other)| **other != id && inc.reach.covers(r))
+            .filter(|(_, other)| **other != id)
             .map(|(_, other)| &self.incidents[other])
+            .filter(|o| {
+                let paths: Vec<&[u32]> = o.paths.iter().map(Vec::as_slice).collect();
+                inc.reach.takes(&o.root, &paths)
+            })
             .filter(|o| o.start_ns >= inc.start_ns)
             .map(|o| (o.start_ns, o.id.clone()))
             .collect();
@@ -750,7 +773,7 @@ impl IncidentBook {
         ]
     }
 
-    fn place(&mut self, claim: Claim, member: Member, path: &[u32], time_ns: i64) -> Vec<News> {
+    fn place(&mut self, claim: Claim, member: Member, paths: &[&[u32]], time_ns: i64) -> Vec<News> {
         self.counts.breaches += 1;
         let mut news = self.advance(time_ns);
         let id = match claim {
@@ -759,7 +782,7 @@ impl IncidentBook {
             Claim::Root(root) => match self
                 .open
                 .get(&root)
-                .or_else(|| self.reaching(&root, &member))
+                .or_else(|| self.reaching(&root, paths, &member))
             {
                 Some(id) => id.clone(),
                 None => {
@@ -791,7 +814,7 @@ impl IncidentBook {
             self.flow_in.insert(flow.clone(), id.clone());
         }
         let before = inc.member_count;
-        let headline = inc.absorb(member, path);
+        let headline = inc.absorb(member, paths);
         let grew = inc.member_count != before && inc.member_count.is_power_of_two();
         let change = if opened {
             Some(Change::Open)
@@ -809,17 +832,17 @@ impl IncidentBook {
         news
     }
 
-    /// The active incident whose reach holds `root` (the earliest). A link's incident also
-    /// claims path changes at its ends while it is open, quiet in its hold: the flows moving
-    /// back when the cable returns.
-    fn reaching(&self, root: &Root, member: &Member) -> Option<&String> {
+    /// The active incident whose reach holds `root`, or whose link one of `paths` crosses
+    /// (the earliest). A link's incident also claims path changes while it is open, quiet in
+    /// its hold: the flows moving back when the cable returns.
+    fn reaching(&self, root: &Root, paths: &[&[u32]], member: &Member) -> Option<&String> {
         let t = member.start_ns;
         let reroute = member.kind == "path_change";
         self.open
             .values()
             .map(|id| &self.incidents[id])
             .filter(|i| {
-                i.reach.covers(root)
+                i.reach.takes(root, paths)
                     && (i.is_active_by(t)
                         || (reroute && i.root.kind == RootKind::Link && i.start_ns <= t))
             })
@@ -1260,27 +1283,56 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_link_keeps_the_reroute_back_within_its_hold() {
+    fn a_cut_link_takes_the_reroutes_that_crossed_it_before_during_and_after() {
         let mut book = IncidentBook::new(100, Duration::from_secs(10));
         let mut eps = EpisodeBook::new(100);
-        book.anomaly(&link("link:8:2:0", "8:2", Some("5:1"), 0));
-        let mut end = link("link:8:2:0", "8:2", Some("5:1"), 0);
+        let mut reroute = |book: &mut IncidentBook, t: i64, src: u8, old: &[u32], new: &[u32]| {
+            let mut a = latency(t, 5, src, AlertKind::PathChange);
+            (a.previous_path, a.path) = (old.to_vec(), new.to_vec());
+            let (_, e) = eps.apply(&a).unwrap();
+            book.episode(&e);
+        };
+        // Core 2 - aggregation 17 fails: flows through it move at the switch before it (5),
+        // before the link's anomaly is raised at its window's end.
+        reroute(
+            &mut book,
+            S / 100,
+            1,
+            &[7, 5, 2, 17, 20],
+            &[7, 5, 1, 17, 20],
+        );
+        book.anomaly(&link("link:17:3:0", "17:3", Some("2:3"), 0));
+        book.anomaly(&link("link:2:3:0", "2:3", Some("17:3"), 0));
+        // While it is down, another flow through it moves at switch 9; one that never crossed
+        // it, also diverging at 9, is not its doing.
+        reroute(
+            &mut book,
+            4 * S,
+            2,
+            &[12, 9, 17, 2, 19],
+            &[12, 9, 17, 1, 19],
+        );
+        reroute(&mut book, 4 * S, 3, &[12, 9, 3, 19], &[12, 9, 4, 19]);
+        let mut end = link("link:17:3:0", "17:3", Some("2:3"), 0);
         end.phase = AnomalyPhase::End;
         (end.end_ns, end.last_ns) = (Some(8 * S), 8 * S);
         book.anomaly(&end);
-        // The cable is back: flows move back at switch 8, after the link's member ended; and
-        // once the incident resolved, a path change there is an incident of its own.
-        for (t, src) in [(11 * S, 1), (40 * S, 2)] {
-            let mut a = latency(t, 8, src, AlertKind::PathChange);
-            a.previous_path = vec![1, 8, 6, 5];
-            a.path = vec![1, 8, 5];
-            let (_, e) = eps.apply(&a).unwrap();
-            book.episode(&e);
-        }
+        end.id = "link:2:3:0".into();
+        book.anomaly(&end);
+        // The cable is back: flows move back onto it after its members ended, within its hold;
+        // once it resolved, a reroute across it is an incident of its own.
+        reroute(&mut book, 11 * S, 1, &[7, 5, 1, 17, 20], &[7, 5, 2, 17, 20]);
+        reroute(&mut book, 40 * S, 4, &[7, 5, 1, 17, 20], &[7, 5, 2, 17, 20]);
         let all = book.list(|_| true, 10);
-        assert_eq!(all.len(), 2);
         let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
-        assert_eq!(link.member_count, 2);
+        assert_eq!(link.member_count, 5, "two link anomalies, three reroutes");
+        assert!(link.paths.contains(&vec![7, 5, 2, 17, 20]), "old paths too");
+        assert_eq!(
+            all.len(),
+            3,
+            "the link, the unrelated reroute, the late one"
+        );
+        assert_eq!(book.counts.merged, 1);
     }
 
     #[test]
