@@ -7,6 +7,7 @@
 //! * [`layout`]: where files go and what their names say.
 //! * [`writer`]: the one durable writer (staging, fsync, rename, fsync of the directory).
 //! * [`compaction`]: tiered merges that readers never see twice.
+//! * [`retention`]: how long each table's hour partitions are kept.
 //! * [`tables`]: every table's schema, the contract between writers and readers.
 //! * [`query`] (feature `query`): a DataFusion context over the store with kplane's SQL
 //!   functions (`ip_text`, `ip_in`, `distribution`, `any_value`).
@@ -19,6 +20,7 @@ mod error;
 pub mod layout;
 #[cfg(feature = "query")]
 pub mod query;
+pub mod retention;
 pub mod tables;
 pub mod writer;
 

@@ -1,5 +1,6 @@
 //! `[stream-processor]`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -65,6 +66,9 @@ pub struct Config {
     /// Compaction's target file size: a merge stops adding files at this size, and files
     /// this large are not merged again.
     pub compact_target_bytes: u64,
+    /// How long each table's hour partitions are kept, on event time (`flows = "7d"`); tables
+    /// not named are kept for ever. At least 2 h.
+    pub retention: BTreeMap<String, humantime_serde::Serde<Duration>>,
     /// Publish window results and immediate events on `int.windows` / `int.alerts`.
     pub publish: bool,
     /// Partitions of `int.windows` and `int.alerts` when the processor creates them (Kafka).
@@ -190,6 +194,7 @@ impl Default for Config {
             int_label_interval: Duration::from_millis(100),
             compact_files: 10,
             compact_target_bytes: 128 << 20,
+            retention: BTreeMap::new(),
             publish: true,
             result_partitions: 4,
         }
@@ -207,6 +212,17 @@ impl Config {
             fan_in: self.compact_files,
             target_bytes: self.compact_target_bytes,
             window_ns: self.window_ns(),
+        }
+    }
+
+    /// How long the store keeps each table.
+    pub fn retention(&self) -> kplane_store::retention::Retention {
+        kplane_store::retention::Retention {
+            keep: self
+                .retention
+                .iter()
+                .map(|(t, d)| (t.clone(), d.into_inner()))
+                .collect(),
         }
     }
 
@@ -249,6 +265,21 @@ impl Validate for Config {
             "idle-close must be >= 10ms",
         );
         need(self.compact_files >= 2, "compact-files must be >= 2");
+        for (table, keep) in &self.retention {
+            let written = kplane_store::tables::window_schemas()
+                .iter()
+                .any(|(t, _)| t == table)
+                || table == kplane_store::tables::ALERTS;
+            need(
+                written,
+                &format!("retention names {table:?}, which is no table the processor writes"),
+            );
+            // An hour is merged down one window past its end; keep it past that.
+            need(
+                **keep >= Duration::from_secs(2 * 3_600),
+                &format!("retention of {table:?} must be >= 2h"),
+            );
+        }
         need(
             self.compact_target_bytes >= 1 << 20,
             "compact-target-bytes must be >= 1 MiB",

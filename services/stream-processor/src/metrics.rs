@@ -55,6 +55,8 @@ pub struct ProcessorMetrics {
     pub compactions: Counter,
     pub merged_bytes: Counter,
     pub compaction_failures: Counter,
+    pub files_expired: Counter,
+    pub expiry_failures: Counter,
     pub window_latency: Histogram,
     pub alert_latency: Histogram,
     /// Each (switch, queue)'s largest occupancy in each window.
@@ -82,6 +84,8 @@ impl Default for ProcessorMetrics {
             compactions: Counter::default(),
             merged_bytes: Counter::default(),
             compaction_failures: Counter::default(),
+            files_expired: Counter::default(),
+            expiry_failures: Counter::default(),
             window_latency: latency_histogram(),
             alert_latency: latency_histogram(),
             // 1 … 65,536 (cells or packets, as the switch counts).
@@ -172,6 +176,16 @@ impl ProcessorMetrics {
             "compaction_failures",
             "Merges that failed (logged; their files stay readable and are merged later)",
             self.compaction_failures.clone(),
+        );
+        r.register(
+            "store_files_expired",
+            "Store files removed past their table's retention (all lanes)",
+            self.files_expired.clone(),
+        );
+        r.register(
+            "retention_failures",
+            "Retention sweeps that failed (logged; the next sweep retries)",
+            self.expiry_failures.clone(),
         );
         r.register(
             "window_result_latency_seconds",

@@ -262,6 +262,7 @@ impl Processor {
                         let name = lane_name(&topic, partition);
                         let (store, resume) =
                             LaneStore::open(&self.cfg.data_dir, &name, self.cfg.compaction())?;
+                        let store = store.with_retention(self.cfg.retention());
                         let checkpoint = resume.checkpoint;
                         tracing::info!(lane = %name, ?checkpoint, "partition assigned");
                         self.metrics.torn_checkpoint_lines.inc_by(store.torn_lines);
@@ -528,6 +529,8 @@ impl Processor {
             lane.store.compactions,
             lane.store.merged_bytes,
             lane.store.compaction_failures,
+            lane.store.files_expired,
+            lane.store.expiry_failures,
         );
         let started = Instant::now();
         let latest = (checkpoint.emitted_until_ns, lane.previous_paths.clone());
@@ -541,7 +544,7 @@ impl Processor {
         StageTimes::lap(&mut self.stages.store, started);
         self.metrics.windows_written.inc_by(n_windows as u64);
         // Counted across lanes: what this commit added.
-        let (files, compactions, merged_bytes, failures) = store_before;
+        let (files, compactions, merged_bytes, failures, expired, expiry_failures) = store_before;
         self.metrics
             .store_files
             .inc_by(lane.store.files_written - files);
@@ -554,6 +557,12 @@ impl Processor {
         self.metrics
             .compaction_failures
             .inc_by(lane.store.compaction_failures - failures);
+        self.metrics
+            .files_expired
+            .inc_by(lane.store.files_expired - expired);
+        self.metrics
+            .expiry_failures
+            .inc_by(lane.store.expiry_failures - expiry_failures);
         let now = kplane_model::unix_time_ns() as i64;
         if n_windows > 0 && last_arrival > 0 {
             self.metrics

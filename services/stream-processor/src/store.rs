@@ -28,6 +28,7 @@ use kplane_model::FlowHashKey;
 use kplane_store::compaction::{Compaction, Stored, hour_end, merge};
 use kplane_store::layout::parquet_files;
 use kplane_store::layout::{FileKind, partition_dir, superseded, tables_dir};
+use kplane_store::retention::Retention;
 use kplane_store::writer::{publish_all, stage_bytes, stage_parquet};
 
 use crate::error::ProcessorError;
@@ -168,6 +169,13 @@ pub struct LaneStore {
     pub merged_bytes: u64,
     /// Merges that failed (logged; their sources stay and are merged later).
     pub compaction_failures: u64,
+    retention: Retention,
+    /// Event time of the last retention sweep.
+    swept_ns: i64,
+    /// Files removed past their table's retention, and sweeps that failed (logged; the
+    /// files go at the next sweep).
+    pub files_expired: u64,
+    pub expiry_failures: u64,
     /// Torn last lines found in the checkpoint log on opening (0 or 1).
     pub torn_lines: u64,
     /// The last message the detectors' durable state includes (`-1`: none).
@@ -232,6 +240,10 @@ impl LaneStore {
             bytes_written: 0,
             merged_bytes: 0,
             compaction_failures: 0,
+            retention: Retention::default(),
+            swept_ns: i64::MIN,
+            files_expired: 0,
+            expiry_failures: 0,
             torn_lines: u64::from(read.torn_at.is_some()),
             // Without saved state the detectors rebuild theirs from the checkpoint's messages
             // and raise nothing up to `read_until` (those alerts are stored).
@@ -247,6 +259,13 @@ impl LaneStore {
                 detectors,
             },
         ))
+    }
+
+    /// Removes the lane's files past their table's retention from now on
+    /// (`stream-processor.retention`).
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
     }
 
     /// Where the lane's detector state is saved.
@@ -399,7 +418,26 @@ impl LaneStore {
             }
         }
         self.compact();
+        self.expire();
         Ok(written)
+    }
+
+    /// Removes the lane's files in partitions past their table's retention, at most once a
+    /// minute of event time. A failed sweep is logged and counted; the next one retries.
+    fn expire(&mut self) {
+        const EVERY_NS: i64 = 60_000_000_000;
+        let now = self.checkpoint.emitted_until_ns;
+        if self.retention.keep.is_empty() || now < self.swept_ns.saturating_add(EVERY_NS) {
+            return;
+        }
+        self.swept_ns = now;
+        match self.retention.sweep(&self.root, &self.lane, now) {
+            Ok(n) => self.files_expired += n,
+            Err(e) => {
+                self.expiry_failures += 1;
+                tracing::warn!(lane = %self.lane, error = %e, "retention sweep failed; retried at the next");
+            }
+        }
     }
 
     /// Runs the merges compaction asks for in every open directory; forgets directories
@@ -485,6 +523,7 @@ impl LaneStore {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::Duration;
 
     use arrow_array::{Int64Array, TimestampNanosecondArray};
     use arrow_schema::{DataType, Field, Schema, TimeUnit};
@@ -636,6 +675,31 @@ mod tests {
         expected.push(HOUR + 10);
         assert_eq!(stored(&root), expected);
         assert_eq!((s.compactions, s.compaction_failures), (5, 0));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn hours_past_their_tables_retention_are_removed_as_the_lane_moves_on() {
+        const HOUR: i64 = 3_600_000_000_000;
+        let root = std::env::temp_dir().join(format!("kplane-sp-retention-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (s, _) = LaneStore::open(&root, "reports-p0", tiered(3)).unwrap();
+        let mut s = s.with_retention(Retention {
+            keep: [("t".to_string(), Duration::from_secs(2 * 3_600))].into(),
+        });
+        // A window in each of hours 0 to 3: hour 0 ended two hours before the last.
+        for h in 0..4 {
+            commit_window(&mut s, h * HOUR + 10);
+        }
+        assert_eq!(stored(&root), [HOUR + 10, 2 * HOUR + 10, 3 * HOUR + 10]);
+        // Half an hour into hour 4: hour 1 ended more than two hours before; 2 and 3 did not.
+        commit_window(&mut s, 4 * HOUR + HOUR / 2);
+        assert_eq!(
+            stored(&root),
+            [2 * HOUR + 10, 3 * HOUR + 10, 4 * HOUR + HOUR / 2]
+        );
+        assert!(!partition_dir(&root, "t", 0).exists());
+        assert_eq!((s.files_expired, s.expiry_failures), (2, 0));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -138,6 +138,21 @@ fn invalid_configuration_lists_every_problem_and_exits_78() {
     let out = run(kplane().arg("--config").arg(&cfg).arg("collector"));
     assert_eq!(out.status.code(), Some(78));
     assert!(String::from_utf8_lossy(&out.stderr).contains("admim"));
+    // Retention: a table the store does not have, and one kept too briefly.
+    std::fs::write(
+        &cfg,
+        "[stream-processor.retention]\nflowz = \"7d\"\nalerts = \"10m\"\nflows = \"7d\"\n",
+    )
+    .unwrap();
+    let out = run(kplane().arg("--config").arg(&cfg).arg("config"));
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"flowz\", which is no table the processor writes"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\"alerts\" must be >= 2h"), "{stderr}");
+    assert!(!stderr.contains("\"flows\""), "{stderr}");
     // Environment overrides the file.
     let out = run(kplane().env("KPLANE__LOG__FORMAT", "json").arg("config"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("format = \"json\""));

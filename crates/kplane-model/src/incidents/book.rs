@@ -683,10 +683,15 @@ impl IncidentBook {
 
     /// The active incident an address anomaly is a peer of (the earliest).
     fn peer_of(&self, a: &Anomaly) -> Option<&String> {
+        self.earliest_open(|i| i.is_active_by(a.start_ns) && i.reach.holds_peer_of(a))
+    }
+
+    /// The earliest started open incident that `keep` keeps.
+    fn earliest_open(&self, keep: impl Fn(&Incident) -> bool) -> Option<&String> {
         self.open
             .values()
             .map(|id| &self.incidents[id])
-            .filter(|i| i.is_active_by(a.start_ns) && i.reach.holds_peer_of(a))
+            .filter(|i| keep(i))
             .min_by(|a, b| a.start_ns.cmp(&b.start_ns).then_with(|| a.id.cmp(&b.id)))
             .map(|i| &i.id)
     }
@@ -838,16 +843,11 @@ impl IncidentBook {
     fn reaching(&self, root: &Root, paths: &[&[u32]], member: &Member) -> Option<&String> {
         let t = member.start_ns;
         let reroute = member.kind == "path_change";
-        self.open
-            .values()
-            .map(|id| &self.incidents[id])
-            .filter(|i| {
-                i.reach.takes(root, paths)
-                    && (i.is_active_by(t)
-                        || (reroute && i.root.kind == RootKind::Link && i.start_ns <= t))
-            })
-            .min_by(|a, b| a.start_ns.cmp(&b.start_ns).then_with(|| a.id.cmp(&b.id)))
-            .map(|i| &i.id)
+        self.earliest_open(|i| {
+            i.reach.takes(root, paths)
+                && (i.is_active_by(t)
+                    || (reroute && i.root.kind == RootKind::Link && i.start_ns <= t))
+        })
     }
 
     /// Moves the clock to `now_ns` (event time) and resolves what has been quiet for `hold`.
