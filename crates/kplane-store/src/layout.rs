@@ -35,6 +35,27 @@ pub fn date_hour(ns: i64) -> (String, String) {
     (format!("{y:04}-{m:02}-{d:02}"), format!("{hour:02}"))
 }
 
+/// The start (ns, UTC) of a `date=YYYY-MM-DD` directory's day.
+pub fn date_start(name: &str) -> Option<i64> {
+    let mut parts = name.strip_prefix("date=")?.splitn(3, '-');
+    let y: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let d: i64 = parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // Days since 1970-01-01 of a civil date (H. Hinnant's algorithm; the inverse of
+    // `date_hour`).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400_000_000_000)
+}
+
 /// What a stored file's name says. Every writer names its files `<writer>-<kind>.parquet`
 /// (`<writer>` is a processor lane such as `reports-p3`; nothing else in a name has a `-`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +200,27 @@ pub fn current_parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const H: i64 = 3_600_000_000_000;
+
+    #[test]
+    fn a_date_directory_starts_where_date_hour_says() {
+        for ns in [
+            0,
+            1_795_821_225_416_765_525,
+            951_782_400 * 1_000_000_000 + 5,
+        ] {
+            let (date, hour) = date_hour(ns);
+            let start = date_start(&format!("date={date}")).unwrap();
+            let h: i64 = hour.parse().unwrap();
+            assert!(
+                start + h * H <= ns && ns < start + (h + 1) * H,
+                "{date} {hour}"
+            );
+        }
+        assert_eq!(date_start("date=2026-13-01"), None);
+        assert_eq!(date_start("nonsense"), None);
+    }
 
     #[test]
     fn dates_are_utc_civil_dates() {
