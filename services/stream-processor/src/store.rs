@@ -448,6 +448,11 @@ impl LaneStore {
         let mut done = Vec::new();
         for (i, (dir, end)) in self.open_dirs.clone().into_iter().enumerate() {
             let complete = emitted >= end + self.compaction.window_ns;
+            // Expired by retention while a failed merge kept it open: nothing left to merge.
+            if complete && !dir.exists() {
+                done.push(i);
+                continue;
+            }
             loop {
                 let merged = self.committed_files(&dir).and_then(|files| {
                     match self.compaction.next_merge(&files, complete) {
