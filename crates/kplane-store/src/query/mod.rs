@@ -181,8 +181,9 @@ pub fn sql_blocking(data_dir: &Path, sql: &str) -> crate::Result<Vec<arrow_array
     })
 }
 
-/// Whether a query failed because a file its plan listed was compacted away before it was
-/// read (a processor compacts the store while it is read); planning again lists it afresh.
+/// Whether a query failed because a file its plan listed was compacted away (or expired by
+/// retention) before it was read: a processor changes the store while it is read; planning
+/// again lists it afresh.
 pub fn is_compacted_away(error: &str) -> bool {
     error.contains(".parquet not found")
 }
