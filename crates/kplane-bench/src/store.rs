@@ -116,9 +116,9 @@ fn write_hour(dir: &Path, a: &StoreArgs, compaction: Compaction) -> anyhow::Resu
     }
     Ok(Written {
         seconds: started.elapsed().as_secs_f64(),
-        data_bytes: lanes.iter().map(|l| l.bytes_written).sum(),
-        merged_bytes: lanes.iter().map(|l| l.merged_bytes).sum(),
-        merges: lanes.iter().map(|l| l.compactions).sum(),
+        data_bytes: lanes.iter().map(|l| l.counts.bytes_written).sum(),
+        merged_bytes: lanes.iter().map(|l| l.counts.merged_bytes).sum(),
+        merges: lanes.iter().map(|l| l.counts.compactions).sum(),
     })
 }
 

@@ -1132,14 +1132,18 @@ async fn breaches_behind_one_root_are_one_incident() {
     };
     let line = serde_json::to_vec(&odd_link).unwrap();
     kplane_intent_api::live::apply(&live, topics::ANOMALIES, None, &line);
-    let (_, v) = call(
-        &a,
-        "GET",
-        "/v1/incidents?root_kind=link",
-        Some(VIEWER),
-        None,
-    )
-    .await;
+    let link_incidents = async || {
+        call(
+            &a,
+            "GET",
+            "/v1/incidents?root_kind=link",
+            Some(VIEWER),
+            None,
+        )
+        .await
+        .1
+    };
+    let v = link_incidents().await;
     let link_id = v["incidents"][0]["id"].as_str().unwrap().to_string();
 
     // Then the attack is raised.
@@ -1158,14 +1162,7 @@ async fn breaches_behind_one_root_are_one_incident() {
     );
     assert_eq!(ddos["severity"], "critical");
     let id = ddos["id"].as_str().unwrap();
-    let (_, v) = call(
-        &a,
-        "GET",
-        "/v1/incidents?root_kind=link",
-        Some(VIEWER),
-        None,
-    )
-    .await;
+    let v = link_incidents().await;
     assert_eq!(v["incidents"], serde_json::json!([]), "merged away: {v}");
     // The merged incident's id leads to the attack's.
     let (s, d) = call(

@@ -276,6 +276,16 @@ mod tests {
         }
     }
 
+    /// A scan of 40 ports: one light flow to each.
+    fn scan(w: &mut Window, scanner: &str, target: &str) {
+        for p in 1..=40 {
+            w.flows.push(FlowRow {
+                dst_port: Some(p),
+                ..flow(scanner, target, 64.0)
+            });
+        }
+    }
+
     fn blocked(recs: &[Value]) -> Vec<&str> {
         recs.iter()
             .map(|r| r["match"]["src"].as_str().unwrap())
@@ -316,12 +326,7 @@ mod tests {
     fn an_address_peers_hold_half_its_flows_or_half_its_bytes() {
         let mut w = Window::default();
         // A scanner: many light flows to its target, one heavy one elsewhere.
-        for p in 1..=40 {
-            w.flows.push(FlowRow {
-                dst_port: Some(p),
-                ..flow("10.0.3.3", "10.0.0.5", 64.0)
-            });
-        }
+        scan(&mut w, "10.0.3.3", "10.0.0.5");
         w.flows.push(flow("10.0.3.3", "10.0.0.9", 9e6));
         // An attacker: one flood among several light flows.
         w.flows.push(flow("10.0.4.4", "10.0.0.7", 9e6));
@@ -353,12 +358,7 @@ mod tests {
     #[test]
     fn a_port_scan_blocks_the_scanner_towards_its_target() {
         let mut w = Window::default();
-        for p in 1..=40 {
-            w.flows.push(FlowRow {
-                dst_port: Some(p),
-                ..flow("10.0.3.3", "10.0.0.5", 64.0)
-            });
-        }
+        scan(&mut w, "10.0.3.3", "10.0.0.5");
         w.flows.push(FlowRow {
             dst_port: Some(443),
             ..flow("10.0.2.2", "10.0.0.5", 9e6)

@@ -16,6 +16,7 @@ use kplane_runtime::metrics::StateMetrics;
 
 use crate::detect::{Alert, AlertKind};
 use crate::panes::Offered;
+use crate::store::StoreCounts;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Outcome {
@@ -97,6 +98,22 @@ impl Default for ProcessorMetrics {
 }
 
 impl ProcessorMetrics {
+    /// Adds what a lane's store did between two of its counts (all lanes share the counters).
+    pub fn add_store(&self, before: &StoreCounts, after: &StoreCounts) {
+        self.store_files
+            .inc_by(after.files_written - before.files_written);
+        self.compactions
+            .inc_by(after.compactions - before.compactions);
+        self.merged_bytes
+            .inc_by(after.merged_bytes - before.merged_bytes);
+        self.compaction_failures
+            .inc_by(after.compaction_failures - before.compaction_failures);
+        self.files_expired
+            .inc_by(after.files_expired - before.files_expired);
+        self.expiry_failures
+            .inc_by(after.expiry_failures - before.expiry_failures);
+    }
+
     pub fn register(&self, root: &mut Registry) {
         let r = root.sub_registry_with_prefix("stream_processor");
         r.register(

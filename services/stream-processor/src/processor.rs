@@ -524,14 +524,7 @@ impl Processor {
         if !published.is_empty() {
             lane.told_through = lane.told_through.max(through_ns);
         }
-        let store_before = (
-            lane.store.files_written,
-            lane.store.compactions,
-            lane.store.merged_bytes,
-            lane.store.compaction_failures,
-            lane.store.files_expired,
-            lane.store.expiry_failures,
-        );
+        let store_before = lane.store.counts;
         let started = Instant::now();
         let latest = (checkpoint.emitted_until_ns, lane.previous_paths.clone());
         let detectors = DetectorState {
@@ -544,25 +537,7 @@ impl Processor {
         StageTimes::lap(&mut self.stages.store, started);
         self.metrics.windows_written.inc_by(n_windows as u64);
         // Counted across lanes: what this commit added.
-        let (files, compactions, merged_bytes, failures, expired, expiry_failures) = store_before;
-        self.metrics
-            .store_files
-            .inc_by(lane.store.files_written - files);
-        self.metrics
-            .compactions
-            .inc_by(lane.store.compactions - compactions);
-        self.metrics
-            .merged_bytes
-            .inc_by(lane.store.merged_bytes - merged_bytes);
-        self.metrics
-            .compaction_failures
-            .inc_by(lane.store.compaction_failures - failures);
-        self.metrics
-            .files_expired
-            .inc_by(lane.store.files_expired - expired);
-        self.metrics
-            .expiry_failures
-            .inc_by(lane.store.expiry_failures - expiry_failures);
+        self.metrics.add_store(&store_before, &lane.store.counts);
         let now = kplane_model::unix_time_ns() as i64;
         if n_windows > 0 && last_arrival > 0 {
             self.metrics

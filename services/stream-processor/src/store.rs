@@ -160,26 +160,32 @@ pub struct LaneStore {
     /// Directories with files of this lane that may still be merged, with the end of their
     /// hour.
     open_dirs: Vec<(PathBuf, i64)>,
-    /// Files written and compacted (for metrics).
-    pub files_written: u64,
-    pub compactions: u64,
-    /// Bytes of the window and alert files commits wrote.
-    pub bytes_written: u64,
-    /// Bytes of the files merges wrote (the write amplification of compaction).
-    pub merged_bytes: u64,
-    /// Merges that failed (logged; their sources stay and are merged later).
-    pub compaction_failures: u64,
+    /// What it has written, merged and removed since it opened (for metrics).
+    pub counts: StoreCounts,
     retention: Retention,
     /// Event time of the last retention sweep.
     swept_ns: i64,
-    /// Files removed past their table's retention, and sweeps that failed (logged; the
-    /// files go at the next sweep).
-    pub files_expired: u64,
-    pub expiry_failures: u64,
     /// Torn last lines found in the checkpoint log on opening (0 or 1).
     pub torn_lines: u64,
     /// The last message the detectors' durable state includes (`-1`: none).
     detectors_through: i64,
+}
+
+/// What a lane's store has written, merged and removed since it opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreCounts {
+    /// Window and alert files commits wrote, and their bytes.
+    pub files_written: u64,
+    pub bytes_written: u64,
+    pub compactions: u64,
+    /// Bytes of the files merges wrote (the write amplification of compaction).
+    pub merged_bytes: u64,
+    /// Merges that failed (logged; their sources stay and are merged later).
+    pub compaction_failures: u64,
+    /// Files removed past their table's retention, and sweeps that failed (logged; the
+    /// files go at the next sweep).
+    pub files_expired: u64,
+    pub expiry_failures: u64,
 }
 
 /// The immediate detectors' state as of a message: restored on open, the detectors skip
@@ -235,15 +241,9 @@ impl LaneStore {
             checkpoint,
             compaction,
             open_dirs: Vec::new(),
-            files_written: 0,
-            compactions: 0,
-            bytes_written: 0,
-            merged_bytes: 0,
-            compaction_failures: 0,
+            counts: StoreCounts::default(),
             retention: Retention::default(),
             swept_ns: i64::MIN,
-            files_expired: 0,
-            expiry_failures: 0,
             torn_lines: u64::from(read.torn_at.is_some()),
             // Without saved state the detectors rebuild theirs from the checkpoint's messages
             // and raise nothing up to `read_until` (those alerts are stored).
@@ -395,7 +395,7 @@ impl LaneStore {
             staged_files.push((stage_bytes(&self.root, &bytes)?, self.detectors_path()));
         }
         for (tmp, _) in &staged_files[..written.len()] {
-            self.bytes_written += std::fs::metadata(tmp)?.len();
+            self.counts.bytes_written += std::fs::metadata(tmp)?.len();
         }
         publish_all(&staged_files)?;
         if let Some(d) = detectors {
@@ -411,7 +411,7 @@ impl LaneStore {
         self.log.write_all(&line)?;
         self.log.sync_data()?;
         self.checkpoint = checkpoint;
-        self.files_written += written.len() as u64;
+        self.counts.files_written += written.len() as u64;
         for (_, dir, start, _, _) in groups {
             if !self.open_dirs.iter().any(|d| d.0 == dir) {
                 self.open_dirs.push((dir, hour_end(start)));
@@ -432,9 +432,9 @@ impl LaneStore {
         }
         self.swept_ns = now;
         match self.retention.sweep(&self.root, &self.lane, now) {
-            Ok(n) => self.files_expired += n,
+            Ok(n) => self.counts.files_expired += n,
             Err(e) => {
-                self.expiry_failures += 1;
+                self.counts.expiry_failures += 1;
                 tracing::warn!(lane = %self.lane, error = %e, "retention sweep failed; retried at the next");
             }
         }
@@ -468,7 +468,7 @@ impl LaneStore {
                         }
                     }
                     Err(e) => {
-                        self.compaction_failures += 1;
+                        self.counts.compaction_failures += 1;
                         tracing::warn!(dir = %dir.display(), error = %e, "compaction failed; its files stay as they are and are merged later");
                     }
                 }
@@ -519,8 +519,8 @@ impl LaneStore {
 
     /// Merges `sources` into one file of the next level ([`kplane_store::compaction::merge`]).
     fn merge(&mut self, dir: &Path, sources: &[Stored]) -> Result<(), ProcessorError> {
-        self.merged_bytes += merge(&self.root, &self.lane, dir, sources)?;
-        self.compactions += 1;
+        self.counts.merged_bytes += merge(&self.root, &self.lane, dir, sources)?;
+        self.counts.compactions += 1;
         Ok(())
     }
 }
@@ -629,7 +629,7 @@ mod tests {
         for end in [30, 40, 50] {
             commit_window(&mut s, end);
         }
-        assert!(s.compactions >= 1);
+        assert!(s.counts.compactions >= 1);
         assert_eq!(stored(&root), vec![10, 20, 30, 40, 50]);
         std::fs::remove_dir_all(&root).unwrap();
     }
@@ -679,7 +679,7 @@ mod tests {
         let mut expected: Vec<i64> = (1..=10).map(|i| i * 10).collect();
         expected.push(HOUR + 10);
         assert_eq!(stored(&root), expected);
-        assert_eq!((s.compactions, s.compaction_failures), (5, 0));
+        assert_eq!((s.counts.compactions, s.counts.compaction_failures), (5, 0));
         std::fs::remove_dir_all(&root).unwrap();
     }
 
@@ -704,7 +704,7 @@ mod tests {
             [2 * HOUR + 10, 3 * HOUR + 10, 4 * HOUR + HOUR / 2]
         );
         assert!(!partition_dir(&root, "t", 0).exists());
-        assert_eq!((s.files_expired, s.expiry_failures), (2, 0));
+        assert_eq!((s.counts.files_expired, s.counts.expiry_failures), (2, 0));
         std::fs::remove_dir_all(&root).unwrap();
     }
 
