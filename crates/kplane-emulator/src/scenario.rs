@@ -19,7 +19,9 @@ pub const SCENARIOS: &[&str] = &[
     "link-failure",
     "routing-loop",
     "black-hole",
+    "link-loss",
     "heavy-hitter",
+    "flash-crowd",
     "all",
     "live",
 ];
@@ -197,22 +199,31 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), E
             );
         }
         "port-scan" => {
-            let v = p.host(sim, "victim", 0);
-            let hosts = sim.topo.host_indices().len();
-            let scanner = p.host(sim, "scanner", hosts.saturating_sub(1));
+            // Vertical (`ports` ports of one host) or, with `hosts`, horizontal: the same
+            // ports on each of `hosts` hosts from the victim on (the scanner skipped).
+            let hosts = sim.topo.host_indices();
+            let scanner = p.host(sim, "scanner", hosts.len().saturating_sub(1));
+            let first = p.get("victim", 0.0).max(0.0) as usize;
+            let count = p.get("hosts", 1.0).clamp(1.0, hosts.len() as f64) as usize;
+            let victims: Vec<NodeIdx> = (0..hosts.len())
+                .map(|i| hosts[(first + i) % hosts.len()])
+                .filter(|h| *h != scanner)
+                .take(count)
+                .collect();
             let start = at(p.get("start", 0.3));
             let ports = p.get("ports", 1024.0).clamp(1.0, 65_535.0) as u16;
             // One probe every `gap` ns (default 10 µs).
             let gap = (p.get("gap-us", 10.0) * 1_000.0).max(1.0) as u64;
-            for port in 1..=ports {
-                let f = sim.flow(scanner, v, 6, (55_555, port), 1, 64, 0);
-                sim.schedule(
-                    start + u64::from(port) * gap,
-                    Action::StartFlow(Box::new(f)),
-                );
+            let mut t = start;
+            for &v in &victims {
+                for port in 1..=ports {
+                    t += gap;
+                    let f = sim.flow(scanner, v, 6, (55_555, port), 1, 64, 0);
+                    sim.schedule(t, Action::StartFlow(Box::new(f)));
+                }
             }
-            let end = start + u64::from(ports) * gap;
-            sim.schedule(start, Action::Truth(json!({"kind": "port_scan", "scanner": sim.topo.nodes[scanner].ip, "victim": sim.topo.nodes[v].ip, "ports": [1, ports], "end_ns": end})));
+            let ips: Vec<_> = victims.iter().map(|v| sim.topo.nodes[*v].ip).collect();
+            sim.schedule(start, Action::Truth(json!({"kind": "port_scan", "scanner": sim.topo.nodes[scanner].ip, "victim": ips.first(), "victims": ips, "ports": [1, ports], "end_ns": t})));
         }
         "link-failure" => {
             let l = inner_link(sim, p.get("link", 0.5).clamp(0.0, 0.999))
@@ -337,6 +348,38 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), E
                 end,
                 Action::Truth(json!({"kind": "black_hole_end", "switch": id})),
             );
+        }
+        "flash-crowd" => {
+            // Many real clients fetching from one host at once (a release, a failover): TCP
+            // to port 443 in full-size packets, each client a few flows one after another,
+            // together `rate` times the target's link rate. Not an attack: what must not be
+            // typed as one or blocked.
+            let target = p.host(sim, "target", 0);
+            let mut clients: Vec<_> = sim
+                .topo
+                .host_indices()
+                .into_iter()
+                .filter(|h| *h != target)
+                .collect();
+            let n = p.get("clients", clients.len() as f64).max(1.0) as usize;
+            clients.truncate(n);
+            let start = at(p.get("start", 0.4));
+            let end = start + at(p.get("duration", 0.2));
+            let rate = sim.topo.links[sim.topo.nodes[target].ports[0].0].rate_bps;
+            let offered = (rate as f64 * p.get("rate", 1.0)) as u64;
+            let per = (offered / clients.len().max(1) as u64).max(1);
+            let gap = 1_000 * 8 * 1_000_000_000 / per;
+            // Four flows per client, back to back over the span.
+            let span = (end - start) / 4;
+            for (i, &c) in clients.iter().enumerate() {
+                for k in 0..4u64 {
+                    let port = 45_000 + (i * 4) as u16 + k as u16;
+                    let f = sim.flow(c, target, 6, (port, 443), span / gap.max(1), 1_000, gap);
+                    sim.schedule(start + k * span, Action::StartFlow(Box::new(f)));
+                }
+            }
+            let ips: Vec<_> = clients.iter().map(|h| sim.topo.nodes[*h].ip).collect();
+            sim.schedule(start, Action::Truth(json!({"kind": "flash_crowd", "target": sim.topo.nodes[target].ip, "clients": ips, "end_ns": end})));
         }
         "heavy-hitter" => {
             // One host sends `flows` long flows to the other hosts in turn, together `rate`

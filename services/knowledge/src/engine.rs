@@ -385,6 +385,15 @@ impl Engine {
         if !self.models.is_empty() {
             out.anomalies = self.score(w, &samples);
         }
+        // An entity-window in an anomaly teaches nothing: retraining learns what normal is,
+        // so an attack does not move the thresholds it is judged by.
+        let flagged: FastSet<(EntityKind, &str)> = self
+            .episodes
+            .keys()
+            .map(|(k, e)| (*k, e.as_str()))
+            .collect();
+        samples.retain(|s| !flagged.contains(&(s.kind, s.entity.as_str())));
+        drop(flagged);
         self.kept.push_back(Kept { samples, series });
         while self.kept.len() > self.cfg.training_windows {
             self.kept.pop_front();
@@ -973,6 +982,13 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let n = raised_at.expect("the silent busy link is raised");
         assert!(n <= 2, "raised after {n} silent windows");
+        // The flagged entity-window is not kept for retraining; the others are.
+        let kept = &e.kept.back().expect("a window kept").samples;
+        let has = |entity: &str| {
+            kept.iter()
+                .any(|s| s.kind == EntityKind::Link && s.entity == entity)
+        };
+        assert!(!has("1:1") && has("1:2"));
     }
 
     #[test]

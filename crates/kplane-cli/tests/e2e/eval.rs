@@ -56,9 +56,10 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
     assert!(report.contains(", 0 lost on the way"), "{report}");
 
     // The models were learnt once, on clean traffic, and every scored run loaded them.
-    let registry: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("state/models.json")).unwrap())
-            .unwrap();
+    let registry: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("ft4-100m/state/models.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(registry["status"], "ready", "{registry}");
     let kinds: Vec<&str> = registry["models"]
         .as_array()
@@ -143,16 +144,19 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
     );
 
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
-    assert!(csv.starts_with("metric,type,value\n"), "{csv}");
-    assert!(csv.contains("recall,port_scan,1\n"), "{csv}");
+    assert!(csv.starts_with("family,table,metric,type,value\n"), "{csv}");
     assert!(
-        csv.contains("scoring_entity_windows_per_second,all,"),
+        csv.contains("all,given-labels,recall,port_scan,1\n"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("ft4-100m,cost,scoring_entity_windows_per_second,all,"),
         "{csv}"
     );
     // Incidents against the injected faults: every fault has one.
     let value = |metric: &str| -> f64 {
         csv.lines()
-            .find_map(|l| l.strip_prefix(&format!("{metric},all,")))
+            .find_map(|l| l.strip_prefix(&format!("all,given-labels,{metric},all,")))
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no {metric} in {csv}"))
     };

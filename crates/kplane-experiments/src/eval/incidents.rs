@@ -13,11 +13,11 @@
 //! incident counted for them over all faults. Per fault: incidents counted for each detected
 //! fault (1 is the aim).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use kplane_model::incidents::{EpisodeBook, Incident, IncidentBook, RootKind};
-use kplane_model::results::EntityKind;
+use kplane_model::results::{Anomaly, EntityKind};
 
 use super::knowledge::Fault;
 use super::pipeline::Outcome;
@@ -40,6 +40,15 @@ pub(super) struct IncidentScore {
 }
 
 impl IncidentScore {
+    pub(super) fn add(&mut self, o: &Self) {
+        self.faults += o.faults;
+        self.detected += o.detected;
+        self.incidents += o.incidents;
+        self.about_a_fault += o.about_a_fault;
+        self.per_detected += o.per_detected;
+        self.clean_incidents += o.clean_incidents;
+        self.clean_seconds += o.clean_seconds;
+    }
     pub(super) fn precision(&self) -> Option<f64> {
         (self.incidents > 0).then(|| self.about_a_fault as f64 / self.incidents as f64)
     }
@@ -51,14 +60,14 @@ impl IncidentScore {
     }
 }
 
-/// The run's incidents, as the API would have made them.
-fn correlate(o: &Outcome) -> IncidentBook {
+/// The run's incidents, as the API would have made them from its alerts and `anomalies`.
+fn correlate(o: &Outcome, anomalies: &[Anomaly]) -> IncidentBook {
     let mut episodes = EpisodeBook::new(usize::MAX >> 1);
     let mut book = IncidentBook::new(usize::MAX >> 1, HOLD);
     // Alerts and anomaly records merged in event-time order.
     let mut alerts: Vec<_> = o.alerts.iter().collect();
     alerts.sort_by_key(|a| a.time_ns);
-    let mut anomalies: Vec<_> = o.anomalies.iter().collect();
+    let mut anomalies: Vec<_> = anomalies.iter().collect();
     anomalies.sort_by_key(|a| a.last_ns);
     let (mut alerts, mut anomalies) = (
         alerts.into_iter().peekable(),
@@ -155,31 +164,37 @@ fn counted_for(start_ns: i64, faults: &[Fault], about: &[usize], window_ns: i64)
     })
 }
 
-/// Scores one run's incidents against its faults; returns each incident's summary with the
-/// faults it is about (`about`: indices into `faults`) and the one it is counted for
-/// (`counted_for`), for `incidents.jsonl`.
+/// Scores one run's incidents (from its alerts and `anomalies`) against its harmful faults;
+/// returns each incident's summary with the faults it is about (`about`: indices into
+/// `faults`) and the one it is counted for (`counted_for`), for `incidents.jsonl`, and for
+/// each member anomaly the fault its incident was counted for.
 pub(super) fn score_run(
     o: &Outcome,
+    anomalies: &[Anomaly],
     faults: &[Fault],
-    clean: bool,
     window_ns: i64,
     into: &mut IncidentScore,
-) -> Vec<serde_json::Value> {
-    let book = correlate(o);
+) -> (Vec<serde_json::Value>, HashMap<String, usize>) {
+    let clean = faults.iter().all(|f| f.benign);
+    let book = correlate(o, anomalies);
     let all = book.list(|_| true, usize::MAX);
     let touched: Vec<Touches> = faults.iter().map(touches).collect();
-    into.faults += faults.len() as u64;
+    into.faults += faults.iter().filter(|f| !f.benign).count() as u64;
     into.incidents += all.len() as u64;
     let mut per_fault = vec![0u64; faults.len()];
     let mut summaries = Vec::with_capacity(all.len());
+    let mut incident_of = HashMap::new();
     for i in &all {
         let about: Vec<usize> = (0..faults.len())
-            .filter(|&k| is_about(i, &faults[k], &touched[k], window_ns))
+            .filter(|&k| !faults[k].benign && is_about(i, &faults[k], &touched[k], window_ns))
             .collect();
         let counted = counted_for(i.start_ns, faults, &about, window_ns);
         if let Some(k) = counted {
             into.about_a_fault += 1;
             per_fault[k] += 1;
+            for m in i.members().filter(|m| m.source == "anomaly") {
+                incident_of.insert(m.id.clone(), k);
+            }
         }
         let mut v = i.summary();
         v["about"] = serde_json::json!(about);
@@ -194,7 +209,7 @@ pub(super) fn score_run(
         into.clean_incidents += all.len() as u64;
         into.clean_seconds += o.virtual_seconds;
     }
-    summaries
+    (summaries, incident_of)
 }
 
 #[cfg(test)]
@@ -207,6 +222,7 @@ mod tests {
         const S: i64 = 1_000_000_000;
         let fault = |kind, start, end| Fault {
             kind,
+            benign: false,
             start_ns: start * S,
             end_ns: end * S,
             primary: Vec::new(),

@@ -18,40 +18,43 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use kplane_emulator::run::RunConfig;
-use kplane_emulator::topology::{LinkSpec, Topology};
-use kplane_knowledge::typer::Labelled;
-use kplane_model::results::{Anomaly, AnomalyPhase, AnomalyType, EntityKind, Forecast};
+use kplane_emulator::topology::Topology;
+use kplane_knowledge::typer::{Labelled, Typer};
+use kplane_model::results::{Anomaly, AnomalyType, EntityKind, Forecast};
 use kplane_model::rng::Rng;
 
+use super::family::Family;
+use super::incidents::{self, IncidentScore};
 use super::pipeline::{Outcome, knowledge_config, run_pipeline};
+use super::score::{Detection, SCORED, TypeScore, raised, retyped, z_vector};
 
 /// The clean run the models learn from.
 pub const TRAIN_SEED: u64 = 9_001;
 /// The labelling runs' first seed.
 pub const LABEL_SEED: u64 = 9_101;
 /// Scored scenarios.
-pub const SCENARIOS: [&str; 6] = [
+pub const SCENARIOS: [&str; 8] = [
     "ddos",
     "port-scan",
     "microburst",
     "link-failure",
     "mixed",
     "clean",
+    "flash-crowd",
+    "heavy-hitter",
 ];
-/// The types scored.
-const SCORED: [AnomalyType; 4] = [
-    AnomalyType::Ddos,
-    AnomalyType::PortScan,
-    AnomalyType::Congestion,
-    AnomalyType::LinkFailure,
-];
-
 #[derive(Debug, Args)]
 pub struct KnowledgeArgs {
-    /// ddos | port-scan | microburst | link-failure | mixed | clean (repeatable), or an emulator
-    /// scenario with parameters, run as given (`ddos:victim=3,rate=4`, docs/emulator.md).
+    /// ddos | port-scan | microburst | link-failure | mixed | clean | flash-crowd | heavy-hitter
+    /// (repeatable), or an emulator scenario with parameters, run as given
+    /// (`ddos:victim=3,rate=4`, docs/emulator.md).
     #[arg(long, default_values_t = ["mixed".to_string(), "clean".to_string()])]
     scenario: Vec<String>,
+    /// Fabric families (repeatable): a preset (ft4-100m, ls-2x4-1g, ft6-1g, ws-20-100m) or a
+    /// spec `topology=…;link-mbps=…;flows=…;elephants=…;jobs=…;job-mbps=…`. With several,
+    /// each is scored held out: its type classifier learns from the other families' labels.
+    #[arg(long, default_values_t = ["ft4-100m".to_string()])]
+    family: Vec<String>,
     /// First seed of the scored runs (scenario parameters are drawn from it).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -67,40 +70,27 @@ pub struct KnowledgeArgs {
     /// Window of the processor and the knowledge service (the deployments' default: 1 s).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     window: Duration,
-    /// Background flows per second (Poisson arrivals between random hosts).
-    #[arg(long, default_value_t = 1_000.0)]
-    flows: f64,
-    /// Share of the background flows that are elephants (1000 packets; mice: 10).
-    #[arg(long, default_value_t = 0.02)]
-    elephant_share: f64,
-    /// Periodic jobs in the background: fixed host pairs, each sending a transfer of a quarter
-    /// of its period (8–20 s) every period (docs/emulator.md).
-    #[arg(long, default_value_t = 8)]
-    jobs: usize,
-    /// Sending rate of a job's transfer, Mb/s.
-    #[arg(long, default_value_t = 10.0)]
-    job_mbps: f64,
-    /// The type classifier's labelled set (JSON, docs/knowledge.md); default: generated from
-    /// the training variants of the scenarios.
+    /// The type classifier's labelled set (JSON, docs/knowledge.md) for every family; default:
+    /// generated from the training variants of the scenarios, per family.
     #[arg(long)]
     labels: Option<PathBuf>,
     /// Labelling runs per training variant (seeds 9101, 9102, …).
     #[arg(long, default_value_t = 3)]
     label_runs: u64,
-    /// Also write the generated labelled set here.
+    /// Also write the labelled set generated from every family here.
     #[arg(long)]
     write_labels: Option<PathBuf>,
     /// Hop latency the processor raises a breach above (`stream-processor.thresholds.
-    /// hop-latency-ns`); default: its default for 10 Gb/s links scaled to these 100 Mb/s ones
-    /// (the same queue depth in packets: 100 µs × 100 = 10 ms).
-    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
-    hop_latency_threshold: Duration,
+    /// hop-latency-ns`); default: its default for 10 Gb/s links scaled to the family's link
+    /// rate (the same queue depth in packets: 10 ms at 100 Mb/s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    hop_latency_threshold: Option<Duration>,
     /// How long a value stays above its threshold before the processor raises the breach
     /// (`stream-processor.thresholds.min-duration`). Default: longer than one background
-    /// elephant (1000 packets of 1500 B at 100 Mb/s: 120 ms) can keep a queue full on its own,
-    /// so sustained congestion is raised and the background's passing bursts are not.
-    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
-    min_duration: Duration,
+    /// elephant can keep a queue full on its own at the family's link rate (200 ms at
+    /// 100 Mb/s), so sustained congestion is raised and passing bursts are not.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    min_duration: Option<Duration>,
     /// Windows of 1 s the training and scoring cost is measured on (3600: an hour).
     #[arg(long, default_value_t = 3_600)]
     cost_windows: usize,
@@ -113,7 +103,11 @@ pub struct KnowledgeArgs {
 /// One injected fault and the entities it is about.
 #[derive(Clone, Debug)]
 pub(super) struct Fault {
+    /// The type it should be raised as; `unknown` for benign traffic.
     pub(super) kind: AnomalyType,
+    /// Traffic that is not a fault (a flash crowd, a heavy hitter): what must not be typed as
+    /// an attack or blocked.
+    pub(super) benign: bool,
     pub(super) start_ns: i64,
     pub(super) end_ns: i64,
     /// (entity kind, entity or, for queues, `node/` prefix).
@@ -121,7 +115,7 @@ pub(super) struct Fault {
 }
 
 impl Fault {
-    fn is_primary(&self, a: &Anomaly) -> bool {
+    pub(super) fn is_primary(&self, a: &Anomaly) -> bool {
         self.primary.iter().any(|(k, e)| {
             *k == a.entity_kind
                 && if *k == EntityKind::Queue {
@@ -134,7 +128,7 @@ impl Fault {
 
     /// Whether `a`'s windows meet the fault's (one window early for the window holding its
     /// start, `close_after` + 1 late for its aftermath).
-    fn overlaps(&self, a: &Anomaly, window_ns: i64) -> bool {
+    pub(super) fn overlaps(&self, a: &Anomaly, window_ns: i64) -> bool {
         a.start_ns <= self.end_ns + 3 * window_ns && a.last_ns >= self.start_ns - window_ns
     }
 }
@@ -176,19 +170,48 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
                 }
                 out.push(Fault {
                     kind: AnomalyType::Ddos,
+                    benign: false,
                     start_ns: t(e, "t_ns"),
                     end_ns: t(e, "end_ns"),
                     primary,
                 });
             }
-            "port_scan" => out.push(Fault {
-                kind: AnomalyType::PortScan,
+            "port_scan" => {
+                let mut primary = vec![(EntityKind::Source, s(e, "scanner"))];
+                for v in e["victims"].as_array().into_iter().flatten() {
+                    if let Some(ip) = v.as_str() {
+                        primary.push((EntityKind::Destination, ip.to_string()));
+                    }
+                }
+                out.push(Fault {
+                    kind: AnomalyType::PortScan,
+                    benign: false,
+                    start_ns: t(e, "t_ns"),
+                    end_ns: t(e, "end_ns"),
+                    primary,
+                });
+            }
+            "flash_crowd" => {
+                let mut primary = vec![(EntityKind::Destination, s(e, "target"))];
+                for c in e["clients"].as_array().into_iter().flatten() {
+                    if let Some(ip) = c.as_str() {
+                        primary.push((EntityKind::Source, ip.to_string()));
+                    }
+                }
+                out.push(Fault {
+                    kind: AnomalyType::Unknown,
+                    benign: true,
+                    start_ns: t(e, "t_ns"),
+                    end_ns: t(e, "end_ns"),
+                    primary,
+                });
+            }
+            "heavy_hitter_start" => out.push(Fault {
+                kind: AnomalyType::Unknown,
+                benign: true,
                 start_ns: t(e, "t_ns"),
                 end_ns: t(e, "end_ns"),
-                primary: vec![
-                    (EntityKind::Source, s(e, "scanner")),
-                    (EntityKind::Destination, s(e, "victim")),
-                ],
+                primary: vec![(EntityKind::Source, s(e, "source"))],
             }),
             "link_down" => {
                 let ids: Vec<u32> = e["link"]
@@ -200,6 +223,7 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
                 if let [a, b] = ids[..] {
                     out.push(Fault {
                         kind: AnomalyType::LinkFailure,
+                        benign: false,
                         start_ns: t(e, "t_ns"),
                         end_ns: t(e, "end_ns"),
                         primary: link_entities(&o.topology, a, b),
@@ -220,6 +244,7 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     for (node, (start, end, target)) in bursts {
         out.push(Fault {
             kind: AnomalyType::Congestion,
+            benign: false,
             start_ns: start,
             end_ns: end,
             primary: vec![
@@ -236,7 +261,10 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
 /// scans); congestion for a queue that filled during any fault (collateral, but real);
 /// `unknown` otherwise (a false alarm when no fault was under way).
 fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> AnomalyType {
-    let during: Vec<&Fault> = faults.iter().filter(|i| i.overlaps(a, window_ns)).collect();
+    let during: Vec<&Fault> = faults
+        .iter()
+        .filter(|i| !i.benign && i.overlaps(a, window_ns))
+        .collect();
     let mut about = during.iter().filter(|i| i.is_primary(a));
     if let Some(i) = about.clone().find(|i| i.kind == a.anomaly_type) {
         return i.kind;
@@ -250,73 +278,51 @@ fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> AnomalyType {
     AnomalyType::Unknown
 }
 
-/// The standardised features of an anomaly in model order (from its explanation).
-fn z_vector(a: &Anomaly) -> Vec<f64> {
-    kplane_knowledge::features::names(a.entity_kind)
-        .iter()
-        .map(|n| {
-            a.explanation
-                .features
-                .iter()
-                .find(|f| f.name == *n)
-                .map_or(0.0, |f| f.z)
-        })
-        .collect()
-}
-
-/// Learnt anomalies as they were raised: each episode's start, and the update that typed it
-/// if its start was untyped (facts from alerts are not scored here).
-fn raised(o: &Outcome) -> impl Iterator<Item = &Anomaly> {
-    let mut typed_at_start = std::collections::HashSet::new();
-    o.anomalies.iter().filter(move |a| {
-        let learnt = !matches!(
-            a.anomaly_type,
-            AnomalyType::RoutingLoop | AnomalyType::BlackHole
-        );
-        match a.phase {
-            AnomalyPhase::Start => {
-                if a.anomaly_type != AnomalyType::Unknown {
-                    typed_at_start.insert(a.id.as_str());
-                }
-                learnt
-            }
-            AnomalyPhase::Update => {
-                learnt
-                    && a.anomaly_type != AnomalyType::Unknown
-                    && typed_at_start.insert(a.id.as_str())
-            }
-            AnomalyPhase::End => false,
-        }
-    })
-}
-
-/// The emulator scenario of a scored run: parameters drawn from `seed`, never the training
-/// variants' (victim 0, the last host scanning, the middle link, the last host bursting).
+/// The emulator scenario of a scored run on `fam`: parameters drawn from `seed`, never the
+/// training variants' (victim 0, the last host scanning, the middle link, the last host
+/// bursting). Attacks are scaled to the family's traffic: a DDoS at 0.5–10× the victim's usual
+/// from a few or many sources; vertical and horizontal scans, fast (10 µs between probes) to
+/// slow (5 ms); the benign flash crowd at 2–10× its target's usual.
 ///
 /// A scenario with parameters (`ddos:victim=3,rate=4`, several joined by `+`; docs/emulator.md)
 /// is run as given: operators script their own.
-pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
+pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<String> {
     if scenario.contains(':') || scenario.contains('+') {
         return Ok(scenario.to_string());
     }
     let mut d = Rng::new(seed);
+    let h = fam.hosts as u64;
+    let log_uniform = |d: &mut Rng, lo: f64, hi: f64| (d.real(lo.ln(), hi.ln())).exp();
     let ddos = |d: &mut Rng, start: f64| {
+        let victim = d.int(1, h - 1);
+        let attackers = if d.int(0, 2) == 0 {
+            d.int(2, 5)
+        } else {
+            d.int(6, (h - 1).min(40) + 1)
+        };
+        let times = log_uniform(d, 0.5, 10.0);
         format!(
-            "ddos:victim={},attackers={},rate={:.2},start={start:.2},duration={:.2}",
-            d.int(1, 14),
-            d.int(4, 12),
-            d.real(1.5, 3.0),
+            "ddos:victim={victim},attackers={attackers},rate={:.4},start={start:.2},duration={:.2}",
+            fam.of_link(times),
             d.real(0.15, 0.25)
         )
     };
     let scan = |d: &mut Rng, start: f64| {
-        format!(
-            "port-scan:victim={},scanner={},ports={},gap-us={},start={start:.2}",
-            d.int(1, 8),
-            d.int(8, 15),
-            d.int(300, 2_000),
-            d.int(10, 60)
-        )
+        let victim = d.int(1, h / 2);
+        let scanner = d.int(h / 2, h - 1);
+        let gap_us = log_uniform(d, 10.0, 5_000.0).round();
+        if d.int(0, 2) == 0 {
+            format!(
+                "port-scan:victim={victim},scanner={scanner},ports={},gap-us={gap_us},start={start:.2}",
+                d.int(300, 2_001)
+            )
+        } else {
+            format!(
+                "port-scan:victim={victim},scanner={scanner},hosts={},ports={},gap-us={gap_us},start={start:.2}",
+                d.int(4, (h - 2).min(12) + 1),
+                d.int(20, 101)
+            )
+        }
     };
     let link = |d: &mut Rng, start: f64| {
         // Any switch-to-switch link but the middle one.
@@ -330,12 +336,12 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
         )
     };
     let burst = |d: &mut Rng, start: f64| {
-        // Not the web profile: its bursts (25 µs median) are shorter than one packet on the
-        // evaluation's 100 Mb/s links (80 µs), so they queue nothing — no congestion to find.
+        // Not the web profile: its bursts (25 µs median) are shorter than one packet on
+        // 100 Mb/s links (80 µs), so they queue nothing — no congestion to find.
         let profile = ["-cache", "-hadoop"][d.int(0, 2) as usize];
         format!(
             "microburst{profile}:target={},start={start:.2},end={:.2}",
-            d.int(0, 14),
+            d.int(0, h - 1),
             start + 0.3
         )
     };
@@ -347,6 +353,19 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
         // Apart in time so that each is scored on its own.
         "mixed" => [ddos(&mut d, 0.35), scan(&mut d, 0.55), link(&mut d, 0.7)].join("+"),
         "clean" => "none".into(),
+        "flash-crowd" => format!(
+            "flash-crowd:target={},clients={},rate={:.4},start=0.4,duration={:.2}",
+            d.int(1, h - 1),
+            d.int(h / 2, h),
+            fam.of_link(log_uniform(&mut d, 2.0, 10.0)),
+            d.real(0.15, 0.25)
+        ),
+        "heavy-hitter" => format!(
+            "heavy-hitter:source={},flows={},rate={:.2},start=0.4,end=0.7",
+            d.int(1, h - 1),
+            d.int(16, 65),
+            d.real(0.3, 0.8)
+        ),
         other => bail!(
             "unknown scenario {other:?} (one of {})",
             SCENARIOS.join(", ")
@@ -354,64 +373,41 @@ pub fn scored_spec(scenario: &str, seed: u64) -> anyhow::Result<String> {
     })
 }
 
-/// The training variants the labelled set comes from: victims, scanners and burst targets
-/// among the first and last hosts, scans of 200 to 1024 ports, and links at 0.5 and 0.97 along
-/// the list, which the scored runs never draw.
-const LABELLING: [&str; 9] = [
-    "ddos:start=0.5",
-    "ddos:victim=15,attackers=6,rate=2,start=0.4,duration=0.25",
-    "port-scan:start=0.5",
-    "port-scan:victim=15,scanner=0,ports=600,gap-us=30,start=0.4",
-    "port-scan:victim=0,scanner=15,ports=200,gap-us=100,start=0.6",
-    "link-failure:start=0.5,duration=0.3",
-    "link-failure:link=0.97,start=0.5,duration=0.25",
-    "microburst-hadoop:start=0.5,end=0.8",
-    "microburst-cache:target=15,start=0.3,end=0.7",
-];
+/// The training variants the labelled set comes from, on `fam`: victims, scanners and burst
+/// targets among the first and last hosts, scans of 200 to 1024 ports, DDoS at 4× and 8× the
+/// victim's usual, and links at 0.5 and 0.97 along the list, which the scored runs never draw.
+fn labelling(fam: &Family) -> Vec<String> {
+    let last = fam.hosts - 1;
+    vec![
+        format!("ddos:start=0.5,rate={:.4}", fam.of_link(8.0)),
+        format!(
+            "ddos:victim={last},attackers=6,rate={:.4},start=0.4,duration=0.25",
+            fam.of_link(4.0)
+        ),
+        "port-scan:start=0.5".into(),
+        format!("port-scan:victim={last},scanner=0,ports=600,gap-us=30,start=0.4"),
+        format!("port-scan:victim=0,scanner={last},ports=200,gap-us=100,start=0.6"),
+        "link-failure:start=0.5,duration=0.3".into(),
+        "link-failure:link=0.97,start=0.5,duration=0.25".into(),
+        "microburst-hadoop:start=0.5,end=0.8".into(),
+        format!("microburst-cache:target={last},start=0.3,end=0.7"),
+    ]
+}
 
-fn emulation(a: &KnowledgeArgs, spec: &str, seconds: u64, seed: u64) -> RunConfig {
+fn emulation(fam: &Family, spec: &str, seconds: u64, seed: u64) -> RunConfig {
     let mut rc = RunConfig {
+        topology: fam.topology.clone(),
         duration: Duration::from_secs(seconds),
         scenario: spec.into(),
-        flows_per_second: a.flows,
-        elephant_share: a.elephant_share,
-        jobs: a.jobs,
-        job_rate_bps: (a.job_mbps * 1e6) as u64,
-        // 100 Mb/s links: a DDoS at twice the victim's link rate stays small enough to emulate.
-        link: LinkSpec {
-            rate_bps: 100_000_000,
-            ..LinkSpec::default()
-        },
+        flows_per_second: fam.flows,
+        elephant_share: fam.elephants,
+        jobs: fam.jobs,
+        job_rate_bps: (fam.job_mbps * 1e6) as u64,
+        link: fam.link(),
         ..RunConfig::default()
     };
     rc.sim.seed = seed;
     rc
-}
-
-/// Per type: (raised as it, of them right, injected, detected, detection delays in windows).
-#[derive(Debug, Default)]
-struct TypeScore {
-    raised: u64,
-    right: u64,
-    injected: u64,
-    detected: u64,
-    delays: Vec<f64>,
-}
-
-impl TypeScore {
-    fn precision(&self) -> Option<f64> {
-        (self.raised > 0).then(|| self.right as f64 / self.raised as f64)
-    }
-    fn recall(&self) -> Option<f64> {
-        (self.injected > 0).then(|| self.detected as f64 / self.injected as f64)
-    }
-    fn f1(&self) -> Option<f64> {
-        match (self.precision(), self.recall()) {
-            (Some(p), Some(r)) if p + r > 0.0 => Some(2.0 * p * r / (p + r)),
-            (Some(_), Some(_)) => Some(0.0),
-            _ => None,
-        }
-    }
 }
 
 /// Forecast errors of one method: windows, sum of |error| / actual (actual > 0), sum of
@@ -432,6 +428,12 @@ impl Err3 {
             self.n_pct += 1;
             self.abs_pct += (predicted - actual).abs() / actual;
         }
+    }
+    fn add_all(&mut self, o: &Self) {
+        self.n += o.n;
+        self.n_pct += o.n_pct;
+        self.abs_pct += o.abs_pct;
+        self.sq += o.sq;
     }
     pub(super) fn mape(&self) -> f64 {
         100.0 * self.abs_pct / self.n_pct.max(1) as f64
@@ -466,77 +468,68 @@ pub(super) fn score_forecasts(forecasts: &[Forecast], into: &mut ForecastScore) 
     }
 }
 
+/// One family's results.
 #[derive(Debug, Default)]
-struct Totals {
-    types: BTreeMap<AnomalyType, TypeScore>,
-    false_alarms: u64,
-    virtual_seconds: f64,
-    clean_false_alarms: u64,
-    clean_seconds: f64,
+struct FamilyTotals {
+    /// Typed as the scored runs typed them (with the labels of [`LabelSource`]).
+    scored: Detection,
+    /// The same anomalies typed again by a classifier that also learnt this family's labels
+    /// (only when the scored runs' was held out).
+    in_family: Option<Detection>,
+    incidents: IncidentScore,
     forecasts: ForecastScore,
     runs: u64,
     reports_sent: u64,
     reports_lost: u64,
-    incidents: super::incidents::IncidentScore,
+}
+
+/// Where the scored runs' type classifier learnt from.
+#[derive(Debug)]
+enum LabelSource {
+    /// `--labels FILE`, for every family.
+    File(PathBuf),
+    /// The family's own training variants (one family: nothing is held out).
+    SameFamily,
+    /// The other families' training variants: each family held out.
+    OtherFamilies,
 }
 
 /// Scores one run; returns its incidents' summaries.
 fn score_run(
     o: &Outcome,
-    scenario: &str,
     window_ns: i64,
-    totals: &mut Totals,
+    t: &mut FamilyTotals,
+    in_family: Option<&Typer>,
 ) -> Vec<serde_json::Value> {
     let injected = faults(o);
-    for a in raised(o) {
-        let truth = truth_label(a, &injected, window_ns);
-        let s = totals.types.entry(a.anomaly_type).or_default();
-        s.raised += 1;
-        if truth == a.anomaly_type {
-            s.right += 1;
-        }
-        if truth == AnomalyType::Unknown && !injected.iter().any(|i| i.overlaps(a, window_ns)) {
-            totals.false_alarms += 1;
-            if scenario == "clean" {
-                totals.clean_false_alarms += 1;
-            }
-        }
+    let (incidents, incident_of) =
+        incidents::score_run(o, &o.anomalies, &injected, window_ns, &mut t.incidents);
+    t.scored
+        .score(o, &o.anomalies, &injected, window_ns, &incident_of);
+    if let Some(typer) = in_family {
+        let again = retyped(&o.anomalies, typer);
+        let (_, of) = incidents::score_run(
+            o,
+            &again,
+            &injected,
+            window_ns,
+            &mut IncidentScore::default(),
+        );
+        t.in_family
+            .get_or_insert_with(Detection::default)
+            .score(o, &again, &injected, window_ns, &of);
     }
-    for i in &injected {
-        let s = totals.types.entry(i.kind).or_default();
-        s.injected += 1;
-        let first = raised(o)
-            .filter(|a| a.anomaly_type == i.kind && i.is_primary(a) && i.overlaps(a, window_ns))
-            .map(|a| a.last_ns)
-            .min();
-        if let Some(at) = first {
-            s.detected += 1;
-            s.delays
-                .push(((at - i.start_ns) as f64 / window_ns as f64).max(0.0));
-        }
-    }
-    let incidents = super::incidents::score_run(
-        o,
-        &injected,
-        scenario == "clean",
-        window_ns,
-        &mut totals.incidents,
-    );
-    totals.virtual_seconds += o.virtual_seconds;
-    if scenario == "clean" {
-        totals.clean_seconds += o.virtual_seconds;
-    }
-    score_forecasts(&o.forecasts, &mut totals.forecasts);
-    totals.runs += 1;
-    totals.reports_sent += o.reports_sent;
-    totals.reports_lost += o.reports_lost;
+    score_forecasts(&o.forecasts, &mut t.forecasts);
+    t.runs += 1;
+    t.reports_sent += o.reports_sent;
+    t.reports_lost += o.reports_lost;
     incidents
 }
 
 /// The labelled entity-windows of a labelling run.
 fn labels_of(o: &Outcome, window_ns: i64) -> Vec<Labelled> {
     let injected = faults(o);
-    raised(o)
+    raised(&o.anomalies)
         .map(|a| Labelled {
             kind: a.entity_kind,
             z: z_vector(a),
@@ -549,127 +542,194 @@ fn fmt(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{v:.2}"))
 }
 
+/// A family's directory name: its preset name, or its spec made safe for a path.
+fn dir_name(fam: &Family) -> String {
+    fam.name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn read_labels(p: &Path) -> anyhow::Result<Vec<Labelled>> {
+    serde_json::from_str(&std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?)
+        .with_context(|| format!("{}: not a labelled set", p.display()))
+}
+
 pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
+    let families = a
+        .family
+        .iter()
+        .map(|f| Family::parse(f))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     for s in &a.scenario {
-        scored_spec(s, 0)?;
+        for f in &families {
+            scored_spec(s, 0, f)?;
+        }
     }
     let out = match &a.out {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("kplane-eval-knowledge-{}", std::process::id())),
     };
-    let state = out.join("state");
-    if state.exists() {
-        std::fs::remove_dir_all(&state).with_context(|| format!("{}", state.display()))?;
-    }
-    std::fs::create_dir_all(&state)?;
     let stores = out.join("stores");
     let _ = std::fs::remove_dir_all(&stores);
-    let store = |name: &str| stores.join(name);
     let window = a.window.max(Duration::from_millis(10));
     let window_ns = window.as_nanos() as i64;
-    let thresholds = kplane_stream_processor::config::Thresholds {
-        hop_latency_ns: a.hop_latency_threshold.as_nanos() as u64,
-        min_duration: a.min_duration,
-        ..Default::default()
-    };
     let window_count = (a.train_seconds as u128 * 1_000 / window.as_millis()) as usize;
     // Trained with a margin before the run ends (training runs beside the scoring).
     let min_windows = (window_count * 9 / 10).max(20);
+    let thresholds = |fam: &Family| kplane_stream_processor::config::Thresholds {
+        hop_latency_ns: a
+            .hop_latency_threshold
+            .unwrap_or_else(|| fam.hop_latency_threshold())
+            .as_nanos() as u64,
+        min_duration: a.min_duration.unwrap_or_else(|| fam.min_duration()),
+        ..Default::default()
+    };
+    let source = match (&a.labels, families.len()) {
+        (Some(p), _) => LabelSource::File(p.clone()),
+        (None, 1) => LabelSource::SameFamily,
+        (None, _) => LabelSource::OtherFamilies,
+    };
 
-    // 1. Train on clean traffic.
-    eprintln!(
-        "kplane eval knowledge: training on {} s of clean traffic (seed {TRAIN_SEED})",
-        a.train_seconds
-    );
-    run_pipeline(
-        &store("train"),
-        window,
-        &thresholds,
-        knowledge_config(&state, window, min_windows),
-        emulation(&a, "none", a.train_seconds, TRAIN_SEED),
-        || {
-            state
-                .join(kplane_knowledge::registry::Registry::FILE)
-                .exists()
-        },
-    )?;
-    let registry = kplane_knowledge::registry::Registry::load(&state)
-        .map_err(anyhow::Error::msg)?
-        .context("no model registry after the training run")?;
-    if registry.models.is_empty() {
-        bail!("no model trained: {}", registry.message);
-    }
-    let training_seconds = registry.history.last().map_or(0.0, |t| t.seconds);
-
-    // 2. The type classifier's labelled set.
-    let labels: Vec<Labelled> = match &a.labels {
-        Some(p) => serde_json::from_str(
-            &std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
-        )
-        .with_context(|| format!("{}: not a labelled set", p.display()))?,
-        None => {
-            let mut all = Vec::new();
-            for (i, spec) in LABELLING.iter().enumerate() {
+    // 1–2. Per family: the models of normal behaviour from its clean traffic, and the labels
+    // of its training variants.
+    let mut labels: Vec<Vec<Labelled>> = Vec::new();
+    let mut training_seconds = Vec::new();
+    for fam in &families {
+        let state = out.join(dir_name(fam)).join("state");
+        if state.exists() {
+            std::fs::remove_dir_all(&state).with_context(|| format!("{}", state.display()))?;
+        }
+        std::fs::create_dir_all(&state)?;
+        let store = |name: &str| stores.join(format!("{}-{name}", dir_name(fam)));
+        eprintln!(
+            "kplane eval knowledge: {}: training on {} s of clean traffic (seed {TRAIN_SEED})",
+            fam.name, a.train_seconds
+        );
+        run_pipeline(
+            &store("train"),
+            window,
+            &thresholds(fam),
+            knowledge_config(&state, window, min_windows),
+            emulation(fam, "none", a.train_seconds, TRAIN_SEED),
+            || {
+                state
+                    .join(kplane_knowledge::registry::Registry::FILE)
+                    .exists()
+            },
+        )?;
+        let registry = kplane_knowledge::registry::Registry::load(&state)
+            .map_err(anyhow::Error::msg)?
+            .context("no model registry after the training run")?;
+        if registry.models.is_empty() {
+            bail!("{}: no model trained: {}", fam.name, registry.message);
+        }
+        training_seconds.push(registry.history.last().map_or(0.0, |t| t.seconds));
+        let mut own = Vec::new();
+        if a.labels.is_none() {
+            for (i, spec) in labelling(fam).iter().enumerate() {
                 for r in 0..a.label_runs {
                     let seed = LABEL_SEED + 100 * r + i as u64;
-                    eprintln!("kplane eval knowledge: labelling {spec} (seed {seed})");
+                    eprintln!(
+                        "kplane eval knowledge: {}: labelling {spec} (seed {seed})",
+                        fam.name
+                    );
                     let o = run_pipeline(
                         &store(&format!("label-{seed}")),
                         window,
-                        &thresholds,
+                        &thresholds(fam),
                         knowledge_config(&state, window, min_windows),
-                        emulation(&a, spec, a.seconds, seed),
+                        emulation(fam, spec, a.seconds, seed),
                         || true,
                     )?;
-                    all.extend(labels_of(&o, window_ns));
+                    own.extend(labels_of(&o, window_ns));
                 }
             }
-            all
         }
-    };
-    let text = serde_json::to_string_pretty(&labels)?;
-    std::fs::write(state.join("types.json"), &text)?;
-    if let Some(p) = &a.write_labels {
-        std::fs::write(p, &text).with_context(|| format!("{}", p.display()))?;
+        labels.push(own);
     }
+    let given = a.labels.as_deref().map(read_labels).transpose()?;
+    if let Some(p) = &a.write_labels {
+        let all = given.clone().unwrap_or_else(|| labels.concat());
+        std::fs::write(p, serde_json::to_string_pretty(&all)?)
+            .with_context(|| format!("{}", p.display()))?;
+    }
+    // Typing again with every family's labels, this one's included: the in-family table.
+    let everyone = match source {
+        LabelSource::OtherFamilies => Typer::train(&labels.concat()).ok(),
+        _ => None,
+    };
 
-    // 3. Scored runs.
-    let mut totals = Totals::default();
+    // 3. Scored runs, each family with the labels it may see.
+    let mut totals: Vec<FamilyTotals> = Vec::new();
     let mut anomalies = std::fs::File::create(out.join("anomalies.jsonl"))?;
     let mut incidents = std::fs::File::create(out.join("incidents.jsonl"))?;
-    for scenario in &a.scenario {
-        for r in 0..a.runs {
-            let seed = a.seed + r;
-            let spec = scored_spec(scenario, seed)?;
-            eprintln!("kplane eval knowledge: {scenario} seed {seed}: {spec}");
-            let o = run_pipeline(
-                &store(&format!("{scenario}-{seed}")),
-                window,
-                &thresholds,
-                knowledge_config(&state, window, min_windows),
-                emulation(&a, &spec, a.seconds, seed),
-                || true,
-            )?;
-            let injected = faults(&o);
-            for x in raised(&o) {
-                let mut v = serde_json::to_value(x)?;
-                v["eval"] = serde_json::json!({"scenario": scenario, "seed": seed, "spec": spec,
-                    "truth": truth_label(x, &injected, window_ns)});
-                writeln!(anomalies, "{v}")?;
-            }
-            let eval = serde_json::json!({"scenario": scenario, "seed": seed, "spec": spec,
-                "faults": injected.iter().map(|f| serde_json::json!({"kind": f.kind,
-                    "start_ns": f.start_ns, "end_ns": f.end_ns, "entities": f.primary}))
-                    .collect::<Vec<_>>()});
-            for mut v in score_run(&o, scenario, window_ns, &mut totals) {
-                v["eval"] = eval.clone();
-                writeln!(incidents, "{v}")?;
+    for (f, fam) in families.iter().enumerate() {
+        let state = out.join(dir_name(fam)).join("state");
+        let seen: Vec<Labelled> = match &source {
+            LabelSource::File(_) => given.clone().unwrap_or_default(),
+            LabelSource::SameFamily => labels[f].clone(),
+            LabelSource::OtherFamilies => labels
+                .iter()
+                .enumerate()
+                .filter(|(g, _)| *g != f)
+                .flat_map(|(_, l)| l.iter().cloned())
+                .collect(),
+        };
+        std::fs::write(state.join("types.json"), serde_json::to_string(&seen)?)?;
+        let mut t = FamilyTotals::default();
+        for scenario in &a.scenario {
+            for r in 0..a.runs {
+                let seed = a.seed + r;
+                let spec = scored_spec(scenario, seed, fam)?;
+                eprintln!(
+                    "kplane eval knowledge: {}: {scenario} seed {seed}: {spec}",
+                    fam.name
+                );
+                let o = run_pipeline(
+                    &stores.join(format!("{}-{scenario}-{seed}", dir_name(fam))),
+                    window,
+                    &thresholds(fam),
+                    knowledge_config(&state, window, min_windows),
+                    emulation(fam, &spec, a.seconds, seed),
+                    || true,
+                )?;
+                let injected = faults(&o);
+                let eval = serde_json::json!({"family": fam.name, "scenario": scenario,
+                    "seed": seed, "spec": spec});
+                for mut v in score_run(&o, window_ns, &mut t, everyone.as_ref()) {
+                    v["eval"] = eval.clone();
+                    v["eval"]["faults"] = injected
+                        .iter()
+                        .map(|f| {
+                            serde_json::json!({"kind": f.kind, "benign": f.benign,
+                            "start_ns": f.start_ns, "end_ns": f.end_ns, "entities": f.primary})
+                        })
+                        .collect();
+                    writeln!(incidents, "{v}")?;
+                }
+                for x in raised(&o.anomalies) {
+                    let mut v = serde_json::to_value(x)?;
+                    v["eval"] = eval.clone();
+                    v["eval"]["truth"] = serde_json::json!(truth_label(x, &injected, window_ns));
+                    writeln!(anomalies, "{v}")?;
+                }
             }
         }
+        totals.push(t);
     }
 
-    // 4. Cost: training on an hour of 1 s windows, scoring on one core.
-    let (history, _) = kplane_knowledge::history::windows(&store("train"), usize::MAX);
+    // 4. Cost: training on an hour of 1 s windows, scoring on one core (the first family).
+    let (history, _) = kplane_knowledge::history::windows(
+        &stores.join(format!("{}-train", dir_name(&families[0]))),
+        usize::MAX,
+    );
     let n = a.cost_windows.max(20);
     let hour = kplane_knowledge::bench::repeat(&history, n, 1_000_000_000);
     let bench_dir = out.join("bench-state");
@@ -681,13 +741,13 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     let (scored, secs) = kplane_knowledge::bench::score(&mut engine, &hour);
 
     let cost = Cost {
-        training_seconds,
+        training_seconds: training_seconds[0],
         windows: n,
         hour_training,
         scored,
         secs,
     };
-    let report = report(&a, &totals, &cost, &out);
+    let report = report(&a, &families, &source, &totals, &cost, &out);
     std::fs::write(out.join("report.md"), &report.0)?;
     std::fs::write(out.join("results.csv"), &report.1)?;
     print!("{}", report.0);
@@ -696,7 +756,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
 
 /// Training and scoring cost.
 struct Cost {
-    /// The clean run's training.
+    /// The first family's clean run's training.
     training_seconds: f64,
     /// 1 s windows of the measured training and scoring.
     windows: usize,
@@ -705,47 +765,25 @@ struct Cost {
     secs: f64,
 }
 
-/// The markdown report and the CSV.
-fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, String) {
-    let mut md = String::new();
-    let mut csv = String::from("metric,type,value\n");
-    let mut row = |metric: &str, ty: &str, v: f64| {
-        csv += &format!("{metric},{ty},{v}\n");
-    };
-    md += &format!(
-        "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each, {} ms windows, \
-         {} background flows/s ({} % elephants) and {} periodic jobs of {} Mb/s; models trained on {} s of clean traffic (seed \
-         {TRAIN_SEED}); the processor raises breaches above {} hop latency (held {}); results in {}.\n\n",
-        a.scenario.join(", "),
-        a.runs,
-        a.seed,
-        a.seed + a.runs.saturating_sub(1),
-        a.seconds,
-        a.window.as_millis(),
-        a.flows,
-        100.0 * a.elephant_share,
-        a.jobs,
-        a.job_mbps,
-        a.train_seconds,
-        humantime::format_duration(a.hop_latency_threshold),
-        humantime::format_duration(a.min_duration),
-        out.display()
-    );
-    md += "| type | injected | detected | recall | raised as it | right | precision | F1 | delay (windows, mean) |\n";
-    md += "|---|---|---|---|---|---|---|---|---|\n";
+/// The rows of `results.csv`: `family,table,metric,type,value`.
+#[derive(Default)]
+struct Csv(String);
+
+impl Csv {
+    fn row(&mut self, family: &str, table: &str, metric: &str, ty: &str, v: f64) {
+        self.0 += &format!("{family},{table},{metric},{ty},{v}\n");
+    }
+}
+
+const TYPE_HEADER: &str = "| type | injected | detected | recall | raised as it | right | precision | F1 | delay (windows, mean) |\n|---|---|---|---|---|---|---|---|---|\n";
+
+/// A detection table's rows (the scored types, then `unknown` and every type together), and
+/// its figures in the CSV.
+fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> String {
+    let mut md = String::from(TYPE_HEADER);
+    let empty = TypeScore::default();
     for ty in SCORED {
-        let s = t
-            .types
-            .get(&ty)
-            .map_or_else(TypeScore::default, |s| TypeScore {
-                raised: s.raised,
-                right: s.right,
-                injected: s.injected,
-                detected: s.detected,
-                delays: s.delays.clone(),
-            });
-        let delay =
-            (!s.delays.is_empty()).then(|| s.delays.iter().sum::<f64>() / s.delays.len() as f64);
+        let s = d.types.get(&ty).unwrap_or(&empty);
         md += &format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             ty.as_str(),
@@ -756,77 +794,204 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
             s.right,
             fmt(s.precision()),
             fmt(s.f1()),
-            fmt(delay)
+            fmt(s.delay())
         );
         for (m, v) in [
             ("recall", s.recall()),
             ("precision", s.precision()),
             ("f1", s.f1()),
-            ("delay_windows", delay),
+            ("delay_windows", s.delay()),
         ] {
             if let Some(v) = v {
-                row(m, ty.as_str(), v);
+                csv.row(family, table, m, ty.as_str(), v);
             }
         }
     }
-    let i = &t.incidents;
+    let unknown = d.types.get(&AnomalyType::Unknown).unwrap_or(&empty);
+    let raised: u64 = d.types.values().map(|s| s.raised).sum();
+    let right: u64 = d.types.values().map(|s| s.right).sum();
+    md += &format!(
+        "| unknown | – | – | – | {} | {} | {} | – | – |\n| **all raised** | | | | {raised} | {right} | {} | | |\n",
+        unknown.raised,
+        unknown.right,
+        fmt(unknown.precision()),
+        fmt(d.precision_all())
+    );
+    if let Some(p) = d.precision_all() {
+        csv.row(family, table, "precision", "all", p);
+    }
+    let per_hour = |n: u64, s: f64| n as f64 / (s / 3_600.0).max(1e-9);
+    md += &format!(
+        "\nFalse alarms (wrong, while nothing harmful was under way): {} in {:.0} virtual s → {:.1} \
+         per hour; on runs with nothing harmful injected (clean, benign) {} in {:.0} s → {:.1} per \
+         hour. Raised after an attack ended (up to 60 s, within the runs: {:.0} s of aftermath): {}. \
+         Benign traffic ({} flash crowds and heavy hitters): typed as an attack {} times, {} with a \
+         block recommended.\n",
+        d.false_alarms,
+        d.seconds,
+        per_hour(d.false_alarms, d.seconds),
+        d.quiet_false_alarms,
+        d.quiet_seconds,
+        per_hour(d.quiet_false_alarms, d.quiet_seconds),
+        d.after_seconds,
+        d.after_attack,
+        d.benign_faults,
+        d.benign_attacks,
+        d.benign_blocked
+    );
+    csv.row(
+        family,
+        table,
+        "false_alarms_per_hour",
+        "all",
+        per_hour(d.false_alarms, d.seconds),
+    );
+    if d.quiet_seconds > 0.0 {
+        csv.row(
+            family,
+            table,
+            "false_alarms_per_hour",
+            "quiet",
+            per_hour(d.quiet_false_alarms, d.quiet_seconds),
+        );
+    }
+    csv.row(
+        family,
+        table,
+        "raised_after_attack",
+        "all",
+        d.after_attack as f64,
+    );
+    csv.row(
+        family,
+        table,
+        "benign_typed_attack",
+        "all",
+        d.benign_attacks as f64,
+    );
+    md
+}
+
+/// The markdown report and the CSV.
+fn report(
+    a: &KnowledgeArgs,
+    families: &[Family],
+    source: &LabelSource,
+    totals: &[FamilyTotals],
+    c: &Cost,
+    out: &Path,
+) -> (String, String) {
+    let mut md = String::new();
+    let mut csv = Csv(String::from("family,table,metric,type,value\n"));
+    md += &format!(
+        "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each, {} ms windows; \
+         models of normal behaviour trained per family on {} s of its clean traffic (seed \
+         {TRAIN_SEED}); results in {}.\n\n",
+        a.scenario.join(", "),
+        a.runs,
+        a.seed,
+        a.seed + a.runs.saturating_sub(1),
+        a.seconds,
+        a.window.as_millis(),
+        a.train_seconds,
+        out.display()
+    );
+    md += "| family | topology | hosts | links | flows/s | elephants | periodic jobs | breach above (held) |\n|---|---|---|---|---|---|---|---|\n";
+    for f in families {
+        md += &format!(
+            "| {} | {} | {} | {} Mb/s | {} | {} % | {} × {} Mb/s | {} ({}) |\n",
+            f.name,
+            f.topology,
+            f.hosts,
+            f.link_mbps,
+            f.flows,
+            100.0 * f.elephants,
+            f.jobs,
+            f.job_mbps,
+            humantime::format_duration(
+                a.hop_latency_threshold
+                    .unwrap_or_else(|| f.hop_latency_threshold())
+            ),
+            humantime::format_duration(a.min_duration.unwrap_or_else(|| f.min_duration())),
+        );
+    }
+    let (scored_table, title) = match source {
+        LabelSource::File(p) => (
+            "given-labels",
+            format!("Typed with the labels of {}", p.display()),
+        ),
+        LabelSource::SameFamily => (
+            "in-family",
+            "Typed with this family's own labels (nothing held out)".to_string(),
+        ),
+        LabelSource::OtherFamilies => (
+            "held-out",
+            "Held out: each family typed with the other families' labels only".to_string(),
+        ),
+    };
+    let mut all = Detection::default();
+    let mut all_in = Detection::default();
+    let mut inc = IncidentScore::default();
+    let mut forecasts = ForecastScore::default();
+    let (mut sent, mut lost) = (0, 0);
+    for t in totals {
+        all.add(&t.scored);
+        if let Some(d) = &t.in_family {
+            all_in.add(d);
+        }
+        inc.add(&t.incidents);
+        for (k, v) in &t.forecasts {
+            let e = forecasts.entry(k.clone()).or_default();
+            for (x, y) in e.iter_mut().zip(v) {
+                x.add_all(y);
+            }
+        }
+        sent += t.reports_sent;
+        lost += t.reports_lost;
+    }
+    md += &format!("\n## {title}\n\n");
+    md += &detection_table(&all, "all", scored_table, &mut csv);
+    if families.len() > 1 {
+        for (f, t) in families.iter().zip(totals) {
+            md += &format!("\n### {} ({})\n\n", f.name, scored_table);
+            md += &detection_table(&t.scored, &f.name, scored_table, &mut csv);
+        }
+        if totals.iter().any(|t| t.in_family.is_some()) {
+            md += "\n## In family: the same anomalies typed by a classifier that also learnt each family's own labels\n\n";
+            md += &detection_table(&all_in, "all", "in-family", &mut csv);
+        }
+    }
     md += &format!(
         "\nIncidents (docs/incidents.md: alerts and anomalies correlated by root, hold {} s) against \
          the injected faults: {} faults, {} with an incident → recall {}; {} incidents, {} about a \
-         fault → precision {}; {} incidents per detected fault, each incident counted for one (1 is the aim); on clean runs {} \
+         fault → precision {}; {} incidents per detected fault, each incident counted for one (1 is the aim); on runs with nothing harmful injected {} \
          incidents in {:.0} s.\n",
         super::incidents::HOLD.as_secs(),
-        i.faults,
-        i.detected,
-        fmt(i.recall()),
-        i.incidents,
-        i.about_a_fault,
-        fmt(i.precision()),
-        fmt(i.per_fault()),
-        i.clean_incidents,
-        i.clean_seconds
+        inc.faults,
+        inc.detected,
+        fmt(inc.recall()),
+        inc.incidents,
+        inc.about_a_fault,
+        fmt(inc.precision()),
+        fmt(inc.per_fault()),
+        inc.clean_incidents,
+        inc.clean_seconds
     );
     for (m, v) in [
-        ("incident_recall", i.recall()),
-        ("incident_precision", i.precision()),
-        ("incidents_per_fault", i.per_fault()),
+        ("incident_recall", inc.recall()),
+        ("incident_precision", inc.precision()),
+        ("incidents_per_fault", inc.per_fault()),
     ] {
         if let Some(v) = v {
-            row(m, "all", v);
+            csv.row("all", scored_table, m, "all", v);
         }
     }
-    let unknown = t.types.get(&AnomalyType::Unknown).map_or(0, |s| s.raised);
-    md += &format!("\nRaised as `unknown`: {unknown}.\n");
     md += &format!(
-        "\nReports: {} sent, {} lost on the way into the collector (the emulator is paced by it).\n",
-        t.reports_sent, t.reports_lost
+        "\nReports: {sent} sent, {lost} lost on the way into the collector (the emulator is paced by it).\n"
     );
-    row("reports_lost", "all", t.reports_lost as f64);
-    let per_hour = |n: u64, s: f64| n as f64 / (s / 3_600.0).max(1e-9);
-    md += &format!(
-        "\nFalse alarms (raised while nothing was injected): {} in {:.0} virtual s → {:.1} per hour; \
-         on clean runs {} in {:.0} s → {:.1} per hour.\n",
-        t.false_alarms,
-        t.virtual_seconds,
-        per_hour(t.false_alarms, t.virtual_seconds),
-        t.clean_false_alarms,
-        t.clean_seconds,
-        per_hour(t.clean_false_alarms, t.clean_seconds)
-    );
-    row(
-        "false_alarms_per_hour",
-        "all",
-        per_hour(t.false_alarms, t.virtual_seconds),
-    );
-    if t.clean_seconds > 0.0 {
-        row(
-            "false_alarms_per_hour",
-            "clean",
-            per_hour(t.clean_false_alarms, t.clean_seconds),
-        );
-    }
+    csv.row("all", scored_table, "reports_lost", "all", lost as f64);
     md += "\n| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | vs EWMA | RMSE model | RMSE last value | RMSE EWMA |\n|---|---|---|---|---|---|---|---|---|\n";
-    for (series, [m, l, e]) in &t.forecasts {
+    for (series, [m, l, e]) in &forecasts {
         let gain = 100.0 * (1.0 - m.mape() / e.mape().max(1e-9));
         md += &format!(
             "| {series} | {} | {:.1} % | {:.1} % | {:.1} % | {gain:+.0} % | {:.1} | {:.1} | {:.1} |\n",
@@ -838,27 +1003,39 @@ fn report(a: &KnowledgeArgs, t: &Totals, c: &Cost, out: &Path) -> (String, Strin
             l.rmse(),
             e.rmse()
         );
-        row("forecast_mape_model", series, m.mape());
-        row("forecast_mape_last_value", series, l.mape());
-        row("forecast_mape_ewma", series, e.mape());
-        row("forecast_mape_gain_vs_ewma_pct", series, gain);
-        row("forecast_rmse_model", series, m.rmse());
-        row("forecast_rmse_ewma", series, e.rmse());
+        for (metric, v) in [
+            ("forecast_mape_model", m.mape()),
+            ("forecast_mape_last_value", l.mape()),
+            ("forecast_mape_ewma", e.mape()),
+            ("forecast_mape_gain_vs_ewma_pct", gain),
+            ("forecast_rmse_model", m.rmse()),
+            ("forecast_rmse_ewma", e.rmse()),
+        ] {
+            csv.row("all", scored_table, metric, series, v);
+        }
     }
     let rate = c.scored as f64 / c.secs.max(1e-9);
     md += &format!(
-        "\nTraining: {:.2} s on the clean run's windows; {:.2} s on {} windows of 1 s (the clean run's, \
+        "\nTraining ({}): {:.2} s on the clean run's windows; {:.2} s on {} windows of 1 s (the clean run's, \
          repeated), one thread. Scoring: {} entity-windows in {:.3} s → {rate:.0} entity-windows/s on one \
          core (features, models, episodes, forecasts).\n",
-        c.training_seconds, c.hour_training, c.windows, c.scored, c.secs
+        families[0].name, c.training_seconds, c.hour_training, c.windows, c.scored, c.secs
     );
-    row(
+    csv.row(
+        &families[0].name,
+        "cost",
         "training_seconds",
         &format!("{}_windows_of_1s", c.windows),
         c.hour_training,
     );
-    row("scoring_entity_windows_per_second", "all", rate);
-    (md, csv)
+    csv.row(
+        &families[0].name,
+        "cost",
+        "scoring_entity_windows_per_second",
+        "all",
+        rate,
+    );
+    (md, csv.0)
 }
 
 #[cfg(test)]
@@ -867,10 +1044,25 @@ mod tests {
 
     #[test]
     fn scored_runs_draw_parameters_apart_from_the_training_variants() {
+        let fam = Family::parse("ft4-100m").unwrap();
         for seed in 0..50 {
-            let s = scored_spec("ddos", seed).unwrap();
+            let s = scored_spec("ddos", seed, &fam).unwrap();
             assert!(!s.contains("victim=0,"), "{s}");
-            let l = scored_spec("link-failure", seed).unwrap();
+            // 0.5–10× the victim's usual, as a fraction of its link rate.
+            let rate: f64 = s
+                .split("rate=")
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(
+                (fam.of_link(0.5) - 1e-4..=fam.of_link(10.0) + 1e-4).contains(&rate),
+                "{s}"
+            );
+            let l = scored_spec("link-failure", seed, &fam).unwrap();
             let at: f64 = l["link-failure:link=".len()..]
                 .split(',')
                 .next()
@@ -879,20 +1071,30 @@ mod tests {
                 .unwrap();
             assert!(!(0.45..0.55).contains(&at), "{l}");
         }
+        let scans: Vec<String> = (0..20)
+            .map(|seed| scored_spec("port-scan", seed, &fam).unwrap())
+            .collect();
+        assert!(scans.iter().any(|s| s.contains("hosts=")), "{scans:?}");
+        assert!(scans.iter().any(|s| !s.contains("hosts=")), "{scans:?}");
         assert_eq!(
-            scored_spec("ddos", 3).unwrap(),
-            scored_spec("ddos", 3).unwrap()
+            scored_spec("ddos", 3, &fam).unwrap(),
+            scored_spec("ddos", 3, &fam).unwrap()
         );
         assert_ne!(
-            scored_spec("ddos", 3).unwrap(),
-            scored_spec("ddos", 4).unwrap()
+            scored_spec("ddos", 3, &fam).unwrap(),
+            scored_spec("ddos", 4, &fam).unwrap()
         );
-        assert!(scored_spec("mixed", 1).unwrap().contains('+'));
-        assert!(scored_spec("flood", 1).is_err());
+        assert!(scored_spec("mixed", 1, &fam).unwrap().contains('+'));
+        assert!(
+            scored_spec("flash-crowd", 1, &fam)
+                .unwrap()
+                .starts_with("flash-crowd:")
+        );
+        assert!(scored_spec("flood", 1, &fam).is_err());
     }
 
     #[test]
-    fn an_entity_in_two_faults_is_right_as_either_and_a_burst_target_is_congestion() {
+    fn an_entity_in_two_faults_is_labelled_either_and_benign_traffic_is_labelled_unknown() {
         let anomaly = |kind: EntityKind, entity: &str, ty: AnomalyType| Anomaly {
             id: format!("{}:{entity}:1", kind.as_str()),
             entity_kind: kind,
@@ -906,13 +1108,14 @@ mod tests {
             last_ns: 2_000,
             windows: 1,
             detected_ns: 0,
-            phase: AnomalyPhase::Start,
+            phase: kplane_model::results::AnomalyPhase::Start,
             model_version: 1,
             explanation: Default::default(),
             recommendations: Vec::new(),
         };
-        let fault = |kind, primary: Vec<(EntityKind, &str)>| Fault {
+        let fault = |kind, benign, primary: Vec<(EntityKind, &str)>| Fault {
             kind,
+            benign,
             start_ns: 0,
             end_ns: 5_000,
             primary: primary
@@ -923,6 +1126,7 @@ mod tests {
         let faults = [
             fault(
                 AnomalyType::Ddos,
+                false,
                 vec![
                     (EntityKind::Destination, "10.0.0.1"),
                     (EntityKind::Source, "10.0.0.9"),
@@ -930,6 +1134,7 @@ mod tests {
             ),
             fault(
                 AnomalyType::PortScan,
+                false,
                 vec![
                     (EntityKind::Source, "10.0.0.9"),
                     (EntityKind::Destination, "10.0.0.2"),
@@ -937,10 +1142,16 @@ mod tests {
             ),
             fault(
                 AnomalyType::Congestion,
+                false,
                 vec![
                     (EntityKind::Queue, "5/"),
                     (EntityKind::Destination, "10.0.0.7"),
                 ],
+            ),
+            fault(
+                AnomalyType::Unknown,
+                true,
+                vec![(EntityKind::Destination, "10.0.0.4")],
             ),
         ];
         let truth = |a: &Anomaly| truth_label(a, &faults, 1_000);
@@ -958,20 +1169,17 @@ mod tests {
         assert_eq!(truth(&queue), AnomalyType::Congestion);
         let bystander = anomaly(EntityKind::Source, "10.0.0.3", AnomalyType::Ddos);
         assert_eq!(truth(&bystander), AnomalyType::Unknown);
+        let crowd = anomaly(EntityKind::Destination, "10.0.0.4", AnomalyType::Ddos);
+        assert_eq!(truth(&crowd), AnomalyType::Unknown);
     }
 
     #[test]
-    fn precision_recall_and_f1() {
-        let s = TypeScore {
-            raised: 4,
-            right: 3,
-            injected: 2,
-            detected: 2,
-            delays: vec![1.0],
-        };
-        assert_eq!(s.precision(), Some(0.75));
-        assert_eq!(s.recall(), Some(1.0));
-        assert!((s.f1().unwrap() - 6.0 / 7.0).abs() < 1e-9);
-        assert_eq!(TypeScore::default().f1(), None);
+    fn training_variants_scale_with_the_family() {
+        for (name, _) in super::super::family::PRESETS {
+            let fam = Family::parse(name).unwrap();
+            let v = labelling(&fam);
+            assert_eq!(v.len(), 9);
+            assert!(v[1].contains(&format!("victim={}", fam.hosts - 1)), "{v:?}");
+        }
     }
 }

@@ -1,10 +1,12 @@
 //! `kplane eval …`: components scored against the emulator's ground truth, printed as a table
 //! with the parameters (docs/knowledge.md#evaluation).
 
+mod family;
 mod incidents;
 mod knowledge;
 mod pipeline;
 mod replay;
+mod score;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,376 @@
+//! Scoring that can fail: what `kplane eval knowledge` counts as right, per anomaly and per
+//! fault, and the totals a table is printed from.
+//!
+//! * An anomaly is **right** when its entity is one the fault is about and its type is the
+//!   fault's; **collateral** (also right) when it is part of the incident counted for a
+//!   harmful fault it overlaps, is not on an entity that fault is about, and is not typed as
+//!   an attack (which would block a bystander); **wrong** otherwise — `unknown` included, and
+//!   everything raised about benign traffic (a flash crowd, a heavy hitter).
+//! * A fault is **detected** when an anomaly of its type was raised on an entity it is about.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kplane_model::results::{Anomaly, AnomalyPhase, AnomalyType};
+
+use super::knowledge::Fault;
+use super::pipeline::Outcome;
+
+/// Seconds after a harmful fault's end in which anything newly raised counts as raised by
+/// the return to normal.
+pub(super) const AFTER_ATTACK_NS: i64 = 60_000_000_000;
+
+/// The types scored.
+pub(super) const SCORED: [AnomalyType; 4] = [
+    AnomalyType::Ddos,
+    AnomalyType::PortScan,
+    AnomalyType::Congestion,
+    AnomalyType::LinkFailure,
+];
+
+fn is_attack(t: AnomalyType) -> bool {
+    matches!(t, AnomalyType::Ddos | AnomalyType::PortScan)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    Right,
+    Collateral,
+    Wrong,
+}
+
+/// What an anomaly is worth against the run's faults; `incident_of` maps an anomaly id to the
+/// fault its incident was counted for.
+pub(super) fn verdict(
+    a: &Anomaly,
+    faults: &[Fault],
+    window_ns: i64,
+    incident_of: &HashMap<String, usize>,
+) -> Verdict {
+    let harmful = |f: &&Fault| !f.benign && f.overlaps(a, window_ns);
+    let about: Vec<&Fault> = faults
+        .iter()
+        .filter(harmful)
+        .filter(|f| f.is_primary(a))
+        .collect();
+    if about.iter().any(|f| f.kind == a.anomaly_type) {
+        return Verdict::Right;
+    }
+    if !about.is_empty() || is_attack(a.anomaly_type) {
+        return Verdict::Wrong;
+    }
+    match incident_of.get(&a.id).map(|&k| &faults[k]) {
+        Some(f) if harmful(&f) => Verdict::Collateral,
+        _ => Verdict::Wrong,
+    }
+}
+
+/// Learnt anomalies as they were raised: each episode's start, and the update that typed it
+/// if its start was untyped (facts from alerts are not scored here).
+pub(super) fn raised(anomalies: &[Anomaly]) -> impl Iterator<Item = &Anomaly> {
+    let mut typed_at_start = std::collections::HashSet::new();
+    anomalies.iter().filter(move |a| {
+        let learnt = !matches!(
+            a.anomaly_type,
+            AnomalyType::RoutingLoop | AnomalyType::BlackHole
+        );
+        match a.phase {
+            AnomalyPhase::Start => {
+                if a.anomaly_type != AnomalyType::Unknown {
+                    typed_at_start.insert(a.id.as_str());
+                }
+                learnt
+            }
+            AnomalyPhase::Update => {
+                learnt
+                    && a.anomaly_type != AnomalyType::Unknown
+                    && typed_at_start.insert(a.id.as_str())
+            }
+            AnomalyPhase::End => false,
+        }
+    })
+}
+
+/// Per type: (raised as it, of them right or collateral, injected, detected, delays in windows).
+#[derive(Clone, Debug, Default)]
+pub(super) struct TypeScore {
+    pub(super) raised: u64,
+    pub(super) right: u64,
+    pub(super) injected: u64,
+    pub(super) detected: u64,
+    pub(super) delays: Vec<f64>,
+}
+
+impl TypeScore {
+    pub(super) fn precision(&self) -> Option<f64> {
+        (self.raised > 0).then(|| self.right as f64 / self.raised as f64)
+    }
+    pub(super) fn recall(&self) -> Option<f64> {
+        (self.injected > 0).then(|| self.detected as f64 / self.injected as f64)
+    }
+    pub(super) fn f1(&self) -> Option<f64> {
+        match (self.precision(), self.recall()) {
+            (Some(p), Some(r)) if p + r > 0.0 => Some(2.0 * p * r / (p + r)),
+            (Some(_), Some(_)) => Some(0.0),
+            _ => None,
+        }
+    }
+    pub(super) fn delay(&self) -> Option<f64> {
+        (!self.delays.is_empty())
+            .then(|| self.delays.iter().sum::<f64>() / self.delays.len() as f64)
+    }
+    fn add(&mut self, o: &Self) {
+        self.raised += o.raised;
+        self.right += o.right;
+        self.injected += o.injected;
+        self.detected += o.detected;
+        self.delays.extend_from_slice(&o.delays);
+    }
+}
+
+/// One table's counts: a family's runs, or all of them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Detection {
+    pub(super) types: BTreeMap<AnomalyType, TypeScore>,
+    /// Wrong anomalies raised while no harmful fault was under way, and the virtual seconds.
+    pub(super) false_alarms: u64,
+    pub(super) seconds: f64,
+    /// The same on the runs with nothing harmful injected (clean, flash crowd, heavy hitter).
+    pub(super) quiet_false_alarms: u64,
+    pub(super) quiet_seconds: f64,
+    /// Anomalies newly raised after a harmful fault ended (within [`AFTER_ATTACK_NS`] and the
+    /// run), and the seconds of aftermath the runs held.
+    pub(super) after_attack: u64,
+    pub(super) after_seconds: f64,
+    /// Raised about benign traffic: typed as an attack, and of those with a block recommended.
+    pub(super) benign_attacks: u64,
+    pub(super) benign_blocked: u64,
+    pub(super) benign_faults: u64,
+}
+
+impl Detection {
+    /// Of everything raised (`unknown` included), the share right or collateral.
+    pub(super) fn precision_all(&self) -> Option<f64> {
+        let (raised, right) = self
+            .types
+            .values()
+            .fold((0, 0), |(n, r), s| (n + s.raised, r + s.right));
+        (raised > 0).then(|| right as f64 / raised as f64)
+    }
+
+    pub(super) fn add(&mut self, o: &Self) {
+        for (t, s) in &o.types {
+            self.types.entry(*t).or_default().add(s);
+        }
+        self.false_alarms += o.false_alarms;
+        self.seconds += o.seconds;
+        self.quiet_false_alarms += o.quiet_false_alarms;
+        self.quiet_seconds += o.quiet_seconds;
+        self.after_attack += o.after_attack;
+        self.after_seconds += o.after_seconds;
+        self.benign_attacks += o.benign_attacks;
+        self.benign_blocked += o.benign_blocked;
+        self.benign_faults += o.benign_faults;
+    }
+
+    /// Scores one run's `anomalies` (as raised, or re-typed) against its `faults`.
+    pub(super) fn score(
+        &mut self,
+        o: &Outcome,
+        anomalies: &[Anomaly],
+        faults: &[Fault],
+        window_ns: i64,
+        incident_of: &HashMap<String, usize>,
+    ) {
+        let quiet = faults.iter().all(|f| f.benign);
+        let run_end = (o.virtual_seconds * 1e9) as i64;
+        for a in raised(anomalies) {
+            let v = verdict(a, faults, window_ns, incident_of);
+            let s = self.types.entry(a.anomaly_type).or_default();
+            s.raised += 1;
+            if v != Verdict::Wrong {
+                s.right += 1;
+            }
+            let under_way = faults.iter().any(|f| !f.benign && f.overlaps(a, window_ns));
+            if v == Verdict::Wrong && !under_way {
+                self.false_alarms += 1;
+                if quiet {
+                    self.quiet_false_alarms += 1;
+                }
+            }
+            let after = faults.iter().any(|f| {
+                !f.benign
+                    && a.start_ns > f.end_ns + window_ns
+                    && a.start_ns <= f.end_ns + AFTER_ATTACK_NS
+            });
+            if after && !under_way {
+                self.after_attack += 1;
+            }
+            if is_attack(a.anomaly_type)
+                && faults
+                    .iter()
+                    .any(|f| f.benign && f.overlaps(a, window_ns) && f.is_primary(a))
+            {
+                self.benign_attacks += 1;
+                if !a.recommendations.is_empty() {
+                    self.benign_blocked += 1;
+                }
+            }
+        }
+        for f in faults {
+            if f.benign {
+                self.benign_faults += 1;
+                continue;
+            }
+            self.after_seconds += ((run_end - f.end_ns).clamp(0, AFTER_ATTACK_NS)) as f64 / 1e9;
+            let s = self.types.entry(f.kind).or_default();
+            s.injected += 1;
+            let first = raised(anomalies)
+                .filter(|a| a.anomaly_type == f.kind && f.is_primary(a) && f.overlaps(a, window_ns))
+                .map(|a| a.last_ns)
+                .min();
+            if let Some(at) = first {
+                s.detected += 1;
+                s.delays
+                    .push(((at - f.start_ns) as f64 / window_ns as f64).max(0.0));
+            }
+        }
+        self.seconds += o.virtual_seconds;
+        if quiet {
+            self.quiet_seconds += o.virtual_seconds;
+        }
+    }
+}
+
+/// `anomalies` typed again by `typer` from their standardised features (facts from alerts and
+/// episode ends keep theirs): what a classifier trained on other labels would have said.
+pub(super) fn retyped(
+    anomalies: &[Anomaly],
+    typer: &kplane_knowledge::typer::Typer,
+) -> Vec<Anomaly> {
+    anomalies
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            let learnt = !matches!(
+                a.anomaly_type,
+                AnomalyType::RoutingLoop | AnomalyType::BlackHole
+            );
+            if learnt && a.phase != AnomalyPhase::End && !a.explanation.features.is_empty() {
+                let (t, confidence) = typer.classify(a.entity_kind, &z_vector(&a));
+                a.anomaly_type = t;
+                a.confidence = confidence;
+            }
+            a
+        })
+        .collect()
+}
+
+/// The standardised features of an anomaly in model order (from its explanation).
+pub(super) fn z_vector(a: &Anomaly) -> Vec<f64> {
+    kplane_knowledge::features::names(a.entity_kind)
+        .iter()
+        .map(|n| {
+            a.explanation
+                .features
+                .iter()
+                .find(|f| f.name == *n)
+                .map_or(0.0, |f| f.z)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kplane_model::results::EntityKind;
+
+    fn anomaly(kind: EntityKind, entity: &str, ty: AnomalyType) -> Anomaly {
+        Anomaly {
+            id: format!("{}:{entity}:1", kind.as_str()),
+            entity_kind: kind,
+            entity: entity.into(),
+            anomaly_type: ty,
+            confidence: 1.0,
+            score: 10.0,
+            threshold: 1.0,
+            start_ns: 1_000,
+            end_ns: None,
+            last_ns: 2_000,
+            windows: 1,
+            detected_ns: 0,
+            phase: AnomalyPhase::Start,
+            model_version: 1,
+            explanation: Default::default(),
+            recommendations: Vec::new(),
+        }
+    }
+
+    fn fault(kind: AnomalyType, benign: bool, primary: Vec<(EntityKind, &str)>) -> Fault {
+        Fault {
+            kind,
+            benign,
+            start_ns: 0,
+            end_ns: 5_000,
+            primary: primary
+                .into_iter()
+                .map(|(k, e)| (k, e.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn only_the_faults_type_on_its_entities_or_its_incidents_collateral_is_right() {
+        let faults = [
+            fault(
+                AnomalyType::Ddos,
+                false,
+                vec![
+                    (EntityKind::Destination, "10.0.0.1"),
+                    (EntityKind::Source, "10.0.0.9"),
+                ],
+            ),
+            fault(
+                AnomalyType::Unknown,
+                true,
+                vec![(EntityKind::Destination, "10.0.0.5")],
+            ),
+        ];
+        let queue = anomaly(EntityKind::Queue, "5/2", AnomalyType::Congestion);
+        let mut incidents = HashMap::new();
+        let judge = |a: &Anomaly, i: &HashMap<String, usize>| verdict(a, &faults, 1_000, i);
+        // The victim typed as the fault is right; typed congestion it is wrong.
+        let victim = anomaly(EntityKind::Destination, "10.0.0.1", AnomalyType::Ddos);
+        assert_eq!(judge(&victim, &incidents), Verdict::Right);
+        let congested = anomaly(EntityKind::Destination, "10.0.0.1", AnomalyType::Congestion);
+        assert_eq!(judge(&congested, &incidents), Verdict::Wrong);
+        // A queue on the path: right only inside the DDoS's incident.
+        assert_eq!(judge(&queue, &incidents), Verdict::Wrong);
+        incidents.insert(queue.id.clone(), 0);
+        assert_eq!(judge(&queue, &incidents), Verdict::Collateral);
+        // A bystander typed as an attack is wrong even inside the incident (it would be blocked).
+        let bystander = anomaly(EntityKind::Source, "10.0.0.3", AnomalyType::Ddos);
+        incidents.insert(bystander.id.clone(), 0);
+        assert_eq!(judge(&bystander, &incidents), Verdict::Wrong);
+        // `unknown` on the victim is wrong; anything about benign traffic is wrong.
+        let unknown = anomaly(EntityKind::Destination, "10.0.0.1", AnomalyType::Unknown);
+        assert_eq!(judge(&unknown, &incidents), Verdict::Wrong);
+        let crowd = anomaly(EntityKind::Destination, "10.0.0.5", AnomalyType::Unknown);
+        incidents.insert(crowd.id.clone(), 1);
+        assert_eq!(judge(&crowd, &incidents), Verdict::Wrong);
+    }
+
+    #[test]
+    fn precision_recall_and_f1() {
+        let s = TypeScore {
+            raised: 4,
+            right: 3,
+            injected: 2,
+            detected: 2,
+            delays: vec![1.0],
+        };
+        assert_eq!(s.precision(), Some(0.75));
+        assert_eq!(s.recall(), Some(1.0));
+        assert!((s.f1().unwrap() - 6.0 / 7.0).abs() < 1e-9);
+        assert_eq!(TypeScore::default().f1(), None);
+    }
+}
