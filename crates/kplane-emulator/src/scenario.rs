@@ -531,4 +531,29 @@ mod tests {
         truth(&mut s, "ddos_start");
         truth(&mut s, "port_scan");
     }
+
+    #[test]
+    fn a_horizontal_scan_probes_several_hosts_and_a_flash_crowd_names_its_clients() {
+        let mut s = sim();
+        apply(
+            &mut s,
+            "port-scan:victim=2,scanner=3,hosts=4,ports=5,gap-us=1,start=0",
+            1_000_000,
+        )
+        .unwrap();
+        let t = truth(&mut s, "port_scan");
+        let hosts = s.topo.host_indices();
+        let ip = |i: usize| json!(s.topo.nodes[hosts[i]].ip);
+        // Four hosts from the victim on, the scanner skipped; 20 probes 1 µs apart.
+        assert_eq!(t["victims"], json!([ip(2), ip(4), ip(5), ip(6)]));
+        assert_eq!(t["victim"], ip(2));
+        assert_eq!(t["end_ns"], 20_000);
+
+        let mut c = sim();
+        apply(&mut c, "flash-crowd:target=1,clients=5,start=0", 1_000_000).unwrap();
+        let t = truth(&mut c, "flash_crowd");
+        assert_eq!(t["target"], ip(1));
+        assert_eq!(t["clients"].as_array().unwrap().len(), 5);
+        assert!(!t["clients"].as_array().unwrap().contains(&ip(1)));
+    }
 }

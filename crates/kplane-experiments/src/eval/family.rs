@@ -7,15 +7,17 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use kplane_emulator::topology::{LinkSpec, Topology};
 
-/// The shipped families: (name, spec). `ft4-100m` is the fabric the shipped labels come from.
-pub const PRESETS: [(&str, &str); 4] = [
+/// The shipped families: (name, spec). `ft4-100m` is the fabric the shipped labels come from;
+/// `indep-3tier` is the independent generator's (`kplane-tracegen`), which shares no code
+/// with the emulator.
+pub const PRESETS: [(&str, &str); 5] = [
     (
         "ft4-100m",
         "topology=fat-tree:4;link-mbps=100;flows=1000;elephants=0.02;jobs=8;job-mbps=10",
     ),
     (
         "ls-2x4-1g",
-        "topology=leaf-spine:2,4,4;link-mbps=1000;flows=2000;elephants=0.05;jobs=0",
+        "topology=leaf-spine:2,4,4;link-mbps=1000;flows=1000;elephants=0.03;jobs=0",
     ),
     (
         "ft6-1g",
@@ -25,7 +27,25 @@ pub const PRESETS: [(&str, &str); 4] = [
         "ws-20-100m",
         "topology=watts-strogatz:20,4,0.2,7;link-mbps=100;flows=400;elephants=0.02;jobs=4;job-mbps=10",
     ),
+    (
+        "indep-3tier",
+        "generator=independent;topology=three-tier:8,8,4,8;link-mbps=1000;flows=400",
+    ),
 ];
+
+/// Mean packets of the independent generator's flows.
+const INDEPENDENT_PACKETS: f64 = 10.0;
+/// Its mean packet size (most packets are in the heavy tail's 1500-byte flows).
+const INDEPENDENT_PACKET_BYTES: f64 = 1_200.0;
+
+/// Where a family's traffic comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Generator {
+    /// kplane's emulator (`kplane-emulator`).
+    Emulator,
+    /// The independent generator (`kplane-tracegen`): its own fabric, flows and attacks.
+    Independent,
+}
 
 /// Packets of a background elephant and of a mouse, and their size (docs/emulator.md).
 const ELEPHANT_PACKETS: f64 = 1_000.0;
@@ -36,6 +56,7 @@ const PACKET_BYTES: f64 = 1_000.0;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Family {
     pub name: String,
+    pub generator: Generator,
     pub topology: String,
     pub link_mbps: f64,
     /// Background flow arrivals per second.
@@ -51,7 +72,9 @@ pub struct Family {
 
 impl Family {
     /// A preset's name, or a spec `topology=…;link-mbps=…;flows=…;elephants=…;jobs=…;job-mbps=…`
-    /// (every key optional; defaults are `ft4-100m`'s), named after itself.
+    /// (every key optional; defaults are `ft4-100m`'s), named after itself. With
+    /// `generator=independent` the topology is the independent generator's
+    /// (`three-tier:E,A,C,H`) and only `link-mbps` and `flows` apply.
     pub fn parse(s: &str) -> anyhow::Result<Self> {
         let (name, spec) = match PRESETS.iter().find(|(n, _)| *n == s) {
             Some((n, spec)) => (n.to_string(), *spec),
@@ -64,6 +87,7 @@ impl Family {
         };
         let mut f = Self {
             name,
+            generator: Generator::Emulator,
             topology: "fat-tree:4".into(),
             link_mbps: 100.0,
             flows: 1_000.0,
@@ -88,22 +112,44 @@ impl Family {
             };
             match k.trim() {
                 "topology" => f.topology = v.trim().to_string(),
+                "generator" => {
+                    f.generator = match v.trim() {
+                        "emulator" => Generator::Emulator,
+                        "independent" => Generator::Independent,
+                        other => {
+                            bail!("family {s:?}: generator {other:?} (emulator or independent)")
+                        }
+                    }
+                }
                 "link-mbps" => f.link_mbps = num()?,
                 "flows" => f.flows = num()?,
                 "elephants" => f.elephants = num()?.min(1.0),
                 "jobs" => f.jobs = num()? as usize,
                 "job-mbps" => f.job_mbps = num()?,
                 other => bail!(
-                    "family {s:?}: no key {other:?} (topology, link-mbps, flows, elephants, jobs, job-mbps)"
+                    "family {s:?}: no key {other:?} (generator, topology, link-mbps, flows, elephants, jobs, job-mbps)"
                 ),
             }
         }
         if f.link_mbps < 1.0 {
             bail!("family {s:?}: link-mbps must be at least 1");
         }
-        let topo = Topology::parse(&f.topology, f.link())
-            .map_err(|e| anyhow::anyhow!("family {s:?}: {e}"))?;
-        f.hosts = topo.host_indices().len();
+        f.hosts = match f.generator {
+            Generator::Emulator => Topology::parse(&f.topology, f.link())
+                .map_err(|e| anyhow::anyhow!("family {s:?}: {e}"))?
+                .host_indices()
+                .len(),
+            Generator::Independent => {
+                if f.topology == "fat-tree:4" {
+                    f.topology = "three-tier".into();
+                }
+                f.jobs = 0;
+                kplane_tracegen::fabric::Fabric::parse(&f.topology)
+                    .map_err(|e| anyhow::anyhow!("family {s:?}: {e}"))?
+                    .hosts
+                    .len()
+            }
+        };
         if f.hosts < 4 {
             bail!(
                 "family {s:?}: {} hosts; the scenarios need at least 4",
@@ -122,8 +168,23 @@ impl Family {
 
     /// A host's usual incoming rate, bits/s: the background spread over the hosts.
     pub fn usual_host_bps(&self) -> f64 {
-        let packets = self.elephants * ELEPHANT_PACKETS + (1.0 - self.elephants) * MOUSE_PACKETS;
-        self.flows * packets * PACKET_BYTES * 8.0 / self.hosts as f64
+        let (packets, bytes) = match self.generator {
+            Generator::Emulator => (
+                self.elephants * ELEPHANT_PACKETS + (1.0 - self.elephants) * MOUSE_PACKETS,
+                PACKET_BYTES,
+            ),
+            Generator::Independent => (INDEPENDENT_PACKETS, INDEPENDENT_PACKET_BYTES),
+        };
+        self.flows * packets * bytes * 8.0 / self.hosts as f64
+    }
+
+    /// A host's usual incoming packets per second (the independent generator's DDoS is
+    /// given in packets).
+    pub fn usual_host_pps(&self) -> f64 {
+        match self.generator {
+            Generator::Emulator => self.usual_host_bps() / (PACKET_BYTES * 8.0),
+            Generator::Independent => self.flows * INDEPENDENT_PACKETS / self.hosts as f64,
+        }
     }
 
     /// `rate` × a host's usual traffic as a fraction of its link rate (what the emulator's
@@ -169,5 +230,9 @@ mod tests {
         assert!(Family::parse("topology=fat-tree:4;rate=3").is_err());
         assert!(Family::parse("flows=-1").is_err());
         assert!(Family::parse("topology=mesh:3").is_err());
+        let indep = Family::parse("indep-3tier").unwrap();
+        assert_eq!((indep.generator, indep.hosts), (Generator::Independent, 64));
+        assert!(Family::parse("generator=independent;topology=fat-tree:6").is_err());
+        assert!(Family::parse("generator=magic").is_err());
     }
 }

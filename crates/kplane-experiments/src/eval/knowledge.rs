@@ -23,9 +23,9 @@ use kplane_knowledge::typer::{Labelled, Typer};
 use kplane_model::results::{Anomaly, AnomalyType, EntityKind, Forecast};
 use kplane_model::rng::Rng;
 
-use super::family::Family;
+use super::family::{Family, Generator};
 use super::incidents::{self, IncidentScore};
-use super::pipeline::{Outcome, knowledge_config, run_pipeline};
+use super::pipeline::{Outcome, Source, knowledge_config, run_pipeline};
 use super::score::{Detection, SCORED, TypeScore, raised, retyped, z_vector};
 
 /// The clean run the models learn from.
@@ -159,7 +159,7 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     let mut bursts: BTreeMap<u32, (i64, i64, String)> = BTreeMap::new();
     let t = |e: &serde_json::Value, k: &str| e[k].as_i64().unwrap_or(0);
     let s = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
-    for e in &o.truth.events {
+    for e in &o.events {
         match e["kind"].as_str().unwrap_or_default() {
             "ddos_start" => {
                 let mut primary = vec![(EntityKind::Destination, s(e, "victim"))];
@@ -220,15 +220,27 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
                     .flatten()
                     .filter_map(|v| v.as_u64().map(|v| v as u32))
                     .collect();
-                if let [a, b] = ids[..] {
-                    out.push(Fault {
-                        kind: AnomalyType::LinkFailure,
-                        benign: false,
-                        start_ns: t(e, "t_ns"),
-                        end_ns: t(e, "end_ns"),
-                        primary: link_entities(&o.topology, a, b),
-                    });
-                }
+                // The independent generator names each end's port; the emulator's topology
+                // gives them.
+                let named: Vec<(EntityKind, String)> = e["ports"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| Some(format!("{}:{}", p[0].as_u64()?, p[1].as_u64()?)))
+                    .map(|l| (EntityKind::Link, l))
+                    .collect();
+                let primary = match (&o.topology, &ids[..]) {
+                    _ if !named.is_empty() => named,
+                    (Some(topo), &[a, b]) => link_entities(topo, a, b),
+                    _ => continue,
+                };
+                out.push(Fault {
+                    kind: AnomalyType::LinkFailure,
+                    benign: false,
+                    start_ns: t(e, "t_ns"),
+                    end_ns: t(e, "end_ns"),
+                    primary,
+                });
             }
             // Bursts of tens of microseconds: one fault per target queue, over the span.
             "microburst" => {
@@ -285,10 +297,14 @@ fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> AnomalyType {
 /// slow (5 ms); the benign flash crowd at 2–10× its target's usual.
 ///
 /// A scenario with parameters (`ddos:victim=3,rate=4`, several joined by `+`; docs/emulator.md)
-/// is run as given: operators script their own.
-pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<String> {
+/// is run as given: operators script their own. `None`: a scenario the family's generator
+/// does not have (the independent generator has DDoS, scans, link failures and clean runs).
+pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Option<String>> {
     if scenario.contains(':') || scenario.contains('+') {
-        return Ok(scenario.to_string());
+        return Ok(Some(scenario.to_string()));
+    }
+    if fam.generator == Generator::Independent {
+        return independent_spec(scenario, seed, fam);
     }
     let mut d = Rng::new(seed);
     let h = fam.hosts as u64;
@@ -345,7 +361,7 @@ pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<St
             start + 0.3
         )
     };
-    Ok(match scenario {
+    Ok(Some(match scenario {
         "ddos" => ddos(&mut d, 0.5),
         "port-scan" => scan(&mut d, 0.5),
         "link-failure" => link(&mut d, 0.6),
@@ -366,6 +382,53 @@ pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<St
             d.int(16, 65),
             d.real(0.3, 0.8)
         ),
+        other => bail!(
+            "unknown scenario {other:?} (one of {})",
+            SCENARIOS.join(", ")
+        ),
+    }))
+}
+
+/// [`scored_spec`] for the independent generator (`kplane-tracegen`'s scenario syntax): a DDoS
+/// from 20–1000 spoofed sources at 0.5–10× a host's usual packets, added to the background
+/// or replacing half of it; vertical scans, fast to slow; link failures.
+fn independent_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Option<String>> {
+    let mut d = Rng::new(seed);
+    let h = fam.hosts as u64;
+    let log_uniform = |d: &mut Rng, lo: f64, hi: f64| (d.real(lo.ln(), hi.ln())).exp();
+    let ddos = |d: &mut Rng, start: f64| {
+        format!(
+            "ddos:victim={},sources={},pps={:.0},start={start:.2},duration={:.2},replace={}",
+            d.int(1, h - 1),
+            log_uniform(d, 20.0, 1_000.0).round(),
+            log_uniform(d, 0.5, 10.0) * fam.usual_host_pps(),
+            d.real(0.15, 0.25),
+            [0.0, 0.5][d.int(0, 2) as usize]
+        )
+    };
+    let scan = |d: &mut Rng, start: f64| {
+        format!(
+            "port-scan:victim={},scanner={},ports={},gap-us={},start={start:.2}",
+            d.int(1, h / 2),
+            d.int(h / 2, h - 1),
+            d.int(300, 2_001),
+            log_uniform(d, 10.0, 5_000.0).round()
+        )
+    };
+    let link = |d: &mut Rng, start: f64| {
+        format!(
+            "link-failure:link={:.3},start={start:.2},duration={:.2}",
+            d.real(0.0, 0.999),
+            d.real(0.2, 0.3)
+        )
+    };
+    Ok(match scenario {
+        "ddos" => Some(ddos(&mut d, 0.5)),
+        "port-scan" => Some(scan(&mut d, 0.5)),
+        "link-failure" => Some(link(&mut d, 0.6)),
+        "mixed" => Some([ddos(&mut d, 0.35), scan(&mut d, 0.55), link(&mut d, 0.7)].join("+")),
+        "clean" => Some("none".into()),
+        "microburst" | "flash-crowd" | "heavy-hitter" => None,
         other => bail!(
             "unknown scenario {other:?} (one of {})",
             SCENARIOS.join(", ")
@@ -394,20 +457,34 @@ fn labelling(fam: &Family) -> Vec<String> {
     ]
 }
 
-fn emulation(fam: &Family, spec: &str, seconds: u64, seed: u64) -> RunConfig {
-    let mut rc = RunConfig {
-        topology: fam.topology.clone(),
-        duration: Duration::from_secs(seconds),
-        scenario: spec.into(),
-        flows_per_second: fam.flows,
-        elephant_share: fam.elephants,
-        jobs: fam.jobs,
-        job_rate_bps: (fam.job_mbps * 1e6) as u64,
-        link: fam.link(),
-        ..RunConfig::default()
-    };
-    rc.sim.seed = seed;
-    rc
+/// A run of `spec` on `fam` for `seconds`, drawn from `seed`.
+fn source(fam: &Family, spec: &str, seconds: u64, seed: u64) -> Source {
+    match fam.generator {
+        Generator::Emulator => {
+            let mut rc = RunConfig {
+                topology: fam.topology.clone(),
+                duration: Duration::from_secs(seconds),
+                scenario: spec.into(),
+                flows_per_second: fam.flows,
+                elephant_share: fam.elephants,
+                jobs: fam.jobs,
+                job_rate_bps: (fam.job_mbps * 1e6) as u64,
+                link: fam.link(),
+                ..RunConfig::default()
+            };
+            rc.sim.seed = seed;
+            Source::Emulator(rc)
+        }
+        Generator::Independent => Source::Independent(kplane_tracegen::run::Config {
+            fabric: fam.topology.clone(),
+            link_mbps: fam.link_mbps,
+            flows: fam.flows,
+            seconds: seconds as f64,
+            seed,
+            scenario: spec.into(),
+            ..Default::default()
+        }),
+    }
 }
 
 /// Forecast errors of one method: windows, sum of |error| / actual (actual > 0), sum of
@@ -569,8 +646,21 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     for s in &a.scenario {
         for f in &families {
-            scored_spec(s, 0, f)?;
+            if let (Generator::Independent, Some(spec)) = (f.generator, scored_spec(s, 0, f)?) {
+                kplane_tracegen::traffic::parse_scenario(&spec, 1, f.hosts)
+                    .map_err(|e| anyhow::anyhow!("family {}: {e}", f.name))?;
+            }
         }
+    }
+    if a.labels.is_none()
+        && families
+            .iter()
+            .all(|f| f.generator == Generator::Independent)
+    {
+        bail!(
+            "the independent generator has no training variants to label: add an emulator \
+             family (--family ft4-100m) or give --labels"
+        );
     }
     let out = match &a.out {
         Some(d) => d.clone(),
@@ -591,7 +681,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         min_duration: a.min_duration.unwrap_or_else(|| fam.min_duration()),
         ..Default::default()
     };
-    let source = match (&a.labels, families.len()) {
+    let labels_from = match (&a.labels, families.len()) {
         (Some(p), _) => LabelSource::File(p.clone()),
         (None, 1) => LabelSource::SameFamily,
         (None, _) => LabelSource::OtherFamilies,
@@ -617,7 +707,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             window,
             &thresholds(fam),
             knowledge_config(&state, window, min_windows),
-            emulation(fam, "none", a.train_seconds, TRAIN_SEED),
+            source(fam, "none", a.train_seconds, TRAIN_SEED),
             || {
                 state
                     .join(kplane_knowledge::registry::Registry::FILE)
@@ -632,7 +722,8 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         }
         training_seconds.push(registry.history.last().map_or(0.0, |t| t.seconds));
         let mut own = Vec::new();
-        if a.labels.is_none() {
+        // The independent generator's families are only ever scored.
+        if a.labels.is_none() && fam.generator == Generator::Emulator {
             for (i, spec) in labelling(fam).iter().enumerate() {
                 for r in 0..a.label_runs {
                     let seed = LABEL_SEED + 100 * r + i as u64;
@@ -645,7 +736,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                         window,
                         &thresholds(fam),
                         knowledge_config(&state, window, min_windows),
-                        emulation(fam, spec, a.seconds, seed),
+                        source(fam, spec, a.seconds, seed),
                         || true,
                     )?;
                     own.extend(labels_of(&o, window_ns));
@@ -661,7 +752,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("{}", p.display()))?;
     }
     // Typing again with every family's labels, this one's included: the in-family table.
-    let everyone = match source {
+    let everyone = match labels_from {
         LabelSource::OtherFamilies => Typer::train(&labels.concat()).ok(),
         _ => None,
     };
@@ -672,7 +763,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     let mut incidents = std::fs::File::create(out.join("incidents.jsonl"))?;
     for (f, fam) in families.iter().enumerate() {
         let state = out.join(dir_name(fam)).join("state");
-        let seen: Vec<Labelled> = match &source {
+        let seen: Vec<Labelled> = match &labels_from {
             LabelSource::File(_) => given.clone().unwrap_or_default(),
             LabelSource::SameFamily => labels[f].clone(),
             LabelSource::OtherFamilies => labels
@@ -687,7 +778,13 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         for scenario in &a.scenario {
             for r in 0..a.runs {
                 let seed = a.seed + r;
-                let spec = scored_spec(scenario, seed, fam)?;
+                let Some(spec) = scored_spec(scenario, seed, fam)? else {
+                    eprintln!(
+                        "kplane eval knowledge: {}: no {scenario} in its generator, skipped",
+                        fam.name
+                    );
+                    continue;
+                };
                 eprintln!(
                     "kplane eval knowledge: {}: {scenario} seed {seed}: {spec}",
                     fam.name
@@ -697,7 +794,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                     window,
                     &thresholds(fam),
                     knowledge_config(&state, window, min_windows),
-                    emulation(fam, &spec, a.seconds, seed),
+                    source(fam, &spec, a.seconds, seed),
                     || true,
                 )?;
                 let injected = faults(&o);
@@ -747,7 +844,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         scored,
         secs,
     };
-    let report = report(&a, &families, &source, &totals, &cost, &out);
+    let report = report(&a, &families, &labels_from, &totals, &cost, &out);
     std::fs::write(out.join("report.md"), &report.0)?;
     std::fs::write(out.join("results.csv"), &report.1)?;
     print!("{}", report.0);
@@ -771,6 +868,12 @@ struct Csv(String);
 
 impl Csv {
     fn row(&mut self, family: &str, table: &str, metric: &str, ty: &str, v: f64) {
+        // A family given as a spec holds commas: quoted, as CSV readers expect.
+        let family = if family.contains([',', '"']) {
+            format!("\"{}\"", family.replace('"', "\"\""))
+        } else {
+            family.to_string()
+        };
         self.0 += &format!("{family},{table},{metric},{ty},{v}\n");
     }
 }
@@ -1046,7 +1149,7 @@ mod tests {
     fn scored_runs_draw_parameters_apart_from_the_training_variants() {
         let fam = Family::parse("ft4-100m").unwrap();
         for seed in 0..50 {
-            let s = scored_spec("ddos", seed, &fam).unwrap();
+            let s = scored_spec("ddos", seed, &fam).unwrap().unwrap();
             assert!(!s.contains("victim=0,"), "{s}");
             // 0.5–10× the victim's usual, as a fraction of its link rate.
             let rate: f64 = s
@@ -1062,7 +1165,7 @@ mod tests {
                 (fam.of_link(0.5) - 1e-4..=fam.of_link(10.0) + 1e-4).contains(&rate),
                 "{s}"
             );
-            let l = scored_spec("link-failure", seed, &fam).unwrap();
+            let l = scored_spec("link-failure", seed, &fam).unwrap().unwrap();
             let at: f64 = l["link-failure:link=".len()..]
                 .split(',')
                 .next()
@@ -1072,25 +1175,37 @@ mod tests {
             assert!(!(0.45..0.55).contains(&at), "{l}");
         }
         let scans: Vec<String> = (0..20)
-            .map(|seed| scored_spec("port-scan", seed, &fam).unwrap())
+            .map(|seed| scored_spec("port-scan", seed, &fam).unwrap().unwrap())
             .collect();
         assert!(scans.iter().any(|s| s.contains("hosts=")), "{scans:?}");
         assert!(scans.iter().any(|s| !s.contains("hosts=")), "{scans:?}");
         assert_eq!(
-            scored_spec("ddos", 3, &fam).unwrap(),
-            scored_spec("ddos", 3, &fam).unwrap()
+            scored_spec("ddos", 3, &fam).unwrap().unwrap(),
+            scored_spec("ddos", 3, &fam).unwrap().unwrap()
         );
         assert_ne!(
-            scored_spec("ddos", 3, &fam).unwrap(),
-            scored_spec("ddos", 4, &fam).unwrap()
+            scored_spec("ddos", 3, &fam).unwrap().unwrap(),
+            scored_spec("ddos", 4, &fam).unwrap().unwrap()
         );
-        assert!(scored_spec("mixed", 1, &fam).unwrap().contains('+'));
+        assert!(
+            scored_spec("mixed", 1, &fam)
+                .unwrap()
+                .unwrap()
+                .contains('+')
+        );
         assert!(
             scored_spec("flash-crowd", 1, &fam)
+                .unwrap()
                 .unwrap()
                 .starts_with("flash-crowd:")
         );
         assert!(scored_spec("flood", 1, &fam).is_err());
+        // The independent generator has no microbursts; its DDoS is in packets/s.
+        let indep = Family::parse("indep-3tier").unwrap();
+        assert_eq!(scored_spec("microburst", 1, &indep).unwrap(), None);
+        let d = scored_spec("ddos", 1, &indep).unwrap().unwrap();
+        assert!(d.contains("pps=") && d.contains("sources="), "{d}");
+        kplane_tracegen::traffic::parse_scenario(&d, 1, indep.hosts).unwrap();
     }
 
     #[test]
@@ -1181,5 +1296,57 @@ mod tests {
             assert_eq!(v.len(), 9);
             assert!(v[1].contains(&format!("victim={}", fam.hosts - 1)), "{v:?}");
         }
+    }
+
+    #[test]
+    fn the_collectors_decoder_reads_the_independent_generators_reports() {
+        use kplane_tracegen::encode::{HopMeta, Packet, sink_report};
+        let hop = |node_id, at| HopMeta {
+            node_id,
+            ingress_port: 1,
+            egress_port: 9,
+            hop_latency_ns: 800,
+            queue_id: 0,
+            queue_occupancy: 4,
+            ingress_ts_ns: at,
+            egress_ts_ns: at + 800,
+            tx_utilization: 120,
+        };
+        let packet = Packet {
+            src: [198, 18, 7, 9],
+            dst: [172, 16, 3, 12],
+            protocol: 17,
+            src_port: 5_353,
+            dst_port: 80,
+            length: 64,
+            tcp_flags: 0,
+        };
+        let bytes = sink_report(
+            3,
+            &hop(3, 9_000),
+            &[
+                hop(1, 1_000),
+                hop(101, 3_000),
+                hop(201, 5_000),
+                hop(102, 7_000),
+            ],
+            &packet,
+            3,
+        );
+        let mut decoder = kplane_wire::Decoder::new(kplane_wire::DecodeOptions::default());
+        let mut records = Vec::new();
+        let outcome =
+            decoder.decode_report(&bytes, Default::default(), |r| records.push(r.clone()));
+        assert_eq!(outcome.records, 1, "{outcome:?}");
+        let r = &records[0];
+        let flow = r.flow.expect("the flow");
+        assert_eq!(flow.src_ip.to_string(), "198.18.7.9");
+        assert_eq!(flow.dst_ip.to_string(), "172.16.3.12");
+        assert_eq!(
+            (flow.src_port, flow.dst_port, flow.protocol),
+            (5_353, 80, 17)
+        );
+        let path: Vec<Option<u32>> = r.path().collect();
+        assert_eq!(path, [Some(1), Some(101), Some(201), Some(102), Some(3)]);
     }
 }

@@ -1,5 +1,5 @@
-//! One emulation through the whole pipeline in one process, in virtual time: the emulator
-//! sends real reports over UDP to a collector → embedded bus → stream processor →
+//! One run through the whole pipeline in one process, in virtual time: the emulator (or the
+//! independent generator, `kplane-tracegen`) sends real reports over UDP to a collector → embedded bus → stream processor →
 //! `int.windows` / `int.alerts` → knowledge service (its state in a directory that outlives
 //! the run) → `int.anomalies` / `int.forecasts`, read back here with the ground truth.
 //!
@@ -15,7 +15,6 @@ use anyhow::{Context, bail};
 use kplane_bus::topics;
 use kplane_collector::metrics::{CollectorMetrics, DropLabels};
 use kplane_emulator::run::{RunConfig, build, run_paced};
-use kplane_emulator::sim::Truth;
 use kplane_emulator::topology::Topology;
 use kplane_model::results::{Alert, Anomaly, Forecast};
 use kplane_runtime::Shutdown;
@@ -23,8 +22,12 @@ use kplane_runtime::Shutdown;
 /// What one run produced.
 #[derive(Debug)]
 pub struct Outcome {
-    pub truth: Truth,
-    pub topology: Topology,
+    /// The ground truth's events (docs/emulator.md#ground-truth; the independent generator's
+    /// use the same vocabulary).
+    pub events: Vec<serde_json::Value>,
+    /// The emulator's topology (`None` for the independent generator, whose link events name
+    /// their ports).
+    pub topology: Option<Topology>,
     /// The stream processor's immediate events (`int.alerts`).
     pub alerts: Vec<Alert>,
     pub anomalies: Vec<Anomaly>,
@@ -101,7 +104,14 @@ fn lines<T: serde::de::DeserializeOwned>(
     Ok(out)
 }
 
-/// Runs `rc` with the processor's store in `store` (raising breaches at `thresholds`) and the
+/// Where a run's reports come from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    Emulator(RunConfig),
+    Independent(kplane_tracegen::run::Config),
+}
+
+/// Runs `source` with the processor's store in `store` (raising breaches at `thresholds`) and the
 /// knowledge service's state in `kcfg.state_dir`; returns once every window has been scored
 /// and `done()` holds.
 pub fn run_pipeline(
@@ -109,7 +119,7 @@ pub fn run_pipeline(
     window: Duration,
     thresholds: &kplane_stream_processor::config::Thresholds,
     kcfg: kplane_knowledge::Config,
-    mut rc: RunConfig,
+    source: Source,
     done: impl Fn() -> bool,
 ) -> anyhow::Result<Outcome> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -139,7 +149,6 @@ pub fn run_pipeline(
             shutdown.clone(),
         ))
         .map_err(|e| anyhow::anyhow!("collector: {e}"))?;
-    rc.collectors = collector.udp.clone();
     let pcfg = kplane_stream_processor::Config {
         admin: "127.0.0.1:0".parse()?,
         // A store per run: each emulation starts its clock again, which a processor resuming
@@ -168,12 +177,37 @@ pub fn run_pipeline(
         shutdown.clone(),
     ));
 
-    let sim = Arc::new(Mutex::new(build(&rc).map_err(anyhow::Error::msg)?));
     let metrics = collector.metrics.clone();
-    let summary = run_paced(&rc, sim.clone(), || false, |sent| wait_for(&metrics, sent))
-        .map_err(anyhow::Error::msg)?;
-    if summary.reports_sent == 0 {
-        bail!("the emulation sent no report: {summary:?}");
+    let pace = |sent| wait_for(&metrics, sent);
+    let sent = match source {
+        Source::Emulator(mut rc) => {
+            rc.collectors = collector.udp.clone();
+            let sim = Arc::new(Mutex::new(build(&rc).map_err(anyhow::Error::msg)?));
+            let summary =
+                run_paced(&rc, sim.clone(), || false, pace).map_err(anyhow::Error::msg)?;
+            let s = sim
+                .lock()
+                .map_err(|_| anyhow::anyhow!("emulator poisoned"))?;
+            Sent {
+                events: s.truth.events.clone(),
+                topology: Some(s.topo.clone()),
+                reports: summary.reports_sent,
+                virtual_seconds: summary.virtual_seconds,
+            }
+        }
+        Source::Independent(cfg) => {
+            let o = kplane_tracegen::run::run(&cfg, &collector.udp, pace)
+                .map_err(|e| anyhow::anyhow!("independent generator: {e}"))?;
+            Sent {
+                events: o.events,
+                topology: None,
+                reports: o.reports_sent,
+                virtual_seconds: o.virtual_seconds,
+            }
+        }
+    };
+    if sent.reports == 0 {
+        bail!("the run sent no report");
     }
     // The processor closes the last windows when its input goes idle; the knowledge service
     // completes them when its own does.
@@ -212,24 +246,29 @@ pub fn run_pipeline(
     })?;
     // What its pipeline did not see, dropped or never received (the collector flushed its
     // counts when it stopped).
-    let reports_lost = summary.reports_sent.saturating_sub(metrics.datagrams.get());
+    let reports_lost = sent.reports.saturating_sub(metrics.datagrams.get());
     if reports_lost > 0 {
         eprintln!(
             "kplane eval: the collector lost {reports_lost} of {} reports",
-            summary.reports_sent
+            sent.reports
         );
     }
-    let s = sim
-        .lock()
-        .map_err(|_| anyhow::anyhow!("emulator poisoned"))?;
     Ok(Outcome {
-        truth: s.truth.clone(),
-        topology: s.topo.clone(),
+        events: sent.events,
+        topology: sent.topology,
         alerts: lines(&mut alerts_in)?,
         anomalies: lines(&mut anomalies_in)?,
         forecasts: lines(&mut forecasts_in)?,
-        virtual_seconds: summary.virtual_seconds,
-        reports_sent: summary.reports_sent,
+        virtual_seconds: sent.virtual_seconds,
+        reports_sent: sent.reports,
         reports_lost,
     })
+}
+
+/// What the traffic source did.
+struct Sent {
+    events: Vec<serde_json::Value>,
+    topology: Option<Topology>,
+    reports: u64,
+    virtual_seconds: f64,
 }

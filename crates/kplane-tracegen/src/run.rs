@@ -1,0 +1,404 @@
+//! The time loop: 1 ms steps of virtual time from 0. In each step the hosts' packets take their
+//! paths; each egress port is a fluid queue (the bytes offered beyond its rate in a step wait,
+//! up to a buffer of [`BUFFER_BYTES`], the rest is dropped), and a packet's hop latency and
+//! queue occupancy are the queue's at the start of the step. The switch in front of the
+//! destination is the sink: it sends one report per packet that reaches it. Reports go over
+//! UDP, spread over the collectors by source address; `pace` is called with the count sent
+//! after every step (a caller that waits there paces the run to its consumer).
+
+use std::collections::{HashMap, HashSet};
+use std::net::{SocketAddr, UdpSocket};
+
+use serde_json::{Value, json};
+
+use crate::TracegenError;
+use crate::encode::{HopMeta, Packet, sink_report};
+use crate::fabric::Fabric;
+use crate::traffic::{Event, Flow, Rng, background_flow, parse_scenario};
+
+const STEP_NS: u64 = 1_000_000;
+/// Egress buffer per port.
+pub const BUFFER_BYTES: f64 = 512_000.0;
+/// Hops a packet may cross (the metadata header's initial remaining hop count).
+const MAX_HOPS: u8 = 8;
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `three-tier:E,A,C,H` ([`Fabric::parse`]).
+    pub fabric: String,
+    pub link_mbps: f64,
+    /// Background flow arrivals per second.
+    pub flows: f64,
+    /// Mean packets per background flow.
+    pub mean_packets: f64,
+    pub seconds: f64,
+    pub seed: u64,
+    /// [`crate::traffic`]'s scenarios.
+    pub scenario: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            fabric: "three-tier".into(),
+            link_mbps: 1_000.0,
+            flows: 400.0,
+            mean_packets: 10.0,
+            seconds: 60.0,
+            seed: 1,
+            scenario: "none".into(),
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Ground truth: `ddos_start`/`ddos_end` (`victim`, `sources`), `port_scan` (`scanner`,
+    /// `victim`, `victims`), `link_down`/`link_up` (`link`: node ids, `ports`: each end's
+    /// node id and port), each with `t_ns` and, for the starts, `end_ns`.
+    pub events: Vec<Value>,
+    pub reports_sent: u64,
+    pub send_errors: u64,
+    /// Packets dropped at a full queue or with no path left.
+    pub dropped: u64,
+    pub virtual_seconds: f64,
+    pub hosts: usize,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Queue {
+    bytes: f64,
+    offered: f64,
+    /// Share of the link rate used (exponentially weighted over steps).
+    utilization: f64,
+}
+
+fn ip_text(ip: [u8; 4]) -> String {
+    format!("{}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3])
+}
+
+fn hash_of(f: &Flow) -> u64 {
+    // FNV-1a over the 5-tuple.
+    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
+    let bytes = f
+        .src
+        .iter()
+        .chain(&f.dst_host.to_be_bytes())
+        .chain(&f.src_port.to_be_bytes())
+        .chain(&f.dst_port.to_be_bytes())
+        .chain(std::iter::once(&f.protocol))
+        .copied()
+        .collect::<Vec<u8>>();
+    for b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
+    }
+    h
+}
+
+/// Runs `cfg`, sending reports to `collectors` (none: counted, not sent).
+pub fn run(
+    cfg: &Config,
+    collectors: &[SocketAddr],
+    mut pace: impl FnMut(u64),
+) -> Result<Outcome, TracegenError> {
+    let fabric = Fabric::parse(&cfg.fabric)?;
+    let hosts = fabric.hosts.len();
+    let duration = (cfg.seconds * 1e9) as u64;
+    let events = parse_scenario(&cfg.scenario, duration, hosts)?;
+    let socket = if collectors.is_empty() {
+        None
+    } else {
+        Some(UdpSocket::bind("0.0.0.0:0")?)
+    };
+    let rate_bps = cfg.link_mbps * 1e6;
+    // Popularity is a property of the fabric, not of a run.
+    let mut popularity = Rng::new(0xFAB);
+    let mut cumulative = Vec::with_capacity(hosts);
+    let mut total = 0.0;
+    for _ in 0..hosts {
+        total += popularity.normal().exp();
+        cumulative.push(total);
+    }
+    let mut rng = Rng::new(cfg.seed);
+    let mut out = Outcome {
+        hosts,
+        ..Outcome::default()
+    };
+    let mut down: HashSet<(usize, usize)> = HashSet::new();
+    let mut queues: HashMap<(usize, u16), Queue> = HashMap::new();
+    let mut seq = vec![0u32; fabric.switches.len()];
+    let mut flows: Vec<Flow> = Vec::new();
+    let mut next_arrival = 0.0f64;
+    // Per DDoS: its spoofed sources (address, entry host) once started, and its fractional
+    // packets carried between steps.
+    let mut spoofed: Vec<Vec<([u8; 4], usize)>> = vec![Vec::new(); events.len()];
+    let mut carry = vec![0.0f64; events.len()];
+    let id = |sw: usize| fabric.switches[sw].id;
+
+    let mut t = 0u64;
+    while t < duration {
+        let end = t + STEP_NS;
+        let mut emitted: Vec<Flow> = Vec::new();
+        let mut replace: f64 = 0.0;
+        for (i, e) in events.iter().enumerate() {
+            match *e {
+                Event::LinkFailure {
+                    link,
+                    start,
+                    end: up,
+                } => {
+                    let (a, b) = fabric.links[(fabric.links.len() as f64 * link) as usize];
+                    let ports = json!([[id(a), fabric.port(a, b)], [id(b), fabric.port(b, a)]]);
+                    if (t..end).contains(&start) {
+                        down.insert((a, b));
+                        out.events.push(json!({"t_ns": start, "kind": "link_down",
+                            "link": [id(a), id(b)], "ports": ports, "end_ns": up}));
+                    }
+                    if (t..end).contains(&up) {
+                        down.remove(&(a, b));
+                        out.events.push(json!({"t_ns": up, "kind": "link_up",
+                            "link": [id(a), id(b)], "ports": ports}));
+                    }
+                }
+                Event::Ddos {
+                    victim,
+                    sources,
+                    pps,
+                    start,
+                    end: stop,
+                    replace: r,
+                } => {
+                    if (t..end).contains(&start) {
+                        spoofed[i] = (0..sources)
+                            .map(|_| {
+                                let x = rng.next_u64();
+                                let ip = [198, 18 + (x & 1) as u8, (x >> 8) as u8, (x >> 16) as u8];
+                                let mut entry = rng.below(hosts - 1);
+                                if entry >= victim {
+                                    entry += 1;
+                                }
+                                (ip, entry)
+                            })
+                            .collect();
+                        let names: Vec<String> =
+                            spoofed[i].iter().map(|(ip, _)| ip_text(*ip)).collect();
+                        out.events.push(json!({"t_ns": start, "kind": "ddos_start",
+                            "victim": ip_text(fabric.hosts[victim].ip), "sources": names,
+                            "end_ns": stop}));
+                    }
+                    if (t..end).contains(&stop) {
+                        out.events.push(json!({"t_ns": stop, "kind": "ddos_end",
+                            "victim": ip_text(fabric.hosts[victim].ip)}));
+                    }
+                    if start < end && t < stop {
+                        replace = replace.max(r);
+                        carry[i] += pps * STEP_NS as f64 / 1e9;
+                        while carry[i] >= 1.0 {
+                            carry[i] -= 1.0;
+                            let (src, entry) = spoofed[i][rng.below(spoofed[i].len())];
+                            emitted.push(Flow {
+                                src,
+                                src_host: entry,
+                                dst_host: victim,
+                                protocol: 17,
+                                src_port: 1_024 + rng.below(60_000) as u16,
+                                dst_port: 80,
+                                packet_bytes: 64,
+                                tcp_flags: 0,
+                                remaining: 1,
+                                gap_ns: 0,
+                                next_ns: t.max(start) + rng.below(STEP_NS as usize) as u64,
+                            });
+                        }
+                    }
+                }
+                Event::PortScan {
+                    scanner,
+                    victim,
+                    ports,
+                    gap_ns,
+                    start,
+                } => {
+                    let last = start + u64::from(ports) * gap_ns;
+                    if (t..end).contains(&start) {
+                        out.events.push(json!({"t_ns": start, "kind": "port_scan",
+                            "scanner": ip_text(fabric.hosts[scanner].ip),
+                            "victim": ip_text(fabric.hosts[victim].ip),
+                            "victims": [ip_text(fabric.hosts[victim].ip)],
+                            "ports": [1, ports], "end_ns": last}));
+                    }
+                    // Probe k goes at start + k · gap.
+                    let first = t.saturating_sub(start).div_ceil(gap_ns).max(1);
+                    let mut k = first;
+                    while k <= u64::from(ports) && start + k * gap_ns < end {
+                        emitted.push(Flow {
+                            src: fabric.hosts[scanner].ip,
+                            src_host: scanner,
+                            dst_host: victim,
+                            protocol: 6,
+                            src_port: 51_000,
+                            dst_port: k as u16,
+                            packet_bytes: 64,
+                            tcp_flags: 0x02,
+                            remaining: 1,
+                            gap_ns: 0,
+                            next_ns: start + k * gap_ns,
+                        });
+                        k += 1;
+                    }
+                }
+            }
+        }
+        // Background arrivals (fewer while a DDoS replaces part of it).
+        let per_ns = cfg.flows * (1.0 - replace) / 1e9;
+        if per_ns > 0.0 {
+            next_arrival = next_arrival.max(t as f64);
+            while next_arrival < end as f64 {
+                let mut f =
+                    background_flow(&mut rng, &cumulative, cfg.mean_packets, next_arrival as u64);
+                f.src = fabric.hosts[f.src_host].ip;
+                flows.push(f);
+                next_arrival += rng.exponential(1.0 / per_ns);
+            }
+        } else {
+            next_arrival = end as f64;
+        }
+        for f in &mut flows {
+            while f.remaining > 0 && f.next_ns < end {
+                let mut one = f.clone();
+                one.remaining = 1;
+                emitted.push(one);
+                f.remaining -= 1;
+                f.next_ns += f.gap_ns;
+            }
+        }
+        flows.retain(|f| f.remaining > 0);
+
+        for p in &emitted {
+            let Some(path) = fabric.path(p.src_host, p.dst_host, hash_of(p), &down) else {
+                out.dropped += 1;
+                continue;
+            };
+            let bytes = f64::from(p.packet_bytes);
+            let serialize = (bytes * 8.0 / rate_bps * 1e9) as u64;
+            let mut at = p.next_ns + 1_000;
+            let mut metas = Vec::with_capacity(path.len());
+            let mut lost = false;
+            for hop in &path {
+                let q = queues.entry((hop.switch, hop.egress)).or_default();
+                if q.bytes + q.offered > BUFFER_BYTES {
+                    lost = true;
+                    break;
+                }
+                q.offered += bytes;
+                let latency = 500 + rng.below(200) as u64 + (q.bytes * 8.0 / rate_bps * 1e9) as u64;
+                metas.push(HopMeta {
+                    node_id: id(hop.switch),
+                    ingress_port: hop.ingress,
+                    egress_port: hop.egress,
+                    hop_latency_ns: latency.min(u64::from(u32::MAX)) as u32,
+                    queue_id: 0,
+                    queue_occupancy: (q.bytes / 1_500.0).ceil() as u32,
+                    ingress_ts_ns: at,
+                    egress_ts_ns: at + latency,
+                    tx_utilization: (q.utilization * 1_000.0).round() as u32,
+                });
+                at += latency + serialize + 1_000;
+            }
+            if lost {
+                out.dropped += 1;
+                continue;
+            }
+            let Some((sink, upstream)) = metas.split_last() else {
+                continue;
+            };
+            let s = &mut seq[path[path.len() - 1].switch];
+            *s = s.wrapping_add(1);
+            let packet = Packet {
+                src: p.src,
+                dst: fabric.hosts[p.dst_host].ip,
+                protocol: p.protocol,
+                src_port: p.src_port,
+                dst_port: p.dst_port,
+                length: p.packet_bytes,
+                tcp_flags: p.tcp_flags,
+            };
+            let bytes = sink_report(*s, sink, upstream, &packet, MAX_HOPS - metas.len() as u8);
+            match &socket {
+                Some(sock) => {
+                    let to = collectors[usize::from(p.src[3]) % collectors.len()];
+                    match sock.send_to(&bytes, to) {
+                        Ok(_) => out.reports_sent += 1,
+                        Err(_) => out.send_errors += 1,
+                    }
+                }
+                None => out.reports_sent += 1,
+            }
+        }
+        let capacity = rate_bps / 8.0 * STEP_NS as f64 / 1e9;
+        for q in queues.values_mut() {
+            q.utilization += 0.1 * ((q.offered / capacity).min(1.0) - q.utilization);
+            q.bytes = (q.bytes + q.offered - capacity).clamp(0.0, BUFFER_BYTES);
+            q.offered = 0.0;
+        }
+        pace(out.reports_sent);
+        t = end;
+    }
+    out.virtual_seconds = duration as f64 / 1e9;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(scenario: &str) -> Config {
+        Config {
+            seconds: 2.0,
+            scenario: scenario.into(),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn a_clean_run_sends_about_the_configured_reports_and_an_attack_adds_them() {
+        let clean = run(&cfg("none"), &[], |_| {}).unwrap();
+        // 400 flows/s × 10 packets × 2 s, give or take the heavy tail.
+        assert!((4_000..20_000).contains(&clean.reports_sent), "{clean:?}");
+        assert!(clean.events.is_empty());
+        let ddos = run(
+            &cfg("ddos:victim=5,pps=5000,start=0.25,duration=0.5,sources=50"),
+            &[],
+            |_| {},
+        )
+        .unwrap();
+        assert!(ddos.reports_sent > clean.reports_sent + 4_000, "{ddos:?}");
+        let start = &ddos.events[0];
+        assert_eq!(start["kind"], "ddos_start");
+        assert_eq!(start["victim"], "172.16.1.15");
+        assert_eq!(start["sources"].as_array().unwrap().len(), 50);
+        assert_eq!(start["t_ns"], 500_000_000);
+    }
+
+    #[test]
+    fn a_failed_link_is_in_the_truth_with_its_ports_and_reports_reach_a_socket() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut c = cfg("link-failure:link=0.5,start=0.1,duration=0.2");
+        c.flows = 20.0;
+        c.seconds = 0.5;
+        let o = run(&c, &[to], |_| {}).unwrap();
+        let down = &o.events[0];
+        assert_eq!(down["kind"], "link_down");
+        assert_eq!(down["ports"].as_array().unwrap().len(), 2);
+        assert_eq!(o.events[1]["kind"], "link_up");
+        assert!(o.reports_sent > 0);
+        let mut buf = [0u8; 2048];
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(buf[0] >> 4, 2, "a Telemetry Report v2.0");
+        assert!(n > 8 + 12 + 32 + 20);
+    }
+}

@@ -1,0 +1,258 @@
+//! What the hosts send: background flows and the scripted events.
+//!
+//! * **Background**: Poisson flow arrivals; each host has a popularity drawn once per fabric
+//!   (log-normal, σ = 1: a few hosts are much busier than most), sources and destinations are
+//!   drawn by it; flow sizes are Pareto (α = 1.5, a mean of `mean-packets`, at most 20 000
+//!   packets); flows above 20 packets send 1500-byte packets, the rest 128, 576 or 1500 bytes;
+//!   every flow sends at 20 Mb/s; 80 % TCP to 80, 443, 8080 or 3306, 20 % UDP to 53 or 123.
+//! * **Scenarios** (`name:key=value,…`, several joined by `+`; times are fractions of the run):
+//!   `ddos` (`victim`, `sources` spoofed addresses in 198.18.0.0/15, `pps` packets/s together,
+//!   64-byte UDP to port 80, `start`, `duration`, `replace`: the share of the background that
+//!   stops meanwhile), `port-scan` (`scanner`, `victim`, `ports`, `gap-us`, `start`: TCP SYNs
+//!   to ports 1…), `link-failure` (`link`: position along the switch-to-switch links, `start`,
+//!   `duration`), `none`.
+
+use crate::TracegenError;
+
+/// splitmix64: this crate's own pseudo-random numbers.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1].
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * self.unit().ln()
+    }
+
+    pub fn normal(&mut self) -> f64 {
+        (-2.0 * self.unit().ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
+    }
+}
+
+/// A flow's packets: `remaining` more, one every `gap_ns` from `next_ns`.
+#[derive(Clone, Debug)]
+pub struct Flow {
+    pub src: [u8; 4],
+    /// The host it leaves from (its edge is where the path starts).
+    pub src_host: usize,
+    pub dst_host: usize,
+    pub protocol: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub packet_bytes: u16,
+    pub tcp_flags: u8,
+    pub remaining: u64,
+    pub gap_ns: u64,
+    pub next_ns: u64,
+}
+
+/// The rate every background flow sends at.
+pub const FLOW_BPS: f64 = 20e6;
+const ALPHA: f64 = 1.5;
+const MAX_PACKETS: f64 = 20_000.0;
+
+/// Draws one background flow starting at `t_ns` between hosts chosen by `weights`
+/// (cumulative).
+pub fn background_flow(rng: &mut Rng, cumulative: &[f64], mean_packets: f64, t_ns: u64) -> Flow {
+    let pick = |rng: &mut Rng| {
+        let x = rng.unit() * cumulative.last().copied().unwrap_or(1.0);
+        cumulative
+            .partition_point(|c| *c < x)
+            .min(cumulative.len() - 1)
+    };
+    let src = pick(rng);
+    let mut dst = pick(rng);
+    if dst == src {
+        dst = (src + 1 + rng.below(cumulative.len() - 1)) % cumulative.len();
+    }
+    let xm = mean_packets * (ALPHA - 1.0) / ALPHA;
+    let packets = (xm / rng.unit().powf(1.0 / ALPHA)).min(MAX_PACKETS).ceil() as u64;
+    let packet_bytes = if packets > 20 {
+        1_500
+    } else {
+        [128, 576, 1_500][rng.below(3)]
+    };
+    let tcp = rng.unit() < 0.8;
+    let (protocol, dst_port) = if tcp {
+        (6, [80, 443, 8080, 3306][rng.below(4)])
+    } else {
+        (17, [53, 123][rng.below(2)])
+    };
+    Flow {
+        src: [0; 4],
+        src_host: src,
+        dst_host: dst,
+        protocol,
+        src_port: 32_768 + rng.below(28_000) as u16,
+        dst_port,
+        packet_bytes,
+        tcp_flags: 0x18,
+        remaining: packets,
+        gap_ns: (f64::from(packet_bytes) * 8.0 / FLOW_BPS * 1e9) as u64,
+        next_ns: t_ns,
+    }
+}
+
+/// One scripted event, with times in ns of the run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    Ddos {
+        victim: usize,
+        sources: usize,
+        pps: f64,
+        start: u64,
+        end: u64,
+        replace: f64,
+    },
+    PortScan {
+        scanner: usize,
+        victim: usize,
+        ports: u16,
+        gap_ns: u64,
+        start: u64,
+    },
+    LinkFailure {
+        link: f64,
+        start: u64,
+        end: u64,
+    },
+}
+
+/// Parses a scenario for a run of `duration_ns` on a fabric of `hosts` hosts.
+pub fn parse_scenario(
+    spec: &str,
+    duration_ns: u64,
+    hosts: usize,
+) -> Result<Vec<Event>, TracegenError> {
+    let mut out = Vec::new();
+    for one in spec.split('+') {
+        let (name, params) = one.split_once(':').unwrap_or((one, ""));
+        let bad = |why: String| TracegenError::Scenario(one.to_string(), why);
+        let mut kv = Vec::new();
+        for p in params.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = p
+                .split_once('=')
+                .ok_or_else(|| bad(format!("{p:?} is not key=value")))?;
+            let v: f64 = v
+                .parse()
+                .map_err(|_| bad(format!("{k} = {v:?} is not a number")))?;
+            kv.push((k.to_string(), v));
+        }
+        let allowed: &[&str] = match name {
+            "none" => &[],
+            "ddos" => &["victim", "sources", "pps", "start", "duration", "replace"],
+            "port-scan" => &["scanner", "victim", "ports", "gap-us", "start"],
+            "link-failure" => &["link", "start", "duration"],
+            other => {
+                return Err(bad(format!(
+                    "unknown scenario {other:?} (ddos, port-scan, link-failure, none)"
+                )));
+            }
+        };
+        if let Some((k, _)) = kv.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
+            return Err(bad(format!(
+                "no parameter {k:?} (it reads {})",
+                allowed.join(", ")
+            )));
+        }
+        let get = |k: &str, d: f64| kv.iter().find(|(x, _)| x == k).map_or(d, |(_, v)| *v);
+        let at = |f: f64| (duration_ns as f64 * f.clamp(0.0, 1.0)) as u64;
+        let host = |k: &str, d: usize| (get(k, d as f64).max(0.0) as usize) % hosts.max(1);
+        match name {
+            "ddos" => {
+                let start = at(get("start", 0.4));
+                out.push(Event::Ddos {
+                    victim: host("victim", 0),
+                    sources: get("sources", 500.0).max(1.0) as usize,
+                    pps: get("pps", 20_000.0).max(1.0),
+                    start,
+                    end: start + at(get("duration", 0.2)),
+                    replace: get("replace", 0.0).clamp(0.0, 1.0),
+                });
+            }
+            "port-scan" => out.push(Event::PortScan {
+                scanner: host("scanner", hosts.saturating_sub(1)),
+                victim: host("victim", 0),
+                ports: get("ports", 1_024.0).clamp(1.0, 65_535.0) as u16,
+                gap_ns: (get("gap-us", 100.0) * 1_000.0).max(1.0) as u64,
+                start: at(get("start", 0.4)),
+            }),
+            "link-failure" => {
+                let start = at(get("start", 0.4));
+                out.push(Event::LinkFailure {
+                    link: get("link", 0.5).clamp(0.0, 0.999),
+                    start,
+                    end: start + at(get("duration", 0.3)),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_sizes_are_heavy_tailed_with_the_mean_asked_for() {
+        let mut rng = Rng::new(1);
+        let cumulative: Vec<f64> = (1..=16).map(f64::from).collect();
+        let sizes: Vec<u64> = (0..50_000)
+            .map(|_| background_flow(&mut rng, &cumulative, 10.0, 0).remaining)
+            .collect();
+        let mean = sizes.iter().sum::<u64>() as f64 / sizes.len() as f64;
+        assert!((8.0..14.0).contains(&mean), "mean {mean}");
+        let big = sizes.iter().filter(|s| **s > 100).count();
+        assert!(big > 100, "{big} flows over 100 packets");
+    }
+
+    #[test]
+    fn scenarios_parse_and_bad_keys_are_named() {
+        let e = parse_scenario(
+            "ddos:victim=3,pps=1000,start=0.5,duration=0.1+link-failure",
+            1_000,
+            64,
+        )
+        .unwrap();
+        assert_eq!(
+            e[0],
+            Event::Ddos {
+                victim: 3,
+                sources: 500,
+                pps: 1_000.0,
+                start: 500,
+                end: 600,
+                replace: 0.0
+            }
+        );
+        assert!(matches!(e[1], Event::LinkFailure { .. }));
+        let err = parse_scenario("ddos:victum=3", 1_000, 64)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("victum"), "{err}");
+        assert!(parse_scenario("flood", 1_000, 64).is_err());
+        assert!(parse_scenario("none", 1_000, 64).unwrap().is_empty());
+    }
+}
