@@ -8,6 +8,7 @@ mod probe;
 mod query;
 mod sample;
 mod serve;
+mod tracegen;
 mod up;
 
 use std::path::PathBuf;
@@ -49,6 +50,9 @@ enum Command {
     Up(up::UpArgs),
     /// Emulate a P4 INT fabric that sends real telemetry reports (see docs/emulator.md).
     Emulate(emulate::EmulateArgs),
+    /// The independent report generator (no code shared with the emulator) sending to a
+    /// collector (see docs/knowledge.md#the-independent-generator).
+    Tracegen(tracegen::TracegenArgs),
     /// Decode a pcap/pcapng capture: one JSON object per telemetry report or INT packet.
     Decode(decode::DecodeArgs),
     /// Print the effective configuration (after every layer) and check it.
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Probe(a) => probe::run(a),
         Command::Decode(a) => decode::run(a),
         Command::Emulate(a) => emulate::run_cli(source, a),
+        Command::Tracegen(a) => tracegen::run_cli(a),
         Command::Up(a) => up::run(source, a),
         Command::Config => config::print(&source),
         Command::SampleCapture(a) => sample::run(a),

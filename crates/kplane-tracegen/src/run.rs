@@ -3,8 +3,9 @@
 //! up to a buffer of [`BUFFER_BYTES`], the rest is dropped), and a packet's hop latency and
 //! queue occupancy are the queue's at the start of the step. The switch in front of the
 //! destination is the sink: it sends one report per packet that reaches it. Reports go over
-//! UDP, spread over the collectors by source address; `pace` is called with the count sent
-//! after every step (a caller that waits there paces the run to its consumer).
+//! UDP, spread over the collectors by source address; `pace` is called after every step with
+//! the count sent and the virtual time reached (a caller that waits there paces the run to
+//! its consumer, or to the wall clock).
 
 use std::collections::{HashMap, HashSet};
 use std::net::{SocketAddr, UdpSocket};
@@ -35,6 +36,9 @@ pub struct Config {
     pub seed: u64,
     /// [`crate::traffic`]'s scenarios.
     pub scenario: String,
+    /// Virtual time's origin in the switches' timestamps and the ground truth, ns since the
+    /// Unix epoch (0: time from 0, as the emulator's; the current time for a live run).
+    pub start_ns: u64,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
             seconds: 60.0,
             seed: 1,
             scenario: "none".into(),
+            start_ns: 0,
         }
     }
 }
@@ -100,7 +105,7 @@ fn hash_of(f: &Flow) -> u64 {
 pub fn run(
     cfg: &Config,
     collectors: &[SocketAddr],
-    mut pace: impl FnMut(u64),
+    mut pace: impl FnMut(u64, u64),
 ) -> Result<Outcome, TracegenError> {
     let fabric = Fabric::parse(&cfg.fabric)?;
     let hosts = fabric.hosts.len();
@@ -282,7 +287,7 @@ pub fn run(
             };
             let bytes = f64::from(p.packet_bytes);
             let serialize = (bytes * 8.0 / rate_bps * 1e9) as u64;
-            let mut at = p.next_ns + 1_000;
+            let mut at = cfg.start_ns + p.next_ns + 1_000;
             let mut metas = Vec::with_capacity(path.len());
             let mut lost = false;
             for hop in &path {
@@ -342,10 +347,19 @@ pub fn run(
             q.bytes = (q.bytes + q.offered - capacity).clamp(0.0, BUFFER_BYTES);
             q.offered = 0.0;
         }
-        pace(out.reports_sent);
+        pace(out.reports_sent, end);
         t = end;
     }
     out.virtual_seconds = duration as f64 / 1e9;
+    if cfg.start_ns > 0 {
+        for e in &mut out.events {
+            for k in ["t_ns", "end_ns"] {
+                if let Some(v) = e[k].as_u64() {
+                    e[k] = json!(v + cfg.start_ns);
+                }
+            }
+        }
+    }
     Ok(out)
 }
 
@@ -363,14 +377,14 @@ mod tests {
 
     #[test]
     fn a_clean_run_sends_about_the_configured_reports_and_an_attack_adds_them() {
-        let clean = run(&cfg("none"), &[], |_| {}).unwrap();
+        let clean = run(&cfg("none"), &[], |_, _| {}).unwrap();
         // 400 flows/s × 10 packets × 2 s, give or take the heavy tail.
         assert!((4_000..20_000).contains(&clean.reports_sent), "{clean:?}");
         assert!(clean.events.is_empty());
         let ddos = run(
             &cfg("ddos:victim=5,pps=5000,start=0.25,duration=0.5,sources=50"),
             &[],
-            |_| {},
+            |_, _| {},
         )
         .unwrap();
         assert!(ddos.reports_sent > clean.reports_sent + 4_000, "{ddos:?}");
@@ -390,7 +404,7 @@ mod tests {
         let mut c = cfg("link-failure:link=0.5,start=0.1,duration=0.2");
         c.flows = 20.0;
         c.seconds = 0.5;
-        let o = run(&c, &[to], |_| {}).unwrap();
+        let o = run(&c, &[to], |_, _| {}).unwrap();
         let down = &o.events[0];
         assert_eq!(down["kind"], "link_down");
         assert_eq!(down["ports"].as_array().unwrap().len(), 2);

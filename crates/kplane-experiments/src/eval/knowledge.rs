@@ -438,7 +438,8 @@ fn independent_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<O
 
 /// The training variants the labelled set comes from, on `fam`: victims, scanners and burst
 /// targets among the first and last hosts, scans of 200 to 1024 ports, DDoS at 4× and 8× the
-/// victim's usual, and links at 0.5 and 0.97 along the list, which the scored runs never draw.
+/// victim's usual, and links at 0.5 and 0.97 along the list, which the scored runs never draw;
+/// and benign traffic on the first host (a flash crowd at 5× its usual, its heavy hitter).
 fn labelling(fam: &Family) -> Vec<String> {
     let last = fam.hosts - 1;
     vec![
@@ -454,6 +455,13 @@ fn labelling(fam: &Family) -> Vec<String> {
         "link-failure:link=0.97,start=0.5,duration=0.25".into(),
         "microburst-hadoop:start=0.5,end=0.8".into(),
         format!("microburst-cache:target={last},start=0.3,end=0.7"),
+        // Benign: whatever they raise is labelled `unknown`, so that a crowd is not learnt as
+        // an attack.
+        format!(
+            "flash-crowd:rate={:.4},start=0.5,duration=0.2",
+            fam.of_link(5.0)
+        ),
+        "heavy-hitter:start=0.4,end=0.7".into(),
     ]
 }
 
@@ -999,18 +1007,23 @@ fn report(
         a.train_seconds,
         out.display()
     );
-    md += "| family | topology | hosts | links | flows/s | elephants | periodic jobs | breach above (held) |\n|---|---|---|---|---|---|---|---|\n";
+    md += "| family | generator | topology | hosts | links | flows/s | elephants | periodic jobs | breach above (held) |\n|---|---|---|---|---|---|---|---|---|\n";
     for f in families {
+        let (generator, elephants, jobs) = match f.generator {
+            Generator::Emulator => (
+                "emulator",
+                format!("{} %", 100.0 * f.elephants),
+                format!("{} × {} Mb/s", f.jobs, f.job_mbps),
+            ),
+            Generator::Independent => ("independent", "Pareto sizes".into(), "–".into()),
+        };
         md += &format!(
-            "| {} | {} | {} | {} Mb/s | {} | {} % | {} × {} Mb/s | {} ({}) |\n",
+            "| {} | {generator} | {} | {} | {} Mb/s | {} | {elephants} | {jobs} | {} ({}) |\n",
             f.name,
             f.topology,
             f.hosts,
             f.link_mbps,
             f.flows,
-            100.0 * f.elephants,
-            f.jobs,
-            f.job_mbps,
             humantime::format_duration(
                 a.hop_latency_threshold
                     .unwrap_or_else(|| f.hop_latency_threshold())
@@ -1090,7 +1103,7 @@ fn report(
         }
     }
     md += &format!(
-        "\nReports: {sent} sent, {lost} lost on the way into the collector (the emulator is paced by it).\n"
+        "\nReports: {sent} sent, {lost} lost on the way into the collector (the traffic source is paced by it).\n"
     );
     csv.row("all", scored_table, "reports_lost", "all", lost as f64);
     md += "\n| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | vs EWMA | RMSE model | RMSE last value | RMSE EWMA |\n|---|---|---|---|---|---|---|---|---|\n";
@@ -1293,7 +1306,7 @@ mod tests {
         for (name, _) in super::super::family::PRESETS {
             let fam = Family::parse(name).unwrap();
             let v = labelling(&fam);
-            assert_eq!(v.len(), 9);
+            assert_eq!(v.len(), 11);
             assert!(v[1].contains(&format!("victim={}", fam.hosts - 1)), "{v:?}");
         }
     }

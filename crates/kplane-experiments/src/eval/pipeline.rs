@@ -196,7 +196,7 @@ pub fn run_pipeline(
             }
         }
         Source::Independent(cfg) => {
-            let o = kplane_tracegen::run::run(&cfg, &collector.udp, pace)
+            let o = kplane_tracegen::run::run(&cfg, &collector.udp, |sent, _| pace(sent))
                 .map_err(|e| anyhow::anyhow!("independent generator: {e}"))?;
             Sent {
                 events: o.events,
