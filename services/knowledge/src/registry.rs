@@ -27,7 +27,7 @@ pub enum Status {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TyperInfo {
     pub samples: usize,
-    /// Per type, the training precision.
+    /// Per type, the out-of-fold precision (docs/knowledge.md, typing).
     pub precision: BTreeMap<String, f64>,
 }
 

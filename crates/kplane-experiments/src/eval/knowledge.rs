@@ -886,7 +886,7 @@ impl Csv {
     }
 }
 
-const TYPE_HEADER: &str = "| type | injected | detected | recall | raised as it | right | precision | F1 | delay (windows, mean) |\n|---|---|---|---|---|---|---|---|---|\n";
+const TYPE_HEADER: &str = "| type | injected | detected | recall | raised as it | right | precision | confidence (mean) | F1 | delay (windows, mean) |\n|---|---|---|---|---|---|---|---|---|---|\n";
 
 /// A detection table's rows (the scored types, then `unknown` and every type together), and
 /// its figures in the CSV.
@@ -896,7 +896,7 @@ fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> S
     for ty in SCORED {
         let s = d.types.get(&ty).unwrap_or(&empty);
         md += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             ty.as_str(),
             s.injected,
             s.detected,
@@ -904,12 +904,14 @@ fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> S
             s.raised,
             s.right,
             fmt(s.precision()),
+            fmt(s.confidence()),
             fmt(s.f1()),
             fmt(s.delay())
         );
         for (m, v) in [
             ("recall", s.recall()),
             ("precision", s.precision()),
+            ("confidence", s.confidence()),
             ("f1", s.f1()),
             ("delay_windows", s.delay()),
         ] {
@@ -922,10 +924,11 @@ fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> S
     let raised: u64 = d.types.values().map(|s| s.raised).sum();
     let right: u64 = d.types.values().map(|s| s.right).sum();
     md += &format!(
-        "| unknown | – | – | – | {} | {} | {} | – | – |\n| **all raised** | | | | {raised} | {right} | {} | | |\n",
+        "| unknown | – | – | – | {} | {} | {} | {} | – | – |\n| **all raised** | | | | {raised} | {right} | {} | | | |\n",
         unknown.raised,
         unknown.right,
         fmt(unknown.precision()),
+        fmt(unknown.confidence()),
         fmt(d.precision_all())
     );
     if let Some(p) = d.precision_all() {

@@ -90,10 +90,12 @@ pub(super) fn raised(anomalies: &[Anomaly]) -> impl Iterator<Item = &Anomaly> {
     })
 }
 
-/// Per type: (raised as it, of them right or collateral, injected, detected, delays in windows).
+/// Per type: (raised as it, of them right or collateral, the sum of their confidences,
+/// injected, detected, delays in windows).
 #[derive(Clone, Debug, Default)]
 pub(super) struct TypeScore {
     pub(super) raised: u64,
+    pub(super) confidence: f64,
     pub(super) right: u64,
     pub(super) injected: u64,
     pub(super) detected: u64,
@@ -114,12 +116,17 @@ impl TypeScore {
             _ => None,
         }
     }
+    /// The mean confidence the service gave it: calibrated when it matches the precision.
+    pub(super) fn confidence(&self) -> Option<f64> {
+        (self.raised > 0).then(|| self.confidence / self.raised as f64)
+    }
     pub(super) fn delay(&self) -> Option<f64> {
         (!self.delays.is_empty())
             .then(|| self.delays.iter().sum::<f64>() / self.delays.len() as f64)
     }
     fn add(&mut self, o: &Self) {
         self.raised += o.raised;
+        self.confidence += o.confidence;
         self.right += o.right;
         self.injected += o.injected;
         self.detected += o.detected;
@@ -187,6 +194,7 @@ impl Detection {
             let v = verdict(a, faults, window_ns, incident_of);
             let s = self.types.entry(a.anomaly_type).or_default();
             s.raised += 1;
+            s.confidence += a.confidence;
             if v != Verdict::Wrong {
                 s.right += 1;
             }
@@ -363,6 +371,7 @@ mod tests {
     fn precision_recall_and_f1() {
         let s = TypeScore {
             raised: 4,
+            confidence: 3.0,
             right: 3,
             injected: 2,
             detected: 2,
@@ -372,5 +381,6 @@ mod tests {
         assert_eq!(s.recall(), Some(1.0));
         assert!((s.f1().unwrap() - 6.0 / 7.0).abs() < 1e-9);
         assert_eq!(TypeScore::default().f1(), None);
+        assert_eq!(s.confidence(), Some(0.75));
     }
 }
