@@ -269,7 +269,8 @@ mod tests {
         }
         let mut both = HashSet::new();
         for agg in &f.aggs_of_pod[0] {
-            both.insert((0usize.min(*agg), 0usize.max(*agg)));
+            // Edge 0 is index 0, below every aggregation switch.
+            both.insert((0, *agg));
         }
         assert!(f.path(0, 63, 0, &both).is_none());
         assert!(Fabric::parse("three-tier:3,3,4,8").is_err());
