@@ -579,6 +579,26 @@ enum LabelSource {
     OtherFamilies,
 }
 
+/// The labels family `f`'s type classifier may learn from: the given file's, its own (one
+/// family), or every other family's (held out).
+fn labels_seen(
+    from: &LabelSource,
+    given: Option<&[Labelled]>,
+    per_family: &[Vec<Labelled>],
+    f: usize,
+) -> Vec<Labelled> {
+    match from {
+        LabelSource::File(_) => given.unwrap_or_default().to_vec(),
+        LabelSource::SameFamily => per_family[f].clone(),
+        LabelSource::OtherFamilies => per_family
+            .iter()
+            .enumerate()
+            .filter(|(g, _)| *g != f)
+            .flat_map(|(_, l)| l.iter().cloned())
+            .collect(),
+    }
+}
+
 /// Scores one run; returns its incidents' summaries.
 fn score_run(
     o: &Outcome,
@@ -771,16 +791,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     let mut incidents = std::fs::File::create(out.join("incidents.jsonl"))?;
     for (f, fam) in families.iter().enumerate() {
         let state = out.join(dir_name(fam)).join("state");
-        let seen: Vec<Labelled> = match &labels_from {
-            LabelSource::File(_) => given.clone().unwrap_or_default(),
-            LabelSource::SameFamily => labels[f].clone(),
-            LabelSource::OtherFamilies => labels
-                .iter()
-                .enumerate()
-                .filter(|(g, _)| *g != f)
-                .flat_map(|(_, l)| l.iter().cloned())
-                .collect(),
-        };
+        let seen = labels_seen(&labels_from, given.as_deref(), &labels, f);
         std::fs::write(state.join("types.json"), serde_json::to_string(&seen)?)?;
         let mut t = FamilyTotals::default();
         for scenario in &a.scenario {
@@ -1364,5 +1375,30 @@ mod tests {
         );
         let path: Vec<Option<u32>> = r.path().collect();
         assert_eq!(path, [Some(1), Some(101), Some(201), Some(102), Some(3)]);
+    }
+
+    #[test]
+    fn a_held_out_family_never_learns_from_its_own_labels() {
+        let label = |x: f64| Labelled {
+            kind: EntityKind::Destination,
+            z: vec![x],
+            label: AnomalyType::Ddos,
+        };
+        let per_family = vec![
+            vec![label(0.0)],
+            vec![label(1.0), label(1.5)],
+            vec![label(2.0)],
+        ];
+        let held_out = labels_seen(&LabelSource::OtherFamilies, None, &per_family, 1);
+        assert_eq!(held_out, [label(0.0), label(2.0)]);
+        assert_eq!(
+            labels_seen(&LabelSource::SameFamily, None, &per_family[..1], 0),
+            [label(0.0)]
+        );
+        let given = [label(9.0)];
+        assert_eq!(
+            labels_seen(&LabelSource::File("x".into()), Some(&given), &per_family, 2),
+            given
+        );
     }
 }
