@@ -528,10 +528,30 @@ impl Err3 {
     }
 }
 
-/// Per series: model, last value, EWMA.
-pub(super) type ForecastScore = BTreeMap<String, [Err3; 3]>;
+/// Per series: model, last value, EWMA, seasonal naive.
+pub(super) type ForecastScore = BTreeMap<String, [Err3; 4]>;
 
-pub(super) fn score_forecasts(forecasts: &[Forecast], into: &mut ForecastScore) {
+/// Each (series, entity)'s period in windows, as the forecasts learnt it.
+pub(super) type Periods = BTreeMap<(String, String), usize>;
+
+/// The periods of a model registry's forecast models.
+pub(super) fn periods_of(r: &kplane_knowledge::registry::Registry) -> Periods {
+    r.forecasts
+        .iter()
+        .flat_map(|(series, info)| {
+            info.model
+                .periods
+                .iter()
+                .map(move |(entity, p)| ((series.clone(), entity.clone()), *p))
+        })
+        .collect()
+}
+
+/// Scores each forecast and the baselines against what the window turned out to be. The
+/// seasonal naive forecast is the value one period before, with the period the forecasts learnt
+/// for the entity (one window, the last value, for an entity without one or whose value a
+/// period before is not known).
+pub(super) fn score_forecasts(forecasts: &[Forecast], periods: &Periods, into: &mut ForecastScore) {
     // What window T turned out to be is the last value of the forecast made at T.
     let actual: BTreeMap<(&str, &str, i64), f64> = forecasts
         .iter()
@@ -543,13 +563,24 @@ pub(super) fn score_forecasts(forecasts: &[Forecast], into: &mut ForecastScore) 
         })
         .collect();
     for f in forecasts {
-        let Some(&v) = actual.get(&(f.series.as_str(), f.entity.as_str(), f.window_end_ns)) else {
+        let at = |t: i64| {
+            actual
+                .get(&(f.series.as_str(), f.entity.as_str(), t))
+                .copied()
+        };
+        let Some(v) = at(f.window_end_ns) else {
             continue;
         };
+        let window = f.window_end_ns - f.observed_end_ns;
+        let seasonal = periods
+            .get(&(f.series.clone(), f.entity.clone()))
+            .and_then(|p| at(f.window_end_ns - *p as i64 * window))
+            .unwrap_or(f.last_value);
         let e = into.entry(f.series.clone()).or_default();
         e[0].add(f.predicted, v);
         e[1].add(f.last_value, v);
         e[2].add(f.ewma, v);
+        e[3].add(seasonal, v);
     }
 }
 
@@ -563,6 +594,8 @@ struct FamilyTotals {
     in_family: Option<Detection>,
     incidents: IncidentScore,
     forecasts: ForecastScore,
+    /// The forecasts' learnt periods (the seasonal naive baseline's).
+    periods: Periods,
     runs: u64,
     reports_sent: u64,
     reports_lost: u64,
@@ -624,7 +657,7 @@ fn score_run(
             .get_or_insert_with(Detection::default)
             .score(o, &again, &injected, window_ns, &of);
     }
-    score_forecasts(&o.forecasts, &mut t.forecasts);
+    score_forecasts(&o.forecasts, &t.periods, &mut t.forecasts);
     t.runs += 1;
     t.reports_sent += o.reports_sent;
     t.reports_lost += o.reports_lost;
@@ -719,6 +752,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     // of its training variants.
     let mut labels: Vec<Vec<Labelled>> = Vec::new();
     let mut training_seconds = Vec::new();
+    let mut periods: Vec<Periods> = Vec::new();
     for fam in &families {
         let state = out.join(dir_name(fam)).join("state");
         if state.exists() {
@@ -749,6 +783,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             bail!("{}: no model trained: {}", fam.name, registry.message);
         }
         training_seconds.push(registry.history.last().map_or(0.0, |t| t.seconds));
+        periods.push(periods_of(&registry));
         let mut own = Vec::new();
         // The independent generator's families are only ever scored.
         if a.labels.is_none() && fam.generator == Generator::Emulator {
@@ -793,7 +828,10 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         let state = out.join(dir_name(fam)).join("state");
         let seen = labels_seen(&labels_from, given.as_deref(), &labels, f);
         std::fs::write(state.join("types.json"), serde_json::to_string(&seen)?)?;
-        let mut t = FamilyTotals::default();
+        let mut t = FamilyTotals {
+            periods: std::mem::take(&mut periods[f]),
+            ..FamilyTotals::default()
+        };
         for scenario in &a.scenario {
             for r in 0..a.runs {
                 let seed = a.seed + r;
@@ -1120,26 +1158,38 @@ fn report(
         "\nReports: {sent} sent, {lost} lost on the way into the collector (the traffic source is paced by it).\n"
     );
     csv.row("all", scored_table, "reports_lost", "all", lost as f64);
-    md += "\n| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | vs EWMA | RMSE model | RMSE last value | RMSE EWMA |\n|---|---|---|---|---|---|---|---|---|\n";
-    for (series, [m, l, e]) in &forecasts {
-        let gain = 100.0 * (1.0 - m.mape() / e.mape().max(1e-9));
+    md += "\n| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | MAPE seasonal naive | vs best baseline | RMSE model | RMSE last value | RMSE EWMA | RMSE seasonal naive | vs best baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (series, [m, l, e, sn]) in &forecasts {
+        // Gain over the best of the three baselines, on each measure.
+        let gain = |model: f64, baselines: [f64; 3]| {
+            let best = baselines.into_iter().fold(f64::INFINITY, f64::min);
+            100.0 * (1.0 - model / best.max(1e-9))
+        };
+        let mape_gain = gain(m.mape(), [l.mape(), e.mape(), sn.mape()]);
+        let rmse_gain = gain(m.rmse(), [l.rmse(), e.rmse(), sn.rmse()]);
         md += &format!(
-            "| {series} | {} | {:.1} % | {:.1} % | {:.1} % | {gain:+.0} % | {:.1} | {:.1} | {:.1} |\n",
+            "| {series} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {mape_gain:+.0} % | {:.1} | {:.1} | {:.1} | {:.1} | {rmse_gain:+.0} % |\n",
             m.n,
             m.mape(),
             l.mape(),
             e.mape(),
+            sn.mape(),
             m.rmse(),
             l.rmse(),
-            e.rmse()
+            e.rmse(),
+            sn.rmse()
         );
         for (metric, v) in [
             ("forecast_mape_model", m.mape()),
             ("forecast_mape_last_value", l.mape()),
             ("forecast_mape_ewma", e.mape()),
-            ("forecast_mape_gain_vs_ewma_pct", gain),
+            ("forecast_mape_seasonal_naive", sn.mape()),
+            ("forecast_mape_gain_vs_best_baseline_pct", mape_gain),
             ("forecast_rmse_model", m.rmse()),
+            ("forecast_rmse_last_value", l.rmse()),
             ("forecast_rmse_ewma", e.rmse()),
+            ("forecast_rmse_seasonal_naive", sn.rmse()),
+            ("forecast_rmse_gain_vs_best_baseline_pct", rmse_gain),
         ] {
             csv.row("all", scored_table, metric, series, v);
         }
@@ -1400,5 +1450,37 @@ mod tests {
             labels_seen(&LabelSource::File("x".into()), Some(&given), &per_family, 2),
             given
         );
+    }
+
+    #[test]
+    fn the_seasonal_naive_baseline_repeats_the_value_a_learnt_period_before() {
+        // A period-2 wave: 10, 30, 10, 30, … observed at windows 1, 2, …
+        let value = |t: i64| if t % 2 == 1 { 10.0 } else { 30.0 };
+        let forecasts: Vec<Forecast> = (1..=8)
+            .map(|t| Forecast {
+                series: "link_utilization".into(),
+                entity: "1:1".into(),
+                window_end_ns: t + 1,
+                horizon_windows: 1,
+                predicted: value(t + 1),
+                last_value: value(t),
+                observed_end_ns: t,
+                ewma: 20.0,
+                model_version: 1,
+            })
+            .collect();
+        let periods: Periods = [(("link_utilization".into(), "1:1".into()), 2)].into();
+        let mut score = ForecastScore::new();
+        score_forecasts(&forecasts, &periods, &mut score);
+        let [model, last, ewma, seasonal] = score["link_utilization"];
+        assert_eq!(model.n, 7);
+        assert_eq!(model.rmse(), 0.0);
+        assert_eq!(last.rmse(), 20.0);
+        assert_eq!(ewma.rmse(), 10.0);
+        // The first window has no value a period before: the last value stands in.
+        assert!(seasonal.rmse() < last.rmse() / 2.0, "{seasonal:?}");
+        let mut no_period = ForecastScore::new();
+        score_forecasts(&forecasts, &Periods::new(), &mut no_period);
+        assert_eq!(no_period["link_utilization"][3].rmse(), 20.0);
     }
 }

@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplane_model::results::{AnomalyPhase, EntityKind};
 
-use super::knowledge::{ForecastScore, score_forecasts};
+use super::knowledge::{ForecastScore, periods_of, score_forecasts};
 use super::pipeline::knowledge_config;
 
 #[derive(Debug, Args)]
@@ -117,17 +117,20 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
         started_ones.len() as f64 / hours
     );
     let mut errors = ForecastScore::new();
-    score_forecasts(&forecasts, &mut errors);
+    score_forecasts(&forecasts, &periods_of(engine.registry()), &mut errors);
     println!();
-    println!("| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | vs EWMA |");
-    println!("|---|---|---|---|---|---|");
-    for (series, [m, l, e]) in &errors {
+    println!(
+        "| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | MAPE seasonal naive | vs EWMA |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (series, [m, l, e, sn]) in &errors {
         println!(
-            "| {series} | {} | {:.1} % | {:.1} % | {:.1} % | {:+.0} % |",
+            "| {series} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:+.0} % |",
             m.n,
             m.mape(),
             l.mape(),
             e.mape(),
+            sn.mape(),
             100.0 * (1.0 - m.mape() / e.mape().max(1e-9))
         );
     }
