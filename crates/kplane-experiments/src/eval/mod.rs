@@ -2,6 +2,7 @@
 //! with the parameters (docs/knowledge.md#evaluation).
 
 mod family;
+mod forecasts;
 mod incidents;
 mod knowledge;
 mod pipeline;

@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplane_model::results::{AnomalyPhase, EntityKind};
 
-use super::knowledge::{ForecastScore, periods_of, score_forecasts};
+use super::forecasts::{ForecastScore, periods_of, score_forecasts};
 use super::pipeline::knowledge_config;
 
 #[derive(Debug, Args)]
