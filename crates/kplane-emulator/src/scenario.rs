@@ -119,6 +119,26 @@ impl Params {
     }
 }
 
+/// Every host but `h`, in host-list order.
+fn others(sim: &Sim, h: NodeIdx) -> Vec<NodeIdx> {
+    sim.topo
+        .host_indices()
+        .into_iter()
+        .filter(|x| *x != h)
+        .collect()
+}
+
+/// The rate of a host's access link, bits/s.
+fn link_rate(sim: &Sim, h: NodeIdx) -> u64 {
+    sim.topo.links[sim.topo.nodes[h].ports[0].0].rate_bps
+}
+
+/// The gap between packets of `bytes` when `senders` offer `offered` bits/s together.
+fn gap_ns(offered: f64, senders: usize, bytes: u64) -> u64 {
+    let per = (offered as u64 / senders.max(1) as u64).max(1);
+    bytes * 8 * 1_000_000_000 / per
+}
+
 /// A switch-to-switch link at `at` (0..1) along the list of them.
 fn inner_link(sim: &Sim, at: f64) -> Option<usize> {
     let inner: Vec<usize> = sim
@@ -170,22 +190,15 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), E
         }
         "ddos" => {
             let v = p.host(sim, "victim", 0);
-            let mut hosts: Vec<_> = sim
-                .topo
-                .host_indices()
-                .into_iter()
-                .filter(|h| *h != v)
-                .collect();
+            let mut hosts = others(sim, v);
             let attackers = p.get("attackers", hosts.len() as f64).max(1.0) as usize;
             // The attackers furthest down the host list, so a changed victim keeps them apart.
             hosts = hosts.split_off(hosts.len().saturating_sub(attackers));
             let start = at(p.get("start", 0.4));
             let end = start + at(p.get("duration", 0.2));
-            let rate = sim.topo.links[sim.topo.nodes[v].ports[0].0].rate_bps;
             // Together the sources offer `rate` times the victim's link rate (default twice).
-            let offered = (rate as f64 * p.get("rate", 2.0)) as u64;
-            let per = (offered / hosts.len().max(1) as u64).max(1);
-            let gap = 512 * 8 * 1_000_000_000 / per;
+            let offered = link_rate(sim, v) as f64 * p.get("rate", 2.0);
+            let gap = gap_ns(offered, hosts.len(), 512);
             let packets = (end - start) / gap.max(1);
             for (i, &h) in hosts.iter().enumerate() {
                 let f = sim.flow(h, v, 17, (20_000 + i as u16, 53), packets, 512, gap);
@@ -355,20 +368,13 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), E
             // together `rate` times the target's link rate. Not an attack: what must not be
             // typed as one or blocked.
             let target = p.host(sim, "target", 0);
-            let mut clients: Vec<_> = sim
-                .topo
-                .host_indices()
-                .into_iter()
-                .filter(|h| *h != target)
-                .collect();
+            let mut clients = others(sim, target);
             let n = p.get("clients", clients.len() as f64).max(1.0) as usize;
             clients.truncate(n);
             let start = at(p.get("start", 0.4));
             let end = start + at(p.get("duration", 0.2));
-            let rate = sim.topo.links[sim.topo.nodes[target].ports[0].0].rate_bps;
-            let offered = (rate as f64 * p.get("rate", 1.0)) as u64;
-            let per = (offered / clients.len().max(1) as u64).max(1);
-            let gap = 1_000 * 8 * 1_000_000_000 / per;
+            let offered = link_rate(sim, target) as f64 * p.get("rate", 1.0);
+            let gap = gap_ns(offered, clients.len(), 1_000);
             // Four flows per client, back to back over the span.
             let span = (end - start) / 4;
             for (i, &c) in clients.iter().enumerate() {
@@ -385,21 +391,14 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), E
             // One host sends `flows` long flows to the other hosts in turn, together `rate`
             // times its link rate: a skewed workload (one source, much of the traffic).
             let h = p.host(sim, "source", 0);
-            let others: Vec<_> = sim
-                .topo
-                .host_indices()
-                .into_iter()
-                .filter(|x| *x != h)
-                .collect();
+            let to = others(sim, h);
             let flows = p.get("flows", 64.0).max(1.0) as usize;
             let start = at(p.get("start", 0.0));
             let end = at(p.get("end", 1.0)).max(start + 1);
-            let rate = sim.topo.links[sim.topo.nodes[h].ports[0].0].rate_bps;
-            let per = ((rate as f64 * p.get("rate", 0.5)) as u64 / flows as u64).max(1);
-            let gap = 1_000 * 8 * 1_000_000_000 / per;
+            let gap = gap_ns(link_rate(sim, h) as f64 * p.get("rate", 0.5), flows, 1_000);
             let packets = (end - start) / gap.max(1);
             for i in 0..flows {
-                let dst = others[i % others.len().max(1)];
+                let dst = to[i % to.len().max(1)];
                 let f = sim.flow(h, dst, 6, (40_000 + i as u16, 443), packets, 1_000, gap);
                 sim.schedule(start, Action::StartFlow(Box::new(f)));
             }

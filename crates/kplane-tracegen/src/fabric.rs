@@ -49,7 +49,6 @@ pub struct Fabric {
     /// (switch, neighbour switch) → the switch's port facing it.
     port: HashMap<(usize, usize), u16>,
     aggs_of_pod: Vec<Vec<usize>>,
-    edges_of_pod: Vec<Vec<usize>>,
     cores: Vec<usize>,
 }
 
@@ -160,7 +159,6 @@ impl Fabric {
             links,
             port,
             aggs_of_pod,
-            edges_of_pod,
             cores,
         }
     }
@@ -233,11 +231,6 @@ impl Fabric {
             .collect();
         Some(hops)
     }
-
-    /// Pods, for a caller that wants to know the shape.
-    pub fn pods(&self) -> usize {
-        self.edges_of_pod.len()
-    }
 }
 
 #[cfg(test)]
@@ -249,7 +242,7 @@ mod tests {
         let f = Fabric::parse("three-tier").unwrap();
         assert_eq!(f.switches.len(), 20);
         assert_eq!(f.hosts.len(), 64);
-        assert_eq!(f.pods(), 4);
+        assert_eq!(f.aggs_of_pod.len(), 4);
         // 8 edges × 2 uplinks + 8 aggregation × 2 core links.
         assert_eq!(f.links.len(), 32);
         let none = HashSet::new();

@@ -84,21 +84,17 @@ fn ip_text(ip: [u8; 4]) -> String {
 }
 
 fn hash_of(f: &Flow) -> u64 {
-    // FNV-1a over the 5-tuple.
-    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
-    let bytes = f
-        .src
+    // FNV-1a over the 5-tuple (the destination as its host index).
+    f.src
         .iter()
-        .chain(&f.dst_host.to_be_bytes())
-        .chain(&f.src_port.to_be_bytes())
-        .chain(&f.dst_port.to_be_bytes())
-        .chain(std::iter::once(&f.protocol))
         .copied()
-        .collect::<Vec<u8>>();
-    for b in bytes {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
-    }
-    h
+        .chain(f.dst_host.to_be_bytes())
+        .chain(f.src_port.to_be_bytes())
+        .chain(f.dst_port.to_be_bytes())
+        .chain([f.protocol])
+        .fold(0xCBF2_9CE4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+        })
 }
 
 /// Runs `cfg`, sending reports to `collectors` (none: counted, not sent).

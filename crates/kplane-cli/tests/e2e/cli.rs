@@ -214,11 +214,10 @@ fn every_service_serves_its_admin_router_and_stops_on_sigterm() {
     }
 }
 
-#[test]
-fn the_emulator_feeds_a_collector_over_udp() {
-    use kplane_testkit::metric_sum;
+/// A `kplane collector` process listening on a free UDP port: (process, UDP port, admin port).
+fn collector() -> (ChildGuard, u16, u16) {
     let (udp, admin) = (free_port(), free_port());
-    let mut collector = ChildGuard::from(
+    let child = ChildGuard::from(
         kplane()
             .args([
                 "collector",
@@ -234,6 +233,27 @@ fn the_emulator_feeds_a_collector_over_udp() {
             .unwrap(),
     );
     wait_ready(admin, Duration::from_secs(20));
+    (child, udp, admin)
+}
+
+/// The collector's metrics once it has received `sent` datagrams (or after 5 s).
+fn metrics_once_received(admin: u16, sent: f64) -> String {
+    let mut m = String::new();
+    for _ in 0..100 {
+        m = http_get(admin, "/metrics").unwrap_or_default();
+        if kplane_testkit::metric_sum(&m, "kplane_collector_datagrams_received_total", &[]) >= sent
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    m
+}
+
+#[test]
+fn the_emulator_feeds_a_collector_over_udp() {
+    use kplane_testkit::metric_sum;
+    let (mut collector, udp, admin) = collector();
     let truth = tmp("truth.json");
     let out = run(kplane()
         .args([
@@ -266,14 +286,7 @@ fn the_emulator_feeds_a_collector_over_udp() {
         .unwrap_or(0.0);
     assert!(sent > 100.0, "{summary}");
     // The collector decodes every report: no malformed, nothing lost by sequence number.
-    let mut m = String::new();
-    for _ in 0..100 {
-        m = http_get(admin, "/metrics").unwrap_or_default();
-        if metric_sum(&m, "kplane_collector_datagrams_received_total", &[]) >= sent {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let m = metrics_once_received(admin, sent);
     assert_eq!(
         metric_sum(&m, "kplane_collector_datagrams_received_total", &[]),
         sent,
@@ -308,23 +321,7 @@ fn the_emulator_feeds_a_collector_over_udp() {
 #[test]
 fn the_independent_generator_feeds_a_collector_that_decodes_every_report() {
     use kplane_testkit::metric_sum;
-    let (udp, admin) = (free_port(), free_port());
-    let mut collector = ChildGuard::from(
-        kplane()
-            .args([
-                "collector",
-                "--listen",
-                &format!("127.0.0.1:{udp}"),
-                "--admin",
-                &format!("127.0.0.1:{admin}"),
-            ])
-            .env("KPLANE__COLLECTOR__QUEUE_CAPACITY", "65536")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_ready(admin, Duration::from_secs(20));
+    let (mut collector, udp, admin) = collector();
     let truth = tmp("tracegen-truth.json");
     let out = run(kplane()
         .args([
@@ -348,14 +345,7 @@ fn the_independent_generator_feeds_a_collector_that_decodes_every_report() {
         .unwrap_or(0.0);
     assert!(sent > 500.0, "{summary}");
     // Written from the specifications, decoded by the collector: every report, none malformed.
-    let mut m = String::new();
-    for _ in 0..100 {
-        m = http_get(admin, "/metrics").unwrap_or_default();
-        if metric_sum(&m, "kplane_collector_datagrams_received_total", &[]) >= sent {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let m = metrics_once_received(admin, sent);
     assert_eq!(
         metric_sum(
             &m,

@@ -160,60 +160,45 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     let mut bursts: BTreeMap<u32, (i64, i64, String)> = BTreeMap::new();
     let t = |e: &serde_json::Value, k: &str| e[k].as_i64().unwrap_or(0);
     let s = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
+    // The addresses an event lists under `key`, as entities of `kind`.
+    let listed = |e: &serde_json::Value, key: &str, kind: EntityKind| {
+        e[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| Some((kind, v.as_str()?.to_string())))
+            .collect::<Vec<_>>()
+    };
+    let fault = |kind, benign, e: &serde_json::Value, primary| Fault {
+        kind,
+        benign,
+        start_ns: t(e, "t_ns"),
+        end_ns: t(e, "end_ns"),
+        primary,
+    };
     for e in &o.events {
         match e["kind"].as_str().unwrap_or_default() {
             "ddos_start" => {
                 let mut primary = vec![(EntityKind::Destination, s(e, "victim"))];
-                for src in e["sources"].as_array().into_iter().flatten() {
-                    if let Some(ip) = src.as_str() {
-                        primary.push((EntityKind::Source, ip.to_string()));
-                    }
-                }
-                out.push(Fault {
-                    kind: AnomalyType::Ddos,
-                    benign: false,
-                    start_ns: t(e, "t_ns"),
-                    end_ns: t(e, "end_ns"),
-                    primary,
-                });
+                primary.extend(listed(e, "sources", EntityKind::Source));
+                out.push(fault(AnomalyType::Ddos, false, e, primary));
             }
             "port_scan" => {
                 let mut primary = vec![(EntityKind::Source, s(e, "scanner"))];
-                for v in e["victims"].as_array().into_iter().flatten() {
-                    if let Some(ip) = v.as_str() {
-                        primary.push((EntityKind::Destination, ip.to_string()));
-                    }
-                }
-                out.push(Fault {
-                    kind: AnomalyType::PortScan,
-                    benign: false,
-                    start_ns: t(e, "t_ns"),
-                    end_ns: t(e, "end_ns"),
-                    primary,
-                });
+                primary.extend(listed(e, "victims", EntityKind::Destination));
+                out.push(fault(AnomalyType::PortScan, false, e, primary));
             }
             "flash_crowd" => {
                 let mut primary = vec![(EntityKind::Destination, s(e, "target"))];
-                for c in e["clients"].as_array().into_iter().flatten() {
-                    if let Some(ip) = c.as_str() {
-                        primary.push((EntityKind::Source, ip.to_string()));
-                    }
-                }
-                out.push(Fault {
-                    kind: AnomalyType::Unknown,
-                    benign: true,
-                    start_ns: t(e, "t_ns"),
-                    end_ns: t(e, "end_ns"),
-                    primary,
-                });
+                primary.extend(listed(e, "clients", EntityKind::Source));
+                out.push(fault(AnomalyType::Unknown, true, e, primary));
             }
-            "heavy_hitter_start" => out.push(Fault {
-                kind: AnomalyType::Unknown,
-                benign: true,
-                start_ns: t(e, "t_ns"),
-                end_ns: t(e, "end_ns"),
-                primary: vec![(EntityKind::Source, s(e, "source"))],
-            }),
+            "heavy_hitter_start" => out.push(fault(
+                AnomalyType::Unknown,
+                true,
+                e,
+                vec![(EntityKind::Source, s(e, "source"))],
+            )),
             "link_down" => {
                 let ids: Vec<u32> = e["link"]
                     .as_array()
@@ -235,13 +220,7 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
                     (Some(topo), &[a, b]) => link_entities(topo, a, b),
                     _ => continue,
                 };
-                out.push(Fault {
-                    kind: AnomalyType::LinkFailure,
-                    benign: false,
-                    start_ns: t(e, "t_ns"),
-                    end_ns: t(e, "end_ns"),
-                    primary,
-                });
+                out.push(fault(AnomalyType::LinkFailure, false, e, primary));
             }
             // Bursts of tens of microseconds: one fault per target queue, over the span.
             "microburst" => {
@@ -1199,34 +1178,7 @@ mod tests {
 
     #[test]
     fn an_entity_in_two_faults_is_labelled_either_and_benign_traffic_is_labelled_unknown() {
-        let anomaly = |kind: EntityKind, entity: &str, ty: AnomalyType| Anomaly {
-            id: format!("{}:{entity}:1", kind.as_str()),
-            entity_kind: kind,
-            entity: entity.into(),
-            anomaly_type: ty,
-            confidence: 1.0,
-            score: 10.0,
-            threshold: 1.0,
-            start_ns: 1_000,
-            end_ns: None,
-            last_ns: 2_000,
-            windows: 1,
-            detected_ns: 0,
-            phase: kplane_model::results::AnomalyPhase::Start,
-            model_version: 1,
-            explanation: Default::default(),
-            recommendations: Vec::new(),
-        };
-        let fault = |kind, benign, primary: Vec<(EntityKind, &str)>| Fault {
-            kind,
-            benign,
-            start_ns: 0,
-            end_ns: 5_000,
-            primary: primary
-                .into_iter()
-                .map(|(k, e)| (k, e.to_string()))
-                .collect(),
-        };
+        use super::super::score::fixtures::{anomaly, fault};
         let faults = [
             fault(
                 AnomalyType::Ddos,

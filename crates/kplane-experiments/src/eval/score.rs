@@ -288,11 +288,12 @@ pub(super) fn z_vector(a: &Anomaly) -> Vec<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+/// Anomalies and faults for the evaluation's tests.
+pub(super) mod fixtures {
     use super::*;
     use kplane_model::results::EntityKind;
 
-    fn anomaly(kind: EntityKind, entity: &str, ty: AnomalyType) -> Anomaly {
+    pub(in crate::eval) fn anomaly(kind: EntityKind, entity: &str, ty: AnomalyType) -> Anomaly {
         Anomaly {
             id: format!("{}:{entity}:1", kind.as_str()),
             entity_kind: kind,
@@ -313,7 +314,11 @@ mod tests {
         }
     }
 
-    fn fault(kind: AnomalyType, benign: bool, primary: Vec<(EntityKind, &str)>) -> Fault {
+    pub(in crate::eval) fn fault(
+        kind: AnomalyType,
+        benign: bool,
+        primary: Vec<(EntityKind, &str)>,
+    ) -> Fault {
         Fault {
             kind,
             benign,
@@ -325,6 +330,13 @@ mod tests {
                 .collect(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{anomaly, fault};
+    use super::*;
+    use kplane_model::results::EntityKind;
 
     #[test]
     fn only_the_faults_type_on_its_entities_or_its_incidents_collateral_is_right() {
