@@ -209,6 +209,24 @@ pub struct BlastRadius {
     /// attacker's victim, a scanned host's scanner; at most two).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<IpAddr>,
+    /// Entities raised in the anomaly's windows that it explains, so not raised on their own:
+    /// a DDoS victim's attackers and the queues and links on their paths, a scanner's targets,
+    /// the destination a congested queue serves (at most [`COLLATERAL_LISTED`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collateral: Vec<Collateral>,
+}
+
+/// Collateral listed per anomaly at most.
+pub const COLLATERAL_LISTED: usize = 64;
+
+/// An entity raised as part of another's anomaly: its kind, name and its own type by
+/// definition.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Collateral {
+    pub kind: EntityKind,
+    pub entity: String,
+    #[serde(rename = "type")]
+    pub anomaly_type: AnomalyType,
 }
 
 /// Why an anomaly was raised.

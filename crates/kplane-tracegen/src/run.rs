@@ -314,6 +314,11 @@ pub fn run(
             let Some((sink, upstream)) = metas.split_last() else {
                 continue;
             };
+            // The run ends at `duration` for every timestamp: a packet still in the fabric
+            // then is not reported (a report past the end would open a window of its own).
+            if sink.egress_ts_ns >= cfg.start_ns + duration {
+                continue;
+            }
             let s = &mut seq[path[path.len() - 1].switch];
             *s = s.wrapping_add(1);
             let packet = Packet {

@@ -18,7 +18,7 @@ const ALPHA: f64 = 0.05;
 /// flow before costs −ln(1 − 0.95) ≈ 3 nats, not infinitely many (routes change).
 const MAX_BUSY: f64 = 0.95;
 /// Windows an entity is seen before its silences are judged.
-const JUDGE_AFTER: u32 = 10;
+pub(crate) const JUDGE_AFTER: u32 = 10;
 /// Windows an entity is seen before its usual value counts (deviations are 0 before).
 const WARM: u32 = 5;
 /// An entity not seen for this many windows is forgotten (bounded state).

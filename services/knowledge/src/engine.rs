@@ -20,21 +20,28 @@ use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use kplane_model::results::{
-    Alert, AlertKind, Anomaly, AnomalyPhase, AnomalyType, EntityKind, Explanation, Forecast,
+    Alert, AlertKind, Anomaly, AnomalyPhase, AnomalyType, COLLATERAL_LISTED, Collateral,
+    EntityKind, Explanation, Forecast,
 };
 
 use crate::baseline::Baselines;
+use crate::collateral::{self, Raised};
 use crate::explain;
 use crate::features::{FastMap, FastSet, MODELLED, Sample, Window, window_end};
 use crate::forecast::{self, Coefficients, Forecaster};
 use crate::model::{EntityModel, TrainParams};
 use crate::registry::{ForecastInfo, Registry, Status, Training, TyperInfo};
-use crate::typer::{Labelled, Typer};
+use crate::typer::Typer;
 
-/// A switch-to-switch link is expected (an all-zero window when missing) while it was in at least 3
-/// more of the recent windows than it missed, counting at most this many: a busy one stays
-/// expected through this many silent windows less 3, so that a failed link keeps scoring.
-const PRESENCE_CAP: u8 = 30;
+/// A switch-to-switch link is expected (an all-zero window when missing) while it was in at
+/// least [`EXPECTED_AFTER`] more of the recent windows than it missed, counting at most this
+/// many: a busy one stays expected through this many silent windows less `EXPECTED_AFTER`, so
+/// that a failed link keeps scoring.
+const PRESENCE_CAP: u8 = 40;
+/// Windows a link is seen in before its absence is a sample: the windows its silence takes to
+/// be judged ([`crate::baseline`]) — a link missing before then is a fabric still warming up,
+/// not a failure.
+const EXPECTED_AFTER: u8 = crate::baseline::JUDGE_AFTER as u8;
 
 /// The engine's settings (from `[knowledge]`).
 #[derive(Clone, Debug)]
@@ -79,7 +86,6 @@ struct Episode {
 #[derive(Debug)]
 struct Trained {
     models: BTreeMap<EntityKind, EntityModel>,
-    typer: Option<Typer>,
     forecasts: BTreeMap<&'static str, Coefficients>,
     problems: Vec<String>,
     seconds: f64,
@@ -112,10 +118,12 @@ pub struct Engine {
     presence: FastMap<(EntityKind, String), u8>,
     baselines: Baselines,
     models: BTreeMap<EntityKind, EntityModel>,
-    typer: Option<Typer>,
-    labelled: Vec<Labelled>,
+    typer: Typer,
     forecaster: Forecaster,
     episodes: FastMap<(EntityKind, String), Episode>,
+    /// Entities that were collateral of another's anomaly in the latest window: like an
+    /// episode's, their habits do not learn from it and retraining leaves them out.
+    collateral: FastSet<(EntityKind, String)>,
     training: Option<mpsc::Receiver<Trained>>,
     registry: Registry,
     pub counts: Counts,
@@ -124,8 +132,7 @@ pub struct Engine {
 impl Engine {
     /// Loads the registry of `cfg.state_dir` if there is one (a restart keeps its models).
     pub fn new(cfg: EngineConfig) -> Result<Self, crate::KnowledgeError> {
-        let labelled = crate::registry::labelled(&cfg.state_dir)?;
-        let typer = Typer::train(&labelled).ok();
+        let typer = Typer::measured(&crate::registry::labelled(&cfg.state_dir)?);
         let mut e = Self {
             window_ns: cfg.train.window_ns,
             cfg,
@@ -138,9 +145,9 @@ impl Engine {
             baselines: Baselines::default(),
             models: BTreeMap::new(),
             typer,
-            labelled,
             forecaster: Forecaster::default(),
             episodes: FastMap::default(),
+            collateral: FastSet::default(),
             training: None,
             registry: Registry::default(),
             counts: Counts::default(),
@@ -330,7 +337,7 @@ impl Engine {
         let mut expected: FastSet<(EntityKind, &str)> = self
             .presence
             .iter()
-            .filter(|(_, n)| **n >= 3)
+            .filter(|(_, n)| **n >= EXPECTED_AFTER)
             .map(|((k, e), _)| (*k, e.as_str()))
             .collect();
         // Most of the fabric silent at once is a gap in the telemetry (a collector or
@@ -368,11 +375,7 @@ impl Engine {
                 *n > 0
             });
         }
-        let open: FastSet<(EntityKind, &str)> = self
-            .episodes
-            .keys()
-            .map(|(k, e)| (*k, e.as_str()))
-            .collect();
+        let open = in_anomaly(&self.episodes, &self.collateral);
         self.baselines
             .augment(&mut samples, |k, e| open.contains(&(k, e)));
         let series = forecast::values(w);
@@ -387,11 +390,7 @@ impl Engine {
         }
         // An entity-window in an anomaly teaches nothing: retraining learns what normal is,
         // so an attack does not move the thresholds it is judged by.
-        let flagged: FastSet<(EntityKind, &str)> = self
-            .episodes
-            .keys()
-            .map(|(k, e)| (*k, e.as_str()))
-            .collect();
+        let flagged = in_anomaly(&self.episodes, &self.collateral);
         samples.retain(|s| !flagged.contains(&(s.kind, s.entity.as_str())));
         drop(flagged);
         self.kept.push_back(Kept { samples, series });
@@ -423,12 +422,40 @@ impl Engine {
         for ep in self.episodes.values_mut() {
             ep.touched = ep.anomaly.entity_kind == EntityKind::Flow && ep.touched;
         }
-        for s in samples {
-            let Some(m) = self.models.get(&s.kind) else {
-                continue;
-            };
-            let score = m.score(&s.x);
-            if !score.is_finite() || score <= m.threshold() {
+        // Every entity-window over its model's threshold, typed by definition; then which of
+        // them are collateral of another (one anomaly per incident, see `collateral`).
+        let over: Vec<(&Sample, &EntityModel, f64, (AnomalyType, f64))> = samples
+            .iter()
+            .filter_map(|s| {
+                let m = self.models.get(&s.kind)?;
+                let score = m.score(&s.x);
+                (score.is_finite() && score > m.threshold())
+                    .then(|| (s, m, score, self.typer.classify(s.kind, &s.x)))
+            })
+            .collect();
+        let raised: Vec<Raised> = over
+            .iter()
+            .map(|(s, _, score, (t, _))| Raised {
+                kind: s.kind,
+                entity: &s.entity,
+                score: *score,
+                typed: *t,
+                open: self.episodes.contains_key(&(s.kind, s.entity.clone())),
+            })
+            .collect();
+        let root_of = collateral::roots(w, &raised);
+        self.collateral.clear();
+        let mut members: Vec<Vec<Collateral>> = vec![Vec::new(); over.len()];
+        for (i, r) in root_of.iter().enumerate() {
+            if let Some(r) = r {
+                members[*r].push(raised[i].collateral());
+                self.collateral
+                    .insert((raised[i].kind, raised[i].entity.to_string()));
+            }
+        }
+        let mut opened = Vec::new();
+        for (i, &(s, m, score, typed)) in over.iter().enumerate() {
+            if root_of[i].is_some() {
                 continue;
             }
             let key = (s.kind, s.entity.clone());
@@ -441,16 +468,17 @@ impl Engine {
                 // Attackers that join later are answered too: a typed episode's recommendations
                 // grow with every window it lasts.
                 let grew = a.anomaly_type != AnomalyType::Unknown && add_recommendations(a, s, w);
-                if grew || score > a.score * 1.2 || a.windows % 10 == 0 {
+                let joined = add_collateral(a, &members[i]);
+                if grew || joined || score > a.score * 1.2 || a.windows % 10 == 0 {
                     // The window that opened an episode may have held only the incident's first
                     // moments: one that scores higher types an untyped episode again.
                     if score > a.score
                         && a.anomaly_type == AnomalyType::Unknown
-                        && let Some(ty) = &self.typer
-                        && let typed @ (t, _) = ty.classify(s.kind, &m.z(&s.x))
-                        && t != AnomalyType::Unknown
+                        && typed.0 != AnomalyType::Unknown
                     {
+                        let kept = std::mem::take(&mut a.explanation.blast_radius.collateral);
                         set_type(a, typed, m, s, w);
+                        a.explanation.blast_radius.collateral = kept;
                         a.explanation.blast_radius.reverse_link =
                             self.baselines.reverse_of(&s.entity).map(str::to_string);
                     }
@@ -460,12 +488,6 @@ impl Engine {
                 }
                 continue;
             }
-            let typed = self
-                .typer
-                .as_ref()
-                .map_or((AnomalyType::Unknown, 0.0), |ty| {
-                    ty.classify(s.kind, &m.z(&s.x))
-                });
             let mut anomaly = Anomaly {
                 id: format!("{}:{}:{}", s.kind.as_str(), s.entity, w.end_ns),
                 entity_kind: s.kind,
@@ -485,8 +507,12 @@ impl Engine {
                 recommendations: Vec::new(),
             };
             set_type(&mut anomaly, typed, m, s, w);
+            add_collateral(&mut anomaly, &members[i]);
             anomaly.explanation.blast_radius.reverse_link =
                 self.baselines.reverse_of(&s.entity).map(str::to_string);
+            opened.push((key, anomaly));
+        }
+        for (key, anomaly) in opened {
             out.push(self.open_episode(key, anomaly));
         }
         let close_after = self.cfg.close_after;
@@ -576,11 +602,10 @@ impl Engine {
             window_ns: self.window_ns,
             ..self.cfg.train.clone()
         };
-        let labelled = self.labelled.clone();
         let (tx, rx) = mpsc::channel();
         self.training = Some(rx);
         std::thread::spawn(move || {
-            let _ = tx.send(train(&samples, &series, &params, &labelled));
+            let _ = tx.send(train(&samples, &series, &params));
         });
     }
 
@@ -612,9 +637,6 @@ impl Engine {
             for (k, m) in t.models {
                 self.models.insert(k, m);
             }
-            if t.typer.is_some() {
-                self.typer = t.typer;
-            }
             let mut f = self.forecaster.models().clone();
             f.extend(t.forecasts);
             self.forecaster.set_models(f);
@@ -630,10 +652,11 @@ impl Engine {
             tracing::warn!(%message, "training failed; the previous models stay");
         }
         self.registry.models = self.models.values().map(EntityModel::save).collect();
-        self.registry.typer = self.typer.as_ref().map(|t| TyperInfo {
-            samples: t.samples,
-            precision: t
-                .precision
+        self.registry.typer = Some(TyperInfo {
+            samples: self.typer.samples,
+            precision: self
+                .typer
+                .precision()
                 .iter()
                 .map(|(k, p)| (k.as_str().to_string(), *p))
                 .collect(),
@@ -691,7 +714,6 @@ fn train(
     samples: &[Sample],
     series: &BTreeMap<(&'static str, String), Vec<f64>>,
     p: &TrainParams,
-    labelled: &[Labelled],
 ) -> Trained {
     let started = Instant::now();
     let mut models = BTreeMap::new();
@@ -724,10 +746,8 @@ fn train(
             Err(e) => problems.push(format!("forecast {s}: {e}")),
         }
     }
-    let typer = Typer::train(labelled).ok();
     Trained {
         models,
-        typer,
         forecasts,
         problems,
         seconds: started.elapsed().as_secs_f64(),
@@ -759,6 +779,31 @@ fn set_type(
         features,
         blast_radius: explain::blast_radius(w, s.kind, &flows),
     };
+}
+
+/// The entities in an anomaly: their own, or another's as its collateral.
+fn in_anomaly<'a>(
+    episodes: &'a FastMap<(EntityKind, String), Episode>,
+    collateral: &'a FastSet<(EntityKind, String)>,
+) -> FastSet<(EntityKind, &'a str)> {
+    episodes
+        .keys()
+        .chain(collateral)
+        .map(|(k, e)| (*k, e.as_str()))
+        .collect()
+}
+
+/// Adds to `a`'s collateral the `members` it does not list yet (at most
+/// [`COLLATERAL_LISTED`]); whether any was added.
+fn add_collateral(a: &mut Anomaly, members: &[Collateral]) -> bool {
+    let listed = &mut a.explanation.blast_radius.collateral;
+    let before = listed.len();
+    for c in members {
+        if listed.len() < COLLATERAL_LISTED && !listed.contains(c) {
+            listed.push(c.clone());
+        }
+    }
+    listed.len() > before
 }
 
 /// Adds to `a`'s recommendations what window `w` recommends that it does not hold yet (a source

@@ -68,6 +68,7 @@ pub fn blast_radius(w: &Window, kind: EntityKind, flows: &[&FlowRow]) -> BlastRa
         other_flows,
         reverse_link: None,
         peers: peers(kind, flows),
+        collateral: Vec::new(),
     }
 }
 

@@ -23,6 +23,7 @@ mod baseline;
 /// `bench`).
 #[cfg(feature = "bench")]
 pub mod bench;
+mod collateral;
 mod config;
 mod detectors;
 mod engine;

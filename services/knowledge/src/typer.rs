@@ -1,24 +1,37 @@
-//! Anomaly typing: per entity kind a decision tree (linfa-trees) over an anomalous
-//! entity-window's standardised features, trained on entity-windows labelled by the emulator's
-//! ground truth (`types.json` in the state directory). Loops and black holes are not learnt: they
-//! are the stream processor's alerts, merged as facts.
+//! Anomaly typing by definition, with a measured confidence.
 //!
-//! Confidence is the type's out-of-fold precision for the entity kind: the labelled set is
-//! split in [`FOLDS`], each fold typed by a tree trained on the others, and of the rows typed
-//! as a type, the share labelled it (smoothed: (right + 1) / (typed + 2)). A type whose
-//! confidence is below [`MIN_CONFIDENCE`] is not said: the answer is `unknown`, and nothing is
-//! recommended for it.
+//! A type is a statement about how an entity-window differs from the entity's own usual
+//! (the `vs_usual_…` features: natural-log ratios for counts), or about a share or a silence —
+//! never about its absolute size, so a definition means the same on a 100 Mb/s fat tree and a
+//! 10 Gb/s leaf-spine, with 16 hosts or 64 (docs/knowledge.md, "Anomaly types"):
+//!
+//! * **port scan**: a destination reached on at least 4× its usual ports; a source that opens
+//!   at least 4× its usual flows towards 4× its usual ports or destinations;
+//! * **DDoS**: a destination receiving at least 2× its usual packets, from 4× its usual sources
+//!   or in packets a fifth smaller than its usual; a source sending 2× its usual packets, a fifth
+//!   smaller, to no more destinations than usual (one of the attackers);
+//! * **congestion**: a queue with at least a tenth more of its samples over the congestion
+//!   threshold than usual (occupancy, not report counts);
+//! * **link failure**: a switch-to-switch link whose silence is surprising (≥ 5 nats, see
+//!   [`crate::baseline`]), or whose opposite direction's is while its own samples fell 4×;
+//! * anything else raised is `unknown`, for every kind, and nothing is recommended for it.
+//!
+//! The labelled anomalies (`types.json`) do not choose the types; they measure them. A type's
+//! confidence for an entity kind is its precision on the labelled set, smoothed —
+//! (right + 1) / (said + 2), 0.5 with no labels — and a type whose confidence is below
+//! [`MIN_CONFIDENCE`] is not said: the answer is `unknown`. In `kplane eval knowledge` the
+//! labelled set comes from other fabric families than the one scored, so the confidence is a
+//! probability measured on data the scored family never contributed to.
+
+use std::collections::BTreeMap;
 
 use kplane_model::results::{AnomalyType, EntityKind};
-use linfa::prelude::*;
-use linfa_trees::DecisionTree;
-use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
-use crate::features::MODELLED;
+use crate::features::{MODELLED, names};
 
-/// The types the classifier learns.
-pub const LEARNT: [AnomalyType; 5] = [
+/// The types a definition can give.
+pub const DEFINED: [AnomalyType; 5] = [
     AnomalyType::Ddos,
     AnomalyType::PortScan,
     AnomalyType::Congestion,
@@ -26,175 +39,167 @@ pub const LEARNT: [AnomalyType; 5] = [
     AnomalyType::Unknown,
 ];
 
-/// Folds of the out-of-fold precision.
-pub const FOLDS: usize = 5;
 /// Below this confidence a type is not said (`unknown`).
 pub const MIN_CONFIDENCE: f64 = 0.5;
 
-/// One labelled anomalous entity-window.
+/// Twice the usual (a natural-log ratio).
+const TWICE: f64 = std::f64::consts::LN_2;
+/// Four times the usual.
+const FOURFOLD: f64 = 2.0 * std::f64::consts::LN_2;
+/// Packets a fifth smaller than usual: ln 0.8.
+const SMALLER_PACKETS: f64 = -0.223;
+/// A tenth more of a queue's samples over the congestion threshold than usual.
+const MORE_CONGESTED: f64 = 0.1;
+/// A link's silence this surprising (nats) is a failure: e^-5 ≈ 0.7 % by chance.
+const SURPRISING_SILENCE: f64 = 5.0;
+
+/// One labelled anomalous entity-window: its features by name (the raw values of the
+/// anomaly's explanation) and the type the ground truth gives it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Labelled {
     pub kind: EntityKind,
-    pub z: Vec<f64>,
+    pub features: BTreeMap<String, f64>,
     #[serde(rename = "type")]
     pub label: AnomalyType,
 }
 
-fn index_of(t: AnomalyType) -> usize {
-    LEARNT
-        .iter()
-        .position(|l| *l == t)
-        .unwrap_or(LEARNT.len() - 1)
-}
-
-/// The classifier of one entity kind: a feature means one thing within a kind (`z[0]` is an
-/// address's flows, a queue's occupancy), and a kind is only given the types it was labelled
-/// with — a queue is never typed a port scan because a scanner's features resemble it.
-#[derive(Debug)]
-struct OfKind {
-    kind: EntityKind,
-    tree: DecisionTree<f64, usize>,
-    width: usize,
-}
-
-impl OfKind {
-    fn predict(&self, z: &[f64]) -> usize {
-        let row: Vec<f64> = (0..self.width)
-            .map(|i| z.get(i).copied().unwrap_or(0.0))
-            .collect();
-        let x = Array2::from_shape_vec((1, self.width), row).expect("one row of the tree's width");
-        self.tree.predict(&x)[0]
+/// The type an entity-window of `kind` is by definition; `f` gives a feature by name (0 when
+/// absent).
+pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
+    let smaller_packets = || f("vs_usual_log_bytes") - f("vs_usual_log_reports") <= SMALLER_PACKETS;
+    match kind {
+        EntityKind::Destination => {
+            if f("vs_usual_log_dst_ports") >= FOURFOLD {
+                AnomalyType::PortScan
+            } else if f("vs_usual_log_reports") >= TWICE
+                && (f("vs_usual_log_sources") >= FOURFOLD || smaller_packets())
+            {
+                AnomalyType::Ddos
+            } else {
+                AnomalyType::Unknown
+            }
+        }
+        EntityKind::Source => {
+            if f("vs_usual_log_flows") >= FOURFOLD
+                && (f("vs_usual_log_dst_ports") >= FOURFOLD
+                    || f("vs_usual_log_destinations") >= FOURFOLD)
+            {
+                AnomalyType::PortScan
+            } else if f("vs_usual_log_reports") >= TWICE
+                && smaller_packets()
+                && f("vs_usual_log_destinations") < TWICE
+            {
+                AnomalyType::Ddos
+            } else {
+                AnomalyType::Unknown
+            }
+        }
+        EntityKind::Queue if f("vs_usual_congested_fraction") >= MORE_CONGESTED => {
+            AnomalyType::Congestion
+        }
+        EntityKind::Link
+            if f("silence_surprise") >= SURPRISING_SILENCE
+                || (f("reverse_silence_surprise") >= SURPRISING_SILENCE
+                    && f("vs_usual_log_samples") <= -FOURFOLD) =>
+        {
+            AnomalyType::LinkFailure
+        }
+        _ => AnomalyType::Unknown,
     }
 }
 
-#[derive(Debug)]
+/// The type of a sample's feature vector (in [`names`] order) by definition.
+fn define_vector(kind: EntityKind, x: &[f64]) -> AnomalyType {
+    let names = names(kind);
+    define(kind, |n| {
+        names
+            .iter()
+            .position(|m| *m == n)
+            .and_then(|i| x.get(i))
+            .copied()
+            .unwrap_or(0.0)
+    })
+}
+
+/// How often a definition was right on the labelled set, per entity kind and type.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Tally {
+    /// Labelled rows the definition gave this type.
+    pub said: usize,
+    /// Of those, labelled it.
+    pub right: usize,
+    /// Labelled rows of this type (for the recall).
+    pub labelled: usize,
+}
+
+impl Tally {
+    /// The smoothed precision: a calibrated probability that the type is right.
+    pub fn confidence(&self) -> f64 {
+        (self.right as f64 + 1.0) / (self.said as f64 + 2.0)
+    }
+}
+
+#[derive(Debug, Default)]
 pub struct Typer {
-    trees: Vec<OfKind>,
-    /// Per learnt type: the out-of-fold precision over every kind (the registry's figure).
-    pub precision: Vec<(AnomalyType, f64)>,
-    /// Per kind and type: the out-of-fold precision, smoothed (the confidence).
-    confidence: Vec<(EntityKind, AnomalyType, f64)>,
+    tallies: BTreeMap<(EntityKind, AnomalyType), Tally>,
     pub samples: usize,
 }
 
-/// A shallow tree: the labelled sets are small, and a deep tree learns their noise.
-fn fit_tree(
-    x: Array2<f64>,
-    y: Array1<usize>,
-    kind: EntityKind,
-) -> Result<DecisionTree<f64, usize>, String> {
-    DecisionTree::params()
-        .max_depth(Some(4))
-        .min_weight_leaf(2.0)
-        .fit(&Dataset::new(x, y))
-        .map_err(|e| format!("decision tree ({}): {e}", kind.as_str()))
-}
-
 impl Typer {
-    /// A decision tree per entity kind with labelled anomalies.
-    pub fn train(data: &[Labelled]) -> Result<Self, crate::KnowledgeError> {
-        Self::fit(data).map_err(crate::KnowledgeError::Training)
+    /// The definitions, measured on `labelled` (none: every confidence is 0.5).
+    pub fn measured(labelled: &[Labelled]) -> Self {
+        let mut tallies: BTreeMap<(EntityKind, AnomalyType), Tally> = BTreeMap::new();
+        for l in labelled {
+            let said = define(l.kind, |n| l.features.get(n).copied().unwrap_or(0.0));
+            let t = tallies.entry((l.kind, said)).or_default();
+            t.said += 1;
+            t.right += usize::from(said == l.label);
+            tallies.entry((l.kind, l.label)).or_default().labelled += 1;
+        }
+        Self {
+            tallies,
+            samples: labelled.len(),
+        }
     }
 
-    fn fit(data: &[Labelled]) -> Result<Self, String> {
-        if data.is_empty() {
-            return Err("no labelled anomalies to learn types from".into());
-        }
-        let mut trees = Vec::new();
-        // (kind, typed out of fold, labelled) of every training row, for the precision.
-        let mut fitted = Vec::new();
-        for kind in MODELLED {
-            let of_kind: Vec<&Labelled> = data.iter().filter(|l| l.kind == kind).collect();
-            let Some(width) = of_kind.iter().map(|l| l.z.len()).max() else {
-                continue;
-            };
-            let rows: Vec<f64> = of_kind
-                .iter()
-                .flat_map(|l| (0..width).map(|i| l.z.get(i).copied().unwrap_or(0.0)))
-                .collect();
-            let x =
-                Array2::from_shape_vec((of_kind.len(), width), rows).map_err(|e| e.to_string())?;
-            let y: Array1<usize> = of_kind.iter().map(|l| index_of(l.label)).collect();
-            // Out of fold: each row typed by a tree that did not see it (a set too small to
-            // split is typed by the whole tree, which flatters it).
-            let n = of_kind.len();
-            let mut typed = vec![0usize; n];
-            if n >= 2 * FOLDS {
-                for f in 0..FOLDS {
-                    let rows = |held: bool| -> Vec<usize> {
-                        (0..n).filter(|i| (i % FOLDS == f) == held).collect()
-                    };
-                    let (train, held) = (rows(false), rows(true));
-                    let tree = fit_tree(
-                        x.select(ndarray::Axis(0), &train),
-                        y.select(ndarray::Axis(0), &train),
-                        kind,
-                    )?;
-                    let out = tree.predict(&x.select(ndarray::Axis(0), &held));
-                    for (i, p) in held.into_iter().zip(out) {
-                        typed[i] = p;
-                    }
-                }
-            }
-            let tree = fit_tree(x.clone(), y.clone(), kind)?;
-            if n < 2 * FOLDS {
-                typed = tree.predict(&x).to_vec();
-            }
-            fitted.extend(typed.into_iter().zip(y).map(|(p, l)| (kind, p, l)));
-            trees.push(OfKind { kind, tree, width });
-        }
-        let share = |rows: &mut dyn Iterator<Item = &(EntityKind, usize, usize)>, i: usize| {
-            let (said, right) = rows
-                .filter(|(_, p, _)| *p == i)
-                .fold((0usize, 0usize), |(s, r), (_, _, y)| {
-                    (s + 1, r + usize::from(*y == i))
-                });
-            (said, right)
-        };
-        let precision = LEARNT
+    /// Per kind and type, how the definitions did on the labelled set.
+    pub fn tallies(&self) -> &BTreeMap<(EntityKind, AnomalyType), Tally> {
+        &self.tallies
+    }
+
+    /// Per type over every kind, the definitions' precision on the labelled set.
+    pub fn precision(&self) -> Vec<(AnomalyType, f64)> {
+        DEFINED
             .iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                let (said, right) = share(&mut fitted.iter(), i);
+            .filter_map(|t| {
+                let (said, right) = MODELLED
+                    .iter()
+                    .filter_map(|k| self.tallies.get(&(*k, *t)))
+                    .fold((0, 0), |(s, r), x| (s + x.said, r + x.right));
                 (said > 0).then(|| (*t, right as f64 / said as f64))
             })
-            .collect();
-        let confidence = MODELLED
-            .iter()
-            .flat_map(|k| LEARNT.iter().enumerate().map(move |(i, t)| (*k, i, *t)))
-            .filter_map(|(k, i, t)| {
-                let (said, right) = share(&mut fitted.iter().filter(|(fk, _, _)| *fk == k), i);
-                (said > 0).then(|| (k, t, (right as f64 + 1.0) / (said as f64 + 2.0)))
-            })
-            .collect();
-        Ok(Self {
-            trees,
-            precision,
-            confidence,
-            samples: data.len(),
-        })
+            .collect()
     }
 
-    /// The type of an anomalous entity-window and its confidence (the type's out-of-fold
-    /// precision for the kind); `unknown` for a kind no anomaly was labelled for, and for a type
-    /// whose confidence is below [`MIN_CONFIDENCE`].
-    pub fn classify(&self, kind: EntityKind, z: &[f64]) -> (AnomalyType, f64) {
-        let Some(tree) = self.trees.iter().find(|t| t.kind == kind) else {
-            return (AnomalyType::Unknown, 0.0);
-        };
-        let t = LEARNT
-            .get(tree.predict(z))
+    fn confidence(&self, kind: EntityKind, t: AnomalyType) -> f64 {
+        self.tallies
+            .get(&(kind, t))
             .copied()
-            .unwrap_or(AnomalyType::Unknown);
-        let confidence = |t: AnomalyType| {
-            self.confidence
-                .iter()
-                .find(|(k, c, _)| *k == kind && *c == t)
-                .map_or(0.0, |(_, _, p)| *p)
-        };
-        match confidence(t) {
+            .unwrap_or_default()
+            .confidence()
+    }
+
+    /// The type of an anomalous entity-window (its features in [`names`] order) and its
+    /// confidence; `unknown` when no definition holds or the one that holds is below
+    /// [`MIN_CONFIDENCE`] for this kind.
+    pub fn classify(&self, kind: EntityKind, x: &[f64]) -> (AnomalyType, f64) {
+        let t = define_vector(kind, x);
+        match self.confidence(kind, t) {
             p if t == AnomalyType::Unknown || p >= MIN_CONFIDENCE => (t, p),
-            _ => (AnomalyType::Unknown, confidence(AnomalyType::Unknown)),
+            _ => (
+                AnomalyType::Unknown,
+                self.confidence(kind, AnomalyType::Unknown),
+            ),
         }
     }
 }
@@ -203,103 +208,155 @@ impl Typer {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_tree_separates_learnt_types_by_kind_and_features() {
-        let mut data = Vec::new();
-        for i in 0..20 {
-            let j = i as f64 * 0.1;
-            data.push(Labelled {
-                kind: EntityKind::Destination,
-                z: vec![3.0 + j, 3.0, 0.1, 6.0 + j, 8.0],
-                label: AnomalyType::Ddos,
-            });
-            data.push(Labelled {
-                kind: EntityKind::Destination,
-                z: vec![9.0 + j, 1.0, 12.0, 4.0, 2.0],
-                label: AnomalyType::PortScan,
-            });
-            data.push(Labelled {
-                kind: EntityKind::Queue,
-                z: vec![5.0 + j, 6.0, 7.0, 0.0],
-                label: AnomalyType::Congestion,
-            });
-            data.push(Labelled {
-                kind: EntityKind::Link,
-                z: vec![-4.0 - j, -4.0, -6.0],
-                label: AnomalyType::LinkFailure,
-            });
+    fn row(kind: EntityKind, features: &[(&str, f64)], label: AnomalyType) -> Labelled {
+        Labelled {
+            kind,
+            features: features.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+            label,
         }
-        let t = Typer::train(&data).unwrap();
-        // A kind nobody labelled is not typed.
-        assert_eq!(
-            t.classify(EntityKind::Source, &[9.0; 5]).0,
-            AnomalyType::Unknown
-        );
-        let kinds = [
-            (
-                EntityKind::Destination,
-                vec![3.5, 3.0, 0.2, 6.5, 8.0],
-                AnomalyType::Ddos,
-            ),
-            (
-                EntityKind::Destination,
-                vec![9.5, 1.0, 11.0, 4.0, 2.0],
-                AnomalyType::PortScan,
-            ),
-            (
-                EntityKind::Queue,
-                vec![5.5, 6.0, 7.0, 0.0],
-                AnomalyType::Congestion,
-            ),
-            (
-                EntityKind::Link,
-                vec![-4.5, -4.0, -6.0],
-                AnomalyType::LinkFailure,
-            ),
-        ];
-        for (k, z, want) in kinds {
-            assert_eq!(t.classify(k, &z).0, want);
-        }
-        assert!(Typer::train(&[]).is_err());
+    }
+
+    fn vector(kind: EntityKind, features: &[(&str, f64)]) -> Vec<f64> {
+        names(kind)
+            .iter()
+            .map(|n| {
+                features
+                    .iter()
+                    .find(|(m, _)| m == n)
+                    .map_or(0.0, |(_, v)| *v)
+            })
+            .collect()
     }
 
     #[test]
-    fn confidence_is_out_of_fold_and_an_unreliable_type_is_not_said() {
-        let mut data = Vec::new();
-        for i in 0..20 {
-            let j = i as f64 * 0.01;
-            // Separable: destinations.
-            data.push(Labelled {
-                kind: EntityKind::Destination,
-                z: vec![3.0 + j, 0.0],
-                label: AnomalyType::Ddos,
-            });
-            data.push(Labelled {
-                kind: EntityKind::Destination,
-                z: vec![-3.0 - j, 0.0],
-                label: AnomalyType::PortScan,
-            });
-            // Not separable: sources of three types with the same features.
-            let label = [
-                AnomalyType::Ddos,
-                AnomalyType::PortScan,
-                AnomalyType::Congestion,
-            ][i % 3];
-            data.push(Labelled {
-                kind: EntityKind::Source,
-                z: vec![5.0, 5.0],
-                label,
-            });
+    fn each_type_is_a_change_from_the_entitys_usual_not_a_size() {
+        use AnomalyType::*;
+        use EntityKind::*;
+        let cases: [(EntityKind, &[(&str, f64)], AnomalyType); 12] = [
+            // A flood of small packets from the usual sources, and one from spoofed sources.
+            (
+                Destination,
+                &[("vs_usual_log_reports", 2.8), ("vs_usual_log_bytes", 2.2)],
+                Ddos,
+            ),
+            (
+                Destination,
+                &[
+                    ("vs_usual_log_reports", 1.8),
+                    ("vs_usual_log_bytes", 1.7),
+                    ("vs_usual_log_sources", 3.5),
+                ],
+                Ddos,
+            ),
+            // A flash crowd: more packets of the usual size from the usual sources.
+            (
+                Destination,
+                &[("vs_usual_log_reports", 2.2), ("vs_usual_log_bytes", 2.2)],
+                Unknown,
+            ),
+            (
+                Destination,
+                &[("vs_usual_log_dst_ports", 2.7), ("vs_usual_log_flows", 0.7)],
+                PortScan,
+            ),
+            (
+                Source,
+                &[("vs_usual_log_flows", 2.2), ("vs_usual_log_dst_ports", 2.7)],
+                PortScan,
+            ),
+            (
+                Source,
+                &[("vs_usual_log_reports", 2.0), ("vs_usual_log_bytes", 1.4)],
+                Ddos,
+            ),
+            // A heavy hitter: much more of the usual packets, to many destinations.
+            (
+                Source,
+                &[
+                    ("vs_usual_log_reports", 3.6),
+                    ("vs_usual_log_bytes", 3.6),
+                    ("vs_usual_log_destinations", 0.8),
+                ],
+                Unknown,
+            ),
+            (
+                Queue,
+                &[
+                    ("congested_fraction", 0.9),
+                    ("vs_usual_congested_fraction", 0.9),
+                ],
+                Congestion,
+            ),
+            // More reports through a queue whose occupancy did not rise.
+            (
+                Queue,
+                &[
+                    ("vs_usual_log_samples", 2.9),
+                    ("vs_usual_congested_fraction", 0.03),
+                ],
+                Unknown,
+            ),
+            (
+                Link,
+                &[("silence_surprise", 30.0), ("vs_usual_log_samples", -7.0)],
+                LinkFailure,
+            ),
+            (
+                Link,
+                &[
+                    ("reverse_silence_surprise", 50.0),
+                    ("vs_usual_log_samples", -7.3),
+                ],
+                LinkFailure,
+            ),
+            // A link missing from a window before its silence could be judged.
+            (Link, &[], Unknown),
+        ];
+        let t = Typer::measured(&[]);
+        for (kind, f, want) in cases {
+            assert_eq!(t.classify(kind, &vector(kind, f)).0, want, "{kind:?} {f:?}");
         }
-        let t = Typer::train(&data).unwrap();
-        let (ty, p) = t.classify(EntityKind::Destination, &[3.1, 0.0]);
-        assert_eq!(ty, AnomalyType::Ddos);
-        // 20 of 20 out of fold, smoothed: 21 / 22.
-        assert!((p - 21.0 / 22.0).abs() < 1e-9, "{p}");
-        // Whatever the tree says for the sources is right a third of the time: not said.
-        assert_eq!(
-            t.classify(EntityKind::Source, &[5.0, 5.0]).0,
-            AnomalyType::Unknown
+    }
+
+    #[test]
+    fn confidence_is_the_measured_precision_and_an_unreliable_type_is_not_said() {
+        let ddos = [("vs_usual_log_reports", 3.0), ("vs_usual_log_bytes", 2.0)];
+        let mut labelled = Vec::new();
+        // Destinations: the definition right 9 times of 10.
+        for i in 0..10 {
+            let label = if i == 0 {
+                AnomalyType::Unknown
+            } else {
+                AnomalyType::Ddos
+            };
+            labelled.push(row(EntityKind::Destination, &ddos, label));
+        }
+        // Sources: the same definition right 1 time of 6.
+        let source = [("vs_usual_log_reports", 3.0), ("vs_usual_log_bytes", 2.0)];
+        for i in 0..6 {
+            let label = if i == 0 {
+                AnomalyType::Ddos
+            } else {
+                AnomalyType::Unknown
+            };
+            labelled.push(row(EntityKind::Source, &source, label));
+        }
+        let t = Typer::measured(&labelled);
+        let (ty, p) = t.classify(
+            EntityKind::Destination,
+            &vector(EntityKind::Destination, &ddos),
         );
+        assert_eq!(ty, AnomalyType::Ddos);
+        assert!((p - 10.0 / 12.0).abs() < 1e-9, "{p}");
+        // 2 / 8 < 0.5: not said; unknown, never measured for sources, is 0.5.
+        let (ty, p) = t.classify(EntityKind::Source, &vector(EntityKind::Source, &source));
+        assert_eq!(ty, AnomalyType::Unknown);
+        assert!((p - 0.5).abs() < 1e-9, "{p}");
+        let d = t.tallies()[&(EntityKind::Destination, AnomalyType::Ddos)];
+        assert_eq!((d.said, d.right, d.labelled), (10, 9, 9));
+        // Without labels every type is said, at 0.5.
+        let (ty, p) =
+            Typer::measured(&[]).classify(EntityKind::Source, &vector(EntityKind::Source, &source));
+        assert_eq!((ty, p), (AnomalyType::Ddos, 0.5));
     }
 }

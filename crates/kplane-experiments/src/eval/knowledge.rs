@@ -27,7 +27,7 @@ use super::family::{Family, Generator};
 use super::forecasts::{ForecastScore, Periods, periods_of, score_forecasts};
 use super::incidents::{self, IncidentScore};
 use super::pipeline::{Outcome, Source, knowledge_config, run_pipeline};
-use super::score::{Detection, SCORED, TypeScore, raised, retyped, z_vector};
+use super::score::{Detection, SCORED, TypeScore, features_of, raised};
 
 /// The clean run the models learn from.
 pub const TRAIN_SEED: u64 = 9_001;
@@ -478,11 +478,9 @@ fn source(fam: &Family, spec: &str, seconds: u64, seed: u64) -> Source {
 /// One family's results.
 #[derive(Debug, Default)]
 struct FamilyTotals {
-    /// Typed as the scored runs typed them (with the labels of [`LabelSource`]).
+    /// Typed as the scored runs typed them (confidence measured on the labels of
+    /// [`LabelSource`]).
     scored: Detection,
-    /// The same anomalies typed again by a classifier that also learnt this family's labels
-    /// (only when the scored runs' was held out).
-    in_family: Option<Detection>,
     incidents: IncidentScore,
     forecasts: ForecastScore,
     /// The forecasts' learnt periods (the seasonal naive baseline's).
@@ -524,30 +522,12 @@ fn labels_seen(
 }
 
 /// Scores one run; returns its incidents' summaries.
-fn score_run(
-    o: &Outcome,
-    window_ns: i64,
-    t: &mut FamilyTotals,
-    in_family: Option<&Typer>,
-) -> Vec<serde_json::Value> {
+fn score_run(o: &Outcome, window_ns: i64, t: &mut FamilyTotals) -> Vec<serde_json::Value> {
     let injected = faults(o);
     let (incidents, incident_of) =
         incidents::score_run(o, &o.anomalies, &injected, window_ns, &mut t.incidents);
     t.scored
         .score(o, &o.anomalies, &injected, window_ns, &incident_of);
-    if let Some(typer) = in_family {
-        let again = retyped(&o.anomalies, typer);
-        let (_, of) = incidents::score_run(
-            o,
-            &again,
-            &injected,
-            window_ns,
-            &mut IncidentScore::default(),
-        );
-        t.in_family
-            .get_or_insert_with(Detection::default)
-            .score(o, &again, &injected, window_ns, &of);
-    }
     score_forecasts(&o.forecasts, &t.periods, &mut t.forecasts);
     t.runs += 1;
     t.reports_sent += o.reports_sent;
@@ -561,7 +541,7 @@ fn labels_of(o: &Outcome, window_ns: i64) -> Vec<Labelled> {
     raised(&o.anomalies)
         .map(|a| Labelled {
             kind: a.entity_kind,
-            z: z_vector(a),
+            features: features_of(a),
             label: truth_label(a, &injected, window_ns),
         })
         .collect()
@@ -705,11 +685,8 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         std::fs::write(p, serde_json::to_string_pretty(&all)?)
             .with_context(|| format!("{}", p.display()))?;
     }
-    // Typing again with every family's labels, this one's included: the in-family table.
-    let everyone = match labels_from {
-        LabelSource::OtherFamilies => Typer::train(&labels.concat()).ok(),
-        _ => None,
-    };
+    // The definitions on every labelled training variant: the training table.
+    let training = Typer::measured(&given.clone().unwrap_or_else(|| labels.concat()));
 
     // 3. Scored runs, each family with the labels it may see.
     let mut totals: Vec<FamilyTotals> = Vec::new();
@@ -748,7 +725,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                 let injected = faults(&o);
                 let eval = serde_json::json!({"family": fam.name, "scenario": scenario,
                     "seed": seed, "spec": spec});
-                for mut v in score_run(&o, window_ns, &mut t, everyone.as_ref()) {
+                for mut v in score_run(&o, window_ns, &mut t) {
                     v["eval"] = eval.clone();
                     v["eval"]["faults"] = injected
                         .iter()
@@ -792,7 +769,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         scored,
         secs,
     };
-    let report = report(&a, &families, &labels_from, &totals, &cost, &out);
+    let report = report(&a, &families, &labels_from, &training, &totals, &cost, &out);
     std::fs::write(out.join("report.md"), &report.0)?;
     std::fs::write(out.join("results.csv"), &report.1)?;
     print!("{}", report.0);
@@ -877,16 +854,16 @@ fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> S
     let per_hour = |n: u64, s: f64| n as f64 / (s / 3_600.0).max(1e-9);
     md += &format!(
         "\nFalse alarms (wrong, while nothing harmful was under way): {} in {:.0} virtual s → {:.1} \
-         per hour; on runs with nothing harmful injected (clean, benign) {} in {:.0} s → {:.1} per \
-         hour. Raised after an attack ended (up to 60 s, within the runs: {:.0} s of aftermath): {}. \
+         per hour; on clean runs (nothing injected) {} in {:.0} s → {:.1} per hour. Raised after an \
+         attack ended (up to 60 s, within the runs: {:.0} s of aftermath): {}. \
          Benign traffic ({} flash crowds and heavy hitters): typed as an attack {} times, {} with a \
          block recommended.\n",
         d.false_alarms,
         d.seconds,
         per_hour(d.false_alarms, d.seconds),
-        d.quiet_false_alarms,
-        d.quiet_seconds,
-        per_hour(d.quiet_false_alarms, d.quiet_seconds),
+        d.clean_false_alarms,
+        d.clean_seconds,
+        per_hour(d.clean_false_alarms, d.clean_seconds),
         d.after_seconds,
         d.after_attack,
         d.benign_faults,
@@ -900,13 +877,13 @@ fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> S
         "all",
         per_hour(d.false_alarms, d.seconds),
     );
-    if d.quiet_seconds > 0.0 {
+    if d.clean_seconds > 0.0 {
         csv.row(
             family,
             table,
             "false_alarms_per_hour",
-            "quiet",
-            per_hour(d.quiet_false_alarms, d.quiet_seconds),
+            "clean",
+            per_hour(d.clean_false_alarms, d.clean_seconds),
         );
     }
     csv.row(
@@ -926,11 +903,43 @@ fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> S
     md
 }
 
+/// The definitions on the labelled training variants (every family's): per kind and type, how
+/// often each was said, right, and labelled — the figures the confidences come from.
+fn training_table(t: &Typer, csv: &mut Csv) -> String {
+    let mut md = format!(
+        "\n## Training: the type definitions on the {} labelled anomalies of the training variants\n\n\
+         | kind | type | labelled | said | right | precision | recall |\n|---|---|---|---|---|---|---|\n",
+        t.samples
+    );
+    for ((kind, ty), x) in t.tallies() {
+        let precision = (x.said > 0).then(|| x.right as f64 / x.said as f64);
+        let recall = (x.labelled > 0).then(|| x.right as f64 / x.labelled as f64);
+        md += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            kind.as_str(),
+            ty.as_str(),
+            x.labelled,
+            x.said,
+            x.right,
+            fmt(precision),
+            fmt(recall)
+        );
+        let ty = format!("{}:{}", kind.as_str(), ty.as_str());
+        for (m, v) in [("precision", precision), ("recall", recall)] {
+            if let Some(v) = v {
+                csv.row("all", "training", m, &ty, v);
+            }
+        }
+    }
+    md
+}
+
 /// The markdown report and the CSV.
 fn report(
     a: &KnowledgeArgs,
     families: &[Family],
     source: &LabelSource,
+    training: &Typer,
     totals: &[FamilyTotals],
     c: &Cost,
     out: &Path,
@@ -989,15 +998,11 @@ fn report(
         ),
     };
     let mut all = Detection::default();
-    let mut all_in = Detection::default();
     let mut inc = IncidentScore::default();
     let mut forecasts = ForecastScore::default();
     let (mut sent, mut lost) = (0, 0);
     for t in totals {
         all.add(&t.scored);
-        if let Some(d) = &t.in_family {
-            all_in.add(d);
-        }
         inc.add(&t.incidents);
         for (k, v) in &t.forecasts {
             let e = forecasts.entry(k.clone()).or_default();
@@ -1015,11 +1020,8 @@ fn report(
             md += &format!("\n### {} ({})\n\n", f.name, scored_table);
             md += &detection_table(&t.scored, &f.name, scored_table, &mut csv);
         }
-        if totals.iter().any(|t| t.in_family.is_some()) {
-            md += "\n## In family: the same anomalies typed by a classifier that also learnt each family's own labels\n\n";
-            md += &detection_table(&all_in, "all", "in-family", &mut csv);
-        }
     }
+    md += &training_table(training, &mut csv);
     md += &format!(
         "\nIncidents (docs/incidents.md: alerts and anomalies correlated by root, hold {} s) against \
          the injected faults: {} faults, {} with an incident → recall {}; {} incidents, {} about a \
@@ -1295,7 +1297,7 @@ mod tests {
     fn a_held_out_family_never_learns_from_its_own_labels() {
         let label = |x: f64| Labelled {
             kind: EntityKind::Destination,
-            z: vec![x],
+            features: [("vs_usual_log_reports".to_string(), x)].into(),
             label: AnomalyType::Ddos,
         };
         let per_family = vec![

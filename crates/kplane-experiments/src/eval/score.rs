@@ -141,9 +141,9 @@ pub(super) struct Detection {
     /// Wrong anomalies raised while no harmful fault was under way, and the virtual seconds.
     pub(super) false_alarms: u64,
     pub(super) seconds: f64,
-    /// The same on the runs with nothing harmful injected (clean, flash crowd, heavy hitter).
-    pub(super) quiet_false_alarms: u64,
-    pub(super) quiet_seconds: f64,
+    /// The same on the runs with nothing injected at all (clean).
+    pub(super) clean_false_alarms: u64,
+    pub(super) clean_seconds: f64,
     /// Anomalies newly raised after a harmful fault ended (within [`AFTER_ATTACK_NS`] and the
     /// run), and the seconds of aftermath the runs held.
     pub(super) after_attack: u64,
@@ -170,8 +170,8 @@ impl Detection {
         }
         self.false_alarms += o.false_alarms;
         self.seconds += o.seconds;
-        self.quiet_false_alarms += o.quiet_false_alarms;
-        self.quiet_seconds += o.quiet_seconds;
+        self.clean_false_alarms += o.clean_false_alarms;
+        self.clean_seconds += o.clean_seconds;
         self.after_attack += o.after_attack;
         self.after_seconds += o.after_seconds;
         self.benign_attacks += o.benign_attacks;
@@ -188,7 +188,7 @@ impl Detection {
         window_ns: i64,
         incident_of: &HashMap<String, usize>,
     ) {
-        let quiet = faults.iter().all(|f| f.benign);
+        let clean = faults.is_empty();
         let run_end = (o.virtual_seconds * 1e9) as i64;
         for a in raised(anomalies) {
             let v = verdict(a, faults, window_ns, incident_of);
@@ -201,8 +201,8 @@ impl Detection {
             let under_way = faults.iter().any(|f| !f.benign && f.overlaps(a, window_ns));
             if v == Verdict::Wrong && !under_way {
                 self.false_alarms += 1;
-                if quiet {
-                    self.quiet_false_alarms += 1;
+                if clean {
+                    self.clean_false_alarms += 1;
                 }
             }
             let after = faults.iter().any(|f| {
@@ -243,47 +243,19 @@ impl Detection {
             }
         }
         self.seconds += o.virtual_seconds;
-        if quiet {
-            self.quiet_seconds += o.virtual_seconds;
+        if clean {
+            self.clean_seconds += o.virtual_seconds;
         }
     }
 }
 
-/// `anomalies` typed again by `typer` from their standardised features (facts from alerts and
-/// episode ends keep theirs): what a classifier trained on other labels would have said.
-pub(super) fn retyped(
-    anomalies: &[Anomaly],
-    typer: &kplane_knowledge::typer::Typer,
-) -> Vec<Anomaly> {
-    anomalies
+/// An anomaly's features by name, as its explanation gives their raw values (what the
+/// definitions read, see `kplane_knowledge::typer`).
+pub(super) fn features_of(a: &Anomaly) -> std::collections::BTreeMap<String, f64> {
+    a.explanation
+        .features
         .iter()
-        .map(|a| {
-            let mut a = a.clone();
-            let learnt = !matches!(
-                a.anomaly_type,
-                AnomalyType::RoutingLoop | AnomalyType::BlackHole
-            );
-            if learnt && a.phase != AnomalyPhase::End && !a.explanation.features.is_empty() {
-                let (t, confidence) = typer.classify(a.entity_kind, &z_vector(&a));
-                a.anomaly_type = t;
-                a.confidence = confidence;
-            }
-            a
-        })
-        .collect()
-}
-
-/// The standardised features of an anomaly in model order (from its explanation).
-pub(super) fn z_vector(a: &Anomaly) -> Vec<f64> {
-    kplane_knowledge::features::names(a.entity_kind)
-        .iter()
-        .map(|n| {
-            a.explanation
-                .features
-                .iter()
-                .find(|f| f.name == *n)
-                .map_or(0.0, |f| f.z)
-        })
+        .map(|f| (f.name.clone(), f.value))
         .collect()
 }
 
