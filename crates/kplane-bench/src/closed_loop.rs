@@ -45,6 +45,10 @@ pub struct LoopArgs {
     /// three times the victim's link rate stays small enough to emulate in real time.
     #[arg(long, default_value_t = 0.1)]
     link_gbps: f64,
+    /// The emulated fabric (`kplane up --topology`): another than the shipped labels' families
+    /// holds the loop out of them (docs/benchmarks.md).
+    #[arg(long, default_value = "fat-tree:4")]
+    topology: String,
     /// Runs (each a fresh `kplane up`; the attack's phase in its window spread over them).
     #[arg(long, default_value_t = 3)]
     runs: u64,
@@ -84,6 +88,7 @@ impl Up {
             .args(["--flows", &a.flows.to_string()])
             .args(["--elephant-share", &a.elephant_share.to_string()])
             .args(["--link-gbps", &a.link_gbps.to_string()])
+            .args(["--topology", &a.topology])
             .arg("--data-dir")
             .arg(&data)
             // The measurement polls the store several times a second with the one token it

@@ -48,6 +48,10 @@ pub struct UpArgs {
     /// Emulated link rate, Gb/s.
     #[arg(long, default_value_t = 10.0)]
     link_gbps: f64,
+    /// Emulated fabric (docs/emulator.md): `fat-tree:K`, `leaf-spine:S,L,H`,
+    /// `watts-strogatz:N,K,P,SEED`.
+    #[arg(long, default_value = "fat-tree:4")]
+    topology: String,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
@@ -100,6 +104,7 @@ async fn up(
         ..cfg.knowledge
     };
     let rc = kplane_emulator::run::RunConfig {
+        topology: a.topology.clone(),
         duration: a.duration.unwrap_or(Duration::from_secs(365 * 86_400)),
         scenario: a.scenario.clone(),
         realtime: true,

@@ -375,9 +375,10 @@ impl Engine {
                 *n > 0
             });
         }
-        let open = in_anomaly(&self.episodes, &self.collateral);
+        let frozen = Frozen::of(&self.episodes, &self.collateral);
         self.baselines
-            .augment(&mut samples, |k, e| open.contains(&(k, e)));
+            .augment(&mut samples, |k, e| frozen.contains(k, e));
+        drop(frozen);
         let series = forecast::values(w);
         let mut out = Output {
             forecasts: self
@@ -390,9 +391,9 @@ impl Engine {
         }
         // An entity-window in an anomaly teaches nothing: retraining learns what normal is,
         // so an attack does not move the thresholds it is judged by.
-        let flagged = in_anomaly(&self.episodes, &self.collateral);
-        samples.retain(|s| !flagged.contains(&(s.kind, s.entity.as_str())));
-        drop(flagged);
+        let frozen = Frozen::of(&self.episodes, &self.collateral);
+        samples.retain(|s| !frozen.contains(s.kind, &s.entity));
+        drop(frozen);
         self.kept.push_back(Kept { samples, series });
         while self.kept.len() > self.cfg.training_windows {
             self.kept.pop_front();
@@ -781,16 +782,35 @@ fn set_type(
     };
 }
 
-/// The entities in an anomaly: their own, or another's as its collateral.
-fn in_anomaly<'a>(
-    episodes: &'a FastMap<(EntityKind, String), Episode>,
-    collateral: &'a FastSet<(EntityKind, String)>,
-) -> FastSet<(EntityKind, &'a str)> {
-    episodes
-        .keys()
-        .chain(collateral)
-        .map(|(k, e)| (*k, e.as_str()))
-        .collect()
+/// What learns nothing from a window: the entities in an anomaly (their own, or another's as
+/// its collateral), and while a flood is open every address — a flood displaces other hosts'
+/// traffic too, and a habit learnt meanwhile would make its end raise them all.
+struct Frozen<'a> {
+    open: FastSet<(EntityKind, &'a str)>,
+    flood: bool,
+}
+
+impl<'a> Frozen<'a> {
+    fn of(
+        episodes: &'a FastMap<(EntityKind, String), Episode>,
+        collateral: &'a FastSet<(EntityKind, String)>,
+    ) -> Self {
+        Self {
+            open: episodes
+                .keys()
+                .chain(collateral)
+                .map(|(k, e)| (*k, e.as_str()))
+                .collect(),
+            flood: episodes
+                .values()
+                .any(|ep| ep.anomaly.anomaly_type == AnomalyType::Ddos),
+        }
+    }
+
+    fn contains(&self, k: EntityKind, e: &str) -> bool {
+        self.open.contains(&(k, e))
+            || (self.flood && matches!(k, EntityKind::Source | EntityKind::Destination))
+    }
 }
 
 /// Adds to `a`'s collateral the `members` it does not list yet (at most

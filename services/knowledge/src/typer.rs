@@ -7,9 +7,9 @@
 //!
 //! * **port scan**: a destination reached on at least 4× its usual ports; a source that opens
 //!   at least 4× its usual flows towards 4× its usual ports or destinations;
-//! * **DDoS**: a destination receiving at least 2× its usual packets, from 4× its usual sources
-//!   or in packets a fifth smaller than its usual; a source sending 2× its usual packets, a fifth
-//!   smaller, to no more destinations than usual (one of the attackers);
+//! * **DDoS**: a destination receiving at least 1.5× its usual packets, from 4× its usual
+//!   sources or in packets a fifth smaller than its usual; a source sending 1.5× its usual
+//!   packets, a fifth smaller, to fewer than 2× its usual destinations (one of the attackers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
 //!   threshold than usual (occupancy, not report counts);
 //! * **link failure**: a switch-to-switch link whose silence is surprising (≥ 5 nats, see
@@ -42,7 +42,10 @@ pub const DEFINED: [AnomalyType; 5] = [
 /// Below this confidence a type is not said (`unknown`).
 pub const MIN_CONFIDENCE: f64 = 0.5;
 
-/// Twice the usual (a natural-log ratio).
+/// Half again the usual (a natural-log ratio): the smallest flood the evaluation injects is
+/// half the victim's usual on top of it.
+const HALF_AGAIN: f64 = 0.405;
+/// Twice the usual.
 const TWICE: f64 = std::f64::consts::LN_2;
 /// Four times the usual.
 const FOURFOLD: f64 = 2.0 * std::f64::consts::LN_2;
@@ -71,7 +74,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
         EntityKind::Destination => {
             if f("vs_usual_log_dst_ports") >= FOURFOLD {
                 AnomalyType::PortScan
-            } else if f("vs_usual_log_reports") >= TWICE
+            } else if f("vs_usual_log_reports") >= HALF_AGAIN
                 && (f("vs_usual_log_sources") >= FOURFOLD || smaller_packets())
             {
                 AnomalyType::Ddos
@@ -85,7 +88,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                     || f("vs_usual_log_destinations") >= FOURFOLD)
             {
                 AnomalyType::PortScan
-            } else if f("vs_usual_log_reports") >= TWICE
+            } else if f("vs_usual_log_reports") >= HALF_AGAIN
                 && smaller_packets()
                 && f("vs_usual_log_destinations") < TWICE
             {

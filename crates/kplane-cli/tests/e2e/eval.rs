@@ -125,6 +125,22 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
         }
     }
 
+    // One anomaly for the attack: the victim's, which lists what it explains (attackers, the
+    // queues and links on their paths) instead of raising each on its own.
+    let root = ddos
+        .iter()
+        .find(|a| a["entity_kind"] == "destination" && a["type"] == "ddos")
+        .unwrap_or_else(|| panic!("the victim was not typed ddos: {ddos:#?}"));
+    let collateral = root["explanation"]["blast_radius"]["collateral"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no collateral: {root:#}"));
+    assert!(
+        collateral
+            .iter()
+            .all(|c| c["kind"] != "link" || c["type"] != "link_failure"),
+        "{root:#}"
+    );
+
     // The port scan: scanner and target typed, the scanner blocked towards its target.
     let scan = of("port-scan:victim=3,scanner=12,ports=600,gap-us=200,start=0.5");
     let scanner = scan
@@ -141,6 +157,16 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
     assert_eq!(
         scanner["recommendations"][0]["match"]["src"],
         format!("{}/32", scanner["entity"].as_str().unwrap())
+    );
+    // Its target is the scan's collateral, not an anomaly of its own.
+    let target = &scanner["recommendations"][0]["match"]["dst"];
+    assert!(
+        scanner["explanation"]["blast_radius"]["collateral"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["kind"] == "destination"
+                && Some(format!("{}/32", c["entity"].as_str().unwrap()).as_str())
+                    == target.as_str())),
+        "{scanner:#}"
     );
 
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
