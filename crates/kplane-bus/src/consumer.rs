@@ -58,7 +58,8 @@ pub trait Consumer: Send {
     fn mark_durable(&mut self, topic: &str, partition: u32, offset: i64);
     /// Commits the durable offsets; an error is retryable (the next owner re-reads more).
     fn commit(&mut self) -> Result<(), BusError>;
-    /// Refreshes consumer-lag gauges (Kafka only; call every few seconds).
+    /// Refreshes a consumer-lag gauge, one partition per call in turn (Kafka only; call about
+    /// once a second).
     fn update_lag(&mut self) {}
     /// Whether what was read but not committed can be read again after a stop (Kafka keeps
     /// the messages; the in-process bus does not).

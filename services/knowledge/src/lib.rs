@@ -252,7 +252,11 @@ impl Service {
             );
             return Output::default();
         };
-        self.last_result = Some(Instant::now());
+        // Only the per-report tables feed the models: a processor that publishes event
+        // counts alone (a collector without `publish-reports`) leaves the service stale.
+        if history::TABLES.contains(&table) || self.last_result.is_none() {
+            self.last_result = Some(Instant::now());
+        }
         let lane = m.header(headers::LANE);
         if history::TABLES.contains(&table) {
             match arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(payload), None)
@@ -364,7 +368,8 @@ impl Service {
         if stale {
             tracing::warn!(
                 seconds = age.map_or(0, |a| a.as_secs()),
-                "no window result from the stream processor: not ready"
+                "no flows, queues or links window result from the stream processor (is the \
+                 collector's publish-reports on?): not ready"
             );
         }
         self.admin_state.set_ready(!stale);

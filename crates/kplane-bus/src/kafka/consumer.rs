@@ -109,6 +109,8 @@ impl ConsumerContext for Group {
 pub struct KafkaConsumer {
     inner: BaseConsumer<Group>,
     metrics: KafkaMetrics,
+    /// The assigned partition whose lag the next [`Self::update_lag`] refreshes.
+    lag_turn: usize,
 }
 
 impl std::fmt::Debug for KafkaConsumer {
@@ -131,7 +133,11 @@ impl KafkaConsumer {
                 metrics: metrics.clone(),
             })?;
         inner.subscribe(topics)?;
-        Ok(Self { inner, metrics })
+        Ok(Self {
+            inner,
+            metrics,
+            lag_turn: 0,
+        })
     }
 
     /// The next message, if one arrives within `timeout`. Rebalance callbacks run inside this
@@ -208,31 +214,37 @@ impl KafkaConsumer {
         r
     }
 
-    /// Refreshes `kplane_bus_consumer_lag` for the assigned partitions (one metadata round
-    /// trip per partition; call every few seconds, not per message).
-    pub fn update_lag(&self, timeout: Duration) {
+    /// Refreshes `kplane_bus_consumer_lag` for one assigned partition, each in turn: a
+    /// watermark query is a round trip that can take its whole `timeout` (a broker slow to
+    /// answer for an empty partition), and the consumer's loop must not stall on statistics —
+    /// with eight partitions each one's gauge is at most eight calls old.
+    pub fn update_lag(&mut self, timeout: Duration) {
         let Ok(position) = self.inner.position() else {
             return;
         };
-        for e in position.elements() {
-            let Ok((_, high)) = self
-                .inner
-                .fetch_watermarks(e.topic(), e.partition(), timeout)
-            else {
-                continue;
-            };
-            let lag = match e.offset() {
-                Offset::Offset(pos) => (high - pos).max(0),
-                _ => high,
-            };
-            self.metrics
-                .consumer_lag
-                .get_or_create(&PartitionLabel {
-                    topic: e.topic().to_string(),
-                    partition: e.partition() as u32,
-                })
-                .set(lag);
+        let elements = position.elements();
+        if elements.is_empty() {
+            return;
         }
+        let e = &elements[self.lag_turn % elements.len()];
+        self.lag_turn = self.lag_turn.wrapping_add(1);
+        let Ok((_, high)) = self
+            .inner
+            .fetch_watermarks(e.topic(), e.partition(), timeout)
+        else {
+            return;
+        };
+        let lag = match e.offset() {
+            Offset::Offset(pos) => (high - pos).max(0),
+            _ => high,
+        };
+        self.metrics
+            .consumer_lag
+            .get_or_create(&PartitionLabel {
+                topic: e.topic().to_string(),
+                partition: e.partition() as u32,
+            })
+            .set(lag);
     }
 
     /// Leaves the group cleanly (revokes, so durable offsets are committed first).
@@ -269,7 +281,7 @@ impl crate::Consumer for KafkaConsumer {
     }
 
     fn update_lag(&mut self) {
-        KafkaConsumer::update_lag(self, Duration::from_secs(1));
+        KafkaConsumer::update_lag(self, Duration::from_millis(200));
     }
 
     fn close(self: Box<Self>) {

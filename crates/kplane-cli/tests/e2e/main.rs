@@ -9,6 +9,7 @@ mod cli;
 mod closed_loop;
 mod crash;
 mod deploy;
+mod deployed;
 mod eval;
 mod experiments;
 mod intents;

@@ -7,10 +7,10 @@
 //! same for both: splitting the work, and a member's death mid-run, change nothing — no
 //! window lost or written twice.
 
-use crate::common::written_through;
+use crate::common::{Broker, written_through};
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,45 +24,6 @@ fn kplane() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kplane"));
     c.stdout(Stdio::null()).env("RUST_LOG", "warn");
     c
-}
-
-/// A tansu broker on a port of its own (`scripts/kafka-broker.sh`), stopped on drop.
-struct Broker {
-    port: u16,
-    addr: String,
-}
-
-impl Broker {
-    fn start() -> Self {
-        let port = free_port();
-        let out = Command::new(root().join("scripts/kafka-broker.sh"))
-            .arg("start")
-            .env("KPLANE_KAFKA_PORT", port.to_string())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "broker: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self {
-            port,
-            addr: format!("127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = Command::new(root().join("scripts/kafka-broker.sh"))
-            .arg("stop")
-            .env("KPLANE_KAFKA_PORT", self.port.to_string())
-            .status();
-    }
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn on_kafka(c: &mut Command, brokers: &str) {
