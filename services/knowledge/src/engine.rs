@@ -393,7 +393,6 @@ impl Engine {
         // so an attack does not move the thresholds it is judged by.
         let frozen = Frozen::of(&self.episodes, &self.collateral);
         samples.retain(|s| !frozen.contains(s.kind, &s.entity));
-        drop(frozen);
         self.kept.push_back(Kept { samples, series });
         while self.kept.len() > self.cfg.training_windows {
             self.kept.pop_front();
