@@ -235,7 +235,8 @@ mod tests {
     fn each_type_is_a_change_from_the_entitys_usual_not_a_size() {
         use AnomalyType::*;
         use EntityKind::*;
-        let cases: [(EntityKind, &[(&str, f64)], AnomalyType); 12] = [
+        type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
+        let cases: [Case; 12] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
