@@ -6,11 +6,14 @@
 //! whole kind can still see an entity leave its own habit — a busy link gone silent looks like
 //! a quiet link to a model of all links, and a host receiving from ten times its usual sources
 //! may still look like a busy server. Both are appended to the measured features
-//! ([`crate::features::names`]).
+//! ([`crate::features::names`]). A queue's history also gives its congested run: the excess
+//! share of congested samples over its usual, summed over the windows in a row it has been a
+//! tenth or more over — a microburst train or an incast that holds for seconds adds up, an
+//! elephant passing through a queue in one window does not.
 
 use kplane_model::results::EntityKind;
 
-use crate::features::{FastMap, Sample, by_entity, tracks_silence};
+use crate::features::{FastMap, Sample, by_entity, measured, tracks_silence};
 
 /// Weight of the newest window in the usual value (about the last 20 windows).
 const ALPHA: f64 = 0.05;
@@ -19,6 +22,9 @@ const ALPHA: f64 = 0.05;
 const MAX_BUSY: f64 = 0.95;
 /// Windows an entity is seen before its silences are judged.
 pub(crate) const JUDGE_AFTER: u32 = 10;
+/// A queue is congested beyond its usual while its share of samples over the congestion
+/// threshold is at least this much above its usual share.
+const CONGESTED_BEYOND: f64 = 0.1;
 /// Windows an entity is seen before its usual value counts (deviations are 0 before).
 const WARM: u32 = 5;
 /// An entity not seen for this many windows is forgotten (bounded state).
@@ -38,6 +44,9 @@ struct Usual {
     share_before: f64,
     /// The current silent run's surprise, in nats.
     run: f64,
+    /// A queue's current run of windows congested beyond its usual: the sum of their excess
+    /// shares (a burst that holds for seconds; a passing elephant's one window).
+    congested_run: f64,
     last_window: u64,
 }
 
@@ -70,6 +79,7 @@ impl Baselines {
                 share: 0.0,
                 share_before: 0.0,
                 run: 0.0,
+                congested_run: 0.0,
                 last_window: 0,
             });
             // A link is silent when none of the flows that left its switch for another switch
@@ -124,6 +134,14 @@ impl Baselines {
             let deviations: Vec<f64> = (0..n)
                 .map(|i| if warm { s.x[i] - u.mean[i] } else { 0.0 })
                 .collect();
+            if let Some(i) = congested_at(s.kind) {
+                let excess = deviations[i];
+                u.congested_run = if excess >= CONGESTED_BEYOND {
+                    u.congested_run + excess
+                } else {
+                    0.0
+                };
+            }
             if u.mean.len() != n {
                 u.mean = s.x.clone();
             } else if u.seen < WARM || !frozen(s.kind, &s.entity) {
@@ -143,6 +161,9 @@ impl Baselines {
                 s.x.push(own);
                 s.x.push(reverse);
             }
+            if congested_at(s.kind).is_some() {
+                s.x.push(u.congested_run);
+            }
             s.x.extend(deviations);
         }
         let horizon = self.windows.saturating_sub(FORGET_AFTER);
@@ -155,6 +176,11 @@ impl Baselines {
                 .retain(|e, _| links.is_some_and(|m| m.contains_key(e)));
         }
     }
+}
+
+/// Where a kind's measured features hold its share of congested samples (queues only).
+fn congested_at(kind: EntityKind) -> Option<usize> {
+    measured(kind).iter().position(|n| *n == "congested_fraction")
 }
 
 #[cfg(test)]
@@ -175,6 +201,42 @@ mod tests {
             exposure: crate::features::Exposure { chances, hits },
             reverse: None,
         }
+    }
+
+    /// A queue sample: occupancy mean and max, congested fraction, log samples.
+    fn queue(congested: f64) -> Sample {
+        Sample {
+            kind: EntityKind::Queue,
+            entity: "5/0".into(),
+            window_end_ns: 0,
+            x: vec![1.0, 4.0, congested, 7.0],
+            exposure: crate::features::Exposure::default(),
+            reverse: None,
+        }
+    }
+
+    #[test]
+    fn a_queue_congested_for_windows_in_a_row_adds_up_and_one_window_does_not() {
+        let mut b = Baselines::default();
+        let run = |b: &mut Baselines, congested: f64, frozen: bool| {
+            let mut w = vec![queue(congested)];
+            b.augment(&mut w, |_, _| frozen);
+            assert_eq!(w[0].x.len(), 9, "measured, congested run, deviations");
+            w[0].x[4]
+        };
+        for _ in 0..30 {
+            assert_eq!(run(&mut b, 0.0, false), 0.0);
+        }
+        // An elephant through it for one window: a run of one window, then none.
+        assert!((run(&mut b, 0.4, false) - 0.4).abs() < 1e-9);
+        assert_eq!(run(&mut b, 0.0, false), 0.0);
+        // A burst train held for three windows (in an anomaly: its usual stays) adds up.
+        for _ in 0..3 {
+            run(&mut b, 0.6, true);
+        }
+        assert!(run(&mut b, 0.6, true) > 2.2);
+        // Less than a tenth over its usual is no run.
+        assert_eq!(run(&mut b, 0.05, false), 0.0);
     }
 
     #[test]

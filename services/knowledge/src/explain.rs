@@ -124,6 +124,35 @@ fn heaviest(bytes: impl Iterator<Item = (IpAddr, f64)>) -> Vec<(IpAddr, f64)> {
     by
 }
 
+/// The (protocol, destination port) that the most distinct sources use among `flows`, and
+/// how many: a many-source flood's signature.
+fn widest_class(flows: &[&FlowRow]) -> Option<((u8, u16), usize)> {
+    let mut sources: BTreeSet<((u8, u16), IpAddr)> = BTreeSet::new();
+    for f in flows {
+        if let (Some(p), Some(port), Some(src)) = (f.protocol, f.dst_port, f.src) {
+            sources.insert(((p, port), src));
+        }
+    }
+    let mut per: Vec<((u8, u16), usize)> = Vec::new();
+    for (class, _) in sources {
+        match per.last_mut() {
+            Some((c, n)) if *c == class => *n += 1,
+            _ => per.push((class, 1)),
+        }
+    }
+    per.into_iter().max_by_key(|(_, n)| *n)
+}
+
+/// An IP protocol as an intent's `match.protocol` names it (docs/intents.md).
+fn protocol_name(p: u8) -> String {
+    match p {
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        1 => "icmp".into(),
+        other => other.to_string(),
+    }
+}
+
 /// The intents that answer an anomaly, as documents the intent API accepts.
 pub fn recommend(
     t: AnomalyType,
@@ -143,11 +172,25 @@ pub fn recommend(
         v
     };
     match (t, kind) {
-        // Block the heaviest sources towards the victim.
+        // Block the heaviest sources towards the victim; a flood from more sources than that
+        // (spoofed, a botnet): its kind of traffic towards the victim.
         (AnomalyType::Ddos, EntityKind::Destination) => {
             let Ok(victim) = entity.parse::<IpAddr>() else {
                 return Vec::new();
             };
+            if let Some(((protocol, port), n)) = widest_class(flows)
+                && n > BLOCKED
+            {
+                return vec![base(
+                    json!({"kind": "block", "match": {"dst": host(victim),
+                        "protocol": protocol_name(protocol), "dst-port": port.to_string()}}),
+                    &format!(
+                        "DDoS towards {victim} from {n} sources, more than {BLOCKED} to block \
+                         one by one: block its {} port {port} traffic",
+                        protocol_name(protocol)
+                    ),
+                )];
+            }
             let sources = heaviest(flows.iter().filter_map(|f| f.src.map(|s| (s, f.bytes))));
             let top = sources.first().map_or(0.0, |(_, b)| *b);
             sources
@@ -321,6 +364,39 @@ mod tests {
             assert_eq!(r["match"]["dst"], "10.0.0.1/32");
             assert_eq!(r["anomaly"], "a");
         }
+    }
+
+    #[test]
+    fn a_flood_from_more_sources_than_blocks_blocks_its_kind_of_traffic() {
+        let mut w = Window::default();
+        // A client's heavy DNS traffic and a spoofed UDP flood to port 80.
+        w.flows.push(FlowRow {
+            protocol: Some(17),
+            dst_port: Some(53),
+            ..flow("10.0.2.2", "10.0.0.1", 9e6)
+        });
+        for i in 0..(BLOCKED as u8 + 8) {
+            w.flows.push(FlowRow {
+                protocol: Some(17),
+                dst_port: Some(80),
+                ..flow(&format!("198.18.0.{i}"), "10.0.0.1", 640.0)
+            });
+        }
+        let flows = flows_of(&w, EntityKind::Destination, "10.0.0.1");
+        let recs = recommend(
+            AnomalyType::Ddos,
+            EntityKind::Destination,
+            "10.0.0.1",
+            &w,
+            &flows,
+            "a",
+        );
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        let m = &recs[0]["match"];
+        assert_eq!(m["dst"], "10.0.0.1/32");
+        assert_eq!(m["protocol"], "udp");
+        assert_eq!(m["dst-port"], "80");
+        assert!(m.get("src").is_none(), "the client is not blocked: {m}");
     }
 
     #[test]

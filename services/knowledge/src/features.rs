@@ -32,10 +32,18 @@ pub fn measured(kind: EntityKind) -> &'static [&'static str] {
     let all = names(kind);
     let n = all
         .iter()
-        .take_while(|n| !n.ends_with("silence_surprise") && !n.starts_with("vs_usual_"))
+        .take_while(|n| !HISTORY.contains(n) && !n.starts_with("vs_usual_"))
         .count();
     &all[..n]
 }
+
+/// The features an entity's history gives ([`crate::baseline`]), appended after the measured
+/// ones and before the deviations from the usual.
+const HISTORY: [&str; 3] = [
+    "silence_surprise",
+    "reverse_silence_surprise",
+    "congested_run",
+];
 
 /// Whether an entity of `kind` that stops showing up is news: a switch-to-switch link
 /// carries many hosts' traffic (the engine expects only those, not links towards a host); a
@@ -46,7 +54,8 @@ pub const fn tracks_silence(kind: EntityKind) -> bool {
 
 /// Every feature a model sees per entity kind, in vector order: what the window measured;
 /// for switch-to-switch links, how surprising their current silence is and their opposite
-/// direction's; then how far each measure is from the entity's own usual value (`vs_usual_…`,
+/// direction's; for queues, how long and how far they have been congested beyond their usual;
+/// then how far each measure is from the entity's own usual value (`vs_usual_…`,
 /// see [`crate::baseline`]).
 pub fn names(kind: EntityKind) -> &'static [&'static str] {
     match kind {
@@ -56,11 +65,13 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_dst_ports",
             "log_reports",
             "log_bytes",
+            "log_packet_bytes",
             "vs_usual_log_flows",
             "vs_usual_log_destinations",
             "vs_usual_log_dst_ports",
             "vs_usual_log_reports",
             "vs_usual_log_bytes",
+            "vs_usual_log_packet_bytes",
         ],
         EntityKind::Destination => &[
             "log_flows",
@@ -68,17 +79,20 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_dst_ports",
             "log_reports",
             "log_bytes",
+            "log_packet_bytes",
             "vs_usual_log_flows",
             "vs_usual_log_sources",
             "vs_usual_log_dst_ports",
             "vs_usual_log_reports",
             "vs_usual_log_bytes",
+            "vs_usual_log_packet_bytes",
         ],
         EntityKind::Queue => &[
             "occupancy_mean",
             "occupancy_max",
             "congested_fraction",
             "log_samples",
+            "congested_run",
             "vs_usual_occupancy_mean",
             "vs_usual_occupancy_max",
             "vs_usual_congested_fraction",
@@ -393,6 +407,7 @@ impl Window {
                         ports.ln_1p(),
                         reports.ln_1p(),
                         bytes.ln_1p(),
+                        mean_packet_bytes(bytes, reports).ln_1p(),
                     ],
                 ));
             }
@@ -492,6 +507,13 @@ impl Window {
 }
 
 /// `5/0`: node 5, queue 0.
+/// Bytes per report: the size of an address's typical packet, which its usual mix of
+/// requests, acknowledgements and transfers keeps steady while its counts swing (a flood of
+/// small packets moves it; a job starting or a client done does not).
+fn mean_packet_bytes(bytes: f64, reports: f64) -> f64 {
+    if reports > 0.0 { bytes / reports } else { 0.0 }
+}
+
 pub fn queue_entity(node: u32, queue: u8) -> String {
     format!("{node}/{queue}")
 }
@@ -561,7 +583,8 @@ mod tests {
             .find(|s| s.kind == EntityKind::Destination)
             .unwrap();
         assert_eq!(d.entity, "10.0.0.9");
-        let expect = [3.0f64, 2.0, 2.0, 6.0, 300.0].map(f64::ln_1p);
+        // Flows, sources, ports, reports, bytes, and 50 bytes per report.
+        let expect = [3.0f64, 2.0, 2.0, 6.0, 300.0, 50.0].map(f64::ln_1p);
         assert_eq!(d.x, expect.to_vec());
         let sources: Vec<_> = s
             .iter()

@@ -267,11 +267,15 @@ impl EntityModel {
 /// The smallest standard deviation a feature is scaled by. A feature nearly constant in
 /// training (the ports a fabric's clients use, a link always saturated) must not turn the
 /// first ordinary change into thousands of sigmas: a silence is measured in nats (one more
-/// silent flow is not a sigma), a `log_` count a quarter e-fold away (≈ 28 %) is at most one
-/// sigma, any other measure 5 % of its mean (a deviation from the usual: of the measure's).
+/// silent flow is not a sigma), an address's typical packet size a tenth e-fold away (≈ 10 %)
+/// is at most one sigma (a mix of packet sizes is steadier than counts), a `log_` count a
+/// quarter e-fold away (≈ 28 %), any other measure 5 % of its mean (a deviation from the
+/// usual: of the measure's).
 fn std_floor(name: &str, mean: f64) -> f64 {
     if name.ends_with("silence_surprise") {
         1.0
+    } else if is_packet_size(name) {
+        0.1
     } else if name.starts_with("log_") || name.starts_with("vs_usual_log_") {
         0.25
     } else {
@@ -279,16 +283,25 @@ fn std_floor(name: &str, mean: f64) -> f64 {
     }
 }
 
-/// How far below normal an address's features count, in standard deviations. Hosts fall quiet
+fn is_packet_size(name: &str) -> bool {
+    name.ends_with("log_packet_bytes")
+}
+
+/// How far below normal an address's counts count, in standard deviations. Hosts fall quiet
 /// all the time (a client done, a server idle) and none of the anomaly types is a host sending
-/// or receiving less: what the model sees of an address is its excess.
+/// or receiving less: what the model sees of an address's counts is their excess. Its packets'
+/// size counts both ways (a flood of small requests, of large responses).
 const ADDRESS_FLOOR: f64 = -2.0;
 
-/// Caps how far below normal an address's standardised features reach (see [`ADDRESS_FLOOR`]).
+/// Caps how far below normal an address's standardised counts reach (see [`ADDRESS_FLOOR`]).
 fn excess_only(kind: EntityKind, z: &mut [f64]) {
     if matches!(kind, EntityKind::Source | EntityKind::Destination) {
-        for v in z {
-            *v = v.max(ADDRESS_FLOOR);
+        for (v, name) in z.iter_mut().zip(names(kind)) {
+            if is_packet_size(name) {
+                *v = v.abs();
+            } else {
+                *v = v.max(ADDRESS_FLOOR);
+            }
         }
     }
 }
@@ -368,6 +381,21 @@ mod tests {
             exposure: Default::default(),
             reverse: None,
         }
+    }
+
+    #[test]
+    fn an_addresss_counts_count_above_normal_and_its_packet_size_both_ways() {
+        let kind = EntityKind::Destination;
+        let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
+        let mut z = vec![-5.0; names(kind).len()];
+        z[at("vs_usual_log_packet_bytes")] = -4.0;
+        excess_only(kind, &mut z);
+        assert_eq!(z[at("vs_usual_log_reports")], ADDRESS_FLOOR);
+        assert_eq!(z[at("vs_usual_log_packet_bytes")], 4.0);
+        assert_eq!(z[at("log_packet_bytes")], 5.0);
+        let mut q = vec![-5.0; names(EntityKind::Queue).len()];
+        excess_only(EntityKind::Queue, &mut q);
+        assert!(q.iter().all(|v| *v == -5.0), "a queue's are as they are");
     }
 
     #[test]
