@@ -632,7 +632,7 @@ async function showIncident(id) {
     parts.push(...list("Paths", i.paths.map((p) => p.join(" → "))));
     for (const m of i.member_list.filter((m) => m.source === "anomaly")) {
       const a = await api(`/v1/anomalies/${encodeURIComponent(m.id)}`);
-      const items = [a.explanation.summary, "recommended: " + (a.recommendations.map((r) => r.reason || r.kind).join("; ") || "nothing")];
+      const items = [a.explanation.summary, collateralLine(a), "recommended: " + (a.recommendations.map((r) => r.reason || r.kind).join("; ") || "nothing")];
       for (const intent of a.intents) {
         const row = [document.createTextNode(`intent ${intent.id} ${intent.kind} (${intent.state}) `)];
         if (intent.state === "pending-approval") {
@@ -699,6 +699,13 @@ async function refreshAnomalies() {
   }
 }
 
+// The entities an anomaly explains, raised with it rather than on their own (its attackers,
+// the queues and links on their paths, a scanner's targets).
+function collateralLine(a) {
+  const c = a.explanation.blast_radius.collateral || [];
+  return "with it: " + (c.map((x) => `${x.kind} ${x.entity} (${x.type.replaceAll("_", " ")})`).join(", ") || "nothing else raised");
+}
+
 async function showAnomaly(id) {
   const d = el("anomaly-detail");
   d.hidden = false;
@@ -709,6 +716,7 @@ async function showAnomaly(id) {
       a.explanation.summary,
       "features: " + a.explanation.features.slice(0, 5).map((f) => `${f.name} ${f.value.toFixed(1)} (normal ${f.normal.toFixed(1)}, z ${f.z.toFixed(1)})`).join("; "),
       `blast radius: ${b.flows_total} flows over switches ${b.nodes.join(", ")}; ${b.other_flows} other flows share them`,
+      collateralLine(a),
       "recommended: " + (a.recommendations.map((r) => r.reason || r.kind).join("; ") || "nothing"),
       "intents: " + (a.intents.map((i) => `${i.id} ${i.kind} (${i.state})`).join(", ") || "none"),
     ];
