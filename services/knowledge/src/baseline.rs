@@ -180,7 +180,9 @@ impl Baselines {
 
 /// Where a kind's measured features hold its share of congested samples (queues only).
 fn congested_at(kind: EntityKind) -> Option<usize> {
-    measured(kind).iter().position(|n| *n == "congested_fraction")
+    measured(kind)
+        .iter()
+        .position(|n| *n == "congested_fraction")
 }
 
 #[cfg(test)]

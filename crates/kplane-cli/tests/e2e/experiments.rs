@@ -73,6 +73,7 @@ fn list_names_every_experiment_and_an_unknown_one_is_refused() {
         "gpint-congestion",
         "gpint-degradation",
         "gpint-recovery",
+        "kdn-cpu",
     ] {
         assert!(out.contains(name), "{out}");
     }
@@ -148,6 +149,24 @@ fn intcollector_cpu_off_the_wire() {
         return;
     }
     fast("intcollector-cpu", 5);
+}
+
+#[test]
+fn kdn_cpu_off_the_wire() {
+    if !root() {
+        eprintln!("skipped: off-the-wire experiments need root (veth pairs, namespaces, XDP)");
+        return;
+    }
+    let md = fast("kdn-cpu", 1);
+    // Table I's row, with a time per report measured at the paper's top rate.
+    let row = md
+        .lines()
+        .find(|l| l.contains("processing time per INT report (Table I)"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(
+        row.contains("µs at 2,400/s") && !row.contains("– at"),
+        "{row}"
+    );
 }
 
 #[test]

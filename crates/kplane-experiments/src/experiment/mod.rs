@@ -11,6 +11,7 @@ mod complex;
 mod cpu;
 mod gpint;
 mod int_label;
+mod kdn;
 mod offwire;
 mod output;
 mod rate;
@@ -39,6 +40,7 @@ const EXPERIMENTS: &[&dyn Experiment] = &[
     &gpint::congestion::Congestion,
     &gpint::degradation::Degradation,
     &gpint::recovery::Recovery,
+    &kdn::Kdn,
 ];
 
 /// What one run is given.
