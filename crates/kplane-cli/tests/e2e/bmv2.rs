@@ -1347,3 +1347,113 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
     assert_eq!(notices[0].pos, 1, "sent by the path's second switch");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What the KDN paper's §VI-B bandwidth example is made of: UDP packets with 80 bytes of data.
+const KDN_DATA: usize = 80;
+const KDN_MARK: &[u8] = b"kdn-bandwidth";
+
+/// A UDP packet to 10.0.2.1:5000 with [`KDN_DATA`] bytes of data, from `src`, with `upstream`
+/// hops of INT-MD v2 (node id, hop latency, queue occupancy) already in it, as a switch
+/// before this one would have sent it.
+fn kdn_frame(src: &str, upstream: &[u32]) -> Vec<u8> {
+    use kplane_wire::build::{Encap, FlowSpec, IntSpec, PacketSpec, sample_hop};
+    use kplane_wire::int::IntVersion;
+    let flow = FlowSpec::udp(
+        src.parse().unwrap(),
+        "10.0.2.1".parse().unwrap(),
+        1000,
+        5000,
+    );
+    let mut spec = PacketSpec::new(flow);
+    spec.payload = KDN_MARK.to_vec();
+    spec.payload.resize(KDN_DATA, 0);
+    if !upstream.is_empty() {
+        let hops = upstream.iter().map(|&n| sample_hop(n, 1_000, 3)).collect();
+        spec = spec.with_int(
+            IntSpec::new(IntVersion::V2, KDN_BITMAP, hops),
+            Encap::Dscp { dscp: 0x17 },
+        );
+    }
+    spec.build()
+}
+
+/// The paper's three monitoring fields: node id, hop latency, queue occupancy.
+const KDN_BITMAP: u16 = 0xB000;
+
+/// The KDN paper's §VI-B bandwidth overhead, measured on the wire: packets leave a BMv2 switch
+/// running `p4/kplane_int.p4` on a switch-to-switch port (INT kept) after it was the INT
+/// source (one hop) or a transit behind two upstream hops (three), and their growth is set
+/// against the paper's B = P × (12 + N × F × 4) × 8.
+#[test]
+fn int_bandwidth_on_bmv2_is_the_kdn_formula_with_a_v2_header() {
+    if !bmv2::available() {
+        return;
+    }
+    // Host on port 1; port 2 from an upstream switch, port 3 towards the next one; reports
+    // on port 4.
+    let rig = Rig::start("w", 4, &[("10.0.1.1/32", 1)], &[("10.0.2.1/32", 3)]);
+    rig.apply(
+        "monitor",
+        &format!(
+            "kind: monitor\nmatch: {{dst: 10.0.2.1, protocol: udp}}\ninstructions: {KDN_BITMAP:#06x}\n"
+        ),
+    );
+    rig.provision(&[1]);
+    wait_for_forwarding(&rig.sw, Duration::from_secs(10));
+    let keep: fn(&[u8]) -> bool = |f| f.windows(KDN_MARK.len()).any(|w| w == KDN_MARK);
+    // Sends `frame` into switch port `port` and returns the lengths of the frames that left
+    // port 3.
+    let through = |port: u32, frame: Vec<u8>| -> Vec<usize> {
+        let out = rig.capture(3, keep);
+        let iface = rig.host(port);
+        rig.ns.enter(move || {
+            let p = RawPort::open(&iface);
+            for _ in 0..3 {
+                p.send(&frame);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        out.join().unwrap().iter().map(Vec::len).collect()
+    };
+    let plain = kdn_frame("10.0.1.1", &[]).len();
+    assert_eq!(
+        plain,
+        14 + 20 + 8 + KDN_DATA,
+        "the paper's 126 bytes less the FCS"
+    );
+    let fields = KDN_BITMAP.count_ones() as usize;
+    // The INT-MD v2 shim (4 bytes) and MD header (12): the paper's draft had 12 in all.
+    let header = 4 + 12;
+
+    // INT source: the host's packet leaves with its first hop.
+    let one = through(1, kdn_frame("10.0.1.1", &[]));
+    assert!(
+        !one.is_empty(),
+        "the monitored packet left towards the next switch"
+    );
+    for len in &one {
+        assert_eq!(*len - plain, header + fields * 4, "N = 1: {one:?}");
+    }
+    // Transit behind two switches: the third hop's metadata added.
+    let upstream = kdn_frame("10.0.9.9", &[7, 8]);
+    assert_eq!(upstream.len() - plain, header + 2 * fields * 4);
+    let three = through(2, upstream);
+    assert!(
+        !three.is_empty(),
+        "the transit packet left towards the next switch"
+    );
+    for len in &three {
+        assert_eq!(*len - plain, header + 3 * fields * 4, "N = 3: {three:?}");
+    }
+    // The paper's worked example on what was measured: two flows share a link equally, one is
+    // monitored, N = 3: the data they carry is what the link's bytes leave of it.
+    let fcs = 4;
+    let (bare, monitored) = (plain + fcs, three[0] + fcs);
+    let reduction = 1.0 - (2 * bare) as f64 / (bare + monitored) as f64;
+    let paper: f64 = 1.0 - (2.0 * 126.0) / (126.0 + 126.0 + 12.0 + 3.0 * 3.0 * 4.0);
+    assert!((paper - 0.16).abs() < 0.005, "the paper's example: {paper}");
+    assert!(
+        (reduction - 0.171).abs() < 0.001,
+        "measured: {reduction} (the paper's 16 % with a 4-byte-longer header)"
+    );
+}
