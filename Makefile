@@ -28,12 +28,16 @@ test-suite: ## The tests alone, against the broker in KPLANE_KAFKA_BROKERS (Kafk
 	scripts/console-test.sh
 	scripts/api-fuzz.sh
 	scripts/tls-test.sh
+	scripts/duckdb-check.sh
 
 test-console: ## The web console in Debian's Chromium against `kplane up` (screenshot: target/console.png)
 	scripts/console-test.sh
 
 test-api-fuzz: ## Schemathesis against `kplane up` from the OpenAPI document, as every role: no 5xx (needs pip install schemathesis)
 	scripts/api-fuzz.sh
+
+test-duckdb: ## DuckDB (PyPI) reads the analytics store `kplane up` wrote: its counts and sums equal `kplane query`'s (needs pip install duckdb)
+	scripts/duckdb-check.sh
 
 test-tls: ## TLS in front of `kplane up`: nginx with deploy/tls/nginx.conf, checked over real TLS (needs nginx)
 	scripts/tls-test.sh
