@@ -4,7 +4,7 @@
 
 use kplane_collector::bench::ReportShape;
 
-use super::offwire::{Point, Session, missing_reports};
+use super::offwire::{Point, Session, missing_reports, regression};
 use super::{Comparison, Ctx, Experiment, Plot, Summary, Table};
 use kplane_bench::ingest::Input;
 
@@ -75,21 +75,6 @@ fn row(t: &mut Table, sweep: &str, input: Input, detection: bool, x: u64, p: Poi
         (p.per_percent_core() / 1e3).into(),
         (p.softirq * 1e9 / p.received.max(1.0)).into(),
     ]);
-}
-
-/// Least-squares slope and intercept of `y` on `x`.
-fn regression(pts: &[(f64, f64)]) -> Option<(f64, f64)> {
-    let n = pts.len() as f64;
-    if pts.len() < 2 {
-        return None;
-    }
-    let (mx, my) = (
-        pts.iter().map(|p| p.0).sum::<f64>() / n,
-        pts.iter().map(|p| p.1).sum::<f64>() / n,
-    );
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    (sxx > 0.0).then(|| (sxy / sxx, my - sxy / sxx * mx))
 }
 
 impl Experiment for Cpu {

@@ -35,6 +35,21 @@ pub fn missing_reports(label: &str, sent: f64, received: f64, dropped: f64) -> O
         .then(|| format!("{label}: {sent} sent, {received} received, {dropped} counted dropped"))
 }
 
+/// Least-squares slope and intercept of `y` on `x`.
+pub fn regression(pts: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = pts.len() as f64;
+    if pts.len() < 2 {
+        return None;
+    }
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| (sxy / sxx, my - sxy / sxx * mx))
+}
+
 /// A collector on a veth wire, kept for several points.
 pub struct Session {
     wire: Wire,
