@@ -1,7 +1,7 @@
 //! Explanations and recommended actions: who an anomaly reaches (its blast radius, from the
 //! window's flows and their paths) and the intents (docs/intents.md) that would answer it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use kplane_model::results::{AnomalyType, BlastRadius, EntityKind};
@@ -127,20 +127,16 @@ fn heaviest(bytes: impl Iterator<Item = (IpAddr, f64)>) -> Vec<(IpAddr, f64)> {
 /// The (protocol, destination port) that the most distinct sources use among `flows`, and
 /// how many: a many-source flood's signature.
 fn widest_class(flows: &[&FlowRow]) -> Option<((u8, u16), usize)> {
-    let mut sources: BTreeSet<((u8, u16), IpAddr)> = BTreeSet::new();
+    let mut sources: BTreeMap<(u8, u16), BTreeSet<IpAddr>> = BTreeMap::new();
     for f in flows {
         if let (Some(p), Some(port), Some(src)) = (f.protocol, f.dst_port, f.src) {
-            sources.insert(((p, port), src));
+            sources.entry((p, port)).or_default().insert(src);
         }
     }
-    let mut per: Vec<((u8, u16), usize)> = Vec::new();
-    for (class, _) in sources {
-        match per.last_mut() {
-            Some((c, n)) if *c == class => *n += 1,
-            _ => per.push((class, 1)),
-        }
-    }
-    per.into_iter().max_by_key(|(_, n)| *n)
+    sources
+        .into_iter()
+        .map(|(class, s)| (class, s.len()))
+        .max_by_key(|(_, n)| *n)
 }
 
 /// An IP protocol as an intent's `match.protocol` names it (docs/intents.md).
@@ -330,6 +326,12 @@ mod tests {
         }
     }
 
+    /// What `recommend` answers an anomaly of type `t` at destination `dst` with (id "a").
+    fn recommended(w: &Window, t: AnomalyType, dst: &str) -> Vec<Value> {
+        let flows = flows_of(w, EntityKind::Destination, dst);
+        recommend(t, EntityKind::Destination, dst, w, &flows, "a")
+    }
+
     fn blocked(recs: &[Value]) -> Vec<&str> {
         recs.iter()
             .map(|r| r["match"]["src"].as_str().unwrap())
@@ -349,15 +351,7 @@ mod tests {
             ],
             ..Window::default()
         };
-        let flows = flows_of(&w, EntityKind::Destination, "10.0.0.1");
-        let recs = recommend(
-            AnomalyType::Ddos,
-            EntityKind::Destination,
-            "10.0.0.1",
-            &w,
-            &flows,
-            "a",
-        );
+        let recs = recommended(&w, AnomalyType::Ddos, "10.0.0.1");
         assert_eq!(blocked(&recs), ["10.0.1.1/32", "10.0.1.2/32"]);
         for r in &recs {
             assert_eq!(r["kind"], "block");
@@ -382,15 +376,7 @@ mod tests {
                 ..flow(&format!("198.18.0.{i}"), "10.0.0.1", 640.0)
             });
         }
-        let flows = flows_of(&w, EntityKind::Destination, "10.0.0.1");
-        let recs = recommend(
-            AnomalyType::Ddos,
-            EntityKind::Destination,
-            "10.0.0.1",
-            &w,
-            &flows,
-            "a",
-        );
+        let recs = recommended(&w, AnomalyType::Ddos, "10.0.0.1");
         assert_eq!(recs.len(), 1, "{recs:?}");
         let m = &recs[0]["match"];
         assert_eq!(m["dst"], "10.0.0.1/32");
@@ -440,15 +426,7 @@ mod tests {
             dst_port: Some(443),
             ..flow("10.0.2.2", "10.0.0.5", 9e6)
         });
-        let flows = flows_of(&w, EntityKind::Destination, "10.0.0.5");
-        let recs = recommend(
-            AnomalyType::PortScan,
-            EntityKind::Destination,
-            "10.0.0.5",
-            &w,
-            &flows,
-            "a",
-        );
+        let recs = recommended(&w, AnomalyType::PortScan, "10.0.0.5");
         assert_eq!(blocked(&recs), ["10.0.3.3/32"]);
     }
 }
