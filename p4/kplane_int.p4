@@ -292,7 +292,14 @@ struct metadata_t {
     bit<32> hop_latency;
     bit<16> ecmp_base;
     bit<16> ecmp_select;
+    /* Set by the control plane's config tables (switch_config, probe_config) each pass. */
     bit<32> switch_id;
+    bit<32> switch_ip;
+    bit<32> collector_ip;
+    bit<48> collector_mac;
+    bit<32> probe_hold_us;    /* SQR: how long a clone is held for the next feedback (t_f) */
+    bit<1>  probe_recovery;   /* SQR's recovery mode: answer probes with feedback */
+    bit<9>  probe_monitor_port; /* SQR: where failure notifications leave */
     bit<8>  words;            /* words this hop pushes */
     bit<16> inner_words;      /* words of the packet a report carries */
     bit<16> md_words;         /* words of the sink's own metadata in a report (0 or 8) */
@@ -417,18 +424,12 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
     register<bit<16>>(1024) ecmp_base;
     register<bit<16>>(1024) ecmp_count;
     register<bit<9>>(16384) ecmp_ports;
-    /* Set by the control plane: which ports face hosts (this switch is their INT sink). */
-    register<bit<1>>(512) host_port;
     /* GPINT: when each request was last seen (the loop check: seen within
-       PROBE_LOOP_WINDOW_US, so 15-bit ids can be reused) and whether this switch answers with
-       feedback (SQR's recovery mode; set by the control plane). */
+       PROBE_LOOP_WINDOW_US, so 15-bit ids can be reused). */
     register<bit<48>>(32768) probe_seen;  /* µs + 1 when last seen; 0 never */
-    register<bit<1>>(1) probe_recovery;
-    /* SQR's ring: the next switch's feedback arrived (by request), clones held, and the
-       port towards the monitor (failure notifications; set by the control plane). */
+    /* SQR's ring: the next switch's feedback arrived (by request), clones held. */
     register<bit<1>>(32768) probe_fed;
     register<bit<32>>(1) probe_ring_used;
-    register<bit<9>>(1) probe_monitor_port;
     /* Packets received per port (what a port-counter probe measures). */
     register<bit<32>>(512) port_rx;
 
@@ -475,6 +476,25 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
     @name(".set_label_shift") action set_label_shift(bit<8> shift) {
         meta.label_interval = meta.label_interval >> shift;
     }
+    /* Configuration the control plane writes over P4Runtime (BMv2's P4Runtime server
+       cannot write registers): which ports face hosts (this switch is their INT sink), and
+       SQR's recovery mode and the port towards the monitor (the default action). */
+    @name(".host_facing") action host_facing() { meta.int_sink = 1; }
+    @name(".sink_ports") table sink_ports {
+        key = { std.egress_spec: exact @name("egress_port"); }
+        actions = { host_facing; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = 512;
+    }
+    @name(".set_probe_config") action set_probe_config(bit<1> recovery, bit<9> monitor_port) {
+        meta.probe_recovery = recovery;
+        meta.probe_monitor_port = monitor_port;
+    }
+    @name(".probe_config") table probe_config {
+        actions = { set_probe_config; NoAction; }
+        default_action = NoAction();
+    }
+
     @name(".label_config") table label_config {
         key = { std.egress_spec: exact @name("egress_port"); }
         actions = { set_labelling; @defaultonly NoAction; }
@@ -522,6 +542,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
+        probe_config.apply();
         if (meta.ring == 0 && meta.mea_pass == 0) {
             bit<32> rx;
             port_rx.read(rx, (bit<32>)std.ingress_port);
@@ -548,7 +569,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
                 meta.ring_slot = 1;
                 used = used + 1;
             }
-            probe_monitor_port.read(std.egress_spec, 0);
+            std.egress_spec = meta.probe_monitor_port;
             if (fed == 1) {
                 used = used - 1;
                 drop();
@@ -590,9 +611,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
             probe_seen.write(request, std.ingress_global_timestamp + 1);
             bool seen = last_seen != 0
                 && std.ingress_global_timestamp + 1 - last_seen < PROBE_LOOP_WINDOW_US;
-            bit<1> recovery;
-            probe_recovery.read(recovery, 0);
-            if (!seen && recovery == 1) {
+            if (!seen && meta.probe_recovery == 1) {
                 clone(CloneType.I2E, PROBE_FEEDBACK_SESSIONS + (bit<32>)std.ingress_port);
                 bit<32> used;
                 probe_ring_used.read(used, 0);
@@ -615,7 +634,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         }
         /* INT sink: the packet leaves towards a host. Its I2E clone becomes the report: INT's,
            or INT-label's export (the clone labels for the host-facing port, then exports). */
-        host_port.read(meta.int_sink, (bit<32>)std.egress_spec);
+        sink_ports.apply();
         if (meta.int_sink == 1 && (hdr.int_shim.isValid() || meta.int_source == 1
                                    || hdr.label.isValid() || meta.label_on == 1)) {
             meta.sink_port = std.egress_spec;
@@ -628,18 +647,27 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
 
 control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                      inout standard_metadata_t std) {
-    /* Set by the control plane: this switch's INT node id, which ports face hosts (sink),
-       the collector's addresses, and the report sequence number per hw_id. */
-    register<bit<32>>(1) switch_id;
-    register<bit<32>>(1) collector_ip;
-    register<bit<48>>(1) collector_mac;
-    register<bit<32>>(1) switch_ip;
+    /* The report sequence number per hw_id. */
     register<bit<22>>(64) report_seq;
     /* GPINT: probes this switch forwarded (its rule-hit counter, what a probe measures). */
     register<bit<32>>(1) probe_hits;
-    /* SQR: how long a clone is held for the next switch's feedback, µs (t_f; set by the
-       control plane). */
-    register<bit<32>>(1) probe_hold_us;
+
+    /* This switch's identity and where its reports go (the control plane sets the default
+       action over P4Runtime): INT node id, report source address, the collector's IPv4 and
+       next-hop MAC, and SQR's hold time in µs (t_f). */
+    @name(".set_switch") action set_switch(bit<32> switch_id, bit<32> switch_ip,
+                                           bit<32> collector_ip, bit<48> collector_mac,
+                                           bit<32> probe_hold_us) {
+        meta.switch_id = switch_id;
+        meta.switch_ip = switch_ip;
+        meta.collector_ip = collector_ip;
+        meta.collector_mac = collector_mac;
+        meta.probe_hold_us = probe_hold_us;
+    }
+    @name(".switch_config") table switch_config {
+        actions = { set_switch; NoAction; }
+        default_action = NoAction();
+    }
     /* Sink event detection state. */
     register<bit<32>>(256) per_hop_last;     /* by upstream switch id */
     register<bit<32>>(4096) per_flow_last;   /* by flow hash */
@@ -772,22 +800,19 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
 
     /* Wraps the (E2E-cloned) packet in Ethernet/IPv4/UDP + Telemetry Report v2.0. */
     action report_encap() {
-        bit<32> cip; bit<48> cmac; bit<32> sip; bit<22> seq;
-        collector_ip.read(cip, 0);
-        collector_mac.read(cmac, 0);
-        switch_ip.read(sip, 0);
+        bit<22> seq;
         report_seq.read(seq, 0);
         report_seq.write(0, seq + 1);
         hdr.report_ethernet.setValid();
-        hdr.report_ethernet.dst_addr = cmac;
+        hdr.report_ethernet.dst_addr = meta.collector_mac;
         hdr.report_ethernet.ether_type = ETHERTYPE_IPV4;
         hdr.report_ipv4.setValid();
         hdr.report_ipv4.version = 4;
         hdr.report_ipv4.ihl = 5;
         hdr.report_ipv4.ttl = 64;
         hdr.report_ipv4.protocol = PROTO_UDP;
-        hdr.report_ipv4.src_addr = sip;
-        hdr.report_ipv4.dst_addr = cip;
+        hdr.report_ipv4.src_addr = meta.switch_ip;
+        hdr.report_ipv4.dst_addr = meta.collector_ip;
         hdr.report_udp.setValid();
         hdr.report_udp.src_port = REPORT_UDP_PORT;
         hdr.report_udp.dst_port = REPORT_UDP_PORT;
@@ -857,14 +882,12 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
 
     apply {
         meta.hop_latency = (bit<32>)((bit<64>)std.egress_global_timestamp * 1000 - meta.in_ns);
-        switch_id.read(meta.switch_id, 0);
+        switch_config.apply();
         if (!hdr.ipv4.isValid()) { return; }
         if (meta.ring == RING_HELD) {
             /* SQR's ring: around again (ingress checks for the feedback) until the hold
                time, in µs, is over. */
-            bit<32> hold_us;
-            probe_hold_us.read(hold_us, 0);
-            if (std.egress_global_timestamp - meta.ring_since >= (bit<48>)hold_us) {
+            if (std.egress_global_timestamp - meta.ring_since >= (bit<48>)meta.probe_hold_us) {
                 meta.ring = RING_EXPIRED;
             }
             recirculate_preserving_field_list(2);

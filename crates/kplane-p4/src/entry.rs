@@ -237,6 +237,12 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Whether this is a keyless table's default action (written by modifying the table's
+    /// default entry: such a table takes no inserts).
+    pub fn is_default(&self, info: &P4Info) -> bool {
+        info.tables[self.key.table].keys.is_empty()
+    }
+
     /// Checks `spec` against `info`, naming the table, key, action or parameter at fault.
     pub fn new(info: &P4Info, spec: &EntrySpec) -> Result<Self, P4Error> {
         let (ti, table) = info.table(&spec.table)?;

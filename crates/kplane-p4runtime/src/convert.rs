@@ -74,6 +74,7 @@ pub fn to_table_entry(info: &P4Info, e: &Entry) -> TableEntry {
             })),
         }),
         priority: e.key.priority as i32,
+        is_default_action: e.is_default(info),
         ..TableEntry::default()
     }
 }

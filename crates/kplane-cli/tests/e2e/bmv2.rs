@@ -177,10 +177,12 @@ fn apply(api: std::net::SocketAddr, dir: &std::path::Path, file: &str, text: &st
     id
 }
 
-/// A BMv2 switch (device 1, INT node id 1) with `ports` ports on veths whose far ends sit in a
-/// namespace, the last port carrying reports to the collector (`kplane collector --print`
-/// inside the namespace, on 10.99.0.254), and the intent API driving the switch over
-/// P4Runtime. `hosts`: host-facing (prefix, port); `routes`: forwarding (prefix, port).
+/// A BMv2 switch (device 1, INT node id 1, 10.99.0.1) with `ports` ports on veths whose far
+/// ends sit in a namespace, the last port carrying reports to the collector (`kplane
+/// collector --print` inside the namespace, on 10.99.0.254), and the intent API driving the
+/// switch over P4Runtime, which provisions all of it (no Thrift). `hosts`: host-facing
+/// (prefix, port), the INT sink's ports; `routes`: forwarding (prefix, port); `extra`: more
+/// driver keys (TOML lines).
 struct Rig {
     ns: Netns,
     sw: Bmv2,
@@ -190,13 +192,18 @@ struct Rig {
     /// What the collector publishes (events and reports), a JSON line each.
     events: mpsc::Receiver<String>,
     names: String,
-    ports: u32,
     _collector: ChildGuard,
     _api: ChildGuard,
 }
 
 impl Rig {
-    fn start(tag: &str, ports: u32, hosts: &[(&str, u32)], routes: &[(&str, u32)]) -> Self {
+    fn start(
+        tag: &str,
+        ports: u32,
+        hosts: &[(&str, u32)],
+        routes: &[(&str, u32)],
+        extra: &str,
+    ) -> Self {
         let names = format!("k{}{tag}", std::process::id());
         let ns = Netns::new(tag);
         for n in 1..=ports {
@@ -204,6 +211,18 @@ impl Rig {
         }
         let report = format!("{names}h{ports}");
         ns.ip(&["addr", "add", "10.99.0.254/24", "dev", &report]);
+        let collector_mac = {
+            let out = Command::new("ip")
+                .args(["-n", &ns.name, "-o", "link", "show", &report])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            text.split_whitespace()
+                .skip_while(|w| *w != "link/ether")
+                .nth(1)
+                .unwrap()
+                .to_string()
+        };
         let ifaces: Vec<(u32, String)> = (1..=ports).map(|n| (n, format!("{names}p{n}"))).collect();
         let refs: Vec<(u32, &str)> = ifaces.iter().map(|(n, i)| (*n, i.as_str())).collect();
         let sw = Bmv2::start(1, &refs);
@@ -243,8 +262,12 @@ switch = 1
 addr = "{grpc}"
 device-id = 1
 report-port = {ports}
+switch-ip = "10.99.0.1"
+collector-ip = "10.99.0.254"
+collector-mac = "{collector_mac}"
 hosts = [{hosts}]
 entries = [{entries}]
+{extra}
 "#,
             grpc = sw.grpc,
         );
@@ -257,7 +280,6 @@ entries = [{entries}]
             api_addr,
             events,
             names,
-            ports,
             _collector: collector,
             _api: api,
         }
@@ -289,47 +311,6 @@ entries = [{entries}]
         apply(self.api_addr, &self.dir, &format!("{name}.yaml"), yaml)
     }
 
-    /// Provisioning in registers (Thrift CLI), once the pipeline is on the switch: its
-    /// identity, the collector, the host-facing ports. (Forwarding is the driver's static
-    /// entries, written with the pipeline: table entries must all go through P4Runtime,
-    /// whose server keeps state.)
-    fn provision(&self, host_ports: &[u32]) {
-        let mac = {
-            let out = Command::new("ip")
-                .args([
-                    "-n",
-                    &self.ns.name,
-                    "-o",
-                    "link",
-                    "show",
-                    &self.host(self.ports),
-                ])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout).to_string();
-            let mac = text
-                .split_whitespace()
-                .skip_while(|w| *w != "link/ether")
-                .nth(1)
-                .unwrap()
-                .replace(':', "");
-            u64::from_str_radix(&mac, 16).unwrap()
-        };
-        let ip = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
-        let mut commands = format!(
-            "register_write KplaneEgress.switch_id 0 1\n\
-             register_write KplaneEgress.switch_ip 0 {}\n\
-             register_write KplaneEgress.collector_ip 0 {}\n\
-             register_write KplaneEgress.collector_mac 0 {mac}\n",
-            ip("10.99.0.1"),
-            ip("10.99.0.254"),
-        );
-        for p in host_ports {
-            commands += &format!("register_write KplaneIngress.host_port {p} 1\n");
-        }
-        self.sw.cli(&commands);
-    }
-
     /// The next collector record that `pick` accepts, within `wait`.
     fn next_record(
         &self,
@@ -358,25 +339,26 @@ impl Drop for Rig {
     }
 }
 
-/// Waits until `sw` holds the forwarding entry of `Rig`'s routes (read over Thrift, not
-/// through kplane's P4Runtime client); the table dump.
-fn wait_for_forwarding(sw: &Bmv2, within: Duration) -> String {
+/// Waits until `sw`'s answer to the Thrift CLI `command` (not kplane's P4Runtime client)
+/// contains `needle`; the answer. Until the pipeline is pushed the switch knows no table.
+fn wait_for_cli(sw: &Bmv2, command: &str, needle: &str, within: Duration) -> String {
     let end = Instant::now() + within;
     loop {
-        // Until the pipeline is pushed the switch knows no such table.
-        let (_, dump) = sw.try_cli(
-            "table_dump ipv4_forward
-",
-        );
-        if dump.contains("set_egress") {
-            return dump;
+        let (_, out) = sw.try_cli(command);
+        if out.contains(needle) {
+            return out;
         }
         assert!(
             Instant::now() < end,
-            "no forwarding entry on the switch: {dump}"
+            "{command:?} never answered {needle:?}: {out}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Waits until `sw` holds the forwarding entry of `Rig`'s routes; the table dump.
+fn wait_for_forwarding(sw: &Bmv2, within: Duration) -> String {
+    wait_for_cli(sw, "table_dump ipv4_forward\n", "set_egress", within)
 }
 
 #[test]
@@ -389,6 +371,7 @@ fn a_switch_is_provisioned_at_start_and_again_after_it_restarts() {
         3,
         &[("10.0.1.1/32", 1), ("10.0.2.1/32", 2)],
         &[("10.0.2.1/32", 2)],
+        "",
     );
     let (h1, h2) = (rig.host(1), rig.host(2));
 
@@ -398,6 +381,12 @@ fn a_switch_is_provisioned_at_start_and_again_after_it_restarts() {
     assert!(
         rig.sw.cli("mirroring_get 500\n").contains("port"),
         "the report clone session is on the switch"
+    );
+    // Its identity and where reports go: the keyless table's default action.
+    let config = rig.sw.cli("table_dump switch_config\n");
+    assert!(
+        config.contains("set_switch") && config.contains("0a630001"),
+        "switch_config holds switch 1 at 10.99.0.1: {config}"
     );
     assert!(
         probe(&rig.ns, &h1, &h2) > 0,
@@ -449,6 +438,7 @@ fn intents_on_a_bmv2_switch_watch_and_block_real_packets() {
         3,
         &[("10.0.1.1/32", 1), ("10.0.2.1/32", 2)],
         &[("10.0.2.1/32", 2)],
+        "",
     );
     let (ns, sw, dir, api, api_addr) = (&rig.ns, &rig.sw, &rig.dir, &rig.api, rig.api_addr);
     let host = |n: u32| rig.host(n);
@@ -463,8 +453,6 @@ fn intents_on_a_bmv2_switch_watch_and_block_real_packets() {
         dump.contains("int_source"),
         "the entry is on the switch: {dump}"
     );
-
-    rig.provision(&[1, 2]);
 
     // A watched packet crosses the switch, and its report reaches the collector.
     assert!(
@@ -674,6 +662,7 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
         4,
         &[("10.0.1.1/32", 1), ("10.0.3.1/32", 3)],
         &[("10.0.2.0/24", 2), ("10.0.3.1/32", 3)],
+        "",
     );
     const T: Duration = Duration::from_millis(500);
     let base_a = rig.apply(
@@ -684,7 +673,6 @@ fn int_label_on_bmv2_labels_exports_and_restores_as_the_emulator_does() {
         "specific",
         "kind: monitor\nmatch: {dst: 10.0.2.1, dst-port: 6000}\nint-label: true\n",
     );
-    rig.provision(&[1, 3]);
 
     // Packets: (pause before, destination, dst port, upstream items). Source ports number
     // them (2000 + index).
@@ -976,14 +964,30 @@ fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_doe
         return;
     }
     // The monitor on port 1, the next switch's side on port 2 (captured), reports on port 3.
-    let rig = Rig::start("g", 3, &[("10.0.1.1/32", 1)], &[]);
-    // An intent with entries has the driver push the pipeline (a probe plan writes none).
-    rig.apply("watch", "kind: monitor\nmatch: {dst: 10.0.8.8}\n");
+    // SQR's recovery mode on (feedback for probes from port 1 goes back out of port 1), with
+    // a hold far longer than the test: a protected probe's clone stays in the ring.
+    let rig = Rig::start(
+        "g",
+        3,
+        &[("10.0.1.1/32", 1)],
+        &[],
+        "probe-recovery = { monitor-port = 1, hold = \"60s\" }",
+    );
     rig.apply("plan", "kind: probe-plan\nplanner: gpint-3\n");
-    rig.provision(&[1]);
-    // SQR's recovery mode on; feedback for probes from port 1 goes back out of port 1.
-    rig.sw
-        .cli("register_write KplaneIngress.probe_recovery 0 1\nmirroring_add 1001 1\n");
+    // Provisioned: the host port is a sink port, and the last feedback session is written
+    // (the report port's, 1000 + 3).
+    wait_for_cli(
+        &rig.sw,
+        "table_dump sink_ports\n",
+        "host_facing",
+        Duration::from_secs(15),
+    );
+    wait_for_cli(
+        &rig.sw,
+        "mirroring_get 1003\n",
+        "port",
+        Duration::from_secs(15),
+    );
 
     // Requests 5, 5 again (a loop), 6; the route's next hops: port 2, then port 7 beyond.
     let requests = [5u16, 5, 6];
@@ -1056,9 +1060,9 @@ fn gpint_probes_on_bmv2_are_forwarded_measured_and_confirmed_as_the_emulator_doe
         "feedback: BMv2 vs the emulator"
     );
     assert_eq!(feedback, [5, 6]);
-    // Both new requests were protected, but this switch has no ring session (999): no clone
-    // was made, so none holds a ring slot.
-    assert_eq!(rig.sw.register("KplaneIngress.probe_ring_used", 0), 0);
+    // Both new requests were protected: their clones wait in the ring for the next switch's
+    // feedback (the loop's repeat was not).
+    assert_eq!(rig.sw.register("KplaneIngress.probe_ring_used", 0), 2);
     for (bmv2, emu) in forwarded.iter().zip(&emulated) {
         let ours = bmv2.3[0];
         assert_eq!(ours.0, 1, "the switch's id: {bmv2:?}");
@@ -1117,7 +1121,8 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         .map(|(sw, links)| {
             format!(
                 "[[intent-api.intents.drivers]]\nkind = \"p4runtime\"\nswitch = {id}\n\
-                 addr = \"{grpc}\"\ndevice-id = {id}\nlinks = {links}\n",
+                 addr = \"{grpc}\"\ndevice-id = {id}\nlinks = {links}\n\
+                 probe-recovery = {{ monitor-port = 1, hold = \"400ms\" }}\n",
                 id = sw.device_id,
                 grpc = sw.grpc,
             )
@@ -1146,22 +1151,16 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         "plan.yaml",
         "kind: probe-plan\nplanner: gpint-3\nmeasure: port-packets\n",
     );
-    // Each switch: its id, SQR on with a 400 ms hold, the monitor on port 1, feedback
-    // sessions back out of each port, the ring's clone session.
+    // Each switch was provisioned over P4Runtime: its id, SQR on with a 400 ms hold, the
+    // monitor on port 1, feedback sessions back out of each port, the ring's clone session.
     for sw in &switches {
-        let ports = if sw.device_id == 2 { 3 } else { 2 };
-        let mut commands = format!(
-            "register_write KplaneEgress.switch_id 0 {}\n\
-             register_write KplaneIngress.probe_recovery 0 1\n\
-             register_write KplaneIngress.probe_monitor_port 0 1\n\
-             register_write KplaneEgress.probe_hold_us 0 400000\n\
-             mirroring_add 999 1\n",
-            sw.device_id
+        let last = if sw.device_id == 2 { 1003 } else { 1002 };
+        wait_for_cli(
+            sw,
+            &format!("mirroring_get {last}\n"),
+            "port",
+            Duration::from_secs(15),
         );
-        for p in 1..=ports {
-            commands += &format!("mirroring_add {} {p}\n", 1000 + p);
-        }
-        sw.cli(&commands);
     }
     let plans = http(api, "GET", "/v1/probe-plans", Some(TOKEN), None)
         .unwrap()
@@ -1391,14 +1390,13 @@ fn int_bandwidth_on_bmv2_is_the_kdn_formula_with_a_v2_header() {
     }
     // Host on port 1; port 2 from an upstream switch, port 3 towards the next one; reports
     // on port 4.
-    let rig = Rig::start("w", 4, &[("10.0.1.1/32", 1)], &[("10.0.2.1/32", 3)]);
+    let rig = Rig::start("w", 4, &[("10.0.1.1/32", 1)], &[("10.0.2.1/32", 3)], "");
     rig.apply(
         "monitor",
         &format!(
             "kind: monitor\nmatch: {{dst: 10.0.2.1, protocol: udp}}\ninstructions: {KDN_BITMAP:#06x}\n"
         ),
     );
-    rig.provision(&[1]);
     wait_for_forwarding(&rig.sw, Duration::from_secs(10));
     let keep: fn(&[u8]) -> bool = |f| f.windows(KDN_MARK.len()).any(|w| w == KDN_MARK);
     // Sends `frame` into switch port `port` and returns the lengths of the frames that left

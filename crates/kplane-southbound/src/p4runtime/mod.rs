@@ -1,9 +1,13 @@
 //! P4Runtime switches (`kplane-p4runtime`): one primary session per switch, re-opened when
-//! it drops; the pipeline (p4c's P4Info and BMv2 JSON of `p4/kplane_int.p4`), the configured
-//! `entries` and the report clone session pushed when the switch runs none or another one —
-//! at start, or a restarted switch — which starts a new epoch so the engine re-pushes every
-//! desired entry. The engine provisions every switch each pass, intents or not.
+//! it drops; the pipeline (p4c's P4Info and BMv2 JSON of `p4/kplane_int.p4`), the switch's
+//! configuration (identity, collector, sink ports, SQR), the configured `entries` and the
+//! clone sessions pushed when the switch runs none or another one — at start, or a restarted
+//! switch — which starts a new epoch so the engine re-pushes every desired entry. The engine
+//! provisions every switch each pass, intents or not. Everything goes over P4Runtime: no
+//! Thrift CLI is needed.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use kplane_model::detection::ipv4_prefix;
@@ -47,7 +51,21 @@ pub struct Config {
     /// Port the sink's report clones leave on (clone session 500 → this port).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_port: Option<u32>,
-    /// Hosts behind it: `{prefix = "10.0.1.0/24", port = 2}`.
+    /// The switch's own IPv4 address: the source of its reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_ip: Option<Ipv4Addr>,
+    /// Where its reports go: the collector's IPv4 address…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collector_ip: Option<Ipv4Addr>,
+    /// …and the MAC address of the next hop towards it, out of `report-port`
+    /// (`"02:00:00:00:00:fe"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collector_mac: Option<String>,
+    /// GPINT's SQR recovery mode: `{ monitor-port = 1, hold = "400ms" }` (absent: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_recovery: Option<ProbeRecovery>,
+    /// Hosts behind it: `{prefix = "10.0.1.0/24", port = 2}`; their ports are the switch's
+    /// INT sink ports.
     #[serde(default)]
     pub hosts: Vec<HostPort>,
     /// Links to other switches: `{port = 1, peer = 2, peer-port = 1}`.
@@ -66,6 +84,16 @@ pub struct Config {
 pub struct HostPort {
     pub prefix: String,
     pub port: u32,
+}
+
+/// GPINT's SQR on a switch: it answers probes with feedback and holds a clone of each it
+/// forwards for `hold` (t_f), then sends it to the monitor out of `monitor-port`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ProbeRecovery {
+    pub monitor_port: u32,
+    #[serde(with = "humantime_serde")]
+    pub hold: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -88,8 +116,132 @@ fn default_timeout() -> Duration {
     Duration::from_secs(5)
 }
 
+/// `"aa:bb:cc:dd:ee:ff"` as a number.
+fn parse_mac(text: &str) -> Option<u64> {
+    let parts: Vec<&str> = text.split(':').collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    parts.iter().try_fold(0u64, |acc, p| {
+        (p.len() == 2)
+            .then(|| u8::from_str_radix(p, 16).ok())
+            .flatten()
+            .map(|b| acc << 8 | u64::from(b))
+    })
+}
+
+/// Clone session of the sink's reports (`REPORT_MIRROR_SESSION` in the P4 program).
+const REPORT_SESSION: u32 = 500;
+/// SQR: the held clone's session, and feedback out of port p through session 1000 + p.
+const PROBE_RING_SESSION: u32 = 999;
+const PROBE_FEEDBACK_SESSIONS: u32 = 1000;
+
 impl Config {
+    /// What a switch holds besides intents' entries, written with the pipeline: its identity
+    /// and where reports go (`switch_config`'s default action), SQR's mode (`probe_config`),
+    /// its host-facing ports (`sink_ports`), then the configured `entries`.
+    fn provisioning(&self) -> Vec<kplane_p4::EntrySpec> {
+        let ip = |a: Option<Ipv4Addr>| u64::from(u32::from(a.unwrap_or(Ipv4Addr::UNSPECIFIED)));
+        let spec =
+            |table: &str, action: &str, matches: &[(&str, String)], params: &[(&str, u64)]| {
+                kplane_p4::EntrySpec {
+                    switch: Some(self.switch),
+                    table: table.to_string(),
+                    priority: 0,
+                    matches: matches
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect(),
+                    action: action.to_string(),
+                    params: params
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), *v))
+                        .collect::<BTreeMap<_, _>>(),
+                }
+            };
+        let hold_us = self
+            .probe_recovery
+            .as_ref()
+            .map_or(0, |p| p.hold.as_micros() as u64);
+        let mut out = vec![
+            spec(
+                "switch_config",
+                "set_switch",
+                &[],
+                &[
+                    ("switch_id", u64::from(self.switch)),
+                    ("switch_ip", ip(self.switch_ip)),
+                    ("collector_ip", ip(self.collector_ip)),
+                    (
+                        "collector_mac",
+                        self.collector_mac
+                            .as_deref()
+                            .and_then(parse_mac)
+                            .unwrap_or(0),
+                    ),
+                    ("probe_hold_us", hold_us),
+                ],
+            ),
+            spec(
+                "probe_config",
+                "set_probe_config",
+                &[],
+                &[
+                    ("recovery", u64::from(self.probe_recovery.is_some())),
+                    (
+                        "monitor_port",
+                        self.probe_recovery
+                            .as_ref()
+                            .map_or(0, |p| u64::from(p.monitor_port)),
+                    ),
+                ],
+            ),
+        ];
+        let sinks: BTreeSet<u32> = self.hosts.iter().map(|h| h.port).collect();
+        out.extend(sinks.into_iter().map(|p| {
+            spec(
+                "sink_ports",
+                "host_facing",
+                &[("egress_port", p.to_string())],
+                &[],
+            )
+        }));
+        out.extend(self.entries.iter().cloned());
+        out
+    }
+
+    /// Clone sessions `(session, port)`: reports out of `report-port`; with SQR, the ring's
+    /// and one feedback session per port the switch uses.
+    fn clone_sessions(&self) -> Vec<(u32, u32)> {
+        let mut out: Vec<(u32, u32)> = self
+            .report_port
+            .map(|p| (REPORT_SESSION, p))
+            .into_iter()
+            .collect();
+        if let Some(probe) = &self.probe_recovery {
+            out.push((PROBE_RING_SESSION, probe.monitor_port));
+            let ports: BTreeSet<u32> = self
+                .hosts
+                .iter()
+                .map(|h| h.port)
+                .chain(self.links.iter().map(|l| l.port))
+                .chain(self.report_port)
+                .chain([probe.monitor_port])
+                .collect();
+            out.extend(ports.into_iter().map(|p| (PROBE_FEEDBACK_SESSIONS + p, p)));
+        }
+        out
+    }
+
     pub fn check(&self, problems: &mut Vec<String>) {
+        if let Some(mac) = &self.collector_mac
+            && parse_mac(mac).is_none()
+        {
+            problems.push(format!(
+                "intent-api.drivers (p4runtime switch {}): collector-mac {mac:?} is not a MAC address (aa:bb:cc:dd:ee:ff)",
+                self.switch
+            ));
+        }
         for h in &self.hosts {
             if ipv4_prefix(&h.prefix).is_none() {
                 problems.push(format!(
@@ -98,7 +250,7 @@ impl Config {
                 ));
             }
         }
-        for e in &self.entries {
+        for e in &self.provisioning() {
             if let Err(err) = kplane_p4::Entry::new(kplane_p4::kplane(), e) {
                 problems.push(format!(
                     "intent-api.drivers (p4runtime switch {}): entries: {err}",
@@ -180,28 +332,36 @@ impl Driver {
                 })
                 .await
                 .map_err(driver_error)?;
-                // A fresh pipeline has empty tables: a new epoch, and the static entries.
+                // A fresh pipeline has empty tables: a new epoch, and the switch's own
+                // entries (a keyless table's default action is modified, not inserted).
                 st.epoch += 1;
                 let info = kplane_p4::kplane();
                 let fixed: Vec<Entry> = self
                     .cfg
-                    .entries
+                    .provisioning()
                     .iter()
                     .filter_map(|e| Entry::new(info, e).ok())
                     .collect();
-                if !fixed.is_empty() {
-                    let batch: Vec<(P4rtUpdate, &Entry)> =
-                        fixed.iter().map(|e| (P4rtUpdate::Insert, e)).collect();
-                    s.write(info, &batch).await.map_err(driver_error)?;
-                }
+                let batch: Vec<(P4rtUpdate, &Entry)> = fixed
+                    .iter()
+                    .map(|e| {
+                        let kind = if e.is_default(info) {
+                            P4rtUpdate::Modify
+                        } else {
+                            P4rtUpdate::Insert
+                        };
+                        (kind, e)
+                    })
+                    .collect();
+                s.write(info, &batch).await.map_err(driver_error)?;
                 tracing::info!(
                     switch = self.cfg.switch,
                     epoch = st.epoch,
                     "P4Runtime: pipeline pushed"
                 );
             }
-            if let Some(port) = self.cfg.report_port {
-                s.clone_session(500, port).await.map_err(driver_error)?;
+            for (session, port) in self.cfg.clone_sessions() {
+                s.clone_session(session, port).await.map_err(driver_error)?;
             }
             st.session = Some(s);
         }
