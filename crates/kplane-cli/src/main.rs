@@ -4,6 +4,7 @@ mod config;
 mod decode;
 mod emulate;
 mod intent;
+mod lab;
 mod probe;
 mod query;
 mod sample;
@@ -48,6 +49,10 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Everything in one process: emulator, collector, stream processor, API and web console.
     Up(up::UpArgs),
+    /// A fabric of BMv2 switches in network namespaces with hosts sending real traffic, run
+    /// by the same services as `up` (see docs/lab.md). Needs root and the P4 toolchain.
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
     /// Emulate a P4 INT fabric that sends real telemetry reports (see docs/emulator.md).
     Emulate(emulate::EmulateArgs),
     /// The independent report generator (no code shared with the emulator) sending to a
@@ -95,6 +100,7 @@ fn main() -> ExitCode {
         Command::Emulate(a) => emulate::run_cli(source, a),
         Command::Tracegen(a) => tracegen::run_cli(a),
         Command::Up(a) => up::run(source, a),
+        Command::Lab(c) => lab::run(source, c),
         Command::Config => config::print(&source),
         Command::SampleCapture(a) => sample::run(a),
         Command::Query(a) => query::run(source, a),

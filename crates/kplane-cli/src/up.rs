@@ -82,27 +82,6 @@ async fn up(
     shutdown: Shutdown,
 ) -> Result<(), BoxError> {
     let loopback = "127.0.0.1:0".parse::<SocketAddr>()?;
-    // Collector: an ephemeral loopback UDP port the emulator sends to; every report published.
-    let mut collector_cfg = kplane_collector::Config {
-        listen: vec![loopback],
-        admin: loopback,
-        publish_reports: true,
-        ..cfg.collector
-    };
-    let mut processor_cfg = kplane_stream_processor::Config {
-        admin: loopback,
-        data_dir: a.data_dir.join("stream-processor"),
-        // One process on loopback: reports of a lane arrive in order within milliseconds.
-        lateness: Duration::from_millis(200),
-        ..cfg.stream_processor
-    };
-    let mut knowledge_cfg = kplane_knowledge::Config {
-        admin: loopback,
-        store_dir: processor_cfg.data_dir.clone(),
-        state_dir: a.data_dir.join("knowledge"),
-        window: processor_cfg.window,
-        ..cfg.knowledge
-    };
     let rc = kplane_emulator::run::RunConfig {
         topology: a.topology.clone(),
         duration: a.duration.unwrap_or(Duration::from_secs(365 * 86_400)),
@@ -120,15 +99,9 @@ async fn up(
         ..kplane_emulator::run::RunConfig::default()
     };
     let sim = Arc::new(Mutex::new(kplane_emulator::run::build(&rc)?));
-    // One `[http]` for every listener of the process: the printed admin token, and an operator
-    // token the API's emulator driver writes to the control channel with.
     let mut http = cfg.http.clone();
     http.no_auth = a.no_auth;
-    let token = if a.no_auth {
-        None
-    } else {
-        Some(http.add_internal_token("kplane-up", Role::Admin)?)
-    };
+    // An operator token the API's emulator driver writes to the control channel with.
     let driver_token = if a.no_auth {
         None
     } else {
@@ -143,95 +116,26 @@ async fn up(
         let _ =
             kplane_runtime::http::serve(control, control_router, &control_http, control_stop).await;
     });
-    let mut intents = cfg.intent_api.intents.clone();
-    if intents.drivers.is_empty() {
-        intents
-            .drivers
-            .push(kplane_southbound::DriverConfig::Emulator(
-                kplane_southbound::emulator::Config {
-                    control: control_addr,
-                    timeout: Duration::from_secs(5),
-                    token: driver_token,
-                },
-            ));
-    }
-    intents.state_dir = a.data_dir.join("intent-api");
-    let mut api_cfg = kplane_intent_api::Config {
-        admin: loopback,
-        listen: a.api,
-        store_dir: processor_cfg.data_dir.clone(),
-        knowledge_dir: knowledge_cfg.state_dir.clone(),
-        intents,
-        ..cfg.intent_api
-    };
-    let mut problems = Vec::new();
-    http.validate(&mut problems);
-    for c in [
-        &mut collector_cfg as &mut dyn Listeners,
-        &mut processor_cfg,
-        &mut knowledge_cfg,
-        &mut api_cfg,
-    ] {
-        c.set_http(http.clone());
-        c.validate_listeners(&mut problems);
-    }
-    collector_cfg.validate(&mut problems);
-    processor_cfg.validate(&mut problems);
-    api_cfg.validate(&mut problems);
-    knowledge_cfg.validate(&mut problems);
-    if !problems.is_empty() {
-        return Err(problems.join("; ").into());
-    }
-
-    let bus = kplane_collector::embedded_bus(&collector_cfg);
-    kplane_stream_processor::create_result_topics(&bus, &processor_cfg, 4_096);
-    // Each stage stops after the one feeding it has flushed.
-    let (collector_stop, processor_stop, knowledge_stop, api_stop) = (
-        Shutdown::new(),
-        Shutdown::new(),
-        Shutdown::new(),
-        Shutdown::new(),
-    );
-    let collector =
-        kplane_collector::start(collector_cfg, Arc::new(bus.clone()), collector_stop.clone())
-            .await?;
-    let processor = tokio::spawn(kplane_stream_processor::run_embedded(
-        processor_cfg,
-        bus.clone(),
-        processor_stop.clone(),
-    ));
-    kplane_knowledge::create_topics(&bus, 4_096);
-    let knowledge = tokio::spawn(kplane_knowledge::run_embedded(
-        knowledge_cfg,
-        bus.clone(),
-        knowledge_stop.clone(),
-    ));
-    // Telemetry backpressure reads the collector's drops (the embedded bus has no lag).
-    let backpressure = &mut api_cfg.intents.backpressure;
-    if backpressure.enabled && backpressure.sources.is_empty() {
-        backpressure.sources = vec![collector.admin.to_string()];
-    }
-    let live = kplane_intent_api::live::Live::new(api_cfg.live_alerts);
-    let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let follower = kplane_intent_api::follow(
-        Box::new(kplane_bus::EmbeddedGroup::subscribe(
-            &bus,
-            &kplane_intent_api::FOLLOWED,
-            kplane_intent_api::NAME,
-        )?),
-        live.clone(),
-        follow_stop.clone(),
-    );
-    let api = kplane_intent_api::start(api_cfg, live, api_stop.clone()).await?;
-
-    let url = format!("http://{}/", api.addr);
-    match &token {
-        Some(t) => {
-            println!("kplane up: console  {url}#token={t}");
-            println!("kplane up: API      {url}v1/…  (Authorization: Bearer {t})");
-        }
-        None => println!("kplane up: console  {url}  (no authentication)"),
-    }
+    let drivers = vec![kplane_southbound::DriverConfig::Emulator(
+        kplane_southbound::emulator::Config {
+            control: control_addr,
+            timeout: Duration::from_secs(5),
+            token: driver_token,
+        },
+    )];
+    let services = Services::start(
+        cfg,
+        http,
+        &ServicesArgs {
+            api: a.api,
+            data_dir: a.data_dir.clone(),
+            // The emulator sends to an ephemeral loopback port.
+            collector: vec![loopback],
+            drivers,
+            name: "kplane up",
+        },
+    )
+    .await?;
     println!(
         "kplane up: data in {}; emulating fat-tree:4, scenario {} (live: microbursts, a link failing every 3 min; control channel http://{control_addr}); Ctrl-C stops",
         a.data_dir.display(),
@@ -239,7 +143,7 @@ async fn up(
     );
 
     let rc = kplane_emulator::run::RunConfig {
-        collectors: collector.udp.clone(),
+        collectors: services.collector_udp.clone(),
         ..rc
     };
     // Reports carry wall-clock time from the moment the emulation starts, so that telemetry,
@@ -255,18 +159,7 @@ async fn up(
     let summary = emulator.await??;
     shutdown.trigger();
     tracing::info!(reports = summary.reports_sent, "emulator stopped; flushing");
-    // The API's streams and connections end while the pipeline flushes (its grace runs
-    // beside the flush, not after it).
-    api_stop.trigger();
-    collector_stop.trigger();
-    collector.wait().await?;
-    processor_stop.trigger();
-    processor.await??;
-    knowledge_stop.trigger();
-    knowledge.await??;
-    api.wait().await?;
-    follow_stop.store(true, std::sync::atomic::Ordering::Release);
-    let _ = follower.join();
+    services.stop().await?;
     println!(
         "kplane up: stopped after {:.0} s; {} reports emulated; results in {}",
         summary.wall_seconds,
@@ -274,4 +167,183 @@ async fn up(
         a.data_dir.display()
     );
     Ok(())
+}
+
+/// What the services of a one-process kplane need besides the configuration.
+pub(crate) struct ServicesArgs {
+    /// Where the API and the console listen.
+    pub api: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Where the collector listens for reports.
+    pub collector: Vec<SocketAddr>,
+    /// The switch drivers, unless the configuration names its own.
+    pub drivers: Vec<kplane_southbound::DriverConfig>,
+    /// What prints (`kplane up`, `kplane lab`).
+    pub name: &'static str,
+}
+
+/// The collector, the stream processor, the knowledge service and the API (with the control
+/// plane) on the embedded bus in this process: what `kplane up` and `kplane lab up` run.
+pub(crate) struct Services {
+    /// Where the collector receives reports.
+    pub collector_udp: Vec<SocketAddr>,
+    pub api_addr: SocketAddr,
+    /// The printed admin token (none without authentication).
+    pub token: Option<String>,
+    collector: kplane_collector::Collector,
+    processor: tokio::task::JoinHandle<Result<(), BoxError>>,
+    knowledge: tokio::task::JoinHandle<Result<(), BoxError>>,
+    api: kplane_intent_api::Running,
+    follower: std::thread::JoinHandle<()>,
+    follow_stop: Arc<std::sync::atomic::AtomicBool>,
+    stops: [Shutdown; 4],
+}
+
+impl Services {
+    /// Starts them, prints the console's URL with its token.
+    pub(crate) async fn start(
+        cfg: crate::config::KplaneConfig,
+        mut http: kplane_runtime::HttpConfig,
+        a: &ServicesArgs,
+    ) -> Result<Self, BoxError> {
+        let loopback = "127.0.0.1:0".parse::<SocketAddr>()?;
+        // Every report published.
+        let mut collector_cfg = kplane_collector::Config {
+            listen: a.collector.clone(),
+            admin: loopback,
+            publish_reports: true,
+            ..cfg.collector
+        };
+        let mut processor_cfg = kplane_stream_processor::Config {
+            admin: loopback,
+            data_dir: a.data_dir.join("stream-processor"),
+            // One process: reports of a lane arrive in order within milliseconds.
+            lateness: Duration::from_millis(200),
+            ..cfg.stream_processor
+        };
+        let mut knowledge_cfg = kplane_knowledge::Config {
+            admin: loopback,
+            store_dir: processor_cfg.data_dir.clone(),
+            state_dir: a.data_dir.join("knowledge"),
+            window: processor_cfg.window,
+            ..cfg.knowledge
+        };
+        // One `[http]` for every listener of the process, with the printed admin token.
+        let token = if http.no_auth {
+            None
+        } else {
+            Some(http.add_internal_token(&a.name.replace(' ', "-"), Role::Admin)?)
+        };
+        let mut intents = cfg.intent_api.intents.clone();
+        if intents.drivers.is_empty() {
+            intents.drivers = a.drivers.clone();
+        }
+        intents.state_dir = a.data_dir.join("intent-api");
+        let mut api_cfg = kplane_intent_api::Config {
+            admin: loopback,
+            listen: a.api,
+            store_dir: processor_cfg.data_dir.clone(),
+            knowledge_dir: knowledge_cfg.state_dir.clone(),
+            intents,
+            ..cfg.intent_api
+        };
+        let mut problems = Vec::new();
+        http.validate(&mut problems);
+        for c in [
+            &mut collector_cfg as &mut dyn Listeners,
+            &mut processor_cfg,
+            &mut knowledge_cfg,
+            &mut api_cfg,
+        ] {
+            c.set_http(http.clone());
+            c.validate_listeners(&mut problems);
+        }
+        collector_cfg.validate(&mut problems);
+        processor_cfg.validate(&mut problems);
+        api_cfg.validate(&mut problems);
+        knowledge_cfg.validate(&mut problems);
+        if !problems.is_empty() {
+            return Err(problems.join("; ").into());
+        }
+
+        let bus = kplane_collector::embedded_bus(&collector_cfg);
+        kplane_stream_processor::create_result_topics(&bus, &processor_cfg, 4_096);
+        // Each stage stops after the one feeding it has flushed.
+        let stops = [
+            Shutdown::new(),
+            Shutdown::new(),
+            Shutdown::new(),
+            Shutdown::new(),
+        ];
+        let collector =
+            kplane_collector::start(collector_cfg, Arc::new(bus.clone()), stops[0].clone()).await?;
+        let processor = tokio::spawn(kplane_stream_processor::run_embedded(
+            processor_cfg,
+            bus.clone(),
+            stops[1].clone(),
+        ));
+        kplane_knowledge::create_topics(&bus, 4_096);
+        let knowledge = tokio::spawn(kplane_knowledge::run_embedded(
+            knowledge_cfg,
+            bus.clone(),
+            stops[2].clone(),
+        ));
+        // Telemetry backpressure reads the collector's drops (the embedded bus has no lag).
+        let backpressure = &mut api_cfg.intents.backpressure;
+        if backpressure.enabled && backpressure.sources.is_empty() {
+            backpressure.sources = vec![collector.admin.to_string()];
+        }
+        let live = kplane_intent_api::live::Live::new(api_cfg.live_alerts);
+        let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let follower = kplane_intent_api::follow(
+            Box::new(kplane_bus::EmbeddedGroup::subscribe(
+                &bus,
+                &kplane_intent_api::FOLLOWED,
+                kplane_intent_api::NAME,
+            )?),
+            live.clone(),
+            follow_stop.clone(),
+        );
+        let api = kplane_intent_api::start(api_cfg, live, stops[3].clone()).await?;
+        let url = format!("http://{}/", api.addr);
+        let name = a.name;
+        match &token {
+            Some(t) => {
+                println!("{name}: console  {url}#token={t}");
+                println!("{name}: API      {url}v1/…  (Authorization: Bearer {t})");
+            }
+            None => println!("{name}: console  {url}  (no authentication)"),
+        }
+        Ok(Self {
+            collector_udp: collector.udp.clone(),
+            api_addr: api.addr,
+            token,
+            collector,
+            processor,
+            knowledge,
+            api,
+            follower,
+            follow_stop,
+            stops,
+        })
+    }
+
+    /// Stops them in order, each after the one feeding it has flushed.
+    pub(crate) async fn stop(self) -> Result<(), BoxError> {
+        let [collector_stop, processor_stop, knowledge_stop, api_stop] = self.stops;
+        // The API's streams and connections end while the pipeline flushes (its grace runs
+        // beside the flush, not after it).
+        api_stop.trigger();
+        collector_stop.trigger();
+        self.collector.wait().await?;
+        processor_stop.trigger();
+        self.processor.await??;
+        knowledge_stop.trigger();
+        self.knowledge.await??;
+        self.api.wait().await?;
+        self.follow_stop
+            .store(true, std::sync::atomic::Ordering::Release);
+        let _ = self.follower.join();
+        Ok(())
+    }
 }

@@ -14,5 +14,6 @@ mod eval;
 mod experiments;
 mod intents;
 mod kafka;
+mod lab;
 mod scale_out;
 mod up;
