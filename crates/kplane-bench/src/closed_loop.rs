@@ -1,9 +1,11 @@
-//! `kplane bench loop`: the closed loop in `kplane up`, timed. A `kplane up` child runs the
-//! emulator's DDoS after a clean stretch the knowledge service learns from; the bench reads
-//! what happened through the real entry points (the API over HTTP, the emulator's control
-//! channel for the ground truth) and prints, from the attack's start: the anomaly raised, the
-//! block intents submitted, written to the switches and verified against fresh telemetry; then
-//! whether the attackers' traffic still reaches the victim.
+//! `kplane bench loop`: the closed loop, timed, in `kplane up` (the emulator) or `kplane lab
+//! up` (BMv2 switches, `--data-plane lab`). The child runs a DDoS after a clean stretch the
+//! knowledge service learns from; the bench reads what happened through the real entry points
+//! (the API over HTTP; the ground truth from the emulator's control channel or the lab's truth
+//! file) and prints, from the attack's start: the anomaly raised, the block intents submitted,
+//! written to the switches and verified against fresh telemetry; then when the attackers'
+//! traffic stopped reaching the victim (in the store's flows for the emulator; counted at the
+//! victim's interface in the lab).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -15,8 +17,20 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
+/// Where the loop runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DataPlane {
+    /// `kplane up`: the emulator.
+    Emulator,
+    /// `kplane lab up`: BMv2 switches in network namespaces (root and the P4 toolchain).
+    Lab,
+}
+
 #[derive(Debug, Args)]
 pub struct LoopArgs {
+    /// The emulator (`kplane up`) or BMv2 switches (`kplane lab up`).
+    #[arg(long, value_enum, default_value = "emulator")]
+    data_plane: DataPlane,
     /// Seconds of clean traffic before the attack (the knowledge service learns from them:
     /// keep it above `[knowledge] min-windows` windows).
     #[arg(long, default_value_t = 75)]
@@ -27,17 +41,21 @@ pub struct LoopArgs {
     /// Attacking hosts.
     #[arg(long, default_value_t = 8)]
     attackers: u64,
-    /// What the attackers offer together, as a multiple of the victim's link rate.
+    /// What the attackers offer together, as a multiple of the victim's link rate (emulator).
     #[arg(long, default_value_t = 3.0)]
     rate: f64,
+    /// What the attackers send together, packets per second (lab: BMv2 forwards about
+    /// 1,600 packets/s on 2 cores, docs/lab.md).
+    #[arg(long, default_value_t = 300.0)]
+    pps: f64,
     /// The victim (host index).
     #[arg(long, default_value_t = 0)]
     victim: u64,
     /// Background flow arrivals per second. With the default link rate and elephant share this
     /// is the traffic `kplane eval knowledge` scores and the shipped anomaly types were
-    /// labelled on.
-    #[arg(long, default_value_t = 1_000.0)]
-    flows: f64,
+    /// labelled on. Default: 1,000 (emulator), 5 (lab).
+    #[arg(long)]
+    flows: Option<f64>,
     /// Share of the background flows that are elephants.
     #[arg(long, default_value_t = 0.02)]
     elephant_share: f64,
@@ -45,10 +63,11 @@ pub struct LoopArgs {
     /// three times the victim's link rate stays small enough to emulate in real time.
     #[arg(long, default_value_t = 0.1)]
     link_gbps: f64,
-    /// The emulated fabric (`kplane up --topology`): another than the shipped labels' families
-    /// holds the loop out of them (docs/benchmarks.md).
-    #[arg(long, default_value = "fat-tree:4")]
-    topology: String,
+    /// The fabric (`kplane up --topology` or `kplane lab up --topology`): another than the
+    /// shipped labels' families holds the loop out of them (docs/benchmarks.md). Default:
+    /// fat-tree:4 (emulator), leaf-spine:2,4,2 (lab).
+    #[arg(long)]
+    topology: Option<String>,
     /// Runs (each a fresh `kplane up`; the attack's phase in its window spread over them).
     #[arg(long, default_value_t = 3)]
     runs: u64,
@@ -57,11 +76,12 @@ pub struct LoopArgs {
     json: bool,
 }
 
-/// The `kplane up` child and how to reach it.
+/// The `kplane up` or `kplane lab up` child and how to reach it.
 struct Up {
     child: Child,
     api: SocketAddr,
-    control: SocketAddr,
+    /// The emulator's control channel (none in the lab).
+    control: Option<SocketAddr>,
     token: String,
     data: PathBuf,
 }
@@ -74,21 +94,47 @@ impl Up {
         };
         let data = std::env::temp_dir().join(format!("kplane-bench-loop-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data);
-        let scenario = format!(
-            "ddos:victim={},attackers={},rate={},start={},duration={}",
-            a.victim,
-            a.attackers,
-            a.rate,
-            a.learn as f64 / total as f64,
-            a.attack as f64 / total as f64
-        );
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["up", "--api", &api.to_string(), "--scenario", &scenario])
-            .args(["--duration", &format!("{total}s")])
-            .args(["--flows", &a.flows.to_string()])
+        let mut cmd = Command::new(std::env::current_exe()?);
+        match a.data_plane {
+            DataPlane::Emulator => {
+                let scenario = format!(
+                    "ddos:victim={},attackers={},rate={},start={},duration={}",
+                    a.victim,
+                    a.attackers,
+                    a.rate,
+                    a.learn as f64 / total as f64,
+                    a.attack as f64 / total as f64
+                );
+                cmd.args(["up", "--scenario", &scenario])
+                    .args(["--flows", &a.flows.unwrap_or(1_000.0).to_string()])
+                    .args(["--link-gbps", &a.link_gbps.to_string()])
+                    .args(["--topology", a.topology.as_deref().unwrap_or("fat-tree:4")]);
+            }
+            DataPlane::Lab => {
+                let topology = a.topology.as_deref().unwrap_or("leaf-spine:2,4,2");
+                let hosts = kplane_lab::Topology::parse(topology)?.hosts;
+                let victim = hosts
+                    .get(a.victim as usize)
+                    .with_context(|| {
+                        format!("--victim {}: the lab has {} hosts", a.victim, hosts.len())
+                    })?
+                    .ip;
+                let attack = format!(
+                    "ddos:start={}s,duration={}s,victim={victim},sources={},pps={}",
+                    a.learn, a.attack, a.attackers, a.pps
+                );
+                cmd.args(["lab", "up", "--attack", &attack, "--topology", topology])
+                    .args(["--flows", &a.flows.unwrap_or(5.0).to_string()]);
+            }
+        }
+        let mut child = cmd
+            .args([
+                "--api",
+                &api.to_string(),
+                "--duration",
+                &format!("{total}s"),
+            ])
             .args(["--elephant-share", &a.elephant_share.to_string()])
-            .args(["--link-gbps", &a.link_gbps.to_string()])
-            .args(["--topology", &a.topology])
             .arg("--data-dir")
             .arg(&data)
             // The measurement polls the store several times a second with the one token it
@@ -97,10 +143,10 @@ impl Up {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .context("cannot start kplane up")?;
-        let stdout = child.stdout.take().context("kplane up's stdout")?;
+            .context("cannot start kplane up / kplane lab up")?;
+        let stdout = child.stdout.take().context("the child's stdout")?;
         let mut lines = BufReader::new(stdout).lines();
-        let (mut token, mut control) = (None, None);
+        let (mut token, mut control, mut ready) = (None, None, false);
         for line in lines.by_ref().map_while(Result::ok) {
             if let Some(t) = line.split("#token=").nth(1) {
                 token = Some(t.trim().to_string());
@@ -108,15 +154,17 @@ impl Up {
             if let Some(c) = line.split("control channel http://").nth(1) {
                 control = c.split(')').next().and_then(|c| c.parse().ok());
             }
-            if token.is_some() && control.is_some() {
+            // The emulator's line names its control channel; the lab's says it is provisioned.
+            ready |= control.is_some() || line.contains("provisioned");
+            if token.is_some() && ready {
                 break;
             }
         }
         // The rest of what it prints is read (and dropped) so that it never blocks on a pipe.
         std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
-        let (Some(token), Some(control)) = (token, control) else {
+        let Some(token) = token.filter(|_| ready) else {
             let _ = child.kill();
-            bail!("kplane up did not print its console URL and control channel");
+            bail!("the child did not print its console URL and come up");
         };
         Ok(Self {
             child,
@@ -153,6 +201,48 @@ impl Up {
             bail!("{method} {path}: {} {}", r.status, r.body);
         }
         serde_json::from_str(&r.body).with_context(|| format!("{method} {path}: {}", r.body))
+    }
+
+    /// The attack as injected, once it started: its start (ms), victim and attackers. The
+    /// emulator's from its control channel (report time = clock base + virtual time); the
+    /// lab's from its truth file.
+    fn truth(&self) -> anyhow::Result<Option<(u64, String, Vec<String>)>> {
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        };
+        let Some(control) = self.control else {
+            let text =
+                std::fs::read_to_string(self.data.join("lab/truth.jsonl")).unwrap_or_default();
+            return Ok(text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|t| t["kind"] == "ddos")
+                .map(|t| {
+                    (
+                        t["start_ns"].as_u64().unwrap_or(0) / 1_000_000,
+                        t["victim"].as_str().unwrap_or_default().to_string(),
+                        strings(&t["attackers"]),
+                    )
+                }));
+        };
+        let t = self.call(control, "GET", "/v1/truth", &Value::Null)?;
+        let base = t["clock_base_ns"].as_u64().unwrap_or(0);
+        Ok(t["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["kind"] == "ddos_start")
+            .map(|e| {
+                (
+                    (base + e["t_ns"].as_u64().unwrap_or(0)) / 1_000_000,
+                    e["victim"].as_str().unwrap_or_default().to_string(),
+                    strings(&e["sources"]),
+                )
+            }))
     }
 
     fn api(&self, method: &str, path: &str, body: &Value) -> anyhow::Result<Value> {
@@ -274,33 +364,17 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
         &json!({"auto-apply": ["monitor", "tune", "block"]}),
     )?;
     eprintln!(
-        "kplane bench loop: {} s of clean traffic, then a DDoS for {} s (kplane up, API {})",
-        a.learn, a.attack, up.api
+        "kplane bench loop: {} s of clean traffic, then a DDoS for {} s ({}, API {})",
+        a.learn,
+        a.attack,
+        match a.data_plane {
+            DataPlane::Emulator => "kplane up",
+            DataPlane::Lab => "kplane lab up",
+        },
+        up.api
     );
 
-    // The attack as injected (report time = clock base + virtual time).
-    let (attack_start_ms, victim, attackers) = wait_for("the DDoS's start", end, || {
-        let t = up.call(up.control, "GET", "/v1/truth", &Value::Null)?;
-        let base = t["clock_base_ns"].as_u64().unwrap_or(0);
-        Ok(t["events"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["kind"] == "ddos_start")
-            .map(|e| {
-                let sources: Vec<String> = e["sources"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect();
-                (
-                    (base + e["t_ns"].as_u64().unwrap_or(0)) / 1_000_000,
-                    e["victim"].as_str().unwrap_or_default().to_string(),
-                    sources,
-                )
-            }))
-    })?;
+    let (attack_start_ms, victim, attackers) = wait_for("the DDoS's start", end, || up.truth())?;
     let since = |ms: u64| (ms as f64 - attack_start_ms as f64) / 1e3;
 
     // The victim's anomaly that recommended blocks (of its heaviest sources: every attacker),
@@ -400,16 +474,10 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
          AND window_start < to_timestamp_millis({applied})"
     ))?;
     let attack_end_ms = attack_start_ms + a.attack * 1_000;
-    let stopped_ms = wait_for("the attack's traffic gone from the victim", end, || {
-        let last = up.count(&format!(
-            "SELECT CAST(max(window_start) AS BIGINT) / 1000000 AS n {attack}"
-        ))?;
-        let quiet = up.count(&format!(
-            "SELECT count(DISTINCT window_start) AS n FROM flows \
-             WHERE window_start > to_timestamp_millis({last})"
-        ))?;
-        Ok((quiet >= 3).then_some(last + 1_000))
-    })?;
+    let stopped_ms = match a.data_plane {
+        DataPlane::Emulator => stopped_in_store(&up, &attack, end)?,
+        DataPlane::Lab => stopped_at_interface(&up, &victim, &attackers, end)?,
+    };
     if stopped_ms >= attack_end_ms {
         bail!(
             "the attack's traffic reached the victim until it ended ({} blocks active)",
@@ -445,6 +513,49 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
     };
     up.stop();
     Ok(m)
+}
+
+/// When the attack's traffic stopped reaching the victim in the store: the end of the last
+/// window an attacker's flow reached it in, once three windows after it are stored.
+fn stopped_in_store(up: &Up, attack: &str, end: Instant) -> anyhow::Result<u64> {
+    wait_for("the attack's traffic gone from the victim", end, || {
+        let last = up.count(&format!(
+            "SELECT CAST(max(window_start) AS BIGINT) / 1000000 AS n {attack}"
+        ))?;
+        let quiet = up.count(&format!(
+            "SELECT count(DISTINCT window_start) AS n FROM flows \
+             WHERE window_start > to_timestamp_millis({last})"
+        ))?;
+        Ok((quiet >= 3).then_some(last + 1_000))
+    })
+}
+
+/// When the attack's packets stopped arriving at the victim's interface (the lab's per-host
+/// counts, `received.json`, read every 100 ms): the last time the attackers' count there
+/// grew, once it has not for 3 s.
+fn stopped_at_interface(
+    up: &Up,
+    victim: &str,
+    attackers: &[String],
+    end: Instant,
+) -> anyhow::Result<u64> {
+    let path = up.data.join("lab/received.json");
+    let (mut seen, mut grew_ms) = (0u64, kplane_model::unix_time_ns() / 1_000_000);
+    wait_for("the attack's packets gone from the victim", end, || {
+        let counts: Value = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let n: u64 = attackers
+            .iter()
+            .filter_map(|s| counts[victim][s].as_u64())
+            .sum();
+        let now = kplane_model::unix_time_ns() / 1_000_000;
+        if n > seen {
+            (seen, grew_ms) = (n, now);
+        }
+        Ok((now - grew_ms >= 3_000).then_some(grew_ms))
+    })
 }
 
 fn print_run(n: u64, m: &Measurement) {

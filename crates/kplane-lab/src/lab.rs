@@ -197,7 +197,7 @@ impl Lab {
     }
 
     /// Starts the hosts' traffic and their counting of what they receive (written to
-    /// `received.json` in the lab's directory every second).
+    /// `received.json` in the lab's directory every 100 ms).
     pub fn start_traffic(&mut self) -> Result<()> {
         let p = self.spec.prefix.clone();
         let mut hosts = Hosts {
@@ -223,7 +223,7 @@ impl Lab {
         );
         self.threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_secs(1));
+                std::thread::sleep(Duration::from_millis(100));
                 write_received(&received, &path);
             }
         }));
