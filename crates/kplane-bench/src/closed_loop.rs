@@ -256,19 +256,30 @@ impl Up {
     }
 
     /// Ctrl-C, as an operator stops it.
-    fn stop(mut self) {
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
-        }
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.data);
+    fn stop(self) {
+        let data = self.data.clone();
+        drop(self);
+        let _ = std::fs::remove_dir_all(data);
     }
 }
 
 impl Drop for Up {
+    /// A run that failed stops its child as Ctrl-C would (the lab tears its fabric down),
+    /// killing it only if it does not stop within 20 s.
     fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        // SAFETY: signalling our own child, still running.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let end = Instant::now() + Duration::from_secs(20);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

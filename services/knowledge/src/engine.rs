@@ -469,13 +469,12 @@ impl Engine {
                 // grow with every window it lasts.
                 let grew = a.anomaly_type != AnomalyType::Unknown && add_recommendations(a, s, w);
                 let joined = add_collateral(a, &members[i]);
-                if grew || joined || score > a.score * 1.2 || a.windows % 10 == 0 {
-                    // The window that opened an episode may have held only the incident's first
-                    // moments: one that scores higher types an untyped episode again.
-                    if score > a.score
-                        && a.anomaly_type == AnomalyType::Unknown
-                        && typed.0 != AnomalyType::Unknown
-                    {
+                // The window that opened an episode may have held only the incident's first
+                // moments (or a concurrent transfer that hid it): the first later window with a
+                // type gives an untyped episode its type, as it would a new episode.
+                let typed_now = takes_type(a.anomaly_type, typed.0);
+                if typed_now || grew || joined || score > a.score * 1.2 || a.windows % 10 == 0 {
+                    if typed_now {
                         let kept = std::mem::take(&mut a.explanation.blast_radius.collateral);
                         set_type(a, typed, m, s, w);
                         a.explanation.blast_radius.collateral = kept;
@@ -754,6 +753,12 @@ fn train(
     }
 }
 
+/// Whether an open episode of type `episode` takes the type a later window of it has: only
+/// an untyped one, from the first window with a type (it keeps the type it has otherwise).
+fn takes_type(episode: AnomalyType, window: AnomalyType) -> bool {
+    episode == AnomalyType::Unknown && window != AnomalyType::Unknown
+}
+
 /// Gives `a` its type and what follows from it: the explanation of window `w` (the features
 /// that drove the score, the blast radius) and the recommended intents.
 fn set_type(
@@ -960,6 +965,18 @@ mod tests {
         e.tick(true);
         assert_eq!(e.counts.windows, 2);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_untyped_episode_takes_the_first_type_a_later_window_has_and_keeps_it() {
+        use AnomalyType::*;
+        assert!(takes_type(Unknown, Ddos));
+        assert!(!takes_type(Unknown, Unknown));
+        assert!(
+            !takes_type(Ddos, PortScan),
+            "a typed episode keeps its type"
+        );
+        assert!(!takes_type(Ddos, Unknown));
     }
 
     #[test]
