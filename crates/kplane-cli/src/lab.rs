@@ -137,6 +137,7 @@ async fn up(
     let mut lab = tokio::task::spawn_blocking(move || Lab::up(spec)).await??;
     let mut http = cfg.http.clone();
     http.no_auth = a.no_auth;
+    let token = crate::up::admin_token(&mut http, "kplane-lab")?;
     let services = Services::start(
         cfg,
         http,
@@ -146,6 +147,7 @@ async fn up(
             collector: lab.collectors().to_vec(),
             drivers: lab.drivers(),
             name: "kplane lab",
+            token,
         },
     )
     .await?;

@@ -101,6 +101,9 @@ async fn up(
     let sim = Arc::new(Mutex::new(kplane_emulator::run::build(&rc)?));
     let mut http = cfg.http.clone();
     http.no_auth = a.no_auth;
+    // Before the control channel takes its copy of `[http]`: the printed admin token works
+    // there too (the ground truth, the emulator's writes).
+    let token = admin_token(&mut http, "kplane-up")?;
     // An operator token the API's emulator driver writes to the control channel with.
     let driver_token = if a.no_auth {
         None
@@ -133,6 +136,7 @@ async fn up(
             collector: vec![loopback],
             drivers,
             name: "kplane up",
+            token,
         },
     )
     .await?;
@@ -180,6 +184,21 @@ pub(crate) struct ServicesArgs {
     pub drivers: Vec<kplane_southbound::DriverConfig>,
     /// What prints (`kplane up`, `kplane lab`).
     pub name: &'static str,
+    /// The admin token to print, already in `[http]` ([`admin_token`]).
+    pub token: Option<String>,
+}
+
+/// A fresh admin token added to `http` for the person who started the process (none without
+/// authentication).
+pub(crate) fn admin_token(
+    http: &mut kplane_runtime::HttpConfig,
+    name: &str,
+) -> Result<Option<String>, BoxError> {
+    Ok(if http.no_auth {
+        None
+    } else {
+        Some(http.add_internal_token(name, Role::Admin)?)
+    })
 }
 
 /// The collector, the stream processor, the knowledge service and the API (with the control
@@ -203,7 +222,7 @@ impl Services {
     /// Starts them, prints the console's URL with its token.
     pub(crate) async fn start(
         cfg: crate::config::KplaneConfig,
-        mut http: kplane_runtime::HttpConfig,
+        http: kplane_runtime::HttpConfig,
         a: &ServicesArgs,
     ) -> Result<Self, BoxError> {
         let loopback = "127.0.0.1:0".parse::<SocketAddr>()?;
@@ -229,11 +248,7 @@ impl Services {
             ..cfg.knowledge
         };
         // One `[http]` for every listener of the process, with the printed admin token.
-        let token = if http.no_auth {
-            None
-        } else {
-            Some(http.add_internal_token(&a.name.replace(' ', "-"), Role::Admin)?)
-        };
+        let token = a.token.clone();
         let mut intents = cfg.intent_api.intents.clone();
         if intents.drivers.is_empty() {
             intents.drivers = a.drivers.clone();
