@@ -94,19 +94,7 @@ pub fn build(cfg: &RunConfig) -> Result<Sim, EmulatorError> {
     let mut sim_cfg = cfg.sim.clone();
     sim_cfg.collectors = cfg.collectors.len().max(1);
     let mut sim = Sim::new(topo, sim_cfg);
-    sim.insert(EntrySpec {
-        switch: None,
-        table: "int_watchlist".into(),
-        priority: 1,
-        matches: Default::default(),
-        action: "int_source".into(),
-        params: [
-            ("instruction_bitmap".to_string(), u64::from(cfg.bitmap)),
-            ("max_hop".to_string(), 8),
-        ]
-        .into_iter()
-        .collect(),
-    })?;
+    sim.insert(EntrySpec::int_source_everywhere(cfg.bitmap, 8))?;
     for e in &cfg.entries {
         sim.insert(e.clone())?;
     }

@@ -23,8 +23,8 @@ use crate::{LabError, Result};
 pub const REPORT_PORT: u16 = 32766;
 /// INT instructions the lab's sources ask for (node id, ports, hop latency, queue,
 /// timestamps, tx utilisation): the `monitor` intent's default.
-const INSTRUCTIONS: u64 = 0xFF00;
-const MAX_HOPS: u64 = 8;
+const INSTRUCTIONS: u16 = 0xFF00;
+const MAX_HOPS: u8 = 8;
 
 #[derive(Clone, Debug)]
 pub struct LabSpec {
@@ -169,7 +169,12 @@ impl Lab {
                 driver.report_port = Some(report);
                 driver.collector_ip = Some(collector);
                 driver.collector_mac = Some(net::mac(None, &far)?);
-                driver.entries.push(int_source());
+                driver
+                    .entries
+                    .push(kplane_p4::EntrySpec::int_source_everywhere(
+                        INSTRUCTIONS,
+                        MAX_HOPS,
+                    ));
                 lab.collectors
                     .push(SocketAddr::from((collector, REPORT_PORT)));
             }
@@ -309,21 +314,4 @@ fn forwarding(routes: &[(Ipv4Addr, u32)]) -> Vec<kplane_p4::EntrySpec> {
             params: [("port".to_string(), u64::from(*port))].into(),
         })
         .collect()
-}
-
-/// The INT source entry of an edge switch: every IPv4 flow entering it (the lowest priority:
-/// monitor intents override it).
-fn int_source() -> kplane_p4::EntrySpec {
-    kplane_p4::EntrySpec {
-        switch: None,
-        table: "int_watchlist".into(),
-        priority: 1,
-        matches: Default::default(),
-        action: "int_source".into(),
-        params: [
-            ("instruction_bitmap".to_string(), INSTRUCTIONS),
-            ("max_hop".to_string(), MAX_HOPS),
-        ]
-        .into(),
-    }
 }

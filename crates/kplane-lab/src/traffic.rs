@@ -105,6 +105,23 @@ impl Attack {
     }
 }
 
+impl Attack {
+    /// The hosts (indices into `ips`) that send it: a DDoS's first `sources` hosts other than
+    /// the victim (at least one), a scan's scanner (the first host if it is not one of them).
+    fn senders(&self, ips: &[Ipv4Addr]) -> Vec<usize> {
+        match &self.kind {
+            AttackKind::Ddos { victim, sources } => {
+                let others: Vec<usize> = (0..ips.len()).filter(|h| ips[*h] != *victim).collect();
+                let k = (*sources).clamp(1, others.len());
+                others[..k].to_vec()
+            }
+            AttackKind::PortScan { scanner, .. } => {
+                vec![ips.iter().position(|h| h == scanner).unwrap_or(0)]
+            }
+        }
+    }
+}
+
 /// One attack as it ran: what `kplane lab` writes to its truth file, a JSON line each.
 #[derive(Clone, Debug, Serialize)]
 pub struct Truth {
@@ -255,7 +272,8 @@ pub fn send(
             Sender::Attack(i),
         );
     }
-    let index = |ip: Ipv4Addr| hosts.ips.iter().position(|h| *h == ip);
+    // Each attack's sending hosts, by index, chosen once: what it sends from and its truth.
+    let sources: Vec<Vec<usize>> = attacks.iter().map(|a| a.senders(&hosts.ips)).collect();
     let mut attack_sent = vec![0u64; attacks.len()];
     let mut sent = 0u64;
     let mut errors = 0u64;
@@ -321,42 +339,36 @@ pub fn send(
                 let end = (a.start + a.duration).as_secs_f64();
                 let nth = attack_sent[k];
                 attack_sent[k] += 1;
+                let from = sources[k][nth as usize % sources[k].len()];
                 let (src, f) = match &a.kind {
-                    AttackKind::Ddos { victim, sources } => {
-                        let others: Vec<usize> =
-                            (0..n).filter(|h| hosts.ips[*h] != *victim).collect();
-                        let from = others[nth as usize % (*sources).clamp(1, others.len())];
-                        (
-                            from,
-                            frame(
-                                hosts.ips[from],
-                                *victim,
-                                40_000 + (nth % 1000) as u16,
-                                80,
-                                64,
-                                false,
-                            ),
-                        )
-                    }
-                    AttackKind::PortScan { scanner, target } => {
-                        let from = index(*scanner).unwrap_or(0);
-                        (
-                            from,
-                            frame(
-                                *scanner,
-                                *target,
-                                55_555,
-                                1 + (nth % 65_535) as u16,
-                                64,
-                                true,
-                            ),
-                        )
-                    }
+                    AttackKind::Ddos { victim, .. } => (
+                        from,
+                        frame(
+                            hosts.ips[from],
+                            *victim,
+                            40_000 + (nth % 1000) as u16,
+                            80,
+                            64,
+                            false,
+                        ),
+                    ),
+                    AttackKind::PortScan { scanner, target } => (
+                        from,
+                        frame(
+                            *scanner,
+                            *target,
+                            55_555,
+                            1 + (nth % 65_535) as u16,
+                            64,
+                            true,
+                        ),
+                    ),
                 };
                 if nth == 0
                     && let Some(path) = &truth
                 {
-                    record(path, a, &hosts.ips, wall0)?;
+                    let attackers = sources[k].iter().map(|h| hosts.ips[*h]).collect();
+                    record(path, a, attackers, wall0)?;
                 }
                 let next = (t + 1.0 / a.pps < end).then(|| (t + 1.0 / a.pps, Sender::Attack(k)));
                 (Some((src, f)), next)
@@ -385,16 +397,17 @@ pub fn send(
 }
 
 /// Appends an attack's ground truth as it starts.
-fn record(path: &std::path::Path, a: &Attack, ips: &[Ipv4Addr], wall0: Duration) -> Result<()> {
+fn record(
+    path: &std::path::Path,
+    a: &Attack,
+    attackers: Vec<Ipv4Addr>,
+    wall0: Duration,
+) -> Result<()> {
     use std::io::Write;
     let start_ns = (wall0 + a.start).as_nanos() as u64;
-    let (kind, victim, attackers) = match &a.kind {
-        AttackKind::Ddos { victim, sources } => {
-            let others: Vec<Ipv4Addr> = ips.iter().copied().filter(|h| h != victim).collect();
-            let k = (*sources).clamp(1, others.len());
-            ("ddos", *victim, others[..k].to_vec())
-        }
-        AttackKind::PortScan { scanner, target } => ("port_scan", *target, vec![*scanner]),
+    let (kind, victim) = match &a.kind {
+        AttackKind::Ddos { victim, .. } => ("ddos", *victim),
+        AttackKind::PortScan { target, .. } => ("port_scan", *target),
     };
     let truth = Truth {
         kind,

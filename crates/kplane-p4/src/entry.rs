@@ -224,6 +224,29 @@ pub struct EntryKey {
     pub priority: u32,
 }
 
+impl EntrySpec {
+    /// The INT source entry for every IPv4 flow entering a switch (at priority 1, the lowest:
+    /// `monitor` intents override it), asking for `instruction_bitmap` over up to `max_hop`
+    /// hops. On every switch (`switch: None`; a P4Runtime driver writes only its own).
+    pub fn int_source_everywhere(instruction_bitmap: u16, max_hop: u8) -> Self {
+        Self {
+            switch: None,
+            table: "int_watchlist".into(),
+            priority: 1,
+            matches: BTreeMap::new(),
+            action: "int_source".into(),
+            params: [
+                (
+                    "instruction_bitmap".to_string(),
+                    u64::from(instruction_bitmap),
+                ),
+                ("max_hop".to_string(), u64::from(max_hop)),
+            ]
+            .into(),
+        }
+    }
+}
+
 /// An entry checked against a P4Info, in canonical form.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Entry {

@@ -9,6 +9,17 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// The runs `kplane bench loop --json` measured, once it exited successfully.
+fn measured(run: std::process::Output) -> Value {
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
 #[test]
 fn a_ddos_is_answered_by_verified_blocks_and_its_traffic_is_gone() {
     let run = Command::new(env!("CARGO_BIN_EXE_kplane"))
@@ -31,13 +42,7 @@ fn a_ddos_is_answered_by_verified_blocks_and_its_traffic_is_gone() {
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let runs: Value = serde_json::from_str(&out).unwrap();
+    let runs = measured(run);
     let m = &runs[0];
     assert_eq!(m["anomaly_type"], "ddos", "{m:#}");
     assert!(m["first_blocks"].as_u64() >= Some(1), "{m:#}");
@@ -79,13 +84,7 @@ fn a_ddos_in_the_bmv2_lab_is_answered_by_verified_blocks_and_stops_at_the_victim
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let runs: Value = serde_json::from_str(&out).unwrap();
+    let runs = measured(run);
     let m = &runs[0];
     assert_eq!(m["anomaly_type"], "ddos", "{m:#}");
     assert_eq!(m["attackers"].as_array().map(Vec::len), Some(3), "{m:#}");
