@@ -29,6 +29,13 @@ const bit<4>  INT_TYPE_MD = 1;
 const bit<32> REPORT_MIRROR_SESSION = 500;
 const bit<16> REPORT_UDP_PORT = 32766;
 const bit<8>  MAX_HOPS = 16;
+/* The upstream INT stack is parsed word by word up to this many words (newest first), for
+   detection to read every hop; words beyond are carried opaque. Per-hop detection reads the
+   first PER_HOP_MAX complete hops of them. */
+#define INT_STACK_WORDS 64
+#define PER_HOP_MAX 16
+/* A value the instruction bitmap does not carry (its offset in a hop's words). */
+const bit<8>  NOT_CARRIED = 0xFF;
 /* INT-label (int-label-distributed-labeling): IP protocol of the option, and the MAX_hop the
    parser uses to tell a specific flow (INT_num > MAX_hop) from the items it carries. */
 const bit<8>  INT_LABEL_PROTOCOL = 253;
@@ -134,7 +141,9 @@ header int_egress_tstamp_t    { bit<64> egress_tstamp; }
 header int_l2_port_ids_t      { bit<32> ingress_port_id; bit<32> egress_port_id; }
 header int_egress_tx_util_t   { bit<32> egress_port_tx_util; }
 
-/* The metadata upstream hops pushed (parsed as opaque words). */
+/* The metadata upstream hops pushed: the first INT_STACK_WORDS words one by one, the rest
+   opaque. */
+header int_word_t { bit<32> w; }
 header int_data_t { varbit<4096> data; }
 
 /* INT-label option after the IPv4 header: NH (the original protocol) and INT_num, then
@@ -249,6 +258,7 @@ struct headers_t {
     int_egress_tstamp_t  int_egress_tstamp;
     int_l2_port_ids_t    int_l2_port_ids;
     int_egress_tx_util_t int_egress_tx_util;
+    int_word_t[INT_STACK_WORDS] int_stack;
     int_data_t           int_data;
 }
 
@@ -283,11 +293,31 @@ struct metadata_t {
     bit<8>  algorithm;        /* 0 noop, 1 per-hop, 2 per-flow, 3 ewma, 4 complex */
     bit<8>  measurement;      /* 0 hop latency, 1 queue occupancy, 2 tx utilisation */
     bit<32> threshold;
-    bit<8>  op;               /* complex: literal 0's test (0 none, 1 >, 2 <, 3 rose by >) */
-    bit<8>  measurement1;     /* complex: literal 1 */
-    bit<8>  op1;
-    bit<32> threshold1;
+    /* complex: literal j's measurement, test (0 none, 1 >, 2 <, 3 rose by >) and bound */
+    bit<8>  lit_m0; bit<8> lit_op0; bit<32> lit_t0;
+    bit<8>  lit_m1; bit<8> lit_op1; bit<32> lit_t1;
+    bit<8>  lit_m2; bit<8> lit_op2; bit<32> lit_t2;
+    bit<8>  lit_m3; bit<8> lit_op3; bit<32> lit_t3;
     bit<8>  weight_q8;
+    /* The upstream stack as the parser read it: words left, the word's place in its hop,
+       words per hop, complete hops, where each value sits in a hop (NOT_CARRIED: absent),
+       and per measurement the sum and the largest value over the hops. */
+    bit<16> stack_left;
+    bit<8>  stack_parsed;
+    bit<8>  word_in_hop;
+    bit<8>  hop_words;
+    bit<8>  upstream_hops;
+    bit<1>  has_node;
+    bit<8>  off_lat;
+    bit<8>  off_q;
+    bit<8>  off_tx;
+    bit<64> sum_lat; bit<64> sum_q; bit<64> sum_tx;
+    bit<32> max_lat; bit<32> max_q; bit<32> max_tx;
+    /* The watched measurement: where it sits in a hop and the mask of its value. */
+    bit<8>  m_off;
+    bit<32> m_mask;
+    bit<32> tx_scale;         /* tx utilisation per byte of a window (‰, 16 fractional bits) */
+    bit<32> tx_util;          /* this packet's egress port, its previous window (‰) */
     bit<1>  report;           /* sink event detection says: report */
     bit<32> hop_latency;
     bit<16> ecmp_base;
@@ -405,8 +435,58 @@ parser KplaneParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
     state parse_int {
         pkt.extract(hdr.int_shim);
         pkt.extract(hdr.int_md);
-        /* Stack bytes = (shim.len - 3 header words) * 4. */
-        pkt.extract(hdr.int_data, (bit<32>)(((bit<16>)hdr.int_shim.len - 3) * 32));
+        /* Stack words = shim.len - 3 header words; where detection's values sit in a hop
+           follows from the instruction bitmap (INT v2.x order and widths). */
+        meta.stack_left = (bit<16>)hdr.int_shim.len - 3;
+        meta.hop_words = (bit<8>)hdr.int_md.hop_ml;
+        bit<16> b = hdr.int_md.instruction_bitmap;
+        meta.has_node = b[15:15];
+        bit<8> lat = (bit<8>)b[15:15] + (bit<8>)b[14:14];
+        bit<8> q = lat + (bit<8>)b[13:13];
+        bit<8> tx = q + (bit<8>)b[12:12] + 2 * ((bit<8>)b[11:11] + (bit<8>)b[10:10] + (bit<8>)b[9:9]);
+        meta.off_lat = NOT_CARRIED;
+        meta.off_q = NOT_CARRIED;
+        meta.off_tx = NOT_CARRIED;
+        if (b[13:13] == 1) { meta.off_lat = lat; }
+        if (b[12:12] == 1) { meta.off_q = q; }
+        if (b[8:8] == 1) { meta.off_tx = tx; }
+        transition select(meta.stack_left) {
+            0: accept;
+            default: parse_int_word;
+        }
+    }
+    /* One word of the upstream stack: summed and compared into its measurement's totals. */
+    state parse_int_word {
+        pkt.extract(hdr.int_stack.next);
+        bit<32> w = hdr.int_stack.last.w;
+        if (meta.word_in_hop == meta.off_lat) {
+            meta.sum_lat = meta.sum_lat + (bit<64>)w;
+            if (w > meta.max_lat) { meta.max_lat = w; }
+        }
+        if (meta.word_in_hop == meta.off_q) {
+            w = w & 0xFFFFFF;
+            meta.sum_q = meta.sum_q + (bit<64>)w;
+            if (w > meta.max_q) { meta.max_q = w; }
+        }
+        if (meta.word_in_hop == meta.off_tx) {
+            meta.sum_tx = meta.sum_tx + (bit<64>)w;
+            if (w > meta.max_tx) { meta.max_tx = w; }
+        }
+        meta.word_in_hop = meta.word_in_hop + 1;
+        if (meta.word_in_hop == meta.hop_words) {
+            meta.word_in_hop = 0;
+            meta.upstream_hops = meta.upstream_hops + 1;
+        }
+        meta.stack_left = meta.stack_left - 1;
+        meta.stack_parsed = meta.stack_parsed + 1;
+        transition select(meta.stack_left, meta.stack_parsed) {
+            (0, _): accept;
+            (_, INT_STACK_WORDS): parse_int_rest;
+            default: parse_int_word;
+        }
+    }
+    state parse_int_rest {
+        pkt.extract(hdr.int_data, (bit<32>)meta.stack_left * 32);
         transition accept;
     }
 }
@@ -645,6 +725,54 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
 
 /* ------------------------------------------------------------------ egress */
 
+/* Sink detection, written out per hop and per literal (P4 has no loops). */
+
+/* Per-hop detection of one hop (`node`, value `v`): a first value, or one more than the
+   threshold away from the last value reported for the node, is reported and becomes the
+   node's last. */
+#define PER_HOP_CHECK(node, v) { \
+        bit<32> hop_slot = ((node) & 0xFF) | ((bit<32>)meta.measurement << 8); \
+        bit<32> last; \
+        bit<1> seen; \
+        per_hop_last.read(last, hop_slot); \
+        per_hop_seen.read(seen, hop_slot); \
+        if (seen == 0 || (bit<64>)(v) > (bit<64>)last + (bit<64>)meta.threshold \
+                || (bit<64>)last > (bit<64>)(v) + (bit<64>)meta.threshold) { \
+            meta.report = 1; \
+            per_hop_last.write(hop_slot, (v)); \
+            per_hop_seen.write(hop_slot, 1); \
+        } \
+    }
+
+/* Upstream hop I (newest first): its node id (0 when the bitmap carries none) and the
+   watched value (0 when not carried), read from the parsed stack. */
+#define PER_HOP_UPSTREAM(I) \
+    if (meta.upstream_hops > I) { \
+        bit<8> base = I * meta.hop_words; \
+        bit<32> node = 0; \
+        if (meta.has_node == 1) { node = hdr.int_stack[base].w; } \
+        bit<32> v = 0; \
+        if (meta.m_off != NOT_CARRIED) { v = hdr.int_stack[base + meta.m_off].w & meta.m_mask; } \
+        PER_HOP_CHECK(node, v) \
+    }
+
+/* Complex literal J: the largest value of its measurement over the hops against its bound,
+   or its rise since the flow's previous packet (complex_last, slot × 4 + J). */
+#define LITERAL(J) { \
+        bit<32> x = meta.max_lat; \
+        if (meta.lit_m##J == 1) { x = meta.max_q; } \
+        if (meta.lit_m##J == 2) { x = meta.max_tx; } \
+        bit<32> at = ((bit<32>)slot << 2) + J; \
+        bit<32> prev; \
+        complex_last.read(prev, at); \
+        complex_last.write(at, x); \
+        bit<32> rise = 0; \
+        if (x > prev) { rise = x - prev; } \
+        if (meta.lit_op##J == 1 && !(x > meta.lit_t##J)) { meta.report = 0; } \
+        if (meta.lit_op##J == 2 && !(x < meta.lit_t##J)) { meta.report = 0; } \
+        if (meta.lit_op##J == 3 && !(rise > meta.lit_t##J)) { meta.report = 0; } \
+    }
+
 control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                      inout standard_metadata_t std) {
     /* The report sequence number per hw_id. */
@@ -654,27 +782,39 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
 
     /* This switch's identity and where its reports go (the control plane sets the default
        action over P4Runtime): INT node id, report source address, the collector's IPv4 and
-       next-hop MAC, and SQR's hold time in µs (t_f). */
+       next-hop MAC, SQR's hold time in µs (t_f), and the link rate as tx utilisation per
+       byte of a 128 µs window (‰, 16 fractional bits: kplane_p4::tx_util::scale_q16). */
     @name(".set_switch") action set_switch(bit<32> switch_id, bit<32> switch_ip,
                                            bit<32> collector_ip, bit<48> collector_mac,
-                                           bit<32> probe_hold_us) {
+                                           bit<32> probe_hold_us, bit<32> tx_scale) {
         meta.switch_id = switch_id;
         meta.switch_ip = switch_ip;
         meta.collector_ip = collector_ip;
         meta.collector_mac = collector_mac;
         meta.probe_hold_us = probe_hold_us;
+        meta.tx_scale = tx_scale;
     }
     @name(".switch_config") table switch_config {
         actions = { set_switch; NoAction; }
         default_action = NoAction();
     }
-    /* Sink event detection state. */
-    register<bit<32>>(256) per_hop_last;     /* by upstream switch id */
-    register<bit<32>>(4096) per_flow_last;   /* by flow hash */
-    register<bit<32>>(4096) ewma_avg;        /* fixed point, 8 fractional bits */
-    register<bit<32>>(4096) ewma_reported;
-    register<bit<32>>(4096) complex_last0;   /* complex: each literal's value at the flow's */
-    register<bit<32>>(4096) complex_last1;   /* previous packet, by flow hash */
+    /* Sink event detection state: the last value reported per (node id mod 256,
+       measurement), the last sum and the EWMA per flow slot (a hash of the 5-tuple and the
+       measurement), each complex literal's value at the flow's previous packet (slot × 4 +
+       literal). A `seen` bit tells a first packet, which is always reported. */
+    register<bit<32>>(1024) per_hop_last;
+    register<bit<1>>(1024) per_hop_seen;
+    register<bit<64>>(4096) per_flow_last;
+    register<bit<1>>(4096) per_flow_seen;
+    register<bit<64>>(4096) ewma_avg;        /* fixed point, 8 fractional bits */
+    register<bit<64>>(4096) ewma_reported;
+    register<bit<1>>(4096) ewma_seen;
+    register<bit<32>>(16384) complex_last;
+    /* Egress tx utilisation per port (kplane_p4::tx_util): the current 128 µs window, the
+       bytes sent in it, and the previous window's utilisation (‰). */
+    register<bit<48>>(512) tx_tick;
+    register<bit<64>>(512) tx_bytes;
+    register<bit<32>>(512) tx_util;
     /* INT-label, per egress port: the last labelling time in ns (Reg1; 0: never). */
     register<bit<64>>(512) label_last;
 
@@ -689,12 +829,19 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         meta.algorithm = 3; meta.measurement = measurement; meta.threshold = threshold;
         meta.weight_q8 = weight_q8;
     }
-    /* Complex detection: "m0 op0 t0 and m1 op1 t1" (op 0: no literal, 1: above, 2: below,
-       3: risen by more than t since the flow's previous packet); a report while it holds. */
-    @name(".detect_complex") action detect_complex(bit<8> measurement, bit<8> op, bit<32> threshold,
-                                                   bit<8> measurement1, bit<8> op1, bit<32> threshold1) {
-        meta.algorithm = 4; meta.measurement = measurement; meta.op = op; meta.threshold = threshold;
-        meta.measurement1 = measurement1; meta.op1 = op1; meta.threshold1 = threshold1;
+    /* Complex detection: a conjunction of up to four literals "m op t" (op 0: no literal,
+       1: above, 2: below, 3: risen by more than t since the flow's previous packet) on the
+       largest value of m over the hops; a report while it holds. */
+    @name(".detect_complex") action detect_complex(
+            bit<8> measurement, bit<8> op, bit<32> threshold,
+            bit<8> measurement1, bit<8> op1, bit<32> threshold1,
+            bit<8> measurement2, bit<8> op2, bit<32> threshold2,
+            bit<8> measurement3, bit<8> op3, bit<32> threshold3) {
+        meta.algorithm = 4;
+        meta.lit_m0 = measurement; meta.lit_op0 = op; meta.lit_t0 = threshold;
+        meta.lit_m1 = measurement1; meta.lit_op1 = op1; meta.lit_t1 = threshold1;
+        meta.lit_m2 = measurement2; meta.lit_op2 = op2; meta.lit_t2 = threshold2;
+        meta.lit_m3 = measurement3; meta.lit_op3 = op3; meta.lit_t3 = threshold3;
     }
     @name(".int_sink_detection") table int_sink_detection {
         key = {
@@ -767,7 +914,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     }
     action push_egress_tx_util() {
         hdr.int_egress_tx_util.setValid();
-        hdr.int_egress_tx_util.egress_port_tx_util = 0;
+        hdr.int_egress_tx_util.egress_port_tx_util = meta.tx_util;
         meta.words = meta.words + 1;
     }
     /* The MD header and lengths after this hop's push. */
@@ -796,6 +943,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.int_egress_tstamp.setInvalid();
         hdr.int_l2_port_ids.setInvalid();
         hdr.int_egress_tx_util.setInvalid();
+        hdr.int_stack.pop_front(INT_STACK_WORDS);
     }
 
     /* Wraps the (E2E-cloned) packet in Ethernet/IPv4/UDP + Telemetry Report v2.0. */
@@ -846,6 +994,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.report_sink_md.q_occupancy = (bit<24>)std.enq_qdepth;
         hdr.report_sink_md.ingress_tstamp = meta.in_ns;
         hdr.report_sink_md.egress_tstamp = (bit<64>)std.egress_global_timestamp * 1000;
+        hdr.report_sink_md.egress_port_tx_util = meta.tx_util;
     }
 
     /* INT-label: the option (NH, INT_num) on a packet that carries none; a specific flow's
@@ -866,7 +1015,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.label_item.label_time = meta.label_ct;
         hdr.label_item.hop_latency = meta.hop_latency;
         hdr.label_item.queue_depth = (bit<32>)std.enq_qdepth;
-        hdr.label_item.tx_utilization = 0;
+        hdr.label_item.tx_utilization = meta.tx_util;
         hdr.label_item.reserved = 0;
         hdr.label.int_num = hdr.label.int_num + 1;
         hdr.ipv4.total_len = hdr.ipv4.total_len + 32;
@@ -883,6 +1032,29 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     apply {
         meta.hop_latency = (bit<32>)((bit<64>)std.egress_global_timestamp * 1000 - meta.in_ns);
         switch_config.apply();
+        if (meta.ring == 0 && meta.mea_pass == 0) {
+            /* Tx utilisation (kplane_p4::tx_util): a new window takes the utilisation of the
+               one before it, or 0 after idle windows; the packet's bytes count in its own. */
+            bit<32> port = (bit<32>)std.egress_port;
+            bit<48> tick = std.egress_global_timestamp >> 7;
+            bit<48> last_tick;
+            bit<64> bytes;
+            tx_tick.read(last_tick, port);
+            tx_bytes.read(bytes, port);
+            tx_util.read(meta.tx_util, port);
+            if (tick != last_tick) {
+                meta.tx_util = 0;
+                if (tick == last_tick + 1) {
+                    bit<64> u = (bytes * (bit<64>)meta.tx_scale) >> 16;
+                    if (u > 1000) { u = 1000; }
+                    meta.tx_util = (bit<32>)u;
+                }
+                tx_tick.write(port, tick);
+                tx_util.write(port, meta.tx_util);
+                bytes = 0;
+            }
+            tx_bytes.write(port, bytes + (bit<64>)std.packet_length);
+        }
         if (!hdr.ipv4.isValid()) { return; }
         if (meta.ring == RING_HELD) {
             /* SQR's ring: around again (ingress checks for the feedback) until the hold
@@ -951,66 +1123,78 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
             return;
         }
         if (std.instance_type == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {
-            /* The INT sink's I2E clone: detection decides whether it becomes a report. */
+            /* The INT sink's I2E clone: detection decides whether it becomes a report. Its
+               own hop (last) joins the upstream hops the parser read: its latency, queue and
+               the host port's utilisation. */
             int_sink_detection.apply();
-            bit<32> v;
-            if (meta.measurement == 1) { v = (bit<32>)std.enq_qdepth; }
-            else { v = meta.hop_latency; }
-            bit<32> last;
+            tx_util.read(meta.tx_util, (bit<32>)meta.sink_port);
+            bit<32> own_q = (bit<32>)std.enq_qdepth;
+            meta.sum_lat = meta.sum_lat + (bit<64>)meta.hop_latency;
+            meta.sum_q = meta.sum_q + (bit<64>)own_q;
+            meta.sum_tx = meta.sum_tx + (bit<64>)meta.tx_util;
+            if (meta.hop_latency > meta.max_lat) { meta.max_lat = meta.hop_latency; }
+            if (own_q > meta.max_q) { meta.max_q = own_q; }
+            if (meta.tx_util > meta.max_tx) { meta.max_tx = meta.tx_util; }
+            bit<32> own = meta.hop_latency;
+            bit<64> sum = meta.sum_lat;
+            meta.m_off = meta.off_lat;
+            meta.m_mask = 0xFFFFFFFF;
+            if (meta.measurement == 1) {
+                own = own_q; sum = meta.sum_q; meta.m_off = meta.off_q; meta.m_mask = 0xFFFFFF;
+            } else if (meta.measurement == 2) {
+                own = meta.tx_util; sum = meta.sum_tx; meta.m_off = meta.off_tx;
+            }
+            bit<12> slot;
+            hash(slot, HashAlgorithm.crc16, (bit<12>)0,
+                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_proto, meta.l4_src, meta.l4_dst,
+                   meta.measurement },
+                 (bit<24>)4096);
             if (meta.algorithm == 0) {
                 meta.report = 1;
             } else if (meta.algorithm == 1) {
-                /* Per hop: the last value reported for this switch (the upstream stack is
-                   opaque here; the emulator also checks every upstream hop). */
-                per_hop_last.read(last, meta.switch_id & 0xFF);
-                if (v > last + meta.threshold || last > v + meta.threshold) {
+                /* Per hop: every hop against the last value reported for its node. */
+                PER_HOP_UPSTREAM(0)  PER_HOP_UPSTREAM(1)  PER_HOP_UPSTREAM(2)  PER_HOP_UPSTREAM(3)
+                PER_HOP_UPSTREAM(4)  PER_HOP_UPSTREAM(5)  PER_HOP_UPSTREAM(6)  PER_HOP_UPSTREAM(7)
+                PER_HOP_UPSTREAM(8)  PER_HOP_UPSTREAM(9)  PER_HOP_UPSTREAM(10) PER_HOP_UPSTREAM(11)
+                PER_HOP_UPSTREAM(12) PER_HOP_UPSTREAM(13) PER_HOP_UPSTREAM(14) PER_HOP_UPSTREAM(15)
+                PER_HOP_CHECK(meta.switch_id, own)
+            } else if (meta.algorithm == 2) {
+                /* Per flow: the sum over the hops against the flow's last sum reported. */
+                bit<64> last;
+                bit<1> seen;
+                per_flow_last.read(last, (bit<32>)slot);
+                per_flow_seen.read(seen, (bit<32>)slot);
+                if (seen == 0 || sum > last + (bit<64>)meta.threshold
+                        || last > sum + (bit<64>)meta.threshold) {
                     meta.report = 1;
-                    per_hop_last.write(meta.switch_id & 0xFF, v);
+                    per_flow_last.write((bit<32>)slot, sum);
+                    per_flow_seen.write((bit<32>)slot, 1);
                 }
-            } else {
-                /* Per flow (and EWMA): keyed by a flow hash. */
-                bit<12> slot;
-                hash(slot, HashAlgorithm.crc16, (bit<12>)0,
-                     { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_proto, meta.l4_src, meta.l4_dst },
-                     (bit<24>)4096);
-                if (meta.algorithm == 2) {
-                    per_flow_last.read(last, (bit<32>)slot);
-                    if (v > last + meta.threshold || last > v + meta.threshold) {
-                        meta.report = 1;
-                        per_flow_last.write((bit<32>)slot, v);
-                    }
-                } else if (meta.algorithm == 3) {
-                    bit<32> avg; bit<32> rep;
-                    ewma_avg.read(avg, (bit<32>)slot);
-                    ewma_reported.read(rep, (bit<32>)slot);
-                    /* avg = w*v + (1-w)*avg, w = weight_q8 / 256, fixed point (8 bits). */
-                    avg = (((bit<32>)meta.weight_q8 * (v << 8)) + ((256 - (bit<32>)meta.weight_q8) * avg)) >> 8;
-                    ewma_avg.write((bit<32>)slot, avg);
-                    if ((avg >> 8) > rep + meta.threshold || rep > (avg >> 8) + meta.threshold) {
-                        meta.report = 1;
-                        ewma_reported.write((bit<32>)slot, avg >> 8);
-                    }
+            } else if (meta.algorithm == 3) {
+                /* EWMA of the sum: avg = w·sum + (1 − w)·avg, w = weight_q8 / 256, with 8
+                   fractional bits; reported when it moved more than the threshold. */
+                bit<64> avg; bit<64> rep; bit<1> seen;
+                ewma_avg.read(avg, (bit<32>)slot);
+                ewma_reported.read(rep, (bit<32>)slot);
+                ewma_seen.read(seen, (bit<32>)slot);
+                bit<64> w = (bit<64>)meta.weight_q8;
+                if (seen == 0) {
+                    avg = sum << 8;
+                    meta.report = 1;
                 } else {
-                    /* Complex: the sink's own values (the upstream stack is opaque here). */
-                    bit<32> v1;
-                    if (meta.measurement1 == 1) { v1 = (bit<32>)std.enq_qdepth; }
-                    else { v1 = meta.hop_latency; }
-                    bit<32> last0; bit<32> last1;
-                    complex_last0.read(last0, (bit<32>)slot);
-                    complex_last1.read(last1, (bit<32>)slot);
-                    complex_last0.write((bit<32>)slot, v);
-                    complex_last1.write((bit<32>)slot, v1);
-                    bit<32> rise0 = 0; bit<32> rise1 = 0;
-                    if (v > last0) { rise0 = v - last0; }
-                    if (v1 > last1) { rise1 = v1 - last1; }
-                    meta.report = 1;
-                    if (meta.op == 1 && !(v > meta.threshold)) { meta.report = 0; }
-                    if (meta.op == 2 && !(v < meta.threshold)) { meta.report = 0; }
-                    if (meta.op == 3 && !(rise0 > meta.threshold)) { meta.report = 0; }
-                    if (meta.op1 == 1 && !(v1 > meta.threshold1)) { meta.report = 0; }
-                    if (meta.op1 == 2 && !(v1 < meta.threshold1)) { meta.report = 0; }
-                    if (meta.op1 == 3 && !(rise1 > meta.threshold1)) { meta.report = 0; }
+                    avg = (w * (sum << 8) + (256 - w) * avg) >> 8;
+                    if ((avg >> 8) > rep + (bit<64>)meta.threshold
+                            || rep > (avg >> 8) + (bit<64>)meta.threshold) {
+                        meta.report = 1;
+                    }
                 }
+                ewma_avg.write((bit<32>)slot, avg);
+                ewma_seen.write((bit<32>)slot, 1);
+                if (meta.report == 1) { ewma_reported.write((bit<32>)slot, avg >> 8); }
+            } else {
+                /* Complex: every literal is evaluated, so each keeps its register current. */
+                meta.report = 1;
+                LITERAL(0) LITERAL(1) LITERAL(2) LITERAL(3)
             }
             meta.inner_words = hdr.ipv4.total_len >> 2;
             if (meta.inner_words > 244) { meta.inner_words = 244; }
@@ -1154,6 +1338,7 @@ control KplaneDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.int_egress_tstamp);
         pkt.emit(hdr.int_l2_port_ids);
         pkt.emit(hdr.int_egress_tx_util);
+        pkt.emit(hdr.int_stack);
         pkt.emit(hdr.int_data);
     }
 }

@@ -3,6 +3,7 @@
 //! A discrete-event emulator of a P4 INT fabric (see `docs/emulator.md` and `p4/`).
 
 pub mod control;
+pub mod detect;
 mod error;
 pub mod hop;
 pub mod label;

@@ -8,14 +8,15 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use crate::detect::{Detection, Rule};
 use crate::label::{PacketLabel, PortConfig};
 use crate::report::{self, Hop, PacketInfo, ReportVersion};
 use crate::routing::Routes;
 use crate::tables::{TableId, Tables, Update};
 use crate::topology::{NodeIdx, NodeKind, Topology};
-use kplane_model::detection::{Algorithm, Condition, Measurement};
 use kplane_model::rng::Rng;
 use kplane_p4::EntrySpec;
+use kplane_p4::tx_util::{TxWindow, scale_q16};
 
 /// Most hops a packet's INT stack holds in the emulator.
 pub const MAX_STACK: usize = 16;
@@ -109,9 +110,8 @@ struct Queue {
     link: usize,
     pkts: VecDeque<u32>,
     busy: bool,
-    /// Bytes sent in the current utilisation window and its start.
-    window_bytes: u64,
-    window_start: u64,
+    /// Egress tx utilisation, measured as the P4 program measures it.
+    tx: TxWindow,
     util_pm: u32,
     /// Last sampled occupancy (truth).
     last_sample: usize,
@@ -215,38 +215,6 @@ pub struct QueueSeries {
     pub samples: Vec<(u64, usize)>,
 }
 
-/// A hop's value of a detection measurement.
-fn measured(h: &Hop, measurement: Measurement) -> u64 {
-    match measurement {
-        Measurement::HopLatency => h.latency_ns.into(),
-        Measurement::QueueOccupancy => h.queue_occupancy.into(),
-        Measurement::TxUtilization => h.tx_utilization.into(),
-        // No P4 code selects it: a switch entry never names it.
-        Measurement::QueueCongestion => 0,
-    }
-}
-
-/// Whether one literal of `detect_complex` holds over the hops' largest value of its
-/// measurement; `previous` is the flow's register (the value at its previous packet).
-fn literal_holds(c: &Condition<u64>, hops: &[Hop], previous: &mut u64) -> bool {
-    let v = hops
-        .iter()
-        .map(|h| measured(h, c.measurement))
-        .max()
-        .unwrap_or(0);
-    c.holds(v, std::mem::replace(previous, v))
-}
-
-/// Sink event-detection state (the P4 program's registers).
-#[derive(Debug, Default)]
-struct Detection {
-    per_hop: HashMap<(u32, u32, u64), u64>,
-    per_flow: HashMap<(u32, u64), u64>,
-    ewma: HashMap<(u32, u64), (f64, f64)>,
-    /// Per flow, each literal's value at the flow's previous packet.
-    complex: HashMap<(u32, u64), [u64; 2]>,
-}
-
 /// Something that adds traffic when called back (see [`Action::Traffic`]).
 pub trait Generator: Send {
     /// Called at `now`; may start flows and must return when to be called next (or None).
@@ -273,7 +241,8 @@ pub struct Sim {
     actions: Vec<Option<Action>>,
     generators: Vec<Option<Box<dyn Generator>>>,
     report_seq: HashMap<(u32, u8), u32>,
-    detection: Detection,
+    /// Each sink's event-detection state, by node id.
+    detection: HashMap<u32, Detection>,
     /// INT-label: whether any port has a `label_config` entry; each port's last labelling
     /// (Reg1) and the last telemetry interval it was seen active in, by (node id, port).
     labelling: bool,
@@ -347,7 +316,7 @@ impl Sim {
             actions: Vec::new(),
             generators: Vec::new(),
             report_seq: HashMap::new(),
-            detection: Detection::default(),
+            detection: HashMap::new(),
             labelling: false,
             label_rng,
             label_last: HashMap::new(),
@@ -387,7 +356,7 @@ impl Sim {
         };
         if updates.iter().any(detection) {
             // New detection rules start from fresh registers.
-            self.detection = Detection::default();
+            self.detection.clear();
         }
         self.labelling = !self.tables.is_empty("label_config");
         Ok(())
@@ -794,19 +763,10 @@ impl Sim {
             self.queues[qi].link,
         );
         let link = self.topo.links[li].clone();
-        // Egress tx utilisation over ~100 µs windows.
         {
             let q = &mut self.queues[qi];
             let bytes = u64::from(self.packets[pkt as usize].bytes);
-            if self.now - q.window_start >= 100_000 {
-                let span = (self.now - q.window_start).max(1);
-                q.util_pm = ((q.window_bytes * 8 * 1_000_000_000 / span) * 1000
-                    / link.rate_bps.max(1))
-                .min(1000) as u32;
-                q.window_start = self.now;
-                q.window_bytes = 0;
-            }
-            q.window_bytes += bytes;
+            q.util_pm = q.tx.send(self.now / 1000, bytes, scale_q16(link.rate_bps));
         }
         let node_id = self.topo.nodes[node].id;
         let hop = {
@@ -979,84 +939,20 @@ impl Sim {
         let flow_idx = self.packets[pkt as usize].flow as usize;
         let flow_hash = self.flows[flow_idx].hash;
         let keys = self.key_values(&self.flows[flow_idx]);
-        let p = &self.packets[pkt as usize];
-        let n = p.int.n as usize;
-        let hops = &p.int.hops[..n];
-        // The rule's parameters, read without copying the entry.
-        let rule = self
+        let report = match self
             .tables
             .lookup_id(TableId::IntSinkDetection, me.node, &keys)
-            .map(|e| {
-                let algorithm = Algorithm::from_action(&e.spec.action);
-                let literal = |m: &str, op: &str, t: &str| {
-                    Condition::from_literal(e.param(m), e.param(op), e.param(t))
-                };
-                (
-                    algorithm,
-                    e.param("measurement"),
-                    e.param("threshold"),
-                    e.param("weight_q8"),
-                    [
-                        literal("measurement", "op", "threshold"),
-                        literal("measurement1", "op1", "threshold1"),
-                    ],
-                )
-            });
-        let report = match rule {
+        {
             None => true,
-            Some((algorithm, m, t, weight_q8, literals)) => {
-                let value = |h: &Hop| measured(h, Measurement::from_p4_code(m));
-                let sum: u64 = hops.iter().map(value).sum();
-                let fkey = (me.node, flow_hash ^ m);
-                let d = &mut self.detection;
-                match algorithm {
-                    Algorithm::PerHop => {
-                        let mut fire = false;
-                        for h in hops {
-                            let v = value(h);
-                            let reg = d.per_hop.entry((me.node, h.node, m)).or_insert(u64::MAX);
-                            if *reg == u64::MAX || v.abs_diff(*reg) > t {
-                                *reg = v;
-                                fire = true;
-                            }
-                        }
-                        fire
-                    }
-                    Algorithm::PerFlow => {
-                        let reg = d.per_flow.entry(fkey).or_insert(u64::MAX);
-                        let fire = *reg == u64::MAX || sum.abs_diff(*reg) > t;
-                        if fire {
-                            *reg = sum;
-                        }
-                        fire
-                    }
-                    Algorithm::Ewma => {
-                        let w = weight_q8 as f64 / 256.0;
-                        let x = sum as f64;
-                        match d.ewma.get_mut(&fkey) {
-                            None => {
-                                d.ewma.insert(fkey, (x, x));
-                                true
-                            }
-                            Some((avg, last)) => {
-                                *avg = w * x + (1.0 - w) * *avg;
-                                let fire = (*avg - *last).abs() > t as f64;
-                                if fire {
-                                    *last = *avg;
-                                }
-                                fire
-                            }
-                        }
-                    }
-                    Algorithm::Complex => {
-                        // Every literal is evaluated: each keeps its register current.
-                        let prev = d.complex.entry(fkey).or_default();
-                        let a = literal_holds(&literals[0], hops, &mut prev[0]);
-                        let b = literal_holds(&literals[1], hops, &mut prev[1]);
-                        a && b
-                    }
-                    Algorithm::Noop => true,
-                }
+            Some(entry) => {
+                let rule = Rule::of(entry);
+                let int = &self.packets[pkt as usize].int;
+                // The sink's own hop is the last one pushed.
+                let upstream = &int.hops[..(int.n as usize).saturating_sub(1)];
+                self.detection
+                    .entry(me.node)
+                    .or_default()
+                    .decide(&rule, flow_hash, int.bitmap, upstream, &me)
             }
         };
         if !report {

@@ -119,7 +119,9 @@ fn complex_detection_reports_the_packets_that_meet_its_conjunction() {
         serde_json::from_value::<EntrySpec>(serde_json::json!({
             "table": "int_sink_detection", "priority": 1, "action": "detect_complex",
             "params": {"measurement": 0, "op": 1, "threshold": 2000,
-                       "measurement1": 1, "op1": op1, "threshold1": threshold1}
+                       "measurement1": 1, "op1": op1, "threshold1": threshold1,
+                       "measurement2": 0, "op2": 0, "threshold2": 0,
+                       "measurement3": 0, "op3": 0, "threshold3": 0}
         }))
         .unwrap()
     };

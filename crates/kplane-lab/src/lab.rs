@@ -25,6 +25,8 @@ pub const REPORT_PORT: u16 = 32766;
 /// timestamps, tx utilisation): the `monitor` intent's default.
 const INSTRUCTIONS: u16 = 0xFF00;
 const MAX_HOPS: u8 = 8;
+/// The rate the switches' tx utilisation is a share of: about what a BMv2 switch forwards.
+const LINK_RATE_BPS: u64 = 10_000_000;
 
 #[derive(Clone, Debug)]
 pub struct LabSpec {
@@ -141,6 +143,7 @@ impl Lab {
                 collector_ip: None,
                 collector_mac: None,
                 probe_recovery: None,
+                link_rate: LINK_RATE_BPS,
                 links: t
                     .links_of(s)
                     .into_iter()

@@ -312,6 +312,17 @@ impl Measurement {
     }
 }
 
+/// How many conditions a switch's `complex` rule holds (`detect_complex`'s literals); the
+/// collector's rules take any number.
+pub const SWITCH_CONDITIONS: usize = 4;
+
+/// The names of literal `i`'s parameters in `detect_complex`: `(measurement, op, threshold)`
+/// for the first, `(measurement1, op1, threshold1)` for the second, and so on.
+pub fn literal_params(i: usize) -> [String; 3] {
+    let suffix = if i == 0 { String::new() } else { i.to_string() };
+    ["measurement", "op", "threshold"].map(|p| format!("{p}{suffix}"))
+}
+
 /// How a condition compares: the P4 program's `op` codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {

@@ -13,6 +13,7 @@
 mod entry;
 mod error;
 mod p4info;
+pub mod tx_util;
 
 pub use entry::{Entry, EntryKey, EntrySpec, MatchValue, parse_match};
 pub use error::P4Error;

@@ -261,7 +261,9 @@ async fn intents_reach_the_emulator_and_leave_it_again() {
     assert_eq!(
         c["params"],
         json!({"measurement": 0, "op": 1, "threshold": 10000,
-               "measurement1": 1, "op1": 3, "threshold1": 100}),
+               "measurement1": 1, "op1": 3, "threshold1": 100,
+               "measurement2": 0, "op2": 0, "threshold2": 0,
+               "measurement3": 0, "op3": 0, "threshold3": 0}),
         "{c}"
     );
     let bad = json!({"kind": "tune", "match": {"dst": "10.0.6.0/24"},

@@ -64,6 +64,10 @@ pub struct Config {
     /// GPINT's SQR recovery mode: `{ monitor-port = 1, hold = "400ms" }` (absent: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_recovery: Option<ProbeRecovery>,
+    /// The rate of its links in bits/s (default 100 Mb/s, the emulator's): what the egress tx
+    /// utilisation it stamps is a share of.
+    #[serde(default = "default_link_rate")]
+    pub link_rate: u64,
     /// Hosts behind it: `{prefix = "10.0.1.0/24", port = 2}`; their ports are the switch's
     /// INT sink ports.
     #[serde(default)]
@@ -110,6 +114,10 @@ fn one() -> u64 {
 
 fn yes() -> bool {
     true
+}
+
+fn default_link_rate() -> u64 {
+    100_000_000
 }
 
 fn default_timeout() -> Duration {
@@ -180,6 +188,10 @@ impl Config {
                             .unwrap_or(0),
                     ),
                     ("probe_hold_us", hold_us),
+                    (
+                        "tx_scale",
+                        u64::from(kplane_p4::tx_util::scale_q16(self.link_rate)),
+                    ),
                 ],
             ),
             spec(

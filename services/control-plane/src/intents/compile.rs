@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use kplane_model::detection::Protocol;
+use kplane_model::detection::{self, Protocol};
 
 use crate::error::ControlError;
 use kplane_p4::{Entry, EntrySpec, P4Info};
@@ -217,29 +217,27 @@ fn flow_keys(f: &FlowMatch) -> BTreeMap<String, String> {
 fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> EntrySpec {
     // The checked measurement has a P4 code.
     let measurement = d.measurement.p4_code().unwrap_or(0);
-    let params: Vec<(&str, u64)> = match d.algorithm {
+    let named = |pairs: &[(&str, u64)]| -> Vec<(String, u64)> {
+        pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect()
+    };
+    let params: Vec<(String, u64)> = match d.algorithm {
         Algorithm::Noop => vec![],
-        Algorithm::PerHop | Algorithm::PerFlow => vec![
+        Algorithm::PerHop | Algorithm::PerFlow => named(&[
             ("measurement", measurement),
             ("threshold", d.threshold.into()),
-        ],
-        Algorithm::Ewma => vec![
+        ]),
+        Algorithm::Ewma => named(&[
             ("measurement", measurement),
             ("threshold", d.threshold.into()),
             ("weight_q8", d.weight_q8()),
-        ],
-        Algorithm::Complex => {
-            let literal = |i: usize| d.when.get(i).map(|c| c.literal()).unwrap_or_default();
-            let ((m0, op0, t0), (m1, op1, t1)) = (literal(0), literal(1));
-            vec![
-                ("measurement", m0),
-                ("op", op0),
-                ("threshold", t0),
-                ("measurement1", m1),
-                ("op1", op1),
-                ("threshold1", t1),
-            ]
-        }
+        ]),
+        Algorithm::Complex => (0..detection::SWITCH_CONDITIONS)
+            .flat_map(|i| {
+                let (m, op, t) = d.when.get(i).map(|c| c.literal()).unwrap_or_default();
+                let [pm, pop, pt] = detection::literal_params(i);
+                [(pm, m), (pop, op), (pt, t)]
+            })
+            .collect(),
     };
     let action = d.algorithm.action();
     EntrySpec {
@@ -248,10 +246,7 @@ fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> Entry
         priority: spec.priority,
         matches: flow_keys(flows),
         action: action.into(),
-        params: params
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        params: params.into_iter().collect(),
     }
 }
 

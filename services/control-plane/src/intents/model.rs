@@ -584,14 +584,14 @@ impl FlowMatch {
 
 impl Detection {
     fn check(&self, at: &str, problems: &mut Vec<String>) {
-        // A switch entry holds two literals and defaults the weight.
+        // A switch entry holds `SWITCH_CONDITIONS` literals and defaults the weight.
         detection::check_rule(
             at,
             self.algorithm,
             self.weight,
             false,
             &self.when,
-            2,
+            detection::SWITCH_CONDITIONS,
             problems,
         );
         let measurements = std::iter::once((format!("{at}.measurement"), self.measurement)).chain(
