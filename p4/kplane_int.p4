@@ -301,18 +301,23 @@ struct metadata_t {
     bit<8>  weight_q8;
     /* The upstream stack as the parser read it: words left, the word's place in its hop,
        words per hop, complete hops, where each value sits in a hop (NOT_CARRIED: absent),
-       and per measurement the sum and the largest value over the hops. */
+       and per measurement the sum and the largest value over the hops. What detection
+       reads is preserved into the sink's clone (field list 1). */
     bit<16> stack_left;
     bit<8>  stack_parsed;
     bit<8>  word_in_hop;
-    bit<8>  hop_words;
-    bit<8>  upstream_hops;
-    bit<1>  has_node;
-    bit<8>  off_lat;
-    bit<8>  off_q;
-    bit<8>  off_tx;
-    bit<64> sum_lat; bit<64> sum_q; bit<64> sum_tx;
-    bit<32> max_lat; bit<32> max_q; bit<32> max_tx;
+    @field_list(1) bit<8>  hop_words;
+    @field_list(1) bit<8>  upstream_hops;
+    @field_list(1) bit<1>  has_node;
+    @field_list(1) bit<8>  off_lat;
+    @field_list(1) bit<8>  off_q;
+    @field_list(1) bit<8>  off_tx;
+    @field_list(1) bit<64> sum_lat;
+    @field_list(1) bit<64> sum_q;
+    @field_list(1) bit<64> sum_tx;
+    @field_list(1) bit<32> max_lat;
+    @field_list(1) bit<32> max_q;
+    @field_list(1) bit<32> max_tx;
     /* The watched measurement: where it sits in a hop and the mask of its value. */
     bit<8>  m_off;
     bit<32> m_mask;

@@ -84,7 +84,11 @@ fn cli(api: &str, args: &[&str]) -> (bool, String) {
     )
 }
 
-fn wait_for_state(api: std::net::SocketAddr, id: &str, state: &str) -> serde_json::Value {
+pub(crate) fn wait_for_state(
+    api: std::net::SocketAddr,
+    id: &str,
+    state: &str,
+) -> serde_json::Value {
     let end = Instant::now() + Duration::from_secs(20);
     loop {
         let v = http(api, "GET", &format!("/v1/intents/{id}"), Some(TOKEN), None)
@@ -183,12 +187,12 @@ fn apply(api: std::net::SocketAddr, dir: &std::path::Path, file: &str, text: &st
 /// switch over P4Runtime, which provisions all of it (no Thrift). `hosts`: host-facing
 /// (prefix, port), the INT sink's ports; `routes`: forwarding (prefix, port); `extra`: more
 /// driver keys (TOML lines).
-struct Rig {
-    ns: Netns,
-    sw: Bmv2,
+pub(crate) struct Rig {
+    pub(crate) ns: Netns,
+    pub(crate) sw: Bmv2,
     dir: std::path::PathBuf,
     api: String,
-    api_addr: std::net::SocketAddr,
+    pub(crate) api_addr: std::net::SocketAddr,
     /// What the collector publishes (events and reports), a JSON line each.
     events: mpsc::Receiver<String>,
     names: String,
@@ -197,7 +201,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn start(
+    pub(crate) fn start(
         tag: &str,
         ports: u32,
         hosts: &[(&str, u32)],
@@ -286,13 +290,17 @@ entries = [{entries}]
     }
 
     /// The far end (in the namespace) of switch port `n`.
-    fn host(&self, n: u32) -> String {
+    pub(crate) fn host(&self, n: u32) -> String {
         format!("{}h{n}", self.names)
     }
 
     /// Captures for 3 s on the far end of switch port `n` the frames `keep` accepts; returns
     /// once the capture is open.
-    fn capture(&self, n: u32, keep: fn(&[u8]) -> bool) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+    pub(crate) fn capture(
+        &self,
+        n: u32,
+        keep: fn(&[u8]) -> bool,
+    ) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
         let (iface, name) = (self.host(n), self.ns.name.clone());
         let (tx, rx) = mpsc::channel();
         let h = std::thread::spawn(move || {
@@ -307,7 +315,7 @@ entries = [{entries}]
     }
 
     /// Applies an intent given as YAML and waits until it is active; its id.
-    fn apply(&self, name: &str, yaml: &str) -> String {
+    pub(crate) fn apply(&self, name: &str, yaml: &str) -> String {
         apply(self.api_addr, &self.dir, &format!("{name}.yaml"), yaml)
     }
 
@@ -357,7 +365,7 @@ fn wait_for_cli(sw: &Bmv2, command: &str, needle: &str, within: Duration) -> Str
 }
 
 /// Waits until `sw` holds the forwarding entry of `Rig`'s routes; the table dump.
-fn wait_for_forwarding(sw: &Bmv2, within: Duration) -> String {
+pub(crate) fn wait_for_forwarding(sw: &Bmv2, within: Duration) -> String {
     wait_for_cli(sw, "table_dump ipv4_forward\n", "set_egress", within)
 }
 

@@ -15,5 +15,6 @@ mod experiments;
 mod intents;
 mod kafka;
 mod lab;
+mod parity;
 mod scale_out;
 mod up;
