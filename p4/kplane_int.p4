@@ -290,34 +290,34 @@ struct metadata_t {
     bit<1>  label_now;        /* this pass labels the packet */
     bit<16> instruction_bitmap;
     bit<8>  max_hop;
-    bit<8>  algorithm;        /* 0 noop, 1 per-hop, 2 per-flow, 3 ewma, 4 complex */
-    bit<8>  measurement;      /* 0 hop latency, 1 queue occupancy, 2 tx utilisation */
-    bit<32> threshold;
+    /* Sink event detection's rule (int_sink_detection, applied in ingress), preserved into
+       the sink's clone, where it decides. */
+    @field_list(1) bit<8>  algorithm;  /* 0 noop, 1 per-hop, 2 per-flow, 3 ewma, 4 complex */
+    @field_list(1) bit<8>  measurement; /* 0 hop latency, 1 queue occupancy, 2 tx utilisation */
+    @field_list(1) bit<32> threshold;
     /* complex: literal j's measurement, test (0 none, 1 >, 2 <, 3 rose by >) and bound */
-    bit<8>  lit_m0; bit<8> lit_op0; bit<32> lit_t0;
-    bit<8>  lit_m1; bit<8> lit_op1; bit<32> lit_t1;
-    bit<8>  lit_m2; bit<8> lit_op2; bit<32> lit_t2;
-    bit<8>  lit_m3; bit<8> lit_op3; bit<32> lit_t3;
-    bit<8>  weight_q8;
-    /* The upstream stack as the parser read it: words left, the word's place in its hop,
-       words per hop, complete hops, where each value sits in a hop (NOT_CARRIED: absent),
-       and per measurement the sum and the largest value over the hops. What detection
-       reads is preserved into the sink's clone (field list 1). */
+    @field_list(1) bit<8> lit_m0; @field_list(1) bit<8> lit_op0; @field_list(1) bit<32> lit_t0;
+    @field_list(1) bit<8> lit_m1; @field_list(1) bit<8> lit_op1; @field_list(1) bit<32> lit_t1;
+    @field_list(1) bit<8> lit_m2; @field_list(1) bit<8> lit_op2; @field_list(1) bit<32> lit_t2;
+    @field_list(1) bit<8> lit_m3; @field_list(1) bit<8> lit_op3; @field_list(1) bit<32> lit_t3;
+    @field_list(1) bit<8> weight_q8;
+    /* The upstream stack is parsed word by word only when a sink's rule reads it: the first
+       pass resubmits the packet with this set (field list 4). Transit and plain sinks carry
+       it opaque. */
+    @field_list(4) bit<1> parse_words;
+    /* The upstream stack as the parser read it: words left and parsed, words per hop, and
+       where each value detection reads sits in a hop (NOT_CARRIED: absent); preserved into
+       the sink's clone (field list 1). Then, at the sink, per measurement the sum and the
+       largest value over the hops. */
     bit<16> stack_left;
-    bit<8>  stack_parsed;
-    bit<8>  word_in_hop;
+    @field_list(1) bit<8>  stack_parsed;
     @field_list(1) bit<8>  hop_words;
-    @field_list(1) bit<8>  upstream_hops;
     @field_list(1) bit<1>  has_node;
     @field_list(1) bit<8>  off_lat;
     @field_list(1) bit<8>  off_q;
     @field_list(1) bit<8>  off_tx;
-    @field_list(1) bit<64> sum_lat;
-    @field_list(1) bit<64> sum_q;
-    @field_list(1) bit<64> sum_tx;
-    @field_list(1) bit<32> max_lat;
-    @field_list(1) bit<32> max_q;
-    @field_list(1) bit<32> max_tx;
+    bit<64> sum_lat; bit<64> sum_q; bit<64> sum_tx;
+    bit<32> max_lat; bit<32> max_q; bit<32> max_tx;
     /* The watched measurement: where it sits in a hop and the mask of its value. */
     bit<8>  m_off;
     bit<32> m_mask;
@@ -455,33 +455,15 @@ parser KplaneParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         if (b[13:13] == 1) { meta.off_lat = lat; }
         if (b[12:12] == 1) { meta.off_q = q; }
         if (b[8:8] == 1) { meta.off_tx = tx; }
-        transition select(meta.stack_left) {
-            0: accept;
+        transition select(meta.parse_words, meta.stack_left) {
+            (_, 0): accept;
+            (0, _): parse_int_rest;
             default: parse_int_word;
         }
     }
-    /* One word of the upstream stack: summed and compared into its measurement's totals. */
+    /* One word of the upstream stack (detection reads them in egress, at the sink). */
     state parse_int_word {
         pkt.extract(hdr.int_stack.next);
-        bit<32> w = hdr.int_stack.last.w;
-        if (meta.word_in_hop == meta.off_lat) {
-            meta.sum_lat = meta.sum_lat + (bit<64>)w;
-            if (w > meta.max_lat) { meta.max_lat = w; }
-        }
-        if (meta.word_in_hop == meta.off_q) {
-            w = w & 0xFFFFFF;
-            meta.sum_q = meta.sum_q + (bit<64>)w;
-            if (w > meta.max_q) { meta.max_q = w; }
-        }
-        if (meta.word_in_hop == meta.off_tx) {
-            meta.sum_tx = meta.sum_tx + (bit<64>)w;
-            if (w > meta.max_tx) { meta.max_tx = w; }
-        }
-        meta.word_in_hop = meta.word_in_hop + 1;
-        if (meta.word_in_hop == meta.hop_words) {
-            meta.word_in_hop = 0;
-            meta.upstream_hops = meta.upstream_hops + 1;
-        }
         meta.stack_left = meta.stack_left - 1;
         meta.stack_parsed = meta.stack_parsed + 1;
         transition select(meta.stack_left, meta.stack_parsed) {
@@ -626,9 +608,47 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         size = 256;
     }
 
+    @name(".detect_noop") action detect_noop() { meta.algorithm = 0; }
+    @name(".detect_per_hop") action detect_per_hop(bit<8> measurement, bit<32> threshold) {
+        meta.algorithm = 1; meta.measurement = measurement; meta.threshold = threshold;
+    }
+    @name(".detect_per_flow") action detect_per_flow(bit<8> measurement, bit<32> threshold) {
+        meta.algorithm = 2; meta.measurement = measurement; meta.threshold = threshold;
+    }
+    @name(".detect_ewma") action detect_ewma(bit<8> measurement, bit<32> threshold, bit<8> weight_q8) {
+        meta.algorithm = 3; meta.measurement = measurement; meta.threshold = threshold;
+        meta.weight_q8 = weight_q8;
+    }
+    /* Complex detection: a conjunction of up to four literals "m op t" (op 0: no literal,
+       1: above, 2: below, 3: risen by more than t since the flow's previous packet) on the
+       largest value of m over the hops; a report while it holds. */
+    @name(".detect_complex") action detect_complex(
+            bit<8> measurement, bit<8> op, bit<32> threshold,
+            bit<8> measurement1, bit<8> op1, bit<32> threshold1,
+            bit<8> measurement2, bit<8> op2, bit<32> threshold2,
+            bit<8> measurement3, bit<8> op3, bit<32> threshold3) {
+        meta.algorithm = 4;
+        meta.lit_m0 = measurement; meta.lit_op0 = op; meta.lit_t0 = threshold;
+        meta.lit_m1 = measurement1; meta.lit_op1 = op1; meta.lit_t1 = threshold1;
+        meta.lit_m2 = measurement2; meta.lit_op2 = op2; meta.lit_t2 = threshold2;
+        meta.lit_m3 = measurement3; meta.lit_op3 = op3; meta.lit_t3 = threshold3;
+    }
+    @name(".int_sink_detection") table int_sink_detection {
+        key = {
+            hdr.ipv4.src_addr: ternary @name("src_addr");
+            hdr.ipv4.dst_addr: ternary @name("dst_addr");
+            meta.l4_proto: ternary @name("protocol");
+            meta.l4_src: range @name("src_port");
+            meta.l4_dst: range @name("dst_port");
+        }
+        actions = { detect_per_hop; detect_per_flow; detect_ewma; detect_complex; detect_noop; }
+        default_action = detect_noop();
+        size = 256;
+    }
+
     apply {
         probe_config.apply();
-        if (meta.ring == 0 && meta.mea_pass == 0) {
+        if (meta.ring == 0 && meta.mea_pass == 0 && meta.parse_words == 0) {
             bit<32> rx;
             port_rx.read(rx, (bit<32>)std.ingress_port);
             port_rx.write((bit<32>)std.ingress_port, rx + 1);
@@ -720,6 +740,15 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         /* INT sink: the packet leaves towards a host. Its I2E clone becomes the report: INT's,
            or INT-label's export (the clone labels for the host-facing port, then exports). */
         sink_ports.apply();
+        if (meta.int_sink == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {
+            int_sink_detection.apply();
+            /* A rule that reads the upstream hops: once more, with the stack parsed. */
+            if (hdr.int_shim.isValid() && meta.algorithm != 0 && meta.parse_words == 0) {
+                meta.parse_words = 1;
+                resubmit_preserving_field_list(4);
+                return;
+            }
+        }
         if (meta.int_sink == 1 && (hdr.int_shim.isValid() || meta.int_source == 1
                                    || hdr.label.isValid() || meta.label_on == 1)) {
             meta.sink_port = std.egress_spec;
@@ -749,10 +778,31 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         } \
     }
 
+/* Whether upstream hop I (newest first) lies whole in the parsed words. */
+#define HOP_PARSED(I) (meta.hop_words != 0 && (bit<16>)meta.stack_parsed >= (bit<16>)(I + 1) * (bit<16>)meta.hop_words)
+
+/* Upstream hop I's values into the sums and largest values (0 where not carried). */
+#define HOP_TOTALS(I) \
+    if (HOP_PARSED(I)) { \
+        bit<8> base = I * meta.hop_words; \
+        bit<32> lat = 0; \
+        bit<32> q = 0; \
+        bit<32> tx = 0; \
+        if (meta.off_lat != NOT_CARRIED) { lat = hdr.int_stack[base + meta.off_lat].w; } \
+        if (meta.off_q != NOT_CARRIED) { q = hdr.int_stack[base + meta.off_q].w & 0xFFFFFF; } \
+        if (meta.off_tx != NOT_CARRIED) { tx = hdr.int_stack[base + meta.off_tx].w; } \
+        meta.sum_lat = meta.sum_lat + (bit<64>)lat; \
+        meta.sum_q = meta.sum_q + (bit<64>)q; \
+        meta.sum_tx = meta.sum_tx + (bit<64>)tx; \
+        if (lat > meta.max_lat) { meta.max_lat = lat; } \
+        if (q > meta.max_q) { meta.max_q = q; } \
+        if (tx > meta.max_tx) { meta.max_tx = tx; } \
+    }
+
 /* Upstream hop I (newest first): its node id (0 when the bitmap carries none) and the
    watched value (0 when not carried), read from the parsed stack. */
 #define PER_HOP_UPSTREAM(I) \
-    if (meta.upstream_hops > I) { \
+    if (HOP_PARSED(I)) { \
         bit<8> base = I * meta.hop_words; \
         bit<32> node = 0; \
         if (meta.has_node == 1) { node = hdr.int_stack[base].w; } \
@@ -823,43 +873,6 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     /* INT-label, per egress port: the last labelling time in ns (Reg1; 0: never). */
     register<bit<64>>(512) label_last;
 
-    @name(".detect_noop") action detect_noop() { meta.algorithm = 0; }
-    @name(".detect_per_hop") action detect_per_hop(bit<8> measurement, bit<32> threshold) {
-        meta.algorithm = 1; meta.measurement = measurement; meta.threshold = threshold;
-    }
-    @name(".detect_per_flow") action detect_per_flow(bit<8> measurement, bit<32> threshold) {
-        meta.algorithm = 2; meta.measurement = measurement; meta.threshold = threshold;
-    }
-    @name(".detect_ewma") action detect_ewma(bit<8> measurement, bit<32> threshold, bit<8> weight_q8) {
-        meta.algorithm = 3; meta.measurement = measurement; meta.threshold = threshold;
-        meta.weight_q8 = weight_q8;
-    }
-    /* Complex detection: a conjunction of up to four literals "m op t" (op 0: no literal,
-       1: above, 2: below, 3: risen by more than t since the flow's previous packet) on the
-       largest value of m over the hops; a report while it holds. */
-    @name(".detect_complex") action detect_complex(
-            bit<8> measurement, bit<8> op, bit<32> threshold,
-            bit<8> measurement1, bit<8> op1, bit<32> threshold1,
-            bit<8> measurement2, bit<8> op2, bit<32> threshold2,
-            bit<8> measurement3, bit<8> op3, bit<32> threshold3) {
-        meta.algorithm = 4;
-        meta.lit_m0 = measurement; meta.lit_op0 = op; meta.lit_t0 = threshold;
-        meta.lit_m1 = measurement1; meta.lit_op1 = op1; meta.lit_t1 = threshold1;
-        meta.lit_m2 = measurement2; meta.lit_op2 = op2; meta.lit_t2 = threshold2;
-        meta.lit_m3 = measurement3; meta.lit_op3 = op3; meta.lit_t3 = threshold3;
-    }
-    @name(".int_sink_detection") table int_sink_detection {
-        key = {
-            hdr.ipv4.src_addr: ternary @name("src_addr");
-            hdr.ipv4.dst_addr: ternary @name("dst_addr");
-            meta.l4_proto: ternary @name("protocol");
-            meta.l4_src: range @name("src_port");
-            meta.l4_dst: range @name("dst_port");
-        }
-        actions = { detect_per_hop; detect_per_flow; detect_ewma; detect_complex; detect_noop; }
-        default_action = detect_noop();
-        size = 256;
-    }
 
     /* Inserts the shim and MD header at the source. */
     action int_insert() {
@@ -1131,8 +1144,13 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
             /* The INT sink's I2E clone: detection decides whether it becomes a report. Its
                own hop (last) joins the upstream hops the parser read: its latency, queue and
                the host port's utilisation. */
-            int_sink_detection.apply();
             tx_util.read(meta.tx_util, (bit<32>)meta.sink_port);
+            if (meta.algorithm == 2 || meta.algorithm == 3 || meta.algorithm == 4) {
+                HOP_TOTALS(0)  HOP_TOTALS(1)  HOP_TOTALS(2)  HOP_TOTALS(3)
+                HOP_TOTALS(4)  HOP_TOTALS(5)  HOP_TOTALS(6)  HOP_TOTALS(7)
+                HOP_TOTALS(8)  HOP_TOTALS(9)  HOP_TOTALS(10) HOP_TOTALS(11)
+                HOP_TOTALS(12) HOP_TOTALS(13) HOP_TOTALS(14) HOP_TOTALS(15)
+            }
             bit<32> own_q = (bit<32>)std.enq_qdepth;
             meta.sum_lat = meta.sum_lat + (bit<64>)meta.hop_latency;
             meta.sum_q = meta.sum_q + (bit<64>)own_q;
