@@ -29,6 +29,9 @@ const bit<4>  INT_TYPE_MD = 1;
 const bit<32> REPORT_MIRROR_SESSION = 500;
 const bit<16> REPORT_UDP_PORT = 32766;
 const bit<8>  MAX_HOPS = 16;
+/* The KDN paper's INT-over-UDP (kdn-architecture-int-onos §V-A): the UDP destination port
+   that announces its INT header (the original port is kept in it and restored at the sink). */
+const bit<16> KDN_INT_PORT = 19268;
 /* The upstream INT stack is parsed word by word up to this many words (newest first), for
    detection to read every hop; words beyond are carried opaque. Per-hop detection reads the
    first PER_HOP_MAX complete hops of them. */
@@ -141,6 +144,30 @@ header int_egress_tstamp_t    { bit<64> egress_tstamp; }
 header int_l2_port_ids_t      { bit<32> ingress_port_id; bit<32> egress_port_id; }
 header int_egress_tx_util_t   { bit<32> egress_port_tx_util; }
 
+/* The KDN INT-over-UDP header after UDP, then the 2016 draft's (v0.5) INT header, then
+   4-byte items (docs/wire-formats.md). */
+header kdn_t {
+    bit<16> orig_dst_port;
+    bit<1>  o;            /* 1: a copy sent to the controller for analysis */
+    bit<7>  rsvd;
+    bit<8>  int_len;      /* words of INT header + stack */
+}
+header int_v05_md_t {
+    bit<4>  ver;
+    bit<2>  rep;
+    bit<1>  c;
+    bit<1>  e;
+    bit<3>  rsvd;
+    bit<5>  ins_cnt;
+    bit<8>  max_hop_cnt;
+    bit<8>  total_hop_cnt;
+    bit<16> instruction_bitmap;
+    bit<16> rsvd2;
+}
+/* v0.5's 4-byte timestamps and queue congestion item. */
+header kdn_tstamp_t { bit<32> tstamp; }
+header kdn_q_congestion_t { bit<8> q_id; bit<24> congestion; }
+
 /* The metadata upstream hops pushed: the first INT_STACK_WORDS words one by one, the rest
    opaque. */
 header int_word_t { bit<32> w; }
@@ -248,6 +275,8 @@ struct headers_t {
     probe_rest_t         probe_mea_rest;
     udp_t                udp;
     tcp_t                tcp;
+    kdn_t                kdn;
+    int_v05_md_t         kdn_md;
     int_shim_t           int_shim;
     int_md_t             int_md;
     int_node_id_t        int_node_id;
@@ -255,11 +284,15 @@ struct headers_t {
     int_hop_latency_t    int_hop_latency;
     int_q_occupancy_t    int_q_occupancy;
     int_ingress_tstamp_t int_ingress_tstamp;
+    kdn_tstamp_t         kdn_ingress_tstamp;
     int_egress_tstamp_t  int_egress_tstamp;
+    kdn_tstamp_t         kdn_egress_tstamp;
     int_l2_port_ids_t    int_l2_port_ids;
+    kdn_q_congestion_t   kdn_q_congestion;
     int_egress_tx_util_t int_egress_tx_util;
     int_word_t[INT_STACK_WORDS] int_stack;
     int_data_t           int_data;
+    int_data_t           kdn_data;
 }
 
 struct metadata_t {
@@ -270,6 +303,7 @@ struct metadata_t {
     @field_list(1) bit<8>  l4_proto;
     /* Preserved into the sink's I2E clone (field list 1). */
     @field_list(1) bit<1> int_source;  /* this switch inserts INT (watchlist hit at the first hop) */
+    @field_list(1) bit<1> kdn_source;  /* …as the KDN paper's INT-over-UDP */
     @field_list(1) bit<9> sink_port;   /* the host-facing port the original leaves on */
     /* The packet's ingress port and time (ns), which the sink's clone does not keep. */
     @field_list(1) bit<9>  in_port;
@@ -423,10 +457,19 @@ parser KplaneParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         pkt.extract(hdr.udp);
         meta.l4_src = hdr.udp.src_port;
         meta.l4_dst = hdr.udp.dst_port;
-        transition select(hdr.ipv4.dscp) {
-            INT_DSCP: parse_int;
+        transition select(hdr.ipv4.dscp, hdr.udp.dst_port) {
+            (INT_DSCP, _): parse_int;
+            (_, KDN_INT_PORT): parse_kdn;
             default: accept;
         }
+    }
+    state parse_kdn {
+        pkt.extract(hdr.kdn);
+        pkt.extract(hdr.kdn_md);
+        meta.l4_dst = hdr.kdn.orig_dst_port;
+        /* Stack bytes = (INT len - 2 header words) * 4. */
+        pkt.extract(hdr.kdn_data, (bit<32>)(((bit<16>)hdr.kdn.int_len - 2) * 32));
+        transition accept;
     }
     state parse_tcp {
         pkt.extract(hdr.tcp);
@@ -520,6 +563,13 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         meta.instruction_bitmap = instruction_bitmap;
         meta.max_hop = max_hop;
     }
+    /* The KDN paper's INT-over-UDP instead of INT-MD (UDP flows; v0.5 items, 4 bytes each). */
+    @name(".int_source_kdn") action int_source_kdn(bit<16> instruction_bitmap, bit<8> max_hop) {
+        meta.int_source = 1;
+        meta.kdn_source = 1;
+        meta.instruction_bitmap = instruction_bitmap;
+        meta.max_hop = max_hop;
+    }
 
     /* INT-label specific-flow telemetry: the flow's packets start with INT_num = MAX_hop, so
        every labelling port labels them. */
@@ -603,7 +653,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
             meta.l4_src: range @name("src_port");
             meta.l4_dst: range @name("dst_port");
         }
-        actions = { int_source; int_label_specific; @defaultonly NoAction; }
+        actions = { int_source; int_source_kdn; int_label_specific; @defaultonly NoAction; }
         default_action = NoAction();
         size = 256;
     }
@@ -731,7 +781,7 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         if (drop_acl.apply().hit) { return; }
         ipv4_forward.apply();
         /* INT source: the first switch of a watched flow (no INT header yet). */
-        if (!hdr.int_shim.isValid()) {
+        if (!hdr.int_shim.isValid() && !hdr.kdn.isValid()) {
             int_watchlist.apply();
         }
         if (label_config.apply().hit) {
@@ -740,7 +790,8 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
         /* INT sink: the packet leaves towards a host. Its I2E clone becomes the report: INT's,
            or INT-label's export (the clone labels for the host-facing port, then exports). */
         sink_ports.apply();
-        if (meta.int_sink == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {
+        if (meta.int_sink == 1 && (hdr.int_shim.isValid() || hdr.kdn.isValid()
+                                   || meta.int_source == 1)) {
             int_sink_detection.apply();
             /* A rule that reads the upstream hops: once more, with the stack parsed. */
             if (hdr.int_shim.isValid() && meta.algorithm != 0 && meta.parse_words == 0) {
@@ -749,7 +800,8 @@ control KplaneIngress(inout headers_t hdr, inout metadata_t meta,
                 return;
             }
         }
-        if (meta.int_sink == 1 && (hdr.int_shim.isValid() || meta.int_source == 1
+        if (meta.int_sink == 1 && (hdr.int_shim.isValid() || hdr.kdn.isValid()
+                                   || meta.int_source == 1
                                    || hdr.label.isValid() || meta.label_on == 1)) {
             meta.sink_port = std.egress_spec;
             clone_preserving_field_list(CloneType.I2E, REPORT_MIRROR_SESSION, 1);
@@ -889,6 +941,58 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.dscp = INT_DSCP;
         hdr.ipv4.total_len = hdr.ipv4.total_len + 16;
         hdr.udp.length = hdr.udp.length + 16;   /* a no-op write when UDP is invalid */
+    }
+
+    /* KDN's source: the UDP destination port becomes the INT port (the original kept in the
+       KDN header), then the v0.5 INT header with no items yet. */
+    action kdn_insert(bit<5> ins_cnt) {
+        hdr.kdn.setValid();
+        hdr.kdn.orig_dst_port = hdr.udp.dst_port;
+        hdr.kdn.o = 0;
+        hdr.kdn.int_len = 2;
+        hdr.udp.dst_port = KDN_INT_PORT;
+        hdr.kdn_md.setValid();
+        hdr.kdn_md.ver = 0;
+        hdr.kdn_md.ins_cnt = ins_cnt;
+        hdr.kdn_md.max_hop_cnt = meta.max_hop;
+        hdr.kdn_md.total_hop_cnt = 0;
+        hdr.kdn_md.instruction_bitmap = meta.instruction_bitmap & 0xFF00;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + 12;
+        hdr.udp.length = hdr.udp.length + 12;
+    }
+    action push_kdn_ingress_tstamp() {
+        hdr.kdn_ingress_tstamp.setValid();
+        hdr.kdn_ingress_tstamp.tstamp = (bit<32>)meta.in_ns;
+        meta.words = meta.words + 1;
+    }
+    action push_kdn_egress_tstamp() {
+        hdr.kdn_egress_tstamp.setValid();
+        hdr.kdn_egress_tstamp.tstamp = (bit<32>)((bit<64>)std.egress_global_timestamp * 1000);
+        meta.words = meta.words + 1;
+    }
+    action push_kdn_q_congestion() {
+        /* BMv2 reports no congestion state. */
+        hdr.kdn_q_congestion.setValid();
+        hdr.kdn_q_congestion.q_id = 0;
+        hdr.kdn_q_congestion.congestion = 0;
+        meta.words = meta.words + 1;
+    }
+    /* The KDN lengths after this hop's push. */
+    action kdn_push_done() {
+        hdr.kdn_md.total_hop_cnt = hdr.kdn_md.total_hop_cnt + 1;
+        hdr.kdn.int_len = hdr.kdn.int_len + meta.words;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + ((bit<16>)meta.words << 2);
+        hdr.udp.length = hdr.udp.length + ((bit<16>)meta.words << 2);
+    }
+    /* The KDN sink gives the host its packet back: original port, no INT. */
+    action kdn_strip() {
+        hdr.udp.dst_port = hdr.kdn.orig_dst_port;
+        bit<16> bytes = ((bit<16>)hdr.kdn.int_len << 2) + 4;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - bytes;
+        hdr.udp.length = hdr.udp.length - bytes;
+        hdr.kdn.setInvalid();
+        hdr.kdn_md.setInvalid();
+        hdr.kdn_data.setInvalid();
     }
 
     /* This hop's metadata, one action per instruction bit (BMv2 allows no conditions inside
@@ -1140,7 +1244,10 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
             }
             return;
         }
-        if (std.instance_type == 1 && (hdr.int_shim.isValid() || meta.int_source == 1)) {
+        if (std.instance_type == 1 && (hdr.int_shim.isValid() || hdr.kdn.isValid()
+                                       || meta.int_source == 1)) {
+            /* KDN's O bit: this copy is for the controller. */
+            if (hdr.kdn.isValid()) { hdr.kdn.o = 1; }
             /* The INT sink's I2E clone: detection decides whether it becomes a report. Its
                own hop (last) joins the upstream hops the parser read: its latency, queue and
                the host port's utilisation. */
@@ -1286,10 +1393,35 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
             /* The packet leaves the fabric: INT and the INT-label option go (its clone carries
                the report). */
             if (hdr.int_shim.isValid()) { int_strip(); }
+            if (hdr.kdn.isValid()) { kdn_strip(); }
             if (hdr.label.isValid()) { label_restore(); }
             return;
         }
-        if (meta.int_source == 1) { int_insert(); }
+        if (meta.int_source == 1 && meta.kdn_source == 1 && hdr.udp.isValid()) {
+            bit<16> ib = meta.instruction_bitmap;
+            kdn_insert((bit<5>)ib[15:15] + (bit<5>)ib[14:14] + (bit<5>)ib[13:13]
+                       + (bit<5>)ib[12:12] + (bit<5>)ib[11:11] + (bit<5>)ib[10:10]
+                       + (bit<5>)ib[9:9] + (bit<5>)ib[8:8]);
+        } else if (meta.int_source == 1 && meta.kdn_source == 0) {
+            int_insert();
+        }
+        if (hdr.kdn_md.isValid()) {
+            if (hdr.kdn_md.total_hop_cnt >= hdr.kdn_md.max_hop_cnt) {
+                hdr.kdn_md.e = 1;
+            } else {
+                meta.words = 0;
+                bit<16> b = hdr.kdn_md.instruction_bitmap;
+                if (b & 0x8000 != 0) { push_node_id(); }
+                if (b & 0x4000 != 0) { push_l1_port_ids(); }
+                if (b & 0x2000 != 0) { push_hop_latency(); }
+                if (b & 0x1000 != 0) { push_q_occupancy(); }
+                if (b & 0x0800 != 0) { push_kdn_ingress_tstamp(); }
+                if (b & 0x0400 != 0) { push_kdn_egress_tstamp(); }
+                if (b & 0x0200 != 0) { push_kdn_q_congestion(); }
+                if (b & 0x0100 != 0) { push_egress_tx_util(); }
+                kdn_push_done();
+            }
+        }
         if (hdr.int_md.isValid()) {
             if (hdr.int_md.remaining_hop_cnt == 0) {
                 hdr.int_md.e = 1;
@@ -1350,6 +1482,8 @@ control KplaneDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.probe_mea_rest);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.tcp);
+        pkt.emit(hdr.kdn);
+        pkt.emit(hdr.kdn_md);
         pkt.emit(hdr.int_shim);
         pkt.emit(hdr.int_md);
         /* This hop's metadata goes on top of the stack (newest first). */
@@ -1358,11 +1492,15 @@ control KplaneDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.int_hop_latency);
         pkt.emit(hdr.int_q_occupancy);
         pkt.emit(hdr.int_ingress_tstamp);
+        pkt.emit(hdr.kdn_ingress_tstamp);
         pkt.emit(hdr.int_egress_tstamp);
+        pkt.emit(hdr.kdn_egress_tstamp);
         pkt.emit(hdr.int_l2_port_ids);
+        pkt.emit(hdr.kdn_q_congestion);
         pkt.emit(hdr.int_egress_tx_util);
         pkt.emit(hdr.int_stack);
         pkt.emit(hdr.int_data);
+        pkt.emit(hdr.kdn_data);
     }
 }
 

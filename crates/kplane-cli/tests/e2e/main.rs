@@ -14,6 +14,7 @@ mod eval;
 mod experiments;
 mod intents;
 mod kafka;
+mod kdn;
 mod lab;
 mod parity;
 mod scale_out;

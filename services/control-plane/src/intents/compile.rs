@@ -10,7 +10,9 @@ use kplane_model::detection::{self, Protocol};
 use crate::error::ControlError;
 use kplane_p4::{Entry, EntrySpec, P4Info};
 
-use super::model::{Algorithm, Detection, FlowMatch, IntentKind, IntentSpec, ipv4_prefix};
+use super::model::{
+    Algorithm, Detection, Encapsulation, FlowMatch, IntentKind, IntentSpec, ipv4_prefix,
+};
 use kplane_southbound::Topology;
 
 /// An intent's entries: (switch, entry).
@@ -61,8 +63,13 @@ fn entries_of(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entri
             instructions,
             max_hops,
             int_label,
+            encapsulation,
             detection,
         } => {
+            let source = match encapsulation {
+                Encapsulation::IntMd => "int_source",
+                Encapsulation::Kdn => "int_source_kdn",
+            };
             for s in scope(topo.edge())? {
                 let watch = if *int_label {
                     ranked(
@@ -74,7 +81,7 @@ fn entries_of(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entri
                 } else {
                     ranked(
                         "int_watchlist",
-                        "int_source",
+                        source,
                         flows,
                         &[
                             ("instruction_bitmap", u64::from(*instructions)),

@@ -97,6 +97,7 @@ enum RawKind {
         instructions: Option<u16>,
         max_hops: Option<u8>,
         int_label: Option<bool>,
+        encapsulation: Option<Encapsulation>,
         detection: Option<Detection>,
     },
     Block {
@@ -135,14 +136,33 @@ enum RawKind {
     },
 }
 
+/// How a `monitor` intent's source carries INT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Encapsulation {
+    /// INT-MD v2.1 after the L4 header, flagged by DSCP 0x17.
+    #[default]
+    IntMd,
+    /// The KDN paper's INT-over-UDP: UDP destination port 19268, the original port in the
+    /// KDN header, v0.5 items (`int_source_kdn`).
+    Kdn,
+}
+
+impl Encapsulation {
+    fn is_int_md(&self) -> bool {
+        *self == Self::IntMd
+    }
+}
+
 impl RawKind {
     /// Every field of every kind (a field named here but not of the kind at hand is refused
     /// as "not a field of a … intent", anything else as unknown).
-    const FIELDS: [&str; 15] = [
+    const FIELDS: [&str; 16] = [
         "match",
         "instructions",
         "max-hops",
         "int-label",
+        "encapsulation",
         "detection",
         "dst",
         "avoid",
@@ -163,6 +183,7 @@ impl RawKind {
                 instructions,
                 max_hops,
                 int_label,
+                encapsulation,
                 detection,
             } => {
                 let int_label = int_label.unwrap_or(false);
@@ -175,6 +196,7 @@ impl RawKind {
                         default_max_hops()
                     }),
                     int_label,
+                    encapsulation: encapsulation.unwrap_or_default(),
                     detection,
                 }
             }
@@ -309,6 +331,10 @@ pub enum IntentKind {
         /// every labelling port labels them.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         int_label: bool,
+        /// How the source carries INT: INT-MD v2.1 flagged by DSCP (default), or the KDN
+        /// paper's INT-over-UDP (UDP flows only).
+        #[serde(default, skip_serializing_if = "Encapsulation::is_int_md")]
+        encapsulation: Encapsulation,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detection: Option<Detection>,
     },
@@ -640,9 +666,25 @@ impl IntentSpec {
                 instructions,
                 max_hops,
                 int_label,
+                encapsulation,
                 detection,
             } => {
                 flows.check("match", &mut p);
+                if *encapsulation == Encapsulation::Kdn {
+                    if *int_label {
+                        p.push("encapsulation: kdn is INT-MD's alternative; an int-label flow carries the INT-label option".into());
+                    }
+                    if !flows
+                        .protocol
+                        .as_deref()
+                        .is_some_and(|p| p == "udp" || p == "17")
+                    {
+                        p.push(
+                            "encapsulation: kdn carries INT over UDP; match.protocol must be udp"
+                                .into(),
+                        );
+                    }
+                }
                 if *int_label && *instructions != default_bitmap() {
                     p.push("instructions: INT-label's items are fixed (32 bytes of a port's state); int-label takes no bitmap".into());
                 }
@@ -848,6 +890,21 @@ mod tests {
         let p = spec(r#"{"kind":"reroute","dst":"x","avoid":{}}"#).check();
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(!spec(r#"{"kind":"block","match":{}}"#).check().is_empty());
+    }
+
+    #[test]
+    fn kdn_encapsulation_carries_udp_flows_and_not_int_label() {
+        let kdn = |m: &str, extra: &str| {
+            spec(&format!(
+                r#"{{"kind":"monitor","match":{m},"encapsulation":"kdn"{extra}}}"#
+            ))
+            .check()
+        };
+        assert!(kdn(r#"{"dst":"10.0.0.1","protocol":"udp"}"#, "").is_empty());
+        let p = kdn(r#"{"dst":"10.0.0.1"}"#, "");
+        assert!(p[0].starts_with("encapsulation:"), "{p:?}");
+        let p = kdn(r#"{"protocol":"udp"}"#, r#","int-label":true"#);
+        assert!(p.iter().any(|m| m.contains("int-label")), "{p:?}");
     }
 
     #[test]
