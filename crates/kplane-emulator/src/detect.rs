@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use kplane_model::detection::{
-    Algorithm, Condition, Measurement, SWITCH_CONDITIONS, literal_params,
+    Algorithm, Condition, LITERAL_PARAMS, Measurement, SWITCH_CONDITIONS,
 };
 
 use crate::hop::Hop;
@@ -48,8 +48,8 @@ impl Rule {
             measurement: Measurement::from_p4_code(e.param("measurement")),
             threshold: e.param("threshold"),
             weight_q8: e.param("weight_q8"),
-            when: std::array::from_fn(|i| {
-                let [m, op, t] = literal_params(i).map(|p| e.param(&p));
+            when: LITERAL_PARAMS.map(|names| {
+                let [m, op, t] = names.map(|p| e.param(p));
                 Condition::from_literal(m, op, t)
             }),
         }

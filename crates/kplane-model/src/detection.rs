@@ -316,12 +316,14 @@ impl Measurement {
 /// collector's rules take any number.
 pub const SWITCH_CONDITIONS: usize = 4;
 
-/// The names of literal `i`'s parameters in `detect_complex`: `(measurement, op, threshold)`
-/// for the first, `(measurement1, op1, threshold1)` for the second, and so on.
-pub fn literal_params(i: usize) -> [String; 3] {
-    let suffix = if i == 0 { String::new() } else { i.to_string() };
-    ["measurement", "op", "threshold"].map(|p| format!("{p}{suffix}"))
-}
+/// The names of each literal's parameters in `detect_complex`: `(measurement, op,
+/// threshold)` for the first, `(measurement1, op1, threshold1)` for the second, and so on.
+pub const LITERAL_PARAMS: [[&str; 3]; SWITCH_CONDITIONS] = [
+    ["measurement", "op", "threshold"],
+    ["measurement1", "op1", "threshold1"],
+    ["measurement2", "op2", "threshold2"],
+    ["measurement3", "op3", "threshold3"],
+];
 
 /// How a condition compares: the P4 program's `op` codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -314,6 +314,18 @@ entries = [{entries}]
         h
     }
 
+    /// Sends `frames` into switch port `n` (from its far end), `gap` apart.
+    pub(crate) fn send(&self, n: u32, frames: Vec<Vec<u8>>, gap: Duration) {
+        let iface = self.host(n);
+        self.ns.enter(move || {
+            let port = RawPort::open(&iface);
+            for f in &frames {
+                port.send(f);
+                std::thread::sleep(gap);
+            }
+        });
+    }
+
     /// Applies an intent given as YAML and waits until it is active; its id.
     pub(crate) fn apply(&self, name: &str, yaml: &str) -> String {
         apply(self.api_addr, &self.dir, &format!("{name}.yaml"), yaml)
@@ -339,6 +351,23 @@ entries = [{entries}]
             }
         }
     }
+}
+
+/// Ethernet, IPv4 and UDP before a report's Telemetry Report header.
+const REPORT_HEADERS: usize = 14 + 20 + 8;
+
+/// A report frame off the switch's report port, decoded by kplane's decoder with `opts`.
+pub(crate) fn decode_report_frame(
+    f: &[u8],
+    opts: kplane_wire::DecodeOptions,
+) -> kplane_model::ReportRecord {
+    let mut out = None;
+    kplane_wire::Decoder::new(opts).decode_report(
+        &f[REPORT_HEADERS..],
+        kplane_wire::RecordMeta::default(),
+        |r| out = Some(r.clone()),
+    );
+    out.expect("the report decodes")
 }
 
 impl Drop for Rig {
@@ -1411,14 +1440,7 @@ fn int_bandwidth_on_bmv2_is_the_kdn_formula_with_a_v2_header() {
     // port 3.
     let through = |port: u32, frame: Vec<u8>| -> Vec<usize> {
         let out = rig.capture(3, keep);
-        let iface = rig.host(port);
-        rig.ns.enter(move || {
-            let p = RawPort::open(&iface);
-            for _ in 0..3 {
-                p.send(&frame);
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
+        rig.send(port, vec![frame; 3], Duration::from_millis(50));
         out.join().unwrap().iter().map(Vec::len).collect()
     };
     let plain = kdn_frame("10.0.1.1", &[]).len();

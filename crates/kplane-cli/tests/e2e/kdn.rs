@@ -9,20 +9,18 @@
 use std::time::Duration;
 
 use kplane_model::{HopField, ReportFlags, ReportRecord};
-use kplane_testkit::bmv2::{self, RawPort};
+use kplane_testkit::bmv2;
 use kplane_wire::build::{Encap, FlowSpec, IntSpec, PacketSpec, sample_hop};
 use kplane_wire::int::IntVersion;
-use kplane_wire::{DecodeOptions, Decoded, Decoder, RecordMeta, Start};
+use kplane_wire::{DecodeOptions, Decoded, RecordMeta, Start};
 
-use super::bmv2::{Rig, wait_for_forwarding};
+use super::bmv2::{Rig, decode_report_frame, wait_for_forwarding};
 
 /// The P4 program's `KDN_INT_PORT`.
 const KDN_PORT: u16 = 19268;
 /// The paper's three monitoring fields: switch id, hop latency, queue occupancy.
 const BITMAP: u16 = 0xB000;
 const MARK: &[u8] = b"kplane-kdn-mark!";
-/// Ethernet, IPv4 and UDP before a report's Telemetry Report header.
-const REPORT_HEADERS: usize = 14 + 20 + 8;
 
 fn opts() -> DecodeOptions {
     DecodeOptions {
@@ -95,14 +93,7 @@ fn kdn_int_over_udp_on_bmv2_is_inserted_extended_restored_and_reported() {
     // Sends `frame` into switch port `port`; the frames that left port `out`.
     let through = |port: u32, out: u32, frame: Vec<u8>| -> Vec<Vec<u8>> {
         let cap = rig.capture(out, keep);
-        let iface = rig.host(port);
-        rig.ns.enter(move || {
-            let p = RawPort::open(&iface);
-            for _ in 0..2 {
-                p.send(&frame);
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
+        rig.send(port, vec![frame; 2], Duration::from_millis(50));
         cap.join().unwrap()
     };
     let plain = frame("10.0.1.1", "10.0.3.1", &[]).len();
@@ -163,11 +154,7 @@ fn kdn_int_over_udp_on_bmv2_is_inserted_extended_restored_and_reported() {
     }
     assert!(!reports.is_empty(), "the sink reported");
     for f in &reports {
-        let mut rec = None;
-        Decoder::new(opts()).decode_report(&f[REPORT_HEADERS..], RecordMeta::default(), |r| {
-            rec = Some(r.clone())
-        });
-        let rec = rec.expect("the report decodes");
+        let rec = decode_report_frame(f, opts());
         assert_eq!(
             nodes(&rec),
             [7, 8, 1],

@@ -12,22 +12,20 @@ use kplane_emulator::detect::{Detection, Rule};
 use kplane_emulator::report::{Hop, PacketInfo, ReportVersion, sink_report};
 use kplane_emulator::tables::Rule as TableRule;
 use kplane_model::{HopField, ReportRecord};
-use kplane_testkit::bmv2::{self, RawPort};
+use kplane_testkit::bmv2;
 use kplane_wire::build::{Encap, FlowSpec, IntSpec, PacketSpec};
 use kplane_wire::int::IntVersion;
 use kplane_wire::{DecodeOptions, Decoder, RecordMeta};
 
 use kplane_p4::EntrySpec;
 
-use super::bmv2::{Rig, wait_for_forwarding, wait_for_state};
+use super::bmv2::{Rig, decode_report_frame, wait_for_forwarding, wait_for_state};
 
 /// Node id, L1 ports, hop latency, queue occupancy, tx utilisation: 5 words a hop.
 const BITMAP: u16 = 0xF100;
 /// Everything v2.x defines up to tx utilisation (both timestamps, L2 ports): 11 words a hop.
 const FULL_BITMAP: u16 = 0xFF00;
 const MARK: &[u8] = b"kplane-parity";
-/// Ethernet, IPv4 and UDP before a report's Telemetry Report header.
-const REPORT_HEADERS: usize = 14 + 20 + 8;
 
 /// An upstream hop as a switch before this one pushed it.
 fn hop(node: u32, latency_ns: u32, queue: u32, tx: u32) -> Hop {
@@ -139,7 +137,8 @@ fn index(f: &[u8]) -> Option<u8> {
     f.get(at + MARK.len()).copied()
 }
 
-/// A Telemetry Report (the UDP payload) decoded by kplane's decoder.
+/// A Telemetry Report (the UDP payload, as the emulator builds it) decoded by kplane's
+/// decoder.
 fn decode(report: &[u8]) -> ReportRecord {
     let mut out = None;
     Decoder::new(DecodeOptions::default())
@@ -199,28 +198,23 @@ fn bmv2_and_the_emulator_decide_and_report_the_same_packets_alike() {
     wait_for_forwarding(&rig.sw, Duration::from_secs(10));
 
     // Every packet, 40 ms apart (idle queues, idle windows), into port 1; reports on port 4.
-    let sent: Vec<(&Phase, Vec<Hop>, Vec<u8>)> = phases
+    let sent: Vec<(usize, &Phase, Vec<Hop>, Vec<u8>)> = phases
         .iter()
-        .flat_map(|p| p.packets.iter().map(move |h| (p, h.clone())))
         .enumerate()
-        .map(|(i, (p, h))| {
+        .flat_map(|(n, p)| p.packets.iter().map(move |h| (n, p, h.clone())))
+        .enumerate()
+        .map(|(i, (n, p, h))| {
             let f = frame("10.0.2.1", p.dst_port, p.bitmap, i as u8, &h);
-            (p, h, f)
+            (n, p, h, f)
         })
         .collect();
     let reports = rig.capture(4, |f| index(f).is_some());
-    let frames: Vec<Vec<u8>> = sent.iter().map(|(_, _, f)| f.clone()).collect();
-    let iface = rig.host(1);
-    rig.ns.enter(move || {
-        let port = RawPort::open(&iface);
-        for f in &frames {
-            port.send(f);
-            std::thread::sleep(Duration::from_millis(40));
-        }
-    });
+    let frames = sent.iter().map(|(_, _, _, f)| f.clone()).collect();
+    rig.send(1, frames, Duration::from_millis(40));
     let mut by_index = std::collections::BTreeMap::new();
     for f in reports.join().unwrap() {
-        by_index.insert(index(&f).unwrap() as usize, decode(&f[REPORT_HEADERS..]));
+        let r = decode_report_frame(&f, DecodeOptions::default());
+        by_index.insert(index(&f).unwrap() as usize, r);
     }
 
     // The emulator's sink on the same packets: one detection state for the switch, the rule
@@ -228,8 +222,7 @@ fn bmv2_and_the_emulator_decide_and_report_the_same_packets_alike() {
     // queue, no utilisation, when it did not report).
     let mut emulator = Detection::default();
     let (mut bmv2_said, mut emulator_said) = (Vec::new(), Vec::new());
-    for (i, (p, upstream, f)) in sent.iter().enumerate() {
-        let phase = phases.iter().position(|q| std::ptr::eq(q, *p)).unwrap();
+    for (i, (phase, p, upstream, f)) in sent.iter().enumerate() {
         let report = by_index.get(&i);
         let own = report.map_or(
             Hop {
@@ -239,7 +232,7 @@ fn bmv2_and_the_emulator_decide_and_report_the_same_packets_alike() {
             own_hop,
         );
         let flow = u64::from(p.dst_port);
-        emulator_said.push(emulator.decide(&rules[phase], flow, p.bitmap, upstream, &own));
+        emulator_said.push(emulator.decide(&rules[*phase], flow, p.bitmap, upstream, &own));
         bmv2_said.push(report.is_some());
         if let Some(r) = report {
             // Field by field: the emulator's report of the same packet, sink hop and sequence.
@@ -252,7 +245,7 @@ fn bmv2_and_the_emulator_decide_and_report_the_same_packets_alike() {
                 bytes: (f.len() - 14) as u32,
             };
             let seq = r.envelope.sequence.unwrap();
-            let emulated = decode(&sink_report(
+            let report = sink_report(
                 ReportVersion::V20,
                 p.bitmap,
                 0,
@@ -261,7 +254,8 @@ fn bmv2_and_the_emulator_decide_and_report_the_same_packets_alike() {
                 upstream,
                 &info,
                 false,
-            ));
+            );
+            let emulated = decode(&report);
             assert_eq!(
                 *r, emulated,
                 "packet {i}: BMv2's report, then the emulator's"
@@ -309,15 +303,7 @@ fn bmv2_stamps_the_tx_utilisation_the_emulator_computes() {
         .map(|i| frame("10.0.3.1", 5000, FULL_BITMAP, i, &[hop(7, 1_000, 0, 0)]))
         .collect();
     let out = rig.capture(3, |f| index(f).is_some());
-    let sent = frames.clone();
-    let iface = rig.host(1);
-    rig.ns.enter(move || {
-        let port = RawPort::open(&iface);
-        for f in &sent {
-            port.send(f);
-            std::thread::sleep(Duration::from_micros(40));
-        }
-    });
+    rig.send(1, frames.clone(), Duration::from_micros(40));
     let opts = DecodeOptions::default();
     let mut window = kplane_p4::tx_util::TxWindow::default();
     let scale = kplane_p4::tx_util::scale_q16(100_000_000);

@@ -7,7 +7,7 @@ use kplane_collector::detect::{Detection, EventConfig, StateConfig};
 use kplane_collector::watchlist::{Condition, Measurement, Rule, Watchlist};
 use kplane_emulator::run::{RunConfig, build};
 use kplane_model::Detector;
-use kplane_model::detection::{SWITCH_CONDITIONS, literal_params};
+use kplane_model::detection::LITERAL_PARAMS;
 use kplane_p4::EntrySpec;
 use kplane_wire::{DecodeOptions, Decoder, RecordMeta};
 
@@ -82,12 +82,14 @@ fn entry(q: u64, level: bool) -> EntrySpec {
         priority: 1,
         matches: Default::default(),
         action: "detect_complex".into(),
-        params: [(m, op, t), (1, op1, q)]
-            .into_iter()
-            .chain(std::iter::repeat((0, 0, 0)))
-            .take(SWITCH_CONDITIONS)
-            .enumerate()
-            .flat_map(|(i, (m, op, t))| literal_params(i).into_iter().zip([m, op, t]))
+        params: LITERAL_PARAMS
+            .iter()
+            .zip(
+                [[m, op, t], [1, op1, q]]
+                    .into_iter()
+                    .chain(std::iter::repeat([0; 3])),
+            )
+            .flat_map(|(names, values)| names.iter().map(|n| n.to_string()).zip(values))
             .collect(),
     }
 }

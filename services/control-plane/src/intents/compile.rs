@@ -238,11 +238,12 @@ fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> Entry
             ("threshold", d.threshold.into()),
             ("weight_q8", d.weight_q8()),
         ]),
-        Algorithm::Complex => (0..detection::SWITCH_CONDITIONS)
-            .flat_map(|i| {
+        Algorithm::Complex => detection::LITERAL_PARAMS
+            .iter()
+            .enumerate()
+            .flat_map(|(i, [pm, pop, pt])| {
                 let (m, op, t) = d.when.get(i).map(|c| c.literal()).unwrap_or_default();
-                let [pm, pop, pt] = detection::literal_params(i);
-                [(pm, m), (pop, op), (pt, t)]
+                named(&[(pm, m), (pop, op), (pt, t)])
             })
             .collect(),
     };
