@@ -7,15 +7,13 @@
 //! traffic stopped reaching the victim (in the store's flows for the emulator; counted at the
 //! victim's interface in the lab).
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
+
+use crate::child::Up;
 
 /// Where the loop runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -76,211 +74,97 @@ pub struct LoopArgs {
     json: bool,
 }
 
-/// The `kplane up` or `kplane lab up` child and how to reach it.
-struct Up {
-    child: Child,
-    api: SocketAddr,
-    /// The emulator's control channel (none in the lab).
-    control: Option<SocketAddr>,
-    token: String,
-    data: PathBuf,
+/// Starts the `kplane up` or `kplane lab up` child of one run, `total` seconds long.
+fn start(a: &LoopArgs, total: u64) -> anyhow::Result<Up> {
+    let mut args: Vec<String> = Vec::new();
+    let mut arg = |k: &str, v: String| args.extend([k.to_string(), v]);
+    match a.data_plane {
+        DataPlane::Emulator => {
+            let scenario = format!(
+                "ddos:victim={},attackers={},rate={},start={},duration={}",
+                a.victim,
+                a.attackers,
+                a.rate,
+                a.learn as f64 / total as f64,
+                a.attack as f64 / total as f64
+            );
+            arg("--scenario", scenario);
+            arg("--flows", a.flows.unwrap_or(1_000.0).to_string());
+            arg("--link-gbps", a.link_gbps.to_string());
+            arg(
+                "--topology",
+                a.topology.as_deref().unwrap_or("fat-tree:4").into(),
+            );
+            args.insert(0, "up".into());
+        }
+        DataPlane::Lab => {
+            let topology = a.topology.as_deref().unwrap_or("leaf-spine:2,4,2");
+            let hosts = kplane_lab::Topology::parse(topology)?.hosts;
+            let victim = hosts
+                .get(a.victim as usize)
+                .with_context(|| {
+                    format!("--victim {}: the lab has {} hosts", a.victim, hosts.len())
+                })?
+                .ip;
+            let attack = format!(
+                "ddos:start={}s,duration={}s,victim={victim},sources={},pps={}",
+                a.learn, a.attack, a.attackers, a.pps
+            );
+            arg("--attack", attack);
+            arg("--topology", topology.into());
+            arg("--flows", a.flows.unwrap_or(5.0).to_string());
+            args.splice(0..0, ["lab".to_string(), "up".to_string()]);
+        }
+    }
+    args.extend([
+        "--duration".into(),
+        format!("{total}s"),
+        "--elephant-share".into(),
+        a.elephant_share.to_string(),
+    ]);
+    let data = std::env::temp_dir().join(format!("kplane-bench-loop-{}", std::process::id()));
+    Up::spawn(&args, &[], data)
 }
 
-impl Up {
-    fn start(a: &LoopArgs, total: u64) -> anyhow::Result<Self> {
-        let api: SocketAddr = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-            l.local_addr()?
-        };
-        let data = std::env::temp_dir().join(format!("kplane-bench-loop-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&data);
-        let mut cmd = Command::new(std::env::current_exe()?);
-        match a.data_plane {
-            DataPlane::Emulator => {
-                let scenario = format!(
-                    "ddos:victim={},attackers={},rate={},start={},duration={}",
-                    a.victim,
-                    a.attackers,
-                    a.rate,
-                    a.learn as f64 / total as f64,
-                    a.attack as f64 / total as f64
-                );
-                cmd.args(["up", "--scenario", &scenario])
-                    .args(["--flows", &a.flows.unwrap_or(1_000.0).to_string()])
-                    .args(["--link-gbps", &a.link_gbps.to_string()])
-                    .args(["--topology", a.topology.as_deref().unwrap_or("fat-tree:4")]);
-            }
-            DataPlane::Lab => {
-                let topology = a.topology.as_deref().unwrap_or("leaf-spine:2,4,2");
-                let hosts = kplane_lab::Topology::parse(topology)?.hosts;
-                let victim = hosts
-                    .get(a.victim as usize)
-                    .with_context(|| {
-                        format!("--victim {}: the lab has {} hosts", a.victim, hosts.len())
-                    })?
-                    .ip;
-                let attack = format!(
-                    "ddos:start={}s,duration={}s,victim={victim},sources={},pps={}",
-                    a.learn, a.attack, a.attackers, a.pps
-                );
-                cmd.args(["lab", "up", "--attack", &attack, "--topology", topology])
-                    .args(["--flows", &a.flows.unwrap_or(5.0).to_string()]);
-            }
-        }
-        let mut child = cmd
-            .args([
-                "--api",
-                &api.to_string(),
-                "--duration",
-                &format!("{total}s"),
-            ])
-            .args(["--elephant-share", &a.elephant_share.to_string()])
-            .arg("--data-dir")
-            .arg(&data)
-            // The measurement polls the store several times a second with the one token it
-            // has: above the default per-token query rate meant for people.
-            .env("KPLANE__INTENT_API__QUERY_RATE", "100000")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("cannot start kplane up / kplane lab up")?;
-        let stdout = child.stdout.take().context("the child's stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let (mut token, mut control, mut ready) = (None, None, false);
-        for line in lines.by_ref().map_while(Result::ok) {
-            if let Some(t) = line.split("#token=").nth(1) {
-                token = Some(t.trim().to_string());
-            }
-            if let Some(c) = line.split("control channel http://").nth(1) {
-                control = c.split(')').next().and_then(|c| c.parse().ok());
-            }
-            // The emulator's line names its control channel; the lab's says it is provisioned.
-            ready |= control.is_some() || line.contains("provisioned");
-            if token.is_some() && ready {
-                break;
-            }
-        }
-        // The rest of what it prints is read (and dropped) so that it never blocks on a pipe.
-        std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
-        let Some(token) = token.filter(|_| ready) else {
-            let _ = child.kill();
-            bail!("the child did not print its console URL and come up");
-        };
-        Ok(Self {
-            child,
-            api,
-            control,
-            token,
-            data,
-        })
-    }
-
-    fn call(
-        &self,
-        addr: SocketAddr,
-        method: &str,
-        path: &str,
-        body: &Value,
-    ) -> anyhow::Result<Value> {
-        let auth = format!("Bearer {}", self.token);
-        let body = if body.is_null() {
-            String::new()
-        } else {
-            body.to_string()
-        };
-        let r = kplane_runtime::probe::request(
-            addr,
-            method,
-            path,
-            &[("authorization", &auth)],
-            &body,
-            Duration::from_secs(30),
-        )
-        .with_context(|| format!("{method} {path}"))?;
-        if r.status >= 300 {
-            bail!("{method} {path}: {} {}", r.status, r.body);
-        }
-        serde_json::from_str(&r.body).with_context(|| format!("{method} {path}: {}", r.body))
-    }
-
-    /// The attack as injected, once it started: its start (ms), victim and attackers. The
-    /// emulator's from its control channel (report time = clock base + virtual time); the
-    /// lab's from its truth file.
-    fn truth(&self) -> anyhow::Result<Option<(u64, String, Vec<String>)>> {
-        let strings = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        };
-        let Some(control) = self.control else {
-            let text =
-                std::fs::read_to_string(self.data.join("lab/truth.jsonl")).unwrap_or_default();
-            return Ok(text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .find(|t| t["kind"] == "ddos")
-                .map(|t| {
-                    (
-                        t["start_ns"].as_u64().unwrap_or(0) / 1_000_000,
-                        t["victim"].as_str().unwrap_or_default().to_string(),
-                        strings(&t["attackers"]),
-                    )
-                }));
-        };
-        let t = self.call(control, "GET", "/v1/truth", &Value::Null)?;
-        let base = t["clock_base_ns"].as_u64().unwrap_or(0);
-        Ok(t["events"]
-            .as_array()
+/// The attack as injected, once it started: its start (ms), victim and attackers. The
+/// emulator's from its control channel (report time = clock base + virtual time); the lab's
+/// from its truth file.
+fn truth(up: &Up) -> anyhow::Result<Option<(u64, String, Vec<String>)>> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
             .into_iter()
             .flatten()
-            .find(|e| e["kind"] == "ddos_start")
-            .map(|e| {
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect()
+    };
+    let Some(control) = up.control else {
+        let text = std::fs::read_to_string(up.data.join("lab/truth.jsonl")).unwrap_or_default();
+        return Ok(text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|t| t["kind"] == "ddos")
+            .map(|t| {
                 (
-                    (base + e["t_ns"].as_u64().unwrap_or(0)) / 1_000_000,
-                    e["victim"].as_str().unwrap_or_default().to_string(),
-                    strings(&e["sources"]),
+                    t["start_ns"].as_u64().unwrap_or(0) / 1_000_000,
+                    t["victim"].as_str().unwrap_or_default().to_string(),
+                    strings(&t["attackers"]),
                 )
-            }))
-    }
-
-    fn api(&self, method: &str, path: &str, body: &Value) -> anyhow::Result<Value> {
-        self.call(self.api, method, path, body)
-    }
-
-    /// Rows of `/v1/query`'s first column `n`.
-    fn count(&self, sql: &str) -> anyhow::Result<u64> {
-        let v = self.api("POST", "/v1/query", &json!({ "sql": sql }))?;
-        Ok(v["rows"][0]["n"].as_u64().unwrap_or(0))
-    }
-
-    /// Ctrl-C, as an operator stops it.
-    fn stop(self) {
-        let data = self.data.clone();
-        drop(self);
-        let _ = std::fs::remove_dir_all(data);
-    }
-}
-
-impl Drop for Up {
-    /// A run that failed stops its child as Ctrl-C would (the lab tears its fabric down),
-    /// killing it only if it does not stop within 20 s.
-    fn drop(&mut self) {
-        if !matches!(self.child.try_wait(), Ok(None)) {
-            return;
-        }
-        // SAFETY: signalling our own child, still running.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
-        }
-        let end = Instant::now() + Duration::from_secs(20);
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+            }));
+    };
+    let t = up.call(control, "GET", "/v1/truth", &Value::Null)?;
+    let base = t["clock_base_ns"].as_u64().unwrap_or(0);
+    Ok(t["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["kind"] == "ddos_start")
+        .map(|e| {
+            (
+                (base + e["t_ns"].as_u64().unwrap_or(0)) / 1_000_000,
+                e["victim"].as_str().unwrap_or_default().to_string(),
+                strings(&e["sources"]),
+            )
+        }))
 }
 
 /// Polls `f` every 100 ms until it gives a value or `deadline` passes.
@@ -363,7 +247,7 @@ pub fn run(a: LoopArgs) -> anyhow::Result<()> {
 fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
     let after = 30;
     let total = a.learn + a.attack + after;
-    let up = Up::start(a, total)?;
+    let up = start(a, total)?;
     let started = Instant::now();
     let end = started + Duration::from_secs(total + 30);
     // `kplane up` runs for `total` seconds: the anomaly must come before the attack ends.
@@ -385,7 +269,7 @@ fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
         up.api
     );
 
-    let (attack_start_ms, victim, attackers) = wait_for("the DDoS's start", end, || up.truth())?;
+    let (attack_start_ms, victim, attackers) = wait_for("the DDoS's start", end, || truth(&up))?;
     let since = |ms: u64| (ms as f64 - attack_start_ms as f64) / 1e3;
 
     // The victim's anomaly that recommended blocks (of its heaviest sources: every attacker),

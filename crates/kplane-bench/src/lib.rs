@@ -5,6 +5,7 @@
 //! `kplane` binary's subcommand in a crate of its own, which reports errors with `anyhow` as
 //! the binary does.
 
+pub mod child;
 pub mod closed_loop;
 pub mod ingest;
 pub mod intents;

@@ -252,7 +252,7 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
 /// (the anomaly's own type if the entity is in several faults at once: a DDoS source that also
 /// scans); congestion for a queue that filled during any fault (collateral, but real);
 /// `unknown` otherwise (a false alarm when no fault was under way).
-fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> AnomalyType {
+pub(super) fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> AnomalyType {
     let during: Vec<&Fault> = faults
         .iter()
         .filter(|i| !i.benign && i.overlaps(a, window_ns))
@@ -789,10 +789,10 @@ struct Cost {
 
 /// The rows of `results.csv`: `family,table,metric,type,value`.
 #[derive(Default)]
-struct Csv(String);
+pub(super) struct Csv(pub(super) String);
 
 impl Csv {
-    fn row(&mut self, family: &str, table: &str, metric: &str, ty: &str, v: f64) {
+    pub(super) fn row(&mut self, family: &str, table: &str, metric: &str, ty: &str, v: f64) {
         // A family given as a spec holds commas: quoted, as CSV readers expect.
         let family = if family.contains([',', '"']) {
             format!("\"{}\"", family.replace('"', "\"\""))
@@ -807,7 +807,7 @@ const TYPE_HEADER: &str = "| type | injected | detected | recall | raised as it 
 
 /// A detection table's rows (the scored types, then `unknown` and every type together), and
 /// its figures in the CSV.
-fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> String {
+pub(super) fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> String {
     let mut md = String::from(TYPE_HEADER);
     let empty = TypeScore::default();
     for ty in SCORED {
@@ -853,7 +853,7 @@ fn detection_table(d: &Detection, family: &str, table: &str, csv: &mut Csv) -> S
     }
     let per_hour = |n: u64, s: f64| n as f64 / (s / 3_600.0).max(1e-9);
     md += &format!(
-        "\nFalse alarms (wrong, while nothing harmful was under way): {} in {:.0} virtual s → {:.1} \
+        "\nFalse alarms (wrong, while nothing harmful was under way): {} in {:.0} s of traffic → {:.1} \
          per hour; on clean runs (nothing injected) {} in {:.0} s → {:.1} per hour. Raised after an \
          attack ended (up to 60 s, within the runs: {:.0} s of aftermath): {}. \
          Benign traffic ({} flash crowds and heavy hitters): typed as an attack {} times, {} with a \

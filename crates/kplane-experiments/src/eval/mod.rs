@@ -5,6 +5,7 @@ mod family;
 mod forecasts;
 mod incidents;
 mod knowledge;
+mod lab;
 mod pipeline;
 mod replay;
 mod score;
@@ -19,6 +20,10 @@ pub enum Eval {
     /// detection, typing, delay, false alarms, forecasts, training and scoring cost on other
     /// seeds and attack parameters.
     Knowledge(knowledge::KnowledgeArgs),
+    /// The knowledge service on real switches: a `kplane lab up` fabric of BMv2 switches learns
+    /// clean traffic, then attacks drawn from the seed are scored as `knowledge` scores them
+    /// (root and the P4 toolchain; docs/lab.md).
+    Lab(lab::LabArgs),
     /// Back-testing: train the knowledge service on one store's windows, score another's,
     /// and print what it raised (per hour) and its forecast errors.
     Replay(replay::ReplayArgs),
@@ -32,6 +37,7 @@ pub fn run(e: Eval) -> ExitCode {
     });
     let r = match e {
         Eval::Knowledge(a) => knowledge::run(a),
+        Eval::Lab(a) => lab::run(a),
         Eval::Replay(a) => replay::run(a),
     };
     match r {
