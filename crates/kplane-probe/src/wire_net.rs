@@ -216,8 +216,8 @@ pub struct WireNet {
     stop: Arc<AtomicBool>,
     readers: Vec<JoinHandle<()>>,
     plan: LivePlan,
-    /// Request → (start index, route length) of the probes this session sent.
-    sent: HashMap<u16, (usize, usize)>,
+    /// Request → (start index, route) of the probes this session sent.
+    sent: HashMap<u16, (usize, Vec<usize>)>,
     reporter: Option<Reporter>,
     source: Ipv4Addr,
     options: DecodeOptions,
@@ -225,6 +225,10 @@ pub struct WireNet {
     /// Per switch id, the measurements the latest probe through it brought back (rule hits,
     /// or packets per port of its range in port order).
     pub measurements: BTreeMap<u32, Vec<u32>>,
+    /// Per link (switch id, the next switch id on the probe's route), the deepest queue a
+    /// probe found there this session: the DLV's queue depth is that of the port the probe
+    /// left by.
+    pub queue_depths: BTreeMap<(u32, u32), u8>,
 }
 
 impl WireNet {
@@ -293,6 +297,7 @@ impl WireNet {
             options,
             counts: WireCounts::default(),
             measurements: BTreeMap::new(),
+            queue_depths: BTreeMap::new(),
         })
     }
 
@@ -373,7 +378,7 @@ impl WireNet {
             self.counts.ignored_frames += 1;
             return None;
         };
-        let Some(&(start, route_len)) = self.sent.get(&request) else {
+        let Some((start, route)) = self.sent.get(&request).cloned() else {
             self.counts.unknown_requests += 1;
             return None;
         };
@@ -396,6 +401,17 @@ impl WireNet {
                 .collect();
             if let Some(i) = self.plan.by_sid(d.switch_id) {
                 self.measurements.insert(self.plan.ids[i], mine);
+                if let Some(next) = route
+                    .iter()
+                    .position(|&v| v == i)
+                    .and_then(|p| route.get(p + 1))
+                {
+                    let depth = self
+                        .queue_depths
+                        .entry((self.plan.ids[i], self.plan.ids[*next]))
+                        .or_default();
+                    *depth = (*depth).max(d.queue_depth);
+                }
             }
         }
         let dlvs: Vec<u8> = devices.iter().map(|d| d.switch_id).collect();
@@ -412,7 +428,7 @@ impl WireNet {
                 Heard::Failure {
                     request,
                     // Each switch from `start` pushed one DLV; the last of them held it.
-                    index: (start + dlvs.len()).saturating_sub(1).min(route_len - 1),
+                    index: (start + dlvs.len()).saturating_sub(1).min(route.len() - 1),
                     measured,
                 }
             }
@@ -442,7 +458,7 @@ impl ProbeNet for WireNet {
     }
 
     fn send_probe(&mut self, request: u16, route: &[usize], start: usize) {
-        self.sent.insert(request, (start, route.len()));
+        self.sent.insert(request, (start, route.to_vec()));
         let Some((first, frame)) = self.frame(request, route, start) else {
             self.counts.probes_unroutable += 1;
             return;
@@ -572,6 +588,7 @@ mod tests {
             options: DecodeOptions::default(),
             counts: WireCounts::default(),
             measurements: BTreeMap::new(),
+            queue_depths: BTreeMap::new(),
         };
         // Without a link to the last switch there is no way back: unroutable.
         net.send_probe(9, &[0, 1, 2], 1);
@@ -603,7 +620,7 @@ mod tests {
         assert_eq!(g.request_type, 1);
 
         // Switch 3 sends it back with two DLVs: complete, measured 2 and 3, reported.
-        net.sent.insert(9, (1, 3));
+        net.sent.insert(9, (1, vec![0, 1, 2]));
         let mut body = Vec::new();
         let dlv = |s| kplane_wire::papers::DlvHeader {
             switch_id: s,
@@ -652,6 +669,9 @@ mod tests {
         assert_eq!(nodes, [2, 3], "hops in path order");
         assert_eq!(net.measurements[&3], [11, 12]);
         assert_eq!(net.measurements[&2], [10]);
+        // Switch 2's queue towards 3 (the next on the route); 3's was towards the monitor.
+        assert_eq!(net.queue_depths.get(&(2, 3)), Some(&4));
+        assert_eq!(net.queue_depths.len(), 1);
         assert_eq!(net.counts.reports_sent, 1);
 
         // An unknown request and a non-probe frame are counted, not heard.

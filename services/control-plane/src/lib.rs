@@ -40,6 +40,7 @@ pub fn router(intents: Intents, auth: Auth, limits: Limits, intent_rate: u32) ->
             intents,
             limits,
             intent_rate,
+            probe_findings: Default::default(),
         })
 }
 

@@ -23,6 +23,8 @@ pub(crate) struct Routes {
     pub limits: Limits,
     /// Intent changes (submit, dry-run, delete, approve) one token may make per minute.
     pub intent_rate: u32,
+    /// What the probe monitor found last, per probe-plan intent.
+    pub probe_findings: crate::probe_plans::Findings,
 }
 
 fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ControlError> {

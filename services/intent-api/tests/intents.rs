@@ -1124,6 +1124,150 @@ async fn a_probe_plan_covers_the_fabric_and_follows_a_failed_link() {
     f.server.abort();
 }
 
+/// GPINT's loop: the monitor posts a session's findings; a link it found unavailable (a gray
+/// failure the drivers do not see) leaves the next plan, the prefixes whose shortest paths
+/// cross it get `reroute` recommendations around it (applied under the policy), a congested
+/// link is named; when a later session's probes cross the link again, the reroutes are
+/// withdrawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_the_probes_found_unavailable_is_planned_and_routed_around_until_it_is_back() {
+    let f = fabric().await;
+    let dir = temp("probe-loop");
+    let stop = Shutdown::new();
+    let api = start(config(&dir, f.control), Live::new(10), stop.clone())
+        .await
+        .unwrap();
+    let (s, v) = call(
+        &api,
+        "PUT",
+        "/v1/intents/policy",
+        ADMIN,
+        json!({"auto-apply": ["monitor", "tune", "reroute"]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = call(
+        &api,
+        "POST",
+        "/v1/intents",
+        OPS,
+        json!({"kind": "probe-plan", "planner": "gpint-3"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    let plan_id = v["id"].as_str().unwrap().to_string();
+    wait_state(&api, &plan_id, "active").await;
+    let (_, plans) = call(&api, "GET", "/v1/probe-plans", OPS, Value::Null).await;
+    let links_up = plans["plans"][0]["links_up"].as_u64().unwrap();
+    let (a, b) = probe_hops(&f, &plans)[0];
+    let (c, d) = probe_hops(&f, &plans)[1];
+    let status = format!("/v1/probe-plans/{plan_id}/status");
+
+    // Bad findings are refused by name.
+    for (body, why) in [
+        (json!({"unavailable": [{"link": [1, 1]}]}), "no link"),
+        (json!({"unavailable": [{"switch": 999}]}), "not a switch"),
+        (json!({"unavailable": [{}]}), "each item"),
+        (json!({"unavailable": [], "lost": 1}), "unknown field"),
+    ] {
+        let (s, v) = call(&api, "POST", &status, OPS, body).await;
+        assert_eq!(s, 400, "{v}");
+        assert!(v.to_string().contains(why), "{why}: {v}");
+    }
+    let (s, _) = call(&api, "POST", &status, "viewer-token", json!({})).await;
+    assert_eq!(s, 401);
+
+    let (s, v) = call(
+        &api,
+        "POST",
+        &status,
+        OPS,
+        json!({"session": 7, "unavailable": [{"link": [a, b]}],
+               "congested": [{"link": [c, d], "queue_depth": 48}]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let recommended = v["recommended"].as_array().unwrap().clone();
+    assert!(!recommended.is_empty(), "{v}");
+    let ids: Vec<String> = recommended
+        .iter()
+        .filter_map(|r| r["id"].as_str().map(String::from))
+        .collect();
+    assert!(!ids.is_empty(), "every reroute refused: {v}");
+    for id in &ids {
+        let i = wait_state(&api, id, "active").await;
+        assert_eq!(i["spec"]["owner"], "probe-monitor", "{i}");
+        assert_eq!(i["spec"]["avoid"]["link"], json!([a, b]), "{i}");
+        assert!(
+            i["spec"]["reason"].as_str().unwrap().contains("session 7"),
+            "{i}"
+        );
+    }
+    // The same finding again recommends nothing new.
+    let (_, again) = call(
+        &api,
+        "POST",
+        &status,
+        OPS,
+        json!({"session": 8, "unavailable": [{"link": [b, a]}]}),
+    )
+    .await;
+    assert_eq!(again["recommended"], json!([]), "{again}");
+
+    let (_, plans) = call(&api, "GET", "/v1/probe-plans", OPS, Value::Null).await;
+    let plan = &plans["plans"][0];
+    assert_eq!(plan["links_up"].as_u64(), Some(links_up - 1), "{plan}");
+    let hops = probe_hops(&f, &plans);
+    assert!(
+        !hops.contains(&(a, b)) && !hops.contains(&(b, a)),
+        "{plans}"
+    );
+    let link = |x: u64, y: u64| {
+        plan["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["link"] == json!([x, y]) || l["link"] == json!([y, x]))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(link(a, b)["status"], "unavailable", "{plan}");
+
+    // Back: the reroutes go, the link is planned again.
+    // Not crossed in a session is not back: the plan left it out.
+    let (_, v) = call(&api, "POST", &status, OPS, json!({"session": 9})).await;
+    assert_eq!(v["withdrawn"], json!([]), "{v}");
+    let (_, v) = call(
+        &api,
+        "POST",
+        &status,
+        OPS,
+        json!({"session": 10, "available": [{"link": [b, a]}]}),
+    )
+    .await;
+    let mut withdrawn: Vec<String> = v["withdrawn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect();
+    withdrawn.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(withdrawn, expected, "{v}");
+    for id in &ids {
+        wait_state(&api, id, "deleted").await;
+    }
+    let (_, plans) = call(&api, "GET", "/v1/probe-plans", OPS, Value::Null).await;
+    assert_eq!(
+        plans["plans"][0]["links_up"].as_u64(),
+        Some(links_up),
+        "{plans}"
+    );
+    stop.trigger();
+    f.server.abort();
+}
+
 /// The blast-radius rule and the TTL bounds over the API: a block that would blackhole the
 /// fabric waits for an admin and must expire within the hour; what an admin approved only an
 /// admin deletes; TTLs cannot wrap; the same switch twice is one.

@@ -3,7 +3,8 @@
 //! `probe-plan` intent's plan from the intent API (recomputed there from the topology as it
 //! is), sends the probes on the monitor's links, recovers lost ones with Algorithms 1–2 and
 //! the switches' SQR rings, forwards every returned probe to the collector as telemetry,
-//! and prints one JSON line per session.
+//! posts what it found (links and switches unavailable, links congested) back to the API —
+//! which plans around them and recommends reroutes — and prints one JSON line per session.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -31,7 +32,8 @@ pub struct ProbeArgs {
     /// The intent API, where the probe plans come from.
     #[arg(long, env = "KPLANE_API", default_value = "http://127.0.0.1:8080")]
     api: String,
-    /// Bearer token (viewer is enough).
+    /// Bearer token: operator, to post each session's findings back (with a viewer token the
+    /// findings are only printed; see --no-feedback).
     #[arg(long, env = "KPLANE_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The `probe-plan` intent to run (default: the first active one).
@@ -68,6 +70,13 @@ pub struct ProbeArgs {
     /// The probes' IPv4 source (and destination) address.
     #[arg(long, default_value = "10.255.0.1")]
     source: Ipv4Addr,
+    /// A link is congested when a probe found the queue of its port at least this deep
+    /// (packets; the DLV's 8-bit queue depth).
+    #[arg(long, default_value_t = 32)]
+    congested_depth: u8,
+    /// Print the findings only: do not post them to `POST /v1/probe-plans/{intent}/status`.
+    #[arg(long)]
+    no_feedback: bool,
 }
 
 impl ProbeArgs {
@@ -120,7 +129,13 @@ pub fn run(a: ProbeArgs) -> ExitCode {
         n += 1;
         let started = Instant::now();
         let line = match fetch_plan(&client, a.intent.as_deref()) {
-            Ok(plan) => session(&mut net, &mut monitor, plan, n),
+            Ok(plan) => {
+                let mut line = session(&mut net, &mut monitor, plan, n, a.congested_depth);
+                if !a.no_feedback {
+                    line["feedback"] = feed_back(&client, &line);
+                }
+                line
+            }
             Err(e) => json!({ "session": n, "error": e }),
         };
         println!("{line}");
@@ -151,12 +166,40 @@ fn fetch_plan(client: &Client, intent: Option<&str>) -> Result<LivePlan, String>
     }
 }
 
-/// One session over `plan`; its JSON line.
-fn session(net: &mut WireNet, monitor: &mut Monitor, plan: LivePlan, n: u64) -> Value {
+/// Posts a session's findings to the API (`POST /v1/probe-plans/{intent}/status`): its
+/// answer (reroutes recommended and withdrawn), or the error.
+fn feed_back(client: &Client, line: &Value) -> Value {
+    let path = format!(
+        "/v1/probe-plans/{}/status",
+        line["intent"].as_str().unwrap_or_default()
+    );
+    let body = json!({
+        "session": line["session"],
+        "unavailable": line["unavailable"],
+        "available": line["available"],
+        "congested": line["congested"],
+    });
+    match client.call("POST", &path, Some(&body)) {
+        Ok((200, v)) => json!({ "recommended": v["recommended"], "withdrawn": v["withdrawn"] }),
+        Ok((status, v)) => json!({ "error": format!("{status} {v}") }),
+        Err(e) => json!({ "error": e }),
+    }
+}
+
+/// One session over `plan`; its JSON line. A link whose queue a probe found at least
+/// `congested_depth` deep is listed as congested.
+fn session(
+    net: &mut WireNet,
+    monitor: &mut Monitor,
+    plan: LivePlan,
+    n: u64,
+    congested_depth: u8,
+) -> Value {
     net.set_plan(plan.clone());
     let unattached = net.unattached();
     let before = net.counts.clone();
     net.measurements.clear();
+    net.queue_depths.clear();
     let s: Session = monitor.collect(net, &plan.plan);
     let unavailable: Vec<Value> = s
         .unavailable
@@ -166,6 +209,28 @@ fn session(net: &mut WireNet, monitor: &mut Monitor, plan: LivePlan, n: u64) -> 
             Unavailable::Link(a, b) => json!({ "link": [plan.ids[a], plan.ids[b]] }),
         })
         .collect();
+    // What the probes crossed, once the session completed: every planned hop but those over
+    // what was found unavailable.
+    let lost = |x: usize, y: usize| {
+        s.unavailable.iter().any(|u| match *u {
+            Unavailable::Switch(v) => v == x || v == y,
+            Unavailable::Link(a, b) => (a, b) == (x, y) || (a, b) == (y, x),
+        })
+    };
+    let mut crossed: Vec<(u32, u32)> = plan
+        .plan
+        .paths
+        .iter()
+        .filter(|_| s.complete)
+        .flat_map(|p| p.windows(2))
+        .filter(|w| !lost(w[0], w[1]))
+        .map(|w| {
+            let (a, b) = (plan.ids[w[0]], plan.ids[w[1]]);
+            (a.min(b), a.max(b))
+        })
+        .collect();
+    crossed.sort_unstable();
+    crossed.dedup();
     json!({
         "session": n,
         "intent": plan.intent,
@@ -177,6 +242,16 @@ fn session(net: &mut WireNet, monitor: &mut Monitor, plan: LivePlan, n: u64) -> 
         "recovery_probes": s.recovery_probes,
         "recovered_paths": s.recovered_paths,
         "unavailable": unavailable,
+        "available": crossed
+            .iter()
+            .map(|(a, b)| json!({ "link": [a, b] }))
+            .collect::<Vec<_>>(),
+        "congested": net
+            .queue_depths
+            .iter()
+            .filter(|(_, d)| **d >= congested_depth)
+            .map(|((a, b), d)| json!({ "link": [a, b], "queue_depth": d }))
+            .collect::<Vec<_>>(),
         "unattached": unattached,
         "network": net.counts.since(&before),
         "measurements": net.measurements,

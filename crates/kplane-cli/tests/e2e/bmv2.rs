@@ -1328,6 +1328,38 @@ fn kplane_probe_over_bmv2_recovers_a_failed_link_through_sqr_and_feeds_the_colle
         serde_json::json!([{ "link": [b, c] }]),
         "{recovered}"
     );
+    // Fed back: the API took the finding (the chain has no hosts, so there is nothing to
+    // reroute), names the link unavailable and plans without it.
+    assert!(
+        recovered["feedback"]["recommended"].is_array(),
+        "{recovered}"
+    );
+    let plans = http(api, "GET", "/v1/probe-plans", Some(TOKEN), None)
+        .unwrap()
+        .json();
+    let plan = &plans["plans"][0];
+    assert_eq!(plan["uncovered"], serde_json::json!([c]), "{plan}");
+    assert!(
+        plan["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["status"] == "unavailable"
+                && (l["link"] == serde_json::json!([b, c])
+                    || l["link"] == serde_json::json!([c, b]))),
+        "{plan}"
+    );
+    // The next session, planned without it, does not take it for repaired.
+    let next = next_session();
+    assert_eq!(next["unavailable"], serde_json::json!([]), "{next}");
+    let plans = http(api, "GET", "/v1/probe-plans", Some(TOKEN), None)
+        .unwrap()
+        .json();
+    assert_eq!(
+        plans["plans"][0]["uncovered"],
+        serde_json::json!([c]),
+        "{plans}"
+    );
     // The notice carries the first two switches' measurements, the recovery probe the last's.
     probe_record(&route[..2]);
     probe_record(&route[2..]);

@@ -318,6 +318,46 @@ fn destination(topo: &Topology, dst: &str) -> Result<u32, String> {
     }
 }
 
+/// The fabric's host prefixes (`a.b.c.d/len`) whose shortest paths from some switch cross
+/// the link `[a, b]` or pass through switch `via` (not the one the prefix is behind): what a
+/// failure there cuts off until it is routed around.
+pub(crate) fn prefixes_through(
+    topo: &Topology,
+    link: Option<[u32; 2]>,
+    via: Option<u32>,
+) -> Vec<String> {
+    let adj = adjacency(topo, None, None);
+    let mut out = Vec::new();
+    for s in &topo.switches {
+        let dist = distances(&adj, s.id);
+        let crosses = match (link, via) {
+            (Some([a, b]), _) => match (dist.get(&a), dist.get(&b)) {
+                (Some(da), Some(db)) => da.abs_diff(*db) == 1,
+                _ => false,
+            },
+            // A switch on some shortest path: a neighbour one step nearer, and a switch
+            // beyond it that goes through it.
+            (None, Some(v)) => {
+                v != s.id
+                    && dist.get(&v).is_some_and(|dv| {
+                        adj.iter().any(|(m, peers)| {
+                            dist.get(m) == Some(&(dv + 1)) && peers.iter().any(|(p, _)| *p == v)
+                        })
+                    })
+            }
+            (None, None) => false,
+        };
+        if crosses {
+            out.extend(
+                s.hosts
+                    .iter()
+                    .map(|&(net, len, _)| format!("{}/{len}", std::net::Ipv4Addr::from(net))),
+            );
+        }
+    }
+    out
+}
+
 /// Per switch, the port towards `dst` on a shortest path that avoids the node or link.
 fn reroute_ports(
     topo: &Topology,
