@@ -227,6 +227,15 @@ pub const ROUTES: &[RouteDoc] = &[
         returns: &["plans"],
     },
     RouteDoc {
+        method: "post",
+        path: "/v1/probe-plans/{intent}/status",
+        summary: "GPINT's loop: a monitor session's findings — links and switches unavailable, links its probes crossed, congested links. Unavailable ones leave the plan (until a recheck 30 s after last found) and get reroute recommendations for the prefixes whose paths cross them; those are withdrawn once a probe crosses the link again",
+        role: Role::Operator,
+        params: &[p("intent", "string", "the probe-plan intent")],
+        body: Some("ProbeStatus"),
+        returns: &["intent", "unavailable", "recommended", "withdrawn"],
+    },
+    RouteDoc {
         method: "get",
         path: "/v1/int-label/coverage",
         summary: "INT-label's coverage rate per window from the store: telemetry intervals in which ports were updated over those the range's ports could have been",
@@ -588,6 +597,19 @@ pub fn document() -> Value {
             "schemas": {
                 "Error": { "type": "object", "required": ["error"],
                     "properties": { "error": { "type": "string" } } },
+                "ProbeStatus": { "type": "object", "additionalProperties": false,
+                    "properties": {
+                        "session": { "type": "integer", "minimum": 0 },
+                        "unavailable": { "type": "array", "items": { "$ref": "#/components/schemas/ProbeFinding" } },
+                        "available": { "type": "array", "items": { "$ref": "#/components/schemas/ProbeFinding" } },
+                        "congested": { "type": "array", "items": { "type": "object", "required": ["link", "queue_depth"], "additionalProperties": false,
+                            "properties": {
+                                "link": { "type": "array", "items": { "type": "integer", "minimum": 0, "maximum": 4294967295u64 }, "minItems": 2, "maxItems": 2 },
+                                "queue_depth": { "type": "integer", "minimum": 0, "maximum": 4294967295u64 } } } } } },
+                "ProbeFinding": { "type": "object", "additionalProperties": false, "description": "{\"link\": [a, b]} or {\"switch\": s}",
+                    "properties": {
+                        "link": { "type": "array", "items": { "type": "integer", "minimum": 0, "maximum": 4294967295u64 }, "minItems": 2, "maxItems": 2 },
+                        "switch": { "type": "integer", "minimum": 0, "maximum": 4294967295u64 } } },
                 "Query": { "type": "object", "required": ["sql"],
                     "properties": { "sql": { "type": "string" } } },
                 "Policy": { "type": "object", "required": ["auto-apply"],
@@ -605,7 +627,7 @@ pub fn document() -> Value {
                         "measurement": { "type": "string", "enum": ["hop-latency", "queue-occupancy", "tx-utilization"] },
                         "threshold": { "type": "integer" },
                         "weight": { "type": "number", "description": "EWMA weight of the new value, 0-1" },
-                        "when": { "type": "array", "maxItems": 2, "description": "complex: conditions that must all hold",
+                        "when": { "type": "array", "minItems": 1, "maxItems": 4, "description": "complex: 1-4 conditions that must all hold",
                             "items": { "type": "object",
                                 "properties": {
                                     "measurement": { "type": "string", "enum": ["hop-latency", "queue-occupancy", "tx-utilization"] },
