@@ -476,7 +476,9 @@ async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
     let api = start(config(&dir, f.control), Live::new(10), stop.clone())
         .await
         .unwrap();
-    // The control channel goes away after the API learnt the fabric.
+    // The control channel goes away after the API learnt the fabric. Its address stays
+    // taken — by a listener that hangs up on every connection — so that no test running
+    // beside this one binds it before the channel comes back on it.
     let Fabric {
         sim,
         control,
@@ -484,10 +486,15 @@ async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
     } = f;
     server.abort();
     let _ = server.await;
-    let f = Fabric {
+    let hang_up = tokio::net::TcpListener::bind(control).await.unwrap();
+    let mut f = Fabric {
         sim,
         control,
-        server: tokio::spawn(async {}),
+        server: tokio::spawn(async move {
+            while let Ok((conn, _)) = hang_up.accept().await {
+                drop(conn);
+            }
+        }),
     };
     let (s, v) = call(
         &api,
@@ -526,6 +533,8 @@ async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
         "{v}"
     );
     // Back on the same address: retried, applied.
+    f.server.abort();
+    let _ = (&mut f.server).await;
     let (_, server) = serve(f.sim.clone(), f.control).await;
     wait_state(&api, &id, "active").await;
     assert_eq!(emulator_entries(&f, "drop_acl").len(), 8);
