@@ -45,7 +45,7 @@ enum Command {
     /// Intents through the intent API: apply, dry-run, list, show, delete, approve, audit.
     Intent(intent::IntentArgs),
     /// GPINT's monitoring module on real switches: probes per a `probe-plan` intent, data
-    /// recovery, returned probes to the collector (see docs/gpint.md).
+    /// recovery, returned probes to the collector, findings back to the API (see docs/gpint.md).
     Probe(probe::ProbeArgs),
     /// Everything in one process: emulator, collector, stream processor, API and web console.
     Up(up::UpArgs),
@@ -69,7 +69,8 @@ enum Command {
     /// Benchmarks (printed figures: see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(kplane_bench::Bench),
-    /// Evaluations against the emulator's ground truth (see docs/knowledge.md).
+    /// Evaluations against a ground truth: the emulator's, the independent generator's, the BMv2
+    /// lab's (see docs/knowledge.md, docs/lab.md).
     #[command(subcommand)]
     Eval(kplane_experiments::eval::Eval),
     /// The seed papers' evaluations re-run on kplane: `kplane experiment list` names them;

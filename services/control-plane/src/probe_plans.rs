@@ -7,8 +7,8 @@
 //! `POST /v1/probe-plans/{intent}/status` (operator): what the monitor's latest session
 //! found — links and switches unavailable, links its probes crossed (available), links
 //! congested. An unavailable link or switch stays so until a probe crosses it again; the
-//! plan leaves it out for [`RECHECK`] after it was last found, then plans it again to check
-//! it. Each newly unavailable one is answered with `reroute` recommendations for the host
+//! plan leaves it out for `probe-recheck` (`[intent-api.intents]`, 30 s) after it was last
+//! found, then plans it again to check it. Each newly unavailable one is answered with `reroute` recommendations for the host
 //! prefixes whose shortest paths cross it (submitted under the recommendation policy and
 //! verified like any intent); once a probe crosses it again, those reroutes are withdrawn.
 
@@ -32,9 +32,6 @@ use kplane_southbound::Topology;
 
 /// The owner of the reroutes that answer the monitor's findings.
 pub const OWNER: &str = "probe-monitor";
-/// How long an unavailable link or switch stays out of the plan after a session last found
-/// it; then it is probed again.
-pub const RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub(crate) fn router(auth: Auth) -> Router<Routes> {
     let viewer = Router::new()
@@ -136,6 +133,7 @@ pub(crate) type Findings = Arc<Mutex<BTreeMap<String, Found>>>;
 
 async fn plans(State(s): State<Routes>) -> Json<Value> {
     let topo = s.intents.topology().await;
+    let recheck = s.intents.cfg.probe_recheck;
     let findings = s.probe_findings.lock().await.clone();
     let plans: Vec<Value> = s
         .intents
@@ -147,7 +145,7 @@ async fn plans(State(s): State<Routes>) -> Json<Value> {
             IntentKind::ProbePlan { planner, measure } => {
                 let found = findings.get(&i.id).cloned().unwrap_or_default();
                 let mut v = plan(
-                    &without(&topo, &found.unavailable(Some(RECHECK))),
+                    &without(&topo, &found.unavailable(Some(recheck))),
                     i.spec.switches.as_deref(),
                     planner,
                     *measure,
@@ -484,7 +482,10 @@ mod tests {
                 queue_depth: 40,
             }],
         };
-        let w = without(&t, &found.unavailable(Some(RECHECK)));
+        let w = without(
+            &t,
+            &found.unavailable(Some(std::time::Duration::from_secs(30))),
+        );
         assert_eq!(found.unavailable(Some(std::time::Duration::ZERO)), []);
         assert_eq!(w.links.iter().filter(|l| !l.2).count(), 1);
         let status = link_status(&t, &found);

@@ -229,7 +229,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "post",
         path: "/v1/probe-plans/{intent}/status",
-        summary: "GPINT's loop: a monitor session's findings — links and switches unavailable, links its probes crossed, congested links. Unavailable ones leave the plan (until a recheck 30 s after last found) and get reroute recommendations for the prefixes whose paths cross them; those are withdrawn once a probe crosses the link again",
+        summary: "GPINT's loop: a monitor session's findings — links and switches unavailable, links its probes crossed, congested links. Unavailable ones leave the plan (until a recheck, probe-recheck after last found) and get reroute recommendations for the prefixes whose paths cross them; those are withdrawn once a probe crosses the link again",
         role: Role::Operator,
         params: &[p("intent", "string", "the probe-plan intent")],
         body: Some("ProbeStatus"),

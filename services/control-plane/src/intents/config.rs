@@ -42,6 +42,10 @@ pub struct IntentsConfig {
     pub recommendation_max_age: Duration,
     /// The blast-radius rule and TTL bounds (`[intent-api.intents.safety]`).
     pub safety: super::safety::SafetyConfig,
+    /// How long a link or switch the probe monitor found unavailable stays out of the probe
+    /// plan after it was last found; then it is planned again, to be checked.
+    #[serde(with = "humantime_serde")]
+    pub probe_recheck: Duration,
 }
 
 impl Default for IntentsConfig {
@@ -59,6 +63,7 @@ impl Default for IntentsConfig {
             follow_recommendations: true,
             recommendation_max_age: Duration::from_secs(60),
             safety: Default::default(),
+            probe_recheck: Duration::from_secs(30),
         }
     }
 }
