@@ -76,9 +76,7 @@ pub struct LoopArgs {
 
 /// Starts the `kplane up` or `kplane lab up` child of one run, `total` seconds long.
 fn start(a: &LoopArgs, total: u64) -> anyhow::Result<Up> {
-    let mut args: Vec<String> = Vec::new();
-    let mut arg = |k: &str, v: String| args.extend([k.to_string(), v]);
-    match a.data_plane {
+    let mut args: Vec<String> = match a.data_plane {
         DataPlane::Emulator => {
             let scenario = format!(
                 "ddos:victim={},attackers={},rate={},start={},duration={}",
@@ -88,14 +86,17 @@ fn start(a: &LoopArgs, total: u64) -> anyhow::Result<Up> {
                 a.learn as f64 / total as f64,
                 a.attack as f64 / total as f64
             );
-            arg("--scenario", scenario);
-            arg("--flows", a.flows.unwrap_or(1_000.0).to_string());
-            arg("--link-gbps", a.link_gbps.to_string());
-            arg(
-                "--topology",
+            vec![
+                "up".into(),
+                "--scenario".into(),
+                scenario,
+                "--flows".into(),
+                a.flows.unwrap_or(1_000.0).to_string(),
+                "--link-gbps".into(),
+                a.link_gbps.to_string(),
+                "--topology".into(),
                 a.topology.as_deref().unwrap_or("fat-tree:4").into(),
-            );
-            args.insert(0, "up".into());
+            ]
         }
         DataPlane::Lab => {
             let topology = a.topology.as_deref().unwrap_or("leaf-spine:2,4,2");
@@ -110,12 +111,18 @@ fn start(a: &LoopArgs, total: u64) -> anyhow::Result<Up> {
                 "ddos:start={}s,duration={}s,victim={victim},sources={},pps={}",
                 a.learn, a.attack, a.attackers, a.pps
             );
-            arg("--attack", attack);
-            arg("--topology", topology.into());
-            arg("--flows", a.flows.unwrap_or(5.0).to_string());
-            args.splice(0..0, ["lab".to_string(), "up".to_string()]);
+            vec![
+                "lab".into(),
+                "up".into(),
+                "--attack".into(),
+                attack,
+                "--topology".into(),
+                topology.into(),
+                "--flows".into(),
+                a.flows.unwrap_or(5.0).to_string(),
+            ]
         }
-    }
+    };
     args.extend([
         "--duration".into(),
         format!("{total}s"),

@@ -274,24 +274,31 @@ async fn status(
         name: OWNER.into(),
         role: Role::Operator,
     };
+    // The intents that stand, once: each reroute asked for differs from the others in its
+    // prefix or what it avoids.
+    let standing: Vec<_> = s
+        .intents
+        .list(None)
+        .await
+        .into_iter()
+        .filter(|i| !i.state.ended())
+        .collect();
     let mut recommended = Vec::new();
     for u in now.difference(&before) {
         for dst in prefixes_through(&topo, u.link, u.switch) {
-            recommended.push(reroute(&s, &me, &dst, *u, found.session).await);
+            recommended.push(reroute(&s, &standing, &me, &dst, *u, found.session).await);
         }
     }
     // Back: the reroutes that avoided it are withdrawn.
+    let back: BTreeSet<Unavailable> = before.difference(&now).copied().collect();
     let mut withdrawn = Vec::new();
-    for u in before.difference(&now) {
-        for i in s.intents.list(None).await {
-            if let IntentKind::Reroute { avoid, .. } = &i.spec.kind
-                && i.spec.owner == OWNER
-                && !i.state.ended()
-                && Unavailable::avoided(avoid) == *u
-                && s.intents.delete(&i.id, &who).await.is_ok()
-            {
-                withdrawn.push(json!(i.id));
-            }
+    for i in &standing {
+        if let IntentKind::Reroute { avoid, .. } = &i.spec.kind
+            && i.spec.owner == OWNER
+            && back.contains(&Unavailable::avoided(avoid))
+            && s.intents.delete(&i.id, &who).await.is_ok()
+        {
+            withdrawn.push(json!(i.id));
         }
     }
     Ok(Json(json!({
@@ -304,7 +311,14 @@ async fn status(
 
 /// A `reroute` of `dst` around `u`, submitted as a recommendation (unless one stands): its id
 /// and state, or why it was refused.
-async fn reroute(s: &Routes, me: &Identity, dst: &str, u: Unavailable, session: u64) -> Value {
+async fn reroute(
+    s: &Routes,
+    standing: &[crate::intents::store::Intent],
+    me: &Identity,
+    dst: &str,
+    u: Unavailable,
+    session: u64,
+) -> Value {
     let kind = IntentKind::Reroute {
         dst: dst.to_string(),
         avoid: Avoid {
@@ -312,13 +326,7 @@ async fn reroute(s: &Routes, me: &Identity, dst: &str, u: Unavailable, session: 
             link: u.link,
         },
     };
-    let standing = s
-        .intents
-        .list(None)
-        .await
-        .into_iter()
-        .find(|i| !i.state.ended() && i.spec.kind == kind);
-    if let Some(i) = standing {
+    if let Some(i) = standing.iter().find(|i| i.spec.kind == kind) {
         return json!({ "dst": dst, "id": i.id, "state": i.state.as_str() });
     }
     let spec = IntentSpec {

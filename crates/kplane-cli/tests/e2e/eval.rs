@@ -10,6 +10,17 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// What an evaluation that exited successfully printed.
+fn report_of(run: &std::process::Output) -> String {
+    let report = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    report
+}
+
 #[test]
 fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises_no_attack() {
     let out = std::env::temp_dir().join(format!("kplane-eval-{}", std::process::id()));
@@ -44,12 +55,7 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
         .env("RUST_LOG", "error")
         .output()
         .unwrap();
-    let report = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let report = report_of(&run);
     assert!(report.contains("| port_scan | 1 | 1 | 1.00 |"), "{report}");
     // The emulator is paced by the collector: every report sent was taken, however slow the
     // machine.
@@ -226,12 +232,7 @@ fn on_the_bmv2_lab_a_ddos_and_a_port_scan_drawn_from_the_seed_are_raised_and_typ
         .arg(&out)
         .output()
         .unwrap();
-    let report = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let report = report_of(&run);
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     for ty in ["ddos", "port_scan"] {
         assert!(csv.contains(&format!(",lab,recall,{ty},1\n")), "{report}");

@@ -245,11 +245,8 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
 
     // Scored from the end of the learning stretch.
     let truth = std::fs::read_to_string(data.join("lab/truth.jsonl")).unwrap_or_default();
-    let first_attack = truth
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|t| t["start_ns"].as_i64())
-        .min();
+    let events = events(&truth);
+    let first_attack = events.iter().filter_map(|e| e["t_ns"].as_i64()).min();
     let first_offset = slots
         .iter()
         .position(|(_, _, at)| at.is_some())
@@ -264,7 +261,6 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
     // starts before it.
     let raised_at = |x: &Anomaly| x.start_ns + window_ns;
     let learning: Vec<Anomaly> = all.extract_if(.., |x| raised_at(x) <= t0).collect();
-    let events = events(&truth);
     let injected = events.len();
     if injected != slots.iter().filter(|s| s.2.is_some()).count() {
         bail!(
@@ -278,11 +274,16 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
     let mut jsonl = std::fs::File::create(out.join("anomalies.jsonl"))?;
     for k in 0..slots.len() as i64 {
         let from = t0 + k * slot_ns;
-        let within = |ns: i64| (from < ns) && (ns <= from + slot_ns);
+        // A window ending on the slot's start is the slot before's.
+        let within = |ns: i64| from < ns && ns <= from + slot_ns;
         let o = Outcome {
             events: events
                 .iter()
-                .filter(|e| e["t_ns"].as_i64().is_some_and(|t| within(t + 1)))
+                .filter(|e| {
+                    e["t_ns"]
+                        .as_i64()
+                        .is_some_and(|t| (from..from + slot_ns).contains(&t))
+                })
                 .map(|e| shift_event(e, from))
                 .collect(),
             topology: None,
