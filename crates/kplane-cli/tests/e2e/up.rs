@@ -320,13 +320,15 @@ fn kplane_up_correlates_its_first_minute_into_few_incidents_paged_to_alertmanage
         .collect();
     assert!(orphans.is_empty(), "episodes in no incident: {orphans:?}");
     if let Some(am) = &am {
-        let known: std::collections::HashSet<&str> = now["incidents"]
+        // Alerts first, the incident list after: an incident opened in between is then known.
+        let alerts = am.alerts();
+        let after = get("/v1/incidents?limit=10000");
+        let known: std::collections::HashSet<&str> = after["incidents"]
             .as_array()
             .unwrap()
             .iter()
             .map(|i| i["id"].as_str().unwrap())
             .collect();
-        let alerts = am.alerts();
         assert!(!alerts.is_empty(), "no incident reached Alertmanager");
         for a in &alerts {
             let id = a["labels"]["incident_id"].as_str().unwrap();
