@@ -27,6 +27,7 @@ use kplane_runtime::limits::Limits;
 
 pub use error::ControlError;
 pub use intents::backpressure::BackpressureConfig;
+pub use intents::traffic_engineering::TrafficEngineeringConfig;
 pub use intents::{CONTROLLERS, Intents, IntentsConfig, label_pro, model, store};
 pub use label_ports::LabelPorts;
 pub use telemetry::Telemetry;
@@ -45,8 +46,8 @@ pub fn router(intents: Intents, auth: Auth, limits: Limits, intent_rate: u32) ->
 }
 
 /// Learns the fabric from the drivers, then runs the reconcile loop and the controllers
-/// (backpressure, INT-label Pro over `labels`, and the knowledge service's recommendations
-/// when `follow-recommendations` is on) until `shutdown`. The handle ends with the reconcile
+/// (backpressure, INT-label Pro over `labels`, the knowledge service's recommendations
+/// when `follow-recommendations` is on, traffic engineering when it is enabled) until `shutdown`. The handle ends with the reconcile
 /// loop.
 pub async fn start(
     intents: &Intents,
@@ -75,5 +76,10 @@ pub async fn start(
             shutdown.clone(),
         ));
     }
+    tokio::spawn(intents::traffic_engineering::run(
+        intents.clone(),
+        cfg.traffic_engineering.clone(),
+        shutdown.clone(),
+    ));
     tokio::spawn(intents::engine::run(intents.clone(), shutdown))
 }

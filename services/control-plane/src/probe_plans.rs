@@ -324,6 +324,7 @@ async fn reroute(
         avoid: Avoid {
             switch: u.switch,
             link: u.link,
+            links: Vec::new(),
         },
     };
     if let Some(i) = standing.iter().find(|i| i.spec.kind == kind) {

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use kplane_model::results::Anomaly;
+use kplane_model::results::{Anomaly, Forecast};
 use tokio::sync::broadcast;
 
 /// Fresh telemetry for verification and recommendations.
@@ -22,4 +22,7 @@ pub trait Telemetry: Send + Sync + 'static {
 
     /// Anomalies as the knowledge service raises them.
     fn anomalies(&self) -> broadcast::Receiver<Arc<Anomaly>>;
+
+    /// The knowledge service's latest `link_utilization` forecast of every link.
+    fn link_forecasts(&self) -> Vec<Forecast>;
 }

@@ -211,4 +211,12 @@ impl kplane_control_plane::Telemetry for Live {
     fn anomalies(&self) -> broadcast::Receiver<Arc<kplane_model::results::Anomaly>> {
         self.findings.subscribe()
     }
+
+    fn link_forecasts(&self) -> Vec<kplane_model::results::Forecast> {
+        self.findings
+            .forecasts(Some("link_utilization"), None, 1)
+            .into_iter()
+            .flat_map(|(_, _, f)| f)
+            .collect()
+    }
 }

@@ -11,7 +11,7 @@ use crate::error::ControlError;
 use kplane_p4::{Entry, EntrySpec, P4Info};
 
 use super::model::{
-    Algorithm, Detection, Encapsulation, FlowMatch, IntentKind, IntentSpec, ipv4_prefix,
+    Algorithm, Avoid, Detection, Encapsulation, FlowMatch, IntentKind, IntentSpec, ipv4_prefix,
 };
 use kplane_southbound::Topology;
 
@@ -145,7 +145,7 @@ fn entries_of(info: &P4Info, spec: &IntentSpec, topo: &Topology) -> Result<Entri
             scope(topo.switches.iter().map(|n| n.id).collect())?;
         }
         IntentKind::Reroute { dst, avoid } => {
-            let ports = reroute_ports(topo, dst, avoid.switch, avoid.link)?;
+            let ports = reroute_ports(topo, dst, avoid)?;
             let only = spec
                 .switches
                 .as_ref()
@@ -258,16 +258,14 @@ fn detection_entry(spec: &IntentSpec, flows: &FlowMatch, d: &Detection) -> Entry
     }
 }
 
-/// Switch → (neighbour, port) over links that are up, without `skip_node` and `skip_link`.
-fn adjacency(
-    topo: &Topology,
-    skip_node: Option<u32>,
-    skip_link: Option<[u32; 2]>,
-) -> HashMap<u32, Vec<(u32, u32)>> {
+/// Switch → (neighbour, port) over links that are up, without what `skip` avoids.
+fn adjacency(topo: &Topology, skip: &Avoid) -> HashMap<u32, Vec<(u32, u32)>> {
     let mut adj: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
     for &((a, pa), (b, pb), up) in &topo.links {
-        let skipped = skip_node.is_some_and(|n| n == a || n == b)
-            || skip_link.is_some_and(|[x, y]| (x, y) == (a, b) || (x, y) == (b, a));
+        let skipped = skip.switch.is_some_and(|n| n == a || n == b)
+            || skip
+                .all_links()
+                .any(|[x, y]| (x, y) == (a, b) || (x, y) == (b, a));
         if up && !skipped {
             adj.entry(a).or_default().push((b, pa));
             adj.entry(b).or_default().push((a, pb));
@@ -326,7 +324,7 @@ pub(crate) fn prefixes_through(
     link: Option<[u32; 2]>,
     via: Option<u32>,
 ) -> Vec<String> {
-    let adj = adjacency(topo, None, None);
+    let adj = adjacency(topo, &Avoid::default());
     let mut out = Vec::new();
     for s in &topo.switches {
         let dist = distances(&adj, s.id);
@@ -358,15 +356,10 @@ pub(crate) fn prefixes_through(
     out
 }
 
-/// Per switch, the port towards `dst` on a shortest path that avoids the node or link.
-fn reroute_ports(
-    topo: &Topology,
-    dst: &str,
-    avoid_node: Option<u32>,
-    avoid_link: Option<[u32; 2]>,
-) -> Result<Vec<(u32, u32)>, String> {
+/// Per switch, the port towards `dst` on a shortest path that avoids what `avoid` names.
+fn reroute_ports(topo: &Topology, dst: &str, avoid: &Avoid) -> Result<Vec<(u32, u32)>, String> {
     let target = destination(topo, dst)?;
-    if let Some(n) = avoid_node {
+    if let Some(n) = avoid.switch {
         if topo.switch(n).is_none() {
             return Err(format!(
                 "avoid.switch: {n} is not a switch of the fabric (known: {})",
@@ -379,22 +372,22 @@ fn reroute_ports(
             ));
         }
     }
-    if let Some([a, b]) = avoid_link
-        && !topo
+    if let Some([a, b]) = avoid.all_links().find(|&[a, b]| {
+        !topo
             .links
             .iter()
             .any(|&((x, _), (y, _), _)| (x, y) == (a, b) || (x, y) == (b, a))
-    {
+    }) {
         return Err(format!(
-            "avoid.link: there is no link between switches {a} and {b}"
+            "avoid: there is no link between switches {a} and {b}"
         ));
     }
-    let all = distances(&adjacency(topo, None, None), target);
-    let adj = adjacency(topo, avoid_node, avoid_link);
+    let all = distances(&adjacency(topo, &Avoid::default()), target);
+    let adj = adjacency(topo, avoid);
     let dist = distances(&adj, target);
     let mut out = Vec::new();
     for s in &topo.switches {
-        if Some(s.id) == avoid_node || s.id == target {
+        if Some(s.id) == avoid.switch || s.id == target {
             continue;
         }
         match dist.get(&s.id) {
@@ -409,19 +402,45 @@ fn reroute_ports(
             }
             None if all.contains_key(&s.id) => {
                 return Err(format!(
-                    "black hole: switch {} would have no path to {dst} without {}",
-                    s.id,
-                    match (avoid_node, avoid_link) {
-                        (Some(n), _) => format!("switch {n}"),
-                        (_, Some([a, b])) => format!("link {a}-{b}"),
-                        _ => String::new(),
-                    }
+                    "black hole: switch {} would have no path to {dst} without {avoid}",
+                    s.id
                 ));
             }
             None => {}
         }
     }
     Ok(out)
+}
+
+/// The switches a packet entering at switch `from` crosses towards `dst` once a reroute
+/// around `avoid` is in place (`from` first, `dst`'s switch last): where the reroute puts
+/// the flows it moves.
+pub(crate) fn reroute_path(
+    topo: &Topology,
+    dst: &str,
+    avoid: &Avoid,
+    from: u32,
+) -> Result<Vec<u32>, String> {
+    let target = destination(topo, dst)?;
+    let ports: HashMap<u32, u32> = reroute_ports(topo, dst, avoid)?.into_iter().collect();
+    let mut path = vec![from];
+    let mut at = from;
+    while at != target && path.len() <= topo.switches.len() {
+        let port = *ports
+            .get(&at)
+            .ok_or_else(|| format!("switch {at} has no path to {dst} around {avoid}"))?;
+        at = topo
+            .links
+            .iter()
+            .find_map(|&((a, pa), (b, pb), _)| match () {
+                () if (a, pa) == (at, port) => Some(b),
+                () if (b, pb) == (at, port) => Some(a),
+                () => None,
+            })
+            .ok_or_else(|| format!("switch {at} port {port} leads to no switch"))?;
+        path.push(at);
+    }
+    Ok(path)
 }
 
 /// Who owns what on which switch: the entries of accepted intents, for conflict checks.
@@ -527,7 +546,7 @@ impl Index {
         let Ok((fwd, _)) = info.table("ipv4_forward") else {
             return Ok(());
         };
-        let adj = adjacency(topo, None, None);
+        let adj = adjacency(topo, &Avoid::default());
         let dist = distances(&adj, target);
         let peer = |s: u32, port: u32| {
             adj.get(&s)

@@ -46,6 +46,9 @@ pub struct IntentsConfig {
     /// plan after it was last found; then it is planned again, to be checked.
     #[serde(with = "humantime_serde")]
     pub probe_recheck: Duration,
+    /// Reroutes from the knowledge service's link forecasts
+    /// (`[intent-api.intents.traffic-engineering]`).
+    pub traffic_engineering: super::traffic_engineering::TrafficEngineeringConfig,
 }
 
 impl Default for IntentsConfig {
@@ -64,6 +67,7 @@ impl Default for IntentsConfig {
             recommendation_max_age: Duration::from_secs(60),
             safety: Default::default(),
             probe_recheck: Duration::from_secs(30),
+            traffic_engineering: Default::default(),
         }
     }
 }
@@ -82,5 +86,6 @@ impl IntentsConfig {
         self.backpressure.check(problems);
         self.int_label_pro.check(problems);
         self.safety.check(problems);
+        self.traffic_engineering.check(problems);
     }
 }

@@ -1,7 +1,8 @@
 //! [`Intents`]: the handle the routes and controllers use — submit, approve, delete, the
 //! policy, the audit log — over the persisted intents, their compiled entries and the switch
 //! drivers; [`engine`] runs the reconcile loop, and the controllers (backpressure, the
-//! knowledge service's recommendations, INT-label Pro) submit intents through it.
+//! knowledge service's recommendations, INT-label Pro, traffic engineering) submit intents
+//! through it.
 
 pub(crate) mod backpressure;
 pub(crate) mod compile;
@@ -12,6 +13,7 @@ pub mod model;
 pub(crate) mod recommendations;
 pub(crate) mod safety;
 pub mod store;
+pub(crate) mod traffic_engineering;
 pub(crate) mod verify;
 
 use std::collections::{BTreeMap, HashMap};
@@ -154,10 +156,11 @@ impl Inner {
 
 /// The controllers that submit intents themselves: what they own, only they or an admin
 /// delete.
-pub const CONTROLLERS: [&str; 3] = [
+pub const CONTROLLERS: [&str; 4] = [
     backpressure::OWNER,
     recommendations::ACTOR,
     label_pro::OWNER,
+    traffic_engineering::OWNER,
 ];
 
 /// The intents and the drivers that carry them out; cheap to clone.
@@ -446,6 +449,29 @@ impl Intents {
         drop(g);
         self.wake.notify_one();
         Ok(out)
+    }
+
+    /// A controller's judgement that an applied intent did not have its effect (traffic
+    /// engineering: the link is still hot): rolled back like a failed verification, `why`
+    /// as its evidence.
+    pub async fn roll_back(&self, id: &str, actor: &str, why: &str) -> Result<(), ControlError> {
+        let mut g = self.inner.lock().await;
+        let i = g.intent_mut(id)?;
+        if i.state.ended() {
+            return Err(ControlError::Conflict(format!(
+                "intent {id} is already {}",
+                i.state.as_str()
+            )));
+        }
+        i.state = State::RolledBack;
+        i.updated_ms = now_ms();
+        i.evidence.push(why.to_string());
+        g.audit(actor, "verify", id, "rolled-back", why.to_string());
+        g.rebuild_index();
+        g.save();
+        drop(g);
+        self.wake.notify_one();
+        Ok(())
     }
 
     /// `POST /v1/intents/{id}/approve` (admin): a pending recommendation is applied.

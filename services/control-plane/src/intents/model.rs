@@ -473,8 +473,9 @@ impl IntentKind {
     }
 }
 
-/// A switch or a link (its two switches) to avoid.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+/// What a reroute's paths avoid: a switch, a link (its two switches), further links (traffic
+/// engineering avoids the links with no room), or several of these.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Avoid {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -482,6 +483,42 @@ pub struct Avoid {
     /// `[a, b]`: the link between switches a and b.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<[u32; 2]>,
+    /// More links, each `[a, b]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<[u32; 2]>,
+}
+
+impl Avoid {
+    /// Every link avoided (`link` and `links`).
+    pub fn all_links(&self) -> impl Iterator<Item = [u32; 2]> + '_ {
+        self.link.into_iter().chain(self.links.iter().copied())
+    }
+
+    /// Whether a path (switch ids in order) crosses what is avoided.
+    pub fn crossed_by(&self, path: &[u32]) -> bool {
+        self.switch.is_some_and(|s| path.contains(&s))
+            || path.windows(2).any(|w| {
+                self.all_links()
+                    .any(|[x, y]| (w[0], w[1]) == (x, y) || (w[0], w[1]) == (y, x))
+            })
+    }
+}
+
+impl std::fmt::Display for Avoid {
+    /// "switch 3", "link 1-2", "switch 3, links 1-2, 4-5".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let links: Vec<String> = self.all_links().map(|[a, b]| format!("{a}-{b}")).collect();
+        let mut parts = Vec::new();
+        if let Some(s) = self.switch {
+            parts.push(format!("switch {s}"));
+        }
+        match links.len() {
+            0 => {}
+            1 => parts.push(format!("link {}", links[0])),
+            _ => parts.push(format!("links {}", links.join(", "))),
+        }
+        f.write_str(&parts.join(", "))
+    }
 }
 
 /// A 5-tuple match: prefixes, a protocol and port ranges; a missing field matches anything.
@@ -717,14 +754,12 @@ impl IntentSpec {
                         "dst: {dst:?} is not an IPv4 prefix (e.g. 10.0.1.0/24)"
                     ));
                 }
-                if avoid.switch.is_some() == avoid.link.is_some() {
-                    p.push("avoid: give exactly one of switch or link".into());
+                if *avoid == Avoid::default() {
+                    p.push("avoid: give a switch, a link or links".into());
                 }
-                if let Some([a, b]) = avoid.link
-                    && a == b
-                {
+                if let Some([a, b]) = avoid.all_links().find(|[a, b]| a == b) {
                     p.push(format!(
-                        "avoid.link: [{a}, {b}] is not a link between two switches"
+                        "avoid: [{a}, {b}] is not a link between two switches"
                     ));
                 }
             }

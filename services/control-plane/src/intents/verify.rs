@@ -12,12 +12,14 @@ use std::net::Ipv4Addr;
 
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
-use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type};
+use arrow_array::types::{
+    Int64Type, TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
 
 use kplane_model::FlowKey;
 use kplane_model::detection;
 
-use super::model::{Avoid, FlowMatch, IntentKind, in_prefix};
+use super::model::{FlowMatch, IntentKind, in_prefix};
 use crate::telemetry::Telemetry;
 
 /// Packets in flight when an entry is written, and switch clocks a little behind the API's:
@@ -37,6 +39,8 @@ pub struct FlowObs {
     pub dst_port: u16,
     pub protocol: u8,
     pub path: Vec<u32>,
+    /// Bytes its reports carried in the window.
+    pub bytes: u64,
 }
 
 fn v4(b: &[u8]) -> Option<u32> {
@@ -67,6 +71,18 @@ fn rows(b: &RecordBatch, out: &mut Vec<FlowObs>) -> Option<()> {
     let last = b
         .column_by_name("last_seen")?
         .as_primitive_opt::<TimestampNanosecondType>()?;
+    let bytes = b.column_by_name("bytes")?;
+    let bytes = |i: usize| {
+        bytes
+            .as_primitive_opt::<UInt64Type>()
+            .map(|a| a.value(i))
+            .or_else(|| {
+                bytes
+                    .as_primitive_opt::<Int64Type>()
+                    .map(|a| a.value(i).max(0) as u64)
+            })
+            .unwrap_or(0)
+    };
     let ms = |ns: i64| (ns / 1_000_000).max(0) as u64;
     for i in 0..b.num_rows() {
         let (Some(s), Some(d)) = (v4(src.value(i)), v4(dst.value(i))) else {
@@ -84,6 +100,7 @@ fn rows(b: &RecordBatch, out: &mut Vec<FlowObs>) -> Option<()> {
             dst_port: dp.value(i),
             protocol: pr.value(i),
             path: hops.iter().flatten().collect(),
+            bytes: bytes(i),
         });
     }
     Some(())
@@ -108,7 +125,7 @@ pub fn expected_effect(kind: &IntentKind) -> String {
         }
         IntentKind::Reroute { dst, avoid } => format!(
             "fresh windows show the flows towards {dst} on paths avoiding {}",
-            avoided(avoid)
+            avoid
         ),
         IntentKind::Monitor { .. } => {
             "matching flows report (INT from their first switch) in fresh windows".into()
@@ -120,14 +137,6 @@ pub fn expected_effect(kind: &IntentKind) -> String {
         IntentKind::ProbePlan { .. } => {
             "a probe plan over the topology's switches (GET /v1/probe-plans)".into()
         }
-    }
-}
-
-fn avoided(a: &Avoid) -> String {
-    match (a.switch, a.link) {
-        (Some(s), _) => format!("switch {s}"),
-        (_, Some([x, y])) => format!("link {x}-{y}"),
-        _ => "nothing".into(),
     }
 }
 
@@ -188,16 +197,6 @@ fn typed(flows: &FlowMatch) -> Option<detection::FlowMatch> {
     flows.parse("match").ok()
 }
 
-fn crosses(path: &[u32], a: &Avoid) -> bool {
-    match (a.switch, a.link) {
-        (Some(s), _) => path.contains(&s),
-        (_, Some([x, y])) => path
-            .windows(2)
-            .any(|w| (w[0], w[1]) == (x, y) || (w[0], w[1]) == (y, x)),
-        _ => false,
-    }
-}
-
 impl Tracker {
     /// Adds observations of windows that ended after `applied_ms` + [`GRACE_MS`].
     pub fn observe(&mut self, kind: &IntentKind, applied_ms: u64, obs: &[FlowObs]) {
@@ -223,9 +222,8 @@ impl Tracker {
                 IntentKind::Block { .. } => w.others_live += 1,
                 IntentKind::Reroute { dst, avoid } if in_prefix(dst, f.dst) => {
                     w.matching += 1;
-                    if crosses(&f.path, avoid) {
-                        w.violations
-                            .push(format!("{} crosses {}", show(f), avoided(avoid)));
+                    if avoid.crossed_by(&f.path) {
+                        w.violations.push(format!("{} crosses {}", show(f), avoid));
                     }
                 }
                 IntentKind::Monitor { .. } if selected(f) => w.matching += 1,
@@ -332,6 +330,7 @@ mod tests {
             dst_port: 53,
             protocol: 17,
             path: path.to_vec(),
+            bytes: 1_000,
         }
     }
 
