@@ -60,6 +60,9 @@ pub struct UpArgs {
     /// `live+ddos:start=0.5,rate=0.01` (times are fractions of --duration).
     #[arg(long, default_value = "live")]
     scenario: String,
+    /// The emulator's seed (its traffic's draws, and what seeded scenarios choose).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 pub fn run(source: ConfigSource, a: UpArgs) -> ExitCode {
@@ -95,6 +98,10 @@ async fn up(
         link: kplane_emulator::topology::LinkSpec {
             rate_bps: (a.link_gbps * 1e9) as u64,
             ..kplane_emulator::topology::LinkSpec::default()
+        },
+        sim: kplane_emulator::sim::SimConfig {
+            seed: a.seed,
+            ..Default::default()
         },
         ..kplane_emulator::run::RunConfig::default()
     };

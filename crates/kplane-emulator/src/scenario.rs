@@ -22,6 +22,7 @@ pub const SCENARIOS: &[&str] = &[
     "link-loss",
     "heavy-hitter",
     "flash-crowd",
+    "elephants",
     "all",
     "live",
 ];
@@ -403,6 +404,56 @@ fn install(sim: &mut Sim, name: &str, p: &Params, duration: u64) -> Result<(), E
                 sim.schedule(start, Action::StartFlow(Box::new(f)));
             }
             sim.schedule(start, Action::Truth(json!({"kind": "heavy_hitter_start", "source": sim.topo.nodes[h].ip, "flows": flows, "end_ns": end})));
+        }
+        "elephants" => {
+            // Long flows from the first hosts to the last ones (across the fabric), each
+            // growing from `from` to `to` times its source's link rate between `start` and
+            // `end`, swung by a sine of `period` seconds and depth `swing`: load that grows
+            // and recurs, where hashing puts some of them on one link and leaves others idle.
+            // Each second is a burst of its own rate on the flow's 5-tuple (one path).
+            let hosts = sim.topo.host_indices();
+            let n = (p.get("flows", 4.0).max(1.0) as usize).min(hosts.len() / 2);
+            let (start, end) = (at(p.get("start", 0.1)), at(p.get("end", 1.0)));
+            let (from, to) = (p.get("from", 0.1), p.get("to", 0.6));
+            let (period, swing) = (p.get("period", 60.0).max(1.0), p.get("swing", 0.3));
+            // Source ports from the seed: which flows share a link differs between runs.
+            let base = 30_000 + (sim.cfg.seed % 1_000) as u16 * 8;
+            const SECOND: u64 = 1_000_000_000;
+            for i in 0..n {
+                let (src, dst) = (hosts[i], hosts[hosts.len() - n + i]);
+                let rate = link_rate(sim, src) as f64;
+                let mut t = start;
+                while t < end {
+                    let progress = (t - start) as f64 / (end - start).max(1) as f64;
+                    let phase = 2.0 * std::f64::consts::PI * (t as f64 / 1e9) / period;
+                    let share = (from + (to - from) * progress) * (1.0 + swing * phase.sin());
+                    let gap = gap_ns(rate * share.max(0.001), 1, 1_000);
+                    let span = SECOND.min(end - t);
+                    let f = sim.flow(
+                        src,
+                        dst,
+                        6,
+                        (base + i as u16, 5001),
+                        span / gap.max(1),
+                        1_000,
+                        gap,
+                    );
+                    sim.schedule(t, Action::StartFlow(Box::new(f)));
+                    t += SECOND;
+                }
+            }
+            let pairs: Vec<_> = (0..n)
+                .map(|i| {
+                    json!([
+                        sim.topo.nodes[hosts[i]].ip,
+                        sim.topo.nodes[hosts[hosts.len() - n + i]].ip
+                    ])
+                })
+                .collect();
+            sim.schedule(
+                start,
+                Action::Truth(json!({"kind": "elephants", "pairs": pairs, "end_ns": end})),
+            );
         }
         "live" => {
             let target = *sim

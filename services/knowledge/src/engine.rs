@@ -738,7 +738,7 @@ fn train(
             .filter(|((k, _), _)| *k == s)
             .map(|((_, e), v)| (e.clone(), v.clone()))
             .collect();
-        match forecast::fit(&data) {
+        match forecast::fit(&data, forecast::objective(s)) {
             Ok(c) => {
                 forecasts.insert(s, c);
             }

@@ -1,6 +1,6 @@
 //! Forecasts of the next window: per link utilisation (`link_utilization`) and per destination
-//! volume (`destination_bytes`). A linear model (linfa-linear, least squares weighted for
-//! relative error) on lagged values, their EWMA and their median, each scaled by the entity's
+//! volume (`destination_bytes`). A linear model (linfa-linear, least squares for the absolute
+//! error on links and the relative error on destinations: [`Objective`]) on lagged values, their EWMA and their median, each scaled by the entity's
 //! recent mean so that one model serves every entity of a series; scored online against the
 //! last-value and EWMA baselines.
 
@@ -219,58 +219,87 @@ pub fn period_of(values: &[f64]) -> Option<usize> {
     r.iter().position(|v| *v >= 0.9 * best).map(|i| i + 2)
 }
 
-/// Least squares for the *relative* error: each row is divided by the value it predicts
-/// (weighted least squares), so that a window of a quiet entity counts as much as one of a
-/// busy entity and a spike does not drag every forecast up — the error operators read is
-/// relative (MAPE).
-fn least_squares(rows: Vec<f64>, n: usize, inputs: usize) -> Result<Linear, String> {
-    let width = inputs + 1;
-    if n < 2 * width {
+/// What a series' model minimises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Objective {
+    /// The relative error: each row is divided by the value it predicts (weighted least
+    /// squares), so that a window of a quiet entity counts as much as one of a busy entity and
+    /// a spike does not drag every forecast up — the error read as "how far off, in
+    /// proportion" (MAPE). It forecasts below the median of bursty values.
+    Relative,
+    /// The error itself, on values scaled by the entity's recent mean: right on the busy
+    /// entities, where a capacity decision is made (traffic engineering reads link forecasts
+    /// against a utilisation).
+    Absolute,
+}
+
+/// The objective of each series: links' forecasts drive traffic engineering, destinations'
+/// are read in proportion.
+pub fn objective(series: &str) -> Objective {
+    if series == SERIES[0] {
+        Objective::Absolute
+    } else {
+        Objective::Relative
+    }
+}
+
+/// Least squares over rows of `inputs` values against `targets`, for a model that keeps a
+/// steady level: the rows and targets are deviations from the level (1 in scaled units), and
+/// the intercept is what makes a constant input forecast itself (1 − the weights' sum).
+fn least_squares(rows: Vec<f64>, targets: Vec<f64>, inputs: usize) -> Result<Linear, String> {
+    let n = targets.len();
+    if n < 2 * (inputs + 1) {
         return Err(format!(
             "{n} training rows; at least {} are needed",
-            2 * width
+            2 * (inputs + 1)
         ));
     }
-    let x = Array2::from_shape_vec((n, width), rows).map_err(|e| e.to_string())?;
+    let x = Array2::from_shape_vec((n, inputs), rows).map_err(|e| e.to_string())?;
     let model: FittedLinearRegression<f64> = LinearRegression::new()
         .with_intercept(false)
-        .fit(&Dataset::new(x, Array1::from_elem(n, 1.0)))
+        .fit(&Dataset::new(x, Array1::from_vec(targets)))
         .map_err(|e| format!("least squares: {e}"))?;
-    let p = model.params().to_vec();
+    let weights = model.params().to_vec();
     Ok(Linear {
-        weights: p[..inputs].to_vec(),
-        intercept: p[inputs],
+        intercept: 1.0 - weights.iter().sum::<f64>(),
+        weights,
         rows: n,
     })
 }
 
-/// Fits one series' models on consecutive values per entity (oldest first): each entity's
-/// period ([`period_of`]), the plain model on every entity's windows and the seasonal model
-/// on the windows of entities with a period. Windows with a value of zero are skipped (a
-/// relative error is undefined there). A seasonal model that cannot be fitted leaves the
-/// plain one for every entity.
-pub fn fit(series: &[(String, Vec<f64>)]) -> Result<Coefficients, crate::KnowledgeError> {
-    fit_all(series).map_err(crate::KnowledgeError::Training)
+/// Fits one series' models for `objective` on consecutive values per entity (oldest first):
+/// each entity's period ([`period_of`]), the plain model on every entity's windows and the
+/// seasonal model on the windows of entities with a period. Windows with a value of zero are
+/// skipped for the relative objective (a relative error is undefined there). A seasonal model
+/// that cannot be fitted leaves the plain one for every entity.
+pub fn fit(
+    series: &[(String, Vec<f64>)],
+    objective: Objective,
+) -> Result<Coefficients, crate::KnowledgeError> {
+    fit_all(series, objective).map_err(crate::KnowledgeError::Training)
 }
 
-fn fit_all(series: &[(String, Vec<f64>)]) -> Result<Coefficients, String> {
+fn fit_all(series: &[(String, Vec<f64>)], objective: Objective) -> Result<Coefficients, String> {
     let periods: BTreeMap<String, usize> = series
         .iter()
         .filter_map(|(e, v)| period_of(v).map(|p| (e.clone(), p)))
         .collect();
-    let (mut plain, mut seasonal) = ((Vec::new(), 0), (Vec::new(), 0));
+    let (mut plain, mut seasonal) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
     for (entity, values) in series {
         let period = periods.get(entity).copied();
         let mut h = History::default();
         for &v in values {
             let y = v / h.scale();
-            if y > 1e-9 {
-                for (p, (rows, n)) in [(None, &mut plain), (period, &mut seasonal)] {
+            // Relative: each row divided by the value it predicts.
+            let weight = match objective {
+                Objective::Relative => 1.0 / y,
+                Objective::Absolute => 1.0,
+            };
+            if objective == Objective::Absolute || y > 1e-9 {
+                for (p, (rows, targets)) in [(None, &mut plain), (period, &mut seasonal)] {
                     if let Some(x) = h.input(p) {
-                        rows.extend(x.iter().map(|x| x / y));
-                        // The intercept's column, weighted like the rest.
-                        rows.push(1.0 / y);
-                        *n += 1;
+                        rows.extend(x.iter().map(|x| (x - 1.0) * weight));
+                        targets.push((y - 1.0) * weight);
                     }
                     if period.is_none() {
                         break;
@@ -410,12 +439,14 @@ mod tests {
                 (format!("e{k}"), v)
             })
             .collect();
-        let c = fit(&series).unwrap();
-        assert_eq!(c.periods.get("e1"), Some(&4));
-        let eval = replay(&c, "e1", &series[1].1, 8);
-        assert!(eval.model.mape() < eval.ewma.mape() * 0.8, "{eval:?}");
-        assert!(eval.model.rmse() < eval.last_value.rmse(), "{eval:?}");
-        assert!(fit(&[("e".into(), vec![1.0, 2.0])]).is_err());
+        for objective in [Objective::Relative, Objective::Absolute] {
+            let c = fit(&series, objective).unwrap();
+            assert_eq!(c.periods.get("e1"), Some(&4));
+            let eval = replay(&c, "e1", &series[1].1, 8);
+            assert!(eval.model.mape() < eval.ewma.mape() * 0.8, "{eval:?}");
+            assert!(eval.model.rmse() < eval.last_value.rmse(), "{eval:?}");
+            assert!(fit(&[("e".into(), vec![1.0, 2.0])], objective).is_err());
+        }
     }
 
     #[test]
@@ -437,7 +468,7 @@ mod tests {
                 (format!("e{k}"), v)
             })
             .collect();
-        let c = fit(&series).unwrap();
+        let c = fit(&series, Objective::Relative).unwrap();
         assert_eq!(c.periods.get("e0"), Some(&15), "{:?}", c.periods);
         assert_eq!(
             c.periods.get("e4"),
@@ -450,6 +481,32 @@ mod tests {
         assert!(eval.model.mape() < eval.ewma.mape() * 0.5, "{eval:?}");
         let plain = replay(&c, "e4", &series[4].1, 30);
         assert!(plain.model.mape() <= plain.last_value.mape(), "{plain:?}");
+    }
+
+    #[test]
+    fn fitted_on_sparse_bursts_either_objective_forecasts_a_steady_busy_level_as_itself() {
+        // Links that carry a burst now and then (what a fabric's background looks like on
+        // most links), then one that carries a steady 800.
+        let mut rng = kplane_model::rng::Rng::new(3);
+        let series: Vec<(String, Vec<f64>)> = (0..8)
+            .map(|k| {
+                let v = (0..200)
+                    .map(|_| {
+                        if rng.real(0.0, 1.0) < 0.3 {
+                            rng.real(5.0, 150.0)
+                        } else {
+                            rng.real(0.0, 2.0)
+                        }
+                    })
+                    .collect();
+                (format!("l{k}"), v)
+            })
+            .collect();
+        let busy = vec![800.0; 40];
+        let absolute = replay(&fit(&series, Objective::Absolute).unwrap(), "b", &busy, 20);
+        let relative = replay(&fit(&series, Objective::Relative).unwrap(), "b", &busy, 20);
+        assert!(absolute.model.mape() < 0.01, "{absolute:?}");
+        assert!(relative.model.mape() < 0.01, "{relative:?}");
     }
 
     #[test]

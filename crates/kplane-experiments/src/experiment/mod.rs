@@ -16,6 +16,7 @@ mod offwire;
 mod output;
 mod rate;
 mod table;
+mod te;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +42,7 @@ const EXPERIMENTS: &[&dyn Experiment] = &[
     &gpint::degradation::Degradation,
     &gpint::recovery::Recovery,
     &kdn::Kdn,
+    &te::Te,
 ];
 
 /// What one run is given.

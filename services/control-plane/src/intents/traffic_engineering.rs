@@ -303,14 +303,16 @@ async fn step(intents: &Intents, cfg: &TrafficEngineeringConfig, me: &Identity, 
             moves.judged.insert(i.id.clone());
         }
         let old_enough = now_ms.saturating_sub(i.created_ms) >= cfg.hold.as_millis() as u64;
-        if moves.judged.contains(&i.id) && old_enough && predicted + share < cfg.release {
-            if intents.delete(&i.id, me).await.is_ok() {
-                tracing::info!(
-                    intent = %i.id,
-                    "traffic engineering: link {}-{} at {predicted:.0}‰ with {dst}'s {share:.0}‰ back is below {:.0}‰; move withdrawn",
-                    link[0], link[1], cfg.release
-                );
-            }
+        if moves.judged.contains(&i.id)
+            && old_enough
+            && predicted + share < cfg.release
+            && intents.delete(&i.id, me).await.is_ok()
+        {
+            tracing::info!(
+                intent = %i.id,
+                "traffic engineering: link {}-{} at {predicted:.0}‰ with {dst}'s {share:.0}‰ back is below {:.0}‰; move withdrawn",
+                link[0], link[1], cfg.release
+            );
         }
     }
     moves
