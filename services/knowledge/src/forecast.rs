@@ -289,7 +289,10 @@ fn fit_all(series: &[(String, Vec<f64>)], objective: Objective) -> Result<Coeffi
         let period = periods.get(entity).copied();
         let mut h = History::default();
         for &v in values {
-            let y = v / h.scale();
+            // A value beyond what its recent mean could hold (an entity waking up from
+            // silence, where the scale is ~0) is a change of regime, not a level to fit: it
+            // is capped where a burst within the recent values would be.
+            let y = (v / h.scale()).min(RECENT as f64);
             // Relative: each row divided by the value it predicts.
             let weight = match objective {
                 Objective::Relative => 1.0 / y,
@@ -502,9 +505,25 @@ mod tests {
                 (format!("l{k}"), v)
             })
             .collect();
+        // Some wake up from silence: a value over a recent mean of ~0.
+        let mut series = series;
+        series.push((
+            "w".into(),
+            [vec![0.0; 20], vec![900.0; 5], vec![0.0; 20]].concat(),
+        ));
         let busy = vec![800.0; 40];
         let absolute = replay(&fit(&series, Objective::Absolute).unwrap(), "b", &busy, 20);
         let relative = replay(&fit(&series, Objective::Relative).unwrap(), "b", &busy, 20);
+        let growing: Vec<f64> = (0..40).map(|i| 100.0 + 20.0 * f64::from(i)).collect();
+        let g = replay(
+            &fit(&series, Objective::Absolute).unwrap(),
+            "g",
+            &growing,
+            20,
+        );
+        // Learnt on bursts that revert to their mean, it lags a steady growth (by about a
+        // fifth here) but follows it.
+        assert!(g.model.mape() < 30.0, "{g:?}");
         assert!(absolute.model.mape() < 0.01, "{absolute:?}");
         assert!(relative.model.mape() < 0.01, "{relative:?}");
     }

@@ -138,17 +138,20 @@ fn crosses(path: &[u32], (a, b): Hop) -> bool {
     path.windows(2).any(|w| (w[0], w[1]) == (a, b))
 }
 
-/// The moves that relieve `hot`: destinations by their share of its bytes, heaviest first,
-/// each onto the shortest path that avoids `hot` and every link without room for its share,
-/// until the link's forecast minus the moved shares is below `utilization`. `loads` is
-/// updated with the moves.
+/// The moves that relieve `hot`: destinations by their share of its bytes, heaviest first
+/// (those in `fixed`, already rerouted, stay), each onto the shortest path that avoids `hot`
+/// and every link without room for its share, until the link's forecast minus the moved
+/// shares is below `utilization`. All or nothing: moves that would leave the link hot are not
+/// made. `loads` is updated with the moves.
 pub fn plan(
     topo: &Topology,
     loads: &mut HashMap<Hop, (f64, f64)>,
     flows: &[FlowObs],
     hot: Hop,
+    fixed: &HashSet<u32>,
     cfg: &TrafficEngineeringConfig,
 ) -> Vec<Move> {
+    let before = loads.clone();
     let load = loads.get(&hot).map_or(0.0, |l| l.0);
     // Bytes towards each destination across the link, and the switch most of them enter at.
     let mut by_dst: BTreeMap<u32, (u64, BTreeMap<u32, u64>)> = BTreeMap::new();
@@ -161,6 +164,7 @@ pub fn plan(
     }
     let mut ranked: Vec<(u32, u64, u32)> = by_dst
         .into_iter()
+        .filter(|(d, _)| !fixed.contains(d))
         .map(|(d, (b, from))| {
             let entry = from
                 .iter()
@@ -210,6 +214,10 @@ pub fn plan(
             share,
             path,
         });
+    }
+    if remaining >= cfg.utilization {
+        *loads = before;
+        return Vec::new();
     }
     out
 }
@@ -336,19 +344,22 @@ async fn step(intents: &Intents, cfg: &TrafficEngineeringConfig, me: &Identity, 
     }
     hot.sort_by(|a, b| b.1.total_cmp(&a.1));
     let flows = observe(&*intents.telemetry);
-    let moved: HashSet<String> = standing
+    // Destinations another reroute stands for (a second one would conflict).
+    let fixed: HashSet<u32> = intents
+        .list(None)
+        .await
         .iter()
+        .filter(|i| !i.state.ended())
         .filter_map(|i| match &i.spec.kind {
-            IntentKind::Reroute { dst, .. } => Some(dst.clone()),
+            IntentKind::Reroute { dst, .. } => dst
+                .strip_suffix("/32")
+                .and_then(|a| a.parse::<std::net::Ipv4Addr>().ok())
+                .map(u32::from),
             _ => None,
         })
         .collect();
-    let flows: Vec<FlowObs> = flows
-        .into_iter()
-        .filter(|f| !moved.contains(&format!("{}/32", std::net::Ipv4Addr::from(f.dst))))
-        .collect();
     for (link, load) in hot {
-        for m in plan(&topo, &mut loads, &flows, link, cfg) {
+        for m in plan(&topo, &mut loads, &flows, link, &fixed, cfg) {
             let spec = IntentSpec {
                 kind: IntentKind::Reroute {
                     dst: m.dst.clone(),
@@ -464,7 +475,7 @@ mod tests {
             flow([10, 0, 4, 3], &[1, 2, 4], 100),
             flow([10, 0, 4, 4], &[1, 3, 4], 5_000),
         ];
-        let moves = plan(&topo, &mut loads, &flows, (1, 2), &cfg);
+        let moves = plan(&topo, &mut loads, &flows, (1, 2), &HashSet::new(), &cfg);
         // 10.0.4.1 carries 60 % of 900‰: moving it leaves 360‰, below 800‰.
         assert_eq!(moves.len(), 1, "{moves:?}");
         assert_eq!(moves[0].dst, "10.0.4.1/32");
@@ -485,7 +496,7 @@ mod tests {
             flow([10, 0, 4, 2], &[1, 2, 4], 400),
         ];
         // Either share (540‰ or 360‰) on top of 1-3's 700‰ reaches 800‰: nothing moves.
-        assert!(plan(&topo, &mut loads, &flows, (1, 2), &cfg).is_empty());
+        assert!(plan(&topo, &mut loads, &flows, (1, 2), &HashSet::new(), &cfg).is_empty());
         assert_eq!(loads[&(1, 2)].0, 900.0);
     }
 
@@ -497,7 +508,7 @@ mod tests {
             .map(|d| flow([10, 0, 4, d], &[1, 2, 4], 100 + u64::from(d)))
             .collect();
         let mut loads = link_loads(&topo, &[forecast("1:1", 1_000.0)]);
-        let moves = plan(&topo, &mut loads, &flows, (1, 2), &cfg);
+        let moves = plan(&topo, &mut loads, &flows, (1, 2), &HashSet::new(), &cfg);
         // About 170‰ each: 1,000 → 830 → 660‰, the heaviest first.
         assert_eq!(moves.len(), 2, "{moves:?}");
         assert_eq!(moves[0].dst, "10.0.4.6/32");
@@ -510,9 +521,16 @@ mod tests {
             ..cfg
         };
         let mut loads = link_loads(&topo, &[forecast("1:1", 1_000.0)]);
-        let moves = plan(&topo, &mut loads, &flows, (1, 2), &tight);
-        // 1-3 has room for one (170‰ < 300‰), not for a second (340‰).
-        assert_eq!(moves.len(), 1, "{moves:?}");
-        assert!(loads[&(1, 2)].0 >= tight.utilization);
+        // 1-3 has room for one (170‰ < 300‰), not for a second (340‰): one move would
+        // leave the link hot, so none is made.
+        assert!(plan(&topo, &mut loads, &flows, (1, 2), &HashSet::new(), &tight).is_empty());
+        assert_eq!(loads[&(1, 2)].0, 1_000.0);
+
+        // A destination already rerouted stays, and still counts in the link's bytes.
+        let mut loads = link_loads(&topo, &[forecast("1:1", 1_000.0)]);
+        let fixed = HashSet::from([u32::from_be_bytes([10, 0, 4, 6])]);
+        let moves = plan(&topo, &mut loads, &flows, (1, 2), &fixed, &cfg);
+        assert_eq!(moves[0].dst, "10.0.4.5/32");
+        assert!((moves[0].share - 1_000.0 * 105.0 / 621.0).abs() < 1e-9);
     }
 }
