@@ -716,3 +716,110 @@ fn int_label_loss_triggers_pro_and_the_lossy_ports_coverage_recovers() {
     );
     up.interrupt();
 }
+
+/// Traffic engineering from forecasts through the real loop: the `elephants` scenario grows
+/// long flows that ECMP hashes onto shared links; once the knowledge service forecasts a link
+/// at 800‰ or more, the controller moves destinations off it with `reroute` recommendations
+/// (auto-applied here), verification sees their flows off the link, and the move either
+/// relieves the link or is rolled back with the link's reading as evidence.
+#[test]
+fn a_link_forecast_hot_has_elephants_moved_off_it_and_verified() {
+    let up = Up::start_with(
+        "te",
+        "240s",
+        &[
+            ("KPLANE__KNOWLEDGE__MIN_WINDOWS", "25"),
+            (
+                "KPLANE__INTENT_API__INTENTS__TRAFFIC_ENGINEERING__ENABLED",
+                "true",
+            ),
+            (
+                "KPLANE__INTENT_API__INTENTS__TRAFFIC_ENGINEERING__HOLD",
+                "600s",
+            ),
+        ],
+        &[
+            "--link-gbps",
+            "0.1",
+            "--flows",
+            "40",
+            "--flow-mbps",
+            "5",
+            "--scenario",
+            "elephants:flows=4,start=0.15,from=0.3,to=0.55,period=40,swing=0.25",
+        ],
+    );
+    let (addr, token) = (up.addr, up.token.clone());
+    let call = |method: &str, path: &str, body: Option<&str>| {
+        let r = http(addr, method, path, Some(&token), body).unwrap();
+        assert!(r.status < 300, "{method} {path}: {} {}", r.status, r.body);
+        r.json()
+    };
+    call(
+        "PUT",
+        "/v1/intents/policy",
+        Some(r#"{"auto-apply": ["monitor", "tune", "reroute"]}"#),
+    );
+    // The first move to reach a verdict: active (verified) or rolled back.
+    let deadline = Instant::now() + Duration::from_secs(200);
+    let decided = loop {
+        let list = call("GET", "/v1/intents", None);
+        let found = list["intents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| {
+                i["spec"]["owner"] == "traffic-engineering"
+                    && ["active", "rolled-back"].contains(&i["state"].as_str().unwrap_or(""))
+            })
+            .cloned();
+        if let Some(i) = found {
+            break i;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no traffic-engineering move decided in 200 s: {list}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    eprintln!("{decided}");
+    let reason = decided["spec"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("traffic engineering: link "), "{reason}");
+    let [a, b] = [0, 1].map(|k| decided["spec"]["avoid"]["link"][k].as_u64().unwrap());
+    assert_eq!(decided["spec"]["kind"], "reroute");
+    assert!(decided["spec"]["dst"].as_str().unwrap().ends_with("/32"));
+    // Verified: fresh windows showed flows towards it on paths avoiding the link.
+    let evidence = decided["evidence"].to_string();
+    assert!(evidence.contains("none violating"), "{decided}");
+    let id = decided["id"].as_str().unwrap();
+    // Judged `settle` (10 s) after it was written: still active means the link was below
+    // 800‰ then; rolled back says what it read.
+    std::thread::sleep(Duration::from_secs(14));
+    let judged = call("GET", &format!("/v1/intents/{id}"), None);
+    match judged["state"].as_str().unwrap() {
+        "active" => {
+            let applied = judged["applied_ms"].as_u64().unwrap();
+            // The windows around the judgement, every partition's samples weighted.
+            let sql = format!(
+                "SELECT sum(tx_utilization_mean * samples) / sum(samples) AS u FROM links \
+                 WHERE ((node_id = {a} AND next_node_id = {b}) OR (node_id = {b} AND next_node_id = {a})) \
+                 AND window_start >= to_timestamp_millis({}) AND window_start < to_timestamp_millis({})",
+                applied + 5_000,
+                applied + 12_000
+            );
+            let body = serde_json::json!({ "sql": sql }).to_string();
+            let rows = call("POST", "/v1/query", Some(&body));
+            let u = rows["rows"][0]["u"].as_f64().unwrap_or(0.0);
+            assert!(
+                u < 800.0,
+                "link {a}-{b} at {u}‰ after the move, not rolled back: {judged}"
+            );
+        }
+        "rolled-back" => {
+            let evidence = judged["evidence"].to_string();
+            assert!(evidence.contains("still at"), "{judged}");
+        }
+        other => panic!("{other}: {judged}"),
+    }
+    up.interrupt();
+}
