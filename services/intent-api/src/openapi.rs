@@ -644,7 +644,7 @@ pub fn document() -> Value {
                         "int-label": { "type": "boolean", "description": "monitor: INT-label specific-flow telemetry instead of INT-MD (every labelling port labels the flow)" },
                         "detection": { "$ref": "#/components/schemas/Detection" },
                         "dst": { "type": "string", "description": "reroute: destination prefix" },
-                        "avoid": { "type": "object", "description": "reroute: {\"switch\": id} or {\"link\": [a, b]}" },
+                        "avoid": { "type": "object", "description": "reroute: {\"switch\": id}, {\"link\": [a, b]}, {\"links\": [[a, b], ...]} or several of these" },
                         "ports": { "type": "array", "items": { "type": "integer" }, "description": "int-label, label-frequency: egress ports 0-511 (int-label: absent = every port the topology knows)" },
                         "interval": { "type": "string", "description": "int-label: the labelling interval T, 1µs-4.29s (default 100ms)" },
                         "algorithm": { "type": "string", "enum": ["base-a", "base-b"], "description": "int-label (default base-a)" },

@@ -74,6 +74,7 @@ fn list_names_every_experiment_and_an_unknown_one_is_refused() {
         "gpint-degradation",
         "gpint-recovery",
         "kdn-cpu",
+        "te",
     ] {
         assert!(out.contains(name), "{out}");
     }

@@ -154,16 +154,26 @@ impl Experiment for Capacity {
         let gain =
             |profile: &str, algorithm: &str, th: &str| t.value(&[profile, algorithm, th], "gain");
         let mut out = Vec::new();
+        // The paper's per-profile capacities (Figs. 4–5) are not in its text; what it states
+        // is the overall gain, 10–15×. Each profile's sweep is set against that: the least
+        // threshold whose gain reaches 10×, and the gain there.
+        let reaches = |p: &str, a: &str| {
+            t.rows
+                .iter()
+                .filter(|r| r[0].text() == p && r[1].text() == a)
+                .map(|r| (r[2].num(), r[t.col("gain")].num()))
+                .find(|(_, g)| *g >= 10.0)
+                .map_or("never".into(), |(th, g)| format!("{th} packets ({g:.1}×)"))
+        };
         for p in PROFILES {
             out.push(Comparison::new(
-                format!("{p}: gain at threshold 5 / 50 packets (per-flow; EWMA)"),
-                "10–15× (the capacity gain the paper reports over its profiles)",
+                format!("{p}: least threshold reaching a 10× gain (per-hop; per-flow; EWMA)"),
+                "10–15× overall (abstract and §V; the per-profile figures of Figs. 4–5 are not in the text)",
                 format!(
-                    "{:.1}× / {:.1}×; {:.1}× / {:.1}×",
-                    gain(p, "per-flow", "5"),
-                    gain(p, "per-flow", "50"),
-                    gain(p, "ewma", "5"),
-                    gain(p, "ewma", "50")
+                    "{}; {}; {}",
+                    reaches(p, "per-hop"),
+                    reaches(p, "per-flow"),
+                    reaches(p, "ewma")
                 ),
             ));
         }

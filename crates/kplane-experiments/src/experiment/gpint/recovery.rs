@@ -147,7 +147,23 @@ impl Experiment for Recovery {
         "Euler's trails revisit switches: the loop check lets a probe through a switch it \
          already crossed without feedback or clone, so a loss after a revisit is found only \
          by the monitor's deadline and recovered from the trail's start — one reason its \
-         recovery costs more than GPINT's, besides its length."
+         recovery costs more than GPINT's, besides its length.\n\n\
+         **Fig. 13 (low load): no recovery runs because no probe is lost** — the `low` rows' \
+         `probe_loss_pct` and `recovery_pct` are 0 at every size, as in `gpint-congestion`'s \
+         low-load rows. Each emulated switch serves 12 k packets/s from a queue of 1000 and \
+         the busiest receives 10 k/s: 83 % busy, its queue never overflows. The paper's BMv2 \
+         switches share one 6-core server and lose probes even under its low load (its Fig. \
+         9a), which its recovery then makes up at a cost of up to 0.15 s. Recovery at work \
+         without congestion is `gpint-degradation`'s (losses from the links' drop \
+         probability).\n\n\
+         **Fig. 14 (high load): GPINT-2/3/5 and SNMP are not told apart** — at every size \
+         their means lie within each other's 95 % intervals (e.g. GPINT-3 0.34–0.52 s, SNMP \
+         0.34–0.52 s over the sizes). Both wait t_f = 1.5 s for a lost probe or request, so a \
+         session's latency is dominated by the chance that it loses anything: GPINT's ~25 \
+         probes a session each cross several congested switches, SNMP's 100 requests one each, \
+         and the two chances come out alike here. The paper's 0.1 s in SNMP's favour is of \
+         the size of this noise; what both agree on is GPINT-3-FT (t_f = 0.4 s) ahead of \
+         SNMP at every size."
     }
 
     fn shape(&self, s: &Summary) -> Vec<String> {
