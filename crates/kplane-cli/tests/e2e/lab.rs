@@ -218,3 +218,176 @@ fn a_lab_of_bmv2_switches_carries_traffic_reports_it_and_blocks_a_flood() {
     assert_eq!(leftovers(), (0, 0), "nothing of the lab is left: {text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// GPINT's loop on real switches with hosts: a lab with two spines (leaf-spine 2×2, two hosts
+/// a leaf) gets the probe monitor's finding that the link leaf 1 – spine 4 is unavailable
+/// (what `kplane probe` posts; the probes themselves are tested on BMv2 in `bmv2.rs`). The
+/// `reroute` recommendations for the hosts whose shortest paths cross it are written over
+/// P4Runtime and verified against the real hosts' telemetry; the link is then cut for real
+/// and every host behind leaf 2 still receives leaf 1's traffic. Found available again, the
+/// reroutes are withdrawn.
+#[test]
+fn a_link_the_probes_found_unavailable_is_routed_around_on_real_switches() {
+    const NAME: &str = "kplr";
+    if !bmv2::available() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("kplane-lab-gpint-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    struct Down;
+    impl Drop for Down {
+        fn drop(&mut self) {
+            let _ = Command::new(env!("CARGO_BIN_EXE_kplane"))
+                .args(["lab", "down", "--name", NAME])
+                .output();
+        }
+    }
+    let _down = Down;
+    let mut lab = ChildGuard::from(
+        Command::new(env!("CARGO_BIN_EXE_kplane"))
+            .args([
+                "lab",
+                "up",
+                "--topology",
+                "leaf-spine:2,2,2",
+                "--name",
+                NAME,
+            ])
+            .args([
+                "--api",
+                &api.to_string(),
+                "--duration",
+                "5m",
+                "--flows",
+                "10",
+            ])
+            .arg("--data-dir")
+            .arg(&dir)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut token = None;
+    for l in BufReader::new(lab.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        eprintln!("{l}");
+        if let Some(t) = l.split("#token=").nth(1) {
+            token = Some(t.trim().to_string());
+        }
+        if l.contains("provisioned") {
+            break;
+        }
+    }
+    let token = token.expect("a console token");
+    let call = |method: &str, path: &str, body: Option<Value>| -> Value {
+        let body = body.map(|b| b.to_string());
+        let r = http(api, method, path, Some(&token), body.as_deref()).unwrap();
+        assert!(r.status < 300, "{method} {path}: {} {}", r.status, r.body);
+        r.json()
+    };
+    let wait = |what: &str, within: Duration, ok: &dyn Fn() -> bool| {
+        let end = Instant::now() + within;
+        while !ok() {
+            assert!(Instant::now() < end, "{what}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    call(
+        "PUT",
+        "/v1/intents/policy",
+        Some(json!({"auto-apply": ["monitor", "tune", "reroute"]})),
+    );
+    let plan = call(
+        "POST",
+        "/v1/intents",
+        Some(json!({"kind": "probe-plan", "planner": "gpint-3"})),
+    );
+    let plan = plan["id"].as_str().unwrap().to_string();
+    let status = format!("/v1/probe-plans/{plan}/status");
+    let found = call(
+        "POST",
+        &status,
+        Some(json!({"session": 1, "unavailable": [{"link": [1, 4]}]})),
+    );
+    let ids: Vec<String> = found["recommended"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("refused: {found}"))
+                .to_string()
+        })
+        .collect();
+    // Every host's shortest paths from the other leaf may cross the link: four reroutes.
+    assert_eq!(ids.len(), 4, "{found}");
+    for id in &ids {
+        wait(
+            &format!("reroute {id} verified on the switches"),
+            Duration::from_secs(60),
+            &|| call("GET", &format!("/v1/intents/{id}"), None)["state"] == "active",
+        );
+    }
+
+    // The link cut for real: both ends of its veth down.
+    for end in [format!("{NAME}1p4"), format!("{NAME}4p1")] {
+        let s = Command::new("ip")
+            .args(["link", "set", &end, "down"])
+            .status()
+            .unwrap();
+        assert!(s.success(), "ip link set {end} down");
+    }
+    // Every host behind leaf 2 still hears from leaf 1's hosts.
+    let from_leaf1 = |dst: &str| -> u64 {
+        let all: Value = std::fs::read_to_string(dir.join("lab/received.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        all[dst]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(s, _)| s.starts_with("10.0.1."))
+                    .filter_map(|(_, n)| n.as_u64())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let before: Vec<u64> = ["10.0.2.1", "10.0.2.2"].map(from_leaf1).to_vec();
+    wait(
+        "both hosts behind leaf 2 receive leaf 1's traffic with the link cut",
+        Duration::from_secs(30),
+        &|| {
+            ["10.0.2.1", "10.0.2.2"]
+                .iter()
+                .zip(&before)
+                .all(|(d, b)| from_leaf1(d) > b + 5)
+        },
+    );
+
+    // Found available again: the reroutes are withdrawn.
+    let back = call(
+        "POST",
+        &status,
+        Some(json!({"session": 2, "available": [{"link": [4, 1]}]})),
+    );
+    let mut withdrawn: Vec<String> = back["withdrawn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    withdrawn.sort();
+    let mut ids = ids;
+    ids.sort();
+    assert_eq!(withdrawn, ids, "{back}");
+    let _ = lab.kill();
+    let _ = lab.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -70,7 +70,6 @@ fn measure(s: &Setup, seed: u64, on: bool, out: &Path) -> anyhow::Result<Vec<Vec
     let data = out.join(format!("te-{mode}-{seed}"));
     let args: Vec<String> = [
         "up",
-        "--no-auth",
         "--link-gbps",
         "0.1",
         "--flows",
