@@ -56,14 +56,90 @@ fn leftovers() -> (usize, usize) {
     (namespaces, links)
 }
 
-/// `kplane lab down` when the test ends, passed or not.
-struct Down;
+/// A `kplane lab up` child, come up and provisioned; `kplane lab down` when dropped, whether
+/// the test passed or not.
+struct Lab {
+    name: &'static str,
+    child: ChildGuard,
+    api: SocketAddr,
+    token: String,
+    /// Its `--data-dir`.
+    dir: std::path::PathBuf,
+}
 
-impl Drop for Down {
+impl Lab {
+    /// `kplane lab up --name NAME` with `args` for 5 minutes, once it printed its console's
+    /// token and said its switches are provisioned.
+    fn up(name: &'static str, args: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(format!("kplane-lab-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut child = ChildGuard::from(
+            Command::new(env!("CARGO_BIN_EXE_kplane"))
+                .args(["lab", "up", "--name", name, "--duration", "5m"])
+                .args(["--api", &api.to_string()])
+                .arg("--data-dir")
+                .arg(&dir)
+                .args(args)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        );
+        let (tx, lines) = mpsc::channel::<String>();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let mut token = None;
+        loop {
+            let l = lines
+                .recv_timeout(Duration::from_secs(90))
+                .expect("kplane lab up printed its console and came up");
+            eprintln!("{l}");
+            if let Some(t) = l.split("#token=").nth(1) {
+                token = Some(t.trim().to_string());
+            }
+            if l.contains("provisioned") {
+                break;
+            }
+        }
+        Self {
+            name,
+            child,
+            api,
+            token: token.expect("a console token"),
+            dir,
+        }
+    }
+
+    /// An API call with the console's token; its JSON answer (a 2xx).
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let body = body.map(|b| b.to_string());
+        let r = http(self.api, method, path, Some(&self.token), body.as_deref()).unwrap();
+        assert!(r.status < 300, "{method} {path}: {} {}", r.status, r.body);
+        r.json()
+    }
+}
+
+impl Drop for Lab {
     fn drop(&mut self) {
         let _ = Command::new(env!("CARGO_BIN_EXE_kplane"))
-            .args(["lab", "down", "--name", NAME])
+            .args(["lab", "down", "--name", self.name])
             .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits up to `within` for `ok`, failing with `what`.
+fn wait(what: &str, within: Duration, ok: &dyn Fn() -> bool) {
+    let end = Instant::now() + within;
+    while !ok() {
+        assert!(Instant::now() < end, "{what}");
+        std::thread::sleep(Duration::from_millis(250));
     }
 }
 
@@ -72,68 +148,19 @@ fn a_lab_of_bmv2_switches_carries_traffic_reports_it_and_blocks_a_flood() {
     if !bmv2::available() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("kplane-lab-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let _down = Down;
-    let mut lab = ChildGuard::from(
-        Command::new(env!("CARGO_BIN_EXE_kplane"))
-            .args([
-                "lab",
-                "up",
-                "--topology",
-                "leaf-spine:1,2,2",
-                "--name",
-                NAME,
-            ])
-            .args([
-                "--api",
-                &api.to_string(),
-                "--duration",
-                "5m",
-                "--flows",
-                "4",
-            ])
-            .arg("--data-dir")
-            .arg(&dir)
-            .args([
-                "--attack",
-                &format!("ddos:start=3s,duration=5m,victim={VICTIM},sources=1,pps=40"),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
+    let mut lab = Lab::up(
+        NAME,
+        &[
+            "--topology",
+            "leaf-spine:1,2,2",
+            "--flows",
+            "4",
+            "--attack",
+            &format!("ddos:start=3s,duration=5m,victim={VICTIM},sources=1,pps=40"),
+        ],
     );
-    let (tx, lines) = mpsc::channel::<String>();
-    let out = lab.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    // The console's token, then the fabric up and provisioned.
-    let mut token = None;
-    loop {
-        let l = lines
-            .recv_timeout(Duration::from_secs(90))
-            .expect("kplane lab up printed its console and came up");
-        eprintln!("{l}");
-        if let Some(t) = l.split("#token=").nth(1) {
-            token = Some(t.trim().to_string());
-        }
-        if l.contains("provisioned") {
-            break;
-        }
-    }
-    let token = token.expect("a console token");
-    let call = |method: &str, path: &str, body: Option<Value>| -> Value {
-        let body = body.map(|b| b.to_string());
-        http(api, method, path, Some(&token), body.as_deref())
-            .unwrap()
-            .json()
-    };
+    let dir = lab.dir.clone();
+    let call = |method: &str, path: &str, body: Option<Value>| lab.call(method, path, body);
     let switches = call("GET", "/v1/intents/switches", None);
     assert_eq!(
         switches["switches"].as_array().map(Vec::len),
@@ -142,13 +169,6 @@ fn a_lab_of_bmv2_switches_carries_traffic_reports_it_and_blocks_a_flood() {
     );
 
     // The flood arrives at the victim's interface, through the leaf, the spine and the leaf.
-    let wait = |what: &str, within: Duration, ok: &dyn Fn() -> bool| {
-        let end = Instant::now() + within;
-        while !ok() {
-            assert!(Instant::now() < end, "{what}");
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    };
     wait(
         "the flood reaches the victim",
         Duration::from_secs(30),
@@ -204,8 +224,8 @@ fn a_lab_of_bmv2_switches_carries_traffic_reports_it_and_blocks_a_flood() {
     );
 
     // Killed without warning, the lab leaves its fabric behind; `kplane lab down` removes it.
-    let _ = lab.kill();
-    let _ = lab.wait();
+    let _ = lab.child.kill();
+    let _ = lab.child.wait();
     let (namespaces, _) = leftovers();
     assert!(namespaces > 0, "a killed lab leaves its namespaces");
     let down = Command::new(env!("CARGO_BIN_EXE_kplane"))
@@ -232,71 +252,9 @@ fn a_link_the_probes_found_unavailable_is_routed_around_on_real_switches() {
     if !bmv2::available() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("kplane-lab-gpint-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    struct Down;
-    impl Drop for Down {
-        fn drop(&mut self) {
-            let _ = Command::new(env!("CARGO_BIN_EXE_kplane"))
-                .args(["lab", "down", "--name", NAME])
-                .output();
-        }
-    }
-    let _down = Down;
-    let mut lab = ChildGuard::from(
-        Command::new(env!("CARGO_BIN_EXE_kplane"))
-            .args([
-                "lab",
-                "up",
-                "--topology",
-                "leaf-spine:2,2,2",
-                "--name",
-                NAME,
-            ])
-            .args([
-                "--api",
-                &api.to_string(),
-                "--duration",
-                "5m",
-                "--flows",
-                "10",
-            ])
-            .arg("--data-dir")
-            .arg(&dir)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let mut token = None;
-    for l in BufReader::new(lab.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-    {
-        eprintln!("{l}");
-        if let Some(t) = l.split("#token=").nth(1) {
-            token = Some(t.trim().to_string());
-        }
-        if l.contains("provisioned") {
-            break;
-        }
-    }
-    let token = token.expect("a console token");
-    let call = |method: &str, path: &str, body: Option<Value>| -> Value {
-        let body = body.map(|b| b.to_string());
-        let r = http(api, method, path, Some(&token), body.as_deref()).unwrap();
-        assert!(r.status < 300, "{method} {path}: {} {}", r.status, r.body);
-        r.json()
-    };
-    let wait = |what: &str, within: Duration, ok: &dyn Fn() -> bool| {
-        let end = Instant::now() + within;
-        while !ok() {
-            assert!(Instant::now() < end, "{what}");
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    };
+    let lab = Lab::up(NAME, &["--topology", "leaf-spine:2,2,2", "--flows", "10"]);
+    let dir = lab.dir.clone();
+    let call = |method: &str, path: &str, body: Option<Value>| lab.call(method, path, body);
     call(
         "PUT",
         "/v1/intents/policy",
@@ -387,7 +345,4 @@ fn a_link_the_probes_found_unavailable_is_routed_around_on_real_switches() {
     let mut ids = ids;
     ids.sort();
     assert_eq!(withdrawn, ids, "{back}");
-    let _ = lab.kill();
-    let _ = lab.wait();
-    let _ = std::fs::remove_dir_all(&dir);
 }
