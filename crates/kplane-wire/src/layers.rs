@@ -12,6 +12,10 @@ pub mod ethertype {
     pub const QINQ: u16 = 0x88A8;
     pub const QINQ_OLD: u16 = 0x9100;
     pub const TEB: u16 = 0x6558;
+    /// INT-label as the authors' published code sends it: a source route (`type_1`)…
+    pub const INT_LABEL_SOURCE_ROUTE: u16 = 0x0700;
+    /// …then, or at once once the route is spent, the INT option (`type_2`).
+    pub const INT_LABEL: u16 = 0x0701;
 }
 
 pub mod ipproto {

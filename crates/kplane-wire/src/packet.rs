@@ -322,6 +322,16 @@ impl<'a> Packet<'a> {
             Start::Ipv4 => (ethertype::IPV4, data),
             Start::Ipv6 => (ethertype::IPV6, data),
         };
+        // The INT-label authors' probes: no IP header, so no flow.
+        if matches!(
+            ethertype,
+            ethertype::INT_LABEL | ethertype::INT_LABEL_SOURCE_ROUTE
+        ) {
+            if let Some((label, _)) = IntLabel::parse_authors(ethertype, b)? {
+                p.telemetry = Telemetry::IntLabel(label);
+            }
+            return Ok(p);
+        }
         let (ip, payload, fragment) = match ethertype {
             ethertype::IPV4 => {
                 let (h, rest) = Ipv4::parse(b)?;

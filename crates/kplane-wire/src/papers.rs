@@ -281,15 +281,36 @@ impl serde::Serialize for GpintProbe<'_> {
 ///  | queue depth(32) | egress tx utilisation(32) | reserved(32)`.
 pub const LABEL_ITEM_LEN: usize = 32;
 
+/// Where an INT-label option came from, which fixes its items' layout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum LabelLayout {
+    /// The paper's Fig. 4, after the IP header (what kplane emits).
+    #[default]
+    Paper,
+    /// The authors' published P4 program (`my_int.p4`): after the Ethernet addresses, EtherType
+    /// 0x0701 (or a spent source route 0x0700 before it), `type(1) rsvd(7) | INT_num(8)`,
+    /// then 32-byte items newest first: `sw_id(8) ingress port(8) egress port(8) rsvd(8) |
+    /// ingress timestamp(48) | egress timestamp(48) | enq timestamp(32) | rsvd(8)
+    /// enq_qdepth(24) | deq_timedelta(32) | rsvd(8) deq_qdepth(24)`, BMv2's times in µs. The
+    /// header's comment says 28 B; its fields, and the authors' parser, are 32.
+    Authors,
+}
+
 /// `NH(8) | INT_num(8)` then items, newest first. A specific (operator-selected) flow starts
 /// with INT_num = MAX_hop, so at the sink INT_num > MAX_hop and items = INT_num − MAX_hop.
+/// The authors' layout ([`LabelLayout::Authors`]) has no next header and flags a specific
+/// flow in the option's first bit.
 #[derive(Clone, Copy, Debug)]
 pub struct IntLabel<'a> {
-    /// Next header: the packet's original IP protocol.
+    /// Next header: the packet's original IP protocol (0 in the authors' layout: their
+    /// probes carry no IP header).
     pub next_header: u8,
     pub int_num: u8,
     /// The flow was selected for specific-flow telemetry.
     pub specific_flow: bool,
+    pub layout: LabelLayout,
     items: Bytes<'a>,
 }
 
@@ -314,10 +335,51 @@ impl<'a> IntLabel<'a> {
                 next_header,
                 int_num,
                 specific_flow,
+                layout: LabelLayout::Paper,
                 items,
             },
             rest,
         ))
+    }
+
+    /// The authors' layout after the Ethernet addresses and `ethertype`: a source route
+    /// (0x0700: its 2-byte header, then 2-byte entries up to the one whose first bit marks it
+    /// last, then the next type) is skipped; `None` when what follows is not the INT option.
+    pub fn parse_authors(ethertype: u16, b: Bytes<'a>) -> Result<Option<(Self, Bytes<'a>)>> {
+        use crate::layers::ethertype::{INT_LABEL, INT_LABEL_SOURCE_ROUTE};
+        let (mut ethertype, mut b) = (ethertype, b);
+        if ethertype == INT_LABEL_SOURCE_ROUTE {
+            b = b.skip(2, "int_label_source_route", "header")?;
+            loop {
+                let entry = b.array::<2>("int_label_source_route", "entry")?;
+                b = b.skip(2, "int_label_source_route", "entry")?;
+                if entry[0] & 0x80 != 0 {
+                    break;
+                }
+            }
+            ethertype = u16::from_be_bytes(*b.array::<2>("int_label_source_route", "type")?);
+            b = b.skip(2, "int_label_source_route", "type")?;
+        }
+        if ethertype != INT_LABEL {
+            return Ok(None);
+        }
+        let a = b.array::<2>("int_label_option", "int_num")?;
+        let b = b.skip(2, "int_label_option", "int_num")?;
+        let (items, rest) = b.split(
+            usize::from(a[1]) * LABEL_ITEM_LEN,
+            "int_label_option",
+            "items",
+        )?;
+        Ok(Some((
+            Self {
+                next_header: 0,
+                int_num: a[1],
+                specific_flow: a[0] & 0x80 != 0,
+                layout: LabelLayout::Authors,
+                items,
+            },
+            rest,
+        )))
     }
 
     pub fn len(&self) -> usize {
@@ -328,8 +390,25 @@ impl<'a> IntLabel<'a> {
         self.items.is_empty()
     }
 
-    fn item(c: &[u8]) -> HopRecord {
+    fn item(&self, c: &[u8]) -> HopRecord {
         let mut h = HopRecord::default();
+        if self.layout == LabelLayout::Authors {
+            // BMv2's µs, as ns.
+            let us48 =
+                |at: usize| (u64::from(be16(c, at)) << 32 | u64::from(be32(c, at + 2))) * 1_000;
+            h.set_raw(HopField::NodeId, c[0].into(), 8);
+            h.set_raw(HopField::L1IngressPort, c[1].into(), 8);
+            h.set_raw(HopField::L1EgressPort, c[2].into(), 8);
+            h.set_raw(HopField::IngressTimestamp, us48(4), 64);
+            h.set_raw(HopField::EgressTimestamp, us48(10), 64);
+            h.set_raw(
+                HopField::QueueOccupancy,
+                (be32(c, 20) & 0x00FF_FFFF).into(),
+                24,
+            );
+            h.set_raw(HopField::HopLatency, u64::from(be32(c, 24)) * 1_000, 64);
+            return h;
+        }
         h.set_raw(HopField::NodeId, be32(c, 0).into(), 32);
         h.set_raw(HopField::L1IngressPort, be16(c, 4).into(), 16);
         h.set_raw(HopField::L1EgressPort, be16(c, 6).into(), 16);
@@ -345,7 +424,7 @@ impl<'a> IntLabel<'a> {
         self.items
             .data()
             .chunks_exact(LABEL_ITEM_LEN)
-            .map(Self::item)
+            .map(|c| self.item(c))
     }
 
     /// Items in labelling order (first labelling device first).
@@ -379,7 +458,8 @@ impl<'a> IntLabel<'a> {
 impl serde::Serialize for IntLabel<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("IntLabel", 4)?;
+        let mut st = s.serialize_struct("IntLabel", 5)?;
+        st.serialize_field("layout", &self.layout)?;
         st.serialize_field("next_header", &self.next_header)?;
         st.serialize_field("int_num", &self.int_num)?;
         st.serialize_field("specific_flow", &self.specific_flow)?;

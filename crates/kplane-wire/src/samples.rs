@@ -396,5 +396,31 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
             )
             .build(),
     ));
+    v.push(("int-label-authors", int_label_authors()));
     v
+}
+
+/// A packet as the INT-label authors' program (`my_int.p4`) leaves its second switch: the
+/// source route still holds its last entry (EtherType 0x0700), then the INT option with two
+/// 32-byte items, newest (switch 2) first, and the probe's data.
+pub fn int_label_authors() -> Vec<u8> {
+    let mut f = vec![0, 0, 0, 1, 2, 1, 0, 0, 0, 1, 1, 1, 0x07, 0x00];
+    // Source route header, its last entry (port 3), then the INT option's type.
+    f.extend_from_slice(&[0x00, 0x00, 0x80, 0x03, 0x07, 0x01]);
+    // INT option: a probe (type 0), two items.
+    f.extend_from_slice(&[0x00, 2]);
+    for (sw, ingress, egress, at_us, depth, delta_us) in [
+        (2u8, 1u8, 3u8, 1_000_250u64, 7u32, 40u32),
+        (1, 1, 2, 1_000_100, 3, 25),
+    ] {
+        f.extend_from_slice(&[sw, ingress, egress, 0]);
+        f.extend_from_slice(&at_us.to_be_bytes()[2..]);
+        f.extend_from_slice(&(at_us + u64::from(delta_us)).to_be_bytes()[2..]);
+        f.extend_from_slice(&(at_us as u32).to_be_bytes());
+        f.extend_from_slice(&depth.to_be_bytes());
+        f.extend_from_slice(&delta_us.to_be_bytes());
+        f.extend_from_slice(&depth.to_be_bytes());
+    }
+    f.extend_from_slice(&[0x77; 16]);
+    f
 }

@@ -41,12 +41,25 @@ fn decode_reads_every_sample_format_from_pcapng_and_pcap() {
         let out = run(kplane().args(["decode", "--kdn-port", "5001"]).arg(&file));
         assert!(out.status.success(), "{out:?}");
         let lines = json_lines(&out);
-        assert_eq!(lines.len(), 20, "one object per telemetry frame");
+        assert_eq!(lines.len(), 21, "one object per telemetry frame");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("21 packets: 20 decoded") && stderr.contains("1 without telemetry"),
+            stderr.contains("22 packets: 21 decoded") && stderr.contains("1 without telemetry"),
             "{stderr}"
         );
+        // The INT-label authors' layout (EtherType 0x0700/0x0701): two items in path order,
+        // BMv2's µs as ns.
+        let authors = lines
+            .iter()
+            .find(|l| l["headers"]["packet"]["telemetry"]["int_label"]["layout"] == "authors")
+            .expect("the authors' INT-label frame");
+        let hops = authors["records"][0]["hops"].as_array().unwrap();
+        assert_eq!(hops.len(), 2, "{authors}");
+        assert_eq!(hops[0]["node_id"], 1, "{authors}");
+        assert_eq!(hops[1]["node_id"], 2, "{authors}");
+        assert_eq!(hops[1]["hop_latency_ns"], 40_000, "{authors}");
+        assert_eq!(hops[1]["queue_occupancy"], 7, "{authors}");
+        assert_eq!(hops[1]["ingress_timestamp_ns"], 1_000_250_000u64, "{authors}");
         // The 5-hop TR v2.0 report: sink 6 reports a path 1..6, flow restored.
         let tr = lines
             .iter()
