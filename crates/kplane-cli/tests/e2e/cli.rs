@@ -59,7 +59,10 @@ fn decode_reads_every_sample_format_from_pcapng_and_pcap() {
         assert_eq!(hops[1]["node_id"], 2, "{authors}");
         assert_eq!(hops[1]["hop_latency_ns"], 40_000, "{authors}");
         assert_eq!(hops[1]["queue_occupancy"], 7, "{authors}");
-        assert_eq!(hops[1]["ingress_timestamp_ns"], 1_000_250_000u64, "{authors}");
+        assert_eq!(
+            hops[1]["ingress_timestamp_ns"], 1_000_250_000u64,
+            "{authors}"
+        );
         // The 5-hop TR v2.0 report: sink 6 reports a path 1..6, flow restored.
         let tr = lines
             .iter()

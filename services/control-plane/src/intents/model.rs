@@ -924,6 +924,20 @@ mod tests {
         }
         let p = spec(r#"{"kind":"reroute","dst":"x","avoid":{}}"#).check();
         assert_eq!(p.len(), 2, "{p:?}");
+        let p = spec(r#"{"kind":"reroute","dst":"10.0.0.1/32","avoid":{"links":[[1,2],[3,3]]}}"#)
+            .check();
+        assert_eq!(p, vec!["avoid: [3, 3] is not a link between two switches"]);
+        let several = spec(
+            r#"{"kind":"reroute","dst":"10.0.0.1/32","avoid":{"switch":5,"link":[1,2],"links":[[3,4]]}}"#,
+        );
+        assert!(several.check().is_empty());
+        let IntentKind::Reroute { avoid, .. } = &several.kind else {
+            panic!("{several:?}");
+        };
+        assert_eq!(avoid.to_string(), "switch 5, links 1-2, 3-4");
+        assert!(avoid.crossed_by(&[7, 4, 3]), "the link either way round");
+        assert!(avoid.crossed_by(&[7, 5]));
+        assert!(!avoid.crossed_by(&[1, 3, 2, 4]));
         assert!(!spec(r#"{"kind":"block","match":{}}"#).check().is_empty());
     }
 
