@@ -247,7 +247,7 @@ fn a_lab_of_bmv2_switches_carries_traffic_reports_it_and_blocks_a_flood() {
 /// and every host behind leaf 2 still receives leaf 1's traffic. Found available again, the
 /// reroutes are withdrawn.
 #[test]
-#[ignore = "known gap: a reroute's /32 entries have the key of the lab's configured routes; on P4Runtime switches they do not replace them yet, so traffic stops when the link is cut"]
+#[ignore = "known gap (docs/lab.md, Not yet): the reroutes are verified, but leaf 1's traffic stops reaching leaf 2 once the link is cut"]
 fn a_link_the_probes_found_unavailable_is_routed_around_on_real_switches() {
     const NAME: &str = "kplr";
     if !bmv2::available() {
