@@ -53,6 +53,19 @@ impl Topology {
         self.switches.iter().find(|s| s.id == id)
     }
 
+    /// The switch at the other end of `switch`'s `port` (none: a host port, or no such port).
+    pub fn peer(&self, switch: u32, port: u32) -> Option<u32> {
+        self.links.iter().find_map(|&((a, pa), (b, pb), _)| {
+            if (a, pa) == (switch, port) {
+                Some(b)
+            } else if (b, pb) == (switch, port) {
+                Some(a)
+            } else {
+                None
+            }
+        })
+    }
+
     /// The ports of switch `id` that lead somewhere: to its hosts and its links.
     pub fn ports(&self, id: u32) -> Vec<u32> {
         let hosts = self

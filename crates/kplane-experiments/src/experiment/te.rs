@@ -141,18 +141,15 @@ fn measure(s: &Setup, seed: u64, on: bool, out: &Path) -> anyhow::Result<Vec<Vec
             )?,
         ])
     };
-    let moves = std::fs::read_to_string(data.join("intent-api/audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("\"actor\":\"traffic-engineering\"") && l.contains("\"submit\""))
-        .count();
-    let rolled_back = std::fs::read_to_string(data.join("intent-api/audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| {
-            l.contains("\"actor\":\"traffic-engineering\"") && l.contains("\"rolled-back\"")
-        })
-        .count();
+    // Traffic engineering's own records in the audit log: its submissions and rollbacks.
+    let audit = std::fs::read_to_string(data.join("intent-api/audit.jsonl")).unwrap_or_default();
+    let records = |what: &str| {
+        audit
+            .lines()
+            .filter(|l| l.contains("\"actor\":\"traffic-engineering\"") && l.contains(what))
+            .count()
+    };
+    let (moves, rolled_back) = (records("\"submit\""), records("\"rolled-back\""));
     let mut rows = Vec::new();
     let mut t = from;
     while t < end {

@@ -430,13 +430,7 @@ pub(crate) fn reroute_path(
             .get(&at)
             .ok_or_else(|| format!("switch {at} has no path to {dst} around {avoid}"))?;
         at = topo
-            .links
-            .iter()
-            .find_map(|&((a, pa), (b, pb), _)| match () {
-                () if (a, pa) == (at, port) => Some(b),
-                () if (b, pb) == (at, port) => Some(a),
-                () => None,
-            })
+            .peer(at, port)
             .ok_or_else(|| format!("switch {at} port {port} leads to no switch"))?;
         path.push(at);
     }

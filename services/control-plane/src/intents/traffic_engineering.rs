@@ -96,19 +96,14 @@ type Hop = (u32, u32);
 /// The latest forecast per link direction: (predicted, observed) in ‰, from the forecasts of
 /// `link_utilization` whose entity (`node:port`) leads to another switch.
 pub fn link_loads(topo: &Topology, forecasts: &[Forecast]) -> HashMap<Hop, (f64, f64)> {
-    let mut next = HashMap::new();
-    for &((a, pa), (b, pb), _) in &topo.links {
-        next.insert((a, pa), b);
-        next.insert((b, pb), a);
-    }
     forecasts
         .iter()
         .filter(|f| f.series == "link_utilization")
         .filter_map(|f| {
             let (node, port) = f.entity.split_once(':')?;
-            let key = (node.parse().ok()?, port.parse().ok()?);
-            let to = *next.get(&key)?;
-            Some(((key.0, to), (f.predicted.max(0.0), f.last_value.max(0.0))))
+            let node = node.parse().ok()?;
+            let to = topo.peer(node, port.parse().ok()?)?;
+            Some(((node, to), (f.predicted.max(0.0), f.last_value.max(0.0))))
         })
         .collect()
 }
@@ -275,15 +270,16 @@ async fn step(intents: &Intents, cfg: &TrafficEngineeringConfig, me: &Identity, 
     let now = Instant::now();
     let now_ms = kplane_model::unix_time_ns() / 1_000_000;
     moves.cooling.retain(|_, until| *until > now);
-    let standing: Vec<Intent> = intents
+    let live: Vec<Intent> = intents
         .list(None)
         .await
         .into_iter()
-        .filter(|i| !i.state.ended() && relieved(i).is_some())
+        .filter(|i| !i.state.ended())
         .collect();
+    let standing: Vec<&Intent> = live.iter().filter(|i| relieved(i).is_some()).collect();
     let mut relieving: HashSet<[u32; 2]> = HashSet::new();
     let mut rolled_back: HashSet<[u32; 2]> = HashSet::new();
-    for i in &standing {
+    for &i in &standing {
         let Some((dst, link)) = relieved(i) else {
             continue;
         };
@@ -345,11 +341,8 @@ async fn step(intents: &Intents, cfg: &TrafficEngineeringConfig, me: &Identity, 
     hot.sort_by(|a, b| b.1.total_cmp(&a.1));
     let flows = observe(&*intents.telemetry);
     // Destinations another reroute stands for (a second one would conflict).
-    let fixed: HashSet<u32> = intents
-        .list(None)
-        .await
+    let fixed: HashSet<u32> = live
         .iter()
-        .filter(|i| !i.state.ended())
         .filter_map(|i| match &i.spec.kind {
             IntentKind::Reroute { dst, .. } => dst
                 .strip_suffix("/32")
