@@ -1,7 +1,7 @@
 //! Each entity's history as features: how surprising a switch-to-switch link's silence is — the
-//! flows that left its switch for another switch during the silent run, each costing
-//! −ln(1 − p) nats, p the share of such flows the link usually takes, so that a link avoided by
-//! a busy switch's flows stands out within a window while a quiet switch's link stays ordinary
+//! destinations its switch reached through another switch during the silent run, each costing
+//! −ln(1 − p) nats, p the share of them the link usually takes, so that a link avoided by
+//! a busy switch's traffic stands out within a window while a quiet switch's link stays ordinary
 //! — and an exponentially weighted mean of every measured feature, so that a model of a
 //! whole kind can still see an entity leave its own habit — a busy link gone silent looks like
 //! a quiet link to a model of all links, and a host receiving from ten times its usual sources
@@ -82,8 +82,8 @@ impl Baselines {
                 congested_run: 0.0,
                 last_window: 0,
             });
-            // A link is silent when none of the flows that left its switch for another switch
-            // crossed it; each such flow had `share` chance of crossing it, so the silence costs
+            // A link is silent when none of the destinations its switch reached through another
+            // switch was reached over it; each had `share` chance of it, so the silence costs
             // chances · −ln(1 − share) nats, summed over the silent run.
             let e = s.exposure;
             let silent = e.hits == 0.0;

@@ -126,8 +126,8 @@ pub struct Sample {
     pub reverse: Option<String>,
 }
 
-/// A switch-to-switch link's chances in a window: the flows that left its node for another
-/// switch (`chances`) and how many of them crossed the link (`hits`). A link's silence is
+/// A switch-to-switch link's chances in a window: the destinations its node's flows reached
+/// through another switch (`chances`) and how many of them crossed the link (`hits`). A link's silence is
 /// judged against them — a busy node whose flows all avoid one of its links says more than a
 /// quiet window (zero for other kinds).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -421,24 +421,30 @@ impl Window {
                 vec![mean, max, frac, n.ln_1p()],
             ));
         }
-        // Flows leaving each switch for another one, and per (switch, next switch).
-        let mut hits: FastMap<(u32, u32), f64> = map_with_capacity(4 * self.links.len());
-        for f in &self.flows {
-            for (i, p) in f.path.windows(2).enumerate() {
-                // A flow counts once per link (a looping path crosses some twice).
-                // (Compared as pairs: a slice comparison is a call to memcmp.)
-                if f.path[..i + 1]
-                    .windows(2)
-                    .any(|q| (q[0], q[1]) == (p[0], p[1]))
-                {
-                    continue;
-                }
-                *hits.entry((p[0], p[1])).or_default() += 1.0;
+        // Destinations reached from each switch through another one, and per (switch, next
+        // switch). The destination, not the flow, is the unit: a switch that routes by
+        // destination sends all of one destination's flows one way, so a flood or a scan —
+        // hundreds of flows, one routing decision — must not make its switch's other links'
+        // silence look impossible. (Under per-flow ECMP a destination with several flows
+        // crosses several links, and each link's share says so.) A flow without an address
+        // is its own destination.
+        let mut crossed: FastSet<(u32, u32, Option<IpAddr>, usize)> =
+            set_with_capacity(4 * self.flows.len());
+        for (k, f) in self.flows.iter().enumerate() {
+            let dest = (f.dst, if f.dst.is_some() { 0 } else { k + 1 });
+            for p in f.path.windows(2) {
+                crossed.insert((p[0], p[1], dest.0, dest.1));
             }
         }
+        let mut hits: FastMap<(u32, u32), f64> = map_with_capacity(4 * self.links.len());
+        let mut left: FastSet<(u32, Option<IpAddr>, usize)> = set_with_capacity(crossed.len());
+        for &(a, b, dst, k) in &crossed {
+            *hits.entry((a, b)).or_default() += 1.0;
+            left.insert((a, dst, k));
+        }
         let mut chances: FastMap<u32, f64> = FastMap::default();
-        for (&(a, _), n) in &hits {
-            *chances.entry(a).or_default() += n;
+        for &(a, _, _) in &left {
+            *chances.entry(a).or_default() += 1.0;
         }
         for (&(node, port), &(n, sum, max, next)) in &self.links {
             let mean = if n > 0.0 { sum / n } else { 0.0 };
@@ -625,7 +631,41 @@ mod tests {
     }
 
     #[test]
-    fn a_links_chances_are_the_flows_its_switch_sent_to_other_switches() {
+    fn a_links_chances_count_destinations_not_flows() {
+        let mut w = Window::new(10);
+        // Switch 1: port 1 towards 2, port 2 towards 3.
+        w.links.insert((1, 1), (30.0, 0.0, 0.0, Some(2)));
+        w.links.insert((1, 2), (30.0, 0.0, 0.0, Some(3)));
+        let to = |dst: &str, src_port: u16, path: Vec<u32>| FlowRow {
+            dst: Some(dst.parse().unwrap()),
+            src_port: Some(src_port),
+            path,
+            ..FlowRow::default()
+        };
+        // A flood: 200 flows to one victim, routed one way; one other destination the other.
+        let mut flows: Vec<FlowRow> = (0..200).map(|p| to("10.0.0.9", p, vec![1, 2])).collect();
+        flows.push(to("10.0.0.5", 1, vec![1, 3]));
+        w.flows = flows;
+        let s = w.samples(&FastSet::default());
+        let of = |e: &str| s.iter().find(|s| s.entity == e).unwrap().exposure;
+        assert_eq!(
+            of("1:1"),
+            Exposure {
+                chances: 2.0,
+                hits: 1.0
+            }
+        );
+        assert_eq!(
+            of("1:2"),
+            Exposure {
+                chances: 2.0,
+                hits: 1.0
+            }
+        );
+    }
+
+    #[test]
+    fn a_links_chances_are_what_its_switch_sent_to_other_switches() {
         let mut w = Window::new(10);
         // Switch 1: port 1 towards 2, port 2 towards 3 (silent this window); switch 2's port 5
         // back towards 1.
