@@ -71,6 +71,9 @@ pub enum FileKind {
     },
     /// Immediate events of messages from an offset on: `a<offset>`.
     Alerts { first_offset: i64 },
+    /// One hour of a writer's windows summed into coarser ones (`crate::rollup`):
+    /// `r<start of the hour>`.
+    Rollup { hour_start: i64 },
 }
 
 impl FileKind {
@@ -84,6 +87,7 @@ impl FileKind {
                 level,
             } => format!("{writer}-c{first_end}_{last_end}.l{level}.parquet"),
             Self::Alerts { first_offset } => format!("{writer}-a{first_offset}.parquet"),
+            Self::Rollup { hour_start } => format!("{writer}-r{hour_start}.parquet"),
         }
     }
 
@@ -102,6 +106,10 @@ impl FileKind {
                 first_end: a.parse().ok()?,
                 last_end: b.parse().ok()?,
                 level: level.parse().ok()?,
+            }
+        } else if let Some(r) = rest.strip_prefix('r') {
+            Self::Rollup {
+                hour_start: r.parse().ok()?,
             }
         } else {
             Self::Alerts {
@@ -246,6 +254,9 @@ mod tests {
                 level: 2,
             },
             FileKind::Alerts { first_offset: 7 },
+            FileKind::Rollup {
+                hour_start: 3_600_000_000_000,
+            },
         ] {
             let name = kind.file_name("reports-p3");
             assert_eq!(FileKind::parse(&name), Some(("reports-p3", kind)), "{name}");

@@ -8,6 +8,7 @@
 //! * [`writer`]: the one durable writer (staging, fsync, rename, fsync of the directory).
 //! * [`compaction`]: tiered merges that readers never see twice.
 //! * [`retention`]: how long each table's hour partitions are kept.
+//! * [`rollup`] (feature `query`): complete hours summed into 1-minute and 1-hour windows.
 //! * [`tables`]: every table's schema, the contract between writers and readers.
 //! * [`query`] (feature `query`): a DataFusion context over the store with kplane's SQL
 //!   functions (`ip_text`, `ip_in`, `distribution`, `any_value`).
@@ -21,6 +22,8 @@ pub mod layout;
 #[cfg(feature = "query")]
 pub mod query;
 pub mod retention;
+#[cfg(feature = "query")]
+pub mod rollup;
 pub mod tables;
 pub mod writer;
 

@@ -19,6 +19,7 @@ use crate::auth::{Auth, Identity, Role, require};
 use crate::error::ApiError;
 use crate::rows::to_json;
 use crate::state::{AppState, Range};
+use kplane_store::rollup::Resolution;
 use kplane_model::incidents::EpisodeBook;
 
 /// Middleware: an answer within `query-timeout`, else 504 — whatever the route spends its time
@@ -139,6 +140,8 @@ async fn flows(
     Query(p): Query<FlowParams>,
 ) -> Result<Json<Value>, ApiError> {
     let mut wheres = vec![p.range.sql("window_start")?];
+    let resolution = p.range.resolution()?;
+    let source = s.table("flows", resolution).await?;
     if let Some(v) = &p.src {
         wheres.push(format!("ip_in(src_ip, '{}')", prefix(v, "src")?));
     }
@@ -180,7 +183,7 @@ async fn flows(
            last_value(path ORDER BY window_start) AS path, \
            bool_or(coalesce(path_changed, false)) AS path_changed, \
            min(first_seen) AS first_seen, max(last_seen) AS last_seen \
-         FROM flows WHERE {} \
+         FROM {source} AS flows WHERE {} \
          GROUP BY src_ip, dst_ip, src_port, dst_port, protocol \
          ORDER BY {order}, src_ip, dst_ip, src_port, dst_port, protocol \
          LIMIT {} OFFSET {offset}",
@@ -192,7 +195,9 @@ async fn flows(
         rows.truncate(limit);
         (offset + limit).to_string()
     });
-    Ok(Json(json!({ "flows": rows, "next_cursor": next })))
+    Ok(Json(
+        json!({ "flows": rows, "next_cursor": next, "resolution": resolution.as_str() }),
+    ))
 }
 
 /// A flow in a path: `src,sport,dst,dport,proto`.
@@ -229,10 +234,12 @@ async fn flow_path(
 ) -> Result<Json<Value>, ApiError> {
     let f = flow_where(&flow)?;
     let r = range.sql("window_start")?;
+    let resolution = range.resolution()?;
+    let source = s.table("flows", resolution).await?;
     let windows = s
         .rows(&format!(
             "SELECT window_start, window_end, path, path_changed, reports, bytes, e2e_latency_mean_ns, \
-               e2e_latency_max_ns FROM flows WHERE {f} AND {r} ORDER BY window_start"
+               e2e_latency_max_ns FROM {source} AS flows WHERE {f} AND {r} ORDER BY window_start"
         ))
         .await?;
     if windows.is_empty() {
@@ -240,12 +247,16 @@ async fn flow_path(
             "no flow {flow} in that time range"
         )));
     }
-    let hops = s
-        .rows(&format!(
+    // Hop-latency percentiles do not roll up: per hop only at the windows' resolution.
+    let hops = if resolution == Resolution::Windows {
+        s.rows(&format!(
             "SELECT window_start, node_id, samples, p50_ns, p99_ns, max_ns FROM hop_latency \
              WHERE {f} AND {r} ORDER BY window_start, node_id"
         ))
-        .await?;
+        .await?
+    } else {
+        Vec::new()
+    };
     // Per window: its hops in path order.
     let out: Vec<Value> = windows
         .into_iter()
@@ -273,7 +284,9 @@ async fn flow_path(
             w
         })
         .collect();
-    Ok(Json(json!({ "flow": flow, "windows": out })))
+    Ok(Json(
+        json!({ "flow": flow, "windows": out, "resolution": resolution.as_str() }),
+    ))
 }
 
 /// A switch's queue in one window, from the `queues` rows of every lane (each lane sees the
@@ -281,11 +294,15 @@ async fn flow_path(
 /// samples, and the time above the threshold is the samples-weighted mean of the lanes'
 /// estimates (each lane's is its share of samples above it × the window). The caller adds
 /// `WHERE … GROUP BY window_start, …, node_id, queue_id`.
-const QUEUE_WINDOWS: &str = "SELECT window_start, max(window_end) AS window_end, node_id, \
-     queue_id, sum(samples) AS samples, sum(occupancy_mean * samples) AS occupancy_sum, \
-     max(occupancy_max) AS occupancy_max, \
-     CAST(sum(CAST(congested_ns AS DOUBLE) * samples) / sum(samples) AS BIGINT) AS congested_ns \
-     FROM queues";
+fn queue_windows(queues: &str) -> String {
+    format!(
+        "SELECT window_start, max(window_end) AS window_end, node_id, \
+         queue_id, sum(samples) AS samples, sum(occupancy_mean * samples) AS occupancy_sum, \
+         max(occupancy_max) AS occupancy_max, \
+         CAST(sum(CAST(congested_ns AS DOUBLE) * samples) / sum(samples) AS BIGINT) AS congested_ns \
+         FROM {queues} AS queues"
+    )
+}
 
 /// `GET /v1/switches`.
 async fn switches(
@@ -293,6 +310,9 @@ async fn switches(
     Query(range): Query<Range>,
 ) -> Result<Json<Value>, ApiError> {
     let r = range.sql("window_start")?;
+    let resolution = range.resolution()?;
+    let queues = queue_windows(&s.table("queues", resolution).await?);
+    let links = s.table("links", resolution).await?;
     let rows = s
         .rows(&format!(
             "SELECT q.node_id, q.queues, q.occupancy_max, q.occupancy_mean, q.congested_ns, \
@@ -301,16 +321,18 @@ async fn switches(
                      max(occupancy_max) AS occupancy_max, \
                      sum(occupancy_sum) / sum(samples) AS occupancy_mean, \
                      sum(congested_ns) AS congested_ns \
-                   FROM ({QUEUE_WINDOWS} WHERE {r} GROUP BY window_start, node_id, queue_id) \
+                   FROM ({queues} WHERE {r} GROUP BY window_start, node_id, queue_id) \
                    GROUP BY node_id) q \
              LEFT JOIN (SELECT node_id, count(DISTINCT egress_port) AS ports, \
                      max(tx_utilization_max) AS tx_utilization_max, \
                      sum(tx_utilization_mean * samples) / sum(samples) AS tx_utilization_mean \
-                   FROM links WHERE {r} GROUP BY node_id) l ON q.node_id = l.node_id \
+                   FROM {links} AS links WHERE {r} GROUP BY node_id) l ON q.node_id = l.node_id \
              ORDER BY q.node_id"
         ))
         .await?;
-    Ok(Json(json!({ "switches": rows })))
+    Ok(Json(
+        json!({ "switches": rows, "resolution": resolution.as_str() }),
+    ))
 }
 
 /// `GET /v1/switches/{id}/queues`.
@@ -323,11 +345,13 @@ async fn switch_queues(
         .parse()
         .map_err(|_| ApiError::BadRequest(format!("switch id {id:?} is not a number")))?;
     let r = range.sql("window_start")?;
+    let resolution = range.resolution()?;
+    let queues = queue_windows(&s.table("queues", resolution).await?);
     let rows = s
         .rows(&format!(
             "SELECT window_start, window_end, queue_id, samples, \
                occupancy_sum / samples AS occupancy_mean, occupancy_max, congested_ns \
-             FROM ({QUEUE_WINDOWS} WHERE node_id = {id} AND {r} \
+             FROM ({queues} WHERE node_id = {id} AND {r} \
                    GROUP BY window_start, window_end, node_id, queue_id) \
              ORDER BY window_start, queue_id"
         ))
@@ -337,7 +361,9 @@ async fn switch_queues(
             "no queue samples of switch {id} in that time range"
         )));
     }
-    Ok(Json(json!({ "switch": id, "queues": rows })))
+    Ok(Json(
+        json!({ "switch": id, "queues": rows, "resolution": resolution.as_str() }),
+    ))
 }
 
 /// `GET /v1/links`: per (node, egress port) its neighbour (the next node on paths through it)
@@ -347,16 +373,20 @@ async fn links(
     Query(range): Query<Range>,
 ) -> Result<Json<Value>, ApiError> {
     let r = range.sql("window_start")?;
+    let resolution = range.resolution()?;
+    let links = s.table("links", resolution).await?;
     let rows = s
         .rows(&format!(
             "SELECT node_id, egress_port, next_node_id, sum(samples) AS samples, \
                sum(tx_utilization_mean * samples) / sum(samples) AS tx_utilization_mean, \
                max(tx_utilization_max) AS tx_utilization_max \
-             FROM links WHERE {r} GROUP BY node_id, egress_port, next_node_id \
+             FROM {links} AS links WHERE {r} GROUP BY node_id, egress_port, next_node_id \
              ORDER BY node_id, egress_port"
         ))
         .await?;
-    Ok(Json(json!({ "links": rows })))
+    Ok(Json(
+        json!({ "links": rows, "resolution": resolution.as_str() }),
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -563,13 +593,13 @@ async fn query(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::timestamp;
+    use crate::state::timestamp_ns;
 
     #[test]
     fn parameters_are_validated_before_they_reach_sql() {
-        assert!(timestamp("2026-11-21T13:00:00Z", "from").is_ok());
-        assert!(timestamp("2026'; DROP", "from").is_err());
-        assert!(timestamp("2026-13-45T00:00:00Z", "from").is_err());
+        assert!(timestamp_ns("2026-11-21T13:00:00Z", "from").is_ok());
+        assert!(timestamp_ns("2026'; DROP", "from").is_err());
+        assert!(timestamp_ns("2026-13-45T00:00:00Z", "from").is_err());
         assert_eq!(port_range("1000-2000", "p").unwrap(), (1000, 2000));
         assert!(port_range("2000-1000", "p").is_err());
         assert!(prefix("10.0.0.0/8", "src").is_ok());

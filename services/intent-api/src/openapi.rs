@@ -106,12 +106,12 @@ pub const ROUTES: &[RouteDoc] = &[
             q("cursor", "string", "next_cursor of the previous page"),
         ],
         body: None,
-        returns: &["flows", "next_cursor"],
+        returns: &["flows", "next_cursor", "resolution"],
     },
     RouteDoc {
         method: "get",
         path: "/v1/flows/{flow}/path",
-        summary: "Trajectory history of one flow with per-hop latency (p50/p99/max) per window",
+        summary: "Trajectory history of one flow per window; per-hop latency (p50/p99/max) at the windows' resolution (ranges up to 6 h)",
         role: Role::Viewer,
         params: &[
             p(
@@ -124,7 +124,7 @@ pub const ROUTES: &[RouteDoc] = &[
             RANGE[2],
         ],
         body: None,
-        returns: &["flow", "windows"],
+        returns: &["flow", "windows", "resolution"],
     },
     RouteDoc {
         method: "get",
@@ -133,7 +133,7 @@ pub const ROUTES: &[RouteDoc] = &[
         role: Role::Viewer,
         params: &[RANGE[0], RANGE[1], RANGE[2]],
         body: None,
-        returns: &["switches"],
+        returns: &["switches", "resolution"],
     },
     RouteDoc {
         method: "get",
@@ -147,7 +147,7 @@ pub const ROUTES: &[RouteDoc] = &[
             RANGE[2],
         ],
         body: None,
-        returns: &["switch", "queues"],
+        returns: &["switch", "queues", "resolution"],
     },
     RouteDoc {
         method: "get",
@@ -156,7 +156,7 @@ pub const ROUTES: &[RouteDoc] = &[
         role: Role::Viewer,
         params: &[RANGE[0], RANGE[1], RANGE[2]],
         body: None,
-        returns: &["links"],
+        returns: &["links", "resolution"],
     },
     RouteDoc {
         method: "get",

@@ -9,6 +9,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use futures_util::Stream;
 use kplane_runtime::Shutdown;
 use kplane_store::query::{register_store, register_udfs};
+use kplane_store::rollup::{Resolution, source_sql};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -114,6 +115,19 @@ impl AppState {
         stream.take_until(async move { stop.wait().await })
     }
 
+    /// `table` at `resolution` as a SQL table expression: its rollups where they reach, the
+    /// windows after ([`source_sql`]).
+    pub(crate) async fn table(
+        &self,
+        table: &'static str,
+        resolution: Resolution,
+    ) -> Result<String, ApiError> {
+        let dir = self.cfg.store_dir.clone();
+        tokio::task::spawn_blocking(move || source_sql(&dir, table, resolution))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
     /// A fixed route's query within `query-memory` (the route's answer is within
     /// `query-timeout`: the router's [`deadline`]).
     pub(crate) async fn rows(&self, sql: &str) -> Result<Vec<Value>, ApiError> {
@@ -147,7 +161,8 @@ pub struct Range {
     pub since: Option<String>,
 }
 
-pub(crate) fn timestamp(s: &str, what: &str) -> Result<String, ApiError> {
+/// An RFC 3339 time as ns since the Unix epoch; `what` names the parameter in the error.
+pub(crate) fn timestamp_ns(s: &str, what: &str) -> Result<i64, ApiError> {
     let t = humantime::parse_rfc3339_weak(s).map_err(|e| {
         ApiError::BadRequest(format!(
             "{what}: {s:?} is not an RFC 3339 time ({e}; e.g. 2026-11-21T13:00:00Z)"
@@ -157,16 +172,14 @@ pub(crate) fn timestamp(s: &str, what: &str) -> Result<String, ApiError> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is before 1970")))?
         .as_nanos();
-    let ns = i64::try_from(ns)
-        .map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is after 2262")))?;
-    Ok(format!("to_timestamp_nanos({ns})"))
+    i64::try_from(ns).map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is after 2262")))
 }
 
 impl Range {
-    /// `window_start >= … AND window_start < …`.
-    pub(crate) fn sql(&self, column: &str) -> Result<String, ApiError> {
+    /// `[from, to)` in ns; `to` is `None` for "until now".
+    fn bounds(&self) -> Result<(i64, Option<i64>), ApiError> {
         let from = match (&self.from, &self.since) {
-            (Some(f), _) => timestamp(f, "from")?,
+            (Some(f), _) => timestamp_ns(f, "from")?,
             (None, s) => {
                 let d = match s {
                     Some(s) => humantime::parse_duration(s).map_err(|e| {
@@ -174,14 +187,28 @@ impl Range {
                     })?,
                     None => Duration::from_secs(15 * 60),
                 };
-                let from = kplane_model::unix_time_ns() as i64 - d.as_nanos() as i64;
-                format!("to_timestamp_nanos({from})")
+                kplane_model::unix_time_ns() as i64 - d.as_nanos().min(i64::MAX as u128) as i64
             }
         };
-        let mut w = format!("{column} >= {from}");
-        if let Some(t) = &self.to {
-            w += &format!(" AND {column} < {}", timestamp(t, "to")?);
+        let to = self.to.as_deref().map(|t| timestamp_ns(t, "to")).transpose()?;
+        Ok((from, to))
+    }
+
+    /// `window_start >= … AND window_start < …`.
+    pub(crate) fn sql(&self, column: &str) -> Result<String, ApiError> {
+        let (from, to) = self.bounds()?;
+        let mut w = format!("{column} >= to_timestamp_nanos({from})");
+        if let Some(t) = to {
+            w += &format!(" AND {column} < to_timestamp_nanos({t})");
         }
         Ok(w)
+    }
+
+    /// The store's resolution for this range ([`Resolution::for_span`]): the windows for up
+    /// to 6 hours, minutes up to 7 days, hours beyond.
+    pub(crate) fn resolution(&self) -> Result<Resolution, ApiError> {
+        let (from, to) = self.bounds()?;
+        let to = to.unwrap_or(kplane_model::unix_time_ns() as i64);
+        Ok(Resolution::for_span(to.saturating_sub(from)))
     }
 }

@@ -54,12 +54,21 @@ fn report(t: u64, sport: u16, path: &[u32], lat: u64, occ: u64) -> ReportRecord 
 /// A fresh store written by the real processor from `lanes` (reports per partition of
 /// `int.reports`), made from `base`, a whole second 2 minutes ago.
 fn write_store(name: &str, lanes: impl Fn(u64) -> Vec<Vec<ReportRecord>>) -> PathBuf {
+    write_store_at(name, (kplane_model::unix_time_ns() / S - 120) * S, lanes)
+}
+
+/// A fresh store written by the real processor from `lanes`, made from `base`.
+fn write_store_at(
+    name: &str,
+    base: u64,
+    lanes: impl Fn(u64) -> Vec<Vec<ReportRecord>>,
+) -> PathBuf {
     // One store per test: `cargo test` runs them as threads of one process.
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("kplane-{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let lanes = lanes((kplane_model::unix_time_ns() / S - 120) * S);
+    let lanes = lanes(base);
     let cfg = kplane_stream_processor::Config {
         data_dir: dir.clone(),
         publish: false,
@@ -116,6 +125,20 @@ fn flapping_store() -> PathBuf {
             occ.iter()
                 .enumerate()
                 .map(|(i, &o)| report(base + i as u64 * 10_000_000, 1000, &[3], 200, o))
+                .collect(),
+        ]
+    })
+}
+
+/// A store with one report a second from 30 s before an hour three hours ago to 30 s after
+/// it: the lane has passed the first hour's end, so that hour is rolled up.
+fn rolled_store() -> PathBuf {
+    const HOUR: u64 = 3_600 * S;
+    let hour = (kplane_model::unix_time_ns() / HOUR - 3) * HOUR;
+    write_store_at("api-rolled", hour - 30 * S, |base| {
+        vec![
+            (0..60)
+                .map(|i| report(base + i * S, 1000, &[1, 2, 3], 200 + i, 10 + i))
                 .collect(),
         ]
     })
@@ -924,6 +947,54 @@ async fn a_switch_seen_by_several_lanes_is_one_exact_answer() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["switches"][0]["occupancy_mean"], 32.5, "{v}");
     assert_eq!(v["switches"][0]["congested_ns"], 250_000_000, "{v}");
+}
+
+/// Ranges over 6 hours read the 1-minute rollups, over 7 days the 1-hour ones, and answer
+/// as the windows do: the rolled-up hour plus the windows after it, each once.
+#[tokio::test]
+async fn long_ranges_read_rollups_and_answer_as_the_windows_do() {
+    let a = api_on(Live::new(10), rolled_store).await;
+    assert!(
+        a.dir.join("tables/flows_1m").exists() && a.dir.join("tables/queues_1h").exists(),
+        "the processor rolled the complete hour up"
+    );
+    let get = |uri: String| {
+        let a = &a;
+        async move {
+            let (s, v) = call(a, "GET", &uri, Some(VIEWER), None).await;
+            assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+            v
+        }
+    };
+    for (since, resolution) in [("5h", "window"), ("2d", "1m"), ("30d", "1h")] {
+        let v = get(format!("/v1/flows?since={since}")).await;
+        assert_eq!(v["resolution"], resolution, "{since}");
+        assert_eq!(v["flows"][0]["reports"], 60, "{since}: {v}");
+        assert_eq!(v["flows"][0]["latency_max_ns"], 3 * 259, "{since}: {v}");
+        let v = get(format!("/v1/switches?since={since}")).await;
+        assert_eq!(v["resolution"], resolution);
+        let sw = v["switches"].as_array().unwrap();
+        let three = sw.iter().find(|s| s["node_id"] == 3).unwrap();
+        assert_eq!(three["occupancy_max"], 69, "{since}: {v}");
+        // The mean of 10..=69, weighted by samples, whatever the windows' length.
+        assert_eq!(three["occupancy_mean"], 39.5, "{since}: {v}");
+        let v = get(format!("/v1/links?since={since}")).await;
+        let samples: u64 = v["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["samples"].as_u64().unwrap())
+            .sum();
+        assert_eq!(samples, 180, "{since}: three egress ports, 60 samples each: {v}");
+    }
+    // A flow's trajectory over days: the rolled-up hour is one minute-long window.
+    let v = get("/v1/flows/10.0.0.1,1000,10.0.1.1,80,6/path?since=2d".into()).await;
+    assert_eq!(v["resolution"], "1m");
+    let w = v["windows"].as_array().unwrap();
+    assert_eq!(w.len(), 31, "one minute, then 30 seconds: {v}");
+    assert_eq!(w[0]["reports"], 30);
+    let total: u64 = w.iter().map(|w| w["reports"].as_u64().unwrap()).sum();
+    assert_eq!(total, 60);
 }
 
 /// Threshold crossings come back as one episode with its crossings, peak and end (the raw

@@ -58,6 +58,8 @@ pub struct ProcessorMetrics {
     pub compaction_failures: Counter,
     pub files_expired: Counter,
     pub expiry_failures: Counter,
+    pub rollups: Counter,
+    pub rollup_failures: Counter,
     pub window_latency: Histogram,
     pub alert_latency: Histogram,
     /// Each (switch, queue)'s largest occupancy in each window.
@@ -87,6 +89,8 @@ impl Default for ProcessorMetrics {
             compaction_failures: Counter::default(),
             files_expired: Counter::default(),
             expiry_failures: Counter::default(),
+            rollups: Counter::default(),
+            rollup_failures: Counter::default(),
             window_latency: latency_histogram(),
             alert_latency: latency_histogram(),
             // 1 … 65,536 (cells or packets, as the switch counts).
@@ -112,6 +116,9 @@ impl ProcessorMetrics {
             .inc_by(after.files_expired - before.files_expired);
         self.expiry_failures
             .inc_by(after.expiry_failures - before.expiry_failures);
+        self.rollups.inc_by(after.rollups - before.rollups);
+        self.rollup_failures
+            .inc_by(after.rollup_failures - before.rollup_failures);
     }
 
     pub fn register(&self, root: &mut Registry) {
@@ -203,6 +210,16 @@ impl ProcessorMetrics {
             "retention_failures",
             "Retention sweeps that failed (logged; the next sweep retries)",
             self.expiry_failures.clone(),
+        );
+        r.register(
+            "store_rollups",
+            "Hours of a table rolled up into 1-minute and 1-hour windows (all lanes)",
+            self.rollups.clone(),
+        );
+        r.register(
+            "rollup_failures",
+            "Rollups that failed (logged; retried at the lane's next commit)",
+            self.rollup_failures.clone(),
         );
         r.register(
             "window_result_latency_seconds",

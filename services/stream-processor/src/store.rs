@@ -29,6 +29,7 @@ use kplane_store::compaction::{Compaction, Stored, hour_end, merge};
 use kplane_store::layout::parquet_files;
 use kplane_store::layout::{FileKind, partition_dir, superseded, tables_dir};
 use kplane_store::retention::Retention;
+use kplane_store::rollup;
 use kplane_store::writer::{publish_all, stage_bytes, stage_parquet};
 
 use crate::error::ProcessorError;
@@ -186,6 +187,9 @@ pub struct StoreCounts {
     /// files go at the next sweep).
     pub files_expired: u64,
     pub expiry_failures: u64,
+    /// Hours rolled up into minutes and hours, and rollups that failed (logged; retried).
+    pub rollups: u64,
+    pub rollup_failures: u64,
 }
 
 /// The immediate detectors' state as of a message: restored on open, the detectors skip
@@ -312,7 +316,7 @@ impl LaneStore {
                 let remove = replaced
                     || match *kind {
                         FileKind::Window { first_end } => first_end > emitted,
-                        FileKind::Compacted { .. } => false,
+                        FileKind::Compacted { .. } | FileKind::Rollup { .. } => false,
                         // Alerts of messages the detectors will read again are raised again.
                         FileKind::Alerts { first_offset } => first_offset > self.detectors_through,
                     };
@@ -463,7 +467,7 @@ impl LaneStore {
                 match merged {
                     Ok(true) => continue,
                     Ok(false) => {
-                        if complete {
+                        if complete && self.roll_up(&dir, end) {
                             done.push(i);
                         }
                     }
@@ -477,6 +481,33 @@ impl LaneStore {
         }
         for i in done.into_iter().rev() {
             self.open_dirs.swap_remove(i);
+        }
+    }
+
+    /// Rolls a complete, merged-down hour directory up into minutes and the hour
+    /// ([`kplane_store::rollup`]); false when that failed (logged and counted; the directory
+    /// stays open and is rolled up at the next commit).
+    fn roll_up(&mut self, dir: &Path, hour_end: i64) -> bool {
+        const HOUR: i64 = 3_600_000_000_000;
+        // <tables>/<table>/date=…/hour=…
+        let Some(table) = dir
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .and_then(|n| n.to_str())
+        else {
+            return true;
+        };
+        match rollup::roll_up(&self.root, &self.lane, table, dir, hour_end - HOUR) {
+            Ok(wrote) => {
+                self.counts.rollups += u64::from(wrote);
+                true
+            }
+            Err(e) => {
+                self.counts.rollup_failures += 1;
+                tracing::warn!(dir = %dir.display(), error = %e, "rollup failed; retried at the next commit");
+                false
+            }
         }
     }
 

@@ -46,13 +46,17 @@ pub async fn register_store(ctx: &SessionContext, data_dir: &Path) -> Result<Vec
     use_store_view(ctx);
     let root = tables_dir(data_dir);
     let mut names = Vec::new();
-    for (name, schema) in crate::tables::all() {
-        let dir = root.join(name);
+    let tables = crate::tables::all()
+        .into_iter()
+        .map(|(n, s)| (n.to_string(), s))
+        .chain(crate::rollup::rollup_tables());
+    for (name, schema) in tables {
+        let dir = root.join(&name);
         std::fs::create_dir_all(&dir)?;
         let url = format!("{}/", dir.canonicalize()?.display());
-        ctx.register_listing_table(name, url, listing_options(), Some(schema), None)
+        ctx.register_listing_table(&name, url, listing_options(), Some(schema), None)
             .await?;
-        names.push(name.to_string());
+        names.push(name);
     }
     Ok(names)
 }
