@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod closed_loop;
+pub mod history;
 pub mod ingest;
 pub mod intents;
 pub mod kafka;
@@ -43,6 +44,9 @@ pub enum Bench {
     /// The analytics store: an hour of window files with and without compaction, and a
     /// query over the hour on each (files listed, time).
     Store(crate::store::StoreArgs),
+    /// A week of store history: queries over an hour, a day and a week at the windows'
+    /// resolution and at the rolled-up one the API chooses.
+    History(crate::history::HistoryArgs),
     /// Partition skew: a heavy source through the collector, partitioned by source only and
     /// with hot sources spread by flow; the busiest partition's share of each.
     Skew(crate::skew::SkewArgs),
@@ -122,6 +126,13 @@ pub fn run(b: Bench) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kplane bench store: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Bench::History(a) => match crate::history::run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kplane bench history: {e:#}");
                 ExitCode::FAILURE
             }
         },

@@ -154,7 +154,13 @@ fn roll_sql(r: &Rolled, source: &str, interval: &str) -> String {
 /// `hour_start` — up into minutes and the hour. Does nothing when `table` is not rolled up,
 /// when both rollups are there already (a reopened lane meets its old hours again) or when
 /// the writer has no files there. Returns whether it wrote.
-pub fn roll_up(root: &Path, writer: &str, table: &str, dir: &Path, hour_start: i64) -> Result<bool> {
+pub fn roll_up(
+    root: &Path,
+    writer: &str,
+    table: &str,
+    dir: &Path,
+    hour_start: i64,
+) -> Result<bool> {
     let Some(r) = ROLLED.iter().find(|r| r.table == table) else {
         return Ok(false);
     };
@@ -256,8 +262,10 @@ pub fn coverage(root: &Path, table: &str) -> BTreeMap<u32, i64> {
         &mut files,
     );
     for f in files {
-        let Some((writer, FileKind::Rollup { hour_start })) =
-            f.file_name().and_then(|n| n.to_str()).and_then(FileKind::parse)
+        let Some((writer, FileKind::Rollup { hour_start })) = f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(FileKind::parse)
         else {
             continue;
         };
@@ -325,7 +333,9 @@ mod tests {
             Arc::new(UInt32Array::from(vec![3; n])),
             Arc::new(UInt32Array::from(vec![7; n])),
             Arc::new(UInt8Array::from(vec![0; n])),
-            Arc::new(Int64Array::from_iter_values(starts.clone().map(|i| 1 + i % 5))),
+            Arc::new(Int64Array::from_iter_values(
+                starts.clone().map(|i| 1 + i % 5),
+            )),
             Arc::new(Float64Array::from_iter_values(
                 starts.clone().map(|i| (i % 7) as f64),
             )),
@@ -340,16 +350,19 @@ mod tests {
 
     #[test]
     fn an_hour_rolls_up_into_minutes_and_the_hour_and_readers_take_the_windows_after_it() {
-        let root =
-            std::env::temp_dir().join(format!("kplane-store-rollup-{}", std::process::id()));
+        let root = std::env::temp_dir().join(format!("kplane-store-rollup-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let dir = partition_dir(&root, "queues", T0);
         // The hour in four files, and 90 s of the next hour not rolled up yet.
         for q in 0..4 {
             let first_end = T0 + (q * 900 + 1) * S;
             let name = FileKind::Window { first_end }.file_name("reports-p3");
-            write_parquet(&root, &dir.join(name), &[queue_windows(q * 900..(q + 1) * 900)])
-                .unwrap();
+            write_parquet(
+                &root,
+                &dir.join(name),
+                &[queue_windows(q * 900..(q + 1) * 900)],
+            )
+            .unwrap();
         }
         let next = partition_dir(&root, "queues", T0 + HOUR);
         let name = FileKind::Window {
@@ -359,7 +372,10 @@ mod tests {
         write_parquet(&root, &next.join(name), &[queue_windows(3600..3690)]).unwrap();
 
         assert!(roll_up(&root, "reports-p3", "queues", &dir, T0).unwrap());
-        assert!(!roll_up(&root, "reports-p3", "queues", &dir, T0).unwrap(), "done once");
+        assert!(
+            !roll_up(&root, "reports-p3", "queues", &dir, T0).unwrap(),
+            "done once"
+        );
         assert!(!roll_up(&root, "reports-p3", "hop_latency", &dir, T0).unwrap());
 
         let q = |sql: &str| scalar(&sql_blocking(&root, sql).unwrap());
@@ -376,7 +392,9 @@ mod tests {
             }
             assert_eq!(
                 q(&format!("SELECT max(occupancy_max) FROM {table}")),
-                q(&format!("SELECT max(occupancy_max) FROM queues WHERE {hour}"))
+                q(&format!(
+                    "SELECT max(occupancy_max) FROM queues WHERE {hour}"
+                ))
             );
         }
         // The hour's mean is the samples-weighted mean of its seconds.
@@ -386,7 +404,9 @@ mod tests {
         assert!((q("SELECT occupancy_mean FROM queues_1h") - mean).abs() < 1e-9);
         // Windows of the same minute and hour.
         assert_eq!(
-            q("SELECT count(*) FROM queues_1m WHERE window_end - window_start = INTERVAL '1 minute'"),
+            q(
+                "SELECT count(*) FROM queues_1m WHERE window_end - window_start = INTERVAL '1 minute'"
+            ),
             60.0
         );
 

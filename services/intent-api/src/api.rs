@@ -19,8 +19,8 @@ use crate::auth::{Auth, Identity, Role, require};
 use crate::error::ApiError;
 use crate::rows::to_json;
 use crate::state::{AppState, Range};
-use kplane_store::rollup::Resolution;
 use kplane_model::incidents::EpisodeBook;
+use kplane_store::rollup::Resolution;
 
 /// Middleware: an answer within `query-timeout`, else 504 — whatever the route spends its time
 /// on. Event streams never end, and `POST /v1/query` kills its worker at the same timeout.

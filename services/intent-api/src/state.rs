@@ -190,7 +190,11 @@ impl Range {
                 kplane_model::unix_time_ns() as i64 - d.as_nanos().min(i64::MAX as u128) as i64
             }
         };
-        let to = self.to.as_deref().map(|t| timestamp_ns(t, "to")).transpose()?;
+        let to = self
+            .to
+            .as_deref()
+            .map(|t| timestamp_ns(t, "to"))
+            .transpose()?;
         Ok((from, to))
     }
 

@@ -58,11 +58,7 @@ fn write_store(name: &str, lanes: impl Fn(u64) -> Vec<Vec<ReportRecord>>) -> Pat
 }
 
 /// A fresh store written by the real processor from `lanes`, made from `base`.
-fn write_store_at(
-    name: &str,
-    base: u64,
-    lanes: impl Fn(u64) -> Vec<Vec<ReportRecord>>,
-) -> PathBuf {
+fn write_store_at(name: &str, base: u64, lanes: impl Fn(u64) -> Vec<Vec<ReportRecord>>) -> PathBuf {
     // One store per test: `cargo test` runs them as threads of one process.
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -985,7 +981,10 @@ async fn long_ranges_read_rollups_and_answer_as_the_windows_do() {
             .iter()
             .map(|l| l["samples"].as_u64().unwrap())
             .sum();
-        assert_eq!(samples, 180, "{since}: three egress ports, 60 samples each: {v}");
+        assert_eq!(
+            samples, 180,
+            "{since}: three egress ports, 60 samples each: {v}"
+        );
     }
     // A flow's trajectory over days: the rolled-up hour is one minute-long window.
     let v = get("/v1/flows/10.0.0.1,1000,10.0.1.1,80,6/path?since=2d".into()).await;

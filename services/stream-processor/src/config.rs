@@ -269,7 +269,10 @@ impl Validate for Config {
             let written = kplane_store::tables::window_schemas()
                 .iter()
                 .any(|(t, _)| t == table)
-                || table == kplane_store::tables::ALERTS;
+                || table == kplane_store::tables::ALERTS
+                || kplane_store::rollup::rollup_tables()
+                    .iter()
+                    .any(|(t, _)| t == table);
             need(
                 written,
                 &format!("retention names {table:?}, which is no table the processor writes"),

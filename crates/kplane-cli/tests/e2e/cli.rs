@@ -157,7 +157,7 @@ fn invalid_configuration_lists_every_problem_and_exits_78() {
     // Retention: a table the store does not have, and one kept too briefly.
     std::fs::write(
         &cfg,
-        "[stream-processor.retention]\nflowz = \"7d\"\nalerts = \"10m\"\nflows = \"7d\"\n",
+        "[stream-processor.retention]\nflowz = \"7d\"\nalerts = \"10m\"\nflows = \"7d\"\nflows_1h = \"365d\"\n",
     )
     .unwrap();
     let out = run(kplane().arg("--config").arg(&cfg).arg("config"));
@@ -169,6 +169,10 @@ fn invalid_configuration_lists_every_problem_and_exits_78() {
     );
     assert!(stderr.contains("\"alerts\" must be >= 2h"), "{stderr}");
     assert!(!stderr.contains("\"flows\""), "{stderr}");
+    assert!(
+        !stderr.contains("flows_1h"),
+        "a rollup table is a table: {stderr}"
+    );
     // Environment overrides the file.
     let out = run(kplane().env("KPLANE__LOG__FORMAT", "json").arg("config"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("format = \"json\""));
