@@ -2,7 +2,7 @@
 //! them (one merged file per lane and hour, the real schemas), rolled up by the processor's
 //! own rollup (every hour but the newest, which a live store has not finished), then the
 //! API's two heaviest reads — the top flows of a range and a switch's queues per window —
-//! over the last hour, day and week: at the windows' resolution (no rollups) and at the one
+//! over the last hour, day, week and month: at the windows' resolution (no rollups) and at the one
 //! the API chooses, side by side, with their sums checked equal.
 
 use std::path::Path;
@@ -17,7 +17,7 @@ use arrow_array::{
 };
 use clap::Args;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use kplane_store::layout::{FileKind, partition_dir};
+use kplane_store::layout::{FileKind, date_hour, partition_dir};
 use kplane_store::query::{scalar, session};
 use kplane_store::rollup::{Resolution, roll_up, source_sql};
 use kplane_store::tables::window_schemas;
@@ -25,7 +25,8 @@ use kplane_store::writer::write_parquet;
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
-    /// Days of 1 s windows written (the longest range queried is min(days, 7)).
+    /// Days of 1 s windows written (ranges of an hour, a day, a week and 30 days are queried
+    /// where the history is that long).
     #[arg(long, default_value_t = 7)]
     days: u32,
     /// Lanes (bus partitions) writing.
@@ -170,8 +171,12 @@ fn write_history(root: &Path, a: &HistoryArgs) -> anyhow::Result<(f64, f64)> {
 
 /// The two reads, as the API's routes make them, over `[from, to)` from `source`.
 fn reads(source_flows: &str, source_queues: &str, from: i64, to: i64) -> [(String, String); 2] {
+    // As the API's ranges: the time, and the date partitions that can hold it.
     let range = format!(
-        "window_start >= to_timestamp_nanos({from}) AND window_start < to_timestamp_nanos({to})"
+        "window_start >= to_timestamp_nanos({from}) AND window_start < to_timestamp_nanos({to}) \
+         AND date >= '{}' AND date <= '{}'",
+        date_hour(from - 24 * HOUR).0,
+        date_hour(to).0
     );
     [
         (
@@ -260,7 +265,12 @@ pub fn run(a: HistoryArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let spans = [("hour", HOUR), ("day", 24 * HOUR), ("week", 7 * 24 * HOUR)];
+    let spans = [
+        ("hour", HOUR),
+        ("day", 24 * HOUR),
+        ("week", 7 * 24 * HOUR),
+        ("month", 30 * 24 * HOUR),
+    ];
     for (span_name, span) in spans.into_iter().filter(|(_, s)| *s <= end - START) {
         let from = end - span;
         let chosen = Resolution::for_span(span);
