@@ -32,12 +32,12 @@ pub enum Resolution {
 }
 
 impl Resolution {
-    /// The suffix of its tables' names (`flows_1m`) and its SQL interval.
-    fn rolled(self) -> Option<(&'static str, &'static str)> {
+    /// The suffix of its tables' names (`flows_1m`); none for the windows.
+    fn suffix(self) -> Option<&'static str> {
         match self {
             Self::Windows => None,
-            Self::Minute => Some(("1m", "1 minute")),
-            Self::Hour => Some(("1h", "1 hour")),
+            Self::Minute => Some("1m"),
+            Self::Hour => Some("1h"),
         }
     }
 
@@ -106,15 +106,10 @@ const ROLLED: [Rolled; 3] = [
     },
 ];
 
-/// The tables that are rolled up.
-pub fn rolled_tables() -> impl Iterator<Item = &'static str> {
-    ROLLED.iter().map(|r| r.table)
-}
-
 /// The name of `table` at `resolution` (`flows_1m`; `flows` for the windows).
 pub fn table_at(table: &str, resolution: Resolution) -> String {
-    match resolution.rolled() {
-        Some((suffix, _)) => format!("{table}_{suffix}"),
+    match resolution.suffix() {
+        Some(suffix) => format!("{table}_{suffix}"),
         None => table.to_string(),
     }
 }
