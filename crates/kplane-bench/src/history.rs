@@ -17,7 +17,7 @@ use arrow_array::{
 };
 use clap::Args;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use kplane_store::layout::{FileKind, date_hour, partition_dir};
+use kplane_store::layout::{FileKind, date_filter, partition_dir};
 use kplane_store::query::{scalar, session};
 use kplane_store::rollup::{Resolution, roll_up, source_sql};
 use kplane_store::tables::window_schemas;
@@ -174,9 +174,8 @@ fn reads(source_flows: &str, source_queues: &str, from: i64, to: i64) -> [(Strin
     // As the API's ranges: the time, and the date partitions that can hold it.
     let range = format!(
         "window_start >= to_timestamp_nanos({from}) AND window_start < to_timestamp_nanos({to}) \
-         AND date >= '{}' AND date <= '{}'",
-        date_hour(from - 24 * HOUR).0,
-        date_hour(to).0
+         AND {}",
+        date_filter(from, Some(to))
     );
     [
         (

@@ -35,6 +35,19 @@ pub fn date_hour(ns: i64) -> (String, String) {
     (format!("{y:04}-{m:02}-{d:02}"), format!("{hour:02}"))
 }
 
+/// A SQL filter on the `date` partition column keeping the partitions that can hold rows of
+/// `[from, to)` (ns; `to` `None`: until now), so that a query lists and opens only those. A
+/// day early at the start: an alerts file sits in the partition of its earliest alert, which
+/// may be the day before.
+pub fn date_filter(from: i64, to: Option<i64>) -> String {
+    const DAY: i64 = 86_400_000_000_000;
+    let (first, _) = date_hour(from.saturating_sub(DAY));
+    match to {
+        Some(t) => format!("date >= '{first}' AND date <= '{}'", date_hour(t).0),
+        None => format!("date >= '{first}'"),
+    }
+}
+
 /// The start (ns, UTC) of a `date=YYYY-MM-DD` directory's day.
 pub fn date_start(name: &str) -> Option<i64> {
     let mut parts = name.strip_prefix("date=")?.splitn(3, '-');
@@ -242,6 +255,17 @@ mod tests {
             date_hour(951_782_400_000_000_000),
             ("2000-02-29".into(), "00".into())
         );
+    }
+
+    #[test]
+    fn a_date_filter_keeps_the_days_a_range_can_be_in_and_the_day_before() {
+        // 2026-11-29T10:00:00Z to 2026-12-01T00:00:00Z.
+        let (from, to) = (1_796_032_800_000_000_000, 1_796_169_600_000_000_000);
+        assert_eq!(
+            date_filter(from, Some(to)),
+            "date >= '2026-11-28' AND date <= '2026-12-01'"
+        );
+        assert_eq!(date_filter(from, None), "date >= '2026-11-28'");
     }
 
     #[test]

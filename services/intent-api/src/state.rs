@@ -8,6 +8,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures_util::Stream;
 use kplane_runtime::Shutdown;
+use kplane_store::layout::date_filter;
 use kplane_store::query::{register_store, register_udfs};
 use kplane_store::rollup::{Resolution, source_sql};
 use serde::Deserialize;
@@ -175,20 +176,6 @@ pub(crate) fn timestamp_ns(s: &str, what: &str) -> Result<i64, ApiError> {
     i64::try_from(ns).map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is after 2262")))
 }
 
-/// The `date` partitions that can hold rows of `[from, to)`. A day early at the start: an
-/// alerts file sits in the partition of its earliest alert, which may be the day before.
-pub(crate) fn date_bounds(from: i64, to: Option<i64>) -> String {
-    const DAY: i64 = 86_400_000_000_000;
-    let (first, _) = kplane_store::layout::date_hour(from.saturating_sub(DAY));
-    match to {
-        Some(t) => format!(
-            "date >= '{first}' AND date <= '{}'",
-            kplane_store::layout::date_hour(t).0
-        ),
-        None => format!("date >= '{first}'"),
-    }
-}
-
 impl Range {
     /// `[from, to)` in ns; `to` is `None` for "until now".
     fn bounds(&self) -> Result<(i64, Option<i64>), ApiError> {
@@ -213,14 +200,14 @@ impl Range {
     }
 
     /// `window_start >= … AND window_start < …`, and the store's `date` partitions that can
-    /// hold such rows, so that a query lists and opens only those ([`date_bounds`]).
+    /// hold such rows, so that a query lists and opens only those ([`date_filter`]).
     pub(crate) fn sql(&self, column: &str) -> Result<String, ApiError> {
         let (from, to) = self.bounds()?;
         let mut w = format!("{column} >= to_timestamp_nanos({from})");
         if let Some(t) = to {
             w += &format!(" AND {column} < to_timestamp_nanos({t})");
         }
-        Ok(format!("{w} AND {}", date_bounds(from, to)))
+        Ok(format!("{w} AND {}", date_filter(from, to)))
     }
 
     /// The store's resolution for this range ([`Resolution::for_span`]): the windows for up
