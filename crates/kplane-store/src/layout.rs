@@ -259,13 +259,13 @@ mod tests {
 
     #[test]
     fn a_date_filter_keeps_the_days_a_range_can_be_in_and_the_day_before() {
-        // 2026-11-29T10:00:00Z to 2026-12-01T00:00:00Z.
+        // 2026-11-30T10:00:00Z to 2026-12-02T00:00:00Z.
         let (from, to) = (1_796_032_800_000_000_000, 1_796_169_600_000_000_000);
         assert_eq!(
             date_filter(from, Some(to)),
-            "date >= '2026-11-28' AND date <= '2026-12-01'"
+            "date >= '2026-11-29' AND date <= '2026-12-02'"
         );
-        assert_eq!(date_filter(from, None), "date >= '2026-11-28'");
+        assert_eq!(date_filter(from, None), "date >= '2026-11-29'");
     }
 
     #[test]

@@ -308,7 +308,7 @@ mod tests {
 
     const S: i64 = 1_000_000_000;
     const HOUR: i64 = 3_600 * S;
-    // 2026-11-29T10:00:00Z
+    // 2026-11-30T10:00:00Z
     const T0: i64 = 1_796_032_800 * S;
 
     /// `queues` rows of partition 3, one queue, for the 1 s windows starting at `starts`.
