@@ -275,8 +275,8 @@ pub fn run(a: HistoryArgs) -> anyhow::Result<()> {
         let chosen = Resolution::for_span(span);
         let raw = reads("flows", "queues", from, end);
         let picked = reads(
-            &source_sql(&root, "flows", chosen),
-            &source_sql(&root, "queues", chosen),
+            &source_sql(&root, "flows", chosen, from),
+            &source_sql(&root, "queues", chosen, from),
             from,
             end,
         );

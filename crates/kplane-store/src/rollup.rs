@@ -20,7 +20,7 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 
 use crate::error::Result;
-use crate::layout::{FileKind, partition_dir, superseded, tables_dir};
+use crate::layout::{FileKind, date_hour, partition_dir, superseded, tables_dir};
 
 /// A rolled-up resolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,15 +247,25 @@ fn conform(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBa
 }
 
 /// For each partition (the `partition` column; writer `<topic>-p<n>` writes partition `n`),
-/// the end of the newest hour its writer rolled `table` up to.
-pub fn coverage(root: &Path, table: &str) -> BTreeMap<u32, i64> {
+/// the end of the newest hour its writer rolled `table` up to — among the hours from
+/// `from_ns` on. Only the days that can hold them are walked: a partition whose newest
+/// rolled-up hour ended before `from_ns` reads its windows for the whole range either way.
+pub fn coverage(root: &Path, table: &str, from_ns: i64) -> BTreeMap<u32, i64> {
     const HOUR: i64 = 3_600_000_000_000;
-    let mut out: BTreeMap<u32, i64> = BTreeMap::new();
+    // The hour holding `from_ns` may start the day before.
+    let first = format!("date={}", date_hour(from_ns.saturating_sub(HOUR)).0);
+    let dir = tables_dir(root).join(table_at(table, Resolution::Hour));
     let mut files = Vec::new();
-    let _ = crate::layout::parquet_files(
-        &tables_dir(root).join(table_at(table, Resolution::Hour)),
-        &mut files,
-    );
+    for day in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if day
+            .file_name()
+            .to_str()
+            .is_some_and(|d| d >= first.as_str())
+        {
+            let _ = crate::layout::parquet_files(&day.path(), &mut files);
+        }
+    }
+    let mut out: BTreeMap<u32, i64> = BTreeMap::new();
     for f in files {
         let Some((writer, FileKind::Rollup { hour_start })) = f
             .file_name()
@@ -276,12 +286,16 @@ pub fn coverage(root: &Path, table: &str) -> BTreeMap<u32, i64> {
     out
 }
 
-/// A SQL table expression with `table`'s rows at `resolution`: each partition's rollups up to
-/// the end of its newest rolled-up hour, the windows after it. With no rollups yet (or at
-/// the windows' resolution), the table itself.
-pub fn source_sql(root: &Path, table: &str, resolution: Resolution) -> String {
-    let covered = coverage(root, table);
-    if resolution == Resolution::Windows || covered.is_empty() {
+/// A SQL table expression with `table`'s rows at `resolution` for a range starting at
+/// `from_ns`: each partition's rollups up to the end of its newest rolled-up hour, the
+/// windows after it. At the windows' resolution, or with no rollups in the range, the table
+/// itself.
+pub fn source_sql(root: &Path, table: &str, resolution: Resolution, from_ns: i64) -> String {
+    if resolution == Resolution::Windows {
+        return table.to_string();
+    }
+    let covered = coverage(root, table, from_ns);
+    if covered.is_empty() {
         return table.to_string();
     }
     let mut until = String::from("CASE partition");
@@ -405,9 +419,14 @@ mod tests {
             60.0
         );
 
-        assert_eq!(coverage(&root, "queues"), BTreeMap::from([(3, T0 + HOUR)]));
+        assert_eq!(
+            coverage(&root, "queues", T0),
+            BTreeMap::from([(3, T0 + HOUR)])
+        );
+        // A range starting days after the newest rolled-up hour walks none of its days.
+        assert_eq!(coverage(&root, "queues", T0 + 48 * HOUR), BTreeMap::new());
         for res in [Resolution::Minute, Resolution::Hour] {
-            let source = source_sql(&root, "queues", res);
+            let source = source_sql(&root, "queues", res, T0);
             assert!(source.contains(&table_at("queues", res)), "{source}");
             assert_eq!(
                 q(&format!("SELECT sum(samples) FROM {source} AS q")),
@@ -415,8 +434,11 @@ mod tests {
                 "{res:?}: the rollup's hour and the windows after it, each once"
             );
         }
-        assert_eq!(source_sql(&root, "queues", Resolution::Windows), "queues");
-        assert_eq!(source_sql(&root, "links", Resolution::Hour), "links");
+        assert_eq!(
+            source_sql(&root, "queues", Resolution::Windows, T0),
+            "queues"
+        );
+        assert_eq!(source_sql(&root, "links", Resolution::Hour, T0), "links");
         std::fs::remove_dir_all(&root).unwrap();
     }
 

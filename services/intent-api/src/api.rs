@@ -139,9 +139,9 @@ async fn flows(
     State(s): State<AppState>,
     Query(p): Query<FlowParams>,
 ) -> Result<Json<Value>, ApiError> {
-    let mut wheres = vec![p.range.sql("window_start")?];
-    let resolution = p.range.resolution()?;
-    let source = s.table("flows", resolution).await?;
+    let range = p.range.resolve("window_start")?;
+    let (resolution, source) = (range.resolution, s.table("flows", &range).await?);
+    let mut wheres = vec![range.sql];
     if let Some(v) = &p.src {
         wheres.push(format!("ip_in(src_ip, '{}')", prefix(v, "src")?));
     }
@@ -233,9 +233,9 @@ async fn flow_path(
     Query(range): Query<Range>,
 ) -> Result<Json<Value>, ApiError> {
     let f = flow_where(&flow)?;
-    let r = range.sql("window_start")?;
-    let resolution = range.resolution()?;
-    let source = s.table("flows", resolution).await?;
+    let range = range.resolve("window_start")?;
+    let (r, resolution) = (&range.sql, range.resolution);
+    let source = s.table("flows", &range).await?;
     let windows = s
         .rows(&format!(
             "SELECT window_start, window_end, path, path_changed, reports, bytes, e2e_latency_mean_ns, \
@@ -309,10 +309,10 @@ async fn switches(
     State(s): State<AppState>,
     Query(range): Query<Range>,
 ) -> Result<Json<Value>, ApiError> {
-    let r = range.sql("window_start")?;
-    let resolution = range.resolution()?;
-    let queues = queue_windows(&s.table("queues", resolution).await?);
-    let links = s.table("links", resolution).await?;
+    let range = range.resolve("window_start")?;
+    let (r, resolution) = (&range.sql, range.resolution);
+    let queues = queue_windows(&s.table("queues", &range).await?);
+    let links = s.table("links", &range).await?;
     let rows = s
         .rows(&format!(
             "SELECT q.node_id, q.queues, q.occupancy_max, q.occupancy_mean, q.congested_ns, \
@@ -344,9 +344,9 @@ async fn switch_queues(
     let id: u32 = id
         .parse()
         .map_err(|_| ApiError::BadRequest(format!("switch id {id:?} is not a number")))?;
-    let r = range.sql("window_start")?;
-    let resolution = range.resolution()?;
-    let queues = queue_windows(&s.table("queues", resolution).await?);
+    let range = range.resolve("window_start")?;
+    let (r, resolution) = (&range.sql, range.resolution);
+    let queues = queue_windows(&s.table("queues", &range).await?);
     let rows = s
         .rows(&format!(
             "SELECT window_start, window_end, queue_id, samples, \
@@ -372,9 +372,9 @@ async fn links(
     State(s): State<AppState>,
     Query(range): Query<Range>,
 ) -> Result<Json<Value>, ApiError> {
-    let r = range.sql("window_start")?;
-    let resolution = range.resolution()?;
-    let links = s.table("links", resolution).await?;
+    let range = range.resolve("window_start")?;
+    let (r, resolution) = (&range.sql, range.resolution);
+    let links = s.table("links", &range).await?;
     let rows = s
         .rows(&format!(
             "SELECT node_id, egress_port, next_node_id, sum(samples) AS samples, \

@@ -116,15 +116,16 @@ impl AppState {
         stream.take_until(async move { stop.wait().await })
     }
 
-    /// `table` at `resolution` as a SQL table expression: its rollups where they reach, the
-    /// windows after ([`source_sql`]).
+    /// `table` over `range` as a SQL table expression at the range's resolution: its rollups
+    /// where they reach, the windows after ([`source_sql`]).
     pub(crate) async fn table(
         &self,
         table: &'static str,
-        resolution: Resolution,
+        range: &Resolved,
     ) -> Result<String, ApiError> {
         let dir = self.cfg.store_dir.clone();
-        tokio::task::spawn_blocking(move || source_sql(&dir, table, resolution))
+        let (resolution, from) = (range.resolution, range.from_ns);
+        tokio::task::spawn_blocking(move || source_sql(&dir, table, resolution, from))
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))
     }
@@ -176,6 +177,13 @@ pub(crate) fn timestamp_ns(s: &str, what: &str) -> Result<i64, ApiError> {
     i64::try_from(ns).map_err(|_| ApiError::BadRequest(format!("{what}: {s:?} is after 2262")))
 }
 
+/// A [`Range`] resolved against the clock.
+pub(crate) struct Resolved {
+    pub sql: String,
+    pub from_ns: i64,
+    pub resolution: Resolution,
+}
+
 impl Range {
     /// `[from, to)` in ns; `to` is `None` for "until now".
     fn bounds(&self) -> Result<(i64, Option<i64>), ApiError> {
@@ -202,19 +210,24 @@ impl Range {
     /// `window_start >= … AND window_start < …`, and the store's `date` partitions that can
     /// hold such rows, so that a query lists and opens only those ([`date_filter`]).
     pub(crate) fn sql(&self, column: &str) -> Result<String, ApiError> {
-        let (from, to) = self.bounds()?;
-        let mut w = format!("{column} >= to_timestamp_nanos({from})");
-        if let Some(t) = to {
-            w += &format!(" AND {column} < to_timestamp_nanos({t})");
-        }
-        Ok(format!("{w} AND {}", date_filter(from, to)))
+        Ok(self.resolve(column)?.sql)
     }
 
-    /// The store's resolution for this range ([`Resolution::for_span`]): the windows for up
-    /// to 6 hours, minutes up to 7 days, hours beyond.
-    pub(crate) fn resolution(&self) -> Result<Resolution, ApiError> {
+    /// The range once: its SQL on `column` ([`Range::sql`]), its start, and the store's
+    /// resolution for its span ([`Resolution::for_span`]: the windows for up to 6 hours,
+    /// minutes up to 7 days, hours beyond).
+    pub(crate) fn resolve(&self, column: &str) -> Result<Resolved, ApiError> {
         let (from, to) = self.bounds()?;
-        let to = to.unwrap_or(kplane_model::unix_time_ns() as i64);
-        Ok(Resolution::for_span(to.saturating_sub(from)))
+        let mut sql = format!("{column} >= to_timestamp_nanos({from})");
+        if let Some(t) = to {
+            sql += &format!(" AND {column} < to_timestamp_nanos({t})");
+        }
+        sql = format!("{sql} AND {}", date_filter(from, to));
+        let until = to.unwrap_or(kplane_model::unix_time_ns() as i64);
+        Ok(Resolved {
+            sql,
+            from_ns: from,
+            resolution: Resolution::for_span(until.saturating_sub(from)),
+        })
     }
 }
