@@ -3,7 +3,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
 
-.PHONY: help run up test test-suite test-console test-api-fuzz test-tls broker lint fmt bench fuzz samples bless p4
+.PHONY: help run up test test-suite test-console test-api-fuzz test-tls compose-check broker lint fmt bench fuzz samples bless p4
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ test-duckdb: ## DuckDB (PyPI) reads the analytics store `kplane up` wrote: its c
 
 test-tls: ## TLS in front of `kplane up`: nginx with deploy/tls/nginx.conf, checked over real TLS (needs nginx)
 	scripts/tls-test.sh
+
+compose-check: ## docker-compose.yml run for real with podman: healthy, flows answered, Prometheus targets up, every Grafana panel's query has series; torn down (root; podman, runc, podman-compose; LOCAL_IMAGES=1 without a registry)
+	scripts/compose-check.sh $(if $(LOCAL_IMAGES),--local-images)
 
 broker: ## Start the local Kafka-protocol broker on 127.0.0.1:19092 (stop: scripts/kafka-broker.sh stop)
 	scripts/kafka-broker.sh start

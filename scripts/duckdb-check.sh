@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The analytics store read by another engine: `kplane up` (debug build) runs for 40 s and
-# stops, then DuckDB (PyPI) reads every table's Parquet files straight from the store
-# directory, and its row counts and sums must equal `kplane query`'s.
+# stops, then DuckDB (PyPI) reads every table's current Parquet files straight from the store
+# directory (listed by deploy/duckdb/kplane.sql's kplane_files), and its row counts and sums
+# must equal `kplane query`'s.
 # Skips (exit 0) without the duckdb Python module unless KPLANE_REQUIRE_DUCKDB=1 (CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,9 +41,12 @@ for check in "${checks[@]}"; do
     theirs=$(python3 - "$store/tables/$table" "$column" <<'PY'
 import sys, duckdb
 path, column = sys.argv[1], sys.argv[2]
-n, s = duckdb.sql(
+con = duckdb.connect()
+con.execute(open("deploy/duckdb/kplane.sql").read())
+con.execute(f"SET VARIABLE files = (SELECT list(file) FROM kplane_files('{path}'))")
+n, s = con.sql(
     f"SELECT count(*), CAST(sum({column}) AS BIGINT) "
-    f"FROM read_parquet('{path}/**/*.parquet', hive_partitioning = true)"
+    f"FROM read_parquet(getvariable('files'), hive_partitioning = true)"
 ).fetchall()[0]
 print(n, s)
 PY

@@ -5,6 +5,7 @@
 #
 #   scripts/kafka-broker.sh start   # prints KPLANE_KAFKA_BROKERS=127.0.0.1:<port>
 #   scripts/kafka-broker.sh stop
+#   scripts/kafka-broker.sh path    # installs it if missing; prints the binary's path
 #
 # Port: KPLANE_KAFKA_PORT (default 19092). Storage is in memory: a restart empties it.
 set -euo pipefail
@@ -53,5 +54,6 @@ start() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  path) install; echo "$bin" ;;
+  *) echo "usage: $0 start|stop|path" >&2; exit 2 ;;
 esac

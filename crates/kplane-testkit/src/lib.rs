@@ -10,6 +10,7 @@ pub use kplane_runtime::probe::metric_sum;
 pub mod alertmanager;
 pub mod bmv2;
 pub mod netns;
+pub mod prometheus;
 
 /// A TCP port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {

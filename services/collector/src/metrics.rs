@@ -166,6 +166,18 @@ impl CollectorMetrics {
             "Reports decoded, by format",
             self.reports_decoded.clone(),
         );
+        // The series a dashboard reads from the start (0, not "no data"): every malformed
+        // reason, and the drops any UDP collector can have.
+        for reason in kplane_wire::WireError::REASONS {
+            self.malformed.get_or_create(&ReasonLabel { reason });
+        }
+        for (stage, reason) in [
+            ("socket", "rcvbuf_overflow"),
+            ("queue", "full"),
+            ("decode", "not_a_report"),
+        ] {
+            self.dropped.get_or_create(&DropLabels { stage, reason });
+        }
         r.register(
             "malformed",
             "Datagrams that did not decode, by reason",

@@ -68,6 +68,11 @@ impl KnowledgeMetrics {
             "Retryable bus errors",
             self.consume_errors.clone(),
         );
+        // Every type's series from the start: a dashboard shows 0, not "no data".
+        for t in kplane_model::results::AnomalyType::ALL {
+            self.anomalies
+                .get_or_create(&TypeLabel { r#type: t.as_str() });
+        }
         r.register(
             "anomalies",
             "Anomalies raised, by type",

@@ -123,6 +123,15 @@ impl ProcessorMetrics {
 
     pub fn register(&self, root: &mut Registry) {
         let r = root.sub_registry_with_prefix("stream_processor");
+        // Every outcome's and kind's series from the start: a dashboard shows 0, not "no data".
+        for outcome in ["added", "late", "replayed"] {
+            self.records.get_or_create(&Outcome { outcome });
+        }
+        for kind in AlertKind::ALL {
+            self.alerts.get_or_create(&KindLabel {
+                kind: kind.as_str(),
+            });
+        }
         r.register(
             "records",
             "Input rows (reports, events) read, by outcome: added to a window, late (misses a \

@@ -7,6 +7,7 @@ mod common;
 mod bmv2;
 mod cli;
 mod closed_loop;
+mod compose_metrics;
 mod crash;
 mod deploy;
 mod deployed;

@@ -232,17 +232,18 @@ mod tests {
         assert!(!is_compacted_away("table 'flowz' not found"));
     }
 
-    /// A merge published its file and has not deleted its sources yet: a query over the
-    /// store reads every row once.
-    #[tokio::test]
-    async fn a_query_in_the_middle_of_a_merge_reads_each_row_once() {
+    /// A store in the middle of merges, table `t` (columns `window_start`, `window_end`,
+    /// `v`): lane p0's windows 10, 20, 30, its level-1 merge of 10–20 and level-2 merge of
+    /// 10–30 published beside their sources; lane p1's window 10. Each value once: 10, 10
+    /// (p1), 20, 30.
+    fn mid_merge_store(tag: &str) -> (std::path::PathBuf, arrow_schema::SchemaRef) {
         use arrow_array::{Int64Array, RecordBatch, TimestampNanosecondArray};
         use arrow_schema::{Field, Schema, TimeUnit};
 
         use crate::layout::partition_dir;
         use crate::writer::write_parquet;
 
-        let root = std::env::temp_dir().join(format!("kplane-store-view-{}", std::process::id()));
+        let root = std::env::temp_dir().join(format!("kplane-store-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
         let schema = Arc::new(Schema::new(vec![
@@ -250,34 +251,47 @@ mod tests {
             Field::new("window_end", ts, false),
             Field::new("v", DataType::Int64, false),
         ]));
-        let rows = |end: i64| {
+        let rows = |ends: &[i64]| {
             RecordBatch::try_new(
                 schema.clone(),
                 vec![
-                    Arc::new(TimestampNanosecondArray::from(vec![end - 10]).with_timezone("UTC")),
-                    Arc::new(TimestampNanosecondArray::from(vec![end]).with_timezone("UTC")),
-                    Arc::new(Int64Array::from(vec![end])),
+                    Arc::new(
+                        TimestampNanosecondArray::from(
+                            ends.iter().map(|e| e - 10).collect::<Vec<_>>(),
+                        )
+                        .with_timezone("UTC"),
+                    ),
+                    Arc::new(TimestampNanosecondArray::from(ends.to_vec()).with_timezone("UTC")),
+                    Arc::new(Int64Array::from(ends.to_vec())),
                 ],
             )
             .unwrap()
         };
         let dir = partition_dir(&root, "t", 0);
-        for end in [10, 20, 30] {
-            let name = format!("reports-p0-w{end}.parquet");
-            write_parquet(&root, &dir.join(name), &[rows(end)]).unwrap();
+        for (name, ends) in [
+            ("reports-p0-w10", &[10][..]),
+            ("reports-p0-w20", &[20]),
+            ("reports-p0-w30", &[30]),
+            ("reports-p1-w10", &[10]),
+            ("reports-p0-c10_20.l1", &[10, 20]),
+            ("reports-p0-c10_30.l2", &[10, 20, 30]),
+        ] {
+            write_parquet(&root, &dir.join(format!("{name}.parquet")), &[rows(ends)]).unwrap();
         }
-        // The merge's file, published beside its sources.
-        let merged = dir.join("reports-p0-c10_20.l1.parquet");
-        let file = std::fs::File::create(&merged).unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None).unwrap();
-        w.write(&rows(10)).unwrap();
-        w.write(&rows(20)).unwrap();
-        w.close().unwrap();
+        (root, schema)
+    }
 
+    /// Merges published their files and have not deleted their sources yet: a query over
+    /// the store reads every row once.
+    #[tokio::test]
+    async fn a_query_in_the_middle_of_a_merge_reads_each_row_once() {
+        use arrow_array::Int64Array;
+
+        let (root, schema) = mid_merge_store("view");
         let ctx = SessionContext::new();
         register_store(&ctx, &root).await.unwrap();
         let url = format!("{}/", tables_dir(&root).join("t").display());
-        ctx.register_listing_table("t", url, listing_options(), Some(schema.clone()), None)
+        ctx.register_listing_table("t", url, listing_options(), Some(schema), None)
             .await
             .unwrap();
         let batches = ctx
@@ -298,7 +312,83 @@ mod tests {
                     .to_vec()
             })
             .collect();
-        assert_eq!(values, [10, 20, 30]);
+        assert_eq!(values, [10, 10, 20, 30]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// DuckDB (PyPI), reading the files `deploy/duckdb/kplane.sql`'s `kplane_files` lists,
+    /// counts the store in the middle of merges as kplane does; its plain glob would count
+    /// the merged rows twice. Skips without the duckdb module unless
+    /// `KPLANE_REQUIRE_DUCKDB=1` (CI).
+    #[test]
+    fn duckdb_reads_a_store_in_the_middle_of_a_merge_as_kplane_does() {
+        let script = r#"
+import sys, duckdb
+table, macros = sys.argv[1], sys.argv[2]
+con = duckdb.connect()
+con.execute(open(macros).read())
+con.execute(f"SET VARIABLE files = (SELECT list(file) FROM kplane_files('{table}'))")
+rule = con.sql("SELECT count(*), sum(v) FROM read_parquet(getvariable('files'), hive_partitioning = true)").fetchall()[0]
+glob = con.sql(f"SELECT count(*), sum(v) FROM read_parquet('{table}/**/*.parquet', hive_partitioning = true)").fetchall()[0]
+print(*rule, *glob)
+"#;
+        let (root, _) = mid_merge_store("duckdb");
+        let macros = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/duckdb/kplane.sql");
+        let out = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(tables_dir(&root).join("t"))
+            .arg(macros)
+            .output()
+            .expect("python3");
+        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("No module named")
+        {
+            assert!(
+                std::env::var("KPLANE_REQUIRE_DUCKDB").as_deref() != Ok("1"),
+                "KPLANE_REQUIRE_DUCKDB=1 but the duckdb module is missing (pip install duckdb)"
+            );
+            eprintln!("duckdb missing: skipping (pip install duckdb)");
+            return;
+        }
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let counts: Vec<i64> = String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        // kplane's answer: the store view's listing of the same directory.
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let kplane = rt.block_on(async {
+            let ctx = SessionContext::new();
+            use_store_view(&ctx);
+            let url = format!("{}/", tables_dir(&root).join("t").display());
+            ctx.register_listing_table("t", url, listing_options(), None, None)
+                .await
+                .unwrap();
+            let b = ctx
+                .sql("SELECT count(*), sum(v) FROM t")
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            use arrow_array::cast::AsArray;
+            use arrow_array::types::Int64Type;
+            [
+                b[0].column(0).as_primitive::<Int64Type>().value(0),
+                b[0].column(1).as_primitive::<Int64Type>().value(0),
+            ]
+        });
+        assert_eq!(kplane, [4, 70]);
+        assert_eq!(counts[..2], kplane, "DuckDB through kplane_files");
+        assert_eq!(
+            counts[2..],
+            [9, 160],
+            "DuckDB's plain glob counts merged rows again"
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 

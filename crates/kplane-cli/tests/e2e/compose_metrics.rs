@@ -1,0 +1,261 @@
+//! docker-compose.yml's services as processes on loopback, watched as its Prometheus watches
+//! them: a broker of its own, the demo emulator in real time → a collector → Kafka → two
+//! stream processors in one group sharing a store → the knowledge service and the intent
+//! API. A real Prometheus (Debian's) scrapes them with `deploy/compose/prometheus.yml` — its
+//! jobs and targets, each compose host replaced by the process's admin address — and then:
+//! every target is up, every query of every panel of the Grafana dashboard
+//! (`deploy/compose/grafana/dashboards/kplane-overview.json`) returns series through
+//! Prometheus' API, the two heatmaps included, and the API answers flows from the emulator.
+//! This is the check of the compose run that needs no container registry; scripts/compose-check.sh
+//! runs the compose file itself where a container engine exists.
+
+use crate::common::{Broker, root};
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kplane_testkit::prometheus::{self, Prometheus};
+use kplane_testkit::{ChildGuard, free_port, http, run_id, wait_ready};
+use serde_yaml::Value;
+
+fn kplane(args: &[&str], brokers: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kplane"));
+    c.args(args)
+        .stdout(Stdio::null())
+        .env("RUST_LOG", "warn")
+        .env("KPLANE__BUS__KIND", "kafka")
+        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers)
+        .env("KPLANE__HTTP__NO_AUTH", "true");
+    c
+}
+
+/// Starts a service with its admin listener on a free port (as compose's `--admin
+/// 0.0.0.0:91xx`) and waits until it is ready.
+fn service(mut c: Command) -> (ChildGuard, u16) {
+    let admin = free_port();
+    c.args(["--admin", &format!("127.0.0.1:{admin}")]);
+    let child = ChildGuard::from(c.spawn().unwrap());
+    wait_ready(admin, Duration::from_secs(60));
+    (child, admin)
+}
+
+/// The compose Prometheus configuration with each `host:port` target replaced by the admin
+/// address of the process standing for `host`, scraped every second.
+fn prometheus_config(admins: &BTreeMap<&str, u16>) -> String {
+    let path = root().join("deploy/compose/prometheus.yml");
+    let mut config: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["global"]["scrape_interval"] = Value::from("1s");
+    let jobs = config["scrape_configs"].as_sequence_mut().unwrap();
+    for job in jobs {
+        for statics in job["static_configs"].as_sequence_mut().unwrap() {
+            for target in statics["targets"].as_sequence_mut().unwrap() {
+                let host = target.as_str().unwrap().split(':').next().unwrap();
+                let port = admins
+                    .get(host)
+                    .unwrap_or_else(|| panic!("no process stands for compose host {host}"));
+                *target = Value::from(format!("127.0.0.1:{port}"));
+            }
+        }
+    }
+    serde_yaml::to_string(&config).unwrap()
+}
+
+/// Every query of the dashboard's panels: `(panel title, PromQL)`, with Grafana's
+/// `$__rate_interval` as the one-minute range the other panels use.
+fn panel_queries(dashboard: &Path) -> Vec<(String, String)> {
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dashboard).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for panel in d["panels"].as_array().unwrap() {
+        let title = panel["title"].as_str().unwrap_or_default().to_string();
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = target["expr"].as_str() {
+                out.push((title.clone(), expr.replace("$__rate_interval", "1m")));
+            }
+        }
+    }
+    out
+}
+
+/// A TR v2.0 report from `node` with sequence `seq`.
+fn report(node: u32, seq: u32) -> Vec<u8> {
+    use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
+    use kplane_wire::int::IntVersion;
+    use kplane_wire::report::v20::GroupHeader;
+    let flow = FlowSpec::udp(
+        "10.250.0.1".parse().unwrap(),
+        "10.250.0.2".parse().unwrap(),
+        4000,
+        80,
+    );
+    let inner = PacketSpec {
+        ethernet: false,
+        ..PacketSpec::new(flow).with_int(
+            IntSpec::new(IntVersion::V2, 0xF000, vec![sample_hop(node, 1_000, 10)]),
+            Encap::UdpPort { port: 0x4568 },
+        )
+    }
+    .build();
+    kplane_wire::build::report_v20(
+        GroupHeader {
+            hw_id: 1,
+            sequence: seq,
+            node_id: node,
+            ..GroupHeader::default()
+        },
+        &[IndividualSpec::int(
+            0x1000,
+            sample_hop(node, 0, 10),
+            4,
+            inner,
+        )],
+    )
+}
+
+/// The sum of an instant query's values (0 without series).
+fn value(prom: &Prometheus, expr: &str) -> f64 {
+    prom.query(expr)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s["value"][1].as_str()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn prometheus_scrapes_every_service_and_every_grafana_panel_has_series() {
+    if !prometheus::available() {
+        return;
+    }
+    let broker = Broker::start();
+    let b = broker.addr.as_str();
+    let data = std::env::temp_dir().join(format!("kplane-compose-{}", run_id()));
+    let store = data.join("stream-processor");
+
+    // The services as docker-compose.yml runs them (its KPLANE__… settings, its commands).
+    let udp = free_port();
+    let mut c = kplane(&["collector", "--listen", &format!("127.0.0.1:{udp}")], b);
+    c.env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true");
+    let (_collector, collector) = service(c);
+    let processor = || {
+        let mut c = kplane(&["stream-processor"], b);
+        c.env("KPLANE__BUS__KAFKA__GROUP_ID", "kplane-stream-processor")
+            .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &store);
+        service(c)
+    };
+    let ((_p1, processor_1), (_p2, processor_2)) = (processor(), processor());
+    let mut c = kplane(&["knowledge"], b);
+    c.env("KPLANE__KNOWLEDGE__STORE_DIR", &store)
+        .env("KPLANE__KNOWLEDGE__STATE_DIR", data.join("knowledge"));
+    let (_knowledge, knowledge) = service(c);
+    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut c = kplane(&["intent-api"], b);
+    c.env("KPLANE__INTENT_API__LISTEN", api.to_string())
+        .env("KPLANE__INTENT_API__STORE_DIR", &store)
+        .env("KPLANE__INTENT_API__KNOWLEDGE_DIR", data.join("knowledge"))
+        .env(
+            "KPLANE__INTENT_API__INTENTS__STATE_DIR",
+            data.join("intents"),
+        );
+    let (_api, intent_api) = service(c);
+
+    let admins = BTreeMap::from([
+        ("collector", collector),
+        ("processor-1", processor_1),
+        ("processor-2", processor_2),
+        ("knowledge", knowledge),
+        ("intent-api", intent_api),
+    ]);
+    let prom = Prometheus::start(&data.join("prometheus"), &prometheus_config(&admins));
+
+    // The demo profile's data plane.
+    let _emulator = ChildGuard::from(
+        kplane(
+            &[
+                "emulate",
+                "--realtime",
+                "--duration",
+                "10m",
+                "--scenario",
+                "all",
+                "--collector",
+                &format!("127.0.0.1:{udp}"),
+            ],
+            b,
+        )
+        .spawn()
+        .unwrap(),
+    );
+    // What the drops, malformed and loss panels count: a datagram that is no report, and a
+    // node whose sequence numbers skip.
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sink = format!("127.0.0.1:{udp}");
+    sock.send_to(b"definitely not a telemetry report", &sink)
+        .unwrap();
+    for seq in [1, 2, 9, 10] {
+        sock.send_to(&report(250, seq), &sink).unwrap();
+    }
+
+    let queries =
+        panel_queries(&root().join("deploy/compose/grafana/dashboards/kplane-overview.json"));
+    assert!(queries.len() >= 12, "{queries:?}");
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let targets = prom.targets();
+        let down: Vec<String> = targets
+            .iter()
+            .filter(|t| t["health"] != "up")
+            .map(|t| {
+                format!(
+                    "{} {}: {}",
+                    t["labels"]["job"], t["scrapeUrl"], t["lastError"]
+                )
+            })
+            .collect();
+        let empty: Vec<String> = queries
+            .iter()
+            .filter(|(_, expr)| prom.query(expr).map_or(true, |r| r.is_empty()))
+            .map(|(title, expr)| format!("{title}: {expr}"))
+            .collect();
+        // The panels show what happened, not only series that exist from the start: the
+        // node whose sequence skipped, the datagram that was no report, and windows' queues
+        // and flows in the heatmaps' histograms.
+        let counted: Vec<&str> = [
+            "kplane_collector_reports_lost_total{node=\"250\"}",
+            "sum(kplane_collector_malformed_total)",
+            "sum(kplane_stream_processor_queue_occupancy_count)",
+            "sum(kplane_stream_processor_flow_latency_seconds_count)",
+        ]
+        .into_iter()
+        .filter(|expr| value(&prom, expr) <= 0.0)
+        .collect();
+        if targets.len() == admins.len()
+            && down.is_empty()
+            && empty.is_empty()
+            && counted.is_empty()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} targets ({} expected), down: {down:#?}\npanel queries without series: \
+             {empty:#?}\nnot counted: {counted:?}\n{}",
+            targets.len(),
+            admins.len(),
+            prom.log()
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+
+    // The API answers flows from the emulator.
+    let flows = http(api, "GET", "/v1/flows?since=10m", None, None).unwrap();
+    assert_eq!(flows.status, 200, "{}", flows.body);
+    assert!(
+        !flows.json()["flows"].as_array().unwrap().is_empty(),
+        "{}",
+        flows.body
+    );
+    let _ = std::fs::remove_dir_all(&data);
+}
