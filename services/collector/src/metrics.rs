@@ -169,14 +169,14 @@ impl CollectorMetrics {
         // The series a dashboard reads from the start (0, not "no data"): every malformed
         // reason, and the drops any UDP collector can have.
         for reason in kplane_wire::WireError::REASONS {
-            self.malformed.get_or_create(&ReasonLabel { reason });
+            let _ = self.malformed.get_or_create(&ReasonLabel { reason });
         }
         for (stage, reason) in [
             ("socket", "rcvbuf_overflow"),
             ("queue", "full"),
             ("decode", "not_a_report"),
         ] {
-            self.dropped.get_or_create(&DropLabels { stage, reason });
+            let _ = self.dropped.get_or_create(&DropLabels { stage, reason });
         }
         r.register(
             "malformed",

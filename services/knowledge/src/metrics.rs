@@ -70,7 +70,8 @@ impl KnowledgeMetrics {
         );
         // Every type's series from the start: a dashboard shows 0, not "no data".
         for t in kplane_model::results::AnomalyType::ALL {
-            self.anomalies
+            let _ = self
+                .anomalies
                 .get_or_create(&TypeLabel { r#type: t.as_str() });
         }
         r.register(

@@ -125,10 +125,10 @@ impl ProcessorMetrics {
         let r = root.sub_registry_with_prefix("stream_processor");
         // Every outcome's and kind's series from the start: a dashboard shows 0, not "no data".
         for outcome in ["added", "late", "replayed"] {
-            self.records.get_or_create(&Outcome { outcome });
+            let _ = self.records.get_or_create(&Outcome { outcome });
         }
         for kind in AlertKind::ALL {
-            self.alerts.get_or_create(&KindLabel {
+            let _ = self.alerts.get_or_create(&KindLabel {
                 kind: kind.as_str(),
             });
         }
