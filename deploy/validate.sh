@@ -3,8 +3,7 @@
 #  * every Kubernetes overlay rendered with `kubectl kustomize` and every object checked
 #    against the schemas of Kubernetes $K8S_VERSION (kubernetes-validate, strict: unknown
 #    fields fail); CRD objects (the ServiceMonitor) have no schema there and are reported;
-#  * docker-compose.yml and its local-images override against the Compose specification's
-#    schema (check-jsonschema).
+#  * docker-compose.yml against the Compose specification's schema (check-jsonschema).
 # The tools: kubectl (Debian: kubernetes-client), `pip install kubernetes-validate
 # check-jsonschema` (.ci/run installs them). Consistency with the configuration schema and
 # the services' ports is tests/e2e/deploy.rs in kplane-cli.
@@ -19,5 +18,5 @@ for overlay in deploy/k8s/overlays/*/; do
   echo "deploy/k8s/overlays/$name: $(grep -c '^kind:' "$out/$name.yaml") objects rendered"
   kubernetes-validate --kubernetes-version "$K8S_VERSION" --strict --quiet "$out/$name.yaml"
 done
-check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml docker-compose.local.yml
+check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
 echo "deployment files valid (Kubernetes $K8S_VERSION, Compose specification)"

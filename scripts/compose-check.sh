@@ -12,27 +12,47 @@
 #                                            # (image-check.sh --local-bases) and
 #                                            # docker-compose.local.yml (tansu, Debian's
 #                                            # Prometheus, no Grafana)
+#   … --reuse-images                         # keep the images an earlier run built
 #
 # Needs root, podman, runc and podman-compose (PyPI), and debootstrap for --local-images:
 #   apt-get install podman runc debootstrap && pip install podman-compose
 # Podman older than 4.6 neither runs healthchecks on its own without systemd nor lets
-# podman-compose wait on them: this script runs each container's healthcheck itself.
+# podman-compose wait on them: this script runs each container's healthcheck itself, and
+# starts the services without podman's dependency links (see `up` below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
 say() { printf '== %s (%ss)\n' "$*" "$(( $(date +%s) - started ))"; }
 
-local_images=0
-[ "${1:-}" = --local-images ] && local_images=1
+local_images=0 reuse=0
+for arg in "$@"; do
+  case "$arg" in
+    --local-images) local_images=1 ;;
+    --reuse-images) reuse=1 ;;  # keep images an earlier run built (the stack is still fresh)
+    *) echo "usage: $0 [--local-images] [--reuse-images]" >&2; exit 2 ;;
+  esac
+done
 podman=(podman --runtime runc)
 project=kplane-check
 files=(-f docker-compose.yml)
 ((local_images)) && files+=(-f docker-compose.local.yml)
-compose=(podman-compose --podman-args=--runtime=runc -p "$project" "${files[@]}")
+# runc copes with hybrid cgroup hierarchies; a container's file and process limits are set
+# to what this process has, which a runtime without CAP_SYS_RESOURCE cannot raise (as in
+# image-check.sh).
+compose=(podman-compose --podman-args=--runtime=runc
+  "--podman-run-args=--ulimit nofile=$(ulimit -Hn):$(ulimit -Hn) --ulimit nproc=4096:4096"
+  -p "$project" "${files[@]}")
 
+built() { ((reuse)) && podman image exists "$1"; }
 say "the kplane image"
-if ((local_images)); then
+if built localhost/kplane:latest; then
+  echo "reusing localhost/kplane:latest"
+elif ((local_images)); then
   KPLANE_IMAGE=localhost/kplane:latest scripts/image-check.sh --local-bases
+else
+  KPLANE_IMAGE=localhost/kplane:latest scripts/image-check.sh
+fi
+if ((local_images)) && ! { built localhost/kplane-kafka:local && built localhost/kplane-prometheus:local; }; then
   say "local equivalents of the public images"
   ctx=$(mktemp -d /tmp/kplane-compose.XXXXXX)
   cp deploy/compose/local/kafka.Containerfile "$ctx/"
@@ -41,8 +61,6 @@ if ((local_images)); then
   "${podman[@]}" build --network host -f deploy/compose/local/prometheus.Containerfile \
     -t localhost/kplane-prometheus:local "$ctx"
   rm -rf "$ctx"
-else
-  KPLANE_IMAGE=localhost/kplane:latest scripts/image-check.sh
 fi
 
 token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -52,7 +70,11 @@ down() { "${compose[@]}" --profile demo down -v >/dev/null 2>&1 || true; }
 down
 trap down EXIT
 say "podman-compose up (profile demo)"
-"${compose[@]}" --profile demo up -d
+# --no-deps: podman before 4.6 refuses to start a container linked (--requires) to one that
+# has exited — the collector to kafka-init — and cannot wait on health; the services start in
+# dependency order, restart until their broker and topics answer, and the wait below is on
+# every healthcheck.
+"${compose[@]}" --profile demo up -d --no-deps
 
 containers() { "${podman[@]}" ps -a --filter "label=io.podman.compose.project=$project" --format '{{.Names}}'; }
 has_healthcheck() { [ -n "$("${podman[@]}" inspect --format '{{if .Config.Healthcheck}}{{.Config.Healthcheck.Test}}{{end}}' "$1")" ]; }

@@ -9,6 +9,7 @@ mod probe;
 mod query;
 mod sample;
 mod serve;
+mod topics;
 mod tracegen;
 mod up;
 
@@ -62,6 +63,10 @@ enum Command {
     Decode(decode::DecodeArgs),
     /// Print the effective configuration (after every layer) and check it.
     Config,
+    /// Kafka topics: `kplane topics create` makes every topic the services publish, with the
+    /// partitions they check (a deployment's init step; see docs/deploy.md).
+    #[command(subcommand)]
+    Topics(topics::TopicsCommand),
     /// Write a capture with a sample of every supported format (built by the wire builders).
     SampleCapture(sample::SampleArgs),
     /// SQL over the stream processor's analytics store (Parquet), printed as a table.
@@ -103,6 +108,7 @@ fn main() -> ExitCode {
         Command::Up(a) => up::run(source, a),
         Command::Lab(c) => lab::run(source, c),
         Command::Config => config::print(&source),
+        Command::Topics(c) => topics::run(source, c),
         Command::SampleCapture(a) => sample::run(a),
         Command::Query(a) => query::run(source, a),
         Command::Bench(b) => kplane_bench::run(b),

@@ -79,6 +79,15 @@ pub async fn run_printing(mut cfg: Config, shutdown: Shutdown) -> ServiceResult 
     Ok(())
 }
 
+/// The topics the collector publishes, with their partitions: `int.events`, and
+/// `int.reports` (used with `publish-reports`). `kplane topics create` creates them too.
+pub fn output_topics(cfg: &Config) -> [(&'static str, u32); 2] {
+    [
+        (kplane_bus::topics::EVENTS, cfg.partitions),
+        (kplane_bus::topics::REPORTS, cfg.partitions),
+    ]
+}
+
 /// Runs the collector on the configured bus until `shutdown` (or, replaying a capture, until
 /// the capture ends). Topics are checked (and created) first; on stop, it waits for every
 /// acknowledgement and fails if any batch is still unacknowledged after `delivery-timeout`.
@@ -92,10 +101,10 @@ pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResu
              bus-capacity and are then counted as dropped (stage=publish, reason=full)"
         );
     }
-    let mut wanted = vec![(topics::EVENTS, cfg.partitions)];
-    if cfg.publish_reports {
-        wanted.push((topics::REPORTS, cfg.partitions));
-    }
+    let wanted: Vec<(&str, u32)> = output_topics(&cfg)
+        .into_iter()
+        .filter(|&(t, _)| cfg.publish_reports || t != topics::REPORTS)
+        .collect();
     bus.ensure_topics(&wanted, cfg.bus_capacity).await?;
     let producer = bus.producer(&wanted)?;
     let metrics = bus.kafka_metrics().cloned();

@@ -64,6 +64,10 @@ pub const NAME: &str = "knowledge";
 /// The topics the service reads.
 pub const INPUTS: [&str; 2] = [topics::WINDOWS, topics::ALERTS];
 
+/// The topics the service publishes, with their partitions (one each: anomalies and
+/// forecasts are few). `kplane topics create` creates them too.
+pub const OUTPUT_TOPICS: [(&str, u32); 2] = [(topics::ANOMALIES, 1), (topics::FORECASTS, 1)];
+
 impl Config {
     pub fn engine(&self) -> EngineConfig {
         EngineConfig {
@@ -85,8 +89,9 @@ impl Config {
 
 /// Creates the output topics on an in-process bus (kept if they exist).
 pub fn create_topics(bus: &EmbeddedBus, capacity: usize) {
-    bus.create_topic(topics::ANOMALIES, 1, capacity);
-    bus.create_topic(topics::FORECASTS, 1, capacity);
+    for (t, partitions) in OUTPUT_TOPICS {
+        bus.create_topic(t, partitions, capacity);
+    }
 }
 
 /// Runs on the configured bus (Kafka: consumer group `<bus.kafka.group-id>-knowledge`).
@@ -111,7 +116,7 @@ pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> 
 
 /// Reads the processor's results from `bus` and publishes anomalies and forecasts on it.
 async fn serve_on(cfg: Config, bus: Bus, shutdown: Shutdown) -> ServiceResult {
-    let wanted = [(topics::ANOMALIES, 1), (topics::FORECASTS, 1)];
+    let wanted = OUTPUT_TOPICS;
     bus.ensure_topics(&wanted, 4_096).await?;
     let producer = bus.producer(&wanted)?;
     let bus_metrics = bus.kafka_metrics().cloned();

@@ -56,10 +56,19 @@ fn inputs(cfg: &Config) -> Vec<&'static str> {
     t
 }
 
+/// The topics the processor publishes, with their partitions (`result-partitions`).
+/// `kplane topics create` creates them too.
+pub fn output_topics(cfg: &Config) -> [(&'static str, u32); 2] {
+    [
+        (topics::WINDOWS, cfg.result_partitions),
+        (topics::ALERTS, cfg.result_partitions),
+    ]
+}
+
 /// Creates the result topics on an in-process bus (kept if they exist).
 pub fn create_result_topics(bus: &EmbeddedBus, cfg: &Config, capacity: usize) {
-    for t in [topics::WINDOWS, topics::ALERTS] {
-        bus.create_topic(t, cfg.result_partitions, capacity);
+    for (t, partitions) in output_topics(cfg) {
+        bus.create_topic(t, partitions, capacity);
     }
 }
 
@@ -88,10 +97,7 @@ pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> 
 /// Reads the inputs from `bus` and publishes the results on it.
 async fn serve_on(cfg: Config, bus: Bus, shutdown: Shutdown) -> ServiceResult {
     let results: Option<Arc<dyn Producer>> = if cfg.publish {
-        let wanted = [
-            (topics::WINDOWS, cfg.result_partitions),
-            (topics::ALERTS, cfg.result_partitions),
-        ];
+        let wanted = output_topics(&cfg);
         bus.ensure_topics(&wanted, 1_024).await?;
         Some(bus.producer(&wanted)?)
     } else {

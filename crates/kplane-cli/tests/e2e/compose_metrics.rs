@@ -1,5 +1,6 @@
 //! docker-compose.yml's services as processes on loopback, watched as its Prometheus watches
-//! them: a broker of its own, the demo emulator in real time → a collector → Kafka → two
+//! them: a broker of its own whose topics `kplane topics create` makes (compose's
+//! `kafka-init`; the services only check them), the demo emulator in real time → a collector → Kafka → two
 //! stream processors in one group sharing a store → the knowledge service and the intent
 //! API. A real Prometheus (Debian's) scrapes them with `deploy/compose/prometheus.yml` — its
 //! jobs and targets, each compose host replaced by the process's admin address — and then:
@@ -28,6 +29,8 @@ fn kplane(args: &[&str], brokers: &str) -> Command {
         .env("RUST_LOG", "warn")
         .env("KPLANE__BUS__KIND", "kafka")
         .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers)
+        // As in compose: the init step creates the topics, the services only check them.
+        .env("KPLANE__BUS__KAFKA__CREATE_TOPICS", "false")
         .env("KPLANE__HTTP__NO_AUTH", "true");
     c
 }
@@ -132,6 +135,40 @@ fn prometheus_scrapes_every_service_and_every_grafana_panel_has_series() {
     let b = broker.addr.as_str();
     let data = std::env::temp_dir().join(format!("kplane-compose-{}", run_id()));
     let store = data.join("stream-processor");
+
+    // kafka-init: every topic with the partitions the services check.
+    let init = kplane(&["topics", "create", "--wait", "30s"], b)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let created = String::from_utf8_lossy(&init.stdout);
+    assert!(
+        init.status.success(),
+        "{created}{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    for line in [
+        "int.events\t8 partitions",
+        "int.reports\t8 partitions",
+        "int.windows\t4 partitions",
+        "int.alerts\t4 partitions",
+        "int.anomalies\t1 partitions",
+        "int.forecasts\t1 partitions",
+    ] {
+        assert!(created.contains(line), "{created}");
+    }
+    // A configuration that disagrees with the topics is refused, naming the topic.
+    let mut c = kplane(&["topics", "create"], b);
+    let refused = c
+        .env("KPLANE__STREAM_PROCESSOR__RESULT_PARTITIONS", "6")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("int.windows has 4 partitions"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 
     // The services as docker-compose.yml runs them (its KPLANE__… settings, its commands).
     let udp = free_port();
