@@ -77,7 +77,12 @@ say "podman-compose up (profile demo)"
 "${compose[@]}" --profile demo up -d --no-deps
 
 containers() { "${podman[@]}" ps -a --filter "label=io.podman.compose.project=$project" --format '{{.Names}}'; }
-has_healthcheck() { [ -n "$("${podman[@]}" inspect --format '{{if .Config.Healthcheck}}{{.Config.Healthcheck.Test}}{{end}}' "$1")" ]; }
+# A healthcheck that is set and not disabled (`disable: true` is the test [NONE]).
+has_healthcheck() {
+  local test
+  test=$("${podman[@]}" inspect --format '{{if .Config.Healthcheck}}{{.Config.Healthcheck.Test}}{{end}}' "$1")
+  [ -n "$test" ] && [ "$test" != "[NONE]" ]
+}
 
 say "every service healthy"
 deadline=$(( $(date +%s) + 300 ))

@@ -16,13 +16,27 @@ use crate::error::Result;
 
 static STAGED: AtomicU64 = AtomicU64::new(0);
 
-/// A fresh file name in `<root>/_staging/` (unique in the process and across processes).
+/// This process's mark in staged names: random, drawn once. A process id alone is not
+/// unique on a shared volume — processors in containers are each PID 1 — and two writers
+/// staging under one name would publish each other's files.
+fn process_nonce() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NONCE.get_or_init(|| {
+        // RandomState is seeded from the OS's random source, freshly per process.
+        RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))
+    })
+}
+
+/// A fresh file name in `<root>/_staging/`: unique in the process, and across the processes
+/// and hosts that share the store.
 pub fn staging_path(root: &Path, extension: &str) -> std::io::Result<PathBuf> {
     let staging = root.join("_staging");
     std::fs::create_dir_all(&staging)?;
     Ok(staging.join(format!(
-        "{}-{}.{extension}",
+        "{}-{:016x}-{}.{extension}",
         std::process::id(),
+        process_nonce(),
         STAGED.fetch_add(1, Ordering::Relaxed)
     )))
 }
@@ -107,6 +121,22 @@ mod tests {
     use arrow_schema::{DataType, Field, Schema};
 
     use super::*;
+
+    /// Processes in containers are each PID 1 on a shared volume: their staged names must
+    /// still differ (they did not, and two processors published each other's files).
+    #[test]
+    fn staged_names_differ_between_processes_with_one_pid() {
+        let root = std::env::temp_dir().join(format!("kplane-store-s-{}", std::process::id()));
+        let ours = staging_path(&root, "parquet").unwrap();
+        let name = ours.file_name().unwrap().to_str().unwrap().to_string();
+        let mark = name.split('-').nth(1).unwrap().to_string();
+        assert_eq!(mark, format!("{:016x}", process_nonce()));
+        // Another process draws its mark afresh: a second RandomState stands for it.
+        use std::hash::{BuildHasher, RandomState};
+        let other = RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()));
+        assert_ne!(format!("{other:016x}"), mark);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn a_written_file_is_in_place_whole_and_staging_is_empty() {
