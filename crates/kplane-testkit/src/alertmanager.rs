@@ -3,30 +3,16 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::{ChildGuard, free_port, http};
+use crate::{ChildGuard, http, served};
 
 const PROGRAM: &str = "prometheus-alertmanager";
 
 /// Whether Alertmanager can run here. Without it a test returns early (skips), unless
 /// `KPLANE_REQUIRE_ALERTMANAGER=1` (CI), where a missing one fails it.
 pub fn available() -> bool {
-    let found = Command::new(PROGRAM)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var("KPLANE_REQUIRE_ALERTMANAGER").as_deref() != Ok("1"),
-            "KPLANE_REQUIRE_ALERTMANAGER=1 but {PROGRAM} is missing (apt-get install {PROGRAM})"
-        );
-        eprintln!("{PROGRAM} missing: skipping (apt-get install {PROGRAM})");
-    }
-    found
+    served::available(PROGRAM, "KPLANE_REQUIRE_ALERTMANAGER")
 }
 
 /// A running Alertmanager.
@@ -40,36 +26,21 @@ pub struct Alertmanager {
 impl Alertmanager {
     /// Starts one in `dir` with `config` (its YAML) and waits until it is ready.
     pub fn start(dir: &Path, config: &str) -> Self {
-        std::fs::create_dir_all(dir).unwrap();
-        let file = dir.join("alertmanager.yml");
-        std::fs::write(&file, config).unwrap();
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let log = std::fs::File::create(dir.join("alertmanager.log")).unwrap();
-        let child = Command::new(PROGRAM)
-            .arg(format!("--config.file={}", file.display()))
-            .arg(format!("--storage.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address={addr}"))
-            // No gossip: one instance, no cluster port to collide on.
-            .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start prometheus-alertmanager");
-        let am = Self {
+        let (child, addr) =
+            served::start(PROGRAM, dir, "alertmanager.yml", config, |file, addr| {
+                vec![
+                    format!("--config.file={}", file.display()),
+                    format!("--storage.path={}", dir.join("data").display()),
+                    format!("--web.listen-address={addr}"),
+                    // No gossip: one instance, no cluster port to collide on.
+                    "--cluster.listen-address=".into(),
+                ]
+            });
+        Self {
             addr,
-            _child: ChildGuard::new(child),
+            _child: child,
             dir: dir.to_path_buf(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !http(addr, "GET", "/-/ready", None, None).is_ok_and(|a| a.status == 200) {
-            assert!(
-                Instant::now() < deadline,
-                "alertmanager not ready: {}",
-                std::fs::read_to_string(dir.join("alertmanager.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
         }
-        am
     }
 
     pub fn url(&self) -> String {

@@ -11,6 +11,8 @@ pub mod alertmanager;
 pub mod bmv2;
 pub mod netns;
 pub mod prometheus;
+pub mod reports;
+mod served;
 
 /// A TCP port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {

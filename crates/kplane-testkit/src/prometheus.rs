@@ -3,30 +3,15 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::{ChildGuard, free_port, http};
+use crate::{ChildGuard, http, served};
 
 const PROGRAM: &str = "prometheus";
 
 /// Whether Prometheus can run here. Without it a test returns early (skips), unless
 /// `KPLANE_REQUIRE_PROMETHEUS=1` (CI), where a missing one fails it.
 pub fn available() -> bool {
-    let found = Command::new(PROGRAM)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var("KPLANE_REQUIRE_PROMETHEUS").as_deref() != Ok("1"),
-            "KPLANE_REQUIRE_PROMETHEUS=1 but {PROGRAM} is missing (apt-get install {PROGRAM})"
-        );
-        eprintln!("{PROGRAM} missing: skipping (apt-get install {PROGRAM})");
-    }
-    found
+    served::available(PROGRAM, "KPLANE_REQUIRE_PROMETHEUS")
 }
 
 /// A running Prometheus.
@@ -40,42 +25,23 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts one in `dir` with `config` (its YAML) and waits until it is ready.
     pub fn start(dir: &Path, config: &str) -> Self {
-        std::fs::create_dir_all(dir).unwrap();
-        let file = dir.join("prometheus.yml");
-        std::fs::write(&file, config).unwrap();
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new(PROGRAM)
-            .arg(format!("--config.file={}", file.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start prometheus");
-        let p = Self {
+        let (child, addr) = served::start(PROGRAM, dir, "prometheus.yml", config, |file, addr| {
+            vec![
+                format!("--config.file={}", file.display()),
+                format!("--storage.tsdb.path={}", dir.join("data").display()),
+                format!("--web.listen-address={addr}"),
+            ]
+        });
+        Self {
             addr,
-            _child: ChildGuard::new(child),
+            _child: child,
             dir: dir.to_path_buf(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !http(addr, "GET", "/-/ready", None, None).is_ok_and(|a| a.status == 200) {
-            assert!(
-                Instant::now() < deadline,
-                "prometheus not ready: {}",
-                p.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
         }
-        p
     }
 
     /// What it logged (for a failing test's message).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
+        served::log(PROGRAM, &self.dir)
     }
 
     /// `GET /api/v1/targets`: the active targets (`job`, `health`, `lastError`, …).

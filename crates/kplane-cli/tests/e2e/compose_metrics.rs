@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kplane_testkit::prometheus::{self, Prometheus};
-use kplane_testkit::{ChildGuard, free_port, http, run_id, wait_ready};
+use kplane_testkit::{ChildGuard, free_port, http, reports, run_id, wait_ready};
 use serde_yaml::Value;
 
 fn kplane(args: &[&str], brokers: &str) -> Command {
@@ -81,41 +81,6 @@ fn panel_queries(dashboard: &Path) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-/// A TR v2.0 report from `node` with sequence `seq`.
-fn report(node: u32, seq: u32) -> Vec<u8> {
-    use kplane_wire::build::{Encap, FlowSpec, IndividualSpec, IntSpec, PacketSpec, sample_hop};
-    use kplane_wire::int::IntVersion;
-    use kplane_wire::report::v20::GroupHeader;
-    let flow = FlowSpec::udp(
-        "10.250.0.1".parse().unwrap(),
-        "10.250.0.2".parse().unwrap(),
-        4000,
-        80,
-    );
-    let inner = PacketSpec {
-        ethernet: false,
-        ..PacketSpec::new(flow).with_int(
-            IntSpec::new(IntVersion::V2, 0xF000, vec![sample_hop(node, 1_000, 10)]),
-            Encap::UdpPort { port: 0x4568 },
-        )
-    }
-    .build();
-    kplane_wire::build::report_v20(
-        GroupHeader {
-            hw_id: 1,
-            sequence: seq,
-            node_id: node,
-            ..GroupHeader::default()
-        },
-        &[IndividualSpec::int(
-            0x1000,
-            sample_hop(node, 0, 10),
-            4,
-            inner,
-        )],
-    )
 }
 
 /// `c` run as PID 1 of a new PID namespace (`unshare --pid --fork`), where that is allowed.
@@ -259,7 +224,8 @@ fn prometheus_scrapes_every_service_and_every_grafana_panel_has_series() {
     sock.send_to(b"definitely not a telemetry report", &sink)
         .unwrap();
     for seq in [1, 2, 9, 10] {
-        sock.send_to(&report(250, seq), &sink).unwrap();
+        sock.send_to(&reports::report(250, seq, "10.250.0.1", 1_000), &sink)
+            .unwrap();
     }
 
     let queries =
