@@ -17,8 +17,7 @@ use kplane_runtime::Shutdown;
 use kplane_testkit::netns::VethPair;
 use kplane_testkit::{free_port, http_get, metric_sum};
 
-mod common;
-use common::report;
+use kplane_testkit::reports::report;
 
 fn config(veth: &VethPair, port: u16) -> Config {
     Config {

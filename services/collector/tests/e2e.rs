@@ -15,8 +15,7 @@ use kplane_collector::{Collector, Config, embedded_bus, start};
 use kplane_runtime::Shutdown;
 use kplane_testkit::{http_get, metric_sum};
 
-mod common;
-use common::{flow_report, report};
+use kplane_testkit::reports::{flow_report, report};
 
 fn config() -> Config {
     Config {
