@@ -236,7 +236,7 @@ mod tests {
     /// `v`): lane p0's windows 10, 20, 30, its level-1 merge of 10–20 and level-2 merge of
     /// 10–30 published beside their sources; lane p1's window 10. Each value once: 10, 10
     /// (p1), 20, 30.
-    fn mid_merge_store(tag: &str) -> (std::path::PathBuf, arrow_schema::SchemaRef) {
+    fn mid_merge_store(tag: &str) -> std::path::PathBuf {
         use arrow_array::{Int64Array, RecordBatch, TimestampNanosecondArray};
         use arrow_schema::{Field, Schema, TimeUnit};
 
@@ -278,7 +278,19 @@ mod tests {
         ] {
             write_parquet(&root, &dir.join(format!("{name}.parquet")), &[rows(ends)]).unwrap();
         }
-        (root, schema)
+        root
+    }
+
+    /// `sql` over table `t` of the store at `root`, read as kplane reads it (through the
+    /// store view).
+    async fn kplane_reads(root: &Path, sql: &str) -> Vec<arrow_array::RecordBatch> {
+        let ctx = SessionContext::new();
+        use_store_view(&ctx);
+        let url = format!("{}/", tables_dir(root).join("t").display());
+        ctx.register_listing_table("t", url, listing_options(), None, None)
+            .await
+            .unwrap();
+        ctx.sql(sql).await.unwrap().collect().await.unwrap()
     }
 
     /// Merges published their files and have not deleted their sources yet: a query over
@@ -287,20 +299,8 @@ mod tests {
     async fn a_query_in_the_middle_of_a_merge_reads_each_row_once() {
         use arrow_array::Int64Array;
 
-        let (root, schema) = mid_merge_store("view");
-        let ctx = SessionContext::new();
-        register_store(&ctx, &root).await.unwrap();
-        let url = format!("{}/", tables_dir(&root).join("t").display());
-        ctx.register_listing_table("t", url, listing_options(), Some(schema), None)
-            .await
-            .unwrap();
-        let batches = ctx
-            .sql("SELECT v FROM t ORDER BY v")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let root = mid_merge_store("view");
+        let batches = kplane_reads(&root, "SELECT v FROM t ORDER BY v").await;
         let values: Vec<i64> = batches
             .iter()
             .flat_map(|b| {
@@ -332,7 +332,7 @@ rule = con.sql("SELECT count(*), sum(v) FROM read_parquet(getvariable('files'), 
 glob = con.sql(f"SELECT count(*), sum(v) FROM read_parquet('{table}/**/*.parquet', hive_partitioning = true)").fetchall()[0]
 print(*rule, *glob)
 "#;
-        let (root, _) = mid_merge_store("duckdb");
+        let root = mid_merge_store("duckdb");
         let macros = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/duckdb/kplane.sql");
         let out = std::process::Command::new("python3")
             .args(["-c", script])
@@ -360,28 +360,15 @@ print(*rule, *glob)
             .map(|n| n.parse().unwrap())
             .collect();
         // kplane's answer: the store view's listing of the same directory.
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let kplane = rt.block_on(async {
-            let ctx = SessionContext::new();
-            use_store_view(&ctx);
-            let url = format!("{}/", tables_dir(&root).join("t").display());
-            ctx.register_listing_table("t", url, listing_options(), None, None)
-                .await
-                .unwrap();
-            let b = ctx
-                .sql("SELECT count(*), sum(v) FROM t")
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            use arrow_array::cast::AsArray;
-            use arrow_array::types::Int64Type;
-            [
-                b[0].column(0).as_primitive::<Int64Type>().value(0),
-                b[0].column(1).as_primitive::<Int64Type>().value(0),
-            ]
-        });
+        let b = tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(kplane_reads(&root, "SELECT count(*), sum(v) FROM t"));
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::Int64Type;
+        let kplane = [
+            b[0].column(0).as_primitive::<Int64Type>().value(0),
+            b[0].column(1).as_primitive::<Int64Type>().value(0),
+        ];
         assert_eq!(kplane, [4, 70]);
         assert_eq!(counts[..2], kplane, "DuckDB through kplane_files");
         assert_eq!(
