@@ -5,7 +5,6 @@
 //! over the last hour, day, week and month: at the windows' resolution (no rollups) and at the one
 //! the API chooses, side by side, with their sums checked equal.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,11 +16,11 @@ use arrow_array::{
 };
 use clap::Args;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use kplane_store::layout::{FileKind, date_filter, partition_dir};
+use kplane_store::Store;
+use kplane_store::layout::{FileKind, date_filter, partition_key, table_key};
 use kplane_store::query::{scalar, session};
 use kplane_store::rollup::{Resolution, roll_up, source_sql};
 use kplane_store::tables::window_schemas;
-use kplane_store::writer::write_parquet;
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
@@ -38,6 +37,11 @@ pub struct HistoryArgs {
     /// Runs of each query (the median is printed).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Where the history is written: an empty local directory or `s3://bucket/prefix` (an
+    /// S3-compatible object store, configured by the `AWS_*` environment variables). Its
+    /// files are removed at the end. Default: a fresh temporary directory.
+    #[arg(long)]
+    store: Option<std::path::PathBuf>,
 }
 
 const SECOND: i64 = 1_000_000_000;
@@ -136,7 +140,7 @@ fn hour_rows(schema: &SchemaRef, lane: u32, hour: i64, rows: u32) -> anyhow::Res
 
 /// Writes the history: per table, lane and hour one merged file; then rolls every hour but
 /// the newest up. Returns the seconds spent writing and rolling up.
-fn write_history(root: &Path, a: &HistoryArgs) -> anyhow::Result<(f64, f64)> {
+fn write_history(root: &Store, a: &HistoryArgs) -> anyhow::Result<(f64, f64)> {
     let hours = i64::from(a.days) * 24;
     let started = Instant::now();
     let mut rolled = Duration::ZERO;
@@ -146,7 +150,7 @@ fn write_history(root: &Path, a: &HistoryArgs) -> anyhow::Result<(f64, f64)> {
     {
         for h in 0..hours {
             let hour = START + h * HOUR;
-            let dir = partition_dir(root, table, hour);
+            let dir = partition_key(table, hour);
             for lane in 0..a.lanes {
                 let writer = format!("reports-p{lane}");
                 let name = FileKind::Compacted {
@@ -156,7 +160,7 @@ fn write_history(root: &Path, a: &HistoryArgs) -> anyhow::Result<(f64, f64)> {
                 }
                 .file_name(&writer);
                 let batch = hour_rows(schema, lane, hour, a.rows)?;
-                write_parquet(root, &dir.join(name), &[batch])?;
+                root.write_parquet(&format!("{dir}/{name}"), &[batch])?;
                 if h + 1 < hours {
                     let t = Instant::now();
                     roll_up(root, &writer, table, &dir, hour)?;
@@ -202,7 +206,7 @@ fn reads(source_flows: &str, source_queues: &str, from: i64, to: i64) -> [(Strin
 
 /// Median time of `sql` from a fresh context, its rows, and the check sum.
 async fn measure(
-    root: &Path,
+    root: &Store,
     sql: &str,
     check: &str,
     runs: usize,
@@ -227,18 +231,21 @@ pub fn run(a: HistoryArgs) -> anyhow::Result<()> {
         a.days >= 1 && a.runs >= 1,
         "--days and --runs must be at least 1"
     );
-    let root = std::env::temp_dir().join(format!("kplane-bench-history-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let location = a.store.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("kplane-bench-history-{}", std::process::id()))
+    });
+    let root = Store::open(&location)?;
+    ensure!(
+        root.list("")?.is_empty(),
+        "{} is not empty: the bench writes a history of its own and removes it",
+        location.display()
+    );
     let (wrote, rolled) = write_history(&root, &a).context("writing the history")?;
     let bytes = |t: &str| -> u64 {
-        let mut files = Vec::new();
-        let _ = kplane_store::layout::parquet_files(&root.join("tables").join(t), &mut files);
-        files
-            .iter()
-            .filter_map(|f| f.metadata().ok())
-            .map(|m| m.len())
-            .sum()
+        let files = root.list(&table_key(t)).unwrap_or_default();
+        files.iter().map(|f| f.bytes).sum()
     };
+    println!("store: {}", root.location());
     println!(
         "kplane bench history: {} days × {} lanes × {} flows and {} queues per 1 s window \
          ({:.1} M rows per table); written in {wrote:.1} s, rolled up in {rolled:.1} s \
@@ -303,6 +310,11 @@ pub fn run(a: HistoryArgs) -> anyhow::Result<()> {
             );
         }
     }
-    std::fs::remove_dir_all(&root)?;
+    for f in root.list("")? {
+        root.delete(&f.key)?;
+    }
+    if let Some(dir) = root.local_root() {
+        std::fs::remove_dir_all(dir)?;
+    }
     Ok(())
 }

@@ -394,10 +394,11 @@ fn processed(data: &std::path::Path, run_ns: i64, events: f64, reports: f64) -> 
          WHERE {since} GROUP BY partition, window_end"
     );
     let report_sql = format!("SELECT CAST(sum(reports) AS BIGINT) FROM flows WHERE {since}");
+    let store = kplane_store::Store::local(data);
     loop {
-        let sql = kplane_store::query::sql_blocking;
+        let sql = |q: &str| kplane_store::query::sql_blocking(&store, q);
         let mut out = Windowed::default();
-        for b in sql(data, &event_sql).unwrap_or_default() {
+        for b in sql(&event_sql).unwrap_or_default() {
             let (p, end, count) = (
                 b.column(0).as_primitive::<UInt32Type>(),
                 b.column(1).as_primitive::<TimestampNanosecondType>(),
@@ -408,8 +409,7 @@ fn processed(data: &std::path::Path, run_ns: i64, events: f64, reports: f64) -> 
                     kplane_bus::topics::EVENTS,
                     p.value(i),
                 );
-                let log = data.join("checkpoints").join(format!("{lane}.jsonl"));
-                let commits = kplane_stream_processor::store::read_commits(&log)
+                let commits = kplane_stream_processor::store::lane_log(&store, &lane)
                     .map(|l| l.commits)
                     .unwrap_or_default();
                 let written = commits
@@ -423,7 +423,7 @@ fn processed(data: &std::path::Path, run_ns: i64, events: f64, reports: f64) -> 
             }
         }
         if reports > 0.0 {
-            for b in sql(data, &report_sql).unwrap_or_default() {
+            for b in sql(&report_sql).unwrap_or_default() {
                 let n = b.column(0).as_primitive::<Int64Type>();
                 out.reports += (0..n.len()).map(|i| n.value(i).max(0) as u64).sum::<u64>();
             }

@@ -12,8 +12,9 @@ use arrow_array::{RecordBatch, TimestampNanosecondArray, UInt32Array, UInt64Arra
 use clap::Args;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::prelude::SessionContext;
+use kplane_store::Store;
 use kplane_store::compaction::Compaction;
-use kplane_store::layout::{partition_dir, tables_dir};
+use kplane_store::layout::{partition_key, table_key};
 use kplane_store::query::{listing_options, use_store_view};
 use kplane_stream_processor::config::Config;
 use kplane_stream_processor::panes::Checkpoint;
@@ -89,7 +90,10 @@ struct Written {
 
 fn write_hour(dir: &Path, a: &StoreArgs, compaction: Compaction) -> anyhow::Result<Written> {
     let mut lanes = (0..a.lanes)
-        .map(|p| LaneStore::open(dir, &format!("reports-p{p}"), compaction).map(|(s, _)| s))
+        .map(|p| {
+            LaneStore::open(&Store::local(dir), &format!("reports-p{p}"), compaction)
+                .map(|(s, _)| s)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let started = Instant::now();
     let windows = i64::from(a.minutes) * 60;
@@ -124,15 +128,15 @@ fn write_hour(dir: &Path, a: &StoreArgs, compaction: Compaction) -> anyhow::Resu
 
 /// Files of the queried hour, and the median time of the query from a fresh context.
 async fn query_hour(dir: &Path, runs: usize) -> anyhow::Result<(usize, Duration, u64)> {
-    let hour_dir = partition_dir(dir, "t", HOUR_START);
-    let files = std::fs::read_dir(&hour_dir)?.count();
+    let store = Store::local(dir);
+    let files = store.list(&partition_key("t", HOUR_START))?.len();
     let mut times = Vec::new();
     let mut rows = 0;
     for _ in 0..runs {
         let started = Instant::now();
         let ctx = SessionContext::new();
-        use_store_view(&ctx);
-        let url = format!("{}/", tables_dir(dir).join("t").canonicalize()?.display());
+        use_store_view(&ctx, &store);
+        let url = store.dir_url(&table_key("t"))?;
         ctx.register_listing_table("t", url, listing_options(), Some(schema()), None)
             .await?;
         let batches = ctx

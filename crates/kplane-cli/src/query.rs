@@ -11,8 +11,10 @@ use kplane_runtime::{ConfigSource, EXIT_CONFIG};
 pub struct QueryArgs {
     /// The query, e.g. "SELECT ip_text(src_ip), sum(reports) FROM flows GROUP BY 1".
     sql: String,
-    /// The store (default: the configured `stream-processor.data-dir`).
-    #[arg(long, value_name = "DIR")]
+    /// The store: a directory, or `s3://bucket/prefix` on an S3-compatible object store
+    /// (configured by the `AWS_*` environment variables). Default: the configured
+    /// `stream-processor.data-dir`.
+    #[arg(long, value_name = "DIR|URL")]
     data_dir: Option<PathBuf>,
 }
 
@@ -27,14 +29,21 @@ pub fn run(source: ConfigSource, a: QueryArgs) -> ExitCode {
             }
         },
     };
-    if !dir.is_dir() {
+    let store = match kplane_store::Store::open(&dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kplane query: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if store.local_root().is_some_and(|d| !d.is_dir()) {
         eprintln!(
             "kplane query: no analytics store at {} (run the stream processor, or pass --data-dir)",
             dir.display()
         );
         return ExitCode::from(2);
     }
-    match kplane_store::query::sql_blocking(&dir, &a.sql)
+    match kplane_store::query::sql_blocking(&store, &a.sql)
         .map_err(|e| e.to_string())
         .and_then(|b| pretty_format_batches(&b).map_err(|e| e.to_string()))
     {

@@ -6,17 +6,16 @@
 //! readers leave out what a merge has replaced ([`crate::layout::superseded`]).
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use crate::backend::Store;
 use crate::error::Result;
 use crate::layout::FileKind;
-use crate::writer::{parquet_writer, publish, staging_path};
+use crate::writer::parquet_writer;
 
 /// How a writer merges its files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +33,8 @@ pub struct Compaction {
 /// A committed file, as compaction sees it.
 #[derive(Clone, Debug)]
 pub struct Stored {
-    pub path: PathBuf,
+    /// Its key in the store.
+    pub key: String,
     pub first_end: i64,
     /// Window files are level 0.
     pub level: u32,
@@ -92,20 +92,18 @@ fn last_window_end(batch: &RecordBatch) -> Option<i64> {
     ends.values().iter().copied().max()
 }
 
-/// Merges `sources` (consecutive files of `writer` in `dir`, oldest first) into one file of
-/// the next level, read and written a batch at a time; publishes it, then deletes the
-/// sources. Returns the merged file's size.
-pub fn merge(root: &Path, writer: &str, dir: &Path, sources: &[Stored]) -> Result<u64> {
-    let tmp = staging_path(root, "parquet")?;
+/// Merges `sources` (consecutive files of `writer` in the directory `dir`, oldest first)
+/// into one file of the next level, written a batch at a time; publishes it, then deletes
+/// the sources. Returns the merged file's size.
+pub fn merge(store: &Store, writer: &str, dir: &str, sources: &[Stored]) -> Result<u64> {
+    let (file, staged) = store.stage_file("parquet")?;
+    let mut file = Some(file);
     let mut out: Option<ArrowWriter<File>> = None;
     let mut last_end = sources[0].first_end;
     for source in sources {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&source.path)?)?;
-        if out.is_none() {
-            out = Some(parquet_writer(
-                File::create(&tmp)?,
-                reader.schema().clone(),
-            )?);
+        let reader = store.parquet(&source.key)?;
+        if let Some(file) = file.take() {
+            out = Some(parquet_writer(file, reader.schema().clone())?);
         }
         let w = out.as_mut().expect("created above");
         for batch in reader.build()? {
@@ -123,11 +121,11 @@ pub fn merge(root: &Path, writer: &str, dir: &Path, sources: &[Stored]) -> Resul
         level: sources.iter().map(|s| s.level).max().unwrap_or(0) + 1,
     }
     .file_name(writer);
-    publish(&tmp, &dir.join(name))?;
+    store.publish_all(vec![(staged, format!("{dir}/{name}"))])?;
     for source in sources {
-        std::fs::remove_file(&source.path)?;
+        store.delete(&source.key)?;
     }
-    File::open(dir)?.sync_all()?;
+    store.settle_dir(dir, false)?;
     Ok(bytes)
 }
 
@@ -137,7 +135,7 @@ mod tests {
 
     fn at(level: u32, bytes: u64) -> Stored {
         Stored {
-            path: PathBuf::new(),
+            key: String::new(),
             first_end: 0,
             level,
             bytes,

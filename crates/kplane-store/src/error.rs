@@ -16,6 +16,11 @@ pub enum StoreError {
     #[cfg(feature = "query")]
     #[error("query: {0}")]
     Query(#[from] datafusion::error::DataFusionError),
+    #[error("object store: {0}")]
+    Object(#[from] object_store::Error),
+    /// A store location or setting that cannot work.
+    #[error("store configuration: {0}")]
+    Config(String),
     /// A store file to repair or remove; the message says how.
     #[error("{path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },
@@ -24,7 +29,13 @@ pub enum StoreError {
 impl StoreError {
     pub fn is_retryable(&self) -> bool {
         use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
-        matches!(self, Self::Io(e) if matches!(e.kind(), Interrupted | TimedOut | WouldBlock))
+        match self {
+            Self::Io(e) => matches!(e.kind(), Interrupted | TimedOut | WouldBlock),
+            // The client has retried with backoff already; an HTTP or connection failure left
+            // may still clear (a restarting endpoint), a refusal will not.
+            Self::Object(e) => matches!(e, object_store::Error::Generic { .. }),
+            _ => false,
+        }
     }
 }
 

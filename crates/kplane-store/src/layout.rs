@@ -1,20 +1,16 @@
 //! The store's layout, shared by every service that writes or reads it: Parquet files under
-//! `<data-dir>/tables/<table>/date=YYYY-MM-DD/hour=HH/` (hive-style partitions, UTC).
+//! `tables/<table>/date=YYYY-MM-DD/hour=HH/` of the store's root (hive-style partitions,
+//! UTC). Places are keys of a [`crate::Store`]: paths relative to its root, `/`-separated.
 
-use std::path::{Path, PathBuf};
-
-/// Directory of every table.
-pub fn tables_dir(root: &Path) -> PathBuf {
-    root.join("tables")
+/// The key of a table's directory.
+pub fn table_key(table: &str) -> String {
+    format!("tables/{table}")
 }
 
-/// The partition directory of `table` for a time (ns since the Unix epoch).
-pub fn partition_dir(root: &Path, table: &str, ns: i64) -> PathBuf {
+/// The key of `table`'s partition directory for a time (ns since the Unix epoch).
+pub fn partition_key(table: &str, ns: i64) -> String {
     let (date, hour) = date_hour(ns);
-    tables_dir(root)
-        .join(table)
-        .join(format!("date={date}"))
-        .join(format!("hour={hour}"))
+    format!("tables/{table}/date={date}/hour={hour}")
 }
 
 /// `(date, hour)` of a time in UTC: `("2026-11-21", "13")`.
@@ -173,49 +169,6 @@ pub fn superseded(names: &[&str]) -> Vec<bool> {
             _ => false,
         })
         .collect()
-}
-
-/// Every `*.parquet` under `dir` (recursively; nothing when `dir` does not exist).
-pub fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        r => r?,
-    };
-    for e in entries {
-        let p = e?.path();
-        if p.is_dir() {
-            parquet_files(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "parquet") {
-            out.push(p);
-        }
-    }
-    Ok(())
-}
-
-/// The current `*.parquet` files under `dir` (recursively): those a merge has replaced (it
-/// publishes its file before deleting the sources) are left out. Unreadable directories are
-/// skipped.
-pub fn current_parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut here = Vec::new();
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            current_parquet_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "parquet")
-            && let Some(name) = p.file_name().and_then(|n| n.to_str())
-        {
-            here.push(name.to_string());
-        }
-    }
-    let names: Vec<&str> = here.iter().map(String::as_str).collect();
-    for (name, replaced) in names.iter().zip(superseded(&names)) {
-        if !replaced {
-            out.push(dir.join(name));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod bmv2;
 pub mod netns;
 pub mod prometheus;
 pub mod reports;
+pub mod s3;
 mod served;
 
 /// A TCP port that was free a moment ago on 127.0.0.1.

@@ -332,7 +332,7 @@ mod tests {
         w.write(&b).unwrap();
         w.close().unwrap();
         let ctx = datafusion::prelude::SessionContext::new();
-        kplane_store::query::register_store(&ctx, &dir)
+        kplane_store::query::register_store(&ctx, &kplane_store::Store::local(&dir))
             .await
             .unwrap();
         let f = Findings::new(10);

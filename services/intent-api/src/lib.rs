@@ -103,7 +103,6 @@ pub async fn start(
     let auth = http.auth();
     let listen = cfg.listen;
     let mut incidents_cfg = cfg.incidents.clone();
-    let store_dir = cfg.store_dir.clone();
     let state = AppState::new(cfg, live.clone(), shutdown.clone())
         .await
         .map_err(|e| format!("cannot open the analytics store: {e:?}"))?;
@@ -115,7 +114,7 @@ pub async fn start(
     if incidents_cfg.console_url.is_empty() {
         incidents_cfg.console_url = format!("http://{addr}");
     }
-    let incident_store = incidents_cfg.store.then_some(store_dir.as_path());
+    let incident_store = incidents_cfg.store.then(|| state.files.clone());
     live.incidents.configure(&incidents_cfg, incident_store);
     registry.register(|r| live.incidents.register(r));
     let ticker = tokio::spawn(incidents::tick_until(

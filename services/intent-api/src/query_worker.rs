@@ -146,7 +146,8 @@ async fn sandbox(store_dir: &Path, memory: usize) -> Result<SessionContext, Stri
         .map_err(|e| e.to_string())?;
     let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
     kplane_store::query::register_udfs(&ctx);
-    kplane_store::query::register_store(&ctx, store_dir)
+    let store = kplane_store::Store::open(store_dir).map_err(|e| e.to_string())?;
+    kplane_store::query::register_store(&ctx, &store)
         .await
         .map_err(|e| e.to_string())?;
     Ok(ctx)

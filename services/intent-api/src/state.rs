@@ -27,6 +27,9 @@ pub struct AppState {
     pub cfg: Arc<Config>,
     /// Fixed queries of the routes (with `query-memory` and `query-timeout` too).
     pub store: SessionContext,
+    /// The store's files (`store-dir`: a directory or `s3://bucket/prefix`), for what the
+    /// routes list rather than query (rollup coverage).
+    pub files: kplane_store::Store,
     /// `POST /v1/query`: user SQL in worker processes.
     pub queries: Arc<QueryWorkers>,
     /// Per-token rate and concurrency limits.
@@ -47,7 +50,8 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     pub async fn new(cfg: Config, live: Live, shutdown: Shutdown) -> Result<Self, ApiError> {
-        std::fs::create_dir_all(&cfg.store_dir).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let files = kplane_store::Store::open(&cfg.store_dir)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
         // The processor adds and compacts files all the time: DataFusion's directory listing
         // cache (infinite TTL by default) would freeze the API's view of the store.
         let store = SessionContext::new_with_config_rt(
@@ -58,7 +62,9 @@ impl AppState {
                 .build_arc()?,
         );
         register_udfs(&store);
-        register_store(&store, &cfg.store_dir).await?;
+        register_store(&store, &files)
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
         let program = match &cfg.query_worker {
             Some(p) => p.clone(),
             None => std::env::current_exe().map_err(|e| {
@@ -97,6 +103,7 @@ impl AppState {
         Ok(Self {
             cfg: Arc::new(cfg),
             store,
+            files,
             queries,
             limits: Limits::default(),
             live,
@@ -123,9 +130,9 @@ impl AppState {
         table: &'static str,
         range: &Resolved,
     ) -> Result<String, ApiError> {
-        let dir = self.cfg.store_dir.clone();
+        let files = self.files.clone();
         let (resolution, from) = (range.resolution, range.from_ns);
-        tokio::task::spawn_blocking(move || source_sql(&dir, table, resolution, from))
+        tokio::task::spawn_blocking(move || source_sql(&files, table, resolution, from))
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))
     }

@@ -2,10 +2,9 @@
 //! windows the models train on at a cold start.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use kplane_store::layout::current_parquet_files;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use kplane_store::Store;
+use kplane_store::layout::table_key;
 
 use crate::features::{Window, window_end};
 
@@ -14,23 +13,26 @@ pub const TABLES: [&str; 3] = ["flows", "queues", "links"];
 
 /// The last `keep` windows of the store, oldest first; unreadable files are skipped and
 /// counted in the second value.
-pub fn windows(store: &Path, keep: usize) -> (Vec<Window>, usize) {
+pub fn windows(store: &Store, keep: usize) -> (Vec<Window>, usize) {
     let mut by_end: BTreeMap<i64, Window> = BTreeMap::new();
     let mut unreadable = 0;
     for table in TABLES {
-        let mut files = Vec::new();
-        current_parquet_files(&store.join("tables").join(table), &mut files);
-        // In name order (directories list in any order): the same store gives the same
-        // samples in the same order, so the same models.
-        files.sort();
+        // An unlistable table is read as empty (and counted).
+        let mut files = store
+            .current_parquet(&table_key(table))
+            .unwrap_or_else(|e| {
+                tracing::warn!(table, error = %e, "store history unreadable");
+                unreadable += 1;
+                Vec::new()
+            });
+        // In key order (listings come in any order): the same store gives the same samples
+        // in the same order, so the same models.
+        files.sort_by(|a, b| a.key.cmp(&b.key));
         for f in files {
-            let reader = std::fs::File::open(&f)
-                .map_err(|e| e.to_string())
-                .and_then(|file| {
-                    ParquetRecordBatchReaderBuilder::try_new(file)
-                        .and_then(|b| b.build())
-                        .map_err(|e| e.to_string())
-                });
+            let reader = store
+                .parquet(&f.key)
+                .and_then(|b| Ok(b.build()?))
+                .map_err(|e| e.to_string());
             let Ok(reader) = reader else {
                 unreadable += 1;
                 continue;

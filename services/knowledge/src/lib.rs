@@ -151,9 +151,10 @@ async fn serve(
         shutdown,
         move |admin_state, stop| {
             let mut engine = Engine::new(cfg.engine())?;
+            let store = kplane_store::Store::open(&cfg.store_dir)?;
             // A cold start trains on the store's history; a restart with models picks up the
             // habits, forecast lags and training history where they were.
-            let (windows, unreadable) = history::windows(&cfg.store_dir, cfg.training_windows);
+            let (windows, unreadable) = history::windows(&store, cfg.training_windows);
             tracing::info!(
                 windows = windows.len(),
                 unreadable,
@@ -161,7 +162,7 @@ async fn serve(
             );
             engine.seed_history(windows);
             let mut svc = Service {
-                results: store::ResultStore::new(&cfg.store_dir, cfg.store_every),
+                results: store::ResultStore::new(store, cfg.store_every),
                 cfg,
                 engine,
                 producer,

@@ -1,25 +1,23 @@
 //! The service's results in the Parquet store, beside the stream processor's tables
 //! (`kplane_model::knowledge_tables`): `anomalies` (every phase of every episode) and
 //! `forecasts`. Rows are buffered and written every `store-every` and at shutdown, one file
-//! per table and hour (`knowledge-<first time>-<sequence>.parquet`), staged in
-//! `<store-dir>/_staging/`, fsynced and renamed into place by the store's one writer
-//! (`kplane_store::writer`): a query never reads half a file, and a written file survives a
-//! power cut.
+//! per table and hour (`knowledge-<first time>-<sequence>.parquet`), staged, fsynced and
+//! published whole by the store's one writer (`kplane_store::Store`, local or on an object
+//! store): a query never reads half a file, and a written file survives a power cut.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kplane_model::knowledge_tables::{self as tables, ANOMALIES, FORECASTS};
 use kplane_model::results::{Anomaly, Forecast};
-use kplane_store::layout::partition_dir;
-use kplane_store::writer::write_parquet;
+use kplane_store::Store;
+use kplane_store::layout::partition_key;
 
 /// Buffered rows past this many are written at once.
 const MAX_BUFFERED: usize = 100_000;
 
 #[derive(Debug)]
 pub struct ResultStore {
-    root: PathBuf,
+    store: Store,
     every: Duration,
     anomalies: Vec<Anomaly>,
     forecasts: Vec<Forecast>,
@@ -29,9 +27,9 @@ pub struct ResultStore {
 }
 
 impl ResultStore {
-    pub fn new(root: &Path, every: Duration) -> Self {
+    pub fn new(store: Store, every: Duration) -> Self {
         Self {
-            root: root.to_path_buf(),
+            store,
             every,
             anomalies: Vec::new(),
             forecasts: Vec::new(),
@@ -57,7 +55,7 @@ impl ResultStore {
     /// Writes the buffered rows; returns how many. On an error the rows stay buffered (and
     /// are tried again), up to [`MAX_BUFFERED`] of each table.
     pub fn flush(&mut self) -> std::io::Result<usize> {
-        let (root, seq) = (&self.root, &mut self.sequence);
+        let (root, seq) = (&self.store, &mut self.sequence);
         let a = write_table(
             root,
             seq,
@@ -81,7 +79,7 @@ impl ResultStore {
 /// Writes `rows` (in time order) to `table`, one file per hour, and empties it; on an error
 /// keeps the last [`MAX_BUFFERED`] of them.
 fn write_table<T>(
-    root: &Path,
+    store: &Store,
     sequence: &mut u64,
     table: &str,
     rows: &mut Vec<T>,
@@ -108,12 +106,12 @@ fn write_table<T>(
                     std::process::id(),
                     sequence
                 );
-                write_parquet(
-                    root,
-                    &partition_dir(root, table, time(first)).join(name),
-                    &[b],
-                )
-                .map_err(std::io::Error::other)
+                store
+                    .write_parquet(
+                        &format!("{}/{name}", partition_key(table, time(first))),
+                        &[b],
+                    )
+                    .map_err(std::io::Error::other)
             });
         if let Err(e) = written {
             // What was written stays written; the rest is tried again.
@@ -159,7 +157,7 @@ mod tests {
     fn results_are_written_per_hour_and_read_back() {
         let root = std::env::temp_dir().join(format!("kplane-kstore-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let mut s = ResultStore::new(&root, Duration::from_secs(3600));
+        let mut s = ResultStore::new(Store::local(&root), Duration::from_secs(3600));
         let hour = 3_600_000_000_000;
         s.add(&[anomaly("a", hour - 1), anomaly("b", hour + 1)], &[]);
         assert!(!s.due(), "not yet");

@@ -67,6 +67,8 @@ pub fn lane_name(topic: &str, partition: u32) -> String {
 /// Everything the loop needs besides its input.
 pub struct Processor {
     cfg: Config,
+    /// Where lanes write (`data-dir`: a directory or `s3://bucket/prefix`).
+    store: kplane_store::Store,
     analytics: Analytics,
     rt: tokio::runtime::Runtime,
     metrics: ProcessorMetrics,
@@ -99,7 +101,7 @@ impl Processor {
         results: Option<Arc<dyn Producer>>,
     ) -> Result<Self, ProcessorError> {
         crate::alloc::keep_freed_memory();
-        std::fs::create_dir_all(&cfg.data_dir)?;
+        let store = kplane_store::Store::open(&cfg.data_dir)?;
         let rt = tokio::runtime::Builder::new_current_thread().build()?;
         let analytics = rt.block_on(Analytics::new(crate::analytics::Params {
             congestion_threshold: cfg.thresholds.queue_occupancy,
@@ -107,7 +109,8 @@ impl Processor {
             label_interval_ns: cfg.int_label_interval.as_nanos() as i64,
         }))?;
         Ok(Self {
-            flow_key: crate::store::flow_hash_key(&cfg.data_dir)?,
+            flow_key: crate::store::flow_hash_key(&store)?,
+            store,
             cfg,
             analytics,
             rt,
@@ -261,7 +264,7 @@ impl Processor {
                         };
                         let name = lane_name(&topic, partition);
                         let (store, resume) =
-                            LaneStore::open(&self.cfg.data_dir, &name, self.cfg.compaction())?;
+                            LaneStore::open(&self.store, &name, self.cfg.compaction())?;
                         let store = store.with_retention(self.cfg.retention());
                         let checkpoint = resume.checkpoint;
                         tracing::info!(lane = %name, ?checkpoint, "partition assigned");

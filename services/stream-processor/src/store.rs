@@ -1,10 +1,10 @@
-//! The analytics store: Parquet files under `<data-dir>/tables/<table>/date=YYYY-MM-DD/
-//! hour=HH/`, and per bus partition ("lane") a checkpoint log `<data-dir>/checkpoints/
-//! <lane>.jsonl`.
+//! The analytics store ([`Store`]: a local directory or a bucket of an S3-compatible object
+//! store): Parquet files under `tables/<table>/date=YYYY-MM-DD/hour=HH/`, and per bus
+//! partition ("lane") a checkpoint log `checkpoints/<lane>.jsonl`.
 //!
-//! * Files are written to `<data-dir>/_staging/`, fsynced and renamed into place: a reader
-//!   never sees a half-written file. The layout (hive-style `key=value` directories, one
-//!   writer per file name) works unchanged on an object store.
+//! * Files are staged and fsynced, then published whole (renamed into place, or uploaded
+//!   with one PUT): a reader never sees a half-written file. On an object store, which has
+//!   no appends, the checkpoint "log" is one object holding the last commit's line.
 //! * Window files are named `<lane>-w<end of their first window>.parquet`; a commit writes its
 //!   files, then appends the checkpoint line (fsynced). A lane re-opened after a crash deletes
 //!   its window files past the checkpoint (`w<end>` with `end > emitted_until`): they are
@@ -17,20 +17,16 @@
 //!   row twice, and a re-opened lane deletes such leftovers.
 //! * Alerts are appended as `<lane>-a<offset>.parquet` (at-least-once, never rolled back).
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use kplane_model::FlowHashKey;
 use kplane_store::compaction::{Compaction, Stored, hour_end, merge};
-use kplane_store::layout::parquet_files;
-use kplane_store::layout::{FileKind, partition_dir, superseded, tables_dir};
+use kplane_store::layout::{FileKind, partition_key, superseded};
 use kplane_store::retention::Retention;
-use kplane_store::rollup;
-use kplane_store::writer::{publish_all, stage_bytes, stage_parquet};
+use kplane_store::{Listed, Staged, Store, rollup};
 
 use crate::error::ProcessorError;
 use crate::panes::Checkpoint;
@@ -45,11 +41,9 @@ pub struct CommitLine {
     pub checkpoint: Checkpoint,
 }
 
-fn read_or_empty(path: &Path) -> std::io::Result<Vec<u8>> {
-    match std::fs::read(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        r => r,
-    }
+/// A store file's place, for errors that name it.
+fn place(store: &Store, key: &str) -> PathBuf {
+    PathBuf::from(format!("{}/{key}", store.location()))
 }
 
 /// A checkpoint log read back.
@@ -65,8 +59,8 @@ pub struct CommitLog {
 /// Reads a checkpoint log. A last line that does not parse is torn (a crash mid-append) and
 /// left out; a line that does not parse *followed by lines that do* is corruption, an error
 /// naming the file and line — resuming from an earlier checkpoint would double windows.
-pub fn read_commits(path: &Path) -> Result<CommitLog, ProcessorError> {
-    let text = read_or_empty(path)?;
+fn read_commits(store: &Store, key: &str) -> Result<CommitLog, ProcessorError> {
+    let text = store.get(key)?.unwrap_or_default();
     let mut log = CommitLog::default();
     let mut bad: Option<(usize, u64, String)> = None;
     let mut start = 0usize;
@@ -80,7 +74,7 @@ pub fn read_commits(path: &Path) -> Result<CommitLog, ProcessorError> {
             Ok(c) => {
                 if let Some((n, _, e)) = bad {
                     return Err(ProcessorError::Corrupt {
-                        path: path.to_path_buf(),
+                        path: place(store, key),
                         reason: format!(
                             "line {n} is corrupt ({e}) but later lines are intact; refusing to \
                              resume from a damaged checkpoint log (restore the file or remove \
@@ -99,17 +93,22 @@ pub fn read_commits(path: &Path) -> Result<CommitLog, ProcessorError> {
     Ok(log)
 }
 
+/// The checkpoint log of `lane` (`reports-p3`) in `store`.
+pub fn lane_log(store: &Store, lane: &str) -> Result<CommitLog, ProcessorError> {
+    read_commits(store, &log_key(lane))
+}
+
 /// A lane's saved detector state: its offset (8 bytes, little-endian), then the detectors'
 /// encoding. Written whole by rename, so it is never torn.
-fn read_detectors(path: &Path) -> Result<Option<DetectorState>, ProcessorError> {
-    let bytes = read_or_empty(path)?;
+fn read_detectors(store: &Store, key: &str) -> Result<Option<DetectorState>, ProcessorError> {
+    let bytes = store.get(key)?.unwrap_or_default();
     if bytes.is_empty() {
         return Ok(None);
     }
     let (offset, rest) = bytes
         .split_first_chunk::<8>()
         .ok_or_else(|| ProcessorError::Corrupt {
-            path: path.to_path_buf(),
+            path: place(store, key),
             reason: "too short for detector state; remove it to start the lane's detectors empty"
                 .into(),
         })?;
@@ -119,28 +118,21 @@ fn read_detectors(path: &Path) -> Result<Option<DetectorState>, ProcessorError> 
     }))
 }
 
-/// The store's flow-hash key (`<data-dir>/flow-hash.key`), drawn at random the first time:
+/// The store's flow-hash key (`flow-hash.key` at its root), drawn at random the first time:
 /// restored per-flow detector state is found by the same `flow_id`s after a restart.
-pub fn flow_hash_key(root: &Path) -> Result<FlowHashKey, ProcessorError> {
-    let path = root.join("flow-hash.key");
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| ProcessorError::Corrupt {
-            path: path.clone(),
+pub fn flow_hash_key(store: &Store) -> Result<FlowHashKey, ProcessorError> {
+    const KEY: &str = "flow-hash.key";
+    match store.get(KEY)? {
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| ProcessorError::Corrupt {
+            path: place(store, KEY),
             reason: format!("not a flow-hash key ({e}); delete it to draw a new one"),
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // Linked, not renamed, into place: of processors starting together on one store,
-            // the first key wins and the others read it.
-            let tmp = stage_bytes(root, &serde_json::to_vec(&FlowHashKey::random())?)?;
-            let linked = std::fs::hard_link(&tmp, &path);
-            std::fs::remove_file(&tmp)?;
-            match linked {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
-                _ => File::open(root)?.sync_all()?,
-            }
-            flow_hash_key(root)
+        None => {
+            // Of processors starting together on one store, the first key written wins and
+            // the others read it.
+            store.put_new(KEY, &serde_json::to_vec(&FlowHashKey::random())?)?;
+            flow_hash_key(store)
         }
-        Err(e) => Err(e.into()),
     }
 }
 
@@ -153,14 +145,13 @@ type Named = (String, FileKind);
 /// The store of one lane (a bus partition of one topic).
 #[derive(Debug)]
 pub struct LaneStore {
-    root: PathBuf,
+    store: Store,
     lane: String,
-    log: File,
     checkpoint: Checkpoint,
     compaction: Compaction,
-    /// Directories with files of this lane that may still be merged, with the end of their
-    /// hour.
-    open_dirs: Vec<(PathBuf, i64)>,
+    /// Directories (keys) with files of this lane that may still be merged, with the end of
+    /// their hour.
+    open_dirs: Vec<(String, i64)>,
     /// What it has written, merged and removed since it opened (for metrics).
     pub counts: StoreCounts,
     retention: Retention,
@@ -212,36 +203,26 @@ impl LaneStore {
     /// Opens the lane's checkpoint, rolls the store back to it and finishes interrupted
     /// compactions; returns the store and what to resume from.
     pub fn open(
-        root: &Path,
+        store: &Store,
         lane: &str,
         compaction: Compaction,
     ) -> Result<(Self, Resume), ProcessorError> {
-        let dir = root.join("checkpoints");
-        std::fs::create_dir_all(&dir)?;
-        std::fs::create_dir_all(tables_dir(root))?;
-        let path = dir.join(format!("{lane}.jsonl"));
-        let read = read_commits(&path)?;
+        let log = log_key(lane);
+        let read = read_commits(store, &log)?;
         let checkpoint = read
             .commits
             .last()
             .map(|c| c.checkpoint)
             .unwrap_or_default();
-        let created = !path.exists();
-        let log = OpenOptions::new().create(true).append(true).open(&path)?;
         if let Some(at) = read.torn_at {
             // Cut the torn line off, so the next line appended starts clean.
-            tracing::warn!(log = %path.display(), at, "checkpoint log ends in a torn line (a crash mid-write): ignored");
-            log.set_len(at)?;
-            log.sync_all()?;
+            tracing::warn!(log = %place(store, &log).display(), at, "checkpoint log ends in a torn line (a crash mid-write): ignored");
+            store.truncate(&log, at)?;
         }
-        if created {
-            File::open(&dir)?.sync_all()?;
-        }
-        let detectors = read_detectors(&dir.join(format!("{lane}.detectors")))?;
-        let mut store = Self {
-            root: root.to_path_buf(),
+        let detectors = read_detectors(store, &detectors_key(lane))?;
+        let mut lane_store = Self {
+            store: store.clone(),
             lane: lane.to_string(),
-            log,
             checkpoint,
             compaction,
             open_dirs: Vec::new(),
@@ -255,9 +236,9 @@ impl LaneStore {
                 .as_ref()
                 .map_or(checkpoint.read_until, |d| d.through_offset),
         };
-        store.recover()?;
+        lane_store.recover()?;
         Ok((
-            store,
+            lane_store,
             Resume {
                 checkpoint,
                 detectors,
@@ -272,33 +253,25 @@ impl LaneStore {
         self
     }
 
-    /// Where the lane's detector state is saved.
+    /// Where the lane's detector state is saved (for errors that name it).
     pub fn detectors_path(&self) -> PathBuf {
-        self.root
-            .join("checkpoints")
-            .join(format!("{}.detectors", self.lane))
+        place(&self.store, &detectors_key(&self.lane))
     }
 
-    /// The lane's files in every directory.
-    fn lane_files(&self) -> Result<Vec<(PathBuf, Vec<Named>)>, ProcessorError> {
-        let mut all = Vec::new();
-        parquet_files(&tables_dir(&self.root), &mut all)?;
-        let mut dirs: Vec<(PathBuf, Vec<Named>)> = Vec::new();
-        for p in all {
-            let (Some(dir), Some(name)) = (p.parent(), p.file_name().and_then(|n| n.to_str()))
-            else {
-                continue;
-            };
-            let Some((writer, kind)) = FileKind::parse(name) else {
+    /// The lane's files in every directory, by directory.
+    fn lane_files(&self) -> Result<Vec<(String, Vec<Named>)>, ProcessorError> {
+        let mut dirs: Vec<(String, Vec<Named>)> = Vec::new();
+        for f in self.store.list("tables")? {
+            let Some((writer, kind)) = FileKind::parse(f.name()) else {
                 continue;
             };
             if writer != self.lane {
                 continue;
             }
-            let entry = (name.to_string(), kind);
-            match dirs.iter_mut().find(|d| d.0 == dir) {
+            let entry = (f.name().to_string(), kind);
+            match dirs.iter_mut().find(|d| d.0 == f.dir()) {
                 Some(d) => d.1.push(entry),
-                None => dirs.push((dir.to_path_buf(), vec![entry])),
+                None => dirs.push((f.dir().to_string(), vec![entry])),
             }
         }
         Ok(dirs)
@@ -320,10 +293,10 @@ impl LaneStore {
                         // Alerts of messages the detectors will read again are raised again.
                         FileKind::Alerts { first_offset } => first_offset > self.detectors_through,
                     };
-                let path = dir.join(name);
+                let key = format!("{dir}/{name}");
                 if remove {
-                    tracing::info!(file = %path.display(), "removing a file past the checkpoint or already merged");
-                    std::fs::remove_file(&path)?;
+                    tracing::info!(file = %key, "removing a file past the checkpoint or already merged");
+                    self.store.delete(&key)?;
                 } else if let FileKind::Window { first_end: e }
                 | FileKind::Compacted { first_end: e, .. } = *kind
                 {
@@ -338,8 +311,8 @@ impl LaneStore {
         Ok(())
     }
 
-    fn file_path(&self, table: &str, ns: i64, name: &str) -> PathBuf {
-        partition_dir(&self.root, table, ns).join(name)
+    fn file_key(&self, table: &str, ns: i64, name: &str) -> String {
+        format!("{}/{name}", partition_key(table, ns))
     }
 
     /// Writes one commit: the windows' rows (one file per table and hour), the alerts, then
@@ -351,11 +324,11 @@ impl LaneStore {
         n_windows: usize,
         checkpoint: Checkpoint,
         detectors: Option<&DetectorState>,
-    ) -> Result<Vec<PathBuf>, ProcessorError> {
+    ) -> Result<Vec<String>, ProcessorError> {
         // (table, date/hour dir) → (first start, first end, batches)
-        let mut groups: Vec<(&'static str, PathBuf, i64, i64, Vec<RecordBatch>)> = Vec::new();
+        let mut groups: Vec<(&'static str, String, i64, i64, Vec<RecordBatch>)> = Vec::new();
         for (table, start, end, batch) in windows {
-            let dir = self.file_path(table, start, "");
+            let dir = partition_key(table, start);
             match groups.iter_mut().find(|g| g.0 == table && g.1 == dir) {
                 Some(g) => {
                     g.2 = g.2.min(start);
@@ -367,14 +340,14 @@ impl LaneStore {
         }
         // Every file is staged and fsynced, then all are renamed into place and each
         // directory they went to is fsynced once (not once per file).
-        let mut staged_files: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut staged_files: Vec<(Staged, String)> = Vec::new();
         for (_, dir, _, first_end, batches) in &groups {
             let name = FileKind::Window {
                 first_end: *first_end,
             }
             .file_name(&self.lane);
-            if let Some(tmp) = stage_parquet(&self.root, batches)? {
-                staged_files.push((tmp, dir.join(name)));
+            if let Some(staged) = self.store.stage_parquet(batches)? {
+                staged_files.push((staged, format!("{dir}/{name}")));
             }
         }
         if let Some((time_ns, offset, batch)) = alerts
@@ -384,24 +357,24 @@ impl LaneStore {
                 first_offset: offset,
             }
             .file_name(&self.lane);
-            let path = self.file_path("alerts", time_ns, &name);
-            if let Some(tmp) = stage_parquet(&self.root, &[batch])? {
-                staged_files.push((tmp, path));
+            let key = self.file_key("alerts", time_ns, &name);
+            if let Some(staged) = self.store.stage_parquet(&[batch])? {
+                staged_files.push((staged, key));
             }
         }
-        let written: Vec<PathBuf> = staged_files.iter().map(|(_, p)| p.clone()).collect();
+        let written: Vec<String> = staged_files.iter().map(|(_, k)| k.clone()).collect();
         // After the alerts (a restored state must not re-raise stored ones), before the
         // line (the line's windows must not be recomputed on a state that includes them).
         if let Some(d) = detectors {
             let mut bytes = Vec::with_capacity(8 + d.bytes.len());
             bytes.extend_from_slice(&d.through_offset.to_le_bytes());
             bytes.extend_from_slice(&d.bytes);
-            staged_files.push((stage_bytes(&self.root, &bytes)?, self.detectors_path()));
+            staged_files.push((self.store.stage_bytes(&bytes)?, detectors_key(&self.lane)));
         }
-        for (tmp, _) in &staged_files[..written.len()] {
-            self.counts.bytes_written += std::fs::metadata(tmp)?.len();
+        for (staged, _) in &staged_files[..written.len()] {
+            self.counts.bytes_written += staged.bytes()?;
         }
-        publish_all(&staged_files)?;
+        self.store.publish_all(staged_files)?;
         if let Some(d) = detectors {
             self.detectors_through = d.through_offset;
         }
@@ -412,8 +385,7 @@ impl LaneStore {
             checkpoint,
         })?;
         line.push(b'\n');
-        self.log.write_all(&line)?;
-        self.log.sync_data()?;
+        self.store.append_line(&log_key(&self.lane), &line)?;
         self.checkpoint = checkpoint;
         self.counts.files_written += written.len() as u64;
         for (_, dir, start, _, _) in groups {
@@ -435,7 +407,7 @@ impl LaneStore {
             return;
         }
         self.swept_ns = now;
-        match self.retention.sweep(&self.root, &self.lane, now) {
+        match self.retention.sweep(&self.store, &self.lane, now) {
             Ok(n) => self.counts.files_expired += n,
             Err(e) => {
                 self.counts.expiry_failures += 1;
@@ -452,11 +424,6 @@ impl LaneStore {
         let mut done = Vec::new();
         for (i, (dir, end)) in self.open_dirs.clone().into_iter().enumerate() {
             let complete = emitted >= end + self.compaction.window_ns;
-            // Expired by retention while a failed merge kept it open: nothing left to merge.
-            if complete && !dir.exists() {
-                done.push(i);
-                continue;
-            }
             loop {
                 let merged = self.committed_files(&dir).and_then(|files| {
                     match self.compaction.next_merge(&files, complete) {
@@ -473,7 +440,7 @@ impl LaneStore {
                     }
                     Err(e) => {
                         self.counts.compaction_failures += 1;
-                        tracing::warn!(dir = %dir.display(), error = %e, "compaction failed; its files stay as they are and are merged later");
+                        tracing::warn!(dir = %dir, error = %e, "compaction failed; its files stay as they are and are merged later");
                     }
                 }
                 break;
@@ -487,48 +454,38 @@ impl LaneStore {
     /// Rolls a complete, merged-down hour directory up into minutes and the hour
     /// ([`kplane_store::rollup`]); false when that failed (logged and counted; the directory
     /// stays open and is rolled up at the next commit).
-    fn roll_up(&mut self, dir: &Path, hour_end: i64) -> bool {
+    fn roll_up(&mut self, dir: &str, hour_end: i64) -> bool {
         const HOUR: i64 = 3_600_000_000_000;
-        // <tables>/<table>/date=…/hour=…
-        let Some(table) = dir
-            .parent()
-            .and_then(Path::parent)
-            .and_then(Path::file_name)
-            .and_then(|n| n.to_str())
-        else {
+        // tables/<table>/date=…/hour=…
+        let Some(table) = dir.split('/').nth(1) else {
             return true;
         };
-        match rollup::roll_up(&self.root, &self.lane, table, dir, hour_end - HOUR) {
+        match rollup::roll_up(&self.store, &self.lane, table, dir, hour_end - HOUR) {
             Ok(wrote) => {
                 self.counts.rollups += u64::from(wrote);
                 true
             }
             Err(e) => {
                 self.counts.rollup_failures += 1;
-                tracing::warn!(dir = %dir.display(), error = %e, "rollup failed; retried at the next commit");
+                tracing::warn!(dir = %dir, error = %e, "rollup failed; retried at the next commit");
                 false
             }
         }
     }
 
-    /// The lane's committed, current files in `dir`, oldest first.
-    fn committed_files(&self, dir: &Path) -> Result<Vec<Stored>, ProcessorError> {
+    /// The lane's committed, current files in the directory `dir`, oldest first (none once
+    /// retention has removed the directory).
+    fn committed_files(&self, dir: &str) -> Result<Vec<Stored>, ProcessorError> {
         let emitted = self.checkpoint.emitted_until_ns;
-        let mut names = Vec::new();
-        for e in std::fs::read_dir(dir)? {
-            let e = e?;
-            if let Some(name) = e.file_name().to_str() {
-                names.push((name.to_string(), e.metadata()?.len()));
-            }
-        }
-        let listed: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
-        let replaced = superseded(&listed);
-        let mut files: Vec<Stored> = names
+        let listed: Vec<Listed> = self.store.list(dir)?;
+        let names: Vec<&str> = listed.iter().map(Listed::name).collect();
+        let replaced = superseded(&names);
+        let mut files: Vec<Stored> = listed
             .iter()
             .zip(replaced)
             .filter(|(_, replaced)| !replaced)
-            .filter_map(|((name, bytes), _)| {
-                let (writer, kind) = FileKind::parse(name)?;
+            .filter_map(|(f, _)| {
+                let (writer, kind) = FileKind::parse(f.name())?;
                 let (first_end, level) = match kind {
                     FileKind::Window { first_end } if first_end <= emitted => (first_end, 0),
                     FileKind::Compacted {
@@ -537,10 +494,10 @@ impl LaneStore {
                     _ => return None,
                 };
                 (writer == self.lane).then(|| Stored {
-                    path: dir.join(name),
+                    key: f.key.clone(),
                     first_end,
                     level,
-                    bytes: *bytes,
+                    bytes: f.bytes,
                 })
             })
             .collect();
@@ -549,11 +506,21 @@ impl LaneStore {
     }
 
     /// Merges `sources` into one file of the next level ([`kplane_store::compaction::merge`]).
-    fn merge(&mut self, dir: &Path, sources: &[Stored]) -> Result<(), ProcessorError> {
-        self.counts.merged_bytes += merge(&self.root, &self.lane, dir, sources)?;
+    fn merge(&mut self, dir: &str, sources: &[Stored]) -> Result<(), ProcessorError> {
+        self.counts.merged_bytes += merge(&self.store, &self.lane, dir, sources)?;
         self.counts.compactions += 1;
         Ok(())
     }
+}
+
+/// The key of a lane's checkpoint log.
+fn log_key(lane: &str) -> String {
+    format!("checkpoints/{lane}.jsonl")
+}
+
+/// The key of a lane's saved detector state.
+fn detectors_key(lane: &str) -> String {
+    format!("checkpoints/{lane}.detectors")
 }
 
 #[cfg(test)]
@@ -563,10 +530,24 @@ mod tests {
 
     use arrow_array::{Int64Array, TimestampNanosecondArray};
     use arrow_schema::{DataType, Field, Schema, TimeUnit};
-    use kplane_store::layout::date_hour;
-    use kplane_store::writer::{read_parquet, write_parquet};
+    use kplane_testkit::s3::S3;
 
     use super::*;
+
+    /// The stores a test runs on: a fresh local directory, and a fresh bucket of an
+    /// S3-compatible server when moto is installed (required in CI: `KPLANE_REQUIRE_S3`).
+    /// Keep the server while the stores are used.
+    fn stores(tag: &str) -> (Option<S3>, Vec<Store>) {
+        let root = std::env::temp_dir().join(format!("kplane-sp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let mut stores = vec![Store::local(root)];
+        let s3 = S3::start();
+        if let Some(s3) = &s3 {
+            let location = s3.bucket(&tag.replace('_', "-"));
+            stores.push(Store::open_with(std::path::Path::new(&location), &s3.options()).unwrap());
+        }
+        (s3, stores)
+    }
 
     fn rows(end: i64) -> RecordBatch {
         let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
@@ -603,12 +584,11 @@ mod tests {
         }
     }
 
-    fn stored(root: &Path) -> Vec<i64> {
-        let mut files = Vec::new();
-        parquet_files(&tables_dir(root), &mut files).unwrap();
+    fn stored(store: &Store) -> Vec<i64> {
+        let files = store.list("tables").unwrap();
         let mut v: Vec<i64> = files
             .iter()
-            .flat_map(|p| read_parquet(p).unwrap())
+            .flat_map(|f| store.read_parquet(&f.key).unwrap())
             .flat_map(|b| {
                 let c = b
                     .column_by_name("v")
@@ -638,38 +618,40 @@ mod tests {
 
     #[test]
     fn a_reopened_lane_is_the_checkpoints_image_and_compaction_loses_nothing() {
-        let root = std::env::temp_dir().join(format!("kplane-sp-store-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let (mut s, r) = LaneStore::open(&root, "reports-p0", tiered(3)).unwrap();
+        let (_s3, stores) = stores("reopened");
+        for root in &stores {
+            reopens_to_the_checkpoint(root);
+        }
+    }
+
+    fn reopens_to_the_checkpoint(root: &Store) {
+        let (mut s, r) = LaneStore::open(root, "reports-p0", tiered(3)).unwrap();
         assert_eq!(r.checkpoint, Checkpoint::default());
         for end in [10, 20] {
             commit_window(&mut s, end);
         }
         // A crash after writing the files of window 30 but before its checkpoint line.
-        let path = s.file_path("t", 20, "reports-p0-w30.parquet");
+        let key = s.file_key("t", 20, "reports-p0-w30.parquet");
         assert_eq!(s.open_dirs.len(), 1);
-        write_parquet(&root, &path, &[rows(30)]).unwrap();
+        root.write_parquet(&key, &[rows(30)]).unwrap();
         drop(s);
-        let (mut s, r) = LaneStore::open(&root, "reports-p0", tiered(3)).unwrap();
+        let (mut s, r) = LaneStore::open(root, "reports-p0", tiered(3)).unwrap();
         assert_eq!(r.checkpoint, cp(20));
-        assert_eq!(
-            stored(&root),
-            vec![10, 20],
-            "the uncommitted window is gone"
-        );
+        assert_eq!(stored(root), vec![10, 20], "the uncommitted window is gone");
         for end in [30, 40, 50] {
             commit_window(&mut s, end);
         }
         assert!(s.counts.compactions >= 1);
-        assert_eq!(stored(&root), vec![10, 20, 30, 40, 50]);
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(stored(root), vec![10, 20, 30, 40, 50]);
     }
 
-    /// The lane's file names in the directory of hour 0 of table `t`, sorted.
-    fn names(root: &Path, ns: i64) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(partition_dir(root, "t", ns))
+    /// The file names in the directory of table `t` holding `ns`, sorted.
+    fn names(store: &Store, ns: i64) -> Vec<String> {
+        let mut v: Vec<String> = store
+            .list(&partition_key("t", ns))
             .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .iter()
+            .map(|f| f.name().to_string())
             .collect();
         v.sort();
         v
@@ -677,15 +659,20 @@ mod tests {
 
     #[test]
     fn merges_are_tiered_and_a_complete_hour_is_merged_down_to_one_file() {
-        let root = std::env::temp_dir().join(format!("kplane-sp-tiers-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(3)).unwrap();
+        let (_s3, stores) = stores("tiers");
+        for root in &stores {
+            merges_in_tiers(root);
+        }
+    }
+
+    fn merges_in_tiers(root: &Store) {
+        let (mut s, _) = LaneStore::open(root, "reports-p0", tiered(3)).unwrap();
         for end in (1..=8).map(|i| i * 10) {
             commit_window(&mut s, end);
         }
         // 8 windows, fan-in 3: two level-1 merges of three, two windows not yet merged.
         assert_eq!(
-            names(&root, 0),
+            names(root, 0),
             [
                 "reports-p0-c10_30.l1.parquet",
                 "reports-p0-c40_60.l1.parquet",
@@ -695,31 +682,35 @@ mod tests {
         );
         commit_window(&mut s, 90);
         // The third level-1 file completes a run of three: one level-2 file.
-        assert_eq!(names(&root, 0), ["reports-p0-c10_90.l2.parquet"]);
+        assert_eq!(names(root, 0), ["reports-p0-c10_90.l2.parquet"]);
         commit_window(&mut s, 100);
         assert_eq!(
-            names(&root, 0),
+            names(root, 0),
             ["reports-p0-c10_90.l2.parquet", "reports-p0-w100.parquet"]
         );
         // The next hour's first window: hour 0 is complete once the lane has passed its end
         // by a window, and is merged into one file whatever the levels.
         const HOUR: i64 = 3_600_000_000_000;
         commit_window(&mut s, HOUR + 10);
-        assert_eq!(names(&root, 0), ["reports-p0-c10_100.l3.parquet"]);
+        assert_eq!(names(root, 0), ["reports-p0-c10_100.l3.parquet"]);
         assert_eq!(s.open_dirs.len(), 1, "only the new hour is open");
         let mut expected: Vec<i64> = (1..=10).map(|i| i * 10).collect();
         expected.push(HOUR + 10);
-        assert_eq!(stored(&root), expected);
+        assert_eq!(stored(root), expected);
         assert_eq!((s.counts.compactions, s.counts.compaction_failures), (5, 0));
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn hours_past_their_tables_retention_are_removed_as_the_lane_moves_on() {
+        let (_s3, stores) = stores("retention");
+        for root in &stores {
+            expires_old_hours(root);
+        }
+    }
+
+    fn expires_old_hours(root: &Store) {
         const HOUR: i64 = 3_600_000_000_000;
-        let root = std::env::temp_dir().join(format!("kplane-sp-retention-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let (s, _) = LaneStore::open(&root, "reports-p0", tiered(3)).unwrap();
+        let (s, _) = LaneStore::open(root, "reports-p0", tiered(3)).unwrap();
         let mut s = s.with_retention(Retention {
             keep: [("t".to_string(), Duration::from_secs(2 * 3_600))].into(),
         });
@@ -727,47 +718,57 @@ mod tests {
         for h in 0..4 {
             commit_window(&mut s, h * HOUR + 10);
         }
-        assert_eq!(stored(&root), [HOUR + 10, 2 * HOUR + 10, 3 * HOUR + 10]);
+        assert_eq!(stored(root), [HOUR + 10, 2 * HOUR + 10, 3 * HOUR + 10]);
         // Half an hour into hour 4: hour 1 ended more than two hours before; 2 and 3 did not.
         commit_window(&mut s, 4 * HOUR + HOUR / 2);
         assert_eq!(
-            stored(&root),
+            stored(root),
             [2 * HOUR + 10, 3 * HOUR + 10, 4 * HOUR + HOUR / 2]
         );
-        assert!(!partition_dir(&root, "t", 0).exists());
+        assert!(root.subdirs(&partition_key("t", 0)).unwrap().is_empty());
+        if let Some(dir) = root.local_root() {
+            assert!(
+                !dir.join(partition_key("t", 0)).exists(),
+                "emptied, removed"
+            );
+        }
         assert_eq!((s.counts.files_expired, s.counts.expiry_failures), (2, 0));
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn an_interrupted_merge_is_finished_on_reopening() {
-        let root = std::env::temp_dir().join(format!("kplane-sp-merge-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
+        let (_s3, stores) = stores("merge");
+        for root in &stores {
+            finishes_a_merge(root);
+        }
+    }
+
+    fn finishes_a_merge(root: &Store) {
+        let (mut s, _) = LaneStore::open(root, "reports-p0", tiered(64)).unwrap();
         for end in [10, 20, 30] {
             commit_window(&mut s, end);
         }
         // A crash after a merge of the first two published its file, before the sources went.
-        let merged = s.file_path("t", 0, "reports-p0-c10_20.l1.parquet");
-        write_parquet(&root, &merged, &[rows(10), rows(20)]).unwrap();
+        let merged = s.file_key("t", 0, "reports-p0-c10_20.l1.parquet");
+        root.write_parquet(&merged, &[rows(10), rows(20)]).unwrap();
         drop(s);
-        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(2)).unwrap();
+        let (mut s, _) = LaneStore::open(root, "reports-p0", tiered(2)).unwrap();
         assert_eq!(
-            names(&root, 0),
+            names(root, 0),
             ["reports-p0-c10_20.l1.parquet", "reports-p0-w30.parquet"]
         );
-        assert_eq!(stored(&root), [10, 20, 30]);
+        assert_eq!(stored(root), [10, 20, 30]);
         // The reopened lane knows the directory is open and merges it with the next commit.
         commit_window(&mut s, 40);
-        assert_eq!(stored(&root), [10, 20, 30, 40]);
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(stored(root), [10, 20, 30, 40]);
     }
 
     #[test]
     fn a_torn_last_line_is_cut_off_and_a_corrupt_middle_refuses_to_open() {
         let root = std::env::temp_dir().join(format!("kplane-sp-torn-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
+        let store = Store::local(&root);
+        let (mut s, _) = LaneStore::open(&store, "reports-p0", tiered(64)).unwrap();
         for end in [10, 20] {
             commit_window(&mut s, end);
         }
@@ -778,7 +779,7 @@ mod tests {
         let mut torn = whole.clone();
         torn.extend_from_slice(br#"{"lane":"reports-p0","written_ns":1,"win"#);
         std::fs::write(&log, &torn).unwrap();
-        let (mut s, r) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
+        let (mut s, r) = LaneStore::open(&store, "reports-p0", tiered(64)).unwrap();
         assert_eq!(r.checkpoint, cp(20));
         assert_eq!(s.torn_lines, 1);
         assert_eq!(
@@ -788,7 +789,7 @@ mod tests {
         );
         commit_window(&mut s, 30);
         drop(s);
-        let (s, r) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
+        let (s, r) = LaneStore::open(&store, "reports-p0", tiered(64)).unwrap();
         assert_eq!((r.checkpoint, s.torn_lines), (cp(30), 0));
         drop(s);
 
@@ -796,7 +797,7 @@ mod tests {
         let text = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
         let damaged = text.replacen("\"lane\"", "\"la~e\"", 1);
         std::fs::write(&log, damaged).unwrap();
-        let e = LaneStore::open(&root, "reports-p0", tiered(64))
+        let e = LaneStore::open(&store, "reports-p0", tiered(64))
             .unwrap_err()
             .to_string();
         assert!(e.contains("reports-p0.jsonl: line 1 is corrupt"), "{e}");
@@ -805,9 +806,14 @@ mod tests {
 
     #[test]
     fn alerts_the_restored_detectors_will_raise_again_are_removed() {
-        let root = std::env::temp_dir().join(format!("kplane-sp-alerts-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let (mut s, _) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
+        let (_s3, stores) = stores("alerts");
+        for root in &stores {
+            removes_alerts_raised_again(root);
+        }
+    }
+
+    fn removes_alerts_raised_again(root: &Store) {
+        let (mut s, _) = LaneStore::open(root, "reports-p0", tiered(64)).unwrap();
         let alerts = |offset: i64| Some((10, offset, rows(10)));
         let state = |through_offset| DetectorState {
             through_offset,
@@ -816,28 +822,22 @@ mod tests {
         s.commit(vec![], alerts(3), 0, cp(10), Some(&state(5)))
             .unwrap();
         // A crash after the next commit's alerts were written, before its state and line.
-        let late = s.file_path("alerts", 10, "reports-p0-a6.parquet");
-        write_parquet(&root, &late, &[rows(10)]).unwrap();
+        let late = s.file_key("alerts", 10, "reports-p0-a6.parquet");
+        root.write_parquet(&late, &[rows(10)]).unwrap();
         drop(s);
-        let (_, r) = LaneStore::open(&root, "reports-p0", tiered(64)).unwrap();
+        let (_, r) = LaneStore::open(root, "reports-p0", tiered(64)).unwrap();
         assert_eq!(r.detectors, Some(state(5)));
         assert!(
-            !late.exists(),
+            !root.exists(&late).unwrap(),
             "offset 6 comes again and raises its alerts again"
         );
         assert!(
-            s_path(&root, "reports-p0-a3.parquet").exists(),
+            root.exists(&format!(
+                "{}/reports-p0-a3.parquet",
+                partition_key("alerts", 10)
+            ))
+            .unwrap(),
             "offset 3 is in the state: its alerts stay"
         );
-        std::fs::remove_dir_all(&root).unwrap();
-    }
-
-    fn s_path(root: &Path, name: &str) -> PathBuf {
-        let (date, hour) = date_hour(10);
-        tables_dir(root)
-            .join("alerts")
-            .join(format!("date={date}"))
-            .join(format!("hour={hour}"))
-            .join(name)
     }
 }

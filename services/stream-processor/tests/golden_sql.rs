@@ -13,6 +13,7 @@ use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
 use kplane_model::{
     Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportFlags, ReportRecord,
 };
+use kplane_store::Store;
 use kplane_store::query::sql_blocking;
 use kplane_stream_processor::Config;
 use kplane_stream_processor::metrics::ProcessorMetrics;
@@ -214,7 +215,7 @@ fn window_results_match_the_golden_tables() {
         ),
     ];
     for (name, sql) in tables {
-        let batches = sql_blocking(&data, sql).unwrap();
+        let batches = sql_blocking(&Store::local(&data), sql).unwrap();
         let text = pretty_format_batches(&batches).unwrap().to_string() + "\n";
         golden(name, &text);
     }
@@ -238,8 +239,8 @@ fn an_undecodable_message_is_counted_skipped_and_committed_past() {
     p.offer_batches(&r, 1, &[reports()]);
     assert_eq!(metrics.undecodable.get(), 1);
     p.flush().unwrap();
-    let log = data.join("checkpoints/reports-p0.jsonl");
-    let last = kplane_stream_processor::store::read_commits(&log).unwrap();
+    let last =
+        kplane_stream_processor::store::lane_log(&Store::local(&data), "reports-p0").unwrap();
     assert_eq!(
         last.commits.last().unwrap().checkpoint.through_offset,
         1,
@@ -342,7 +343,7 @@ fn a_heartbeat_closes_a_quiet_lanes_windows() {
         0,
         "a heartbeat is not a bad message"
     );
-    let flows = sql_blocking(&data, "SELECT count(*) AS n FROM flows").unwrap();
+    let flows = sql_blocking(&Store::local(&data), "SELECT count(*) AS n FROM flows").unwrap();
     let text = pretty_format_batches(&flows).unwrap().to_string();
     assert!(
         text.contains("| 5 |"),
@@ -404,7 +405,11 @@ fn detector_state_survives_a_restart_so_changes_spanning_it_are_raised_once() {
     let kinds: Vec<AlertKind> = seen.lock().unwrap().iter().filter_map(|a| a.kind).collect();
     assert_eq!(kinds, [AlertKind::PathChange, AlertKind::BlackHole]);
     // Stored once each, with the commit.
-    let stored = sql_blocking(&data, "SELECT kind FROM alerts ORDER BY kind").unwrap();
+    let stored = sql_blocking(
+        &Store::local(&data),
+        "SELECT kind FROM alerts ORDER BY kind",
+    )
+    .unwrap();
     let text = pretty_format_batches(&stored).unwrap().to_string();
     assert_eq!(text.matches("path_change").count(), 1, "{text}");
     assert_eq!(text.matches("black_hole").count(), 1, "{text}");
@@ -484,7 +489,7 @@ fn probes_become_trajectories_and_queue_samples() {
     p.flush().unwrap();
 
     let flows = sql_blocking(
-        &data,
+        &Store::local(&data),
         "SELECT CAST(CAST(window_start AS BIGINT) / 1000000000 AS BIGINT UNSIGNED), reports, \
            array_to_string(path, '-') FROM flows WHERE protocol = 254 ORDER BY window_start",
     )
@@ -500,7 +505,7 @@ fn probes_become_trajectories_and_queue_samples() {
     );
 
     let queues = sql_blocking(
-        &data,
+        &Store::local(&data),
         "SELECT node_id, samples, occupancy_max FROM queues \
          WHERE CAST(window_start AS BIGINT) = 10000000000 ORDER BY node_id",
     )

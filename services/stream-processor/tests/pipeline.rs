@@ -15,6 +15,7 @@ use kplane_bus::topics as result_topics;
 use kplane_emulator::run::{RunConfig, build, run};
 use kplane_emulator::sim::{Action, Sim, SimConfig, Truth};
 use kplane_runtime::Shutdown;
+use kplane_store::Store;
 use kplane_store::query::{scalar, sql_blocking};
 use kplane_stream_processor::Config;
 use kplane_stream_processor::config::Thresholds;
@@ -59,7 +60,7 @@ struct Outcome {
 
 impl Outcome {
     fn sql(&self, q: &str) -> Vec<RecordBatch> {
-        sql_blocking(&self.data, q).unwrap_or_else(|e| panic!("{q}: {e}"))
+        sql_blocking(&Store::local(&self.data), q).unwrap_or_else(|e| panic!("{q}: {e}"))
     }
 
     fn alerts(&self, kind: AlertKind) -> Vec<&Alert> {
@@ -167,8 +168,11 @@ fn pipeline(
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         // A file compacted away between listing and reading fails this poll: poll again.
-        let written = sql_blocking(&data, "SELECT CAST(max(window_end) AS BIGINT) FROM queues")
-            .map_or(f64::MIN, |b| scalar(&b));
+        let written = sql_blocking(
+            &Store::local(&data),
+            "SELECT CAST(max(window_end) AS BIGINT) FROM queues",
+        )
+        .map_or(f64::MIN, |b| scalar(&b));
         if written + window as f64 >= end {
             break;
         }

@@ -51,8 +51,8 @@ pub fn root() -> PathBuf {
 pub fn written_through(data: &Path, partitions: u32) -> Option<i64> {
     (0..partitions)
         .map(|p| {
-            let log = data.join(format!("checkpoints/reports-p{p}.jsonl"));
-            kplane_stream_processor::store::read_commits(&log)
+            let store = kplane_store::Store::local(data);
+            kplane_stream_processor::store::lane_log(&store, &format!("reports-p{p}"))
                 .ok()?
                 .commits
                 .last()

@@ -190,7 +190,8 @@ fn content(data: &Path, end: i64) -> String {
     queries
         .iter()
         .map(|q| {
-            let b = sql_blocking(data, q).unwrap_or_else(|e| panic!("{q}: {e}"));
+            let b = sql_blocking(&kplane_store::Store::local(data), q)
+                .unwrap_or_else(|e| panic!("{q}: {e}"));
             pretty_format_batches(&b).unwrap().to_string()
         })
         .collect::<Vec<_>>()

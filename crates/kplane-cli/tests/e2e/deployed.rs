@@ -57,7 +57,7 @@ fn stop(child: ChildGuard) {
 fn anomalies(data: &Path) -> Vec<Value> {
     use arrow_array::cast::AsArray;
     let batches = kplane_store::query::sql_blocking(
-        data,
+        &kplane_store::Store::local(data),
         "SELECT record FROM anomalies WHERE phase = 'start' ORDER BY start",
     )
     .unwrap();

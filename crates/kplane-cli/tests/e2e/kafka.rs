@@ -60,9 +60,12 @@ fn processor(brokers: &str, group: &str, data: &std::path::Path, admin: u16) -> 
 /// Events counted in the processor's written windows (SQL over its Parquet store).
 fn windowed(data: &std::path::Path) -> u64 {
     use kplane_store::query::{scalar, sql_blocking};
-    sql_blocking(data, "SELECT sum(count) FROM event_counts")
-        .map(|b| scalar(&b) as u64)
-        .unwrap_or(0)
+    sql_blocking(
+        &kplane_store::Store::local(data),
+        "SELECT sum(count) FROM event_counts",
+    )
+    .map(|b| scalar(&b) as u64)
+    .unwrap_or(0)
 }
 
 #[test]

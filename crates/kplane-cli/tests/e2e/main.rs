@@ -17,6 +17,7 @@ mod intents;
 mod kafka;
 mod kdn;
 mod lab;
+mod object_store;
 mod parity;
 mod scale_out;
 mod up;

@@ -749,7 +749,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
 
     // 4. Cost: training on an hour of 1 s windows, scoring on one core (the first family).
     let (history, _) = kplane_knowledge::history::windows(
-        &stores.join(format!("{}-train", dir_name(&families[0]))),
+        &kplane_store::Store::local(stores.join(format!("{}-train", dir_name(&families[0])))),
         usize::MAX,
     );
     let n = a.cost_windows.max(20);

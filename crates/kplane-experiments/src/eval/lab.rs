@@ -120,19 +120,16 @@ fn events(truth: &str) -> Vec<Value> {
 
 /// Every anomaly record in a store (`<store>/tables/anomalies`), in the order raised.
 fn stored_anomalies(store: &Path) -> anyhow::Result<Vec<Anomaly>> {
-    let mut files = Vec::new();
-    kplane_store::layout::current_parquet_files(
-        &kplane_store::layout::tables_dir(store).join(kplane_model::knowledge_tables::ANOMALIES),
-        &mut files,
-    );
+    let store = kplane_store::Store::local(store);
+    let files = store.current_parquet(&kplane_store::layout::table_key(
+        kplane_model::knowledge_tables::ANOMALIES,
+    ))?;
     let mut out = Vec::new();
     for f in files {
-        for b in
-            kplane_store::writer::read_parquet(&f).with_context(|| format!("{}", f.display()))?
-        {
+        for b in store.read_parquet(&f.key).with_context(|| f.key.clone())? {
             let (rows, bad) = kplane_model::knowledge_tables::anomalies_from_batch(&b);
             if bad > 0 {
-                bail!("{}: {bad} anomaly records that do not decode", f.display());
+                bail!("{}: {bad} anomaly records that do not decode", f.key);
             }
             out.extend(rows);
         }

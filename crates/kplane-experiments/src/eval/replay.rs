@@ -40,8 +40,11 @@ pub struct ReplayArgs {
 }
 
 pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
-    let (train, unreadable) = kplane_knowledge::history::windows(&a.train, a.training_windows);
-    let (mut scored, unreadable_scored) = kplane_knowledge::history::windows(&a.score, usize::MAX);
+    let open = |location: &std::path::Path| kplane_store::Store::open(location);
+    let (train, unreadable) =
+        kplane_knowledge::history::windows(&open(&a.train)?, a.training_windows);
+    let (mut scored, unreadable_scored) =
+        kplane_knowledge::history::windows(&open(&a.score)?, usize::MAX);
     if unreadable + unreadable_scored > 0 {
         eprintln!(
             "kplane eval replay: {} unreadable store files skipped",

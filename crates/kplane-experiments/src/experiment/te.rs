@@ -53,7 +53,8 @@ fn scenario(s: &Setup) -> String {
 
 /// One number of a one-row, one-column query (NaN when empty).
 fn scalar(store: &Path, sql: &str) -> anyhow::Result<f64> {
-    let batches = kplane_store::query::sql_blocking(store, sql).with_context(|| sql.to_string())?;
+    let batches = kplane_store::query::sql_blocking(&kplane_store::Store::local(store), sql)
+        .with_context(|| sql.to_string())?;
     let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else {
         return Ok(f64::NAN);
     };

@@ -1,14 +1,13 @@
-//! What readers of the store see: the local file system, less the files a merge has replaced
-//! ([`crate::layout::superseded`]). Compaction publishes a merged file before it
+//! What readers of the store see: its files (local or in a bucket), less those a merge has
+//! replaced ([`crate::layout::superseded`]). Compaction publishes a merged file before it
 //! deletes the sources; with this view a query listing the directory in between reads each
-//! row once. Registered for `file://` in every context [`crate::query::register_store`]
-//! builds.
+//! row once. Registered for the store's URL (`file://`, `s3://bucket`) in every context
+//! [`crate::query::register_store`] builds.
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::object_store::local::LocalFileSystem;
 use datafusion::object_store::path::Path;
 use datafusion::object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
@@ -18,10 +17,16 @@ use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
 
 use crate::layout::superseded;
 
-/// The local file system as the store's readers see it.
-#[derive(Debug, Default)]
+/// The store's files as its readers see them.
+#[derive(Debug)]
 pub struct StoreView {
-    files: Arc<LocalFileSystem>,
+    files: Arc<dyn ObjectStore>,
+}
+
+impl StoreView {
+    pub fn new(files: Arc<dyn ObjectStore>) -> Self {
+        Self { files }
+    }
 }
 
 impl fmt::Display for StoreView {

@@ -101,7 +101,7 @@ impl Incidents {
 
     /// Applies the configuration's rules, starts its sinks and, with `store`, writes resolved
     /// incidents to the store at that root (the API's start).
-    pub fn configure(&self, cfg: &IncidentsConfig, store: Option<&std::path::Path>) {
+    pub fn configure(&self, cfg: &IncidentsConfig, store: Option<kplane_store::Store>) {
         let sinks = notify::start(cfg, &self.metrics.notifications);
         let mut g = self.lock();
         g.book.set_rules(cfg.keep, cfg.hold);

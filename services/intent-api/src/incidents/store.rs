@@ -1,12 +1,10 @@
 //! Resolved incidents into the store's `incidents` table
 //! ([`kplane_model::incidents::table`]): buffered, written every few seconds and at shutdown
-//! by the store's one writer (staged, fsynced, renamed), one file per flush and hour.
-
-use std::path::{Path, PathBuf};
+//! by the store's one writer (staged, fsynced, published whole), one file per flush and hour.
 
 use kplane_model::incidents::table::{INCIDENTS, incidents_batch};
-use kplane_store::layout::partition_dir;
-use kplane_store::writer::write_parquet;
+use kplane_store::Store;
+use kplane_store::layout::partition_key;
 use serde_json::Value;
 
 /// Incidents kept for a store that keeps failing (the oldest are dropped, and counted).
@@ -14,15 +12,15 @@ pub const MAX_BUFFERED: usize = 10_000;
 
 #[derive(Debug)]
 pub struct IncidentStore {
-    root: PathBuf,
+    store: Store,
     rows: Vec<Value>,
     sequence: u64,
 }
 
 impl IncidentStore {
-    pub fn new(root: &Path) -> Self {
+    pub fn new(store: Store) -> Self {
         Self {
-            root: root.to_path_buf(),
+            store,
             rows: Vec::new(),
             sequence: 0,
         }
@@ -58,8 +56,8 @@ impl IncidentStore {
                 std::process::id(),
                 self.sequence
             );
-            let path = partition_dir(&self.root, INCIDENTS, first).join(name);
-            if let Err(e) = write_parquet(&self.root, &path, &[batch]) {
+            let key = format!("{}/{name}", partition_key(INCIDENTS, first));
+            if let Err(e) = self.store.write_parquet(&key, &[batch]) {
                 self.rows.drain(..written);
                 return Err(std::io::Error::other(e));
             }

@@ -1,0 +1,204 @@
+//! The analytics store on S3-compatible object storage (moto's server, PyPI): the demo
+//! emulator → a collector → Kafka → two stream processors in one group writing one bucket
+//! (`data-dir = "s3://…"`), the knowledge service storing its results there, the intent API
+//! and `kplane query` reading it — every process configured as a deployment is, by `AWS_*`
+//! environment variables. Passes once both processors have written, merged and checkpointed
+//! in the bucket, the knowledge service's forecasts are there, and, with the traffic
+//! stopped, `kplane query` and the API's `POST /v1/query` count the same rows.
+
+use crate::common::Broker;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kplane_testkit::s3::S3;
+use kplane_testkit::{ChildGuard, free_port, http, run_id, wait_ready};
+
+/// `kplane <args>` against the broker and the object store.
+fn kplane(args: &[&str], brokers: &str, s3: &S3) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kplane"));
+    c.args(args)
+        .stdout(Stdio::null())
+        .env("RUST_LOG", "warn")
+        .env("KPLANE__BUS__KIND", "kafka")
+        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers)
+        .env("KPLANE__BUS__KAFKA__CREATE_TOPICS", "false")
+        .env("KPLANE__HTTP__NO_AUTH", "true");
+    for (k, v) in s3.env() {
+        c.env(k, v);
+    }
+    c
+}
+
+fn service(mut c: Command) -> ChildGuard {
+    let admin = free_port();
+    c.args(["--admin", &format!("127.0.0.1:{admin}")]);
+    let child = ChildGuard::from(c.spawn().unwrap());
+    wait_ready(admin, Duration::from_secs(60));
+    child
+}
+
+/// `SELECT count(*) …` through `kplane query`.
+fn kplane_query(brokers: &str, s3: &S3, location: &str, sql: &str) -> u64 {
+    let out = kplane(&["query", "--data-dir", location, sql], brokers, s3)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kplane query: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The pretty table's one value: `| 1234 |`.
+    text.lines()
+        .filter_map(|l| l.trim().trim_matches('|').trim().parse().ok())
+        .next()
+        .unwrap_or_else(|| panic!("no count in {text}"))
+}
+
+/// The same through the API.
+fn api_query(api: SocketAddr, sql: &str) -> u64 {
+    let body = serde_json::json!({ "sql": sql }).to_string();
+    let a = http(api, "POST", "/v1/query", None, Some(&body)).unwrap();
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.json()["rows"][0]["n"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn processors_write_one_bucket_and_the_api_and_kplane_query_read_it() {
+    let Some(s3) = S3::start() else {
+        return;
+    };
+    let broker = Broker::start();
+    let b = broker.addr.as_str();
+    let location = s3.bucket("kplane-e2e");
+    let data = std::env::temp_dir().join(format!("kplane-s3-{}", run_id()));
+
+    let init = kplane(&["topics", "create", "--wait", "30s"], b, &s3)
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let udp = free_port();
+    let mut c = kplane(
+        &["collector", "--listen", &format!("127.0.0.1:{udp}")],
+        b,
+        &s3,
+    );
+    c.env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true");
+    let _collector = service(c);
+    // Small merges, so that compaction runs within the test.
+    let processor = || {
+        let mut c = kplane(&["stream-processor"], b, &s3);
+        c.env("KPLANE__BUS__KAFKA__GROUP_ID", "kplane-stream-processor")
+            .env("KPLANE__STREAM_PROCESSOR__DATA_DIR", &location)
+            .env("KPLANE__STREAM_PROCESSOR__COMPACT_FILES", "2")
+            .env("KPLANE__STREAM_PROCESSOR__IDLE_CLOSE", "1s");
+        service(c)
+    };
+    let (mut p1, mut p2) = (processor(), processor());
+    let mut c = kplane(&["knowledge"], b, &s3);
+    c.env("KPLANE__KNOWLEDGE__STORE_DIR", &location)
+        .env("KPLANE__KNOWLEDGE__STORE_EVERY", "2s")
+        // Forecasts (and so their table) from 20 windows on.
+        .env("KPLANE__KNOWLEDGE__MIN_WINDOWS", "20")
+        .env("KPLANE__KNOWLEDGE__STATE_DIR", data.join("knowledge"));
+    let _knowledge = service(c);
+    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut c = kplane(&["intent-api"], b, &s3);
+    c.env("KPLANE__INTENT_API__LISTEN", api.to_string())
+        .env("KPLANE__INTENT_API__STORE_DIR", &location)
+        .env("KPLANE__INTENT_API__KNOWLEDGE_DIR", data.join("knowledge"))
+        .env(
+            "KPLANE__INTENT_API__INTENTS__STATE_DIR",
+            data.join("intents"),
+        );
+    let _api = service(c);
+
+    let mut emulator = ChildGuard::from(
+        kplane(
+            &[
+                "emulate",
+                "--realtime",
+                "--duration",
+                "10m",
+                "--scenario",
+                "all",
+                "--collector",
+                &format!("127.0.0.1:{udp}"),
+            ],
+            b,
+            &s3,
+        )
+        .spawn()
+        .unwrap(),
+    );
+
+    // Both processors' lanes write window files, merge them and checkpoint, in the bucket.
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(240);
+    loop {
+        let keys = s3.keys("kplane-e2e");
+        let lanes: BTreeSet<&str> = keys
+            .iter()
+            .filter_map(|k| k.strip_prefix("kplane/checkpoints/"))
+            .filter_map(|k| k.strip_suffix(".jsonl"))
+            .collect();
+        let merged = keys
+            .iter()
+            .any(|k| k.starts_with("kplane/tables/flows/") && k.contains("-c"));
+        let forecasts = keys
+            .iter()
+            .any(|k| k.starts_with("kplane/tables/forecasts/"));
+        let key_file = keys.iter().any(|k| k == "kplane/flow-hash.key");
+        let flows = http(api, "GET", "/v1/flows?since=10m", None, None).unwrap();
+        let answered = flows.status == 200
+            && flows.json()["flows"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
+        if lanes.len() >= 2 && merged && forecasts && key_file && answered {
+            eprintln!("written, merged and answered after {:?}", started.elapsed());
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "lanes {lanes:?}, merged {merged}, forecasts {forecasts}, flow-hash key {key_file}, \
+             /v1/flows {} {}; keys: {keys:#?}",
+            flows.status,
+            flows.body
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // Nothing is staged in the bucket: objects appear whole under their final names.
+    let keys = s3.keys("kplane-e2e");
+    assert!(keys.iter().all(|k| !k.contains("_staging")), "{keys:#?}");
+    for (name, p) in [("processor 1", &mut p1), ("processor 2", &mut p2)] {
+        assert!(p.try_wait().unwrap().is_none(), "{name} exited");
+    }
+
+    // With the traffic stopped and the last windows closed, both readers see the same store.
+    emulator.kill().unwrap();
+    let sql = "SELECT count(*) AS n FROM flows";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = (0, 0);
+    loop {
+        let (cli, via_api) = (kplane_query(b, &s3, &location, sql), api_query(api, sql));
+        if cli > 0 && cli == via_api && (cli, via_api) == last {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kplane query counted {cli}, the API {via_api}"
+        );
+        last = (cli, via_api);
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    assert!(api_query(api, "SELECT count(*) AS n FROM forecasts") > 0);
+    let _ = std::fs::remove_dir_all(&data);
+}
