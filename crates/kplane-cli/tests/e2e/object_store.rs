@@ -142,7 +142,8 @@ fn processors_write_one_bucket_and_the_api_and_kplane_query_read_it() {
 
     // Both processors' lanes write window files, merge them and checkpoint, in the bucket.
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(240);
+    // Generous: CI runs this beside other tests on two cores.
+    let deadline = started + Duration::from_secs(300);
     loop {
         let keys = s3.keys("kplane-e2e");
         let lanes: BTreeSet<&str> = keys
@@ -182,10 +183,11 @@ fn processors_write_one_bucket_and_the_api_and_kplane_query_read_it() {
         assert!(p.try_wait().unwrap().is_none(), "{name} exited");
     }
 
-    // With the traffic stopped and the last windows closed, both readers see the same store.
+    // With the traffic stopped and the processors' backlog written (the count holds still),
+    // both readers see the same store.
     emulator.kill().unwrap();
     let sql = "SELECT count(*) AS n FROM flows";
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(240);
     let mut last = (0, 0);
     loop {
         let (cli, via_api) = (kplane_query(b, &s3, &location, sql), api_query(api, sql));
