@@ -245,3 +245,15 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// `s` percent-encoded for a URL's query string (everything but unreserved characters).
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

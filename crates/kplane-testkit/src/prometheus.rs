@@ -58,7 +58,7 @@ impl Prometheus {
     /// An instant query's result (one entry per series); a query Prometheus refuses fails
     /// the test.
     pub fn query(&self, expr: &str) -> Vec<serde_json::Value> {
-        let path = format!("/api/v1/query?query={}", query_encode(expr));
+        let path = format!("/api/v1/query?query={}", crate::percent_encode(expr));
         let a = http(self.addr, "GET", &path, None, None).expect("prometheus");
         let body = a.json();
         assert_eq!(a.status, 200, "{expr}: {}", body["error"]);
@@ -69,24 +69,12 @@ impl Prometheus {
     }
 }
 
-/// `s` percent-encoded for a URL's query string (everything but unreserved characters).
-fn query_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn a_query_is_percent_encoded() {
         assert_eq!(
-            super::query_encode("sum by (le) (x{a=\"b\"}[1m])"),
+            crate::percent_encode("sum by (le) (x{a=\"b\"}[1m])"),
             "sum%20by%20%28le%29%20%28x%7Ba%3D%22b%22%7D%5B1m%5D%29"
         );
     }

@@ -105,7 +105,7 @@ impl S3 {
             assert_eq!(answer.status, 200, "{}", answer.body);
             keys.extend(tags(&answer.body, "Key"));
             match tags(&answer.body, "NextContinuationToken").pop() {
-                Some(t) => token = format!("&continuation-token={}", encode(&t)),
+                Some(t) => token = format!("&continuation-token={}", crate::percent_encode(&t)),
                 None => return keys,
             }
         }
@@ -118,16 +118,5 @@ fn tags(xml: &str, tag: &str) -> Vec<String> {
     xml.split(&open)
         .skip(1)
         .filter_map(|s| s.split_once(&close).map(|(v, _)| v.to_string()))
-        .collect()
-}
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
         .collect()
 }

@@ -10,7 +10,9 @@
 //! This is the check of the compose run that needs no container registry; scripts/compose-check.sh
 //! runs the compose file itself where a container engine exists.
 
-use crate::common::{Broker, root};
+use crate::common::{
+    Broker, compose_kplane as kplane, demo_emulator_args, root, start_service as service,
+};
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -19,31 +21,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kplane_testkit::prometheus::{self, Prometheus};
-use kplane_testkit::{ChildGuard, free_port, http, reports, run_id, wait_ready};
+use kplane_testkit::{ChildGuard, free_port, http, reports, run_id};
 use serde_yaml::Value;
-
-fn kplane(args: &[&str], brokers: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kplane"));
-    c.args(args)
-        .stdout(Stdio::null())
-        .env("RUST_LOG", "warn")
-        .env("KPLANE__BUS__KIND", "kafka")
-        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers)
-        // As in compose: the init step creates the topics, the services only check them.
-        .env("KPLANE__BUS__KAFKA__CREATE_TOPICS", "false")
-        .env("KPLANE__HTTP__NO_AUTH", "true");
-    c
-}
-
-/// Starts a service with its admin listener on a free port (as compose's `--admin
-/// 0.0.0.0:91xx`) and waits until it is ready.
-fn service(mut c: Command) -> (ChildGuard, u16) {
-    let admin = free_port();
-    c.args(["--admin", &format!("127.0.0.1:{admin}")]);
-    let child = ChildGuard::from(c.spawn().unwrap());
-    wait_ready(admin, Duration::from_secs(60));
-    (child, admin)
-}
 
 /// The compose Prometheus configuration with each `host:port` target replaced by the admin
 /// address of the process standing for `host`, scraped every second.
@@ -200,23 +179,9 @@ fn prometheus_scrapes_every_service_and_every_grafana_panel_has_series() {
     let prom = Prometheus::start(&data.join("prometheus"), &prometheus_config(&admins));
 
     // The demo profile's data plane.
-    let _emulator = ChildGuard::from(
-        kplane(
-            &[
-                "emulate",
-                "--realtime",
-                "--duration",
-                "10m",
-                "--scenario",
-                "all",
-                "--collector",
-                &format!("127.0.0.1:{udp}"),
-            ],
-            b,
-        )
-        .spawn()
-        .unwrap(),
-    );
+    let args = demo_emulator_args(udp);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _emulator = ChildGuard::from(kplane(&args, b).spawn().unwrap());
     // What the drops, malformed and loss panels count: a datagram that is no report, and a
     // node whose sequence numbers skip.
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -6,7 +6,7 @@
 //! in the bucket, the knowledge service's forecasts are there, and, with the traffic
 //! stopped, `kplane query` and the API's `POST /v1/query` count the same rows.
 
-use crate::common::Broker;
+use crate::common::{Broker, compose_kplane, demo_emulator_args, start_service};
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -14,30 +14,19 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kplane_testkit::s3::S3;
-use kplane_testkit::{ChildGuard, free_port, http, run_id, wait_ready};
+use kplane_testkit::{ChildGuard, free_port, http, run_id};
 
-/// `kplane <args>` against the broker and the object store.
+/// `kplane <args>` as compose runs it, with the object store's settings.
 fn kplane(args: &[&str], brokers: &str, s3: &S3) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kplane"));
-    c.args(args)
-        .stdout(Stdio::null())
-        .env("RUST_LOG", "warn")
-        .env("KPLANE__BUS__KIND", "kafka")
-        .env("KPLANE__BUS__KAFKA__BOOTSTRAP_SERVERS", brokers)
-        .env("KPLANE__BUS__KAFKA__CREATE_TOPICS", "false")
-        .env("KPLANE__HTTP__NO_AUTH", "true");
+    let mut c = compose_kplane(args, brokers);
     for (k, v) in s3.env() {
         c.env(k, v);
     }
     c
 }
 
-fn service(mut c: Command) -> ChildGuard {
-    let admin = free_port();
-    c.args(["--admin", &format!("127.0.0.1:{admin}")]);
-    let child = ChildGuard::from(c.spawn().unwrap());
-    wait_ready(admin, Duration::from_secs(60));
-    child
+fn service(c: Command) -> ChildGuard {
+    start_service(c).0
 }
 
 /// `SELECT count(*) …` through `kplane query`.
@@ -121,24 +110,9 @@ fn processors_write_one_bucket_and_the_api_and_kplane_query_read_it() {
         );
     let _api = service(c);
 
-    let mut emulator = ChildGuard::from(
-        kplane(
-            &[
-                "emulate",
-                "--realtime",
-                "--duration",
-                "10m",
-                "--scenario",
-                "all",
-                "--collector",
-                &format!("127.0.0.1:{udp}"),
-            ],
-            b,
-            &s3,
-        )
-        .spawn()
-        .unwrap(),
-    );
+    let args = demo_emulator_args(udp);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut emulator = ChildGuard::from(kplane(&args, b, &s3).spawn().unwrap());
 
     // Both processors' lanes write window files, merge them and checkpoint, in the bucket.
     let started = Instant::now();
