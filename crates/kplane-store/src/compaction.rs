@@ -94,8 +94,8 @@ fn last_window_end(batch: &RecordBatch) -> Option<i64> {
 
 /// Merges `sources` (consecutive files of `writer` in the directory `dir`, oldest first)
 /// into one file of the next level, written a batch at a time; publishes it, then deletes
-/// the sources. Returns the merged file's size.
-pub fn merge(store: &Store, writer: &str, dir: &str, sources: &[Stored]) -> Result<u64> {
+/// the sources. Returns the merged file.
+pub fn merge(store: &Store, writer: &str, dir: &str, sources: &[Stored]) -> Result<Stored> {
     let (file, staged) = store.stage_file("parquet")?;
     let mut file = Some(file);
     let mut out: Option<ArrowWriter<File>> = None;
@@ -115,18 +115,25 @@ pub fn merge(store: &Store, writer: &str, dir: &str, sources: &[Stored]) -> Resu
     let file = out.expect("at least one source").into_inner()?;
     file.sync_all()?;
     let bytes = file.metadata()?.len();
+    let level = sources.iter().map(|s| s.level).max().unwrap_or(0) + 1;
     let name = FileKind::Compacted {
         first_end: sources[0].first_end,
         last_end,
-        level: sources.iter().map(|s| s.level).max().unwrap_or(0) + 1,
+        level,
     }
     .file_name(writer);
-    store.publish_all(vec![(staged, format!("{dir}/{name}"))])?;
+    let key = format!("{dir}/{name}");
+    store.publish_all(vec![(staged, key.clone())])?;
     for source in sources {
         store.delete(&source.key)?;
     }
     store.settle_dir(dir, false)?;
-    Ok(bytes)
+    Ok(Stored {
+        key,
+        first_end: sources[0].first_end,
+        level,
+        bytes,
+    })
 }
 
 #[cfg(test)]

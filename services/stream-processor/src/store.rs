@@ -149,9 +149,8 @@ pub struct LaneStore {
     lane: String,
     checkpoint: Checkpoint,
     compaction: Compaction,
-    /// Directories (keys) with files of this lane that may still be merged, with the end of
-    /// their hour.
-    open_dirs: Vec<(String, i64)>,
+    /// Directories with files of this lane that may still be merged.
+    open_dirs: Vec<OpenDir>,
     /// What it has written, merged and removed since it opened (for metrics).
     pub counts: StoreCounts,
     retention: Retention,
@@ -161,6 +160,29 @@ pub struct LaneStore {
     pub torn_lines: u64,
     /// The last message the detectors' durable state includes (`-1`: none).
     detectors_through: i64,
+}
+
+/// A directory whose files a lane may still merge.
+#[derive(Debug)]
+struct OpenDir {
+    /// Its key.
+    dir: String,
+    /// The end of its hour.
+    hour_end: i64,
+    /// The lane's committed, current files in it, oldest first, as commits and merges left
+    /// them — so that compaction lists nothing at a commit. `None`: to be listed (on
+    /// opening, for a new directory, after a failed merge or a retention sweep).
+    files: Option<Vec<Stored>>,
+}
+
+impl OpenDir {
+    fn new(dir: String, hour_end: i64) -> Self {
+        Self {
+            dir,
+            hour_end,
+            files: None,
+        }
+    }
 }
 
 /// What a lane's store has written, merged and removed since it opened.
@@ -305,7 +327,7 @@ impl LaneStore {
             }
             if let Some(e) = first_end {
                 let end = hour_end(e - self.compaction.window_ns);
-                self.open_dirs.push((dir, end));
+                self.open_dirs.push(OpenDir::new(dir, end));
             }
         }
         Ok(())
@@ -341,13 +363,23 @@ impl LaneStore {
         // Every file is staged and fsynced, then all are renamed into place and each
         // directory they went to is fsynced once (not once per file).
         let mut staged_files: Vec<(Staged, String)> = Vec::new();
+        // What compaction will know of the window files: (directory, file).
+        let mut window_files: Vec<(String, Stored)> = Vec::new();
         for (_, dir, _, first_end, batches) in &groups {
             let name = FileKind::Window {
                 first_end: *first_end,
             }
             .file_name(&self.lane);
             if let Some(staged) = self.store.stage_parquet(batches)? {
-                staged_files.push((staged, format!("{dir}/{name}")));
+                let key = format!("{dir}/{name}");
+                let stored = Stored {
+                    key: key.clone(),
+                    first_end: *first_end,
+                    level: 0,
+                    bytes: staged.bytes()?,
+                };
+                window_files.push((dir.clone(), stored));
+                staged_files.push((staged, key));
             }
         }
         if let Some((time_ns, offset, batch)) = alerts
@@ -389,8 +421,14 @@ impl LaneStore {
         self.checkpoint = checkpoint;
         self.counts.files_written += written.len() as u64;
         for (_, dir, start, _, _) in groups {
-            if !self.open_dirs.iter().any(|d| d.0 == dir) {
-                self.open_dirs.push((dir, hour_end(start)));
+            if !self.open_dirs.iter().any(|d| d.dir == dir) {
+                self.open_dirs.push(OpenDir::new(dir, hour_end(start)));
+            }
+        }
+        for (dir, stored) in window_files {
+            let open = self.open_dirs.iter_mut().find(|d| d.dir == dir);
+            if let Some(files) = open.and_then(|d| d.files.as_mut()) {
+                files.push(stored);
             }
         }
         self.compact();
@@ -408,7 +446,13 @@ impl LaneStore {
         }
         self.swept_ns = now;
         match self.retention.sweep(&self.store, &self.lane, now) {
-            Ok(n) => self.counts.files_expired += n,
+            Ok(n) => {
+                self.counts.files_expired += n;
+                if n > 0 {
+                    // Compaction lists what is left.
+                    self.open_dirs.iter_mut().for_each(|d| d.files = None);
+                }
+            }
             Err(e) => {
                 self.counts.expiry_failures += 1;
                 tracing::warn!(lane = %self.lane, error = %e, "retention sweep failed; retried at the next");
@@ -421,34 +465,37 @@ impl LaneStore {
     /// counted: its sources are committed data and stay readable.
     fn compact(&mut self) {
         let emitted = self.checkpoint.emitted_until_ns;
-        let mut done = Vec::new();
-        for (i, (dir, end)) in self.open_dirs.clone().into_iter().enumerate() {
-            let complete = emitted >= end + self.compaction.window_ns;
-            loop {
-                let merged = self.committed_files(&dir).and_then(|files| {
-                    match self.compaction.next_merge(&files, complete) {
-                        Some(range) => self.merge(&dir, &files[range]).map(|()| true),
-                        None => Ok(false),
-                    }
-                });
-                match merged {
-                    Ok(true) => continue,
-                    Ok(false) => {
-                        if complete && self.roll_up(&dir, end) {
-                            done.push(i);
-                        }
-                    }
-                    Err(e) => {
-                        self.counts.compaction_failures += 1;
-                        tracing::warn!(dir = %dir, error = %e, "compaction failed; its files stay as they are and are merged later");
-                    }
+        let mut open = std::mem::take(&mut self.open_dirs);
+        open.retain_mut(|d| {
+            let complete = emitted >= d.hour_end + self.compaction.window_ns;
+            match self.merge_dir(d, complete) {
+                // A complete hour, merged down (or emptied by retention), is rolled up and
+                // forgotten.
+                Ok(()) => !(complete && self.roll_up(&d.dir, d.hour_end)),
+                Err(e) => {
+                    d.files = None;
+                    self.counts.compaction_failures += 1;
+                    tracing::warn!(dir = %d.dir, error = %e, "compaction failed; its files stay as they are and are merged later");
+                    true
                 }
-                break;
             }
+        });
+        self.open_dirs = open;
+    }
+
+    /// Runs the merges compaction asks for in one open directory.
+    fn merge_dir(&mut self, d: &mut OpenDir, complete: bool) -> Result<(), ProcessorError> {
+        let files = match &mut d.files {
+            Some(files) => files,
+            None => d.files.insert(self.committed_files(&d.dir)?),
+        };
+        while let Some(range) = self.compaction.next_merge(files, complete) {
+            let merged = merge(&self.store, &self.lane, &d.dir, &files[range.clone()])?;
+            self.counts.merged_bytes += merged.bytes;
+            self.counts.compactions += 1;
+            files.splice(range, [merged]);
         }
-        for i in done.into_iter().rev() {
-            self.open_dirs.swap_remove(i);
-        }
+        Ok(())
     }
 
     /// Rolls a complete, merged-down hour directory up into minutes and the hour
@@ -503,13 +550,6 @@ impl LaneStore {
             .collect();
         files.sort_by_key(|f| f.first_end);
         Ok(files)
-    }
-
-    /// Merges `sources` into one file of the next level ([`kplane_store::compaction::merge`]).
-    fn merge(&mut self, dir: &str, sources: &[Stored]) -> Result<(), ProcessorError> {
-        self.counts.merged_bytes += merge(&self.store, &self.lane, dir, sources)?;
-        self.counts.compactions += 1;
-        Ok(())
     }
 }
 
