@@ -69,12 +69,12 @@ impl Listed {
 }
 
 /// The last segment of a key.
-pub fn file_name(key: &str) -> &str {
+fn file_name(key: &str) -> &str {
     key.rsplit_once('/').map_or(key, |(_, n)| n)
 }
 
 /// A key's directory (empty at the root).
-pub fn parent(key: &str) -> &str {
+fn parent(key: &str) -> &str {
     key.rsplit_once('/').map_or("", |(d, _)| d)
 }
 

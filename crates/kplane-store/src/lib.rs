@@ -29,7 +29,7 @@ pub mod rollup;
 pub mod tables;
 pub mod writer;
 
-pub use backend::{Listed, Readable, Staged, Store, file_name, parent};
+pub use backend::{Listed, Readable, Staged, Store};
 pub use error::{Result, StoreError};
 
 /// An S3-compatible server for the store's own tests ([`kplane_testkit::s3`]).

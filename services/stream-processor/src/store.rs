@@ -365,6 +365,7 @@ impl LaneStore {
         let mut staged_files: Vec<(Staged, String)> = Vec::new();
         // What compaction will know of the window files: (directory, file).
         let mut window_files: Vec<(String, Stored)> = Vec::new();
+        let mut written_bytes = 0;
         for (_, dir, _, first_end, batches) in &groups {
             let name = FileKind::Window {
                 first_end: *first_end,
@@ -372,11 +373,13 @@ impl LaneStore {
             .file_name(&self.lane);
             if let Some(staged) = self.store.stage_parquet(batches)? {
                 let key = format!("{dir}/{name}");
+                let bytes = staged.bytes()?;
+                written_bytes += bytes;
                 let stored = Stored {
                     key: key.clone(),
                     first_end: *first_end,
                     level: 0,
-                    bytes: staged.bytes()?,
+                    bytes,
                 };
                 window_files.push((dir.clone(), stored));
                 staged_files.push((staged, key));
@@ -391,6 +394,7 @@ impl LaneStore {
             .file_name(&self.lane);
             let key = self.file_key("alerts", time_ns, &name);
             if let Some(staged) = self.store.stage_parquet(&[batch])? {
+                written_bytes += staged.bytes()?;
                 staged_files.push((staged, key));
             }
         }
@@ -402,9 +406,6 @@ impl LaneStore {
             bytes.extend_from_slice(&d.through_offset.to_le_bytes());
             bytes.extend_from_slice(&d.bytes);
             staged_files.push((self.store.stage_bytes(&bytes)?, detectors_key(&self.lane)));
-        }
-        for (staged, _) in &staged_files[..written.len()] {
-            self.counts.bytes_written += staged.bytes()?;
         }
         self.store.publish_all(staged_files)?;
         if let Some(d) = detectors {
@@ -420,6 +421,7 @@ impl LaneStore {
         self.store.append_line(&log_key(&self.lane), &line)?;
         self.checkpoint = checkpoint;
         self.counts.files_written += written.len() as u64;
+        self.counts.bytes_written += written_bytes;
         for (_, dir, start, _, _) in groups {
             if !self.open_dirs.iter().any(|d| d.dir == dir) {
                 self.open_dirs.push(OpenDir::new(dir, hour_end(start)));
