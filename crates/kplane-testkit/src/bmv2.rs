@@ -182,10 +182,20 @@ impl RawPort {
 
     /// Frames received within `wait` for which `keep` holds.
     pub fn recv_for(&self, wait: Duration, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+        self.recv_up_to(usize::MAX, wait, keep)
+    }
+
+    /// Like [`recv_for`](Self::recv_for), but returns as soon as `count` frames are kept.
+    pub fn recv_up_to(
+        &self,
+        count: usize,
+        wait: Duration,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> Vec<Vec<u8>> {
         let end = Instant::now() + wait;
         let mut out = Vec::new();
         let mut buf = vec![0u8; 9216];
-        while Instant::now() < end {
+        while Instant::now() < end && out.len() < count {
             if let Ok(Some(n)) = self.0.recv(&mut buf)
                 && keep(&buf[..n])
             {

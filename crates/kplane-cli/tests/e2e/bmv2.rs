@@ -301,13 +301,26 @@ entries = [{entries}]
         n: u32,
         keep: fn(&[u8]) -> bool,
     ) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+        self.capture_up_to(n, usize::MAX, Duration::from_secs(3), keep)
+    }
+
+    /// Captures on the far end of switch port `n` the frames `keep` accepts until `count`
+    /// arrived or `wait` passed (a switch on a loaded machine can take seconds); returns once
+    /// the capture is open.
+    pub(crate) fn capture_up_to(
+        &self,
+        n: u32,
+        count: usize,
+        wait: Duration,
+        keep: fn(&[u8]) -> bool,
+    ) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
         let (iface, name) = (self.host(n), self.ns.name.clone());
         let (tx, rx) = mpsc::channel();
         let h = std::thread::spawn(move || {
             Netns { name }.enter_keep(move || {
                 let port = RawPort::open(&iface);
                 tx.send(()).unwrap();
-                port.recv_for(Duration::from_secs(3), keep)
+                port.recv_up_to(count, wait, keep)
             })
         });
         rx.recv().unwrap();

@@ -302,14 +302,18 @@ fn bmv2_stamps_the_tx_utilisation_the_emulator_computes() {
     let frames: Vec<Vec<u8>> = (0..40u8)
         .map(|i| frame("10.0.3.1", 5000, FULL_BITMAP, i, &[hop(7, 1_000, 0, 0)]))
         .collect();
-    let out = rig.capture(3, |f| index(f).is_some());
+    let out = rig.capture_up_to(3, frames.len(), Duration::from_secs(15), |f| {
+        index(f).is_some()
+    });
     rig.send(1, frames.clone(), Duration::from_micros(40));
     let opts = DecodeOptions::default();
     let mut window = kplane_p4::tx_util::TxWindow::default();
     let scale = kplane_p4::tx_util::scale_q16(100_000_000);
     let mut stamped = Vec::new();
+    let mut left = Vec::new();
     for f in out.join().unwrap() {
         let i = usize::from(index(&f).unwrap());
+        left.push(i);
         let d = kplane_wire::decode_frame(&f, kplane_wire::Start::Ethernet, &opts).unwrap();
         let kplane_wire::Decoded::Packet(pkt) = d else {
             panic!("an INT packet")
@@ -327,7 +331,11 @@ fn bmv2_stamps_the_tx_utilisation_the_emulator_computes() {
         stamped.push(util);
         assert_eq!(util, u64::from(want), "packet {i} at {egress_us} µs");
     }
-    assert_eq!(stamped.len(), frames.len(), "every packet left");
+    assert_eq!(
+        stamped.len(),
+        frames.len(),
+        "every packet left; these did: {left:?}"
+    );
     assert!(
         stamped.iter().any(|u| *u > 0),
         "a burst fills windows: {stamped:?}"
