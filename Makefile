@@ -3,7 +3,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
 
-.PHONY: help run up test test-suite test-console test-api-fuzz test-tls compose-check broker lint fmt bench fuzz samples bless p4
+.PHONY: help run up test test-suite test-console test-engines test-api-fuzz test-tls compose-check broker lint fmt bench fuzz samples bless p4
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -28,7 +28,7 @@ test-suite: ## The tests alone, against the broker in KPLANE_KAFKA_BROKERS (Kafk
 	scripts/console-test.sh
 	scripts/api-fuzz.sh
 	scripts/tls-test.sh
-	scripts/duckdb-check.sh
+	scripts/engines-check.sh
 
 test-console: ## The web console in Debian's Chromium against `kplane up` (screenshot: target/console.png)
 	scripts/console-test.sh
@@ -36,8 +36,8 @@ test-console: ## The web console in Debian's Chromium against `kplane up` (scree
 test-api-fuzz: ## Schemathesis against `kplane up` from the OpenAPI document, as every role: no 5xx (needs pip install schemathesis)
 	scripts/api-fuzz.sh
 
-test-duckdb: ## DuckDB (PyPI) reads the analytics store `kplane up` wrote: its counts and sums equal `kplane query`'s (needs pip install duckdb)
-	scripts/duckdb-check.sh
+test-engines: ## DuckDB and Spark (PyPI duckdb, pyspark; Java 17) read the analytics store `kplane up` wrote: their counts and sums equal `kplane query`'s
+	scripts/engines-check.sh
 
 test-tls: ## TLS in front of `kplane up`: nginx with deploy/tls/nginx.conf, checked over real TLS (needs nginx)
 	scripts/tls-test.sh

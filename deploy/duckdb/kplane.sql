@@ -1,7 +1,7 @@
 -- kplane's store for DuckDB: `kplane_files(table_dir)` lists a table's current Parquet files,
 -- leaving out those a merge has replaced. A processor lane merges its files by publishing the
--- merged file before deleting the sources, and the merged file's name says what it replaced
--- (`<lane>-c<first end>_<last end>.l<level>.parquet` replaces the lane's `<lane>-w<end>` files
+-- merged file and deleting the sources later (`compact-grace`); the merged file's name says
+-- what it replaced (`<lane>-c<first end>_<last end>.l<level>.parquet` replaces the lane's `<lane>-w<end>` files
 -- with an end in that range, and its smaller merged files, in the same directory). Reading
 -- these files only, a query sees every row once, in the middle of a merge too — the rule
 -- kplane's own readers apply (kplane_store::layout::superseded).

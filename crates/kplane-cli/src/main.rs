@@ -3,6 +3,7 @@
 mod config;
 mod decode;
 mod emulate;
+mod files;
 mod intent;
 mod lab;
 mod probe;
@@ -71,6 +72,9 @@ enum Command {
     SampleCapture(sample::SampleArgs),
     /// SQL over the stream processor's analytics store (Parquet), printed as a table.
     Query(query::QueryArgs),
+    /// The current Parquet files of a store table, one per line: what Spark, Trino or DuckDB
+    /// read to see every row once (see docs/stream-processor.md#other-engines).
+    Files(files::FilesArgs),
     /// Benchmarks (printed figures: see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(kplane_bench::Bench),
@@ -111,6 +115,7 @@ fn main() -> ExitCode {
         Command::Topics(c) => topics::run(source, c),
         Command::SampleCapture(a) => sample::run(a),
         Command::Query(a) => query::run(source, a),
+        Command::Files(a) => files::run(source, a),
         Command::Bench(b) => kplane_bench::run(b),
         Command::Eval(e) => kplane_experiments::eval::run(e),
         Command::Experiment(a) => kplane_experiments::experiment::run(a),

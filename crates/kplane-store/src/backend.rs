@@ -450,6 +450,17 @@ impl Store {
         Ok(out)
     }
 
+    /// Where another engine reads `table`: the URLs of its current Parquet files (a local
+    /// store's as absolute paths, an object store's as `s3://bucket/key`), in key order. An
+    /// engine reading these files, and no others, sees every row once, in the middle of a
+    /// merge too. What `kplane files` prints.
+    pub fn table_files(&self, table: &str) -> Result<Vec<String>> {
+        self.current_parquet(&crate::layout::table_key(table))?
+            .iter()
+            .map(|f| self.url_of(&f.key))
+            .collect()
+    }
+
     /// The names of the directories directly under `prefix` (none when it does not exist).
     pub fn subdirs(&self, prefix: &str) -> Result<Vec<String>> {
         let prefix = prefix.trim_matches('/');

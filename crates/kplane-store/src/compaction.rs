@@ -2,8 +2,10 @@
 //! merged into one file of the next (`<writer>-c<first end>_<last end>.l<level>`), up to a
 //! target size; once the hour is complete, its files are merged down to one per target size.
 //! Each row is so rewritten about log_fan-in(files per hour) times, not once per merge as a
-//! single growing file would be. A merge publishes its file before it deletes the sources;
-//! readers leave out what a merge has replaced ([`crate::layout::superseded`]).
+//! single growing file would be. A merge publishes its file and leaves its sources; readers
+//! leave out what a merge has replaced ([`crate::layout::superseded`]), and the writer deletes
+//! the sources once `grace` has passed, so that a query that listed them just before the
+//! merge still finds them.
 
 use std::fs::File;
 
@@ -28,6 +30,9 @@ pub struct Compaction {
     /// The window length: an hour directory is complete once the writer has emitted the
     /// windows ending one window past the hour.
     pub window_ns: i64,
+    /// How long a merge's sources stay after the merged file is published
+    /// (`compact-grace`).
+    pub grace: std::time::Duration,
 }
 
 /// A committed file, as compaction sees it.
@@ -93,8 +98,9 @@ fn last_window_end(batch: &RecordBatch) -> Option<i64> {
 }
 
 /// Merges `sources` (consecutive files of `writer` in the directory `dir`, oldest first)
-/// into one file of the next level, written a batch at a time; publishes it, then deletes
-/// the sources. Returns the merged file.
+/// into one file of the next level, written a batch at a time, and publishes it. Returns the
+/// merged file; the sources stay, replaced (readers leave them out), for the caller to
+/// delete once [`Compaction::grace`] has passed.
 pub fn merge(store: &Store, writer: &str, dir: &str, sources: &[Stored]) -> Result<Stored> {
     let (file, staged) = store.stage_file("parquet")?;
     let mut file = Some(file);
@@ -124,10 +130,6 @@ pub fn merge(store: &Store, writer: &str, dir: &str, sources: &[Stored]) -> Resu
     .file_name(writer);
     let key = format!("{dir}/{name}");
     store.publish_all(vec![(staged, key.clone())])?;
-    for source in sources {
-        store.delete(&source.key)?;
-    }
-    store.settle_dir(dir, false)?;
     Ok(Stored {
         key,
         first_end: sources[0].first_end,
@@ -155,6 +157,7 @@ mod tests {
             fan_in: 3,
             target_bytes: 100,
             window_ns: 10,
+            grace: std::time::Duration::ZERO,
         };
         // Open hour: the newest run of one level, once it has fan-in files.
         let files = [at(2, 50), at(1, 10), at(0, 10), at(0, 10)];

@@ -66,6 +66,10 @@ pub struct Config {
     /// Compaction's target file size: a merge stops adding files at this size, and files
     /// this large are not merged again.
     pub compact_target_bytes: u64,
+    /// How long a merge's source files stay after the merged file is published, for queries
+    /// that listed them before (readers leave them out from then on).
+    #[serde(with = "humantime_serde")]
+    pub compact_grace: Duration,
     /// How long each table's hour partitions are kept, on event time (`flows = "7d"`); tables
     /// not named are kept for ever. At least 2 h.
     pub retention: BTreeMap<String, humantime_serde::Serde<Duration>>,
@@ -194,6 +198,7 @@ impl Default for Config {
             int_label_interval: Duration::from_millis(100),
             compact_files: 10,
             compact_target_bytes: 128 << 20,
+            compact_grace: Duration::from_secs(30),
             retention: BTreeMap::new(),
             publish: true,
             result_partitions: 4,
@@ -212,6 +217,7 @@ impl Config {
             fan_in: self.compact_files,
             target_bytes: self.compact_target_bytes,
             window_ns: self.window_ns(),
+            grace: self.compact_grace,
         }
     }
 

@@ -17,7 +17,9 @@
 //!   row twice, and a re-opened lane deletes such leftovers.
 //! * Alerts are appended as `<lane>-a<offset>.parquet` (at-least-once, never rolled back).
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use serde::{Deserialize, Serialize};
@@ -151,6 +153,8 @@ pub struct LaneStore {
     compaction: Compaction,
     /// Directories with files of this lane that may still be merged.
     open_dirs: Vec<OpenDir>,
+    /// Merges' sources, deleted once the grace period has passed, oldest first.
+    replaced: VecDeque<Replaced>,
     /// What it has written, merged and removed since it opened (for metrics).
     pub counts: StoreCounts,
     retention: Retention,
@@ -183,6 +187,14 @@ impl OpenDir {
             files: None,
         }
     }
+}
+
+/// The sources of one merge, kept for readers that listed them before it.
+#[derive(Debug)]
+struct Replaced {
+    due: Instant,
+    dir: String,
+    keys: Vec<String>,
 }
 
 /// What a lane's store has written, merged and removed since it opened.
@@ -248,6 +260,7 @@ impl LaneStore {
             checkpoint,
             compaction,
             open_dirs: Vec::new(),
+            replaced: VecDeque::new(),
             counts: StoreCounts::default(),
             retention: Retention::default(),
             swept_ns: i64::MIN,
@@ -483,6 +496,7 @@ impl LaneStore {
             }
         });
         self.open_dirs = open;
+        self.delete_replaced();
     }
 
     /// Runs the merges compaction asks for in one open directory.
@@ -495,9 +509,33 @@ impl LaneStore {
             let merged = merge(&self.store, &self.lane, &d.dir, &files[range.clone()])?;
             self.counts.merged_bytes += merged.bytes;
             self.counts.compactions += 1;
-            files.splice(range, [merged]);
+            let sources = files.splice(range, [merged]);
+            self.replaced.push_back(Replaced {
+                due: Instant::now() + self.compaction.grace,
+                dir: d.dir.clone(),
+                keys: sources.map(|f| f.key).collect(),
+            });
         }
         Ok(())
+    }
+
+    /// Deletes the sources of merges published at least the grace period ago. A failed
+    /// deletion is logged and tried again at the next commit (the files are replaced:
+    /// readers leave them out, and reopening the lane deletes them).
+    fn delete_replaced(&mut self) {
+        let now = Instant::now();
+        while let Some(r) = self.replaced.front().filter(|r| r.due <= now) {
+            let deleted = r
+                .keys
+                .iter()
+                .try_for_each(|k| self.store.delete(k))
+                .and_then(|()| self.store.settle_dir(&r.dir, false));
+            if let Err(e) = deleted {
+                tracing::warn!(dir = %r.dir, error = %e, "deleting merged files failed; retried at the next commit");
+                return;
+            }
+            self.replaced.pop_front();
+        }
     }
 
     /// Rolls a complete, merged-down hour directory up into minutes and the hour
@@ -615,6 +653,7 @@ mod tests {
             fan_in,
             target_bytes: u64::MAX,
             window_ns: 10,
+            grace: std::time::Duration::ZERO,
         }
     }
 
@@ -740,6 +779,62 @@ mod tests {
         expected.push(HOUR + 10);
         assert_eq!(stored(root), expected);
         assert_eq!((s.counts.compactions, s.counts.compaction_failures), (5, 0));
+    }
+
+    #[test]
+    fn a_merges_sources_stay_for_the_grace_period_and_readers_leave_them_out() {
+        let (_s3, stores) = stores("grace");
+        for root in &stores {
+            keeps_sources_for_the_grace(root);
+        }
+    }
+
+    fn keeps_sources_for_the_grace(root: &Store) {
+        let grace = std::time::Duration::from_millis(300);
+        let compaction = Compaction { grace, ..tiered(3) };
+        let (mut s, _) = LaneStore::open(root, "reports-p0", compaction).unwrap();
+        for end in [10, 20, 30] {
+            commit_window(&mut s, end);
+        }
+        // Merged, the sources still there for a query that listed them: the store's readers
+        // (and `kplane files`) leave them out.
+        assert_eq!(
+            names(root, 0),
+            [
+                "reports-p0-c10_30.l1.parquet",
+                "reports-p0-w10.parquet",
+                "reports-p0-w20.parquet",
+                "reports-p0-w30.parquet"
+            ]
+        );
+        let current: Vec<String> = root
+            .table_files("t")
+            .unwrap()
+            .iter()
+            .map(|f| f.rsplit('/').next().unwrap().to_string())
+            .collect();
+        assert_eq!(current, ["reports-p0-c10_30.l1.parquet"]);
+        // The first commit after the grace period deletes them.
+        std::thread::sleep(grace);
+        commit_window(&mut s, 40);
+        assert_eq!(
+            names(root, 0),
+            ["reports-p0-c10_30.l1.parquet", "reports-p0-w40.parquet"]
+        );
+        // Sources left by a crash within the grace period go when the lane reopens.
+        for end in [50, 60] {
+            commit_window(&mut s, end);
+        }
+        assert_eq!(names(root, 0).len(), 5, "{:?}", names(root, 0));
+        drop(s);
+        let (_s, _) = LaneStore::open(root, "reports-p0", compaction).unwrap();
+        assert_eq!(
+            names(root, 0),
+            [
+                "reports-p0-c10_30.l1.parquet",
+                "reports-p0-c40_60.l1.parquet"
+            ]
+        );
     }
 
     #[test]

@@ -176,5 +176,45 @@ fn processors_write_one_bucket_and_the_api_and_kplane_query_read_it() {
         std::thread::sleep(Duration::from_secs(3));
     }
     assert!(api_query(api, "SELECT count(*) AS n FROM forecasts") > 0);
+
+    // `kplane files` lists objects of the bucket whose rows are the table's: another engine
+    // reading exactly these counts what kplane does.
+    let out = kplane(&["files", "flows", "--data-dir", &location], b, &s3)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let store =
+        kplane_store::Store::open_with(std::path::Path::new(&location), &s3.options()).unwrap();
+    let prefix = format!("{location}/");
+    let keys = s3.keys("kplane-e2e");
+    let mut rows = 0;
+    for f in &files {
+        let key = f.strip_prefix(&prefix).unwrap_or_else(|| panic!("{f}"));
+        assert!(
+            keys.contains(&format!("kplane/{key}")),
+            "{f} is not in the bucket"
+        );
+        rows += store
+            .parquet(key)
+            .unwrap()
+            .metadata()
+            .file_metadata()
+            .num_rows() as u64;
+    }
+    assert!(!files.is_empty());
+    assert_eq!(
+        rows, last.0,
+        "rows of the listed files, then kplane query's count"
+    );
     let _ = std::fs::remove_dir_all(&data);
 }

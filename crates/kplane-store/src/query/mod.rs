@@ -42,11 +42,7 @@ pub fn use_store_view(ctx: &SessionContext, store: &Store) {
 pub async fn register_store(ctx: &SessionContext, store: &Store) -> crate::Result<Vec<String>> {
     use_store_view(ctx, store);
     let mut names = Vec::new();
-    let tables = crate::tables::all()
-        .into_iter()
-        .map(|(n, s)| (n.to_string(), s))
-        .chain(crate::rollup::rollup_tables());
-    for (name, schema) in tables {
+    for (name, schema) in crate::tables::with_rollups() {
         let url = store.dir_url(&table_key(&name))?;
         ctx.register_listing_table(&name, url, listing_options(), Some(schema), None)
             .await?;
@@ -218,6 +214,8 @@ pub fn scalar(batches: &[arrow_array::RecordBatch]) -> f64 {
 mod tests {
     use super::*;
 
+    mod other_engines;
+
     #[test]
     fn a_file_compacted_away_mid_query_is_told_from_other_errors() {
         // DataFusion's message when a listed file is gone (seen during a compaction).
@@ -231,13 +229,13 @@ mod tests {
     /// `v`): lane p0's windows 10, 20, 30, its level-1 merge of 10–20 and level-2 merge of
     /// 10–30 published beside their sources; lane p1's window 10. Each value once: 10, 10
     /// (p1), 20, 30.
-    fn local_store(tag: &str) -> (std::path::PathBuf, Store) {
+    pub(super) fn local_store(tag: &str) -> (std::path::PathBuf, Store) {
         let root = std::env::temp_dir().join(format!("kplane-store-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         (root.clone(), Store::local(root))
     }
 
-    fn mid_merge_store(store: &Store) {
+    pub(super) fn mid_merge_store(store: &Store) {
         use arrow_array::{Int64Array, RecordBatch, TimestampNanosecondArray};
         use arrow_schema::{Field, Schema, TimeUnit};
 
@@ -279,7 +277,7 @@ mod tests {
     }
 
     /// `sql` over table `t` of `store`, read as kplane reads it (through the store view).
-    async fn kplane_reads(store: &Store, sql: &str) -> Vec<arrow_array::RecordBatch> {
+    pub(super) async fn kplane_reads(store: &Store, sql: &str) -> Vec<arrow_array::RecordBatch> {
         let ctx = SessionContext::new();
         use_store_view(&ctx, store);
         let url = store.dir_url(&table_key("t")).unwrap();
@@ -324,71 +322,6 @@ mod tests {
             })
             .collect();
         assert_eq!(values, [10, 10, 20, 30]);
-    }
-
-    /// DuckDB (PyPI), reading the files `deploy/duckdb/kplane.sql`'s `kplane_files` lists,
-    /// counts the store in the middle of merges as kplane does; its plain glob would count
-    /// the merged rows twice. Skips without the duckdb module unless
-    /// `KPLANE_REQUIRE_DUCKDB=1` (CI).
-    #[test]
-    fn duckdb_reads_a_store_in_the_middle_of_a_merge_as_kplane_does() {
-        let script = r#"
-import sys, duckdb
-table, macros = sys.argv[1], sys.argv[2]
-con = duckdb.connect()
-con.execute(open(macros).read())
-con.execute(f"SET VARIABLE files = (SELECT list(file) FROM kplane_files('{table}'))")
-rule = con.sql("SELECT count(*), sum(v) FROM read_parquet(getvariable('files'), hive_partitioning = true)").fetchall()[0]
-glob = con.sql(f"SELECT count(*), sum(v) FROM read_parquet('{table}/**/*.parquet', hive_partitioning = true)").fetchall()[0]
-print(*rule, *glob)
-"#;
-        let (root, store) = local_store("duckdb");
-        mid_merge_store(&store);
-        let macros =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/duckdb/kplane.sql");
-        let out = std::process::Command::new("python3")
-            .args(["-c", script])
-            .arg(root.join(table_key("t")))
-            .arg(macros)
-            .output()
-            .expect("python3");
-        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("No module named")
-        {
-            assert!(
-                std::env::var("KPLANE_REQUIRE_DUCKDB").as_deref() != Ok("1"),
-                "KPLANE_REQUIRE_DUCKDB=1 but the duckdb module is missing (pip install duckdb)"
-            );
-            eprintln!("duckdb missing: skipping (pip install duckdb)");
-            return;
-        }
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let counts: Vec<i64> = String::from_utf8(out.stdout)
-            .unwrap()
-            .split_whitespace()
-            .map(|n| n.parse().unwrap())
-            .collect();
-        // kplane's answer: the store view's listing of the same directory.
-        let b = tokio::runtime::Runtime::new()
-            .unwrap()
-            .block_on(kplane_reads(&store, "SELECT count(*), sum(v) FROM t"));
-        use arrow_array::cast::AsArray;
-        use arrow_array::types::Int64Type;
-        let kplane = [
-            b[0].column(0).as_primitive::<Int64Type>().value(0),
-            b[0].column(1).as_primitive::<Int64Type>().value(0),
-        ];
-        assert_eq!(kplane, [4, 70]);
-        assert_eq!(counts[..2], kplane, "DuckDB through kplane_files");
-        assert_eq!(
-            counts[2..],
-            [9, 160],
-            "DuckDB's plain glob counts merged rows again"
-        );
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
