@@ -20,7 +20,7 @@ pub struct FilesArgs {
 }
 
 pub fn run(source: ConfigSource, a: FilesArgs) -> ExitCode {
-    let names: Vec<String> = kplane_store::tables::with_rollups()
+    let names: Vec<String> = kplane_store::rollup::all_tables()
         .into_iter()
         .map(|(n, _)| n)
         .collect();

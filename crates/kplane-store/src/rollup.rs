@@ -126,6 +126,15 @@ pub fn rollup_tables() -> Vec<(String, SchemaRef)> {
     out
 }
 
+/// Every table a reader finds in the store: [`crate::tables::all`] and the rollups.
+pub fn all_tables() -> Vec<(String, SchemaRef)> {
+    crate::tables::all()
+        .into_iter()
+        .map(|(n, s)| (n.to_string(), s))
+        .chain(rollup_tables())
+        .collect()
+}
+
 fn schema_of(table: &str) -> SchemaRef {
     crate::tables::window_schemas()
         .iter()

@@ -114,16 +114,6 @@ pub fn all() -> Vec<(&'static str, SchemaRef)> {
     tables
 }
 
-/// [`all`] and the rollups of the window tables (`flows_1m`, …): every table a reader finds
-/// in the store.
-pub fn with_rollups() -> Vec<(String, SchemaRef)> {
-    all()
-        .into_iter()
-        .map(|(n, s)| (n.to_string(), s))
-        .chain(crate::rollup::rollup_tables())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,7 +42,7 @@ pub fn use_store_view(ctx: &SessionContext, store: &Store) {
 pub async fn register_store(ctx: &SessionContext, store: &Store) -> crate::Result<Vec<String>> {
     use_store_view(ctx, store);
     let mut names = Vec::new();
-    for (name, schema) in crate::tables::with_rollups() {
+    for (name, schema) in crate::rollup::all_tables() {
         let url = store.dir_url(&table_key(&name))?;
         ctx.register_listing_table(&name, url, listing_options(), Some(schema), None)
             .await?;
