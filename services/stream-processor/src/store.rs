@@ -12,9 +12,10 @@
 //! * Compaction ([`Compaction`]) is tiered per lane and directory: `fan-in` files of one level
 //!   are merged into one file of the next (`<lane>-c<first end>_<last end>.l<level>`), up to a
 //!   target size; once the hour is complete (the lane's windows have passed it), its files are
-//!   merged down to one per target size. A merge publishes its file before deleting the
-//!   sources; readers leave out what a merge has replaced ([`superseded`]), so nobody sees a
-//!   row twice, and a re-opened lane deletes such leftovers.
+//!   merged down to one per target size. A merge publishes its file and deletes the sources
+//!   `grace` later (queries that listed them still find them); readers leave out what a merge
+//!   has replaced ([`superseded`]), so nobody sees a row twice, and a re-opened lane deletes
+//!   such leftovers.
 //! * Alerts are appended as `<lane>-a<offset>.parquet` (at-least-once, never rolled back).
 
 use std::collections::VecDeque;
