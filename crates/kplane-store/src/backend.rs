@@ -59,23 +59,13 @@ pub struct Listed {
 impl Listed {
     /// The file's name (the key's last segment).
     pub fn name(&self) -> &str {
-        file_name(&self.key)
+        crate::layout::dir_and_name(&self.key).1
     }
 
     /// The key's directory (everything before the last `/`).
     pub fn dir(&self) -> &str {
-        parent(&self.key)
+        crate::layout::dir_and_name(&self.key).0
     }
-}
-
-/// The last segment of a key.
-fn file_name(key: &str) -> &str {
-    key.rsplit_once('/').map_or(key, |(_, n)| n)
-}
-
-/// A key's directory (empty at the root).
-fn parent(key: &str) -> &str {
-    key.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
 /// A file written and fsynced to local staging, not yet published.
@@ -432,22 +422,12 @@ impl Store {
     /// The current Parquet files under `prefix` (recursively): those a merge has replaced
     /// are left out ([`crate::layout::superseded`], judged per directory).
     pub fn current_parquet(&self, prefix: &str) -> Result<Vec<Listed>> {
-        let mut files: Vec<Listed> = self
+        let files: Vec<Listed> = self
             .list(prefix)?
             .into_iter()
             .filter(|f| f.name().ends_with(".parquet"))
             .collect();
-        files.sort_by(|a, b| (a.dir(), a.name()).cmp(&(b.dir(), b.name())));
-        let mut out = Vec::with_capacity(files.len());
-        for group in files.chunk_by(|a, b| a.dir() == b.dir()) {
-            let names: Vec<&str> = group.iter().map(Listed::name).collect();
-            for (f, replaced) in group.iter().zip(crate::layout::superseded(&names)) {
-                if !replaced {
-                    out.push(f.clone());
-                }
-            }
-        }
-        Ok(out)
+        Ok(crate::layout::current(files, |f| &f.key))
     }
 
     /// Where another engine reads `table`: the URLs of its current Parquet files (a local

@@ -131,9 +131,9 @@ impl FileKind {
 
 /// Which files of one directory a merge has replaced, in the order given: a window file
 /// whose first end lies in a compacted file's range of the same writer, and a compacted file
-/// inside a larger compacted range of the same writer. A merge publishes its file before it
-/// deletes the sources, so readers that leave these out see every row exactly once, even in
-/// the middle of a merge; the writer deletes them when it recovers.
+/// inside a larger compacted range of the same writer. A merge publishes its file and deletes
+/// the sources a grace period later, so readers that leave these out see every row exactly
+/// once, even in the middle of a merge; the writer also deletes them when it recovers.
 pub fn superseded(names: &[&str]) -> Vec<bool> {
     let parsed: Vec<Option<(&str, FileKind)>> = names.iter().map(|n| FileKind::parse(n)).collect();
     let merged: Vec<(&str, i64, i64)> = parsed
@@ -171,9 +171,50 @@ pub fn superseded(names: &[&str]) -> Vec<bool> {
         .collect()
 }
 
+/// The current files among `files` (in any directories; `key` gives a file's key, `dir/name`),
+/// sorted by directory and name: [`superseded`] judged per directory.
+pub fn current<T>(mut files: Vec<T>, key: impl Fn(&T) -> &str) -> Vec<T> {
+    files.sort_by(|a, b| dir_and_name(key(a)).cmp(&dir_and_name(key(b))));
+    let mut replaced = Vec::with_capacity(files.len());
+    for group in files.chunk_by(|a, b| dir_and_name(key(a)).0 == dir_and_name(key(b)).0) {
+        let names: Vec<&str> = group.iter().map(|f| dir_and_name(key(f)).1).collect();
+        replaced.extend(superseded(&names));
+    }
+    let mut replaced = replaced.into_iter();
+    files.retain(|_| !replaced.next().unwrap_or(false));
+    files
+}
+
+/// A key's directory (empty at the root) and file name.
+pub(crate) fn dir_and_name(key: &str) -> (&str, &str) {
+    key.rsplit_once('/').unwrap_or(("", key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn current_files_are_judged_per_directory() {
+        let keys = vec![
+            "t/hour=02/p0-w10.parquet",
+            "t/hour=01/p0-w10.parquet",
+            "t/hour=01/p0-c10_20.l1.parquet",
+            "t/hour=01/p0-w20.parquet",
+            "t/hour=01/p1-w10.parquet",
+            "t/hour=01/p0-w30.parquet",
+        ];
+        // The merge in hour 01 replaces nothing in hour 02, nor lane p1's file.
+        assert_eq!(
+            current(keys, |k| k),
+            [
+                "t/hour=01/p0-c10_20.l1.parquet",
+                "t/hour=01/p0-w30.parquet",
+                "t/hour=01/p1-w10.parquet",
+                "t/hour=02/p0-w10.parquet",
+            ]
+        );
+    }
 
     const H: i64 = 3_600_000_000_000;
 

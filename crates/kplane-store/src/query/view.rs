@@ -1,7 +1,7 @@
 //! What readers of the store see: its files (local or in a bucket), less those a merge has
-//! replaced ([`crate::layout::superseded`]). Compaction publishes a merged file before it
-//! deletes the sources; with this view a query listing the directory in between reads each
-//! row once. Registered for the store's URL (`file://`, `s3://bucket`) in every context
+//! replaced ([`crate::layout::current`]). Compaction publishes a merged file and deletes the
+//! sources later; with this view a query listing the directory in between reads each row
+//! once. Registered for the store's URL (`file://`, `s3://bucket`) in every context
 //! [`crate::query::register_store`] builds.
 
 use std::fmt;
@@ -14,8 +14,6 @@ use datafusion::object_store::{
     PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
-
-use crate::layout::superseded;
 
 /// The store's files as its readers see them.
 #[derive(Debug)]
@@ -37,35 +35,7 @@ impl fmt::Display for StoreView {
 
 /// `objects` less those a merge in the same directory has replaced.
 fn current(objects: Vec<ObjectMeta>) -> Vec<ObjectMeta> {
-    // One directory at a time: sort by directory, then judge each directory's names.
-    let dir = |o: &ObjectMeta| {
-        let p = o.location.as_ref();
-        p[..p.rfind('/').unwrap_or(0)].to_string()
-    };
-    let mut objects = objects;
-    objects.sort_by_cached_key(|o| (dir(o), o.location.clone()));
-    let mut kept = Vec::with_capacity(objects.len());
-    let mut start = 0;
-    while start < objects.len() {
-        let here = dir(&objects[start]);
-        let end = start
-            + objects[start..]
-                .iter()
-                .take_while(|o| dir(o) == here)
-                .count();
-        let group = &objects[start..end];
-        let names: Vec<&str> = group
-            .iter()
-            .map(|o| o.location.filename().unwrap_or_default())
-            .collect();
-        for (o, replaced) in group.iter().zip(superseded(&names)) {
-            if !replaced {
-                kept.push(o.clone());
-            }
-        }
-        start = end;
-    }
-    kept
+    crate::layout::current(objects, |o| o.location.as_ref())
 }
 
 #[async_trait]
