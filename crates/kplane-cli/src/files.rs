@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use kplane_runtime::{ConfigSource, EXIT_CONFIG};
+use kplane_runtime::ConfigSource;
 
 #[derive(Debug, Args)]
 pub struct FilesArgs {
@@ -32,30 +32,10 @@ pub fn run(source: ConfigSource, a: FilesArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let dir = match a.data_dir {
-        Some(d) => d,
-        None => match crate::config::load(&source) {
-            Ok(c) => c.stream_processor.data_dir,
-            Err(e) => {
-                eprint!("kplane: {e}");
-                return ExitCode::from(EXIT_CONFIG);
-            }
-        },
-    };
-    let store = match kplane_store::Store::open(&dir) {
+    let store = match crate::query::open_store(&source, a.data_dir, "files") {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("kplane files: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    if store.local_root().is_some_and(|d| !d.is_dir()) {
-        eprintln!(
-            "kplane files: no analytics store at {} (run the stream processor, or pass --data-dir)",
-            dir.display()
-        );
-        return ExitCode::from(2);
-    }
     match store.table_files(&a.table) {
         Ok(files) => {
             for f in files {

@@ -19,30 +19,10 @@ pub struct QueryArgs {
 }
 
 pub fn run(source: ConfigSource, a: QueryArgs) -> ExitCode {
-    let dir = match a.data_dir {
-        Some(d) => d,
-        None => match crate::config::load(&source) {
-            Ok(c) => c.stream_processor.data_dir,
-            Err(e) => {
-                eprint!("kplane: {e}");
-                return ExitCode::from(EXIT_CONFIG);
-            }
-        },
-    };
-    let store = match kplane_store::Store::open(&dir) {
+    let store = match open_store(&source, a.data_dir, "query") {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("kplane query: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    if store.local_root().is_some_and(|d| !d.is_dir()) {
-        eprintln!(
-            "kplane query: no analytics store at {} (run the stream processor, or pass --data-dir)",
-            dir.display()
-        );
-        return ExitCode::from(2);
-    }
     match kplane_store::query::sql_blocking(&store, &a.sql)
         .map_err(|e| e.to_string())
         .and_then(|b| pretty_format_batches(&b).map_err(|e| e.to_string()))
@@ -56,4 +36,35 @@ pub fn run(source: ConfigSource, a: QueryArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The store of `--data-dir`, or of the configured `stream-processor.data-dir`; the exit code
+/// when there is none (the problem printed, prefixed with `kplane <command>`).
+pub(crate) fn open_store(
+    source: &ConfigSource,
+    data_dir: Option<PathBuf>,
+    command: &str,
+) -> Result<kplane_store::Store, ExitCode> {
+    let dir = match data_dir {
+        Some(d) => d,
+        None => match crate::config::load(source) {
+            Ok(c) => c.stream_processor.data_dir,
+            Err(e) => {
+                eprint!("kplane: {e}");
+                return Err(ExitCode::from(EXIT_CONFIG));
+            }
+        },
+    };
+    let store = kplane_store::Store::open(&dir).map_err(|e| {
+        eprintln!("kplane {command}: {e}");
+        ExitCode::from(2)
+    })?;
+    if store.local_root().is_some_and(|d| !d.is_dir()) {
+        eprintln!(
+            "kplane {command}: no analytics store at {} (run the stream processor, or pass --data-dir)",
+            dir.display()
+        );
+        return Err(ExitCode::from(2));
+    }
+    Ok(store)
 }
