@@ -29,18 +29,24 @@ fn service(c: Command) -> ChildGuard {
     start_service(c).0
 }
 
-/// `SELECT count(*) …` through `kplane query`.
-fn kplane_query(brokers: &str, s3: &S3, location: &str, sql: &str) -> u64 {
-    let out = kplane(&["query", "--data-dir", location, sql], brokers, s3)
+/// What `kplane <args>` printed, once it succeeded.
+fn kplane_prints(args: &[&str], brokers: &str, s3: &S3) -> String {
+    let out = kplane(args, brokers, s3)
         .stdout(Stdio::piped())
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "kplane query: {text}{}",
+        "kplane {args:?}: {text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    text
+}
+
+/// `SELECT count(*) …` through `kplane query`.
+fn kplane_query(brokers: &str, s3: &S3, location: &str, sql: &str) -> u64 {
+    let text = kplane_prints(&["query", "--data-dir", location, sql], brokers, s3);
     // The pretty table's one value: `| 1234 |`.
     text.lines()
         .filter_map(|l| l.trim().trim_matches('|').trim().parse().ok())
@@ -66,14 +72,7 @@ fn processors_write_one_bucket_and_the_api_and_kplane_query_read_it() {
     let location = s3.bucket("kplane-e2e");
     let data = std::env::temp_dir().join(format!("kplane-s3-{}", run_id()));
 
-    let init = kplane(&["topics", "create", "--wait", "30s"], b, &s3)
-        .output()
-        .unwrap();
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
+    kplane_prints(&["topics", "create", "--wait", "30s"], b, &s3);
     let udp = free_port();
     let mut c = kplane(
         &["collector", "--listen", &format!("127.0.0.1:{udp}")],
@@ -179,20 +178,8 @@ fn processors_write_one_bucket_and_the_api_and_kplane_query_read_it() {
 
     // `kplane files` lists objects of the bucket whose rows are the table's: another engine
     // reading exactly these counts what kplane does.
-    let out = kplane(&["files", "flows", "--data-dir", &location], b, &s3)
-        .stdout(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let files: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let listed = kplane_prints(&["files", "flows", "--data-dir", &location], b, &s3);
+    let files: Vec<&str> = listed.lines().collect();
     let store =
         kplane_store::Store::open_with(std::path::Path::new(&location), &s3.options()).unwrap();
     let prefix = format!("{location}/");
