@@ -88,6 +88,23 @@ pub fn start_service(mut c: Command) -> (ChildGuard, u16) {
     (child, admin)
 }
 
+/// Configures `kplane intent-api` (`c`) as compose does: listening on `api`, reading the store
+/// at `store` (a directory or an `s3://` URL), its knowledge and intents state under `data`.
+pub fn configure_api(
+    c: &mut Command,
+    api: std::net::SocketAddr,
+    store: impl AsRef<std::ffi::OsStr>,
+    data: &Path,
+) {
+    c.env("KPLANE__INTENT_API__LISTEN", api.to_string())
+        .env("KPLANE__INTENT_API__STORE_DIR", store)
+        .env("KPLANE__INTENT_API__KNOWLEDGE_DIR", data.join("knowledge"))
+        .env(
+            "KPLANE__INTENT_API__INTENTS__STATE_DIR",
+            data.join("intents"),
+        );
+}
+
 /// The `kplane` arguments of compose's demo data plane: the emulator in real time, every
 /// scenario, for 10 minutes, reporting to the collector on UDP port `udp`.
 pub fn demo_emulator_args(udp: u16) -> Vec<String> {

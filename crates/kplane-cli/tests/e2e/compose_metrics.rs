@@ -11,7 +11,8 @@
 //! runs the compose file itself where a container engine exists.
 
 use crate::common::{
-    Broker, compose_kplane as kplane, demo_emulator_args, root, start_service as service,
+    Broker, compose_kplane as kplane, configure_api, demo_emulator_args, root,
+    start_service as service,
 };
 
 use std::collections::BTreeMap;
@@ -160,13 +161,7 @@ fn prometheus_scrapes_every_service_and_every_grafana_panel_has_series() {
     let (_knowledge, knowledge) = service(c);
     let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let mut c = kplane(&["intent-api"], b);
-    c.env("KPLANE__INTENT_API__LISTEN", api.to_string())
-        .env("KPLANE__INTENT_API__STORE_DIR", &store)
-        .env("KPLANE__INTENT_API__KNOWLEDGE_DIR", data.join("knowledge"))
-        .env(
-            "KPLANE__INTENT_API__INTENTS__STATE_DIR",
-            data.join("intents"),
-        );
+    configure_api(&mut c, api, &store, &data);
     let (_api, intent_api) = service(c);
 
     let admins = BTreeMap::from([

@@ -6,7 +6,7 @@
 //! in the bucket, the knowledge service's forecasts are there, and, with the traffic
 //! stopped, `kplane query` and the API's `POST /v1/query` count the same rows.
 
-use crate::common::{Broker, compose_kplane, demo_emulator_args, start_service};
+use crate::common::{Broker, compose_kplane, configure_api, demo_emulator_args, start_service};
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -100,13 +100,7 @@ fn processors_write_one_bucket_and_the_api_and_kplane_query_read_it() {
     let _knowledge = service(c);
     let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let mut c = kplane(&["intent-api"], b, &s3);
-    c.env("KPLANE__INTENT_API__LISTEN", api.to_string())
-        .env("KPLANE__INTENT_API__STORE_DIR", &location)
-        .env("KPLANE__INTENT_API__KNOWLEDGE_DIR", data.join("knowledge"))
-        .env(
-            "KPLANE__INTENT_API__INTENTS__STATE_DIR",
-            data.join("intents"),
-        );
+    configure_api(&mut c, api, &location, &data);
     let _api = service(c);
 
     let args = demo_emulator_args(udp);
