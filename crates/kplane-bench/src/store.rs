@@ -111,7 +111,7 @@ fn write_hour(dir: &Path, a: &StoreArgs, compaction: Compaction) -> anyhow::Resu
             let rows = window_rows(p as u32, end, a.rows);
             lane.commit(
                 vec![("t", end - SECOND, end, rows)],
-                None,
+                Vec::new(),
                 1,
                 checkpoint,
                 None,

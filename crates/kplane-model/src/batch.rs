@@ -105,6 +105,7 @@ pub struct EventBatchBuilder {
     path: ListBuilder<UInt32Builder>,
     exporter_ip: FixedSizeBinaryBuilder,
     exporter_port: UInt16Builder,
+    threshold: UInt64Builder,
 }
 
 impl EventBatchBuilder {
@@ -128,6 +129,7 @@ impl EventBatchBuilder {
             )),
             exporter_ip: FixedSizeBinaryBuilder::with_capacity(cap, 16),
             exporter_port: UInt16Builder::with_capacity(cap),
+            threshold: UInt64Builder::with_capacity(cap),
         }
     }
 
@@ -153,6 +155,7 @@ impl EventBatchBuilder {
         self.previous.append_option(e.previous);
         self.path.values().append_slice(e.path);
         self.path.append(true);
+        self.threshold.append_option(e.threshold);
         append_exporter(&mut self.exporter_ip, &mut self.exporter_port, e.exporter)
     }
 
@@ -180,6 +183,7 @@ impl EventBatchBuilder {
                 Arc::new(self.path.finish()),
                 Arc::new(self.exporter_ip.finish()),
                 Arc::new(self.exporter_port.finish()),
+                Arc::new(self.threshold.finish()),
             ],
         )
     }
@@ -350,6 +354,7 @@ mod tests {
             hw_id: None,
             value: None,
             previous: None,
+            threshold: None,
             path: &[],
             exporter: None,
         }

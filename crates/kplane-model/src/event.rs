@@ -182,6 +182,9 @@ pub struct EventRow<'a> {
     pub hw_id: Option<u8>,
     pub value: Option<u64>,
     pub previous: Option<u64>,
+    /// The threshold the event was decided with (threshold detector: T(m) of its metric), so
+    /// that a consumer merging several collectors' events applies the same rule.
+    pub threshold: Option<u64>,
     /// The node path, for `flow_path` events.
     pub path: &'a [u32],
     pub exporter: Option<SocketAddr>,

@@ -45,6 +45,7 @@ pub mod col {
     pub const EGRESS_PORT: &str = "egress_port";
     pub const VALUE: &str = "value";
     pub const PREVIOUS: &str = "previous";
+    pub const THRESHOLD: &str = "threshold";
     pub const PATH: &str = "path";
 }
 
@@ -149,6 +150,7 @@ static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
         ),
         Field::new(col::EXPORTER_IP, DataType::FixedSizeBinary(16), true),
         Field::new(col::EXPORTER_PORT, DataType::UInt16, true),
+        Field::new(col::THRESHOLD, DataType::UInt64, true),
     ]);
     Arc::new(Schema::new(fields))
 });

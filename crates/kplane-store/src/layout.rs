@@ -78,8 +78,8 @@ pub enum FileKind {
         last_end: i64,
         level: u32,
     },
-    /// Immediate events of messages from an offset on: `a<offset>`.
-    Alerts { first_offset: i64 },
+    /// Immediate rows (alerts, switch changes) of messages from an offset on: `a<offset>`.
+    Immediate { first_offset: i64 },
     /// One hour of a writer's windows summed into coarser ones (`crate::rollup`):
     /// `r<start of the hour>`.
     Rollup { hour_start: i64 },
@@ -95,7 +95,7 @@ impl FileKind {
                 last_end,
                 level,
             } => format!("{writer}-c{first_end}_{last_end}.l{level}.parquet"),
-            Self::Alerts { first_offset } => format!("{writer}-a{first_offset}.parquet"),
+            Self::Immediate { first_offset } => format!("{writer}-a{first_offset}.parquet"),
             Self::Rollup { hour_start } => format!("{writer}-r{hour_start}.parquet"),
         }
     }
@@ -121,7 +121,7 @@ impl FileKind {
                 hour_start: r.parse().ok()?,
             }
         } else {
-            Self::Alerts {
+            Self::Immediate {
                 first_offset: rest.strip_prefix('a')?.parse().ok()?,
             }
         };
@@ -271,7 +271,7 @@ mod tests {
                 last_end: 50,
                 level: 2,
             },
-            FileKind::Alerts { first_offset: 7 },
+            FileKind::Immediate { first_offset: 7 },
             FileKind::Rollup {
                 hour_start: 3_600_000_000_000,
             },

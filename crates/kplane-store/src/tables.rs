@@ -16,6 +16,11 @@ use kplane_model::schema::col;
 /// The immediate-events table (written by the processor as they are raised).
 pub const ALERTS: &str = "alerts";
 
+/// The switches' merged change log: every collector's view of a switch's queues and ports
+/// folded into one state per key by the events lane that owns the switch (written by the
+/// processor as the changes are decided).
+pub const SWITCH_CHANGES: &str = "switch_changes";
+
 /// The processor's window tables, in its query order, with their recorded schemas.
 pub const WINDOW_TABLES: [(&str, &[u8]); 9] = [
     ("flows", include_bytes!("../schemas/flows.arrow")),
@@ -97,11 +102,33 @@ pub fn alerts_schema() -> SchemaRef {
     ALERTS_SCHEMA.clone()
 }
 
-/// Every table of the store with its schema: the window tables, `alerts`, the knowledge
-/// service's `anomalies` and `forecasts`, and the API's `incidents`.
+static SWITCH_CHANGES_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+    Arc::new(Schema::new(vec![
+        Field::new("time", ts, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new(col::METRIC, DataType::Utf8, false),
+        Field::new(col::NODE_ID, DataType::UInt32, false),
+        Field::new(col::QUEUE_ID, DataType::UInt8, true),
+        Field::new(col::EGRESS_PORT, DataType::UInt32, true),
+        Field::new(col::VALUE, DataType::UInt64, false),
+        Field::new(col::PREVIOUS, DataType::UInt64, true),
+        Field::new(col::THRESHOLD, DataType::UInt64, true),
+        Field::new("views", DataType::UInt32, false),
+    ]))
+});
+
+/// The `switch_changes` table's schema.
+pub fn switch_changes_schema() -> SchemaRef {
+    SWITCH_CHANGES_SCHEMA.clone()
+}
+
+/// Every table of the store with its schema: the window tables, `alerts`, `switch_changes`,
+/// the knowledge service's `anomalies` and `forecasts`, and the API's `incidents`.
 pub fn all() -> Vec<(&'static str, SchemaRef)> {
     let mut tables = window_schemas().to_vec();
     tables.push((ALERTS, alerts_schema()));
+    tables.push((SWITCH_CHANGES, switch_changes_schema()));
     tables.push((
         knowledge_tables::ANOMALIES,
         knowledge_tables::anomalies_schema(),
@@ -126,7 +153,7 @@ mod tests {
             assert_eq!(&again, schema, "{name}");
         }
         let names: Vec<&str> = all().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 14);
         assert!(names.contains(&"flows") && names.contains(&"anomalies"));
     }
 }

@@ -357,6 +357,7 @@ impl Detection {
             hw_id: None,
             value: None,
             previous: None,
+            threshold: None,
             path: &[],
             exporter: rec.envelope.exporter,
         };
@@ -412,6 +413,7 @@ impl Detection {
                             metric: Metric::FlowLatency,
                             value: Some(sum),
                             previous,
+                            threshold: Some(th.flow_latency),
                             ..base
                         });
                     }
@@ -431,6 +433,7 @@ impl Detection {
                                 node_id: Some(node),
                                 value: Some(l.into()),
                                 previous,
+                                threshold: Some(th.hop_latency),
                                 ..base
                             });
                         }
@@ -452,7 +455,7 @@ impl Detection {
                 continue;
             }
             let state = self.nodes.get(node, clock, keys);
-            let mut report = |metric: Metric, value: u32, decision: Decision| {
+            let mut report = |metric: Metric, value: u32, threshold: u64, decision: Decision| {
                 if let Some((kind, previous)) = decision {
                     let (queue_id, egress_port) = hop_ids(metric, q, port);
                     out(&EventRow {
@@ -464,6 +467,7 @@ impl Detection {
                         egress_port,
                         value: Some(value.into()),
                         previous,
+                        threshold: Some(threshold),
                         ..base
                     });
                 }
@@ -478,7 +482,7 @@ impl Detection {
                     clock,
                     keys,
                 );
-                report(Metric::QueueOccupancy, v, d);
+                report(Metric::QueueOccupancy, v, th.queue_occupancy, d);
             }
             if let Some(v) = congestion {
                 let d = state.queue(
@@ -489,11 +493,11 @@ impl Detection {
                     clock,
                     keys,
                 );
-                report(Metric::QueueCongestion, v, d);
+                report(Metric::QueueCongestion, v, th.queue_congestion, d);
             }
             if let Some(v) = utilization {
                 let d = state.link(port.unwrap_or(0), v, th.link_utilization, clock, keys);
-                report(Metric::LinkUtilization, v, d);
+                report(Metric::LinkUtilization, v, th.link_utilization, d);
             }
         }
     }

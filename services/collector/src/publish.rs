@@ -410,6 +410,7 @@ mod tests {
             hw_id: None,
             value: Some(1),
             previous: None,
+            threshold: None,
             path: &[],
             exporter: None,
         }

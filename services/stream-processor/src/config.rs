@@ -275,7 +275,11 @@ impl Validate for Config {
             let written = kplane_store::tables::window_schemas()
                 .iter()
                 .any(|(t, _)| t == table)
-                || table == kplane_store::tables::ALERTS
+                || [
+                    kplane_store::tables::ALERTS,
+                    kplane_store::tables::SWITCH_CHANGES,
+                ]
+                .contains(&table.as_str())
                 || kplane_store::rollup::rollup_tables()
                     .iter()
                     .any(|(t, _)| t == table);

@@ -37,6 +37,7 @@ use crate::config::{Band, StateConfig, Thresholds};
 use crate::error::ProcessorError;
 use crate::frame::pcol;
 use crate::snapshot::{Reader, Writer};
+use crate::switch_view::{SwitchChange, SwitchViews, ViewTally};
 
 pub use kplane_model::results::{Alert, AlertKind};
 
@@ -135,7 +136,7 @@ struct FlowState {
 
 /// Version of [`Detector::snapshot`]'s encoding (1: breaches without their state, read as
 /// raised).
-const SNAPSHOT_VERSION: u8 = 2;
+const SNAPSHOT_VERSION: u8 = 3;
 
 /// Per reporting node: recent (time, lost) loss events, their sum, and whether a burst is on.
 type LossWindow = (VecDeque<(i64, u64)>, u64, bool);
@@ -152,6 +153,8 @@ pub struct Detector {
     queues_above: IdTable<Breach>,
     /// By keyed hash of the reporting node.
     loss: IdTable<LossWindow>,
+    /// The collectors' views of each switch key, merged (events lanes).
+    switches: SwitchViews,
     /// Keys the node and queue ids (wire values) of the tables above.
     key: FlowHashKey,
 }
@@ -345,6 +348,7 @@ impl Detector {
             flows: IdTable::new(state.flows),
             queues_above: IdTable::new(state.nodes),
             loss: IdTable::new(state.nodes),
+            switches: SwitchViews::new(state.nodes, key),
             key,
         }
     }
@@ -388,6 +392,7 @@ impl Detector {
                 w.u64(lost);
             }
         }
+        self.switches.save(&mut w);
         w.0
     }
 
@@ -454,6 +459,10 @@ impl Detector {
                 .collect::<Result<VecDeque<_>, String>>()?;
             self.loss.restore(id, seen, (events, sum, bursting));
         }
+        // Version 2 had no merged switch views.
+        if version >= 3 {
+            self.switches.restore(&mut r)?;
+        }
         if !r.is_empty() {
             return Err("detector state has trailing bytes".into());
         }
@@ -471,12 +480,13 @@ impl Detector {
         self.flows.slot_bytes()
             + self.queues_above.slot_bytes()
             + self.loss.slot_bytes()
+            + self.switches.slot_bytes()
             + lists
             + windows
     }
 
     /// (table, entries, evictions) of each state table, for metrics.
-    pub fn tables(&self) -> [(&'static str, usize, Evictions); 3] {
+    pub fn tables(&self) -> [(&'static str, usize, Evictions); 4] {
         [
             ("flows", self.flows.len(), self.flows.evictions()),
             (
@@ -485,6 +495,11 @@ impl Detector {
                 self.queues_above.evictions(),
             ),
             ("loss-nodes", self.loss.len(), self.loss.evictions()),
+            (
+                "switch-keys",
+                self.switches.keys(),
+                self.switches.evictions(),
+            ),
         ]
     }
 
@@ -641,8 +656,16 @@ impl Detector {
         });
     }
 
-    /// Checks one message's `events` rows for report-loss bursts.
-    pub fn events(&mut self, events: &RecordBatch, out: &mut Vec<Alert>) -> Result<(), ArrowError> {
+    /// Checks one message's `events/v1` rows for report-loss bursts (into `out`) and folds
+    /// its switch metrics into the merged switch views (into `changes`).
+    pub fn events(
+        &mut self,
+        events: &RecordBatch,
+        out: &mut Vec<Alert>,
+        changes: &mut Vec<SwitchChange>,
+        tally: &mut ViewTally,
+    ) -> Result<(), ArrowError> {
+        self.switches.apply(events, changes, tally)?;
         let time = col_of::<PrimitiveArray<TimestampNanosecondType>>(events, col::RECEIVED)?;
         let metric = col_of::<StringArray>(events, col::METRIC)?;
         let node = col_of::<PrimitiveArray<UInt32Type>>(events, col::NODE_ID)?;
@@ -993,6 +1016,7 @@ mod tests {
                 hw_id: Some(0),
                 value: Some(value),
                 previous: None,
+                threshold: None,
                 path: &[],
                 exporter: None,
             })
@@ -1016,7 +1040,10 @@ mod tests {
 
     fn bursts(d: &mut Detector, rows: &[(i64, Metric, u32, u64)]) -> Vec<Alert> {
         let mut out = Vec::new();
-        d.events(&events(rows), &mut out).unwrap();
+        let (mut changes, mut tally) = (Vec::new(), ViewTally::default());
+        d.events(&events(rows), &mut out, &mut changes, &mut tally)
+            .unwrap();
+        assert!(changes.is_empty(), "loss events are no switch views");
         out
     }
 

@@ -139,6 +139,7 @@ fn json_events(values: &[Value]) -> Result<RecordBatch, String> {
             hw_id: u64_of(v, "hw_id").map(|n| n as u8),
             value: u64_of(v, "value"),
             previous: u64_of(v, "previous"),
+            threshold: u64_of(v, "threshold"),
             path: &[],
             exporter: None,
         };

@@ -29,6 +29,7 @@ pub mod processor;
 pub(crate) mod snapshot;
 mod stages;
 pub mod store;
+pub mod switch_view;
 
 use std::sync::Arc;
 

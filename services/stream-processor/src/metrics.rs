@@ -17,6 +17,7 @@ use kplane_runtime::metrics::StateMetrics;
 use crate::detect::{Alert, AlertKind};
 use crate::panes::Offered;
 use crate::store::StoreCounts;
+use crate::switch_view::ViewTally;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Outcome {
@@ -47,6 +48,8 @@ pub struct ProcessorMetrics {
     pub windows_written: Counter,
     pub result_rows: Family<TableLabel, Counter>,
     pub alerts: Family<KindLabel, Counter>,
+    /// The collectors' switch-metric events, by what the merged switch views made of them.
+    pub switch_views: Family<Outcome, Counter>,
     pub publish_failures: Counter,
     pub open_panes: Gauge,
     pub partitions: Gauge,
@@ -78,6 +81,7 @@ impl Default for ProcessorMetrics {
             windows_written: Counter::default(),
             result_rows: Family::default(),
             alerts: Family::default(),
+            switch_views: Family::default(),
             publish_failures: Counter::default(),
             open_panes: Gauge::default(),
             partitions: Gauge::default(),
@@ -168,6 +172,13 @@ impl ProcessorMetrics {
             "alerts",
             "Immediate events raised, by kind",
             self.alerts.clone(),
+        );
+        r.register(
+            "switch_views",
+            "Collectors' switch-metric events merged into one view per switch key, by outcome \
+             (new, change: a row of switch_changes; absorbed: within the threshold of the \
+             merged value; stale: older than the key's newest view)",
+            self.switch_views.clone(),
         );
         r.register(
             "publish_failures",
@@ -283,6 +294,16 @@ impl ProcessorMetrics {
         };
         for v in values.as_primitive::<Float64Type>().iter().flatten() {
             histogram.observe(v * scale);
+        }
+    }
+
+    pub fn switch_views(&self, tally: &ViewTally) {
+        for (outcome, n) in tally.outcomes() {
+            if n > 0 {
+                self.switch_views
+                    .get_or_create(&Outcome { outcome })
+                    .inc_by(n);
+            }
         }
     }
 

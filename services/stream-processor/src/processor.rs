@@ -26,7 +26,8 @@ use crate::metrics::ProcessorMetrics;
 use crate::panes::{ClosedWindow, Offered, Panes};
 use crate::snapshot::{Reader, Writer};
 use crate::stages::StageTimes;
-use crate::store::{DetectorState, LaneStore, WindowRows};
+use crate::store::{DetectorState, Immediate, LaneStore, WindowRows};
+use crate::switch_view::{SwitchChange, ViewTally, changes_batch};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LaneKind {
@@ -50,10 +51,13 @@ struct Lane {
     /// The last message the restored detector state includes: not checked again.
     detectors_through: i64,
     /// The detector's evictions per table as last counted in metrics.
-    counted_evictions: [Evictions; 3],
+    counted_evictions: [Evictions; 4],
     /// Alerts raised since the last commit (stored with it).
     pending_alerts: Vec<Alert>,
-    first_alert_offset: i64,
+    /// Merged switch changes decided since the last commit (stored with it).
+    pending_changes: Vec<SwitchChange>,
+    /// The first message that raised either since the last commit: names their files.
+    first_immediate_offset: i64,
     /// The window end the lane last told `int.windows` it is through (`kplane-lane-through-ns`).
     told_through: i64,
 }
@@ -316,7 +320,8 @@ impl Processor {
                                 told_through: i64::MIN,
                                 counted_evictions: Default::default(),
                                 pending_alerts: Vec::new(),
-                                first_alert_offset: -1,
+                                pending_changes: Vec::new(),
+                                first_immediate_offset: -1,
                             },
                         );
                     }
@@ -392,6 +397,8 @@ impl Processor {
         let detect = offset > lane.detectors_through;
         let replay = offset <= lane.panes.checkpoint().read_until;
         let mut alerts = Vec::new();
+        let mut changes = Vec::new();
+        let mut tally = ViewTally::default();
         let st = &mut self.stages;
         let outcome = (|| -> Result<Offered, String> {
             let mut offered = Offered::default();
@@ -423,7 +430,7 @@ impl Processor {
                         let t = StageTimes::lap(&mut st.frame, t);
                         if detect {
                             lane.detector
-                                .events(&events, &mut alerts)
+                                .events(b, &mut alerts, &mut changes, &mut tally)
                                 .map_err(|e| e.to_string())?;
                         }
                         let t = StageTimes::lap(&mut st.detect, t);
@@ -442,6 +449,13 @@ impl Processor {
         match outcome {
             Ok(o) => self.metrics.offered(o),
             Err(e) => return self.undecodable(key, offset, &e),
+        }
+        self.metrics.switch_views(&tally);
+        if !replay && !changes.is_empty() {
+            if lane.pending_alerts.is_empty() && lane.pending_changes.is_empty() {
+                lane.first_immediate_offset = offset;
+            }
+            lane.pending_changes.extend(changes);
         }
         if replay || alerts.is_empty() {
             return;
@@ -477,8 +491,8 @@ impl Processor {
                 tracing::warn!(error = %e, "alerts not published (they are still stored)");
             }
         }
-        if lane.pending_alerts.is_empty() {
-            lane.first_alert_offset = offset;
+        if lane.pending_alerts.is_empty() && lane.pending_changes.is_empty() {
+            lane.first_immediate_offset = offset;
         }
         lane.pending_alerts.extend(alerts);
     }
@@ -508,13 +522,28 @@ impl Processor {
             let results = self.rt.block_on(run_window(&self.analytics, lane, w))?;
             rows.extend(results);
         }
-        let alerts = if lane.pending_alerts.is_empty() {
-            None
-        } else {
+        let mut immediate = Vec::new();
+        let first_offset = lane.first_immediate_offset;
+        if !lane.pending_alerts.is_empty() {
             let a = std::mem::take(&mut lane.pending_alerts);
-            let t = a.iter().map(|a| a.time_ns).min().unwrap_or(0);
-            Some((t, lane.first_alert_offset, alerts_batch(&a)?))
-        };
+            let time_ns = a.iter().map(|a| a.time_ns).min().unwrap_or(0);
+            immediate.push(Immediate {
+                table: kplane_store::tables::ALERTS,
+                time_ns,
+                first_offset,
+                batch: alerts_batch(&a)?,
+            });
+        }
+        if !lane.pending_changes.is_empty() {
+            let c = std::mem::take(&mut lane.pending_changes);
+            let time_ns = c.iter().map(|c| c.time_ns).min().unwrap_or(0);
+            immediate.push(Immediate {
+                table: kplane_store::tables::SWITCH_CHANGES,
+                time_ns,
+                first_offset,
+                batch: changes_batch(&c)?,
+            });
+        }
         let published: Vec<(&'static str, RecordBatch)> =
             rows.iter().map(|(t, _, _, b)| (*t, b.clone())).collect();
         // Through every window the watermark passed, those without rows too.
@@ -535,7 +564,7 @@ impl Processor {
             bytes: save_lane_state(&lane.detector, &latest, &lane.committed_paths)?,
         };
         lane.store
-            .commit(rows, alerts, n_windows, checkpoint, Some(&detectors))?;
+            .commit(rows, immediate, n_windows, checkpoint, Some(&detectors))?;
         lane.committed_paths = latest;
         StageTimes::lap(&mut self.stages.store, started);
         self.metrics.windows_written.inc_by(n_windows as u64);

@@ -227,6 +227,18 @@ pub struct DetectorState {
     pub bytes: Vec<u8>,
 }
 
+/// Rows a lane's detectors raised since its last commit, for one table (`alerts`,
+/// `switch_changes`): stored with the commit in a file named after the first message that
+/// raised any, so a restart that reads that message again removes the file first.
+#[derive(Debug)]
+pub struct Immediate {
+    pub table: &'static str,
+    /// The earliest row's time: the file's hour directory.
+    pub time_ns: i64,
+    pub first_offset: i64,
+    pub batch: RecordBatch,
+}
+
 /// What a lane resumes from.
 #[derive(Debug)]
 pub struct Resume {
@@ -326,8 +338,10 @@ impl LaneStore {
                     || match *kind {
                         FileKind::Window { first_end } => first_end > emitted,
                         FileKind::Compacted { .. } | FileKind::Rollup { .. } => false,
-                        // Alerts of messages the detectors will read again are raised again.
-                        FileKind::Alerts { first_offset } => first_offset > self.detectors_through,
+                        // Immediate rows of messages the detectors will read again are raised again.
+                        FileKind::Immediate { first_offset } => {
+                            first_offset > self.detectors_through
+                        }
                     };
                 let key = format!("{dir}/{name}");
                 if remove {
@@ -351,12 +365,12 @@ impl LaneStore {
         format!("{}/{name}", partition_key(table, ns))
     }
 
-    /// Writes one commit: the windows' rows (one file per table and hour), the alerts, then
-    /// the checkpoint line; then merges what compaction asks for.
+    /// Writes one commit: the windows' rows (one file per table and hour), the immediate
+    /// rows, then the checkpoint line; then merges what compaction asks for.
     pub fn commit(
         &mut self,
         windows: Vec<WindowRows>,
-        alerts: Option<(i64, i64, RecordBatch)>,
+        immediate: Vec<Immediate>,
         n_windows: usize,
         checkpoint: Checkpoint,
         detectors: Option<&DetectorState>,
@@ -399,21 +413,19 @@ impl LaneStore {
                 staged_files.push((staged, key));
             }
         }
-        if let Some((time_ns, offset, batch)) = alerts
-            && batch.num_rows() > 0
-        {
-            let name = FileKind::Alerts {
-                first_offset: offset,
+        for i in immediate.into_iter().filter(|i| i.batch.num_rows() > 0) {
+            let name = FileKind::Immediate {
+                first_offset: i.first_offset,
             }
             .file_name(&self.lane);
-            let key = self.file_key("alerts", time_ns, &name);
-            if let Some(staged) = self.store.stage_parquet(&[batch])? {
+            let key = self.file_key(i.table, i.time_ns, &name);
+            if let Some(staged) = self.store.stage_parquet(&[i.batch])? {
                 written_bytes += staged.bytes()?;
                 staged_files.push((staged, key));
             }
         }
         let written: Vec<String> = staged_files.iter().map(|(_, k)| k.clone()).collect();
-        // After the alerts (a restored state must not re-raise stored ones), before the
+        // After the immediate rows (a restored state must not raise stored ones again), before the
         // line (the line's windows must not be recomputed on a state that includes them).
         if let Some(d) = detectors {
             let mut bytes = Vec::with_capacity(8 + d.bytes.len());
@@ -690,7 +702,7 @@ mod tests {
     fn commit_window(s: &mut LaneStore, end: i64) {
         s.commit(
             vec![("t", end - 10, end, rows(end))],
-            None,
+            Vec::new(),
             1,
             cp(end),
             None,
@@ -943,39 +955,50 @@ mod tests {
     }
 
     #[test]
-    fn alerts_the_restored_detectors_will_raise_again_are_removed() {
+    fn immediate_rows_the_restored_detectors_will_raise_again_are_removed() {
         let (_s3, stores) = stores("alerts");
         for root in &stores {
-            removes_alerts_raised_again(root);
+            removes_immediate_rows_raised_again(root);
         }
     }
 
-    fn removes_alerts_raised_again(root: &Store) {
-        let (mut s, _) = LaneStore::open(root, "reports-p0", tiered(64)).unwrap();
-        let alerts = |offset: i64| Some((10, offset, rows(10)));
+    fn removes_immediate_rows_raised_again(root: &Store) {
+        let (mut s, _) = LaneStore::open(root, "events-p0", tiered(64)).unwrap();
+        let tables = ["alerts", "switch_changes"];
+        let immediate = |offset: i64| {
+            tables
+                .map(|table| Immediate {
+                    table,
+                    time_ns: 10,
+                    first_offset: offset,
+                    batch: rows(10),
+                })
+                .into()
+        };
         let state = |through_offset| DetectorState {
             through_offset,
             bytes: vec![1, 2, 3],
         };
-        s.commit(vec![], alerts(3), 0, cp(10), Some(&state(5)))
+        s.commit(vec![], immediate(3), 0, cp(10), Some(&state(5)))
             .unwrap();
-        // A crash after the next commit's alerts were written, before its state and line.
-        let late = s.file_key("alerts", 10, "reports-p0-a6.parquet");
-        root.write_parquet(&late, &[rows(10)]).unwrap();
+        // A crash after the next commit's rows were written, before its state and line.
+        for table in tables {
+            let late = s.file_key(table, 10, "events-p0-a6.parquet");
+            root.write_parquet(&late, &[rows(10)]).unwrap();
+        }
         drop(s);
-        let (_, r) = LaneStore::open(root, "reports-p0", tiered(64)).unwrap();
+        let (_, r) = LaneStore::open(root, "events-p0", tiered(64)).unwrap();
         assert_eq!(r.detectors, Some(state(5)));
-        assert!(
-            !root.exists(&late).unwrap(),
-            "offset 6 comes again and raises its alerts again"
-        );
-        assert!(
-            root.exists(&format!(
-                "{}/reports-p0-a3.parquet",
-                partition_key("alerts", 10)
-            ))
-            .unwrap(),
-            "offset 3 is in the state: its alerts stay"
-        );
+        for table in tables {
+            let key = |name: &str| format!("{}/{name}", partition_key(table, 10));
+            assert!(
+                !root.exists(&key("events-p0-a6.parquet")).unwrap(),
+                "{table}: offset 6 comes again and raises its rows again"
+            );
+            assert!(
+                root.exists(&key("events-p0-a3.parquet")).unwrap(),
+                "{table}: offset 3 is in the state: its rows stay"
+            );
+        }
     }
 }

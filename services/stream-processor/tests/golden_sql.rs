@@ -109,6 +109,7 @@ fn events() -> RecordBatch {
             hw_id: None,
             value: Some(3),
             previous: None,
+            threshold: None,
             path: &[],
             exporter: None,
         })
@@ -517,5 +518,120 @@ fn probes_become_trajectories_and_queue_samples() {
         [0, 60, 4],
         "each switch's deepest DLV queue"
     );
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// Two collectors' events of one switch (both in the switch's `int.events` partition): one
+/// change log in `switch_changes`, stored once across a restart that reads a message again.
+#[test]
+fn two_collectors_views_of_a_switch_make_one_change_log_across_a_restart() {
+    use kplane_stream_processor::metrics::Outcome;
+    let lane = (topics::EVENTS.to_string(), 0u32);
+    // (s, ms, kind, metric, port-or-queue, value)
+    let views = |rows: &[(u64, u64, EventKind, Metric, u32, u64)]| {
+        let mut b = EventBatchBuilder::new(rows.len());
+        for &(s, ms, kind, metric, id, value) in rows {
+            let link = metric == Metric::LinkUtilization;
+            b.append(&EventRow {
+                received_ns: s * S + ms * 1_000_000,
+                kind,
+                metric,
+                detector: Detector::Threshold,
+                flow: None,
+                node_id: Some(7),
+                queue_id: (!link).then_some(id as u8),
+                egress_port: link.then_some(id),
+                hw_id: None,
+                value: Some(value),
+                previous: None,
+                threshold: Some(if link { 100 } else { 64 }),
+                path: &[],
+                exporter: None,
+            })
+            .unwrap();
+        }
+        b.finish().unwrap()
+    };
+    let (occ, link) = (Metric::QueueOccupancy, Metric::LinkUtilization);
+    let metrics = ProcessorMetrics::default();
+    let (data, mut p) = processor("switch-views", metrics.clone(), std::slice::from_ref(&lane));
+    // Collector A, then collector B: the same queue seen by both, and A's link.
+    p.offer_batches(
+        &lane,
+        0,
+        &[views(&[
+            (10, 0, EventKind::New, occ, 1, 100),
+            (10, 0, EventKind::New, link, 2, 50),
+        ])],
+    );
+    let b = views(&[
+        (10, 5, EventKind::New, occ, 1, 110),
+        (11, 0, EventKind::Change, occ, 1, 900),
+    ]);
+    p.offer_batches(&lane, 1, std::slice::from_ref(&b));
+    p.flush().unwrap();
+    drop(p);
+
+    // Restarted: B's message comes again (a Kafka replay), then A's view of the rise and a
+    // batch of A's from before it.
+    let cfg = Config {
+        data_dir: data.clone(),
+        publish: false,
+        ..Config::default()
+    };
+    let mut p = Processor::new(cfg, metrics.clone(), None).unwrap();
+    p.rebalance(vec![PartitionEvent::Assigned(vec![lane.clone()])])
+        .unwrap();
+    p.offer_batches(&lane, 1, &[b]);
+    p.offer_batches(
+        &lane,
+        2,
+        &[views(&[
+            (11, 2, EventKind::Change, occ, 1, 880),
+            (10, 900, EventKind::Refresh, occ, 1, 100),
+        ])],
+    );
+    p.flush().unwrap();
+    let stored = sql_blocking(
+        &Store::local(&data),
+        "SELECT kind, metric, node_id, queue_id, egress_port, value, previous, threshold, views \
+         FROM switch_changes ORDER BY time, metric",
+    )
+    .unwrap();
+    let text = pretty_format_batches(&stored).unwrap().to_string();
+    let want = "\
++--------+------------------+---------+----------+-------------+-------+----------+-----------+-------+
+| kind   | metric           | node_id | queue_id | egress_port | value | previous | threshold | views |
++--------+------------------+---------+----------+-------------+-------+----------+-----------+-------+
+| new    | link_utilization | 7       |          | 2           | 50    |          | 100       | 1     |
+| new    | queue_occupancy  | 7       | 1        |             | 100   |          | 64        | 1     |
+| change | queue_occupancy  | 7       | 1        |             | 900   | 100      | 64        | 2     |
++--------+------------------+---------+----------+-------------+-------+----------+-----------+-------+";
+    assert_eq!(text, want);
+    let count = |outcome| {
+        metrics
+            .switch_views
+            .get_or_create(&Outcome { outcome })
+            .get()
+    };
+    assert_eq!(
+        [
+            count("new"),
+            count("change"),
+            count("absorbed"),
+            count("stale")
+        ],
+        [2, 1, 2, 1],
+        "the replayed message is not counted twice"
+    );
+    // `event_counts` counts the collectors' events as they came, the replayed ones once (the
+    // last message's fall in windows the first run closed: late, not counted).
+    let counted = sql_blocking(
+        &Store::local(&data),
+        "SELECT CAST(sum(count) AS BIGINT) FROM event_counts",
+    )
+    .unwrap();
+    let text = pretty_format_batches(&counted).unwrap().to_string();
+    assert!(text.contains("| 4 "), "{text}");
     std::fs::remove_dir_all(&data).unwrap();
 }

@@ -1,11 +1,14 @@
 //! The docker-compose topology as processes on loopback, against a broker of its own: the
-//! emulator (fixed seed) → one collector → Kafka → a consumer group of **one** stream
+//! emulator (fixed seed) → **two** collectors (the emulator spreads its reports over them by
+//! source, so both see the shared switches) → Kafka → a consumer group of **one** stream
 //! processor, and a second group of **three** sharing one store, one of which is killed with
 //! SIGKILL once it has written windows. A knowledge service trains on each store and the
 //! intent API serves it; the answers (flows and trajectories, hop-latency percentiles, queues,
-//! links, sources, destinations, alerts, per-switch views, the trained models) must be the
-//! same for both: splitting the work, and a member's death mid-run, change nothing — no
-//! window lost or written twice.
+//! links, sources, destinations, alerts, the switches' merged change log, per-switch views,
+//! the trained models) must be the same for both: splitting the work, and a member's death
+//! mid-run, change nothing — no window lost or written twice. The two collectors' views of
+//! each switch make one change log: one `new` per switch key, where the collectors raised one
+//! each.
 
 use crate::common::{Broker, written_through};
 
@@ -76,7 +79,7 @@ fn answers(api: SocketAddr, sql: &str) -> serde_json::Value {
 
 /// What the comparison asks of each store (ordered; `flow_id` is keyed per store, so it is
 /// left out).
-const QUESTIONS: [&str; 8] = [
+const QUESTIONS: [&str; 9] = [
     "SELECT window_start, ip_text(src_ip) s, ip_text(dst_ip) d, src_port, dst_port, reports, \
      bytes, path, path_changed, e2e_latency_mean_ns, e2e_latency_max_ns FROM flows \
      ORDER BY 1, 2, 3, 4, 5, 6, 7, 10, 11",
@@ -92,6 +95,8 @@ const QUESTIONS: [&str; 8] = [
      FROM destinations ORDER BY 1, 2, 3, 4, 5, 6, 7",
     "SELECT time, kind, ip_text(src_ip) s, src_port, node_id, queue_id, value FROM alerts \
      ORDER BY 1, 2, 3, 4, 5, 6, 7",
+    "SELECT time, kind, metric, node_id, queue_id, egress_port, value, previous, threshold, \
+     views FROM switch_changes ORDER BY 1, 2, 3, 4, 5, 6, 7",
     "SELECT count(*) AS windows, sum(reports) AS reports FROM flows",
 ];
 
@@ -123,35 +128,50 @@ fn three_processors_and_a_killed_one_answer_as_one_processor_does() {
         tmp.join(format!("kplane-scale-3-{run}")),
     );
 
-    // The data plane and the collector, once: both groups read the same topics.
-    let (udp, col_admin) = (free_port(), free_port());
-    let mut c = kplane();
-    c.args(["collector", "--listen", &format!("127.0.0.1:{udp}")])
-        .args(["--admin", &format!("127.0.0.1:{col_admin}")])
-        .env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true");
-    on_kafka(&mut c, &broker.addr);
-    let collector = ChildGuard::from(c.spawn().unwrap());
-    wait_ready(col_admin, Duration::from_secs(60));
-    let emulated = kplane()
-        .args(["emulate", "--collector", &format!("127.0.0.1:{udp}")])
+    // The data plane and two collectors, once: both groups read the same topics.
+    let collectors: Vec<(ChildGuard, u16, u16)> = (0..2)
+        .map(|_| {
+            let (udp, admin) = (free_port(), free_port());
+            let mut c = kplane();
+            c.args(["collector", "--listen", &format!("127.0.0.1:{udp}")])
+                .args(["--admin", &format!("127.0.0.1:{admin}")])
+                .env("KPLANE__COLLECTOR__PUBLISH_REPORTS", "true");
+            on_kafka(&mut c, &broker.addr);
+            let child = ChildGuard::from(c.spawn().unwrap());
+            wait_ready(admin, Duration::from_secs(60));
+            (child, udp, admin)
+        })
+        .collect();
+    let mut emulate = kplane();
+    emulate.arg("emulate");
+    for (_, udp, _) in &collectors {
+        emulate.args(["--collector", &format!("127.0.0.1:{udp}")]);
+    }
+    let emulated = emulate
         .args(["--duration", "8s", "--flows", "150", "--seed", "11"])
         .args(["--scenario", "microburst"])
         .status()
         .unwrap();
     assert!(emulated.success());
-    // Everything received is published and acknowledged before the collector stops.
-    let mut last = -1.0;
+    // Everything received is published and acknowledged before the collectors stop.
+    let received = |admin| metric(admin, "kplane_collector_datagrams_received_total");
+    let mut last = vec![-1.0; collectors.len()];
     loop {
         std::thread::sleep(Duration::from_millis(300));
-        let now = metric(col_admin, "kplane_collector_datagrams_received_total");
+        let now: Vec<f64> = collectors.iter().map(|c| received(c.2)).collect();
         if now == last {
             break;
         }
         last = now;
     }
-    sigterm(&collector);
-    assert!(collector.into_inner().wait().unwrap().success());
-    assert!(last > 1000.0, "the emulator sent {last} reports");
+    for (child, _, _) in collectors {
+        sigterm(&child);
+        assert!(child.into_inner().wait().unwrap().success());
+    }
+    assert!(
+        last.iter().all(|&n| n > 500.0),
+        "each collector got part of the reports: {last:?}"
+    );
 
     // One processor, and three in another group (one of them killed once it has written).
     let (a, _) = processor(&broker.addr, &format!("scale-1-{run}"), &one);
@@ -214,6 +234,24 @@ fn three_processors_and_a_killed_one_answer_as_one_processor_does() {
             );
         }
     }
+    // Each collector raised a `new` event for every switch key it saw; the merged log has
+    // one per key, so the keys both collectors saw were merged.
+    let number = |sql: &str| answers(at_one, sql)[0]["n"].as_i64().unwrap();
+    let raised = number(
+        "SELECT CAST(sum(count) AS BIGINT) AS n FROM event_counts WHERE kind = 'new' AND \
+         metric IN ('queue_occupancy', 'queue_congestion', 'link_utilization')",
+    );
+    let merged = number("SELECT count(*) AS n FROM switch_changes WHERE kind = 'new'");
+    let keys = number(
+        "SELECT count(*) AS n FROM (SELECT DISTINCT metric, node_id, queue_id, egress_port \
+         FROM switch_changes)",
+    );
+    assert_eq!(merged, keys, "one `new` per switch key");
+    assert!(
+        0 < merged && merged < raised,
+        "{raised} collector `new` events, {merged} merged: the collectors shared no switch"
+    );
+    eprintln!("switch keys: {raised} `new` events from two collectors, {merged} merged");
     // The API's per-switch views merge each switch's rows from every lane (weighted means,
     // summed samples): the same answers, and one row per switch, queue and window.
     let range = "from=1970-01-01T00:00:00Z&to=1970-01-01T01:00:00Z";
@@ -261,7 +299,7 @@ fn three_processors_and_a_killed_one_answer_as_one_processor_does() {
         m.as_object_mut().unwrap().remove("history");
     }
     assert_eq!(m1, m3, "the knowledge service's models over each store");
-    let totals = answers(at_one, QUESTIONS[7]);
+    let totals = answers(at_one, QUESTIONS[QUESTIONS.len() - 1]);
     eprintln!("both stores: {totals}; one of three members killed mid-run");
     let _ = std::fs::remove_dir_all(&one);
     let _ = std::fs::remove_dir_all(&three);
