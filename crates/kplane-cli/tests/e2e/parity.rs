@@ -208,9 +208,13 @@ fn bmv2_and_the_emulator_decide_and_report_the_same_packets_alike() {
             (n, p, h, f)
         })
         .collect();
-    let reports = rig.capture(4, |f| index(f).is_some());
+    // Which packets the switch reports is what is compared, so the capture cannot stop at a
+    // count: it lasts the sending and 6 s more (a switch on a loaded machine can lag seconds).
+    let gap = Duration::from_millis(40);
+    let wait = gap * sent.len() as u32 + Duration::from_secs(6);
+    let reports = rig.capture_up_to(4, sent.len(), wait, |f| index(f).is_some());
     let frames = sent.iter().map(|(_, _, _, f)| f.clone()).collect();
-    rig.send(1, frames, Duration::from_millis(40));
+    rig.send(1, frames, gap);
     let mut by_index = std::collections::BTreeMap::new();
     for f in reports.join().unwrap() {
         let r = decode_report_frame(&f, DecodeOptions::default());
