@@ -101,7 +101,16 @@ impl S3 {
         let mut token = String::new();
         loop {
             let path = format!("/{bucket}?list-type=2{token}");
-            let answer = http(self.addr, "GET", &path, None, None).expect("list objects");
+            // S3 answers 500 and 503 for a request to retry; moto does so when a listing meets
+            // a concurrent write.
+            let mut answer = http(self.addr, "GET", &path, None, None).expect("list objects");
+            for _ in 0..5 {
+                if answer.status < 500 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                answer = http(self.addr, "GET", &path, None, None).expect("list objects");
+            }
             assert_eq!(answer.status, 200, "{}", answer.body);
             keys.extend(tags(&answer.body, "Key"));
             match tags(&answer.body, "NextContinuationToken").pop() {

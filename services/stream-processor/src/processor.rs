@@ -450,7 +450,9 @@ impl Processor {
             Ok(o) => self.metrics.offered(o),
             Err(e) => return self.undecodable(key, offset, &e),
         }
-        self.metrics.switch_views(&tally);
+        if !replay {
+            self.metrics.switch_views(&tally);
+        }
         if !replay && !changes.is_empty() {
             if lane.pending_alerts.is_empty() && lane.pending_changes.is_empty() {
                 lane.first_immediate_offset = offset;
@@ -522,28 +524,31 @@ impl Processor {
             let results = self.rt.block_on(run_window(&self.analytics, lane, w))?;
             rows.extend(results);
         }
-        let mut immediate = Vec::new();
-        let first_offset = lane.first_immediate_offset;
-        if !lane.pending_alerts.is_empty() {
-            let a = std::mem::take(&mut lane.pending_alerts);
-            let time_ns = a.iter().map(|a| a.time_ns).min().unwrap_or(0);
-            immediate.push(Immediate {
-                table: kplane_store::tables::ALERTS,
-                time_ns,
-                first_offset,
-                batch: alerts_batch(&a)?,
-            });
-        }
-        if !lane.pending_changes.is_empty() {
-            let c = std::mem::take(&mut lane.pending_changes);
-            let time_ns = c.iter().map(|c| c.time_ns).min().unwrap_or(0);
-            immediate.push(Immediate {
-                table: kplane_store::tables::SWITCH_CHANGES,
-                time_ns,
-                first_offset,
-                batch: changes_batch(&c)?,
-            });
-        }
+        // What the detectors raised since the last commit, per table (none: no file).
+        let alerts = std::mem::take(&mut lane.pending_alerts);
+        let changes = std::mem::take(&mut lane.pending_changes);
+        let immediate: Vec<Immediate> = [
+            (
+                kplane_store::tables::ALERTS,
+                alerts.iter().map(|a| a.time_ns).min(),
+                alerts_batch(&alerts)?,
+            ),
+            (
+                kplane_store::tables::SWITCH_CHANGES,
+                changes.iter().map(|c| c.time_ns).min(),
+                changes_batch(&changes)?,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(table, time_ns, batch)| {
+            Some(Immediate {
+                table,
+                time_ns: time_ns?,
+                first_offset: lane.first_immediate_offset,
+                batch,
+            })
+        })
+        .collect();
         let published: Vec<(&'static str, RecordBatch)> =
             rows.iter().map(|(t, _, _, b)| (*t, b.clone())).collect();
         // Through every window the watermark passed, those without rows too.

@@ -96,7 +96,7 @@ const QUESTIONS: [&str; 9] = [
     "SELECT time, kind, ip_text(src_ip) s, src_port, node_id, queue_id, value FROM alerts \
      ORDER BY 1, 2, 3, 4, 5, 6, 7",
     "SELECT time, kind, metric, node_id, queue_id, egress_port, value, previous, threshold, \
-     views FROM switch_changes ORDER BY 1, 2, 3, 4, 5, 6, 7",
+     views FROM switch_changes ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
     "SELECT count(*) AS windows, sum(reports) AS reports FROM flows",
 ];
 
