@@ -55,6 +55,7 @@ pub fn router(state: AppState, auth: Auth) -> Router {
         .route("/v1/flows/{flow}/path", get(flow_path))
         .route("/v1/switches", get(switches))
         .route("/v1/switches/{id}/queues", get(switch_queues))
+        .route("/v1/switches/{id}/changes", get(switch_changes))
         .route("/v1/links", get(links))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(events_stream))
@@ -364,6 +365,53 @@ async fn switch_queues(
     Ok(Json(
         json!({ "switch": id, "queues": rows, "resolution": resolution.as_str() }),
     ))
+}
+
+/// The metrics of the store's `switch_changes` (the collectors' views of a switch, merged).
+const SWITCH_METRICS: [&str; 4] = [
+    "queue_occupancy",
+    "queue_congestion",
+    "link_utilization",
+    "int_label_port",
+];
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ChangeParams {
+    #[serde(flatten)]
+    pub range: Range,
+    pub metric: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// `GET /v1/switches/{id}/changes`: the switch's change log, newest first — one log whatever
+/// the number of collectors that saw it (`switch_changes`).
+async fn switch_changes(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(p): Query<ChangeParams>,
+) -> Result<Json<Value>, ApiError> {
+    let id: u32 = id
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("switch id {id:?} is not a number")))?;
+    let mut w = p.range.sql("time")?;
+    w += &format!(" AND node_id = {id}");
+    if let Some(m) = &p.metric {
+        if !SWITCH_METRICS.contains(&m.as_str()) {
+            return Err(ApiError::BadRequest(format!(
+                "metric: {m:?} is none of {}",
+                SWITCH_METRICS.join(", ")
+            )));
+        }
+        w += &format!(" AND metric = '{m}'");
+    }
+    let limit = p.limit.unwrap_or(1000).clamp(1, 10_000);
+    let rows = s
+        .rows(&format!(
+            "SELECT time, kind, metric, queue_id, egress_port, value, previous, threshold, views \
+             FROM switch_changes WHERE {w} ORDER BY time DESC LIMIT {limit}"
+        ))
+        .await?;
+    Ok(Json(json!({ "switch": id, "changes": rows })))
 }
 
 /// `GET /v1/links`: per (node, egress port) its neighbour (the next node on paths through it)

@@ -151,6 +151,26 @@ pub const ROUTES: &[RouteDoc] = &[
     },
     RouteDoc {
         method: "get",
+        path: "/v1/switches/{id}/changes",
+        summary: "One switch's change log, newest first: its queues' and ports' changes as the collectors saw them, merged into one view per queue and port (table switch_changes)",
+        role: Role::Viewer,
+        params: &[
+            p("id", "integer", "switch (node) id"),
+            RANGE[0],
+            RANGE[1],
+            RANGE[2],
+            q(
+                "metric",
+                "string",
+                "queue_occupancy, queue_congestion, link_utilization or int_label_port",
+            ),
+            q("limit", "integer", "1..10000 (default 1000)"),
+        ],
+        body: None,
+        returns: &["switch", "changes"],
+    },
+    RouteDoc {
+        method: "get",
         path: "/v1/links",
         summary: "Links as (node, egress port) → next node, with tx utilisation",
         role: Role::Viewer,
@@ -373,7 +393,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "post",
         path: "/v1/query",
-        summary: "Read-only SQL over the analytics store: one SELECT; DDL, DML and settings refused; time, memory and row limits. Tables: flows, hop_latency, queues, links, sources, destinations, event_counts, int_label, int_label_exports, alerts, anomalies, forecasts, incidents (resolved incidents: id, root_kind, root, kind, severity, start, end, members, flows, summary, record — the whole incident as JSON)",
+        summary: "Read-only SQL over the analytics store: one SELECT; DDL, DML and settings refused; time, memory and row limits. Tables: flows, hop_latency, queues, links, sources, destinations, event_counts, int_label, int_label_exports, alerts, switch_changes, the rollups (flows_1m, flows_1h, queues_1m, …), anomalies, forecasts, incidents (resolved incidents: id, root_kind, root, kind, severity, start, end, members, flows, summary, record — the whole incident as JSON)",
         role: Role::Viewer,
         params: &[],
         body: Some("Query"),

@@ -16,8 +16,10 @@ use kplane_intent_api::auth::{Role, TokenConfig, hash_token};
 use kplane_intent_api::live::Live;
 use kplane_intent_api::openapi::{ROUTES, document};
 use kplane_intent_api::{Config, app, state};
-use kplane_model::batch::ReportBatchBuilder;
-use kplane_model::{FlowKey, HopField, HopRecord, ReportRecord};
+use kplane_model::batch::{EventBatchBuilder, ReportBatchBuilder};
+use kplane_model::{
+    Detector, EventKind, EventRow, FlowKey, HopField, HopRecord, Metric, ReportRecord,
+};
 use kplane_stream_processor::metrics::ProcessorMetrics;
 use kplane_stream_processor::processor::Processor;
 use serde_json::Value;
@@ -499,6 +501,8 @@ async fn bad_parameters_are_4xx_naming_them() {
         ("/v1/flows?sort=random", "sort"),
         ("/v1/events?kind=nope", "kind"),
         ("/v1/switches/abc/queues", "switch id"),
+        ("/v1/switches/abc/changes", "switch id"),
+        ("/v1/switches/3/changes?metric=nope", "metric"),
         ("/v1/flows/garbage/path", "flow"),
     ] {
         let (s, v) = call(&a, "GET", uri, Some(VIEWER), None).await;
@@ -1319,5 +1323,96 @@ async fn breaches_behind_one_root_are_one_incident() {
     assert_eq!(
         (s, v),
         (StatusCode::OK, Value::String("event-stream".into()))
+    );
+}
+
+/// A store whose `int.events` lane got two collectors' views of switch 3's queue 1 and port 2.
+fn switch_views_store() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kplane-api-views-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let base = (kplane_model::unix_time_ns() / S - 120) * S;
+    let cfg = kplane_stream_processor::Config {
+        data_dir: dir.clone(),
+        publish: false,
+        ..kplane_stream_processor::Config::default()
+    };
+    let mut p = Processor::new(cfg, ProcessorMetrics::default(), None).unwrap();
+    let lane = (topics::EVENTS.to_string(), 0);
+    p.rebalance(vec![PartitionEvent::Assigned(vec![lane.clone()])])
+        .unwrap();
+    // (ms after base, kind, metric, value): collector A, then B, of one switch.
+    let views: [(u64, EventKind, Metric, u64); 5] = [
+        (0, EventKind::New, Metric::QueueOccupancy, 10),
+        (5, EventKind::New, Metric::QueueOccupancy, 30),
+        (10, EventKind::New, Metric::LinkUtilization, 200),
+        (1_000, EventKind::Change, Metric::QueueOccupancy, 500),
+        (1_002, EventKind::Change, Metric::QueueOccupancy, 480),
+    ];
+    let mut b = EventBatchBuilder::new(views.len());
+    for (ms, kind, metric, value) in views {
+        let link = metric == Metric::LinkUtilization;
+        b.append(&EventRow {
+            received_ns: base + ms * 1_000_000,
+            kind,
+            metric,
+            detector: Detector::Threshold,
+            flow: None,
+            node_id: Some(3),
+            queue_id: (!link).then_some(1),
+            egress_port: link.then_some(2),
+            hw_id: None,
+            value: Some(value),
+            previous: None,
+            threshold: Some(64),
+            path: &[],
+            exporter: None,
+        })
+        .unwrap();
+    }
+    p.offer_batches(&lane, 0, &[b.finish().unwrap()]);
+    p.flush().unwrap();
+    dir
+}
+
+/// `GET /v1/switches/{id}/changes`: the merged change log, newest first, by metric.
+#[tokio::test]
+async fn a_switchs_change_log_is_one_whatever_the_collectors() {
+    let a = api_on(Live::new(10), switch_views_store).await;
+    let get = |uri: &'static str| call(&a, "GET", uri, Some(VIEWER), None);
+    let (s, v) = get("/v1/switches/3/changes?since=10m").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let rows: Vec<(String, String, u64, u64)> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap().to_string(),
+                r["metric"].as_str().unwrap().to_string(),
+                r["value"].as_u64().unwrap(),
+                r["views"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let row = |k: &str, m: &str, v, n| (k.to_string(), m.to_string(), v, n);
+    assert_eq!(
+        rows,
+        [
+            row("change", "queue_occupancy", 500, 2),
+            row("new", "link_utilization", 200, 1),
+            row("new", "queue_occupancy", 10, 1),
+        ],
+        "{v}"
+    );
+    let (s, v) = get("/v1/switches/3/changes?since=10m&metric=link_utilization&limit=5").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["changes"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["changes"][0]["egress_port"], 2, "{v}");
+    let (s, v) = get("/v1/switches/4/changes?since=10m").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        v["changes"],
+        serde_json::json!([]),
+        "no changes: an empty log"
     );
 }
