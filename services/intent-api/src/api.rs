@@ -336,15 +336,19 @@ async fn switches(
     ))
 }
 
+/// The `{id}` of a `/v1/switches/{id}/…` route.
+fn switch_id(id: &str) -> Result<u32, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::BadRequest(format!("switch id {id:?} is not a number")))
+}
+
 /// `GET /v1/switches/{id}/queues`.
 async fn switch_queues(
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(range): Query<Range>,
 ) -> Result<Json<Value>, ApiError> {
-    let id: u32 = id
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("switch id {id:?} is not a number")))?;
+    let id = switch_id(&id)?;
     let range = range.resolve("window_start")?;
     let (r, resolution) = (&range.sql, range.resolution);
     let queues = queue_windows(&s.table("queues", &range).await?);
@@ -390,9 +394,7 @@ async fn switch_changes(
     Path(id): Path<String>,
     Query(p): Query<ChangeParams>,
 ) -> Result<Json<Value>, ApiError> {
-    let id: u32 = id
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("switch id {id:?} is not a number")))?;
+    let id = switch_id(&id)?;
     let mut w = p.range.sql("time")?;
     w += &format!(" AND node_id = {id}");
     if let Some(m) = &p.metric {

@@ -93,14 +93,21 @@ pub struct SwitchViews {
     key: FlowHashKey,
 }
 
-/// The metrics merged here and how.
-fn rule(metric: &str) -> Option<(Metric, bool)> {
-    // (metric, newest label wins)
-    match metric {
-        "queue_occupancy" => Some((Metric::QueueOccupancy, false)),
-        "queue_congestion" => Some((Metric::QueueCongestion, false)),
-        "link_utilization" => Some((Metric::LinkUtilization, false)),
-        "int_label_port" => Some((Metric::IntLabelPort, true)),
+/// How a metric's views merge: by its threshold, or newest label wins (`int_label_port`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rule {
+    Threshold,
+    NewestLabel,
+}
+
+/// The merged metrics (of a queue or of a port) and their rule.
+fn rule(metric: &str) -> Option<(Metric, Rule)> {
+    let m = Metric::ALL.into_iter().find(|m| m.as_str() == metric)?;
+    match m {
+        Metric::QueueOccupancy | Metric::QueueCongestion | Metric::LinkUtilization => {
+            Some((m, Rule::Threshold))
+        }
+        Metric::IntLabelPort => Some((m, Rule::NewestLabel)),
         _ => None,
     }
 }
@@ -151,19 +158,17 @@ impl SwitchViews {
         // Events of a collector from before the column: merged with threshold 0.
         let threshold = primitive::<UInt64Type>(events, col::THRESHOLD).ok();
         for i in 0..events.num_rows() {
-            let Some((m, newest_wins)) = rule(metric.value(i)) else {
+            let Some((m, merge)) = rule(metric.value(i)) else {
                 continue;
             };
             let view = matches!(kind.value(i), "new" | "change" | "refresh");
             if !view || flow.is_valid(i) || node.is_null(i) || value.is_null(i) {
                 continue;
             }
-            let queue_id = (m != Metric::LinkUtilization && m != Metric::IntLabelPort)
-                .then(|| queue.is_valid(i).then(|| queue.value(i)))
-                .flatten();
-            let egress_port = (m == Metric::LinkUtilization || m == Metric::IntLabelPort)
-                .then(|| port.is_valid(i).then(|| port.value(i)))
-                .flatten();
+            // A port's metric is keyed by the port, a queue's by the queue.
+            let on_port = matches!(m, Metric::LinkUtilization | Metric::IntLabelPort);
+            let queue_id = (!on_port && queue.is_valid(i)).then(|| queue.value(i));
+            let egress_port = (on_port && port.is_valid(i)).then(|| port.value(i));
             let (t, v, n) = (time.value(i), value.value(i), node.value(i));
             let th = threshold.and_then(|c| c.is_valid(i).then(|| c.value(i)));
             let id = self.key.hash_words(&[
@@ -200,10 +205,9 @@ impl SwitchViews {
                 continue;
             }
             s.newest_ns = t;
-            let moved = if newest_wins {
-                v > s.value
-            } else {
-                v.abs_diff(s.value) > th.unwrap_or(0)
+            let moved = match merge {
+                Rule::NewestLabel => v > s.value,
+                Rule::Threshold => v.abs_diff(s.value) > th.unwrap_or(0),
             };
             if !moved {
                 tally.absorbed += 1;
