@@ -9,6 +9,8 @@
 //! raised again (so consumers count crossings and see the peak), and cleared —
 //! `threshold_cleared`, with the peak — only once the value falls below the clear level. Per
 //! reporting node: a report-loss burst from the collector's `report_loss` events, and its end.
+//! Per switch key (events lanes): the collectors' views merged into one change log
+//! ([`crate::switch_view`]).
 //!
 //! These are stateful per-row checks over Arrow columns — a keyed state machine, which a
 //! window query cannot express. The state is bounded (`[stream-processor.state]`: per-flow
@@ -135,7 +137,7 @@ struct FlowState {
 }
 
 /// Version of [`Detector::snapshot`]'s encoding (1: breaches without their state, read as
-/// raised).
+/// raised; 2: without the merged switch views).
 const SNAPSHOT_VERSION: u8 = 3;
 
 /// Per reporting node: recent (time, lost) loss events, their sum, and whether a burst is on.
