@@ -48,6 +48,15 @@ impl Metric {
         )
     }
 
+    /// A switch's metrics the stream processor merges across collectors into one change log
+    /// per queue or port (the store's `switch_changes`).
+    pub const SWITCH_VIEWS: [Metric; 4] = [
+        Self::QueueOccupancy,
+        Self::QueueCongestion,
+        Self::LinkUtilization,
+        Self::IntLabelPort,
+    ];
+
     pub const ALL: [Metric; 9] = [
         Self::FlowPath,
         Self::FlowLatency,

@@ -10,6 +10,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
+use kplane_model::Metric;
 use kplane_model::results::{Alert, AlertKind};
 use kplane_store::query::parse_prefix;
 use serde::Deserialize;
@@ -371,14 +372,6 @@ async fn switch_queues(
     ))
 }
 
-/// The metrics of the store's `switch_changes` (the collectors' views of a switch, merged).
-const SWITCH_METRICS: [&str; 4] = [
-    "queue_occupancy",
-    "queue_congestion",
-    "link_utilization",
-    "int_label_port",
-];
-
 #[derive(Debug, Default, Deserialize)]
 pub struct ChangeParams {
     #[serde(flatten)]
@@ -398,10 +391,11 @@ async fn switch_changes(
     let mut w = p.range.sql("time")?;
     w += &format!(" AND node_id = {id}");
     if let Some(m) = &p.metric {
-        if !SWITCH_METRICS.contains(&m.as_str()) {
+        let names = Metric::SWITCH_VIEWS.map(Metric::as_str);
+        if !names.contains(&m.as_str()) {
             return Err(ApiError::BadRequest(format!(
                 "metric: {m:?} is none of {}",
-                SWITCH_METRICS.join(", ")
+                names.join(", ")
             )));
         }
         w += &format!(" AND metric = '{m}'");

@@ -46,6 +46,9 @@ pub struct RouteDoc {
     pub body: Option<&'static str>,
 }
 
+/// The `{id}` of the `/v1/switches/{id}/…` routes.
+const SWITCH_ID: Param = p("id", "integer", "switch (node) id");
+
 const RANGE: [Param; 3] = [
     q(
         "from",
@@ -140,12 +143,7 @@ pub const ROUTES: &[RouteDoc] = &[
         path: "/v1/switches/{id}/queues",
         summary: "Per-window occupancy and congestion of one switch's queues",
         role: Role::Viewer,
-        params: &[
-            p("id", "integer", "switch (node) id"),
-            RANGE[0],
-            RANGE[1],
-            RANGE[2],
-        ],
+        params: &[SWITCH_ID, RANGE[0], RANGE[1], RANGE[2]],
         body: None,
         returns: &["switch", "queues", "resolution"],
     },
@@ -155,7 +153,7 @@ pub const ROUTES: &[RouteDoc] = &[
         summary: "One switch's change log, newest first: its queues' and ports' changes as the collectors saw them, merged into one view per queue and port (table switch_changes)",
         role: Role::Viewer,
         params: &[
-            p("id", "integer", "switch (node) id"),
+            SWITCH_ID,
             RANGE[0],
             RANGE[1],
             RANGE[2],

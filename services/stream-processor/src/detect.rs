@@ -175,7 +175,10 @@ struct FlowCols<'a> {
 }
 
 /// Column `name` of `b` as the array type `A`, or a schema error naming it.
-fn col_of<'a, A: Array + 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a A, ArrowError> {
+pub(crate) fn col_of<'a, A: Array + 'static>(
+    b: &'a RecordBatch,
+    name: &str,
+) -> Result<&'a A, ArrowError> {
     b.column_by_name(name)
         .ok_or_else(|| ArrowError::SchemaError(format!("no {name} column")))?
         .as_any()

@@ -27,7 +27,6 @@
 use arrow_array::builder::{
     StringBuilder, TimestampNanosecondBuilder, UInt8Builder, UInt32Builder, UInt64Builder,
 };
-use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, PrimitiveArray, RecordBatch, StringArray};
 use arrow_schema::ArrowError;
@@ -36,6 +35,7 @@ use kplane_model::schema::col;
 use kplane_model::{EventKind, FlowHashKey, Metric};
 use std::sync::Arc;
 
+use crate::detect::col_of;
 use crate::snapshot::{Reader, Writer};
 
 /// One row of `switch_changes`: a key's merged state moved.
@@ -100,25 +100,16 @@ enum Rule {
     NewestLabel,
 }
 
-/// The merged metrics (of a queue or of a port) and their rule.
+/// A merged metric ([`Metric::SWITCH_VIEWS`]) and its rule.
 fn rule(metric: &str) -> Option<(Metric, Rule)> {
-    let m = Metric::ALL.into_iter().find(|m| m.as_str() == metric)?;
-    match m {
-        Metric::QueueOccupancy | Metric::QueueCongestion | Metric::LinkUtilization => {
-            Some((m, Rule::Threshold))
-        }
-        Metric::IntLabelPort => Some((m, Rule::NewestLabel)),
-        _ => None,
-    }
-}
-
-fn primitive<'a, T: arrow_array::ArrowPrimitiveType>(
-    b: &'a RecordBatch,
-    name: &str,
-) -> Result<&'a PrimitiveArray<T>, ArrowError> {
-    b.column_by_name(name)
-        .and_then(|c| c.as_primitive_opt::<T>())
-        .ok_or_else(|| ArrowError::SchemaError(format!("events: no {name} column of its type")))
+    let m = Metric::SWITCH_VIEWS
+        .into_iter()
+        .find(|m| m.as_str() == metric)?;
+    let rule = match m {
+        Metric::IntLabelPort => Rule::NewestLabel,
+        _ => Rule::Threshold,
+    };
+    Some((m, rule))
 }
 
 impl SwitchViews {
@@ -138,25 +129,20 @@ impl SwitchViews {
         out: &mut Vec<SwitchChange>,
         tally: &mut ViewTally,
     ) -> Result<(), ArrowError> {
-        let time = primitive::<TimestampNanosecondType>(events, col::RECEIVED)?;
-        let kind = events
-            .column_by_name(col::KIND)
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| ArrowError::SchemaError("events: no kind column".into()))?;
-        let metric = events
-            .column_by_name(col::METRIC)
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| ArrowError::SchemaError("events: no metric column".into()))?;
-        let node = primitive::<UInt32Type>(events, col::NODE_ID)?;
-        let queue = primitive::<UInt8Type>(events, col::QUEUE_ID)?;
-        let port = primitive::<UInt32Type>(events, col::EGRESS_PORT)?;
-        let value = primitive::<UInt64Type>(events, col::VALUE)?;
+        type U<T> = PrimitiveArray<T>;
+        let time = col_of::<U<TimestampNanosecondType>>(events, col::RECEIVED)?;
+        let kind = col_of::<StringArray>(events, col::KIND)?;
+        let metric = col_of::<StringArray>(events, col::METRIC)?;
+        let node = col_of::<U<UInt32Type>>(events, col::NODE_ID)?;
+        let queue = col_of::<U<UInt8Type>>(events, col::QUEUE_ID)?;
+        let port = col_of::<U<UInt32Type>>(events, col::EGRESS_PORT)?;
+        let value = col_of::<U<UInt64Type>>(events, col::VALUE)?;
         // A watchlist algorithm's event on a switch metric is about a flow: not a view.
         let flow = events
             .column_by_name(col::SRC_IP)
             .ok_or_else(|| ArrowError::SchemaError("events: no src_ip column".into()))?;
         // Events of a collector from before the column: merged with threshold 0.
-        let threshold = primitive::<UInt64Type>(events, col::THRESHOLD).ok();
+        let threshold = col_of::<U<UInt64Type>>(events, col::THRESHOLD).ok();
         for i in 0..events.num_rows() {
             let Some((m, merge)) = rule(metric.value(i)) else {
                 continue;
