@@ -37,7 +37,7 @@ use kplane_model::{FlowHashKey, HopField, Metric, ip_from_16, ip_to_16};
 
 use crate::config::{Band, StateConfig, Thresholds};
 use crate::error::ProcessorError;
-use crate::frame::pcol;
+use crate::frame::{col_of, pcol};
 use crate::snapshot::{Reader, Writer};
 use crate::switch_view::{SwitchChange, SwitchViews, ViewTally};
 
@@ -172,18 +172,6 @@ struct FlowCols<'a> {
     sport: &'a PrimitiveArray<UInt16Type>,
     dport: &'a PrimitiveArray<UInt16Type>,
     proto: &'a PrimitiveArray<UInt8Type>,
-}
-
-/// Column `name` of `b` as the array type `A`, or a schema error naming it.
-pub(crate) fn col_of<'a, A: Array + 'static>(
-    b: &'a RecordBatch,
-    name: &str,
-) -> Result<&'a A, ArrowError> {
-    b.column_by_name(name)
-        .ok_or_else(|| ArrowError::SchemaError(format!("no {name} column")))?
-        .as_any()
-        .downcast_ref::<A>()
-        .ok_or_else(|| ArrowError::SchemaError(format!("{name}: unexpected type")))
 }
 
 impl<'a> FlowCols<'a> {

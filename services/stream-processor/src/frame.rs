@@ -167,9 +167,14 @@ fn column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, ArrowError
         .ok_or_else(|| ArrowError::SchemaError(format!("no {name} column")))
 }
 
-fn typed<'a, T: 'static>(a: &'a ArrayRef, name: &str) -> Result<&'a T, ArrowError> {
+/// A column of `b` by name, as its Arrow array type.
+pub(crate) fn col_of<'a, A: Array + 'static>(
+    b: &'a RecordBatch,
+    name: &str,
+) -> Result<&'a A, ArrowError> {
+    let a = column(b, name)?;
     a.as_any()
-        .downcast_ref::<T>()
+        .downcast_ref::<A>()
         .ok_or_else(|| ArrowError::SchemaError(format!("{name} has type {}", a.data_type())))
 }
 
@@ -181,9 +186,9 @@ pub fn report_frame(
     flow_key: &FlowHashKey,
 ) -> Result<ReportFrame, ArrowError> {
     let n = b.num_rows();
-    let received: &TimestampNanosecondArray = typed(column(b, col::RECEIVED)?, col::RECEIVED)?;
-    let stamp: &UInt64Array = typed(column(b, col::TIMESTAMP_NS)?, col::TIMESTAMP_NS)?;
-    let flags: &UInt8Array = typed(column(b, col::FLAGS)?, col::FLAGS)?;
+    let received: &TimestampNanosecondArray = col_of(b, col::RECEIVED)?;
+    let stamp: &UInt64Array = col_of(b, col::TIMESTAMP_NS)?;
+    let flags: &UInt8Array = col_of(b, col::FLAGS)?;
     let event_ns: Vec<i64> = (0..n)
         .map(|i| {
             if report_clock && stamp.is_valid(i) {

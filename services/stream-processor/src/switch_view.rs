@@ -35,7 +35,7 @@ use kplane_model::schema::col;
 use kplane_model::{EventKind, FlowHashKey, Metric};
 use std::sync::Arc;
 
-use crate::detect::col_of;
+use crate::frame::col_of;
 use crate::snapshot::{Reader, Writer};
 
 /// One row of `switch_changes`: a key's merged state moved.
