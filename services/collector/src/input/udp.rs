@@ -1,9 +1,11 @@
 //! UDP receive threads: one per socket, SO_REUSEPORT so the kernel spreads exporters over
 //! them, `recvmmsg` to take up to `recv_batch` datagrams per system call, `SO_RXQ_OVFL` to
-//! learn how many datagrams the kernel dropped because the receive buffer was full.
+//! learn how many datagrams the kernel dropped because the receive buffer was full — and, when
+//! the socket is idle, `SO_MEMINFO` for the drops no datagram has reported yet (those after
+//! the last one queued, at the end of a burst).
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::{size_of, size_of_val, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -146,12 +148,51 @@ impl BatchReceiver {
                 socket_addr(&self.slots[i].addr).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
             out.datagrams.push((start, keep, src, truncated));
             if let Some(total) = overflow_count(&h.msg_hdr) {
-                dropped += u64::from(total.wrapping_sub(self.overflow));
-                self.overflow = total;
+                dropped += self.advance(total);
             }
         }
         Ok((n, dropped))
     }
+
+    /// Drops the kernel counted that no received datagram has reported: a datagram carries the
+    /// count as it was when it was queued, so the drops after the last one queued — a burst's
+    /// tail, with nothing after it — would wait for the next datagram. Read while idle.
+    pub fn unreported_drops(&mut self) -> u64 {
+        socket_drops(&self.socket).map_or(0, |total| self.advance(total))
+    }
+
+    /// Moves the cumulative drop count to `total` and returns the new drops. A datagram queued
+    /// before an idle read may still carry an older count: it is behind, not 4 billion ahead.
+    fn advance(&mut self, total: u32) -> u64 {
+        let new = total.wrapping_sub(self.overflow);
+        if new == 0 || new > u32::MAX / 2 {
+            return 0;
+        }
+        self.overflow = total;
+        u64::from(new)
+    }
+}
+
+/// `SO_MEMINFO` (`asm-generic/socket.h`; not exported by the libc crate).
+const SO_MEMINFO: libc::c_int = 55;
+
+/// The socket's cumulative drop count, the counter `SO_RXQ_OVFL` reports with each datagram.
+fn socket_drops(socket: &Socket) -> Option<u32> {
+    // SK_MEMINFO_VARS: the kernel fills at most this many; a shorter answer lacks the drops.
+    let mut info = [0u32; 9];
+    let mut len = size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt with a valid fd and a buffer of `len` bytes the kernel writes into.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let drops = libc::SK_MEMINFO_DROPS as usize;
+    (rc == 0 && len as usize > drops * size_of::<u32>()).then(|| info[drops])
 }
 
 /// The source address the kernel wrote into a `sockaddr_storage`.
@@ -203,7 +244,7 @@ pub fn receive_loop(
     while !stop.load(Ordering::Acquire) {
         let mut batch = RecvBatch::default();
         match rx.recv(&mut batch) {
-            Ok((0, _)) => continue,
+            Ok((0, _)) => metrics.drop("socket", "rcvbuf_overflow", rx.unreported_drops()),
             Ok((n, kernel_dropped)) => {
                 metrics.drop("socket", "rcvbuf_overflow", kernel_dropped);
                 match tx.try_send(batch) {
@@ -221,12 +262,59 @@ pub fn receive_loop(
                     io::ErrorKind::WouldBlock
                         | io::ErrorKind::TimedOut
                         | io::ErrorKind::Interrupted
-                ) => {}
+                ) =>
+            {
+                metrics.drop("socket", "rcvbuf_overflow", rx.unreported_drops());
+            }
             Err(e) => {
                 tracing::error!(error = %e, "recvmmsg failed; receive thread stops");
                 metrics.drop("socket", "error", 1);
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst into a full receive buffer: every datagram after the buffer filled is dropped,
+    /// and no datagram queued later reports them. Each is still counted once the socket is idle.
+    #[test]
+    fn drops_at_a_bursts_tail_are_counted_once_the_socket_is_idle() {
+        let socket = bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
+        let to = socket.local_addr().unwrap().as_socket().unwrap();
+        let mut rx = BatchReceiver::new(socket, 64, 2048);
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        const SENT: u64 = 500;
+        for i in 0..SENT {
+            sender.send_to(&[i as u8; 200], to).unwrap();
+        }
+        let (mut received, mut reported) = (0u64, 0u64);
+        loop {
+            let mut batch = RecvBatch::default();
+            match rx.recv(&mut batch) {
+                Ok((0, _)) => break,
+                Ok((n, dropped)) => {
+                    received += n as u64;
+                    reported += dropped;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let unreported = rx.unreported_drops();
+        assert!(
+            received > 0 && received < SENT,
+            "the buffer held some: {received}"
+        );
+        assert!(unreported > 0, "the tail's drops reach no datagram");
+        assert_eq!(received + reported + unreported, SENT);
+        assert_eq!(rx.unreported_drops(), 0, "counted once");
+        // A datagram queued before the idle read carries an older count: nothing new.
+        sender.send_to(&[0; 200], to).unwrap();
+        let mut batch = RecvBatch::default();
+        assert_eq!(rx.recv(&mut batch).unwrap(), (1, 0));
     }
 }
