@@ -284,14 +284,18 @@ pub fn run(a: IngestArgs) -> anyhow::Result<()> {
             a.seconds as f64,
             a.batch,
         )?;
-        // Let the collector drain.
-        let mut last = -1.0;
+        // Let the collector drain, and count a burst's last kernel drops: it reads those when
+        // its socket has been idle for its receive timeout (100 ms), so wait for 300 ms
+        // without a change in what it took or dropped.
+        let (mut last, mut still) = (-1.0, 0);
         let mut m = String::new();
         for _ in 0..100 {
             std::thread::sleep(Duration::from_millis(100));
             m = http_get(admin, "/metrics").unwrap_or_default();
-            let now = metric_sum(&m, "kplane_collector_datagrams_received_total", &[]);
-            if now == last {
+            let now = metric_sum(&m, "kplane_collector_datagrams_received_total", &[])
+                + metric_sum(&m, "kplane_collector_dropped_total", &[]);
+            still = if now == last { still + 1 } else { 0 };
+            if still == 3 {
                 break;
             }
             last = now;
