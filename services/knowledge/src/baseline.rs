@@ -9,12 +9,7 @@
 //! ([`crate::features::names`]). A queue's history also gives its congested run: the excess
 //! share of congested samples over its usual, summed over the windows in a row it has been a
 //! tenth or more over — a microburst train or an incast that holds for seconds adds up, an
-//! elephant passing through a queue in one window does not — and its occupied run: how far,
-//! in nats, its mean occupancy has been over its usual, summed over the windows in a row it
-//! has been four times its usual or more. Bursts too short to pass the congestion threshold
-//! still hold a queue fuller than its habit window after window; the usual is held while the
-//! run lasts, as a link's share is held during a silence, so the run is judged against the
-//! habit before it.
+//! elephant passing through a queue in one window does not.
 
 use kplane_model::results::EntityKind;
 
@@ -30,10 +25,6 @@ pub(crate) const JUDGE_AFTER: u32 = 10;
 /// A queue is congested beyond its usual while its share of samples over the congestion
 /// threshold is at least this much above its usual share.
 const CONGESTED_BEYOND: f64 = 0.1;
-/// A queue is occupied beyond its usual while its mean occupancy is at least four times its
-/// usual (`ln 4` nats over, on `1 + occupancy`: an idle queue starting to hold a packet or
-/// two is not four times busier).
-const OCCUPIED_BEYOND: f64 = std::f64::consts::LN_2 * 2.0;
 /// Windows an entity is seen before its usual value counts (deviations are 0 before).
 const WARM: u32 = 5;
 /// An entity not seen for this many windows is forgotten (bounded state).
@@ -56,9 +47,6 @@ struct Usual {
     /// A queue's current run of windows congested beyond its usual: the sum of their excess
     /// shares (a burst that holds for seconds; a passing elephant's one window).
     congested_run: f64,
-    /// A queue's current run of windows at four times its usual mean occupancy or more: the
-    /// sum of how far over, in nats.
-    occupied_run: f64,
     last_window: u64,
 }
 
@@ -92,7 +80,6 @@ impl Baselines {
                 share_before: 0.0,
                 run: 0.0,
                 congested_run: 0.0,
-                occupied_run: 0.0,
                 last_window: 0,
             });
             // A link is silent when none of the destinations its switch reached through another
@@ -155,19 +142,9 @@ impl Baselines {
                     0.0
                 };
             }
-            if let Some(i) = occupied_at(s.kind)
-                && warm
-            {
-                let over = ((1.0 + s.x[i].max(0.0)) / (1.0 + u.mean[i].max(0.0))).ln();
-                u.occupied_run = if over >= OCCUPIED_BEYOND {
-                    u.occupied_run + over
-                } else {
-                    0.0
-                };
-            }
             if u.mean.len() != n {
                 u.mean = s.x.clone();
-            } else if u.seen < WARM || !(frozen(s.kind, &s.entity) || u.occupied_run > 0.0) {
+            } else if u.seen < WARM || !frozen(s.kind, &s.entity) {
                 // The first windows average plainly; then exponentially.
                 let a = if u.seen < WARM {
                     1.0 / f64::from(u.seen + 1)
@@ -187,9 +164,6 @@ impl Baselines {
             if congested_at(s.kind).is_some() {
                 s.x.push(u.congested_run);
             }
-            if occupied_at(s.kind).is_some() {
-                s.x.push(u.occupied_run);
-            }
             s.x.extend(deviations);
         }
         let horizon = self.windows.saturating_sub(FORGET_AFTER);
@@ -202,11 +176,6 @@ impl Baselines {
                 .retain(|e, _| links.is_some_and(|m| m.contains_key(e)));
         }
     }
-}
-
-/// Where a kind's measured features hold its mean occupancy (queues only).
-fn occupied_at(kind: EntityKind) -> Option<usize> {
-    measured(kind).iter().position(|n| *n == "occupancy_mean")
 }
 
 /// Where a kind's measured features hold its share of congested samples (queues only).
@@ -238,46 +207,14 @@ mod tests {
 
     /// A queue sample: occupancy mean and max, congested fraction, log samples.
     fn queue(congested: f64) -> Sample {
-        occupied(1.0, congested)
-    }
-
-    fn occupied(mean: f64, congested: f64) -> Sample {
         Sample {
             kind: EntityKind::Queue,
             entity: "5/0".into(),
             window_end_ns: 0,
-            x: vec![mean, 4.0 * mean, congested, 7.0],
+            x: vec![1.0, 4.0, congested, 7.0],
             exposure: crate::features::Exposure::default(),
             reverse: None,
         }
-    }
-
-    #[test]
-    fn a_queue_held_fuller_than_its_habit_adds_up_against_the_habit_before_the_run() {
-        let mut b = Baselines::default();
-        // The occupied run and the deviation of the mean occupancy from the usual.
-        let run = |b: &mut Baselines, mean: f64| {
-            let mut w = vec![occupied(mean, 0.0)];
-            b.augment(&mut w, |_, _| false);
-            (w[0].x[5], w[0].x[6])
-        };
-        for _ in 0..30 {
-            assert_eq!(run(&mut b, 1.0).0, 0.0);
-        }
-        // Twice as full is no run.
-        assert_eq!(run(&mut b, 3.0).0, 0.0);
-        run(&mut b, 1.0);
-        // Ten times as full (on 1 + occupancy) for six windows: ln 10 each, and the usual
-        // held at its value before the run (not learning the bursts while they last).
-        let runs: Vec<(f64, f64)> = (0..6).map(|_| run(&mut b, 19.0)).collect();
-        let first = runs[0].0;
-        assert!((first - 10f64.ln()).abs() < 0.1, "{first}");
-        for (i, (total, deviation)) in runs.iter().enumerate() {
-            assert!((total - (i + 1) as f64 * first).abs() < 1e-9, "{runs:?}");
-            assert!((deviation - runs[0].1).abs() < 1e-9, "{runs:?}");
-        }
-        // The run ends with the bursts; the usual learns again.
-        assert_eq!(run(&mut b, 1.0).0, 0.0);
     }
 
     #[test]
@@ -286,11 +223,7 @@ mod tests {
         let run = |b: &mut Baselines, congested: f64, frozen: bool| {
             let mut w = vec![queue(congested)];
             b.augment(&mut w, |_, _| frozen);
-            assert_eq!(
-                w[0].x.len(),
-                10,
-                "measured, congested and occupied runs, deviations"
-            );
+            assert_eq!(w[0].x.len(), 9, "measured, congested run, deviations");
             w[0].x[4]
         };
         for _ in 0..30 {

@@ -39,11 +39,10 @@ pub fn measured(kind: EntityKind) -> &'static [&'static str] {
 
 /// The features an entity's history gives ([`crate::baseline`]), appended after the measured
 /// ones and before the deviations from the usual.
-const HISTORY: [&str; 4] = [
+const HISTORY: [&str; 3] = [
     "silence_surprise",
     "reverse_silence_surprise",
     "congested_run",
-    "occupied_run",
 ];
 
 /// Whether an entity of `kind` that stops showing up is news: a switch-to-switch link
@@ -55,8 +54,7 @@ pub const fn tracks_silence(kind: EntityKind) -> bool {
 
 /// Every feature a model sees per entity kind, in vector order: what the window measured;
 /// for switch-to-switch links, how surprising their current silence is and their opposite
-/// direction's; for queues, how long and how far they have been congested beyond their usual
-/// and occupied beyond it;
+/// direction's; for queues, how long and how far they have been congested beyond their usual;
 /// then how far each measure is from the entity's own usual value (`vs_usual_…`,
 /// see [`crate::baseline`]).
 pub fn names(kind: EntityKind) -> &'static [&'static str] {
@@ -95,7 +93,6 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "congested_fraction",
             "log_samples",
             "congested_run",
-            "occupied_run",
             "vs_usual_occupancy_mean",
             "vs_usual_occupancy_max",
             "vs_usual_congested_fraction",

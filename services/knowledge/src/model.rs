@@ -266,13 +266,13 @@ impl EntityModel {
 
 /// The smallest standard deviation a feature is scaled by. A feature nearly constant in
 /// training (the ports a fabric's clients use, a link always saturated) must not turn the
-/// first ordinary change into thousands of sigmas: a silence and a queue's occupied run are
-/// measured in nats (one more silent flow is not a sigma), an address's typical packet size a tenth e-fold away (≈ 10 %)
+/// first ordinary change into thousands of sigmas: a silence is measured in nats (one more
+/// silent flow is not a sigma), an address's typical packet size a tenth e-fold away (≈ 10 %)
 /// is at most one sigma (a mix of packet sizes is steadier than counts), a `log_` count a
 /// quarter e-fold away (≈ 28 %), any other measure 5 % of its mean (a deviation from the
 /// usual: of the measure's).
 fn std_floor(name: &str, mean: f64) -> f64 {
-    if name.ends_with("silence_surprise") || name == "occupied_run" {
+    if name.ends_with("silence_surprise") {
         1.0
     } else if is_packet_size(name) {
         0.1

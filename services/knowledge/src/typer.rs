@@ -53,11 +53,6 @@ const FOURFOLD: f64 = 2.0 * std::f64::consts::LN_2;
 const SMALLER_PACKETS: f64 = -0.223;
 /// A tenth more of a queue's samples over the congestion threshold than usual.
 const MORE_CONGESTED: f64 = 0.1;
-/// A queue held at four times its usual mean occupancy or more for windows in a row, summing
-/// this many nats (at least four windows at e³ ≈ 20 times, nine at four times): above the
-/// longest run of the training families' clean traffic (9.8 nats, on a Watts–Strogatz fabric
-/// at 100 Mb/s), so an elephant or two passing in a row is not congestion.
-const OCCUPIED_RUN: f64 = 12.0;
 /// A link's silence this surprising (nats) is a failure: e^-5 ≈ 0.7 % by chance.
 const SURPRISING_SILENCE: f64 = 5.0;
 
@@ -102,10 +97,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                 AnomalyType::Unknown
             }
         }
-        EntityKind::Queue
-            if f("vs_usual_congested_fraction") >= MORE_CONGESTED
-                || f("occupied_run") >= OCCUPIED_RUN =>
-        {
+        EntityKind::Queue if f("vs_usual_congested_fraction") >= MORE_CONGESTED => {
             AnomalyType::Congestion
         }
         EntityKind::Link
@@ -244,7 +236,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 13] = [
+        let cases: [Case; 12] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -296,16 +288,6 @@ mod tests {
                 &[
                     ("congested_fraction", 0.9),
                     ("vs_usual_congested_fraction", 0.9),
-                ],
-                Congestion,
-            ),
-            // Bursts too short to pass the congestion threshold, holding the queue at ten
-            // times its usual occupancy for eight windows.
-            (
-                Queue,
-                &[
-                    ("occupied_run", 18.4),
-                    ("vs_usual_congested_fraction", 0.05),
                 ],
                 Congestion,
             ),
