@@ -108,7 +108,8 @@ impl BatchReceiver {
     }
 
     /// Waits (up to the socket timeout) for datagrams and appends them to `out`. Returns the
-    /// number received and how many the kernel dropped since the last call.
+    /// number received and how many the kernel dropped since the last call (0 datagrams: the
+    /// socket was idle for the timeout, and the drops are the ones no datagram reported).
     pub fn recv(&mut self, out: &mut RecvBatch) -> io::Result<(usize, u64)> {
         let stride = self.max_datagram + 1;
         for (h, s) in self.hdrs.iter_mut().zip(self.slots.iter_mut()) {
@@ -131,7 +132,13 @@ impl BatchReceiver {
             )
         };
         if n < 0 {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                    Ok((0, self.unreported_drops()))
+                }
+                _ => Err(e),
+            };
         }
         let n = n as usize;
         out.received_ns = kplane_model::unix_time_ns();
@@ -157,7 +164,7 @@ impl BatchReceiver {
     /// Drops the kernel counted that no received datagram has reported: a datagram carries the
     /// count as it was when it was queued, so the drops after the last one queued — a burst's
     /// tail, with nothing after it — would wait for the next datagram. Read while idle.
-    pub fn unreported_drops(&mut self) -> u64 {
+    fn unreported_drops(&mut self) -> u64 {
         socket_drops(&self.socket).map_or(0, |total| self.advance(total))
     }
 
@@ -244,9 +251,11 @@ pub fn receive_loop(
     while !stop.load(Ordering::Acquire) {
         let mut batch = RecvBatch::default();
         match rx.recv(&mut batch) {
-            Ok((0, _)) => metrics.drop("socket", "rcvbuf_overflow", rx.unreported_drops()),
             Ok((n, kernel_dropped)) => {
                 metrics.drop("socket", "rcvbuf_overflow", kernel_dropped);
+                if n == 0 {
+                    continue;
+                }
                 match tx.try_send(batch) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) => metrics.drop("queue", "full", n as u64),
@@ -256,16 +265,7 @@ pub fn receive_loop(
                     std::thread::sleep(coalesce);
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                metrics.drop("socket", "rcvbuf_overflow", rx.unreported_drops());
-            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 tracing::error!(error = %e, "recvmmsg failed; receive thread stops");
                 metrics.drop("socket", "error", 1);
@@ -292,26 +292,28 @@ mod tests {
             sender.send_to(&[i as u8; 200], to).unwrap();
         }
         let (mut received, mut reported) = (0u64, 0u64);
-        loop {
+        // The receive that finds the socket idle returns the drops no datagram reported.
+        let unreported = loop {
             let mut batch = RecvBatch::default();
-            match rx.recv(&mut batch) {
-                Ok((0, _)) => break,
-                Ok((n, dropped)) => {
+            match rx.recv(&mut batch).unwrap() {
+                (0, unreported) => break unreported,
+                (n, dropped) => {
                     received += n as u64;
                     reported += dropped;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => panic!("{e}"),
             }
-        }
-        let unreported = rx.unreported_drops();
+        };
         assert!(
             received > 0 && received < SENT,
             "the buffer held some: {received}"
         );
         assert!(unreported > 0, "the tail's drops reach no datagram");
         assert_eq!(received + reported + unreported, SENT);
-        assert_eq!(rx.unreported_drops(), 0, "counted once");
+        assert_eq!(
+            rx.recv(&mut RecvBatch::default()).unwrap(),
+            (0, 0),
+            "counted once"
+        );
         // A datagram queued before the idle read carries an older count: nothing new.
         sender.send_to(&[0; 200], to).unwrap();
         let mut batch = RecvBatch::default();
