@@ -422,15 +422,19 @@ impl Engine {
         for ep in self.episodes.values_mut() {
             ep.touched = ep.anomaly.entity_kind == EntityKind::Flow && ep.touched;
         }
-        // Every entity-window over its model's threshold, typed by definition; then which of
-        // them are collateral of another (one anomaly per incident, see `collateral`).
+        // Every entity-window over its model's threshold for its type by definition (a window
+        // that fits a definition has a lower one, see `model`); then which of them are
+        // collateral of another (one anomaly per incident, see `collateral`).
         let over: Vec<(&Sample, &EntityModel, f64, (AnomalyType, f64))> = samples
             .iter()
             .filter_map(|s| {
                 let m = self.models.get(&s.kind)?;
                 let score = m.score(&s.x);
-                (score.is_finite() && score > m.threshold())
-                    .then(|| (s, m, score, self.typer.classify(s.kind, &s.x)))
+                if !(score.is_finite() && score > m.lowest_threshold()) {
+                    return None;
+                }
+                let typed = self.typer.classify(s.kind, &s.x);
+                (score > m.threshold_for(typed.0)).then_some((s, m, score, typed))
             })
             .collect();
         let raised: Vec<Raised> = over
@@ -494,7 +498,7 @@ impl Engine {
                 anomaly_type: AnomalyType::Unknown,
                 confidence: 0.0,
                 score,
-                threshold: m.threshold(),
+                threshold: m.threshold_for(typed.0),
                 start_ns: w.end_ns - self.window_ns,
                 end_ns: None,
                 last_ns: w.end_ns,

@@ -6,8 +6,18 @@
 //! an exponential over their top 1 % (peaks over threshold), predicts the kind's share of the
 //! false-alarm budget — and never below the largest held-out score. The rate is the kind's
 //! false alarms per hour divided by its entity-windows per hour.
+//!
+//! An address's window that fits a type's definition ([`crate::typer`]) is raised above the
+//! largest held-out score — farther from normal than any clean training window — without the
+//! tail's extrapolation. A flood that replaces half of its victim's traffic changes where the
+//! traffic comes from more than how much: the model of all destinations scores it under the
+//! kind's threshold, but over every clean destination-window it saw. The address definitions
+//! join two changes (4× the usual sources, ports or flows, and packets a fifth smaller) that
+//! clean windows rarely show together; a queue's or a link's is one measure at a fixed bar
+//! (a congested share, a silence of 5 nats) that clean windows cross by chance, and only the
+//! extrapolated threshold keeps those apart from congestion and failures.
 
-use kplane_model::results::{EntityKind, FeatureDeviation};
+use kplane_model::results::{AnomalyType, EntityKind, FeatureDeviation};
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
@@ -96,6 +106,26 @@ impl EntityModel {
 
     pub fn threshold(&self) -> f64 {
         self.calibration.threshold
+    }
+
+    /// The threshold of a window of type `t` by definition: an address's window that fits a
+    /// definition is judged by the largest held-out score, any other by the extrapolated tail
+    /// (see the module docs).
+    pub fn threshold_for(&self, t: AnomalyType) -> f64 {
+        match t {
+            AnomalyType::Unknown => self.threshold(),
+            _ => self.lowest_threshold(),
+        }
+    }
+
+    /// The lowest threshold any window is judged by: below it, no window is raised.
+    pub fn lowest_threshold(&self) -> f64 {
+        let c = &self.calibration;
+        let address = matches!(self.kind, EntityKind::Source | EntityKind::Destination);
+        match address && c.threshold.is_finite() {
+            true => c.heldout_max.min(c.threshold),
+            false => c.threshold,
+        }
     }
 
     /// The features, largest deviation first.
@@ -371,6 +401,8 @@ const MAX_SHAPE: f64 = 0.5;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::measured;
+    use crate::typer;
 
     fn sample(end: i64, x: Vec<f64>) -> Sample {
         Sample {
@@ -426,6 +458,70 @@ mod tests {
     }
 
     #[test]
+    fn a_window_fitting_a_definition_is_raised_above_every_clean_window() {
+        let kind = EntityKind::Destination;
+        let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
+        let mut rng = kplane_model::rng::Rng::new(7);
+        let p = TrainParams {
+            detector: "kmeans".into(),
+            clusters: 2,
+            folds: 4,
+            false_alarms_per_hour: 1.0,
+            window_ns: 1_000_000_000,
+        };
+        // 20 destinations over 100 windows, their counts and deviations noisy.
+        let usual = |rng: &mut kplane_model::rng::Rng| {
+            let mut x: Vec<f64> = (0..names(kind).len()).map(|_| 0.3 * rng.normal()).collect();
+            for m in measured(kind) {
+                x[at(m)] += 4.0;
+            }
+            x
+        };
+        let samples: Vec<Sample> = (0..2000)
+            .map(|i| Sample {
+                kind,
+                entity: format!("10.0.0.{}", i % 20),
+                window_end_ns: i / 20,
+                x: usual(&mut rng),
+                exposure: Default::default(),
+                reverse: None,
+            })
+            .collect();
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let m = EntityModel::train(kind, &refs, &p).unwrap();
+        let c = &m.calibration;
+        assert!(c.heldout_max < c.threshold, "{c:?}");
+        assert_eq!(m.threshold_for(AnomalyType::Ddos), c.heldout_max);
+        assert_eq!(m.threshold_for(AnomalyType::Unknown), c.threshold);
+        assert_eq!(m.lowest_threshold(), c.heldout_max);
+        // Spoofed sources replacing half of a victim's traffic: 5× its usual sources in
+        // packets a third smaller, no more of them. Under the kind's threshold, over every
+        // clean window: raised, as what it is by definition.
+        let mut flood = vec![0.0; names(kind).len()];
+        for m in measured(kind) {
+            flood[at(m)] = 4.0;
+        }
+        flood[at("vs_usual_log_sources")] = 1.65;
+        flood[at("vs_usual_log_bytes")] = -0.5;
+        let score = m.score(&flood);
+        assert_eq!(typer::define_vector(kind, &flood), AnomalyType::Ddos);
+        assert!(
+            score > c.heldout_max && score < c.threshold,
+            "{score} {c:?}"
+        );
+        // The same change with packets of the usual size fits no definition: not raised.
+        let mut crowd = flood.clone();
+        crowd[at("vs_usual_log_bytes")] = 0.0;
+        assert_eq!(typer::define_vector(kind, &crowd), AnomalyType::Unknown);
+        assert!(m.score(&crowd) < m.threshold_for(AnomalyType::Unknown));
+        // A model whose threshold could not be calibrated raises nothing.
+        let none = calibrate(vec![], 0.1);
+        let mut uncalibrated = EntityModel::load(&m.save()).unwrap();
+        uncalibrated.calibration = none;
+        assert!(uncalibrated.threshold_for(AnomalyType::Ddos).is_infinite());
+    }
+
+    #[test]
     fn a_link_model_flags_a_dead_link_and_not_a_normal_one() {
         let p = TrainParams {
             detector: "kmeans".into(),
@@ -450,6 +546,10 @@ mod tests {
         let dead = [0.0, 0.0, 0.0, 9.2, 9.2, -0.42, -0.52, -5.1];
         assert!(m.score(&[0.42, 0.52, 5.1, 0.0, 0.0, 0.0, 0.0, 0.0]) < m.threshold());
         assert!(m.score(&dead) > m.threshold());
+        // A surprising silence is one measure clean windows cross by chance: a link is judged
+        // by the extrapolated threshold whatever its type.
+        assert_eq!(m.threshold_for(AnomalyType::LinkFailure), m.threshold());
+        assert_eq!(m.lowest_threshold(), m.threshold());
         assert!(
             m.deviations(&dead)
                 .iter()

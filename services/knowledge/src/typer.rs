@@ -8,7 +8,9 @@
 //! * **port scan**: a destination reached on at least 4× its usual ports; a source that opens
 //!   at least 4× its usual flows towards 4× its usual ports or destinations;
 //! * **DDoS**: a destination receiving at least 1.5× its usual packets, from 4× its usual
-//!   sources or in packets a fifth smaller than its usual; a source sending 1.5× its usual
+//!   sources or in packets a fifth smaller than its usual — or, whatever their number, from 4×
+//!   its usual sources in packets a fifth smaller (a flood that replaces part of the victim's
+//!   traffic changes where it comes from more than how much); a source sending 1.5× its usual
 //!   packets, a fifth smaller, to fewer than 2× its usual destinations (one of the attackers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
 //!   threshold than usual (occupancy, not report counts);
@@ -74,8 +76,9 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
         EntityKind::Destination => {
             if f("vs_usual_log_dst_ports") >= FOURFOLD {
                 AnomalyType::PortScan
-            } else if f("vs_usual_log_reports") >= HALF_AGAIN
-                && (f("vs_usual_log_sources") >= FOURFOLD || smaller_packets())
+            } else if (f("vs_usual_log_reports") >= HALF_AGAIN
+                && (f("vs_usual_log_sources") >= FOURFOLD || smaller_packets()))
+                || (f("vs_usual_log_sources") >= FOURFOLD && smaller_packets())
             {
                 AnomalyType::Ddos
             } else {
@@ -112,7 +115,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
 }
 
 /// The type of a sample's feature vector (in [`names`] order) by definition.
-fn define_vector(kind: EntityKind, x: &[f64]) -> AnomalyType {
+pub fn define_vector(kind: EntityKind, x: &[f64]) -> AnomalyType {
     let names = names(kind);
     define(kind, |n| {
         names
@@ -236,7 +239,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 12] = [
+        let cases: [Case; 15] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -251,6 +254,33 @@ mod tests {
                     ("vs_usual_log_sources", 3.5),
                 ],
                 Ddos,
+            ),
+            // Spoofed sources replacing half of the victim's traffic: no more packets, but
+            // from 5× its usual sources, a third the size.
+            (
+                Destination,
+                &[
+                    ("vs_usual_log_reports", -0.1),
+                    ("vs_usual_log_bytes", -1.2),
+                    ("vs_usual_log_sources", 1.6),
+                ],
+                Ddos,
+            ),
+            // Many new clients of the usual packets (a flash crowd's), and many fewer packets
+            // a third the size from the usual sources (a transfer ended): neither is a flood.
+            (
+                Destination,
+                &[
+                    ("vs_usual_log_reports", 0.2),
+                    ("vs_usual_log_bytes", 0.2),
+                    ("vs_usual_log_sources", 2.0),
+                ],
+                Unknown,
+            ),
+            (
+                Destination,
+                &[("vs_usual_log_reports", -0.3), ("vs_usual_log_bytes", -1.4)],
+                Unknown,
             ),
             // A flash crowd: more packets of the usual size from the usual sources.
             (
