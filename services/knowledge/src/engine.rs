@@ -839,7 +839,8 @@ fn add_collateral(a: &mut Anomaly, members: &[Collateral]) -> bool {
 fn add_recommendations(a: &mut Anomaly, s: &Sample, w: &Window) -> bool {
     let flows = explain::flows_of(w, s.kind, &s.entity);
     let before = a.recommendations.len();
-    for r in explain::recommend(a.anomaly_type, s.kind, &s.entity, w, &flows, &a.id) {
+    let spread = crate::typer::from_many_new_sources(s.kind, &s.x);
+    for r in explain::recommend(a.anomaly_type, s.kind, &s.entity, w, &flows, spread, &a.id) {
         if a.recommendations.len() < explain::BLOCKED && !a.recommendations.contains(&r) {
             a.recommendations.push(r);
         }

@@ -149,13 +149,15 @@ fn protocol_name(p: u8) -> String {
     }
 }
 
-/// The intents that answer an anomaly, as documents the intent API accepts.
+/// The intents that answer an anomaly, as documents the intent API accepts. `spread`: the
+/// entity is reached from many more sources than usual ([`crate::typer::from_many_new_sources`]).
 pub fn recommend(
     t: AnomalyType,
     kind: EntityKind,
     entity: &str,
     w: &Window,
     flows: &[&FlowRow],
+    spread: bool,
     id: &str,
 ) -> Vec<Value> {
     let reason = |what: &str| format!("knowledge: {what}");
@@ -168,14 +170,17 @@ pub fn recommend(
         v
     };
     match (t, kind) {
-        // Block the heaviest sources towards the victim; a flood from more sources than that
-        // (spoofed, a botnet): its kind of traffic towards the victim.
+        // Block the heaviest sources towards the victim; a flood from more sources than that,
+        // or from many new ones that most of the window's sources towards the victim share a
+        // kind of traffic with (spoofed, a botnet: each sends little, and the heaviest sources
+        // are the victim's own clients): its kind of traffic towards the victim.
         (AnomalyType::Ddos, EntityKind::Destination) => {
             let Ok(victim) = entity.parse::<IpAddr>() else {
                 return Vec::new();
             };
+            let sources = flows.iter().filter_map(|f| f.src).collect::<BTreeSet<_>>();
             if let Some(((protocol, port), n)) = widest_class(flows)
-                && n > BLOCKED
+                && (n > BLOCKED || (spread && 2 * n > sources.len()))
             {
                 return vec![base(
                     json!({"kind": "block", "match": {"dst": host(victim),
@@ -329,7 +334,7 @@ mod tests {
     /// What `recommend` answers an anomaly of type `t` at destination `dst` with (id "a").
     fn recommended(w: &Window, t: AnomalyType, dst: &str) -> Vec<Value> {
         let flows = flows_of(w, EntityKind::Destination, dst);
-        recommend(t, EntityKind::Destination, dst, w, &flows, "a")
+        recommend(t, EntityKind::Destination, dst, w, &flows, false, "a")
     }
 
     fn blocked(recs: &[Value]) -> Vec<&str> {
@@ -383,6 +388,78 @@ mod tests {
         assert_eq!(m["protocol"], "udp");
         assert_eq!(m["dst-port"], "80");
         assert!(m.get("src").is_none(), "the client is not blocked: {m}");
+    }
+
+    #[test]
+    fn a_flood_from_many_new_sources_blocks_its_kind_of_traffic_not_the_clients() {
+        let mut w = Window::default();
+        // The victim's clients, heavy, and a spoofed flood's first moments: 20 sources of a
+        // packet each, fewer than are blocked one by one.
+        for (i, port) in [443, 443, 53].into_iter().enumerate() {
+            w.flows.push(FlowRow {
+                protocol: Some(6),
+                dst_port: Some(port),
+                ..flow(&format!("10.0.2.{i}"), "10.0.0.1", 9e5)
+            });
+        }
+        for i in 0..20 {
+            w.flows.push(FlowRow {
+                protocol: Some(17),
+                dst_port: Some(80),
+                ..flow(&format!("198.18.0.{i}"), "10.0.0.1", 64.0)
+            });
+        }
+        let flows = flows_of(&w, EntityKind::Destination, "10.0.0.1");
+        let recs = recommend(
+            AnomalyType::Ddos,
+            EntityKind::Destination,
+            "10.0.0.1",
+            &w,
+            &flows,
+            true,
+            "a",
+        );
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        let m = &recs[0]["match"];
+        assert_eq!(
+            (&m["protocol"], &m["dst-port"]),
+            (&"udp".into(), &"80".into()),
+            "{m}"
+        );
+        assert!(m.get("src").is_none(), "no client is blocked: {m}");
+        // From the usual sources (no spread), the heaviest are the attackers.
+        let recs = recommended(&w, AnomalyType::Ddos, "10.0.0.1");
+        assert_eq!(
+            blocked(&recs),
+            ["10.0.2.0/32", "10.0.2.1/32", "10.0.2.2/32"]
+        );
+        // A spread whose sources share no kind of traffic (a flood to random ports) names no
+        // kind to block: the heaviest sources are.
+        let mut random = Window {
+            flows: w.flows[..3].to_vec(),
+            ..Window::default()
+        };
+        for i in 0..20u16 {
+            random.flows.push(FlowRow {
+                protocol: Some(17),
+                dst_port: Some(1000 + i),
+                ..flow(&format!("198.18.0.{i}"), "10.0.0.1", 64.0)
+            });
+        }
+        let flows = flows_of(&random, EntityKind::Destination, "10.0.0.1");
+        let recs = recommend(
+            AnomalyType::Ddos,
+            EntityKind::Destination,
+            "10.0.0.1",
+            &random,
+            &flows,
+            true,
+            "a",
+        );
+        assert!(
+            recs.iter().all(|r| r["match"].get("src").is_some()),
+            "{recs:?}"
+        );
     }
 
     #[test]

@@ -114,17 +114,27 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
     }
 }
 
+/// Whether a destination's window (its features in [`names`] order) is reached from 4× its
+/// usual sources: a flood from many new sources (spoofed, a botnet) is answered by blocking its
+/// kind of traffic, not its heaviest sources — those are the victim's own clients.
+pub fn from_many_new_sources(kind: EntityKind, x: &[f64]) -> bool {
+    kind == EntityKind::Destination && feature(kind, x, "vs_usual_log_sources") >= FOURFOLD
+}
+
+/// A feature of a vector in [`names`] order by name (0 when absent).
+fn feature(kind: EntityKind, x: &[f64], name: &str) -> f64 {
+    let names = names(kind);
+    names
+        .iter()
+        .position(|m| *m == name)
+        .and_then(|i| x.get(i))
+        .copied()
+        .unwrap_or(0.0)
+}
+
 /// The type of a sample's feature vector (in [`names`] order) by definition.
 pub fn define_vector(kind: EntityKind, x: &[f64]) -> AnomalyType {
-    let names = names(kind);
-    define(kind, |n| {
-        names
-            .iter()
-            .position(|m| *m == n)
-            .and_then(|i| x.get(i))
-            .copied()
-            .unwrap_or(0.0)
-    })
+    define(kind, |n| feature(kind, x, n))
 }
 
 /// How often a definition was right on the labelled set, per entity kind and type.
