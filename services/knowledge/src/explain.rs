@@ -333,8 +333,13 @@ mod tests {
 
     /// What `recommend` answers an anomaly of type `t` at destination `dst` with (id "a").
     fn recommended(w: &Window, t: AnomalyType, dst: &str) -> Vec<Value> {
+        recommended_spread(w, t, dst, false)
+    }
+
+    /// [`recommended`], `spread` saying whether `dst` hears from many new sources.
+    fn recommended_spread(w: &Window, t: AnomalyType, dst: &str, spread: bool) -> Vec<Value> {
         let flows = flows_of(w, EntityKind::Destination, dst);
-        recommend(t, EntityKind::Destination, dst, w, &flows, false, "a")
+        recommend(t, EntityKind::Destination, dst, w, &flows, spread, "a")
     }
 
     fn blocked(recs: &[Value]) -> Vec<&str> {
@@ -409,16 +414,7 @@ mod tests {
                 ..flow(&format!("198.18.0.{i}"), "10.0.0.1", 64.0)
             });
         }
-        let flows = flows_of(&w, EntityKind::Destination, "10.0.0.1");
-        let recs = recommend(
-            AnomalyType::Ddos,
-            EntityKind::Destination,
-            "10.0.0.1",
-            &w,
-            &flows,
-            true,
-            "a",
-        );
+        let recs = recommended_spread(&w, AnomalyType::Ddos, "10.0.0.1", true);
         assert_eq!(recs.len(), 1, "{recs:?}");
         let m = &recs[0]["match"];
         assert_eq!(
@@ -446,16 +442,7 @@ mod tests {
                 ..flow(&format!("198.18.0.{i}"), "10.0.0.1", 64.0)
             });
         }
-        let flows = flows_of(&random, EntityKind::Destination, "10.0.0.1");
-        let recs = recommend(
-            AnomalyType::Ddos,
-            EntityKind::Destination,
-            "10.0.0.1",
-            &random,
-            &flows,
-            true,
-            "a",
-        );
+        let recs = recommended_spread(&random, AnomalyType::Ddos, "10.0.0.1", true);
         assert!(
             recs.iter().all(|r| r["match"].get("src").is_some()),
             "{recs:?}"
