@@ -423,7 +423,7 @@ impl Engine {
             ep.touched = ep.anomaly.entity_kind == EntityKind::Flow && ep.touched;
         }
         // Every entity-window over its model's threshold for its type by definition (a window
-        // that fits a definition has a lower one, see `model`); then which of them are
+        // of an address that fits a definition has a lower one, see `model`); then which are
         // collateral of another (one anomaly per incident, see `collateral`).
         let over: Vec<(&Sample, &EntityModel, f64, (AnomalyType, f64))> = samples
             .iter()
