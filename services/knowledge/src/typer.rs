@@ -7,10 +7,10 @@
 //!
 //! * **port scan**: a destination reached on at least 4× its usual ports; a source that opens
 //!   at least 4× its usual flows towards 4× its usual ports or destinations;
-//! * **DDoS**: a destination receiving at least 1.5× its usual packets, from 4× its usual
-//!   sources or in packets a fifth smaller than its usual — or, whatever their number, from 4×
-//!   its usual sources in packets a fifth smaller (a flood that replaces part of the victim's
-//!   traffic changes where it comes from more than how much); a source sending 1.5× its usual
+//! * **DDoS**: a destination with two of three signs — at least 1.5× its usual packets, from
+//!   4× its usual sources, in packets a fifth smaller than its usual (a flood that replaces
+//!   part of the victim's traffic changes where it comes from more than how much: the last
+//!   two, whatever its volume); a source sending 1.5× its usual
 //!   packets, a fifth smaller, to fewer than 2× its usual destinations (one of the attackers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
 //!   threshold than usual (occupancy, not report counts);
@@ -74,12 +74,15 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
     let smaller_packets = || f("vs_usual_log_bytes") - f("vs_usual_log_reports") <= SMALLER_PACKETS;
     match kind {
         EntityKind::Destination => {
+            // A flood's signs: more packets, many new sources, smaller packets; two make one.
+            let flood = [
+                f("vs_usual_log_reports") >= HALF_AGAIN,
+                many_new_sources(&f),
+                smaller_packets(),
+            ];
             if f("vs_usual_log_dst_ports") >= FOURFOLD {
                 AnomalyType::PortScan
-            } else if (f("vs_usual_log_reports") >= HALF_AGAIN
-                && (f("vs_usual_log_sources") >= FOURFOLD || smaller_packets()))
-                || (f("vs_usual_log_sources") >= FOURFOLD && smaller_packets())
-            {
+            } else if flood.iter().filter(|sign| **sign).count() >= 2 {
                 AnomalyType::Ddos
             } else {
                 AnomalyType::Unknown
@@ -118,7 +121,12 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
 /// usual sources: a flood from many new sources (spoofed, a botnet) is answered by blocking its
 /// kind of traffic, not its heaviest sources — those are the victim's own clients.
 pub fn from_many_new_sources(kind: EntityKind, x: &[f64]) -> bool {
-    kind == EntityKind::Destination && feature(kind, x, "vs_usual_log_sources") >= FOURFOLD
+    kind == EntityKind::Destination && many_new_sources(&|n| feature(kind, x, n))
+}
+
+/// A destination reached from 4× its usual sources.
+fn many_new_sources(f: &impl Fn(&str) -> f64) -> bool {
+    f("vs_usual_log_sources") >= FOURFOLD
 }
 
 /// A feature of a vector in [`names`] order by name (0 when absent).
