@@ -12,8 +12,9 @@
 //! tail's extrapolation. A flood that replaces half of its victim's traffic changes where the
 //! traffic comes from more than how much: the model of all destinations scores it under the
 //! kind's threshold, but over every clean destination-window it saw. The address definitions
-//! join two changes (4× the usual sources, ports or flows, and packets a fifth smaller) that
-//! clean windows rarely show together; a queue's or a link's is one measure at a fixed bar
+//! are about who talks to whom and how (4× the usual sources, ports or flows; packets a fifth
+//! smaller), which clean windows rarely show at an address that is also unusual as a whole;
+//! a queue's or a link's is one measure at a fixed bar
 //! (a congested share, a silence of 5 nats) that clean windows cross by chance, and only the
 //! extrapolated threshold keeps those apart from congestion and failures.
 
