@@ -120,7 +120,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
 /// Whether a destination's window (its features in [`names`] order) is reached from 4× its
 /// usual sources: a flood from many new sources (spoofed, a botnet) is answered by blocking its
 /// kind of traffic, not its heaviest sources — those are the victim's own clients.
-pub fn from_many_new_sources(kind: EntityKind, x: &[f64]) -> bool {
+pub(crate) fn from_many_new_sources(kind: EntityKind, x: &[f64]) -> bool {
     kind == EntityKind::Destination && many_new_sources(&|n| feature(kind, x, n))
 }
 
@@ -141,7 +141,7 @@ fn feature(kind: EntityKind, x: &[f64], name: &str) -> f64 {
 }
 
 /// The type of a sample's feature vector (in [`names`] order) by definition.
-pub fn define_vector(kind: EntityKind, x: &[f64]) -> AnomalyType {
+pub(crate) fn define_vector(kind: EntityKind, x: &[f64]) -> AnomalyType {
     define(kind, |n| feature(kind, x, n))
 }
 
