@@ -215,6 +215,53 @@ pub struct QueueSeries {
     pub samples: Vec<(u64, usize)>,
 }
 
+/// A queue's congestion as it happened: from `start_ns` to `end_ns` every sample of its
+/// occupancy was at or over a depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Congested {
+    pub node: u32,
+    pub port: u16,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+impl Truth {
+    /// Every run of a queue's samples at or over `depth` packets that lasted `min_ns` or
+    /// longer. Samples are `sample_ns` apart while a queue holds packets; a longer gap is a
+    /// queue that was empty.
+    pub fn congested(&self, depth: usize, min_ns: u64, sample_ns: u64) -> Vec<Congested> {
+        let mut out = Vec::new();
+        for q in &self.queues {
+            let mut run: Option<(u64, u64)> = None;
+            let mut close = |run: Option<(u64, u64)>| {
+                if let Some((start_ns, end_ns)) = run
+                    && end_ns - start_ns >= min_ns
+                {
+                    out.push(Congested {
+                        node: q.node,
+                        port: q.port,
+                        start_ns,
+                        end_ns,
+                    });
+                }
+            };
+            for &(t, len) in &q.samples {
+                run = match run {
+                    Some((start, last)) if len >= depth && t - last <= sample_ns => {
+                        Some((start, t))
+                    }
+                    _ => {
+                        close(run);
+                        (len >= depth).then_some((t, t))
+                    }
+                };
+            }
+            close(run);
+        }
+        out
+    }
+}
+
 /// Something that adds traffic when called back (see [`Action::Traffic`]).
 pub trait Generator: Send {
     /// Called at `now`; may start flows and must return when to be called next (or None).
@@ -1047,5 +1094,53 @@ mod ecmp_tests {
             .count() as f64
             / flows as f64;
         assert!((0.45..0.55).contains(&agree), "{agree}");
+    }
+}
+
+#[cfg(test)]
+mod truth_tests {
+    use super::{Congested, QueueSeries, Truth};
+
+    #[test]
+    fn congestion_is_a_long_enough_run_of_samples_at_the_depth_and_an_unsampled_gap_is_empty() {
+        let ms = 1_000_000;
+        // Over 10 packets from 1 to 4 ms (4 ms long counting from the first sample: 3 ms),
+        // then a dip, then 6–7 ms, then a gap (the queue emptied), then 9–13 ms.
+        let samples = [
+            (1, 12),
+            (2, 10),
+            (3, 40),
+            (4, 11),
+            (5, 9),
+            (6, 20),
+            (7, 20),
+            (9, 30),
+            (10, 30),
+            (11, 30),
+            (12, 30),
+            (13, 30),
+        ]
+        .map(|(t, n)| (t * ms, n));
+        let truth = Truth {
+            queues: vec![QueueSeries {
+                node: 7,
+                port: 2,
+                samples: samples.to_vec(),
+            }],
+            ..Truth::default()
+        };
+        let at = |start: u64, end: u64| Congested {
+            node: 7,
+            port: 2,
+            start_ns: start * ms,
+            end_ns: end * ms,
+        };
+        assert_eq!(
+            truth.congested(10, 3 * ms, ms),
+            [at(1, 4), at(9, 13)],
+            "the 1 ms run at 6–7 ms is too short"
+        );
+        assert_eq!(truth.congested(10, ms, ms), [at(1, 4), at(6, 7), at(9, 13)]);
+        assert_eq!(truth.congested(31, 0, ms), [at(3, 3)]);
     }
 }

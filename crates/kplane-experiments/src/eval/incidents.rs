@@ -175,18 +175,18 @@ pub(super) fn score_run(
     window_ns: i64,
     into: &mut IncidentScore,
 ) -> (Vec<serde_json::Value>, HashMap<String, usize>) {
-    let clean = faults.iter().all(|f| f.benign);
+    let clean = !faults.iter().any(Fault::injected);
     let book = correlate(o, anomalies);
     let all = book.list(|_| true, usize::MAX);
     let touched: Vec<Touches> = faults.iter().map(touches).collect();
-    into.faults += faults.iter().filter(|f| !f.benign).count() as u64;
+    into.faults += faults.iter().filter(|f| f.injected()).count() as u64;
     into.incidents += all.len() as u64;
     let mut per_fault = vec![0u64; faults.len()];
     let mut summaries = Vec::with_capacity(all.len());
     let mut incident_of = HashMap::new();
     for i in &all {
         let about: Vec<usize> = (0..faults.len())
-            .filter(|&k| !faults[k].benign && is_about(i, &faults[k], &touched[k], window_ns))
+            .filter(|&k| faults[k].injected() && is_about(i, &faults[k], &touched[k], window_ns))
             .collect();
         let counted = counted_for(i.start_ns, faults, &about, window_ns);
         if let Some(k) = counted {
@@ -222,7 +222,7 @@ mod tests {
         const S: i64 = 1_000_000_000;
         let fault = |kind, start, end| Fault {
             kind,
-            benign: false,
+            origin: crate::eval::knowledge::Origin::Injected,
             start_ns: start * S,
             end_ns: end * S,
             primary: Vec::new(),

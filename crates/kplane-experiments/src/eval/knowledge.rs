@@ -101,25 +101,48 @@ pub struct KnowledgeArgs {
     out: Option<PathBuf>,
 }
 
-/// One injected fault and the entities it is about.
+/// Where a fault comes from, which decides how it is scored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Origin {
+    /// Injected harm: to be raised as its type on its entities, counted in recall.
+    Injected,
+    /// Injected traffic that is not a fault (a flash crowd, a heavy hitter): what must not be
+    /// typed as an attack or blocked.
+    Benign,
+    /// A queue the emulator held at or over the breach depth for the breach's minimum
+    /// duration while nothing harmful was injected (the background's elephants and periodic
+    /// jobs, a flash crowd): congestion that happened. Raised as congestion on that queue it
+    /// is right, never a false alarm; missed, it is counted apart from the injected faults.
+    Observed,
+}
+
+/// One fault and the entities it is about.
 #[derive(Clone, Debug)]
 pub(super) struct Fault {
     /// The type it should be raised as; `unknown` for benign traffic.
     pub(super) kind: AnomalyType,
-    /// Traffic that is not a fault (a flash crowd, a heavy hitter): what must not be typed as
-    /// an attack or blocked.
-    pub(super) benign: bool,
+    pub(super) origin: Origin,
     pub(super) start_ns: i64,
     pub(super) end_ns: i64,
-    /// (entity kind, entity or, for queues, `node/` prefix).
+    /// (entity kind, entity or, for a node's queues, `node/`).
     pub(super) primary: Vec<(EntityKind, String)>,
 }
 
 impl Fault {
+    /// Harm under way: injected, or congestion that happened.
+    pub(super) fn harmful(&self) -> bool {
+        self.origin != Origin::Benign
+    }
+
+    pub(super) fn injected(&self) -> bool {
+        self.origin == Origin::Injected
+    }
+
     pub(super) fn is_primary(&self, a: &Anomaly) -> bool {
         self.primary.iter().any(|(k, e)| {
             *k == a.entity_kind
-                && if *k == EntityKind::Queue {
+                && if e.ends_with('/') {
                     a.entity.starts_with(e.as_str())
                 } else {
                     a.entity == *e
@@ -171,7 +194,11 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     };
     let fault = |kind, benign, e: &serde_json::Value, primary| Fault {
         kind,
-        benign,
+        origin: if benign {
+            Origin::Benign
+        } else {
+            Origin::Injected
+        },
         start_ns: t(e, "t_ns"),
         end_ns: t(e, "end_ns"),
         primary,
@@ -236,7 +263,7 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     for (node, (start, end, target)) in bursts {
         out.push(Fault {
             kind: AnomalyType::Congestion,
-            benign: false,
+            origin: Origin::Injected,
             start_ns: start,
             end_ns: end,
             primary: vec![
@@ -245,17 +272,57 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
             ],
         });
     }
+    out.extend(observed(o, &out));
     out
+}
+
+/// The run's congestion that happened with no injected fault under way (from 3 s before its
+/// start to 3 s after its end): congestion during a fault is that fault's. A queue's episodes
+/// less than a second apart are one (a dip of a few milliseconds does not end congestion).
+fn observed(o: &Outcome, injected: &[Fault]) -> Vec<Fault> {
+    const SLACK_NS: i64 = 3_000_000_000;
+    const MERGE_NS: u64 = 1_000_000_000;
+    let mut episodes = o.congested.clone();
+    episodes.sort_by_key(|c| (c.node, c.port, c.start_ns));
+    let mut merged: Vec<kplane_emulator::sim::Congested> = Vec::new();
+    for c in episodes {
+        match merged.last_mut() {
+            Some(m)
+                if (m.node, m.port) == (c.node, c.port) && c.start_ns <= m.end_ns + MERGE_NS =>
+            {
+                m.end_ns = m.end_ns.max(c.end_ns);
+            }
+            _ => merged.push(c),
+        }
+    }
+    merged
+        .into_iter()
+        .map(|c| Fault {
+            kind: AnomalyType::Congestion,
+            origin: Origin::Observed,
+            start_ns: c.start_ns as i64,
+            end_ns: c.end_ns as i64,
+            primary: vec![(EntityKind::Queue, format!("{}/{}", c.node, c.port))],
+        })
+        .filter(|c| {
+            !injected.iter().any(|f| {
+                f.injected()
+                    && f.start_ns - SLACK_NS <= c.end_ns
+                    && c.start_ns <= f.end_ns + SLACK_NS
+            })
+        })
+        .collect()
 }
 
 /// What the ground truth says an anomaly is: its fault's type on an entity the fault is about
 /// (the anomaly's own type if the entity is in several faults at once: a DDoS source that also
-/// scans); congestion for a queue that filled during any fault (collateral, but real);
-/// `unknown` otherwise (a false alarm when no fault was under way).
+/// scans; congestion for a queue that was congested); congestion for a queue that filled
+/// during any injected fault (collateral, but real); `unknown` otherwise (a false alarm when
+/// no fault was under way).
 pub(super) fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> AnomalyType {
     let during: Vec<&Fault> = faults
         .iter()
-        .filter(|i| !i.benign && i.overlaps(a, window_ns))
+        .filter(|i| i.harmful() && i.overlaps(a, window_ns))
         .collect();
     let mut about = during.iter().filter(|i| i.is_primary(a));
     if let Some(i) = about.clone().find(|i| i.kind == a.anomaly_type) {
@@ -264,7 +331,7 @@ pub(super) fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> Anom
     if let Some(i) = about.next() {
         return i.kind;
     }
-    if a.entity_kind == EntityKind::Queue && !during.is_empty() {
+    if a.entity_kind == EntityKind::Queue && during.iter().any(|i| i.injected()) {
         return AnomalyType::Congestion;
     }
     AnomalyType::Unknown
@@ -730,7 +797,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                     v["eval"]["faults"] = injected
                         .iter()
                         .map(|f| {
-                            serde_json::json!({"kind": f.kind, "benign": f.benign,
+                            serde_json::json!({"kind": f.kind, "origin": f.origin,
                             "start_ns": f.start_ns, "end_ns": f.end_ns, "entities": f.primary})
                         })
                         .collect();
@@ -900,6 +967,22 @@ pub(super) fn detection_table(d: &Detection, family: &str, table: &str, csv: &mu
         "all",
         d.benign_attacks as f64,
     );
+    if d.observed > 0 {
+        md += &format!(
+            "Congestion that happened with nothing harmful injected (an emulator queue at or over \
+             the breach depth for the breach's minimum duration: the background's elephants and \
+             jobs, a flash crowd; raised as congestion on its queue, right, not a false alarm): \
+             {} episodes, {} raised as congestion on their queue.\n",
+            d.observed, d.observed_raised
+        );
+        csv.row(
+            family,
+            table,
+            "observed_congestion_recall",
+            "congestion",
+            d.observed_raised as f64 / d.observed as f64,
+        );
+    }
     md
 }
 
@@ -1176,6 +1259,43 @@ mod tests {
         let d = scored_spec("ddos", 1, &indep).unwrap().unwrap();
         assert!(d.contains("pps=") && d.contains("sources="), "{d}");
         kplane_tracegen::traffic::parse_scenario(&d, 1, indep.hosts).unwrap();
+    }
+
+    #[test]
+    fn congestion_that_happened_is_a_fault_only_when_nothing_injected_was_under_way() {
+        let s = 1_000_000_000;
+        let o = Outcome {
+            events: vec![serde_json::json!({"kind": "link_down", "t_ns": 20 * s,
+                "end_ns": 30 * s, "ports": [[1, 2], [2, 1]]})],
+            topology: None,
+            congested: [(5, 9), (25, 26), (32, 34), (9, 10)]
+                .map(|(a, b)| kplane_emulator::sim::Congested {
+                    node: 7,
+                    port: 2,
+                    start_ns: a * s as u64,
+                    end_ns: b * s as u64,
+                })
+                .to_vec(),
+            alerts: Vec::new(),
+            anomalies: Vec::new(),
+            forecasts: Vec::new(),
+            virtual_seconds: 40.0,
+            reports_sent: 1,
+            reports_lost: 0,
+        };
+        let f = faults(&o);
+        let observed: Vec<_> = f
+            .iter()
+            .filter(|f| f.origin == Origin::Observed)
+            .map(|f| (f.start_ns / s, f.end_ns / s, f.primary.clone()))
+            .collect();
+        // 5–9 s and 9–10 s are one; 25–26 s is during the link failure, 32–34 s within 3 s of
+        // its end.
+        assert_eq!(
+            observed,
+            [(5, 10, vec![(EntityKind::Queue, "7/2".to_string())])]
+        );
+        assert_eq!(f.iter().filter(|f| f.injected()).count(), 1);
     }
 
     #[test]

@@ -284,6 +284,8 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
                 .map(|e| shift_event(e, from))
                 .collect(),
             topology: None,
+            // Real switches: no ground truth of their queues.
+            congested: Vec::new(),
             alerts: Vec::new(),
             anomalies: all
                 .iter()

@@ -15,6 +15,7 @@ use anyhow::{Context, bail};
 use kplane_bus::topics;
 use kplane_collector::metrics::{CollectorMetrics, DropLabels};
 use kplane_emulator::run::{RunConfig, build, run_paced};
+use kplane_emulator::sim::Congested;
 use kplane_emulator::topology::Topology;
 use kplane_model::results::{Alert, Anomaly, Forecast};
 use kplane_runtime::Shutdown;
@@ -28,6 +29,11 @@ pub struct Outcome {
     /// The emulator's topology (`None` for the independent generator, whose link events name
     /// their ports).
     pub topology: Option<Topology>,
+    /// The emulator's queues as they were congested: at or over the breach depth (the hop
+    /// latency the processor raises a breach above, in 1500-byte packets at the link rate)
+    /// for at least the breach's minimum duration (empty for the independent generator,
+    /// which has no queues).
+    pub congested: Vec<Congested>,
     /// The stream processor's immediate events (`int.alerts`).
     pub alerts: Vec<Alert>,
     pub anomalies: Vec<Anomaly>,
@@ -188,9 +194,16 @@ pub fn run_pipeline(
             let s = sim
                 .lock()
                 .map_err(|_| anyhow::anyhow!("emulator poisoned"))?;
+            let depth =
+                thresholds.hop_latency_ns as f64 * rc.link.rate_bps as f64 / 1e9 / (8.0 * 1500.0);
             Sent {
                 events: s.truth.events.clone(),
                 topology: Some(s.topo.clone()),
+                congested: s.truth.congested(
+                    depth.ceil() as usize,
+                    thresholds.min_duration.as_nanos() as u64,
+                    s.cfg.sample_ns,
+                ),
                 reports: summary.reports_sent,
                 virtual_seconds: summary.virtual_seconds,
             }
@@ -201,6 +214,7 @@ pub fn run_pipeline(
             Sent {
                 events: o.events,
                 topology: None,
+                congested: Vec::new(),
                 reports: o.reports_sent,
                 virtual_seconds: o.virtual_seconds,
             }
@@ -256,6 +270,7 @@ pub fn run_pipeline(
     Ok(Outcome {
         events: sent.events,
         topology: sent.topology,
+        congested: sent.congested,
         alerts: lines(&mut alerts_in)?,
         anomalies: lines(&mut anomalies_in)?,
         forecasts: lines(&mut forecasts_in)?,
@@ -269,6 +284,7 @@ pub fn run_pipeline(
 struct Sent {
     events: Vec<serde_json::Value>,
     topology: Option<Topology>,
+    congested: Vec<Congested>,
     reports: u64,
     virtual_seconds: f64,
 }

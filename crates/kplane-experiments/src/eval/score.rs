@@ -6,13 +6,17 @@
 //!   harmful fault it overlaps, is not on an entity that fault is about, and is not typed as
 //!   an attack (which would block a bystander); **wrong** otherwise — `unknown` included, and
 //!   everything raised about benign traffic (a flash crowd, a heavy hitter).
+//! * Congestion that happened with nothing harmful injected (the emulator's own queues, see
+//!   [`Origin::Observed`]) is a fault too: a queue raised as congestion while it was congested
+//!   is right, not a false alarm. Those faults are counted apart: the recall, delays and
+//!   false alarms of the tables are the injected faults'.
 //! * A fault is **detected** when an anomaly of its type was raised on an entity it is about.
 
 use std::collections::{BTreeMap, HashMap};
 
 use kplane_model::results::{Anomaly, AnomalyPhase, AnomalyType};
 
-use super::knowledge::Fault;
+use super::knowledge::{Fault, Origin};
 use super::pipeline::Outcome;
 
 /// Seconds after a harmful fault's end in which anything newly raised counts as raised by
@@ -46,7 +50,7 @@ pub(super) fn verdict(
     window_ns: i64,
     incident_of: &HashMap<String, usize>,
 ) -> Verdict {
-    let harmful = |f: &&Fault| !f.benign && f.overlaps(a, window_ns);
+    let harmful = |f: &&Fault| f.harmful() && f.overlaps(a, window_ns);
     let about: Vec<&Fault> = faults
         .iter()
         .filter(harmful)
@@ -152,6 +156,10 @@ pub(super) struct Detection {
     pub(super) benign_attacks: u64,
     pub(super) benign_blocked: u64,
     pub(super) benign_faults: u64,
+    /// Congestion that happened with nothing harmful injected: its episodes, and of them
+    /// those raised as congestion on their queue.
+    pub(super) observed: u64,
+    pub(super) observed_raised: u64,
 }
 
 impl Detection {
@@ -177,6 +185,8 @@ impl Detection {
         self.benign_attacks += o.benign_attacks;
         self.benign_blocked += o.benign_blocked;
         self.benign_faults += o.benign_faults;
+        self.observed += o.observed;
+        self.observed_raised += o.observed_raised;
     }
 
     /// Scores one run's `anomalies` (as raised, or re-typed) against its `faults`.
@@ -188,7 +198,7 @@ impl Detection {
         window_ns: i64,
         incident_of: &HashMap<String, usize>,
     ) {
-        let clean = faults.is_empty();
+        let clean = faults.iter().all(|f| f.origin == Origin::Observed);
         let run_end = (o.virtual_seconds * 1e9) as i64;
         for a in raised(anomalies) {
             let v = verdict(a, faults, window_ns, incident_of);
@@ -198,7 +208,9 @@ impl Detection {
             if v != Verdict::Wrong {
                 s.right += 1;
             }
-            let under_way = faults.iter().any(|f| !f.benign && f.overlaps(a, window_ns));
+            let under_way = faults
+                .iter()
+                .any(|f| f.injected() && f.overlaps(a, window_ns));
             if v == Verdict::Wrong && !under_way {
                 self.false_alarms += 1;
                 if clean {
@@ -206,17 +218,17 @@ impl Detection {
                 }
             }
             let after = faults.iter().any(|f| {
-                !f.benign
+                f.injected()
                     && a.start_ns > f.end_ns + window_ns
                     && a.start_ns <= f.end_ns + AFTER_ATTACK_NS
             });
-            if after && !under_way {
+            if after && !under_way && v == Verdict::Wrong {
                 self.after_attack += 1;
             }
             if is_attack(a.anomaly_type)
-                && faults
-                    .iter()
-                    .any(|f| f.benign && f.overlaps(a, window_ns) && f.is_primary(a))
+                && faults.iter().any(|f| {
+                    f.origin == Origin::Benign && f.overlaps(a, window_ns) && f.is_primary(a)
+                })
             {
                 self.benign_attacks += 1;
                 if !a.recommendations.is_empty() {
@@ -225,17 +237,25 @@ impl Detection {
             }
         }
         for f in faults {
-            if f.benign {
-                self.benign_faults += 1;
-                continue;
-            }
-            self.after_seconds += ((run_end - f.end_ns).clamp(0, AFTER_ATTACK_NS)) as f64 / 1e9;
-            let s = self.types.entry(f.kind).or_default();
-            s.injected += 1;
             let first = raised(anomalies)
                 .filter(|a| a.anomaly_type == f.kind && f.is_primary(a) && f.overlaps(a, window_ns))
                 .map(|a| a.last_ns)
                 .min();
+            match f.origin {
+                Origin::Injected => {}
+                Origin::Benign => {
+                    self.benign_faults += 1;
+                    continue;
+                }
+                Origin::Observed => {
+                    self.observed += 1;
+                    self.observed_raised += u64::from(first.is_some());
+                    continue;
+                }
+            }
+            self.after_seconds += ((run_end - f.end_ns).clamp(0, AFTER_ATTACK_NS)) as f64 / 1e9;
+            let s = self.types.entry(f.kind).or_default();
+            s.injected += 1;
             if let Some(at) = first {
                 s.detected += 1;
                 s.delays
@@ -293,7 +313,11 @@ pub(super) mod fixtures {
     ) -> Fault {
         Fault {
             kind,
-            benign,
+            origin: if benign {
+                Origin::Benign
+            } else {
+                Origin::Injected
+            },
             start_ns: 0,
             end_ns: 5_000,
             primary: primary
@@ -349,6 +373,57 @@ mod tests {
         let crowd = anomaly(EntityKind::Destination, "10.0.0.5", AnomalyType::Unknown);
         incidents.insert(crowd.id.clone(), 1);
         assert_eq!(judge(&crowd, &incidents), Verdict::Wrong);
+    }
+
+    #[test]
+    fn a_queue_raised_while_it_was_congested_is_right_and_counted_apart_from_what_was_injected() {
+        let observed = Fault {
+            origin: Origin::Observed,
+            ..fault(
+                AnomalyType::Congestion,
+                false,
+                vec![(EntityKind::Queue, "5/2")],
+            )
+        };
+        let faults = [observed];
+        let run = Outcome {
+            events: Vec::new(),
+            topology: None,
+            congested: Vec::new(),
+            alerts: Vec::new(),
+            anomalies: Vec::new(),
+            forecasts: Vec::new(),
+            virtual_seconds: 40.0,
+            reports_sent: 1,
+            reports_lost: 0,
+        };
+        let queue = anomaly(EntityKind::Queue, "5/2", AnomalyType::Congestion);
+        // Another queue of the switch, and a link raised meanwhile, are still false alarms.
+        let neighbour = anomaly(EntityKind::Queue, "5/20", AnomalyType::Congestion);
+        let link = anomaly(EntityKind::Link, "5:2", AnomalyType::Unknown);
+        let none = HashMap::new();
+        assert_eq!(verdict(&queue, &faults, 1_000, &none), Verdict::Right);
+        assert_eq!(verdict(&neighbour, &faults, 1_000, &none), Verdict::Wrong);
+        let mut d = Detection::default();
+        let raised = [queue, neighbour, link];
+        d.score(&run, &raised, &faults, 1_000, &none);
+        assert_eq!((d.observed, d.observed_raised), (1, 1));
+        assert_eq!(
+            (d.false_alarms, d.clean_false_alarms),
+            (2, 2),
+            "a clean run"
+        );
+        let congestion = &d.types[&AnomalyType::Congestion];
+        assert_eq!((congestion.raised, congestion.right), (2, 1));
+        assert_eq!(
+            (congestion.injected, congestion.detected),
+            (0, 0),
+            "not in the recall of what was injected"
+        );
+        // Missed, it is counted, not detected.
+        let mut missed = Detection::default();
+        missed.score(&run, &[], &faults, 1_000, &none);
+        assert_eq!((missed.observed, missed.observed_raised), (1, 0));
     }
 
     #[test]
