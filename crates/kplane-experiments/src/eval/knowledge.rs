@@ -972,8 +972,9 @@ pub(super) fn detection_table(d: &Detection, family: &str, table: &str, csv: &mu
             "Congestion that happened with nothing harmful injected (an emulator queue at or over \
              the breach depth for the breach's minimum duration: the background's elephants and \
              jobs, a flash crowd; raised as congestion on its queue, right, not a false alarm): \
-             {} episodes, {} raised as congestion on their queue.\n",
-            d.observed, d.observed_raised
+             {} episodes, {} raised as congestion on their queue; {} anomalies right only for \
+             it.\n",
+            d.observed, d.observed_raised, d.observed_right
         );
         csv.row(
             family,

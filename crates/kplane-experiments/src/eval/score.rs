@@ -156,10 +156,12 @@ pub(super) struct Detection {
     pub(super) benign_attacks: u64,
     pub(super) benign_blocked: u64,
     pub(super) benign_faults: u64,
-    /// Congestion that happened with nothing harmful injected: its episodes, and of them
-    /// those raised as congestion on their queue.
+    /// Congestion that happened with nothing harmful injected: its episodes, those of them
+    /// raised as congestion on their queue, and the anomalies right only for it (wrong, and
+    /// false alarms, had the truth been only what was injected).
     pub(super) observed: u64,
     pub(super) observed_raised: u64,
+    pub(super) observed_right: u64,
 }
 
 impl Detection {
@@ -187,6 +189,7 @@ impl Detection {
         self.benign_faults += o.benign_faults;
         self.observed += o.observed;
         self.observed_raised += o.observed_raised;
+        self.observed_right += o.observed_right;
     }
 
     /// Scores one run's `anomalies` (as raised, or re-typed) against its `faults`.
@@ -211,6 +214,9 @@ impl Detection {
             let under_way = faults
                 .iter()
                 .any(|f| f.injected() && f.overlaps(a, window_ns));
+            if v != Verdict::Wrong && !under_way {
+                self.observed_right += 1;
+            }
             if v == Verdict::Wrong && !under_way {
                 self.false_alarms += 1;
                 if clean {
@@ -407,7 +413,7 @@ mod tests {
         let mut d = Detection::default();
         let raised = [queue, neighbour, link];
         d.score(&run, &raised, &faults, 1_000, &none);
-        assert_eq!((d.observed, d.observed_raised), (1, 1));
+        assert_eq!((d.observed, d.observed_raised, d.observed_right), (1, 1, 1));
         assert_eq!(
             (d.false_alarms, d.clean_false_alarms),
             (2, 2),
