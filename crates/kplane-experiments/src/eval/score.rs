@@ -68,6 +68,14 @@ pub(super) fn verdict(
     }
 }
 
+/// An anomaly raised, as what the same traffic would raise again: its entity and its first
+/// window.
+pub(super) type Raised = (kplane_model::results::EntityKind, String, i64);
+
+pub(super) fn key(a: &Anomaly) -> Raised {
+    (a.entity_kind, a.entity.clone(), a.start_ns)
+}
+
 /// Learnt anomalies as they were raised: each episode's start, and the update that typed it
 /// if its start was untyped (facts from alerts are not scored here).
 pub(super) fn raised(anomalies: &[Anomaly]) -> impl Iterator<Item = &Anomaly> {
@@ -152,6 +160,11 @@ pub(super) struct Detection {
     /// run), and the seconds of aftermath the runs held.
     pub(super) after_attack: u64,
     pub(super) after_seconds: f64,
+    /// Those anomalies, as (kind, entity, start): the caller pairs them with a clean run.
+    pub(super) after_attack_raised: Vec<Raised>,
+    /// Of `after_attack`, those the same seed's clean run raised too, on the same entity in
+    /// the same window: the run's background, not the attack's end.
+    pub(super) after_attack_background: u64,
     /// Raised about benign traffic: typed as an attack, and of those with a block recommended.
     pub(super) benign_attacks: u64,
     pub(super) benign_blocked: u64,
@@ -184,6 +197,7 @@ impl Detection {
         self.clean_seconds += o.clean_seconds;
         self.after_attack += o.after_attack;
         self.after_seconds += o.after_seconds;
+        self.after_attack_background += o.after_attack_background;
         self.benign_attacks += o.benign_attacks;
         self.benign_blocked += o.benign_blocked;
         self.benign_faults += o.benign_faults;
@@ -230,6 +244,7 @@ impl Detection {
             });
             if after && !under_way && v == Verdict::Wrong {
                 self.after_attack += 1;
+                self.after_attack_raised.push(key(a));
             }
             if is_attack(a.anomaly_type)
                 && faults.iter().any(|f| {
@@ -430,6 +445,36 @@ mod tests {
         let mut missed = Detection::default();
         missed.score(&run, &[], &faults, 1_000, &none);
         assert_eq!((missed.observed, missed.observed_raised), (1, 0));
+    }
+
+    #[test]
+    fn what_is_raised_after_an_attack_ended_is_kept_to_be_paired_with_a_clean_run() {
+        let ddos = fault(
+            AnomalyType::Ddos,
+            false,
+            vec![(EntityKind::Destination, "10.0.0.1")],
+        );
+        let run = Outcome {
+            events: Vec::new(),
+            topology: None,
+            congested: Vec::new(),
+            alerts: Vec::new(),
+            anomalies: Vec::new(),
+            forecasts: Vec::new(),
+            virtual_seconds: 40.0,
+            reports_sent: 1,
+            reports_lost: 0,
+        };
+        // The DDoS ended at 5 µs; a link raised 10 windows of 1 µs later.
+        let mut link = anomaly(EntityKind::Link, "6:2", AnomalyType::Unknown);
+        (link.start_ns, link.last_ns) = (15_000, 16_000);
+        let mut d = Detection::default();
+        d.score(&run, &[link], &[ddos], 1_000, &HashMap::new());
+        assert_eq!(d.after_attack, 1);
+        assert_eq!(
+            d.after_attack_raised,
+            [(EntityKind::Link, "6:2".to_string(), 15_000)]
+        );
     }
 
     #[test]
