@@ -195,6 +195,15 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
     assert!(report.contains("\nIncidents ("), "{report}");
     assert_eq!(value("incident_recall"), 1.0, "{report}");
     assert!(value("incident_precision") > 0.0, "{report}");
+    // What was raised after the attacks ended, and of it what the clean run of the same seed
+    // did not raise too.
+    let after = |ty: &str| -> f64 {
+        csv.lines()
+            .find_map(|l| l.strip_prefix(&format!("all,given-labels,raised_after_attack,{ty},")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no raised_after_attack {ty} in {csv}"))
+    };
+    assert!(after("not_in_the_clean_run") <= after("all"), "{csv}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
