@@ -1331,7 +1331,6 @@ mod tests {
         let o = Outcome {
             events: vec![serde_json::json!({"kind": "link_down", "t_ns": 20 * s,
                 "end_ns": 30 * s, "ports": [[1, 2], [2, 1]]})],
-            topology: None,
             congested: [(5, 9), (25, 26), (32, 34), (9, 10)]
                 .map(|(a, b)| kplane_emulator::sim::Congested {
                     node: 7,
@@ -1340,12 +1339,7 @@ mod tests {
                     end_ns: b * s as u64,
                 })
                 .to_vec(),
-            alerts: Vec::new(),
-            anomalies: Vec::new(),
-            forecasts: Vec::new(),
-            virtual_seconds: 40.0,
-            reports_sent: 1,
-            reports_lost: 0,
+            ..crate::eval::score::fixtures::outcome()
         };
         let f = faults(&o);
         let observed: Vec<_> = f

@@ -327,6 +327,21 @@ pub(super) mod fixtures {
         }
     }
 
+    /// A run of 40 s with nothing in it yet.
+    pub(in crate::eval) fn outcome() -> Outcome {
+        Outcome {
+            events: Vec::new(),
+            topology: None,
+            congested: Vec::new(),
+            alerts: Vec::new(),
+            anomalies: Vec::new(),
+            forecasts: Vec::new(),
+            virtual_seconds: 40.0,
+            reports_sent: 1,
+            reports_lost: 0,
+        }
+    }
+
     pub(in crate::eval) fn fault(
         kind: AnomalyType,
         benign: bool,
@@ -351,7 +366,7 @@ pub(super) mod fixtures {
 
 #[cfg(test)]
 mod tests {
-    use super::fixtures::{anomaly, fault};
+    use super::fixtures::{anomaly, fault, outcome};
     use super::*;
     use kplane_model::results::EntityKind;
 
@@ -407,17 +422,7 @@ mod tests {
             )
         };
         let faults = [observed];
-        let run = Outcome {
-            events: Vec::new(),
-            topology: None,
-            congested: Vec::new(),
-            alerts: Vec::new(),
-            anomalies: Vec::new(),
-            forecasts: Vec::new(),
-            virtual_seconds: 40.0,
-            reports_sent: 1,
-            reports_lost: 0,
-        };
+        let run = outcome();
         let queue = anomaly(EntityKind::Queue, "5/2", AnomalyType::Congestion);
         // Another queue of the switch, and a link raised meanwhile, are still false alarms.
         let neighbour = anomaly(EntityKind::Queue, "5/20", AnomalyType::Congestion);
@@ -454,17 +459,7 @@ mod tests {
             false,
             vec![(EntityKind::Destination, "10.0.0.1")],
         );
-        let run = Outcome {
-            events: Vec::new(),
-            topology: None,
-            congested: Vec::new(),
-            alerts: Vec::new(),
-            anomalies: Vec::new(),
-            forecasts: Vec::new(),
-            virtual_seconds: 40.0,
-            reports_sent: 1,
-            reports_lost: 0,
-        };
+        let run = outcome();
         // The DDoS ended at 5 µs; a link raised 10 windows of 1 µs later.
         let mut link = anomaly(EntityKind::Link, "6:2", AnomalyType::Unknown);
         (link.start_ns, link.last_ns) = (15_000, 16_000);
