@@ -129,6 +129,11 @@ pub(super) struct Fault {
     pub(super) primary: Vec<(EntityKind, String)>,
 }
 
+/// A clean run: nothing injected, harmful or benign (congestion may still have happened).
+pub(super) fn nothing_injected(faults: &[Fault]) -> bool {
+    faults.iter().all(|f| f.origin == Origin::Observed)
+}
+
 impl Fault {
     /// Harm under way: injected, or congestion that happened.
     pub(super) fn harmful(&self) -> bool {
@@ -618,7 +623,7 @@ fn score_run(
         .score(o, &o.anomalies, &injected, window_ns, &incident_of);
     let after = std::mem::take(&mut t.scored.after_attack_raised);
     t.aftermath.extend(after.into_iter().map(|k| (seed, k)));
-    if injected.iter().all(|f| f.origin == Origin::Observed) {
+    if nothing_injected(&injected) {
         t.clean_raised
             .entry(seed)
             .or_default()

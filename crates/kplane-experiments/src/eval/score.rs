@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use kplane_model::results::{Anomaly, AnomalyPhase, AnomalyType};
 
-use super::knowledge::{Fault, Origin};
+use super::knowledge::{Fault, Origin, nothing_injected};
 use super::pipeline::Outcome;
 
 /// Seconds after a harmful fault's end in which anything newly raised counts as raised by
@@ -215,7 +215,7 @@ impl Detection {
         window_ns: i64,
         incident_of: &HashMap<String, usize>,
     ) {
-        let clean = faults.iter().all(|f| f.origin == Origin::Observed);
+        let clean = nothing_injected(faults);
         let run_end = (o.virtual_seconds * 1e9) as i64;
         for a in raised(anomalies) {
             let v = verdict(a, faults, window_ns, incident_of);
