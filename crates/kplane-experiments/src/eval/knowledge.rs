@@ -619,9 +619,9 @@ fn score_run(
     let injected = faults(o);
     let (incidents, incident_of) =
         incidents::score_run(o, &o.anomalies, &injected, window_ns, &mut t.incidents);
-    t.scored
+    let after = t
+        .scored
         .score(o, &o.anomalies, &injected, window_ns, &incident_of);
-    let after = std::mem::take(&mut t.scored.after_attack_raised);
     t.aftermath.extend(after.into_iter().map(|k| (seed, k)));
     if nothing_injected(&injected) {
         t.clean_raised

@@ -160,8 +160,6 @@ pub(super) struct Detection {
     /// run), and the seconds of aftermath the runs held.
     pub(super) after_attack: u64,
     pub(super) after_seconds: f64,
-    /// Those anomalies, as (kind, entity, start): the caller pairs them with a clean run.
-    pub(super) after_attack_raised: Vec<Raised>,
     /// Of `after_attack`, those the same seed's clean run raised too, on the same entity in
     /// the same window: the run's background, not the attack's end.
     pub(super) after_attack_background: u64,
@@ -206,7 +204,8 @@ impl Detection {
         self.observed_right += o.observed_right;
     }
 
-    /// Scores one run's `anomalies` (as raised, or re-typed) against its `faults`.
+    /// Scores one run's `anomalies` (as raised, or re-typed) against its `faults`; returns
+    /// those raised after an attack ended, for the caller to pair with a clean run.
     pub(super) fn score(
         &mut self,
         o: &Outcome,
@@ -214,8 +213,9 @@ impl Detection {
         faults: &[Fault],
         window_ns: i64,
         incident_of: &HashMap<String, usize>,
-    ) {
+    ) -> Vec<Raised> {
         let clean = nothing_injected(faults);
+        let mut aftermath = Vec::new();
         let run_end = (o.virtual_seconds * 1e9) as i64;
         for a in raised(anomalies) {
             let v = verdict(a, faults, window_ns, incident_of);
@@ -244,7 +244,7 @@ impl Detection {
             });
             if after && !under_way && v == Verdict::Wrong {
                 self.after_attack += 1;
-                self.after_attack_raised.push(key(a));
+                aftermath.push(key(a));
             }
             if is_attack(a.anomaly_type)
                 && faults.iter().any(|f| {
@@ -287,6 +287,7 @@ impl Detection {
         if clean {
             self.clean_seconds += o.virtual_seconds;
         }
+        aftermath
     }
 }
 
@@ -464,12 +465,9 @@ mod tests {
         let mut link = anomaly(EntityKind::Link, "6:2", AnomalyType::Unknown);
         (link.start_ns, link.last_ns) = (15_000, 16_000);
         let mut d = Detection::default();
-        d.score(&run, &[link], &[ddos], 1_000, &HashMap::new());
+        let aftermath = d.score(&run, &[link], &[ddos], 1_000, &HashMap::new());
         assert_eq!(d.after_attack, 1);
-        assert_eq!(
-            d.after_attack_raised,
-            [(EntityKind::Link, "6:2".to_string(), 15_000)]
-        );
+        assert_eq!(aftermath, [(EntityKind::Link, "6:2".to_string(), 15_000)]);
     }
 
     #[test]
