@@ -4,12 +4,14 @@
 //! destination a congested queue serves.
 //!
 //! Roots, strongest first: a DDoS at a destination, a scan from a source, a scan at a
-//! destination, a DDoS from a source, a congested queue. A root claims, among the window's
-//! other raised entity-windows that have no anomaly of their own yet:
-//! * for an attack: the addresses at the other end of its flows typed `unknown` or its own
-//!   type, and the queues and links on its flows' switches typed `unknown` or `congestion`;
+//! destination, a DDoS from a source, a congested queue, a congested destination (an
+//! incast). A root claims, among the window's other raised entity-windows that have no anomaly
+//! of their own yet:
+//! * for an attack or a congested destination: the addresses at the other end of its flows
+//!   typed `unknown` or its own type, and the queues and links on its flows' switches typed
+//!   `unknown` or `congestion`;
 //! * for a congested queue: the queues and links of its switch, and the addresses whose flows
-//!   cross that switch, typed `unknown` (or `congestion` for queues and links).
+//!   cross that switch, typed `unknown` or `congestion`.
 //!
 //! A link failure is never collateral: it is a fault of its own, whatever crosses it.
 
@@ -50,6 +52,7 @@ fn rank(kind: EntityKind, t: AnomalyType) -> Option<u8> {
         (AnomalyType::PortScan, EntityKind::Destination) => Some(2),
         (AnomalyType::Ddos, EntityKind::Source) => Some(3),
         (AnomalyType::Congestion, EntityKind::Queue) => Some(4),
+        (AnomalyType::Congestion, EntityKind::Destination) => Some(5),
         _ => None,
     }
 }
@@ -93,7 +96,7 @@ fn joins(w: &Window, root: &Raised, r: &Reach, c: &Raised) -> bool {
                 && parse_node_pair(c.entity).is_some_and(|(n, _)| r.nodes.contains(&n))
         }
         EntityKind::Source | EntityKind::Destination if root.kind == EntityKind::Queue => {
-            loose
+            (loose || c.typed == AnomalyType::Congestion)
                 && flows_of(w, c.kind, c.entity)
                     .iter()
                     .any(|f| f.path.iter().any(|n| r.nodes.contains(n)))
@@ -223,5 +226,32 @@ mod tests {
             raised(Destination, "10.0.0.3", Ddos, 5.0),
         ];
         assert_eq!(roots(&w, &r), vec![Some(1), None]);
+        // The destination it serves, congested too: the queue's.
+        let r = [
+            raised(Queue, "3/0", Congestion, 9.0),
+            raised(Destination, "10.0.0.3", Congestion, 5.0),
+        ];
+        assert_eq!(roots(&w, &r), vec![None, Some(0)]);
+    }
+
+    #[test]
+    fn a_congested_destination_takes_its_senders_and_the_queues_on_their_way() {
+        use AnomalyType::*;
+        use EntityKind::*;
+        let w = Window {
+            flows: vec![
+                flow("10.0.0.1", "10.0.0.3", &[1, 5, 3]),
+                flow("10.0.0.2", "10.0.0.3", &[2, 5, 3]),
+                flow("10.0.0.7", "10.0.0.8", &[7, 8]),
+            ],
+            ..Window::default()
+        };
+        let r = [
+            raised(Destination, "10.0.0.3", Congestion, 9.0),
+            raised(Source, "10.0.0.1", Unknown, 5.0),
+            raised(Queue, "3/1", Unknown, 5.0),
+            raised(Source, "10.0.0.7", Unknown, 5.0),
+        ];
+        assert_eq!(roots(&w, &r), vec![None, Some(0), Some(0), None]);
     }
 }

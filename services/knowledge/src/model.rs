@@ -7,7 +7,7 @@
 //! false-alarm budget — and never below the largest held-out score. The rate is the kind's
 //! false alarms per hour divided by its entity-windows per hour.
 //!
-//! An address's window that fits a type's definition ([`crate::typer`]) is raised above the
+//! An address's window that fits an attack's definition ([`crate::typer`]) is raised above the
 //! largest held-out score — farther from normal than any clean training window — without the
 //! tail's extrapolation. A flood that replaces half of its victim's traffic changes where the
 //! traffic comes from more than how much: the model of all destinations scores it under the
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::KnowledgeError;
 use crate::detectors::{self, Scorer};
-use crate::features::{Sample, names};
+use crate::features::{Sample, TYPING_ONLY, names};
 
 /// How a threshold was calibrated (kept in the registry).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -101,7 +101,7 @@ impl EntityModel {
 
     pub fn score(&self, x: &[f64]) -> f64 {
         let mut z = self.z(x);
-        excess_only(self.kind, &mut z);
+        weigh(self.kind, &mut z);
         self.scorer.score(&z)
     }
 
@@ -109,13 +109,14 @@ impl EntityModel {
         self.calibration.threshold
     }
 
-    /// The threshold of a window of type `t` by definition: an address's window that fits a
-    /// definition is judged by the largest held-out score, any other by the extrapolated tail
-    /// (see the module docs).
+    /// The threshold of a window of type `t` by definition: an address's window that fits an
+    /// attack's definition is judged by the largest held-out score, any other by the
+    /// extrapolated tail (see the module docs). Congestion at a destination is not judged
+    /// lower: its queueing swings in clean windows too.
     pub fn threshold_for(&self, t: AnomalyType) -> f64 {
         match t {
-            AnomalyType::Unknown => self.threshold(),
-            _ => self.lowest_threshold(),
+            AnomalyType::Ddos | AnomalyType::PortScan => self.lowest_threshold(),
+            _ => self.threshold(),
         }
     }
 
@@ -129,7 +130,8 @@ impl EntityModel {
         }
     }
 
-    /// The features, largest deviation first.
+    /// The features, largest deviation first; those the detector does not weigh
+    /// ([`TYPING_ONLY`]) last.
     pub fn deviations(&self, x: &[f64]) -> Vec<FeatureDeviation> {
         let mut d: Vec<FeatureDeviation> = names(self.kind)
             .iter()
@@ -142,7 +144,12 @@ impl EntityModel {
                 z,
             })
             .collect();
-        d.sort_by(|a, b| b.z.abs().total_cmp(&a.z.abs()));
+        let weighed = |f: &FeatureDeviation| !TYPING_ONLY.contains(&f.name.as_str());
+        d.sort_by(|a, b| {
+            weighed(b)
+                .cmp(&weighed(a))
+                .then(b.z.abs().total_cmp(&a.z.abs()))
+        });
         d
     }
 
@@ -278,7 +285,7 @@ impl EntityModel {
                         .zip(mean.iter().zip(&std))
                         .map(|(v, (m, sd))| (v - m) / sd)
                         .collect();
-                excess_only(kind, &mut z);
+                weigh(kind, &mut z);
                 z
             })
             .collect();
@@ -324,11 +331,15 @@ fn is_packet_size(name: &str) -> bool {
 /// size counts both ways (a flood of small requests, of large responses).
 const ADDRESS_FLOOR: f64 = -2.0;
 
-/// Caps how far below normal an address's standardised counts reach (see [`ADDRESS_FLOOR`]).
-fn excess_only(kind: EntityKind, z: &mut [f64]) {
+/// What the detector weighs of an address's standardised features: how far below normal its
+/// counts reach is capped (see [`ADDRESS_FLOOR`]), and those it is only typed by
+/// ([`TYPING_ONLY`]) are nothing.
+fn weigh(kind: EntityKind, z: &mut [f64]) {
     if matches!(kind, EntityKind::Source | EntityKind::Destination) {
         for (v, name) in z.iter_mut().zip(names(kind)) {
-            if is_packet_size(name) {
+            if TYPING_ONLY.contains(name) {
+                *v = 0.0;
+            } else if is_packet_size(name) {
                 *v = v.abs();
             } else {
                 *v = v.max(ADDRESS_FLOOR);
@@ -417,17 +428,24 @@ mod tests {
     }
 
     #[test]
-    fn an_addresss_counts_count_above_normal_and_its_packet_size_both_ways() {
+    fn an_addresss_counts_count_above_normal_its_packet_size_both_ways_and_its_transit_not() {
         let kind = EntityKind::Destination;
         let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
         let mut z = vec![-5.0; names(kind).len()];
         z[at("vs_usual_log_packet_bytes")] = -4.0;
-        excess_only(kind, &mut z);
+        z[at("vs_usual_log_transit_us")] = 9.0;
+        weigh(kind, &mut z);
         assert_eq!(z[at("vs_usual_log_reports")], ADDRESS_FLOOR);
         assert_eq!(z[at("vs_usual_log_packet_bytes")], 4.0);
         assert_eq!(z[at("log_packet_bytes")], 5.0);
+        assert_eq!(
+            z[at("vs_usual_log_transit_us")],
+            0.0,
+            "typed by, not detected by"
+        );
+        assert_eq!(z[at("log_transit_us")], 0.0);
         let mut q = vec![-5.0; names(EntityKind::Queue).len()];
-        excess_only(EntityKind::Queue, &mut q);
+        weigh(EntityKind::Queue, &mut q);
         assert!(q.iter().all(|v| *v == -5.0), "a queue's are as they are");
     }
 
@@ -495,14 +513,14 @@ mod tests {
         assert_eq!(m.threshold_for(AnomalyType::Ddos), c.heldout_max);
         assert_eq!(m.threshold_for(AnomalyType::Unknown), c.threshold);
         assert_eq!(m.lowest_threshold(), c.heldout_max);
-        // Spoofed sources replacing half of a victim's traffic: 5× its usual sources in
+        // Spoofed sources replacing half of a victim's traffic: 6× its usual sources in
         // packets a third smaller, no more of them. Under the kind's threshold, over every
         // clean window: raised, as what it is by definition.
         let mut flood = vec![0.0; names(kind).len()];
         for m in measured(kind) {
             flood[at(m)] = 4.0;
         }
-        flood[at("vs_usual_log_sources")] = 1.65;
+        flood[at("vs_usual_log_sources")] = 1.8;
         flood[at("vs_usual_log_bytes")] = -0.5;
         let score = m.score(&flood);
         assert_eq!(typer::define_vector(kind, &flood), AnomalyType::Ddos);
@@ -515,6 +533,13 @@ mod tests {
         crowd[at("vs_usual_log_bytes")] = 0.0;
         assert_eq!(typer::define_vector(kind, &crowd), AnomalyType::Unknown);
         assert!(m.score(&crowd) < m.threshold_for(AnomalyType::Unknown));
+        // Queueing 8× its usual on the way to it is congestion by definition, but the detector
+        // does not weigh it and its threshold is the kind's: still not raised.
+        let mut queued = crowd.clone();
+        queued[at("vs_usual_log_transit_us")] = 8f64.ln();
+        assert_eq!(typer::define_vector(kind, &queued), AnomalyType::Congestion);
+        assert_eq!(m.score(&queued), m.score(&crowd));
+        assert_eq!(m.threshold_for(AnomalyType::Congestion), c.threshold);
         // A model whose threshold could not be calibrated raises nothing.
         let none = calibrate(vec![], 0.1);
         let mut uncalibrated = EntityModel::load(&m.save()).unwrap();

@@ -13,7 +13,9 @@
 //!   two, whatever its volume); a source sending 1.5× its usual
 //!   packets, a fifth smaller, to fewer than 2× its usual destinations (one of the attackers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
-//!   threshold than usual (occupancy, not report counts);
+//!   threshold than usual (occupancy, not report counts); a destination, not flooded, whose
+//!   flows met 4× their usual queueing on the way to it (their transit: an incast converging
+//!   on it, hop latency, not report counts);
 //! * **link failure**: a switch-to-switch link whose silence is surprising (≥ 5 nats, see
 //!   [`crate::baseline`]), or whose opposite direction's is while its own samples fell 4×;
 //! * anything else raised is `unknown`, for every kind, and nothing is recommended for it.
@@ -84,6 +86,8 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                 AnomalyType::PortScan
             } else if flood.iter().filter(|sign| **sign).count() >= 2 {
                 AnomalyType::Ddos
+            } else if f("vs_usual_log_transit_us") >= FOURFOLD {
+                AnomalyType::Congestion
             } else {
                 AnomalyType::Unknown
             }
@@ -257,7 +261,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 15] = [
+        let cases: [Case; 17] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -305,6 +309,27 @@ mod tests {
                 Destination,
                 &[("vs_usual_log_reports", 2.2), ("vs_usual_log_bytes", 2.2)],
                 Unknown,
+            ),
+            // An incast: a few more senders of the usual packets, and 8× the usual queueing
+            // on the way (a flood queues its victim too, and stays a flood).
+            (
+                Destination,
+                &[
+                    ("vs_usual_log_reports", 1.2),
+                    ("vs_usual_log_bytes", 1.2),
+                    ("vs_usual_log_sources", 0.4),
+                    ("vs_usual_log_transit_us", 2.1),
+                ],
+                Congestion,
+            ),
+            (
+                Destination,
+                &[
+                    ("vs_usual_log_reports", 2.8),
+                    ("vs_usual_log_bytes", 2.2),
+                    ("vs_usual_log_transit_us", 2.1),
+                ],
+                Ddos,
             ),
             (
                 Destination,

@@ -112,8 +112,9 @@ pub(super) enum Origin {
     Benign,
     /// A queue the emulator held at or over the breach depth for the breach's minimum
     /// duration while nothing harmful was injected (the background's elephants and periodic
-    /// jobs, a flash crowd): congestion that happened. Raised as congestion on that queue it
-    /// is right, never a false alarm; missed, it is counted apart from the injected faults.
+    /// jobs, a flash crowd): congestion that happened. Raised as congestion on that queue, or
+    /// on the host the queue leads to, it is right, never a false alarm; missed, it is counted
+    /// apart from the injected faults.
     Observed,
 }
 
@@ -302,12 +303,21 @@ fn observed(o: &Outcome, injected: &[Fault]) -> Vec<Fault> {
     }
     merged
         .into_iter()
-        .map(|c| Fault {
-            kind: AnomalyType::Congestion,
-            origin: Origin::Observed,
-            start_ns: c.start_ns as i64,
-            end_ns: c.end_ns as i64,
-            primary: vec![(EntityKind::Queue, format!("{}/{}", c.node, c.port))],
+        .map(|c| {
+            let mut primary = vec![(EntityKind::Queue, format!("{}/{}", c.node, c.port))];
+            primary.extend(
+                o.topology
+                    .as_ref()
+                    .and_then(|t| host_behind(t, c.node, c.port))
+                    .map(|ip| (EntityKind::Destination, ip)),
+            );
+            Fault {
+                kind: AnomalyType::Congestion,
+                origin: Origin::Observed,
+                start_ns: c.start_ns as i64,
+                end_ns: c.end_ns as i64,
+                primary,
+            }
         })
         .filter(|c| {
             !injected.iter().any(|f| {
@@ -317,6 +327,15 @@ fn observed(o: &Outcome, injected: &[Fault]) -> Vec<Fault> {
             })
         })
         .collect()
+}
+
+/// The host a switch's port leads to, if it leads to one: congestion in the queue towards a
+/// host is congestion at that destination too.
+fn host_behind(topo: &Topology, node: u32, port: u16) -> Option<String> {
+    topo.hosts().find_map(|(_, h)| {
+        let &(_, switch, at) = h.ports.first()?;
+        (topo.nodes[switch].id == node && at == port).then(|| h.ip.map(|ip| ip.to_string()))?
+    })
 }
 
 /// What the ground truth says an anomaly is: its fault's type on an entity the fault is about
@@ -1020,9 +1039,9 @@ pub(super) fn detection_table(d: &Detection, family: &str, table: &str, csv: &mu
         md += &format!(
             "Congestion that happened with nothing harmful injected (an emulator queue at or over \
              the breach depth for the breach's minimum duration: the background's elephants and \
-             jobs, a flash crowd; raised as congestion on its queue, right, not a false alarm): \
-             {} episodes, {} raised as congestion on their queue; {} anomalies right only for \
-             it.\n",
+             jobs, a flash crowd; raised as congestion on its queue or the host it leads to, \
+             right, not a false alarm): {} episodes, {} raised as congestion on their queue or \
+             host; {} anomalies right only for it.\n",
             d.observed, d.observed_raised, d.observed_right
         );
         csv.row(
@@ -1331,7 +1350,8 @@ mod tests {
     }
 
     #[test]
-    fn congestion_that_happened_is_a_fault_only_when_nothing_injected_was_under_way() {
+    fn congestion_that_happened_is_a_fault_only_when_nothing_injected_was_under_way_and_is_at_the_host_it_queues_for()
+     {
         let s = 1_000_000_000;
         let o = Outcome {
             events: vec![serde_json::json!({"kind": "link_down", "t_ns": 20 * s,
@@ -1359,6 +1379,34 @@ mod tests {
             [(5, 10, vec![(EntityKind::Queue, "7/2".to_string())])]
         );
         assert_eq!(f.iter().filter(|f| f.injected()).count(), 1);
+        // The queue towards a host: congestion at that destination too.
+        use kplane_emulator::topology::{LinkSpec, NodeKind};
+        let mut topo = Topology::default();
+        let switch = topo.add(NodeKind::Switch, "s1".into());
+        let host = topo.add(NodeKind::Host, "h0".into());
+        let spec = LinkSpec {
+            delay_ns: 1_000,
+            rate_bps: 1_000_000_000,
+            loss: 0.0,
+        };
+        topo.connect(host, switch, spec);
+        let o = Outcome {
+            topology: Some(topo),
+            congested: vec![kplane_emulator::sim::Congested {
+                node: 1,
+                port: 0,
+                start_ns: 5 * s as u64,
+                end_ns: 6 * s as u64,
+            }],
+            ..crate::eval::score::fixtures::outcome()
+        };
+        assert_eq!(
+            faults(&o)[0].primary,
+            [
+                (EntityKind::Queue, "1/0".to_string()),
+                (EntityKind::Destination, "10.0.0.1".to_string())
+            ]
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //!   everything raised about benign traffic (a flash crowd, a heavy hitter).
 //! * Congestion that happened with nothing harmful injected (the emulator's own queues, see
 //!   [`Origin::Observed`]) is a fault too: a queue raised as congestion while it was congested
-//!   is right, not a false alarm. Those faults are counted apart: the recall, delays and
+//!   is right, not a false alarm, and so is the host that queue leads to, if it leads to one. Those faults are counted apart: the recall, delays and
 //!   false alarms of the tables are the injected faults'.
 //! * A fault is **detected** when an anomaly of its type was raised on an entity it is about.
 
@@ -168,7 +168,7 @@ pub(super) struct Detection {
     pub(super) benign_blocked: u64,
     pub(super) benign_faults: u64,
     /// Congestion that happened with nothing harmful injected: its episodes, those of them
-    /// raised as congestion on their queue, and the anomalies right only for it (wrong, and
+    /// raised as congestion on their queue or host, and the anomalies right only for it (wrong, and
     /// false alarms, had the truth been only what was injected).
     pub(super) observed: u64,
     pub(super) observed_raised: u64,
