@@ -1,8 +1,8 @@
 //! `kplane eval knowledge` end to end: real reports over UDP → collector → stream processor →
 //! knowledge service, in virtual time. The models learn clean traffic; every scored run is a
 //! restarted service that loads them; a DDoS and a port scan are found, typed, explained and
-//! answered with a recommended block, a clean run raises no attack, and the report and CSV are
-//! written. The emulator waits for the collector (pacing), so a slow machine takes longer but
+//! answered with a recommended block, a clean run raises no attack, an incast is congestion at
+//! its host, and the report and CSV are written. The emulator waits for the collector (pacing), so a slow machine takes longer but
 //! sees the same reports.
 
 use std::path::PathBuf;
@@ -204,6 +204,78 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
             .unwrap_or_else(|| panic!("no raised_after_attack {ty} in {csv}"))
     };
     assert!(after("not_in_the_clean_run") <= after("all"), "{csv}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A train of `cache` microbursts converging on one host of a 1 Gb/s leaf-spine (an incast):
+/// the host is raised in the burst's first windows and typed `congestion` by the queueing its
+/// flows met on the way (their transit, a feature the detector does not weigh), with nothing
+/// recommended for it.
+#[test]
+fn an_incast_is_congestion_at_the_host_it_converges_on() {
+    let out = std::env::temp_dir().join(format!("kplane-eval-incast-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let labels =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../services/knowledge/src/types.json");
+    let scenario = "microburst-cache:target=9,start=0.5,end=0.8";
+    let run = Command::new(env!("CARGO_BIN_EXE_kplane"))
+        .args([
+            "eval",
+            "knowledge",
+            "--family",
+            "ls-2x4-1g",
+            "--scenario",
+            scenario,
+            "--runs",
+            "1",
+            "--seconds",
+            "30",
+            "--train-seconds",
+            "90",
+            "--cost-windows",
+            "50",
+        ])
+        .arg("--labels")
+        .arg(&labels)
+        .arg("--out")
+        .arg(&out)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let report = report_of(&run);
+    assert!(report.contains("| congestion | 1 | 1 | 1.00 |"), "{report}");
+    let anomalies: Vec<Value> = std::fs::read_to_string(out.join("anomalies.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let host = anomalies
+        .iter()
+        .find(|a| a["entity_kind"] == "destination" && a["type"] == "congestion")
+        .unwrap_or_else(|| panic!("the incast's host was not typed congestion: {anomalies:#?}"));
+    assert_eq!(host["entity"], "10.0.0.10", "{host:#}");
+    assert_eq!(host["eval"]["truth"], "congestion", "{host:#}");
+    assert_eq!(host["recommendations"], serde_json::json!([]), "{host:#}");
+    // Its transit is in the explanation, last (typed by, not detected by), at ≥ 4× its usual.
+    let features = host["explanation"]["features"].as_array().unwrap();
+    let names: Vec<&str> = features
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names[names.len() - 2..]
+            .iter()
+            .filter(|n| n.contains("transit"))
+            .count(),
+        2,
+        "{names:?}"
+    );
+    let transit = features
+        .iter()
+        .find(|f| f["name"] == "vs_usual_log_transit_us")
+        .and_then(|f| f["value"].as_f64())
+        .unwrap();
+    assert!(transit >= 4f64.ln(), "{host:#}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
