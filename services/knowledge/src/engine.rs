@@ -158,7 +158,12 @@ impl Engine {
                     Ok(m) => {
                         e.models.insert(m.kind, m);
                     }
-                    Err(err) => tracing::warn!(error = %err, "stored model not loaded"),
+                    // A kind this version extracts other features for (an upgrade): trained
+                    // again at the first window, not at the next periodic retraining.
+                    Err(err) => {
+                        tracing::warn!(error = %err, "stored model not loaded");
+                        e.since_training = e.cfg.retrain_every;
+                    }
                 }
             }
             let forecasts = r
@@ -1100,6 +1105,36 @@ mod tests {
             "the saved models are kept, not retrained"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stored_model_of_other_features_is_trained_again_at_the_first_window() {
+        let (mut e, dir) = engine("upgrade");
+        let links = [((1, 1), 80.0), ((1, 2), 90.0)];
+        let history: Vec<Window> = (0..90).map(|i| window(i, &links)).collect();
+        for w in &history {
+            e.window(w);
+            e.wait_for_training();
+        }
+        drop(e);
+        // The links' model as an earlier version saved it: one feature fewer.
+        let file = dir.join(Registry::FILE);
+        let mut saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        for m in saved["models"].as_array_mut().unwrap() {
+            if m["kind"] == "link" {
+                m["features"].as_array_mut().unwrap().pop();
+            }
+        }
+        std::fs::write(&file, saved.to_string()).unwrap();
+        let mut upgraded = Engine::new(config(&dir)).unwrap();
+        assert!(!upgraded.models.contains_key(&EntityKind::Link));
+        upgraded.seed_history(history);
+        upgraded.window(&window(90, &links));
+        upgraded.wait_for_training();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(upgraded.counts.trainings_ok, 1);
+        assert!(upgraded.models.contains_key(&EntityKind::Link));
     }
 
     #[test]
