@@ -56,7 +56,7 @@ pub const fn tracks_silence(kind: EntityKind) -> bool {
 /// for switch-to-switch links, how surprising their current silence is and their opposite
 /// direction's; for queues, how long and how far they have been congested beyond their usual;
 /// then how far each measure is from the entity's own usual value (`vs_usual_…`,
-/// see [`crate::baseline`]).
+/// see [`crate::baseline`]). The models weigh every one but [`TYPING_ONLY`].
 pub fn names(kind: EntityKind) -> &'static [&'static str] {
     match kind {
         EntityKind::Source => &[
