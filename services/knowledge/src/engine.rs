@@ -1082,17 +1082,26 @@ mod tests {
         assert!(!has("1:1") && has("1:2"));
     }
 
-    #[test]
-    fn a_restart_forecasts_from_its_first_window_with_the_stores_history() {
-        let (mut e, dir) = engine("restart");
-        let links = [((1, 1), 80.0), ((1, 2), 90.0)];
-        let history: Vec<Window> = (0..90).map(|i| window(i, &links)).collect();
+    /// Two busy links of switch 1.
+    const LINKS: [((u32, u16), f64); 2] = [((1, 1), 80.0), ((1, 2), 90.0)];
+
+    /// The state directory of an engine trained on 90 windows of [`LINKS`], stopped, and those
+    /// windows (the store's history).
+    fn trained(tag: &str) -> (std::path::PathBuf, Vec<Window>) {
+        let (mut e, dir) = engine(tag);
+        let history: Vec<Window> = (0..90).map(|i| window(i, &LINKS)).collect();
         for w in &history {
             e.window(w);
             e.wait_for_training();
         }
         assert_eq!(e.registry().status, Status::Ready);
-        drop(e);
+        (dir, history)
+    }
+
+    #[test]
+    fn a_restart_forecasts_from_its_first_window_with_the_stores_history() {
+        let (dir, history) = trained("restart");
+        let links = LINKS;
         // Without the history, the first live window has no lags to forecast from.
         let mut cold = Engine::new(config(&dir)).unwrap();
         assert!(cold.window(&window(90, &links)).forecasts.is_empty());
@@ -1109,14 +1118,7 @@ mod tests {
 
     #[test]
     fn a_stored_model_of_other_features_is_trained_again_at_the_first_window() {
-        let (mut e, dir) = engine("upgrade");
-        let links = [((1, 1), 80.0), ((1, 2), 90.0)];
-        let history: Vec<Window> = (0..90).map(|i| window(i, &links)).collect();
-        for w in &history {
-            e.window(w);
-            e.wait_for_training();
-        }
-        drop(e);
+        let (dir, history) = trained("upgrade");
         // The links' model as an earlier version saved it: one feature fewer.
         let file = dir.join(Registry::FILE);
         let mut saved: serde_json::Value =
@@ -1130,7 +1132,7 @@ mod tests {
         let mut upgraded = Engine::new(config(&dir)).unwrap();
         assert!(!upgraded.models.contains_key(&EntityKind::Link));
         upgraded.seed_history(history);
-        upgraded.window(&window(90, &links));
+        upgraded.window(&window(90, &LINKS));
         upgraded.wait_for_training();
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(upgraded.counts.trainings_ok, 1);

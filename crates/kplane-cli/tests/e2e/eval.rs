@@ -21,16 +21,42 @@ fn report_of(run: &std::process::Output) -> String {
     report
 }
 
-#[test]
-fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises_no_attack() {
-    let out = std::env::temp_dir().join(format!("kplane-eval-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+/// `kplane eval knowledge` with `args`, one 30 s run each, 90 s of training and the shipped
+/// labels, into `out`: its report.
+fn eval_with_shipped_labels(out: &std::path::Path, args: &[&str]) -> String {
+    let _ = std::fs::remove_dir_all(out);
     let labels =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../services/knowledge/src/types.json");
     let run = Command::new(env!("CARGO_BIN_EXE_kplane"))
-        .args([
-            "eval",
-            "knowledge",
+        .args(["eval", "knowledge"])
+        .args(args)
+        .args(["--runs", "1", "--seconds", "30", "--train-seconds", "90"])
+        .args(["--cost-windows", "50"])
+        .arg("--labels")
+        .arg(&labels)
+        .arg("--out")
+        .arg(out)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    report_of(&run)
+}
+
+/// The anomalies an evaluation wrote, each with its `eval` context.
+fn anomalies_of(out: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("anomalies.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises_no_attack() {
+    let out = std::env::temp_dir().join(format!("kplane-eval-{}", std::process::id()));
+    let report = eval_with_shipped_labels(
+        &out,
+        &[
             // The first host attacked by all others at four times its link rate, as scripted.
             "--scenario",
             "ddos:start=0.5,rate=4",
@@ -39,23 +65,8 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
             "port-scan:victim=3,scanner=12,ports=600,gap-us=200,start=0.5",
             "--scenario",
             "clean",
-            "--runs",
-            "1",
-            "--seconds",
-            "30",
-            "--train-seconds",
-            "90",
-            "--cost-windows",
-            "50",
-        ])
-        .arg("--labels")
-        .arg(&labels)
-        .arg("--out")
-        .arg(&out)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    let report = report_of(&run);
+        ],
+    );
     assert!(report.contains("| port_scan | 1 | 1 | 1.00 |"), "{report}");
     // The emulator is paced by the collector: every report sent was taken, however slow the
     // machine.
@@ -78,11 +89,7 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
     }
     let version = registry["version"].clone();
 
-    let anomalies: Vec<Value> = std::fs::read_to_string(out.join("anomalies.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let anomalies = anomalies_of(&out);
     let of = |scenario: &str| -> Vec<&Value> {
         anomalies
             .iter()
@@ -214,41 +221,17 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
 #[test]
 fn an_incast_is_congestion_at_the_host_it_converges_on() {
     let out = std::env::temp_dir().join(format!("kplane-eval-incast-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let labels =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../services/knowledge/src/types.json");
-    let scenario = "microburst-cache:target=9,start=0.5,end=0.8";
-    let run = Command::new(env!("CARGO_BIN_EXE_kplane"))
-        .args([
-            "eval",
-            "knowledge",
+    let report = eval_with_shipped_labels(
+        &out,
+        &[
             "--family",
             "ls-2x4-1g",
             "--scenario",
-            scenario,
-            "--runs",
-            "1",
-            "--seconds",
-            "30",
-            "--train-seconds",
-            "90",
-            "--cost-windows",
-            "50",
-        ])
-        .arg("--labels")
-        .arg(&labels)
-        .arg("--out")
-        .arg(&out)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    let report = report_of(&run);
+            "microburst-cache:target=9,start=0.5,end=0.8",
+        ],
+    );
     assert!(report.contains("| congestion | 1 | 1 | 1.00 |"), "{report}");
-    let anomalies: Vec<Value> = std::fs::read_to_string(out.join("anomalies.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let anomalies = anomalies_of(&out);
     let host = anomalies
         .iter()
         .find(|a| a["entity_kind"] == "destination" && a["type"] == "congestion")
