@@ -156,8 +156,8 @@ pub struct FlowRow {
     pub protocol: Option<u8>,
     pub reports: f64,
     pub bytes: f64,
-    /// The mean transit of the flow's reports (the sum of their hop latencies), ns; 0 unknown.
-    pub transit_ns: f64,
+    /// The mean transit of the flow's reports (the sum of their hop latencies), ns, if known.
+    pub transit_ns: Option<f64>,
     pub path: Vec<u32>,
 }
 
@@ -180,8 +180,8 @@ type QueueAcc = (f64, f64, f64, f64);
 type LinkAcc = (f64, f64, f64, Option<u32>);
 
 /// Per address: (flows, distinct other ends, distinct destination ports, reports, bytes,
-/// transit ns summed over reports).
-type AddrAcc = (f64, f64, f64, f64, f64, f64);
+/// (transit ns summed over the reports that know it, those reports)).
+type AddrAcc = (f64, f64, f64, f64, f64, (f64, f64));
 
 /// The value of an entity `key` in `map`, made by `new` if absent. Looked up by reference: the
 /// entity's name is copied once, when it is new, not every window.
@@ -323,7 +323,7 @@ impl Window {
                         protocol: as_u(pr[i]),
                         reports: reports[i].unwrap_or(0.0),
                         bytes: bytes[i].unwrap_or(0.0),
-                        transit_ns: transit[i].unwrap_or(0.0),
+                        transit_ns: transit[i],
                         path: path[i].clone(),
                     });
                 }
@@ -404,7 +404,10 @@ impl Window {
                 }
                 e.3 += f.reports;
                 e.4 += f.bytes;
-                e.5 += f.transit_ns * f.reports;
+                if let Some(t) = f.transit_ns {
+                    e.5.0 += t * f.reports;
+                    e.5.1 += f.reports;
+                }
             }
         }
         for (kind, map) in [
@@ -423,7 +426,7 @@ impl Window {
                     mean_packet_bytes(bytes, reports).ln_1p(),
                 ];
                 if kind == EntityKind::Destination {
-                    x.push(mean_transit_us(transit, reports).ln_1p());
+                    x.push(mean_transit_us(transit).ln_1p());
                 }
                 out.push(self.sample(kind, ip.to_string(), x));
             }
@@ -535,11 +538,12 @@ fn mean_packet_bytes(bytes: f64, reports: f64) -> f64 {
     if reports > 0.0 { bytes / reports } else { 0.0 }
 }
 
-/// The mean transit of an address's reports, µs: microseconds, so that the `log1p` of a
-/// 10 Gb/s fabric's few microseconds still moves with queueing.
-fn mean_transit_us(transit_ns: f64, reports: f64) -> f64 {
+/// The mean transit of an address's reports that know it (`(sum ns, reports)`), µs:
+/// microseconds, so that the `log1p` of a 10 Gb/s fabric's few microseconds still moves with
+/// queueing; 0 when none does.
+fn mean_transit_us((sum_ns, reports): (f64, f64)) -> f64 {
     if reports > 0.0 {
-        transit_ns / reports / 1e3
+        sum_ns / reports / 1e3
     } else {
         0.0
     }
@@ -595,10 +599,11 @@ mod tests {
             ("protocol", Arc::new(UInt8Array::from(vec![17; n]))),
             ("reports", Arc::new(Int64Array::from(vec![2; n]))),
             ("bytes", Arc::new(Int64Array::from(vec![100; n]))),
+            // The third flow of a batch does not know its transit.
             (
                 "transit_mean_ns",
-                Arc::new(Float64Array::from_iter_values(
-                    (1..=n).map(|i| 1_000.0 * i as f64),
+                Arc::new(Float64Array::from_iter(
+                    (1..=n).map(|i| (i < 3).then_some(1_000.0 * i as f64)),
                 )),
             ),
             ("path", Arc::new(path.finish())),
@@ -613,7 +618,11 @@ mod tests {
         w.add("flows", &flows(&[("10.0.0.1", "10.0.0.9", 80)]));
         w.add(
             "flows",
-            &flows(&[("10.0.0.2", "10.0.0.9", 80), ("10.0.0.2", "10.0.0.9", 81)]),
+            &flows(&[
+                ("10.0.0.2", "10.0.0.9", 80),
+                ("10.0.0.2", "10.0.0.9", 81),
+                ("10.0.0.2", "10.0.0.9", 82),
+            ]),
         );
         let s = w.samples(&FastSet::default());
         let d = s
@@ -622,8 +631,8 @@ mod tests {
             .unwrap();
         assert_eq!(d.entity, "10.0.0.9");
         // Flows, sources, ports, reports, bytes, 50 bytes per report, and a transit of
-        // (1 + 1 + 2) µs over their 2 reports each.
-        let expect = [3.0f64, 2.0, 2.0, 6.0, 300.0, 50.0, 4.0 / 3.0].map(f64::ln_1p);
+        // (1 + 1 + 2) µs over the 2 reports each of the flows that know it.
+        let expect = [4.0f64, 2.0, 3.0, 8.0, 400.0, 50.0, 4.0 / 3.0].map(f64::ln_1p);
         assert_eq!(d.x.len(), expect.len());
         for (got, want) in d.x.iter().zip(expect) {
             assert!((got - want).abs() < 1e-12, "{:?}", d.x);
