@@ -1101,13 +1101,12 @@ mod tests {
     #[test]
     fn a_restart_forecasts_from_its_first_window_with_the_stores_history() {
         let (dir, history) = trained("restart");
-        let links = LINKS;
         // Without the history, the first live window has no lags to forecast from.
         let mut cold = Engine::new(config(&dir)).unwrap();
-        assert!(cold.window(&window(90, &links)).forecasts.is_empty());
+        assert!(cold.window(&window(90, &LINKS)).forecasts.is_empty());
         let mut warm = Engine::new(config(&dir)).unwrap();
         warm.seed_history(history);
-        let out = warm.window(&window(90, &links));
+        let out = warm.window(&window(90, &LINKS));
         assert_eq!(out.forecasts.len(), 2, "{:?}", out.forecasts);
         assert_eq!(
             warm.counts.trainings_ok, 0,
