@@ -468,34 +468,48 @@ async fn intents_reach_the_emulator_and_leave_it_again() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A gate in front of the control channel at `to`: while `open`, connections are passed
+/// through; while closed, each is hung up on. Its address stays taken for the whole test, so
+/// the switch can go away and come back without a port being freed for another test to take.
+async fn gate(
+    to: SocketAddr,
+    open: Arc<std::sync::atomic::AtomicBool>,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    use std::sync::atomic::Ordering;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            // An accept that fails (a client gone before it was accepted) ends nothing.
+            let Ok((mut conn, _)) = l.accept().await else {
+                continue;
+            };
+            if !open.load(Ordering::SeqCst) {
+                continue; // dropped: hung up on
+            }
+            tokio::spawn(async move {
+                if let Ok(mut up) = tokio::net::TcpStream::connect(to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+                }
+            });
+        }
+    });
+    (addr, task)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let f = fabric().await;
+    let open = Arc::new(AtomicBool::new(true));
+    let (control, gate) = gate(f.control, open.clone()).await;
     let dir = temp("down");
     let stop = Shutdown::new();
-    let api = start(config(&dir, f.control), Live::new(10), stop.clone())
+    let api = start(config(&dir, control), Live::new(10), stop.clone())
         .await
         .unwrap();
-    // The control channel goes away after the API learnt the fabric. Its address stays
-    // taken — by a listener that hangs up on every connection — so that no test running
-    // beside this one binds it before the channel comes back on it.
-    let Fabric {
-        sim,
-        control,
-        server,
-    } = f;
-    server.abort();
-    let _ = server.await;
-    let hang_up = tokio::net::TcpListener::bind(control).await.unwrap();
-    let mut f = Fabric {
-        sim,
-        control,
-        server: tokio::spawn(async move {
-            while let Ok((conn, _)) = hang_up.accept().await {
-                drop(conn);
-            }
-        }),
-    };
+    // The control channel goes away after the API learnt the fabric.
+    open.store(false, Ordering::SeqCst);
     let (s, v) = call(
         &api,
         "POST",
@@ -521,6 +535,7 @@ async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
         assert!(Instant::now() < end, "{v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(emulator_entries(&f, "drop_acl").is_empty());
     let (_, v) = call(&api, "GET", "/v1/intents/switches", OPS, Value::Null).await;
     let edge = v["switches"]
         .as_array()
@@ -533,14 +548,13 @@ async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
         "{v}"
     );
     // Back on the same address: retried, applied.
-    f.server.abort();
-    let _ = (&mut f.server).await;
-    let (_, server) = serve(f.sim.clone(), f.control).await;
+    open.store(true, Ordering::SeqCst);
     wait_state(&api, &id, "active").await;
     assert_eq!(emulator_entries(&f, "drop_acl").len(), 8);
     stop.trigger();
     api.wait().await.unwrap();
-    server.abort();
+    gate.abort();
+    f.server.abort();
     let _ = std::fs::remove_dir_all(&dir);
 }
 
