@@ -27,28 +27,20 @@ struct Fabric {
     server: tokio::task::JoinHandle<()>,
 }
 
-async fn serve(
-    sim: Arc<Mutex<Sim>>,
-    addr: SocketAddr,
-) -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let l = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let control = l.local_addr().unwrap();
-    // The control channel behind the same tokens as the API: the driver writes with OPS.
-    let router =
-        kplane_runtime::auth::protect(kplane_emulator::control::router(sim), http().auth());
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(l, router).await;
-    });
-    (control, server)
-}
-
 async fn fabric() -> Fabric {
     let cfg = RunConfig {
         flows_per_second: 0.0,
         ..RunConfig::default()
     };
     let sim = Arc::new(Mutex::new(build(&cfg).unwrap()));
-    let (control, server) = serve(sim.clone(), "127.0.0.1:0".parse().unwrap()).await;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let control = l.local_addr().unwrap();
+    // The control channel behind the same tokens as the API: the driver writes with OPS.
+    let router =
+        kplane_runtime::auth::protect(kplane_emulator::control::router(sim.clone()), http().auth());
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(l, router).await;
+    });
     Fabric {
         sim,
         control,
