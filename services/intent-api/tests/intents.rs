@@ -162,10 +162,26 @@ async fn refused_naming_the_field<const N: usize>(api: &Running, cases: [(Value,
     }
 }
 
-fn temp(tag: &str) -> std::path::PathBuf {
+/// A test's state directory, removed when the test ends (passed or not).
+struct Scratch(std::path::PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp(tag: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("kplane-intents-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    d
+    Scratch(d)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,7 +473,6 @@ async fn intents_reach_the_emulator_and_leave_it_again() {
     assert_eq!(s, 201, "the deleted block's match is free again: {v}");
     stop.trigger();
     api.wait().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A gate in front of the control channel at `to`: while `open`, connections are passed
@@ -547,7 +562,6 @@ async fn an_unreachable_switch_leaves_the_intent_applying_and_is_retried() {
     api.wait().await.unwrap();
     gate.abort();
     f.server.abort();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A TR v2.0 report of a 3-hop flow from `src`.
@@ -918,7 +932,6 @@ async fn an_anomalys_recommendations_become_intents_once_under_the_policy() {
     stop.trigger();
     api.wait().await.unwrap();
     f.server.abort();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1403,5 +1416,4 @@ async fn wide_intents_wait_for_an_admin_and_expire() {
     stop.trigger();
     api.wait().await.unwrap();
     f.server.abort();
-    let _ = std::fs::remove_dir_all(&dir);
 }
