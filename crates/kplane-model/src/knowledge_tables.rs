@@ -174,6 +174,7 @@ mod tests {
             model_version: 4,
             explanation: Explanation::default(),
             recommendations: vec![serde_json::json!({"kind": "block"})],
+            settled: false,
         };
         let b = anomalies_batch(std::slice::from_ref(&a)).unwrap();
         assert_eq!(b.schema(), anomalies_schema());

@@ -273,6 +273,10 @@ pub struct Anomaly {
     /// `origin: recommendation`.
     #[serde(default)]
     pub recommendations: Vec<serde_json::Value>,
+    /// On an `end`: the entity did not return to its usual — the change lasted the knowledge
+    /// service's `settle-after` and is its usual from now on (only `unknown` episodes settle).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub settled: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]

@@ -1194,6 +1194,7 @@ async fn breaches_behind_one_root_are_one_incident() {
         model_version: 1,
         explanation,
         recommendations: vec![serde_json::json!({"action": "block"})],
+        settled: false,
     };
     // In the attack's first window, before it is raised: a link on its path behaves oddly.
     let odd_link = Anomaly {

@@ -33,6 +33,9 @@ const FORGET_AFTER: u64 = 600;
 #[derive(Debug)]
 struct Usual {
     mean: Vec<f64>,
+    /// While the entity is frozen: what its usual would have become (the same weighting), so
+    /// that a change which lasts can become its usual ([`Baselines::settle`]).
+    frozen_mean: Option<Vec<f64>>,
     seen: u32,
     /// Windows in a row the entity was silent in.
     silent: u32,
@@ -64,6 +67,16 @@ impl Baselines {
         self.reverse.get(link).map(String::as_str)
     }
 
+    /// A change that lasted becomes the entity's usual: what its usual would have learnt while
+    /// it was frozen. Its next windows deviate from that, not from its habit before the change.
+    pub fn settle(&mut self, kind: EntityKind, entity: &str) {
+        if let Some(u) = self.usual.get_mut(&kind).and_then(|m| m.get_mut(entity))
+            && let Some(m) = u.frozen_mean.take()
+        {
+            u.mean = m;
+        }
+    }
+
     /// Appends to every sample of one window its silent run's surprise and its opposite
     /// direction's (links) and its deviations from the entity's usual values, then lets the
     /// usual values learn from this window — except for entities `frozen` (in an anomaly: an
@@ -74,6 +87,7 @@ impl Baselines {
         for s in samples.iter_mut() {
             let u = by_entity(self.usual.entry(s.kind).or_default(), &s.entity, || Usual {
                 mean: s.x.clone(),
+                frozen_mean: None,
                 seen: 0,
                 silent: 0,
                 share: 0.0,
@@ -153,6 +167,12 @@ impl Baselines {
                 };
                 for (m, x) in u.mean.iter_mut().zip(&s.x) {
                     *m += a * (x - *m);
+                }
+                u.frozen_mean = None;
+            } else {
+                let m = u.frozen_mean.get_or_insert_with(|| s.x.clone());
+                for (m, x) in m.iter_mut().zip(&s.x) {
+                    *m += ALPHA * (x - *m);
                 }
             }
             u.seen = u.seen.saturating_add(1);

@@ -36,6 +36,10 @@ pub struct Config {
     pub false_alarms_per_hour: f64,
     /// Windows below threshold that close an anomaly.
     pub close_after: u32,
+    /// An `unknown` episode that lasts this long ends as settled: the change is the entity's
+    /// usual from then on. `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub settle_after: Duration,
     /// Window length assumed before the first result says otherwise.
     #[serde(with = "humantime_serde")]
     pub window: Duration,
@@ -68,6 +72,7 @@ impl Default for Config {
             calibration_folds: 4,
             false_alarms_per_hour: 1.0,
             close_after: 2,
+            settle_after: Duration::from_secs(15 * 60),
             window: Duration::from_secs(1),
             stale_after: Duration::from_secs(30),
             idle_close: Duration::from_secs(2),

@@ -51,6 +51,8 @@ pub struct EngineConfig {
     pub training_windows: usize,
     pub retrain_every: usize,
     pub close_after: u32,
+    /// An `unknown` episode this long settles (0: never).
+    pub settle_after_ns: i64,
     pub train: TrainParams,
 }
 
@@ -124,6 +126,10 @@ pub struct Engine {
     /// Entities that were collateral of another's anomaly in the latest window: like an
     /// episode's, their habits do not learn from it and retraining leaves them out.
     collateral: FastSet<(EntityKind, String)>,
+    /// Entities whose `unknown` episode settled → the model version from which they may be
+    /// raised as `unknown` again: the second training after, which learnt a retraining
+    /// period of their new usual.
+    settled: FastMap<(EntityKind, String), u64>,
     training: Option<mpsc::Receiver<Trained>>,
     registry: Registry,
     pub counts: Counts,
@@ -148,6 +154,7 @@ impl Engine {
             forecaster: Forecaster::default(),
             episodes: FastMap::default(),
             collateral: FastSet::default(),
+            settled: FastMap::default(),
             training: None,
             registry: Registry::default(),
             counts: Counts::default(),
@@ -284,6 +291,7 @@ impl Engine {
                     },
                 },
                 recommendations: Vec::new(),
+                settled: false,
             };
             out.anomalies.push(self.open_episode(key, anomaly));
         }
@@ -427,6 +435,8 @@ impl Engine {
         for ep in self.episodes.values_mut() {
             ep.touched = ep.anomaly.entity_kind == EntityKind::Flow && ep.touched;
         }
+        let version = self.registry.version;
+        self.settled.retain(|_, from| *from > version);
         // Every entity-window over its model's threshold for its type by definition (a window
         // of an address that fits a definition has a lower one, see `model`); then which are
         // collateral of another (one anomaly per incident, see `collateral`).
@@ -439,7 +449,10 @@ impl Engine {
                     return None;
                 }
                 let typed = self.typer.classify(s.kind, &s.x);
-                (score > m.threshold_for(typed.0)).then_some((s, m, score, typed))
+                // A settled change is not raised as unknown until a training has learnt it.
+                let settling = typed.0 == AnomalyType::Unknown
+                    && self.settled.contains_key(&(s.kind, s.entity.clone()));
+                (score > m.threshold_for(typed.0) && !settling).then_some((s, m, score, typed))
             })
             .collect();
         let raised: Vec<Raised> = over
@@ -513,6 +526,7 @@ impl Engine {
                 model_version: self.registry.version,
                 explanation: Explanation::default(),
                 recommendations: Vec::new(),
+                settled: false,
             };
             set_type(&mut anomaly, typed, m, s, w);
             add_collateral(&mut anomaly, &members[i]);
@@ -540,6 +554,44 @@ impl Engine {
                 ep.anomaly.phase = AnomalyPhase::End;
                 out.push(ep.anomaly);
             }
+        }
+        out.extend(self.settle(w.end_ns));
+        out
+    }
+
+    /// Ends the `unknown` episodes that lasted `settle-after`: a change nothing explains and
+    /// that does not go away is the entity's usual from now on — its habit takes what it
+    /// learnt meanwhile, it teaches the next trainings, and it is not raised as `unknown` until
+    /// a training has learnt it. Typed episodes never settle: an attack must not become a habit.
+    fn settle(&mut self, now_ns: i64) -> Vec<Anomaly> {
+        let after = self.cfg.settle_after_ns;
+        let due: Vec<(EntityKind, String)> = self
+            .episodes
+            .iter()
+            .filter(|(_, ep)| {
+                after > 0
+                    && ep.anomaly.anomaly_type == AnomalyType::Unknown
+                    && now_ns - ep.anomaly.start_ns >= after
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut out = Vec::new();
+        for k in due {
+            let Some(mut ep) = self.episodes.remove(&k) else {
+                continue;
+            };
+            let a = &mut ep.anomaly;
+            a.end_ns = Some(a.last_ns);
+            a.phase = AnomalyPhase::End;
+            a.settled = true;
+            a.explanation.summary = format!(
+                "{}; it lasted {} s without returning to its usual: its usual from now on",
+                a.explanation.summary,
+                (now_ns - a.start_ns) / 1_000_000_000
+            );
+            self.baselines.settle(k.0, &k.1);
+            self.settled.insert(k, self.registry.version + 2);
+            out.push(ep.anomaly);
         }
         out
     }
@@ -887,6 +939,7 @@ mod tests {
             training_windows: 1_000,
             retrain_every: 1_000_000,
             close_after: 2,
+            settle_after_ns: 0,
             train: TrainParams {
                 detector: "kmeans".into(),
                 clusters: 3,
@@ -1026,6 +1079,7 @@ mod tests {
             model_version: 1,
             explanation: Explanation::default(),
             recommendations: Vec::new(),
+            settled: false,
         };
         assert!(add_recommendations(&mut a, &s, &w1));
         assert!(!add_recommendations(&mut a, &s, &w1), "nothing new");
@@ -1136,6 +1190,87 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(upgraded.counts.trainings_ok, 1);
         assert!(upgraded.models.contains_key(&EntityKind::Link));
+    }
+
+    #[test]
+    fn a_change_nothing_explains_that_lasts_settles_and_becomes_the_usual() {
+        let dir = std::env::temp_dir().join(format!("kplane-engine-settle-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut e = Engine::new(EngineConfig {
+            retrain_every: 30,
+            // 20 windows of 100 ms.
+            settle_after_ns: 2_000_000_000,
+            ..config(&dir)
+        })
+        .unwrap();
+        for i in 0..90 {
+            e.window(&window(i, &LINKS));
+            e.wait_for_training();
+        }
+        // Link 1:2 carries ten times its traffic from now on.
+        let busier = [LINKS[0], ((1, 2), 900.0)];
+        let mut phases = Vec::new();
+        for i in 90..300 {
+            for a in e.window(&window(i, &busier)).anomalies {
+                if a.entity == "1:2" {
+                    phases.push((i, a.phase, a.anomaly_type, a.settled));
+                }
+            }
+            e.wait_for_training();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let (opened, _, typed, _) = phases[0];
+        assert_eq!(
+            (phases[0].1, typed),
+            (AnomalyPhase::Start, AnomalyType::Unknown),
+            "{phases:?}"
+        );
+        let ends: Vec<_> = phases.iter().filter(|p| p.1 == AnomalyPhase::End).collect();
+        assert_eq!(ends.len(), 1, "{phases:?}");
+        let (ended, _, _, settled) = *ends[0];
+        assert!(settled && ended - opened >= 19, "{phases:?}");
+        assert_eq!(
+            phases.last().unwrap().1,
+            AnomalyPhase::End,
+            "the new usual is not raised again, also once the models learnt it: {phases:?}"
+        );
+        assert!(
+            e.settled.is_empty(),
+            "two trainings since: it may be raised again"
+        );
+    }
+
+    #[test]
+    fn an_attack_that_lasts_does_not_settle() {
+        let (mut e, dir) = engine("no-settle");
+        e.cfg.settle_after_ns = 1;
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut a = Anomaly {
+            id: "destination:10.0.0.1:0".into(),
+            entity_kind: EntityKind::Destination,
+            entity: "10.0.0.1".into(),
+            anomaly_type: AnomalyType::Ddos,
+            confidence: 1.0,
+            score: 10.0,
+            threshold: 1.0,
+            start_ns: 0,
+            end_ns: None,
+            last_ns: 0,
+            windows: 1,
+            detected_ns: 0,
+            phase: AnomalyPhase::Start,
+            model_version: 1,
+            explanation: Explanation::default(),
+            recommendations: Vec::new(),
+            settled: false,
+        };
+        e.open_episode((EntityKind::Destination, "10.0.0.1".into()), a.clone());
+        a.entity = "10.0.0.2".into();
+        a.anomaly_type = AnomalyType::Unknown;
+        e.open_episode((EntityKind::Destination, "10.0.0.2".into()), a);
+        let ended: Vec<String> = e.settle(10).into_iter().map(|a| a.entity).collect();
+        assert_eq!(ended, ["10.0.0.2"]);
+        assert_eq!(e.episodes.len(), 1);
     }
 
     #[test]

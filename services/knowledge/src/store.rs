@@ -150,6 +150,7 @@ mod tests {
             model_version: 1,
             explanation: Explanation::default(),
             recommendations: Vec::new(),
+            settled: false,
         }
     }
 

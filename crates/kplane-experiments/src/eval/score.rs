@@ -325,6 +325,7 @@ pub(super) mod fixtures {
             model_version: 1,
             explanation: Default::default(),
             recommendations: Vec::new(),
+            settled: false,
         }
     }
 

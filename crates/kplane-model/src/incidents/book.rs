@@ -1059,6 +1059,7 @@ mod tests {
             model_version: 1,
             explanation: Default::default(),
             recommendations: Vec::new(),
+            settled: false,
         }
     }
 

@@ -155,6 +155,7 @@ mod tests {
                        "origin": "operator", "reason": "DDoS"}),
                 json!({"kind": "block"}),
             ],
+            settled: false,
         };
         let s = specs(&a);
         let first = s[0].as_ref().unwrap();
