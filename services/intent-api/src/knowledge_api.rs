@@ -104,6 +104,7 @@ fn summary(a: &Anomaly) -> Value {
         "last_ns": a.last_ns,
         "windows": a.windows,
         "phase": a.phase,
+        "settled": a.settled,
         "summary": a.explanation.summary,
         "features": a.explanation.features.iter().take(3).collect::<Vec<_>>(),
         "flows_affected": a.explanation.blast_radius.flows_total,

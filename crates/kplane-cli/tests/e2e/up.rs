@@ -823,3 +823,85 @@ fn a_link_forecast_hot_has_elephants_moved_off_it_and_verified() {
     }
     up.interrupt();
 }
+
+/// A change nothing explains that does not go away becomes the usual: a heavy hitter that
+/// starts and keeps sending is raised `unknown`, settles after `settle-after` (15 s here)
+/// — its episode ends with `settled` — and is not raised again while it goes on.
+#[test]
+fn a_change_that_lasts_settles_and_is_not_raised_again() {
+    let up = Up::start_with(
+        "settle",
+        "150s",
+        &[
+            ("KPLANE__KNOWLEDGE__MIN_WINDOWS", "25"),
+            ("KPLANE__KNOWLEDGE__SETTLE_AFTER", "15s"),
+        ],
+        &[
+            "--link-gbps",
+            "0.1",
+            "--flows",
+            "40",
+            "--flow-mbps",
+            "5",
+            "--scenario",
+            "heavy-hitter:start=0.3,rate=0.5",
+        ],
+    );
+    let (addr, token) = (up.addr, up.token.clone());
+    let anomalies = |query: &str| {
+        let r = http(
+            addr,
+            "GET",
+            &format!("/v1/anomalies?{query}"),
+            Some(&token),
+            None,
+        )
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["anomalies"].as_array().unwrap().clone()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let settled = loop {
+        let closed = anomalies("state=closed&limit=1000");
+        if let Some(a) = closed.iter().find(|a| a["settled"] == true) {
+            break a.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing settled in 120 s: {closed:#?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    eprintln!("{settled:#}");
+    assert_eq!(settled["type"], "unknown", "{settled:#}");
+    let lasted = settled["end_ns"].as_i64().unwrap() - settled["start_ns"].as_i64().unwrap();
+    assert!(lasted >= 14_000_000_000, "{settled:#}");
+    assert!(
+        settled["summary"]
+            .as_str()
+            .unwrap()
+            .contains("its usual from now on"),
+        "{settled:#}"
+    );
+    // The heavy hitter goes on: 15 s later its entity has not been raised again.
+    std::thread::sleep(Duration::from_secs(15));
+    let entity = settled["entity"].as_str().unwrap();
+    let again: Vec<Value> = anomalies(&format!("entity={entity}&limit=1000"))
+        .into_iter()
+        .filter(|a| {
+            a["entity_kind"] == settled["entity_kind"]
+                && a["start_ns"].as_i64() > settled["start_ns"].as_i64()
+        })
+        .collect();
+    assert!(again.is_empty(), "raised again after settling: {again:#?}");
+    // Only what no definition explained settles.
+    let closed = anomalies("state=closed&limit=1000");
+    assert!(
+        closed
+            .iter()
+            .filter(|a| a["settled"] == true)
+            .all(|a| a["type"] == "unknown"),
+        "{closed:#?}"
+    );
+    up.interrupt();
+}
