@@ -6,7 +6,8 @@
 //! 10 Gb/s leaf-spine, with 16 hosts or 64 (docs/knowledge.md, "Anomaly types"):
 //!
 //! * **port scan**: a destination reached on at least 4× its usual ports; a source that opens
-//!   at least 4× its usual flows towards 4× its usual ports or destinations;
+//!   at least 4× its usual flows towards 4× its usual ports or destinations, flows that carry
+//!   little (a probe is a packet or two; a transfer to many hosts is not a scan);
 //! * **DDoS**: a destination with two of three signs — at least 1.5× its usual packets, from
 //!   4× its usual sources, in packets a fifth smaller than its usual (a flood that replaces
 //!   part of the victim's traffic changes where it comes from more than how much: the last
@@ -59,6 +60,10 @@ const SMALLER_PACKETS: f64 = -0.223;
 const MORE_CONGESTED: f64 = 0.1;
 /// A link's silence this surprising (nats) is a failure: e^-5 ≈ 0.7 % by chance.
 const SURPRISING_SILENCE: f64 = 5.0;
+/// Reports each flow a scan adds carries at most: a probe is a packet or two (with a retry).
+/// The labelled scanners' added flows carried 8 at most; heavy hitters' and transfers' 100 and
+/// more.
+const PROBE_REPORTS: f64 = 16.0;
 
 /// One labelled anomalous entity-window: its features by name (the raw values of the
 /// anomaly's explanation) and the type the ground truth gives it.
@@ -96,6 +101,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
             if f("vs_usual_log_flows") >= FOURFOLD
                 && (f("vs_usual_log_dst_ports") >= FOURFOLD
                     || f("vs_usual_log_destinations") >= FOURFOLD)
+                && added_per_added_flow("log_reports", &f) <= PROBE_REPORTS
             {
                 AnomalyType::PortScan
             } else if f("vs_usual_log_reports") >= HALF_AGAIN
@@ -119,6 +125,13 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
         }
         _ => AnomalyType::Unknown,
     }
+}
+
+/// How much of `feature` (a count, as `ln(1 + x)`) each flow the entity has beyond its usual
+/// added: the window's count less the usual, over the flows less the usual.
+fn added_per_added_flow(feature: &str, f: &impl Fn(&str) -> f64) -> f64 {
+    let added = |n: &str| f(n).exp() - (f(n) - f(&format!("vs_usual_{n}"))).exp();
+    added(feature) / added("log_flows").max(f64::MIN_POSITIVE)
 }
 
 /// Whether a destination's window (its features in [`names`] order) is reached from 4× its
@@ -261,7 +274,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 17] = [
+        let cases: [Case; 19] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -345,6 +358,31 @@ mod tests {
                 Source,
                 &[("vs_usual_log_reports", 2.0), ("vs_usual_log_bytes", 1.4)],
                 Ddos,
+            ),
+            // A transfer to every host: 10× its usual flows towards 10× its usual
+            // destinations (as a horizontal scan), but each new flow carried 100 reports.
+            (
+                Source,
+                &[
+                    ("log_flows", 74.0f64.ln_1p()),
+                    ("vs_usual_log_flows", 10.0f64.ln()),
+                    ("log_reports", 7000.0f64.ln_1p()),
+                    ("vs_usual_log_reports", 10.0f64.ln()),
+                    ("vs_usual_log_destinations", 10.0f64.ln()),
+                ],
+                Unknown,
+            ),
+            // The same new flows carrying a probe each: a scan.
+            (
+                Source,
+                &[
+                    ("log_flows", 74.0f64.ln_1p()),
+                    ("vs_usual_log_flows", 10.0f64.ln()),
+                    ("log_reports", 767.0f64.ln_1p()),
+                    ("vs_usual_log_reports", (767.0f64 / 700.0).ln()),
+                    ("vs_usual_log_destinations", 10.0f64.ln()),
+                ],
+                PortScan,
             ),
             // A heavy hitter: much more of the usual packets, to many destinations.
             (

@@ -825,8 +825,9 @@ fn a_link_forecast_hot_has_elephants_moved_off_it_and_verified() {
 }
 
 /// A change nothing explains that does not go away becomes the usual: a heavy hitter that
-/// starts and keeps sending is raised `unknown`, settles after `settle-after` (15 s here)
-/// — its episode ends with `settled` — and is not raised again while it goes on.
+/// starts and keeps sending is raised `unknown` (its links and queues), settles after
+/// `settle-after` (15 s here) — its episode ends with `settled` — and is not raised again
+/// while it goes on.
 #[test]
 fn a_change_that_lasts_settles_and_is_not_raised_again() {
     let up = Up::start_with(
