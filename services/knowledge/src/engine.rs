@@ -1042,6 +1042,29 @@ mod tests {
         assert!(!takes_type(Ddos, Unknown));
     }
 
+    /// A destination's episode of type `t`, opened in the window ending at 0.
+    fn episode(entity: &str, t: AnomalyType) -> Anomaly {
+        Anomaly {
+            id: format!("destination:{entity}:0"),
+            entity_kind: EntityKind::Destination,
+            entity: entity.into(),
+            anomaly_type: t,
+            confidence: 1.0,
+            score: 10.0,
+            threshold: 1.0,
+            start_ns: 0,
+            end_ns: None,
+            last_ns: 0,
+            windows: 1,
+            detected_ns: 0,
+            phase: AnomalyPhase::Start,
+            model_version: 1,
+            explanation: Explanation::default(),
+            recommendations: Vec::new(),
+            settled: false,
+        }
+    }
+
     #[test]
     fn a_ddos_episode_blocks_attackers_that_join_later() {
         let flow = |src: &str| crate::features::FlowRow {
@@ -1062,25 +1085,7 @@ mod tests {
             flows: vec![flow("10.0.1.1")],
             ..Window::default()
         };
-        let mut a = Anomaly {
-            id: "destination:10.0.0.1:0".into(),
-            entity_kind: EntityKind::Destination,
-            entity: "10.0.0.1".into(),
-            anomaly_type: AnomalyType::Ddos,
-            confidence: 1.0,
-            score: 10.0,
-            threshold: 1.0,
-            start_ns: 0,
-            end_ns: None,
-            last_ns: 0,
-            windows: 1,
-            detected_ns: 0,
-            phase: AnomalyPhase::Start,
-            model_version: 1,
-            explanation: Explanation::default(),
-            recommendations: Vec::new(),
-            settled: false,
-        };
+        let mut a = episode("10.0.0.1", AnomalyType::Ddos);
         assert!(add_recommendations(&mut a, &s, &w1));
         assert!(!add_recommendations(&mut a, &s, &w1), "nothing new");
         let w2 = Window {
@@ -1245,29 +1250,12 @@ mod tests {
         let (mut e, dir) = engine("no-settle");
         e.cfg.settle_after_ns = 1;
         let _ = std::fs::remove_dir_all(&dir);
-        let mut a = Anomaly {
-            id: "destination:10.0.0.1:0".into(),
-            entity_kind: EntityKind::Destination,
-            entity: "10.0.0.1".into(),
-            anomaly_type: AnomalyType::Ddos,
-            confidence: 1.0,
-            score: 10.0,
-            threshold: 1.0,
-            start_ns: 0,
-            end_ns: None,
-            last_ns: 0,
-            windows: 1,
-            detected_ns: 0,
-            phase: AnomalyPhase::Start,
-            model_version: 1,
-            explanation: Explanation::default(),
-            recommendations: Vec::new(),
-            settled: false,
-        };
-        e.open_episode((EntityKind::Destination, "10.0.0.1".into()), a.clone());
-        a.entity = "10.0.0.2".into();
-        a.anomaly_type = AnomalyType::Unknown;
-        e.open_episode((EntityKind::Destination, "10.0.0.2".into()), a);
+        for (entity, t) in [
+            ("10.0.0.1", AnomalyType::Ddos),
+            ("10.0.0.2", AnomalyType::Unknown),
+        ] {
+            e.open_episode((EntityKind::Destination, entity.into()), episode(entity, t));
+        }
         let ended: Vec<String> = e.settle(10).into_iter().map(|a| a.entity).collect();
         assert_eq!(ended, ["10.0.0.2"]);
         assert_eq!(e.episodes.len(), 1);
