@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 use kplane_testkit::{ChildGuard, free_port, http, http_limited};
 use serde_json::Value;
 
+/// A fabric small enough for a debug build to keep up with: 100 Mb/s links, 40 flows/s of
+/// 5 Mb/s.
+const SMALL_FABRIC: &[&str] = &["--link-gbps", "0.1", "--flows", "40", "--flow-mbps", "5"];
+
 /// A running `kplane up` with its API address, admin token and the rest of its stdout.
 struct Up {
     child: ChildGuard,
@@ -739,15 +743,13 @@ fn a_link_forecast_hot_has_elephants_moved_off_it_and_verified() {
             ),
         ],
         &[
-            "--link-gbps",
-            "0.1",
-            "--flows",
-            "40",
-            "--flow-mbps",
-            "5",
-            "--scenario",
-            "elephants:flows=4,start=0.15,from=0.3,to=0.55,period=40,swing=0.25",
-        ],
+            SMALL_FABRIC,
+            &[
+                "--scenario",
+                "elephants:flows=4,start=0.15,from=0.3,to=0.55,period=40,swing=0.25",
+            ],
+        ]
+        .concat(),
     );
     let (addr, token) = (up.addr, up.token.clone());
     let call = |method: &str, path: &str, body: Option<&str>| {
@@ -838,15 +840,10 @@ fn a_change_that_lasts_settles_and_is_not_raised_again() {
             ("KPLANE__KNOWLEDGE__SETTLE_AFTER", "15s"),
         ],
         &[
-            "--link-gbps",
-            "0.1",
-            "--flows",
-            "40",
-            "--flow-mbps",
-            "5",
-            "--scenario",
-            "heavy-hitter:start=0.3,rate=0.5",
-        ],
+            SMALL_FABRIC,
+            &["--scenario", "heavy-hitter:start=0.3,rate=0.5"],
+        ]
+        .concat(),
     );
     let (addr, token) = (up.addr, up.token.clone());
     let anomalies = |query: &str| {
