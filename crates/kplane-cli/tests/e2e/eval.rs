@@ -297,6 +297,36 @@ fn on_the_bmv2_lab_a_ddos_and_a_port_scan_drawn_from_the_seed_are_raised_and_typ
         .output()
         .unwrap();
     let report = report_of(&run);
+    let raised: Vec<Value> = std::fs::read_to_string(out.join("anomalies.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // What was raised, with why, and the services' warnings: what a failure needs explained.
+    let report = format!(
+        "{report}\n{}\n{}",
+        raised
+            .iter()
+            .map(|a| format!(
+                "slot {} {} {} {} ({}): {}; {}",
+                a["eval"]["slot"],
+                a["entity_kind"],
+                a["entity"],
+                a["type"],
+                a["eval"]["truth"],
+                a["explanation"]["summary"],
+                a["explanation"]["features"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|f| format!("{} {:.2}", f["name"], f["value"]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        String::from_utf8_lossy(&run.stderr)
+    );
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     for ty in ["ddos", "port_scan"] {
         assert!(csv.contains(&format!(",lab,recall,{ty},1\n")), "{report}");
@@ -305,11 +335,6 @@ fn on_the_bmv2_lab_a_ddos_and_a_port_scan_drawn_from_the_seed_are_raised_and_typ
     // is among them, typed as one.
     let truth = std::fs::read_to_string(out.join("lab-data/lab/truth.jsonl")).unwrap();
     let ddos: Value = serde_json::from_str(truth.lines().next().unwrap()).unwrap();
-    let raised: Vec<Value> = std::fs::read_to_string(out.join("anomalies.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert!(
         raised.iter().all(|a| a["eval"]["truth"].is_string()),
         "{raised:?}"

@@ -23,6 +23,11 @@ use super::knowledge::{Csv, detection_table, faults, truth_label};
 use super::pipeline::Outcome;
 use super::score::{Detection, raised};
 
+/// Seconds of the learning stretch left for the last windows to close and the training to
+/// end: the model must judge the first slot from its start. On a busy 2-core machine the first
+/// training took 2 s and the windows close some 2 s after they end.
+const TRAINING_MARGIN_S: u64 = 10;
+
 /// What a slot holds.
 pub const LAB_SCENARIOS: [&str; 3] = ["ddos", "port-scan", "clean"];
 
@@ -118,6 +123,32 @@ fn events(truth: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Fails unless the knowledge service's first model (its registry in `dir`) was trained before
+/// `attack_ns`: without one, the attack's first windows are judged by nothing and teach the
+/// habits they are later judged against — a run that cannot be scored, not a miss.
+fn model_ready_before(dir: &Path, attack_ns: i64) -> anyhow::Result<()> {
+    let registry = kplane_knowledge::registry::Registry::load(dir)?;
+    let trained = registry
+        .iter()
+        .flat_map(|r| &r.history)
+        .filter(|t| t.ok)
+        .map(|t| t.trained_ns)
+        .min();
+    match trained {
+        Some(t) if t < attack_ns => Ok(()),
+        Some(t) => bail!(
+            "the knowledge service's first model was ready {:.1} s after the first attack \
+             started: the run cannot be scored (a longer --learn gives it time)",
+            (t - attack_ns) as f64 / 1e9
+        ),
+        None => bail!(
+            "the knowledge service trained no model (see {}): the run cannot be scored",
+            dir.join(kplane_knowledge::registry::Registry::FILE)
+                .display()
+        ),
+    }
+}
+
 /// Every anomaly record in a store (`<store>/tables/anomalies`), in the order raised.
 fn stored_anomalies(store: &Path) -> anyhow::Result<Vec<Anomaly>> {
     let store = kplane_store::Store::local(store);
@@ -164,8 +195,11 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
     {
         bail!("--scenario {s}: one of {}", LAB_SCENARIOS.join(", "));
     }
-    if a.learn < 20 || a.attack == 0 || a.runs == 0 {
-        bail!("--learn must be at least 20 s, --attack and --runs at least 1");
+    if a.learn < 2 * TRAINING_MARGIN_S || a.attack == 0 || a.runs == 0 {
+        bail!(
+            "--learn must be at least {} s, --attack and --runs at least 1",
+            2 * TRAINING_MARGIN_S
+        );
     }
     let topology = kplane_lab::Topology::parse(&a.topology)?;
     let hosts: Vec<_> = topology.hosts.iter().map(|h| h.ip).collect();
@@ -224,8 +258,9 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
         slots.len()
     );
     let data = out.join("lab-data");
-    // One training, on the clean stretch only (a retraining would learn the attacks).
-    let min_windows = (a.learn * 9 / 10).to_string();
+    // One training, on the clean stretch only (a retraining would learn the attacks), started
+    // early enough that its model is ready before the first slot.
+    let min_windows = (a.learn - TRAINING_MARGIN_S).to_string();
     let up = Up::spawn(
         &args,
         &[
@@ -244,6 +279,9 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
     let truth = std::fs::read_to_string(data.join("lab/truth.jsonl")).unwrap_or_default();
     let events = events(&truth);
     let first_attack = events.iter().filter_map(|e| e["t_ns"].as_i64()).min();
+    if let Some(at) = first_attack {
+        model_ready_before(&data.join("knowledge"), at)?;
+    }
     let first_offset = slots
         .iter()
         .position(|(_, _, at)| at.is_some())
