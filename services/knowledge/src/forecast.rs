@@ -185,13 +185,20 @@ impl Coefficients {
     /// The model and the input for an entity's history (the seasonal model once the history
     /// reaches back a period).
     fn input<'a>(&'a self, h: &History) -> Option<(&'a Linear, Vec<f64>)> {
-        if let (Some(m), Some(p)) = (&self.seasonal, h.period)
+        if let (Some(m), Some(p)) = (&self.seasonal, h.period.filter(|p| forecast_seasonally(*p)))
             && let Some(x) = h.input(Some(p))
         {
             return Some((m, x));
         }
         h.input(None).map(|x| (&self.plain, x))
     }
+}
+
+/// Whether an entity with `period` is forecast by the seasonal model. A period within the lags
+/// is theirs to forecast: its seasonal inputs would be two of the lags again, and least squares
+/// on equal columns gives weights of ±1e14 that cancel only to within rounding.
+fn forecast_seasonally(period: usize) -> bool {
+    period > LAGS
 }
 
 /// The period of a series in windows: the lag (2 to [`MAX_PERIOD`], at most a third of the
@@ -286,7 +293,10 @@ fn fit_all(series: &[(String, Vec<f64>)], objective: Objective) -> Result<Coeffi
         .collect();
     let (mut plain, mut seasonal) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
     for (entity, values) in series {
-        let period = periods.get(entity).copied();
+        let period = periods
+            .get(entity)
+            .copied()
+            .filter(|p| forecast_seasonally(*p));
         let mut h = History::default();
         for &v in values {
             // A value beyond what its recent mean could hold (an entity waking up from
@@ -526,6 +536,27 @@ mod tests {
         assert!(g.model.mape() < 30.0, "{g:?}");
         assert!(absolute.model.mape() < 0.01, "{absolute:?}");
         assert!(relative.model.mape() < 0.01, "{relative:?}");
+    }
+
+    #[test]
+    fn a_period_within_the_lags_is_left_to_them() {
+        // Every other window busy: period 2, which the lags hold already.
+        let mut rng = kplane_model::rng::Rng::new(5);
+        let series: Vec<(String, Vec<f64>)> = (0..4)
+            .map(|k| {
+                let v = (0..200)
+                    .map(|i| if i % 2 == 0 { 400.0 } else { 100.0 } * rng.real(0.9, 1.1))
+                    .collect();
+                (format!("l{k}"), v)
+            })
+            .collect();
+        let c = fit(&series, Objective::Absolute).unwrap();
+        // The period is kept (the seasonal-naive baseline reads it), the seasonal model unused.
+        assert_eq!(c.periods.get("l0"), Some(&2));
+        assert!(c.seasonal.is_none(), "{c:?}");
+        assert!(c.plain.weights.iter().all(|w| w.abs() < 10.0), "{c:?}");
+        let eval = replay(&c, "l0", &series[0].1, 20);
+        assert!(eval.model.mape() < eval.last_value.mape() * 0.5, "{eval:?}");
     }
 
     #[test]
