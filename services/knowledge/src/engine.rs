@@ -30,7 +30,7 @@ use crate::explain;
 use crate::features::{FastMap, FastSet, MODELLED, Sample, Window, window_end};
 use crate::forecast::{self, Coefficients, Forecaster};
 use crate::model::{EntityModel, TrainParams};
-use crate::registry::{ForecastInfo, Registry, Status, Training, TyperInfo};
+use crate::registry::{ForecastInfo, Registry, Settled, Status, Training, TyperInfo};
 use crate::typer::Typer;
 
 /// A switch-to-switch link is expected (an all-zero window when missing) while it was in at
@@ -184,6 +184,11 @@ impl Engine {
                 })
                 .collect();
             e.forecaster.set_models(forecasts);
+            e.settled = r
+                .settled
+                .iter()
+                .map(|s| ((s.kind, s.entity.clone()), s.from_version))
+                .collect();
             e.registry = r;
         }
         Ok(e)
@@ -593,7 +598,28 @@ impl Engine {
             self.settled.insert(k, self.registry.version + 2);
             out.push(ep.anomaly);
         }
+        if !out.is_empty() {
+            self.save_registry();
+        }
         out
+    }
+
+    /// Writes the registry with what is settled now (a restart reads both).
+    fn save_registry(&mut self) {
+        let mut settled: Vec<Settled> = self
+            .settled
+            .iter()
+            .map(|((kind, entity), from)| Settled {
+                kind: *kind,
+                entity: entity.clone(),
+                from_version: *from,
+            })
+            .collect();
+        settled.sort_by(|a, b| (a.kind, &a.entity).cmp(&(b.kind, &b.entity)));
+        self.registry.settled = settled;
+        if let Err(e) = self.registry.save(&self.cfg.state_dir) {
+            tracing::warn!(error = %e, "model registry not saved");
+        }
     }
 
     /// Starts tracking a new episode; returns its `start` message.
@@ -747,9 +773,7 @@ impl Engine {
             message,
             seconds: t.seconds,
         });
-        if let Err(e) = self.registry.save(&self.cfg.state_dir) {
-            tracing::warn!(error = %e, "model registry not saved");
-        }
+        self.save_registry();
         tracing::info!(
             version = self.registry.version,
             seconds = t.seconds,
@@ -1243,6 +1267,43 @@ mod tests {
             e.settled.is_empty(),
             "two trainings since: it may be raised again"
         );
+    }
+
+    #[test]
+    fn a_restart_remembers_what_settled() {
+        let dir =
+            std::env::temp_dir().join(format!("kplane-engine-resettle-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = || EngineConfig {
+            settle_after_ns: 2_000_000_000,
+            ..config(&dir)
+        };
+        let mut e = Engine::new(cfg()).unwrap();
+        for i in 0..90 {
+            e.window(&window(i, &LINKS));
+            e.wait_for_training();
+        }
+        let busier = [LINKS[0], ((1, 2), 900.0)];
+        let mut i = 90;
+        while !e
+            .window(&window(i, &busier))
+            .anomalies
+            .iter()
+            .any(|a| a.settled)
+        {
+            i += 1;
+            assert!(i < 150, "not settled");
+        }
+        drop(e);
+        // The model that raised it is the restarted service's too; what settled stays settled.
+        let mut restarted = Engine::new(cfg()).unwrap();
+        let raised: Vec<_> = (i + 1..i + 60)
+            .flat_map(|j| restarted.window(&window(j, &busier)).anomalies)
+            .filter(|a| a.entity == "1:2")
+            .map(|a| (a.phase, a.anomaly_type))
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(raised.is_empty(), "{raised:?}");
     }
 
     #[test]

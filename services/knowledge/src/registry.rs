@@ -7,6 +7,7 @@ use crate::KnowledgeError;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use kplane_model::results::EntityKind;
 use serde::{Deserialize, Serialize};
 
 use crate::forecast::{Coefficients, Evaluation};
@@ -49,6 +50,15 @@ pub struct Training {
     pub seconds: f64,
 }
 
+/// An entity whose `unknown` change settled: not raised as `unknown` again until the model
+/// version `from_version` (two trainings after the settling, which learnt its new usual).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    pub kind: EntityKind,
+    pub entity: String,
+    pub from_version: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Registry {
     pub version: u64,
@@ -58,6 +68,9 @@ pub struct Registry {
     pub typer: Option<TyperInfo>,
     pub forecasts: BTreeMap<String, ForecastInfo>,
     pub history: Vec<Training>,
+    /// What settled and is not raised as `unknown` yet: a restart remembers it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled: Vec<Settled>,
 }
 
 /// Trainings kept in the history.
