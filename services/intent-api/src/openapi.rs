@@ -378,7 +378,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         method: "get",
         path: "/v1/models",
-        summary: "The knowledge service's model registry: status (learning, ready, failed), version, per entity kind the features, calibration and training range, the type classifier, the forecast models and their errors, the training history",
+        summary: "The knowledge service's model registry: status (learning, ready, failed), version, per entity kind the features, calibration and training range, the type classifier, the forecast models and their errors, the training history, and what settled and is not raised as unknown yet",
         role: Role::Viewer,
         params: &[q(
             "detail",
