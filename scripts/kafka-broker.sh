@@ -7,7 +7,8 @@
 #   scripts/kafka-broker.sh stop
 #   scripts/kafka-broker.sh path    # installs it if missing; prints the binary's path
 #
-# Port: KPLANE_KAFKA_PORT (default 19092). Storage is in memory: a restart empties it.
+# Port: KPLANE_KAFKA_PORT (default 19092); log level: KPLANE_BROKER_LOG (default warn).
+# Storage is in memory: a restart empties it.
 set -euo pipefail
 cache="${KPLANE_BROKER_CACHE:-$HOME/.cache/kplane/broker}"
 port="${KPLANE_KAFKA_PORT:-19092}"
@@ -34,7 +35,9 @@ stop() {
 start() {
   install
   stop
-  "$bin" broker \
+  # Its own log level: a caller's RUST_LOG=info makes it log every request's spans (gigabytes
+  # a minute under the demo's load) and slows it down.
+  RUST_LOG="${KPLANE_BROKER_LOG:-warn}" "$bin" broker \
     --listener-url "tcp://127.0.0.1:$port" \
     --advertised-listener-url "tcp://127.0.0.1:$port" \
     --storage-engine memory://tansu/ >"$log" 2>&1 &
