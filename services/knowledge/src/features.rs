@@ -66,12 +66,14 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_reports",
             "log_bytes",
             "log_packet_bytes",
+            "late_flow_share",
             "vs_usual_log_flows",
             "vs_usual_log_destinations",
             "vs_usual_log_dst_ports",
             "vs_usual_log_reports",
             "vs_usual_log_bytes",
             "vs_usual_log_packet_bytes",
+            "vs_usual_late_flow_share",
         ],
         EntityKind::Destination => &[
             "log_flows",
@@ -114,13 +116,26 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
     }
 }
 
-/// Features a window is typed by but not detected by: the queueing a destination's flows met
-/// on their way (`log_transit_us`, the reports' mean transit — the sum of their hop latencies —
-/// in µs). It swings with the background: in clean runs a destination's transit is 4× its usual
-/// in 0.4–15 % of windows, by fabric, so a detector weighing it would raise them. Once a window
-/// is raised for what else it shows, it tells an incast (queueing up) from a crowd of clients
-/// (docs/knowledge.md, "Anomaly types").
-pub const TYPING_ONLY: [&str; 2] = ["log_transit_us", "vs_usual_log_transit_us"];
+/// Features a window is typed by but not detected by:
+/// * the queueing a destination's flows met on their way (`log_transit_us`, the reports' mean
+///   transit — the sum of their hop latencies — in µs). It swings with the background: in clean
+///   runs a destination's transit is 4× its usual in 0.4–15 % of windows, by fabric, so a
+///   detector weighing it would raise them. Once a window is raised for what else it shows, it
+///   tells an incast (queueing up) from a crowd of clients;
+/// * the share of a source's flows that began in the window's last quarter
+///   (`late_flow_share`): flows that young carry little whether they are probes or the start of
+///   transfers, so their volume cannot yet tell a scan from a fan-out.
+///
+/// See docs/knowledge.md, "Anomaly types".
+pub const TYPING_ONLY: [&str; 4] = [
+    "log_transit_us",
+    "vs_usual_log_transit_us",
+    "late_flow_share",
+    "vs_usual_late_flow_share",
+];
+
+/// Flows that began in this last part of their window are young ([`TYPING_ONLY`]).
+const LATE_PART: f64 = 0.25;
 
 /// One entity in one window.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,6 +173,8 @@ pub struct FlowRow {
     pub bytes: f64,
     /// The mean transit of the flow's reports (the sum of their hop latencies), ns, if known.
     pub transit_ns: Option<f64>,
+    /// When the flow's first report of the window was stamped, ns, if known.
+    pub first_seen_ns: Option<f64>,
     pub path: Vec<u32>,
 }
 
@@ -180,8 +197,8 @@ type QueueAcc = (f64, f64, f64, f64);
 type LinkAcc = (f64, f64, f64, Option<u32>);
 
 /// Per address: (flows, distinct other ends, distinct destination ports, reports, bytes,
-/// (transit ns summed over the reports that know it, those reports)).
-type AddrAcc = (f64, f64, f64, f64, f64, (f64, f64));
+/// (transit ns summed over the reports that know it, those reports), flows that began late).
+type AddrAcc = (f64, f64, f64, f64, f64, (f64, f64), f64);
 
 /// The value of an entity `key` in `map`, made by `new` if absent. Looked up by reference: the
 /// entity's name is copied once, when it is new, not every window.
@@ -213,6 +230,8 @@ fn set_with_capacity<K>(n: usize) -> FastSet<K> {
 #[derive(Clone, Debug, Default)]
 pub struct Window {
     pub end_ns: i64,
+    /// The window's start, from its flows' rows (none yet: no flow is judged late).
+    pub start_ns: Option<i64>,
     pub flows: Vec<FlowRow>,
     pub queues: BTreeMap<(u32, u8), QueueAcc>,
     pub links: BTreeMap<(u32, u16), LinkAcc>,
@@ -314,6 +333,15 @@ impl Window {
                 );
                 let (reports, bytes, path) = (f64s(b, "reports"), f64s(b, "bytes"), paths(b));
                 let transit = f64s(b, "transit_mean_ns");
+                let first_seen = f64s(b, "first_seen");
+                if let Some(start) = f64s(b, "window_start")
+                    .into_iter()
+                    .flatten()
+                    .reduce(f64::min)
+                {
+                    let start = start as i64;
+                    self.start_ns = Some(self.start_ns.map_or(start, |s| s.min(start)));
+                }
                 for i in 0..b.num_rows() {
                     self.flows.push(FlowRow {
                         src: src[i],
@@ -324,6 +352,7 @@ impl Window {
                         reports: reports[i].unwrap_or(0.0),
                         bytes: bytes[i].unwrap_or(0.0),
                         transit_ns: transit[i],
+                        first_seen_ns: first_seen[i],
                         path: path[i].clone(),
                     });
                 }
@@ -387,6 +416,9 @@ impl Window {
         let mut pairs: FastSet<(IpAddr, IpAddr)> = set_with_capacity(n);
         let mut src_ports: FastSet<(IpAddr, u16)> = set_with_capacity(n);
         let mut dst_ports: FastSet<(IpAddr, u16)> = set_with_capacity(n);
+        let late_from = self
+            .start_ns
+            .map(|s| self.end_ns as f64 - LATE_PART * (self.end_ns - s) as f64);
         for f in &self.flows {
             let (Some(s), Some(d)) = (f.src, f.dst) else {
                 continue;
@@ -408,6 +440,9 @@ impl Window {
                     e.5.0 += t * f.reports;
                     e.5.1 += f.reports;
                 }
+                if let (Some(at), Some(late)) = (f.first_seen_ns, late_from) {
+                    e.6 += f64::from(u8::from(at >= late));
+                }
             }
         }
         for (kind, map) in [
@@ -416,7 +451,7 @@ impl Window {
         ] {
             let mut map: Vec<(IpAddr, AddrAcc)> = map.into_iter().collect();
             map.sort_unstable_by_key(|(ip, _)| *ip);
-            for (ip, (flows, others, ports, reports, bytes, transit)) in map {
+            for (ip, (flows, others, ports, reports, bytes, transit, late)) in map {
                 let mut x = vec![
                     flows.ln_1p(),
                     others.ln_1p(),
@@ -425,8 +460,9 @@ impl Window {
                     bytes.ln_1p(),
                     mean_packet_bytes(bytes, reports).ln_1p(),
                 ];
-                if kind == EntityKind::Destination {
-                    x.push(mean_transit_us(transit).ln_1p());
+                match kind {
+                    EntityKind::Destination => x.push(mean_transit_us(transit).ln_1p()),
+                    _ => x.push(late / flows),
                 }
                 out.push(self.sample(kind, ip.to_string(), x));
             }
@@ -607,8 +643,44 @@ mod tests {
                 )),
             ),
             ("path", Arc::new(path.finish())),
+            // A window from 0 to 10 ns; the third flow of a batch began in its last quarter.
+            ("window_start", Arc::new(Int64Array::from(vec![0; n]))),
+            (
+                "first_seen",
+                Arc::new(Int64Array::from_iter_values(
+                    (1..=n as i64).map(|i| if i == 3 { 9 } else { i }),
+                )),
+            ),
         ])
         .unwrap()
+    }
+
+    #[test]
+    fn a_sources_late_flows_are_those_begun_in_the_windows_last_quarter() {
+        let mut w = Window::new(10);
+        w.add(
+            "flows",
+            &flows(&[
+                ("10.0.0.2", "10.0.0.9", 80),
+                ("10.0.0.2", "10.0.0.8", 80),
+                ("10.0.0.2", "10.0.0.7", 80),
+                ("10.0.0.3", "10.0.0.7", 80),
+            ]),
+        );
+        let s = w.samples(&FastSet::default());
+        let late = |ip: &str| {
+            let x = &s
+                .iter()
+                .find(|s| s.kind == EntityKind::Source && s.entity == ip)
+                .unwrap()
+                .x;
+            x[measured(EntityKind::Source)
+                .iter()
+                .position(|n| *n == "late_flow_share")
+                .unwrap()]
+        };
+        assert!((late("10.0.0.2") - 1.0 / 3.0).abs() < 1e-9);
+        assert_eq!(late("10.0.0.3"), 0.0);
     }
 
     #[test]
@@ -637,9 +709,10 @@ mod tests {
         for (got, want) in d.x.iter().zip(expect) {
             assert!((got - want).abs() < 1e-12, "{:?}", d.x);
         }
-        // A source's packets go wherever: the queueing on their way is no fact about it.
+        // A source's packets go wherever: the queueing on their way is no fact about it; the
+        // share of its flows begun late is.
         let s1 = s.iter().find(|s| s.kind == EntityKind::Source).unwrap();
-        assert_eq!(s1.x.len(), 6);
+        assert_eq!(s1.x.len(), 7);
         let sources: Vec<_> = s
             .iter()
             .filter(|s| s.kind == EntityKind::Source)

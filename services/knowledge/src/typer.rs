@@ -7,7 +7,10 @@
 //!
 //! * **port scan**: a destination reached on at least 4× its usual ports; a source that opens
 //!   at least 4× its usual flows towards 4× its usual ports or destinations, flows that carry
-//!   little (a probe is a packet or two; a transfer to many hosts is not a scan);
+//!   little (a probe is a packet or two; a transfer to many hosts is not a scan) and are not
+//!   mostly too young to tell (begun in the window's last quarter: a transfer's first
+//!   milliseconds carry as little as probes — such a window is `unknown`, and the episode
+//!   takes its type from the next one);
 //! * **DDoS**: a destination with two of three signs — at least 1.5× its usual packets, from
 //!   4× its usual sources, in packets a fifth smaller than its usual (a flood that replaces
 //!   part of the victim's traffic changes where it comes from more than how much: the last
@@ -64,6 +67,9 @@ const SURPRISING_SILENCE: f64 = 5.0;
 /// The labelled scanners' added flows carried 8 at most; heavy hitters' and transfers' 100 and
 /// more.
 const PROBE_REPORTS: f64 = 16.0;
+/// The share of a source's flows begun in the window's last quarter above which their volume
+/// says nothing yet (a scan running through the window has a quarter of its probes there).
+const MOSTLY_LATE: f64 = 0.5;
 
 /// One labelled anomalous entity-window: its features by name (the raw values of the
 /// anomaly's explanation) and the type the ground truth gives it.
@@ -102,6 +108,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                 && (f("vs_usual_log_dst_ports") >= FOURFOLD
                     || f("vs_usual_log_destinations") >= FOURFOLD)
                 && added_per_added_flow("log_reports", &f) <= PROBE_REPORTS
+                && f("late_flow_share") < MOSTLY_LATE
             {
                 AnomalyType::PortScan
             } else if f("vs_usual_log_reports") >= HALF_AGAIN
@@ -274,7 +281,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 19] = [
+        let cases: [Case; 20] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -383,6 +390,20 @@ mod tests {
                     ("vs_usual_log_destinations", 10.0f64.ln()),
                 ],
                 PortScan,
+            ),
+            // The same, but 70 of its 74 flows began in the window's last quarter: probes or a
+            // transfer's first milliseconds, the next window tells.
+            (
+                Source,
+                &[
+                    ("log_flows", 74.0f64.ln_1p()),
+                    ("vs_usual_log_flows", 10.0f64.ln()),
+                    ("log_reports", 767.0f64.ln_1p()),
+                    ("vs_usual_log_reports", (767.0f64 / 700.0).ln()),
+                    ("vs_usual_log_destinations", 10.0f64.ln()),
+                    ("late_flow_share", 70.0 / 74.0),
+                ],
+                Unknown,
             ),
             // A heavy hitter: much more of the usual packets, to many destinations.
             (

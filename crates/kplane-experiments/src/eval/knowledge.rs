@@ -361,21 +361,35 @@ pub(super) fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> Anom
     AnomalyType::Unknown
 }
 
+/// Salt of the seed's stream that draws where in a window the injected traffic starts.
+const START_STREAM: u64 = 0x5747_4152_5453;
+
 /// The emulator scenario of a scored run on `fam`: parameters drawn from `seed`, never the
 /// training variants' (victim 0, the last host scanning, the middle link, the last host
 /// bursting). Attacks are scaled to the family's traffic: a DDoS at 0.5–10× the victim's usual
 /// from a few or many sources; vertical and horizontal scans, fast (10 µs between probes) to
 /// slow (5 ms); the benign flash crowd at 2–10× its target's usual.
 ///
+/// Everything injected starts at a point of a window drawn from the seed as well: up to
+/// `window_share` (one window, as a share of the run) after its base time, so that faults
+/// begin anywhere in a window, not at its start only.
+///
 /// A scenario with parameters (`ddos:victim=3,rate=4`, several joined by `+`; docs/emulator.md)
 /// is run as given: operators script their own. `None`: a scenario the family's generator
 /// does not have (the independent generator has DDoS, scans, link failures and clean runs).
-pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Option<String>> {
+pub fn scored_spec(
+    scenario: &str,
+    seed: u64,
+    fam: &Family,
+    window_share: f64,
+) -> anyhow::Result<Option<String>> {
     if scenario.contains(':') || scenario.contains('+') {
         return Ok(Some(scenario.to_string()));
     }
+    // Its own stream: the other parameters stay what the seed drew before.
+    let late = Rng::new(seed ^ START_STREAM).real(0.0, window_share);
     if fam.generator == Generator::Independent {
-        return independent_spec(scenario, seed, fam);
+        return independent_spec(scenario, seed, fam, late);
     }
     let mut d = Rng::new(seed);
     let h = fam.hosts as u64;
@@ -389,7 +403,7 @@ pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Op
         };
         let times = log_uniform(d, 0.5, 10.0);
         format!(
-            "ddos:victim={victim},attackers={attackers},rate={:.4},start={start:.2},duration={:.2}",
+            "ddos:victim={victim},attackers={attackers},rate={:.4},start={start:.5},duration={:.2}",
             fam.of_link(times),
             d.real(0.15, 0.25)
         )
@@ -400,12 +414,12 @@ pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Op
         let gap_us = log_uniform(d, 10.0, 5_000.0).round();
         if d.int(0, 2) == 0 {
             format!(
-                "port-scan:victim={victim},scanner={scanner},ports={},gap-us={gap_us},start={start:.2}",
+                "port-scan:victim={victim},scanner={scanner},ports={},gap-us={gap_us},start={start:.5}",
                 d.int(300, 2_001)
             )
         } else {
             format!(
-                "port-scan:victim={victim},scanner={scanner},hosts={},ports={},gap-us={gap_us},start={start:.2}",
+                "port-scan:victim={victim},scanner={scanner},hosts={},ports={},gap-us={gap_us},start={start:.5}",
                 d.int(4, (h - 2).min(12) + 1),
                 d.int(20, 101)
             )
@@ -418,7 +432,7 @@ pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Op
             at -= 0.2;
         }
         format!(
-            "link-failure:link={at:.3},start={start:.2},duration={:.2}",
+            "link-failure:link={at:.3},start={start:.5},duration={:.2}",
             d.real(0.2, 0.3)
         )
     };
@@ -427,31 +441,38 @@ pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Op
         // 100 Mb/s links (80 µs), so they queue nothing — no congestion to find.
         let profile = ["-cache", "-hadoop"][d.int(0, 2) as usize];
         format!(
-            "microburst{profile}:target={},start={start:.2},end={:.2}",
+            "microburst{profile}:target={},start={start:.5},end={:.2}",
             d.int(0, h - 1),
             start + 0.3
         )
     };
     Ok(Some(match scenario {
-        "ddos" => ddos(&mut d, 0.5),
-        "port-scan" => scan(&mut d, 0.5),
-        "link-failure" => link(&mut d, 0.6),
-        "microburst" => burst(&mut d, 0.5),
+        "ddos" => ddos(&mut d, 0.5 + late),
+        "port-scan" => scan(&mut d, 0.5 + late),
+        "link-failure" => link(&mut d, 0.6 + late),
+        "microburst" => burst(&mut d, 0.5 + late),
         // Apart in time so that each is scored on its own.
-        "mixed" => [ddos(&mut d, 0.35), scan(&mut d, 0.55), link(&mut d, 0.7)].join("+"),
+        "mixed" => [
+            ddos(&mut d, 0.35 + late),
+            scan(&mut d, 0.55 + late),
+            link(&mut d, 0.7 + late),
+        ]
+        .join("+"),
         "clean" => "none".into(),
         "flash-crowd" => format!(
-            "flash-crowd:target={},clients={},rate={:.4},start=0.4,duration={:.2}",
+            "flash-crowd:target={},clients={},rate={:.4},start={:.5},duration={:.2}",
             d.int(1, h - 1),
             d.int(h / 2, h),
             fam.of_link(log_uniform(&mut d, 2.0, 10.0)),
+            0.4 + late,
             d.real(0.15, 0.25)
         ),
         "heavy-hitter" => format!(
-            "heavy-hitter:source={},flows={},rate={:.2},start=0.4,end=0.7",
+            "heavy-hitter:source={},flows={},rate={:.2},start={:.5},end=0.7",
             d.int(1, h - 1),
             d.int(16, 65),
-            d.real(0.3, 0.8)
+            d.real(0.3, 0.8),
+            0.4 + late
         ),
         other => bail!(
             "unknown scenario {other:?} (one of {})",
@@ -463,13 +484,18 @@ pub fn scored_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Op
 /// [`scored_spec`] for the independent generator (`kplane-tracegen`'s scenario syntax): a DDoS
 /// from 20–1000 spoofed sources at 0.5–10× a host's usual packets, added to the background
 /// or replacing half of it; vertical scans, fast to slow; link failures.
-fn independent_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<Option<String>> {
+fn independent_spec(
+    scenario: &str,
+    seed: u64,
+    fam: &Family,
+    late: f64,
+) -> anyhow::Result<Option<String>> {
     let mut d = Rng::new(seed);
     let h = fam.hosts as u64;
     let log_uniform = |d: &mut Rng, lo: f64, hi: f64| (d.real(lo.ln(), hi.ln())).exp();
     let ddos = |d: &mut Rng, start: f64| {
         format!(
-            "ddos:victim={},sources={},pps={:.0},start={start:.2},duration={:.2},replace={}",
+            "ddos:victim={},sources={},pps={:.0},start={start:.5},duration={:.2},replace={}",
             d.int(1, h - 1),
             log_uniform(d, 20.0, 1_000.0).round(),
             log_uniform(d, 0.5, 10.0) * fam.usual_host_pps(),
@@ -479,7 +505,7 @@ fn independent_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<O
     };
     let scan = |d: &mut Rng, start: f64| {
         format!(
-            "port-scan:victim={},scanner={},ports={},gap-us={},start={start:.2}",
+            "port-scan:victim={},scanner={},ports={},gap-us={},start={start:.5}",
             d.int(1, h / 2),
             d.int(h / 2, h - 1),
             d.int(300, 2_001),
@@ -488,16 +514,23 @@ fn independent_spec(scenario: &str, seed: u64, fam: &Family) -> anyhow::Result<O
     };
     let link = |d: &mut Rng, start: f64| {
         format!(
-            "link-failure:link={:.3},start={start:.2},duration={:.2}",
+            "link-failure:link={:.3},start={start:.5},duration={:.2}",
             d.real(0.0, 0.999),
             d.real(0.2, 0.3)
         )
     };
     Ok(match scenario {
-        "ddos" => Some(ddos(&mut d, 0.5)),
-        "port-scan" => Some(scan(&mut d, 0.5)),
-        "link-failure" => Some(link(&mut d, 0.6)),
-        "mixed" => Some([ddos(&mut d, 0.35), scan(&mut d, 0.55), link(&mut d, 0.7)].join("+")),
+        "ddos" => Some(ddos(&mut d, 0.5 + late)),
+        "port-scan" => Some(scan(&mut d, 0.5 + late)),
+        "link-failure" => Some(link(&mut d, 0.6 + late)),
+        "mixed" => Some(
+            [
+                ddos(&mut d, 0.35 + late),
+                scan(&mut d, 0.55 + late),
+                link(&mut d, 0.7 + late),
+            ]
+            .join("+"),
+        ),
         "clean" => Some("none".into()),
         "microburst" | "flash-crowd" | "heavy-hitter" => None,
         other => bail!(
@@ -698,7 +731,8 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     for s in &a.scenario {
         for f in &families {
-            if let (Generator::Independent, Some(spec)) = (f.generator, scored_spec(s, 0, f)?) {
+            if let (Generator::Independent, Some(spec)) = (f.generator, scored_spec(s, 0, f, 0.0)?)
+            {
                 kplane_tracegen::traffic::parse_scenario(&spec, 1, f.hosts)
                     .map_err(|e| anyhow::anyhow!("family {}: {e}", f.name))?;
             }
@@ -809,6 +843,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     let training = Typer::measured(&given.clone().unwrap_or_else(|| labels.concat()));
 
     // 3. Scored runs, each family with the labels it may see.
+    let window_share = a.window.as_secs_f64() / a.seconds as f64;
     let mut totals: Vec<FamilyTotals> = Vec::new();
     let mut anomalies = std::fs::File::create(out.join("anomalies.jsonl"))?;
     let mut incidents = std::fs::File::create(out.join("incidents.jsonl"))?;
@@ -823,7 +858,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         for scenario in &a.scenario {
             for r in 0..a.runs {
                 let seed = a.seed + r;
-                let Some(spec) = scored_spec(scenario, seed, fam)? else {
+                let Some(spec) = scored_spec(scenario, seed, fam, window_share)? else {
                     eprintln!(
                         "kplane eval knowledge: {}: no {scenario} in its generator, skipped",
                         fam.name
@@ -1271,7 +1306,7 @@ mod tests {
     fn scored_runs_draw_parameters_apart_from_the_training_variants() {
         let fam = Family::parse("ft4-100m").unwrap();
         for seed in 0..50 {
-            let s = scored_spec("ddos", seed, &fam).unwrap().unwrap();
+            let s = scored_spec("ddos", seed, &fam, 0.025).unwrap().unwrap();
             assert!(!s.contains("victim=0,"), "{s}");
             // 0.5–10× the victim's usual, as a fraction of its link rate.
             let rate: f64 = s
@@ -1287,7 +1322,9 @@ mod tests {
                 (fam.of_link(0.5) - 1e-4..=fam.of_link(10.0) + 1e-4).contains(&rate),
                 "{s}"
             );
-            let l = scored_spec("link-failure", seed, &fam).unwrap().unwrap();
+            let l = scored_spec("link-failure", seed, &fam, 0.025)
+                .unwrap()
+                .unwrap();
             let at: f64 = l["link-failure:link=".len()..]
                 .split(',')
                 .next()
@@ -1297,37 +1334,74 @@ mod tests {
             assert!(!(0.45..0.55).contains(&at), "{l}");
         }
         let scans: Vec<String> = (0..20)
-            .map(|seed| scored_spec("port-scan", seed, &fam).unwrap().unwrap())
+            .map(|seed| {
+                scored_spec("port-scan", seed, &fam, 0.025)
+                    .unwrap()
+                    .unwrap()
+            })
             .collect();
         assert!(scans.iter().any(|s| s.contains("hosts=")), "{scans:?}");
         assert!(scans.iter().any(|s| !s.contains("hosts=")), "{scans:?}");
         assert_eq!(
-            scored_spec("ddos", 3, &fam).unwrap().unwrap(),
-            scored_spec("ddos", 3, &fam).unwrap().unwrap()
+            scored_spec("ddos", 3, &fam, 0.025).unwrap().unwrap(),
+            scored_spec("ddos", 3, &fam, 0.025).unwrap().unwrap()
         );
         assert_ne!(
-            scored_spec("ddos", 3, &fam).unwrap().unwrap(),
-            scored_spec("ddos", 4, &fam).unwrap().unwrap()
+            scored_spec("ddos", 3, &fam, 0.025).unwrap().unwrap(),
+            scored_spec("ddos", 4, &fam, 0.025).unwrap().unwrap()
         );
         assert!(
-            scored_spec("mixed", 1, &fam)
+            scored_spec("mixed", 1, &fam, 0.025)
                 .unwrap()
                 .unwrap()
                 .contains('+')
         );
         assert!(
-            scored_spec("flash-crowd", 1, &fam)
+            scored_spec("flash-crowd", 1, &fam, 0.025)
                 .unwrap()
                 .unwrap()
                 .starts_with("flash-crowd:")
         );
-        assert!(scored_spec("flood", 1, &fam).is_err());
+        assert!(scored_spec("flood", 1, &fam, 0.025).is_err());
         // The independent generator has no microbursts; its DDoS is in packets/s.
         let indep = Family::parse("indep-3tier").unwrap();
-        assert_eq!(scored_spec("microburst", 1, &indep).unwrap(), None);
-        let d = scored_spec("ddos", 1, &indep).unwrap().unwrap();
+        assert_eq!(scored_spec("microburst", 1, &indep, 0.025).unwrap(), None);
+        let d = scored_spec("ddos", 1, &indep, 0.025).unwrap().unwrap();
         assert!(d.contains("pps=") && d.contains("sources="), "{d}");
         kplane_tracegen::traffic::parse_scenario(&d, 1, indep.hosts).unwrap();
+    }
+
+    #[test]
+    fn injected_traffic_starts_anywhere_within_one_window_of_its_base_time() {
+        let start = |spec: &str| -> f64 {
+            spec.split("start=")
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        for name in ["ft4-100m", "indep-3tier"] {
+            let fam = Family::parse(name).unwrap();
+            let starts: Vec<f64> = (0..40)
+                .map(|seed| start(&scored_spec("ddos", seed, &fam, 0.025).unwrap().unwrap()))
+                .collect();
+            assert!(
+                starts.iter().all(|s| (0.5..0.525).contains(s)),
+                "{starts:?}"
+            );
+            // Early and late in the window both.
+            assert!(starts.iter().any(|s| *s < 0.505) && starts.iter().any(|s| *s > 0.52));
+            // The other parameters are what the seed drew without it.
+            let at_window_start = scored_spec("ddos", 7, &fam, 0.0).unwrap().unwrap();
+            let later = scored_spec("ddos", 7, &fam, 0.025).unwrap().unwrap();
+            assert_eq!(
+                at_window_start.split("start=").next(),
+                later.split("start=").next()
+            );
+        }
     }
 
     #[test]
