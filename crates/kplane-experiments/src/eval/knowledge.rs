@@ -1302,6 +1302,12 @@ fn report(
 mod tests {
     use super::*;
 
+    /// The value of parameter `name` in a scenario spec (`ddos:rate=0.4,start=0.5`).
+    fn param(spec: &str, name: &str) -> f64 {
+        let after = spec.split(&format!("{name}=")).nth(1).unwrap();
+        after.split(',').next().unwrap().parse().unwrap()
+    }
+
     #[test]
     fn scored_runs_draw_parameters_apart_from_the_training_variants() {
         let fam = Family::parse("ft4-100m").unwrap();
@@ -1309,15 +1315,7 @@ mod tests {
             let s = scored_spec("ddos", seed, &fam, 0.025).unwrap().unwrap();
             assert!(!s.contains("victim=0,"), "{s}");
             // 0.5–10× the victim's usual, as a fraction of its link rate.
-            let rate: f64 = s
-                .split("rate=")
-                .nth(1)
-                .unwrap()
-                .split(',')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
+            let rate = param(&s, "rate");
             assert!(
                 (fam.of_link(0.5) - 1e-4..=fam.of_link(10.0) + 1e-4).contains(&rate),
                 "{s}"
@@ -1373,16 +1371,7 @@ mod tests {
 
     #[test]
     fn injected_traffic_starts_anywhere_within_one_window_of_its_base_time() {
-        let start = |spec: &str| -> f64 {
-            spec.split("start=")
-                .nth(1)
-                .unwrap()
-                .split(',')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap()
-        };
+        let start = |spec: &str| param(spec, "start");
         for name in ["ft4-100m", "indep-3tier"] {
             let fam = Family::parse(name).unwrap();
             let starts: Vec<f64> = (0..40)
