@@ -1,9 +1,10 @@
 //! `kplane eval knowledge`: the knowledge service scored against the emulator's ground truth.
 //!
 //! 1. **Train**: clean traffic (seed [`TRAIN_SEED`]) teaches the models of normal behaviour.
-//! 2. **Label**: the scripted scenarios with their default parameters (the training variants)
-//!    are run; every anomaly raised is labelled from the ground truth → the type classifier's
-//!    training set (`types.json`), unless `--labels` gives one.
+//! 2. **Label**: the scripted scenarios with their default parameters (the training variants),
+//!    each starting at a point of one window drawn from its seed, are run; every anomaly raised
+//!    is labelled from the ground truth → the type definitions' labelled set (`types.json`),
+//!    unless `--labels` gives one.
 //! 3. **Score**: each asked scenario runs `--runs` times (seeds `--seed`, `--seed`+1, …) with
 //!    parameters drawn from the seed — other victims, attackers, rates, links and times than
 //!    the training variants — and what the service raised is compared with what was injected.
@@ -544,28 +545,43 @@ fn independent_spec(
 /// targets among the first and last hosts, scans of 200 to 1024 ports, DDoS at 4× and 8× the
 /// victim's usual, and links at 0.5 and 0.97 along the list, which the scored runs never draw;
 /// and benign traffic on the first host (a flash crowd at 5× its usual, its heavy hitter).
-fn labelling(fam: &Family) -> Vec<String> {
+/// Everything starts `late` after its base time (up to one window, drawn from the labelling
+/// run's seed), so labels come from faults begun anywhere in a window, as scored ones do.
+fn labelling(fam: &Family, late: f64) -> Vec<String> {
     let last = fam.hosts - 1;
+    let at = |base: f64| base + late;
     vec![
-        format!("ddos:start=0.5,rate={:.4}", fam.of_link(8.0)),
+        format!("ddos:start={:.5},rate={:.4}", at(0.5), fam.of_link(8.0)),
         format!(
-            "ddos:victim={last},attackers=6,rate={:.4},start=0.4,duration=0.25",
-            fam.of_link(4.0)
+            "ddos:victim={last},attackers=6,rate={:.4},start={:.5},duration=0.25",
+            fam.of_link(4.0),
+            at(0.4)
         ),
-        "port-scan:start=0.5".into(),
-        format!("port-scan:victim={last},scanner=0,ports=600,gap-us=30,start=0.4"),
-        format!("port-scan:victim=0,scanner={last},ports=200,gap-us=100,start=0.6"),
-        "link-failure:start=0.5,duration=0.3".into(),
-        "link-failure:link=0.97,start=0.5,duration=0.25".into(),
-        "microburst-hadoop:start=0.5,end=0.8".into(),
-        format!("microburst-cache:target={last},start=0.3,end=0.7"),
+        format!("port-scan:start={:.5}", at(0.5)),
+        format!(
+            "port-scan:victim={last},scanner=0,ports=600,gap-us=30,start={:.5}",
+            at(0.4)
+        ),
+        format!(
+            "port-scan:victim=0,scanner={last},ports=200,gap-us=100,start={:.5}",
+            at(0.6)
+        ),
+        format!("link-failure:start={:.5},duration=0.3", at(0.5)),
+        format!("link-failure:link=0.97,start={:.5},duration=0.25", at(0.5)),
+        format!("microburst-hadoop:start={:.5},end={:.5}", at(0.5), at(0.8)),
+        format!(
+            "microburst-cache:target={last},start={:.5},end={:.5}",
+            at(0.3),
+            at(0.7)
+        ),
         // Benign: whatever they raise is labelled `unknown`, so that a crowd is not learnt as
         // an attack.
         format!(
-            "flash-crowd:rate={:.4},start=0.5,duration=0.2",
-            fam.of_link(5.0)
+            "flash-crowd:rate={:.4},start={:.5},duration=0.2",
+            fam.of_link(5.0),
+            at(0.5)
         ),
-        "heavy-hitter:start=0.4,end=0.7".into(),
+        format!("heavy-hitter:start={:.5},end={:.5}", at(0.4), at(0.7)),
     ]
 }
 
@@ -773,6 +789,8 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         (None, _) => LabelSource::OtherFamilies,
     };
 
+    // One window as a share of a run: how late in a window injected traffic may start.
+    let window_share = a.window.as_secs_f64() / a.seconds as f64;
     // 1–2. Per family: the models of normal behaviour from its clean traffic, and the labels
     // of its training variants.
     let mut labels: Vec<Vec<Labelled>> = Vec::new();
@@ -812,9 +830,11 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         let mut own = Vec::new();
         // The independent generator's families are only ever scored.
         if a.labels.is_none() && fam.generator == Generator::Emulator {
-            for (i, spec) in labelling(fam).iter().enumerate() {
+            for i in 0..labelling(fam, 0.0).len() {
                 for r in 0..a.label_runs {
                     let seed = LABEL_SEED + 100 * r + i as u64;
+                    let late = Rng::new(seed ^ START_STREAM).real(0.0, window_share);
+                    let spec = &labelling(fam, late)[i];
                     eprintln!(
                         "kplane eval knowledge: {}: labelling {spec} (seed {seed})",
                         fam.name
@@ -843,7 +863,6 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
     let training = Typer::measured(&given.clone().unwrap_or_else(|| labels.concat()));
 
     // 3. Scored runs, each family with the labels it may see.
-    let window_share = a.window.as_secs_f64() / a.seconds as f64;
     let mut totals: Vec<FamilyTotals> = Vec::new();
     let mut anomalies = std::fs::File::create(out.join("anomalies.jsonl"))?;
     let mut incidents = std::fs::File::create(out.join("incidents.jsonl"))?;
@@ -1529,9 +1548,32 @@ mod tests {
     fn training_variants_scale_with_the_family() {
         for (name, _) in super::super::family::PRESETS {
             let fam = Family::parse(name).unwrap();
-            let v = labelling(&fam);
+            let v = labelling(&fam, 0.0);
             assert_eq!(v.len(), 11);
             assert!(v[1].contains(&format!("victim={}", fam.hosts - 1)), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn training_variants_start_late_in_a_window_by_the_same_share() {
+        let fam = Family::parse("ft4-100m").unwrap();
+        let on_time = labelling(&fam, 0.0);
+        let late = labelling(&fam, 0.0125);
+        for (a, b) in on_time.iter().zip(&late) {
+            for key in ["start", "end"] {
+                if a.contains(&format!("{key}=")) {
+                    let shift = param(b, key) - param(a, key);
+                    assert!((shift - 0.0125).abs() < 1e-9, "{a} → {b}");
+                }
+            }
+            // Nothing else moves.
+            let rest = |s: &str| -> Vec<String> {
+                s.split([':', ','])
+                    .filter(|p| !p.starts_with("start=") && !p.starts_with("end="))
+                    .map(String::from)
+                    .collect()
+            };
+            assert_eq!(rest(a), rest(b));
         }
     }
 
