@@ -775,6 +775,76 @@ pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
     RecordBatch::try_new(kplane_store::tables::alerts_schema(), cols)
 }
 
+/// The alerts of a batch of the store's `alerts` table ([`alerts_batch`]'s inverse), and how
+/// many rows did not decode (a row without its time, or a batch of another schema: every row).
+pub fn alerts_from_batch(b: &RecordBatch) -> (Vec<Alert>, usize) {
+    let column = |name: &str| b.column_by_name(name);
+    let stamps =
+        |name: &str| column(name).and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>());
+    let (Some(time), Some(detected), Some(partition), Some(kind)) = (
+        stamps("time"),
+        stamps("detected"),
+        column("partition").and_then(|c| c.as_primitive_opt::<UInt32Type>()),
+        column("kind").and_then(|c| c.as_string_opt::<i32>()),
+    ) else {
+        return (Vec::new(), b.num_rows());
+    };
+    let ip = |name: &str, i: usize| {
+        let c = column(name)?.as_fixed_size_binary_opt()?;
+        let bytes: [u8; 16] = c.is_valid(i).then(|| c.value(i).try_into().ok())??;
+        Some(ip_from_16(bytes))
+    };
+    fn opt<T: ArrowPrimitiveType>(c: Option<&ArrayRef>, i: usize) -> Option<T::Native> {
+        let c = c?.as_primitive_opt::<T>()?;
+        c.is_valid(i).then(|| c.value(i))
+    }
+    let nodes = |name: &str, i: usize| -> Vec<u32> {
+        column(name)
+            .and_then(|c| c.as_list_opt::<i32>())
+            .filter(|c| c.is_valid(i))
+            .and_then(|c| {
+                c.value(i)
+                    .as_primitive_opt::<UInt32Type>()
+                    .map(|v| v.values().to_vec())
+            })
+            .unwrap_or_default()
+    };
+    let metric = column(col::METRIC).and_then(|c| c.as_string_opt::<i32>());
+    let mut out = Vec::with_capacity(b.num_rows());
+    let mut bad = 0;
+    for i in 0..b.num_rows() {
+        if !time.is_valid(i) {
+            bad += 1;
+            continue;
+        }
+        out.push(Alert {
+            time_ns: time.value(i),
+            // Not null in the schema, like `time`.
+            detected_ns: detected.value(i),
+            kind: AlertKind::ALL
+                .into_iter()
+                .find(|k| k.as_str() == kind.value(i)),
+            partition: partition.value(i),
+            src_ip: ip(col::SRC_IP, i),
+            dst_ip: ip(col::DST_IP, i),
+            src_port: opt::<UInt16Type>(column(col::SRC_PORT), i),
+            dst_port: opt::<UInt16Type>(column(col::DST_PORT), i),
+            protocol: opt::<UInt8Type>(column(col::PROTOCOL), i),
+            node_id: opt::<UInt32Type>(column(col::NODE_ID), i),
+            queue_id: opt::<UInt8Type>(column(col::QUEUE_ID), i),
+            metric: metric
+                .filter(|m| m.is_valid(i))
+                .map(|m| m.value(i).to_string()),
+            value: opt::<UInt64Type>(column(col::VALUE), i),
+            threshold: opt::<UInt64Type>(column("threshold"), i),
+            path: nodes(col::PATH, i),
+            previous_path: nodes("previous_path", i),
+            ..Alert::default()
+        });
+    }
+    (out, bad)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -786,6 +856,43 @@ mod tests {
     };
 
     use super::*;
+
+    #[test]
+    fn stored_alerts_read_back_as_they_were_raised() {
+        let alerts = [
+            Alert {
+                time_ns: 5_000,
+                detected_ns: 6_000,
+                kind: Some(AlertKind::Threshold),
+                partition: 3,
+                src_ip: Some("10.0.0.1".parse().unwrap()),
+                dst_ip: Some("2001:db8::2".parse().unwrap()),
+                src_port: Some(40_000),
+                dst_port: Some(80),
+                protocol: Some(17),
+                node_id: Some(7),
+                queue_id: Some(1),
+                metric: Some("hop_latency_ns".into()),
+                value: Some(90_000),
+                threshold: Some(50_000),
+                path: vec![1, 7, 9],
+                previous_path: vec![1, 8, 9],
+                ..Alert::default()
+            },
+            Alert {
+                time_ns: 7_000,
+                detected_ns: 7_500,
+                kind: Some(AlertKind::BlackHole),
+                node_id: Some(4),
+                ..Alert::default()
+            },
+        ];
+        let b = alerts_batch(&alerts).unwrap();
+        assert_eq!(alerts_from_batch(&b), (alerts.to_vec(), 0));
+        // Another table's batch: every row counted, none made up.
+        let other = b.project(&[2, 3]).unwrap();
+        assert_eq!(alerts_from_batch(&other), (Vec::new(), 2));
+    }
     use crate::config::StateConfig;
     use crate::frame::report_frame;
 

@@ -265,7 +265,8 @@ fn an_incast_is_congestion_at_the_host_it_converges_on() {
 /// `kplane eval lab` on a reduced lab (leaf-spine 1×2: three BMv2 switches, four hosts): the
 /// knowledge service learns the lab's clean traffic, then a DDoS and a port scan drawn from the
 /// seed are raised and typed on the hosts they are about, scored from the store's `anomalies`
-/// table against the lab's truth file; the lab is gone afterwards. Needs root and BMv2
+/// table against the lab's truth file, each with an incident built from the store's `alerts`
+/// and `anomalies`; the lab is gone afterwards. Needs root and BMv2
 /// (skipped otherwise, failed with `KPLANE_REQUIRE_P4=1`).
 #[test]
 fn on_the_bmv2_lab_a_ddos_and_a_port_scan_drawn_from_the_seed_are_raised_and_typed() {
@@ -345,6 +346,20 @@ fn on_the_bmv2_lab_a_ddos_and_a_port_scan_drawn_from_the_seed_are_raised_and_typ
             && a["type"] == "ddos"
             && a["eval"]["truth"] == "ddos"),
         "{report}"
+    );
+    // Incidents from the store's alerts and anomalies: each attack has one, and each incident
+    // carries its slot.
+    assert!(
+        csv.contains(",lab,incident_recall,all,1\n"),
+        "{report}\n{csv}"
+    );
+    let incidents = std::fs::read_to_string(out.join("incidents.jsonl")).unwrap();
+    assert!(
+        incidents.lines().all(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["eval"]["slot"].is_u64() && v["root"].is_object()
+        }),
+        "{incidents}"
     );
     // The child tore its fabric down.
     assert_eq!(kplane_lab::net::clean("kpet").unwrap().namespaces, 0);

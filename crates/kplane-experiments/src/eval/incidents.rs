@@ -19,7 +19,7 @@ use std::time::Duration;
 use kplane_model::incidents::{EpisodeBook, Incident, IncidentBook, RootKind};
 use kplane_model::results::{Anomaly, EntityKind};
 
-use super::knowledge::Fault;
+use super::knowledge::{Csv, Fault};
 use super::pipeline::Outcome;
 
 /// The API's default hold (`intent-api.incidents.hold`).
@@ -58,6 +58,36 @@ impl IncidentScore {
     pub(super) fn per_fault(&self) -> Option<f64> {
         (self.detected > 0).then(|| self.per_detected as f64 / self.detected as f64)
     }
+}
+
+/// The report's incidents paragraph, and its rows in `csv` (`family`, `table`).
+pub(super) fn report(inc: &IncidentScore, family: &str, table: &str, csv: &mut Csv) -> String {
+    let fmt = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}"));
+    for (m, v) in [
+        ("incident_recall", inc.recall()),
+        ("incident_precision", inc.precision()),
+        ("incidents_per_fault", inc.per_fault()),
+    ] {
+        if let Some(v) = v {
+            csv.row(family, table, m, "all", v);
+        }
+    }
+    format!(
+        "\nIncidents (docs/incidents.md: alerts and anomalies correlated by root, hold {} s) against \
+         the injected faults: {} faults, {} with an incident → recall {}; {} incidents, {} about a \
+         fault → precision {}; {} incidents per detected fault, each incident counted for one (1 is \
+         the aim); on runs with nothing harmful injected {} incidents in {:.0} s.\n",
+        HOLD.as_secs(),
+        inc.faults,
+        inc.detected,
+        fmt(inc.recall()),
+        inc.incidents,
+        inc.about_a_fault,
+        fmt(inc.precision()),
+        fmt(inc.per_fault()),
+        inc.clean_incidents,
+        inc.clean_seconds
+    )
 }
 
 /// The run's incidents, as the API would have made them from its alerts and `anomalies`.

@@ -1228,31 +1228,7 @@ fn report(
         }
     }
     md += &training_table(training, &mut csv);
-    md += &format!(
-        "\nIncidents (docs/incidents.md: alerts and anomalies correlated by root, hold {} s) against \
-         the injected faults: {} faults, {} with an incident → recall {}; {} incidents, {} about a \
-         fault → precision {}; {} incidents per detected fault, each incident counted for one (1 is the aim); on runs with nothing harmful injected {} \
-         incidents in {:.0} s.\n",
-        super::incidents::HOLD.as_secs(),
-        inc.faults,
-        inc.detected,
-        fmt(inc.recall()),
-        inc.incidents,
-        inc.about_a_fault,
-        fmt(inc.precision()),
-        fmt(inc.per_fault()),
-        inc.clean_incidents,
-        inc.clean_seconds
-    );
-    for (m, v) in [
-        ("incident_recall", inc.recall()),
-        ("incident_precision", inc.precision()),
-        ("incidents_per_fault", inc.per_fault()),
-    ] {
-        if let Some(v) = v {
-            csv.row("all", scored_table, m, "all", v);
-        }
-    }
+    md += &incidents::report(&inc, "all", scored_table, &mut csv);
     md += &format!(
         "\nReports: {sent} sent, {lost} lost on the way into the collector (the traffic source is paced by it).\n"
     );

@@ -5,7 +5,8 @@
 //! attack per slot — parameters drawn from the seed — each followed by clean traffic. After the
 //! lab has ended, every anomaly record the knowledge service stored (the store's `anomalies`
 //! table) is scored against the lab's truth file with the rules of `kplane eval knowledge`
-//! ([`super::score`]). The anomaly types are the shipped definitions, labelled on the
+//! ([`super::score`]), and so are the incidents built from those and the processor's stored
+//! immediate events (`alerts`, [`super::incidents`]). The anomaly types are the shipped definitions, labelled on the
 //! emulator's fat-tree: nothing of the lab was seen by them, so the whole run is held out.
 
 use std::io::Write;
@@ -15,10 +16,11 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use kplane_bench::child::Up;
-use kplane_model::results::Anomaly;
+use kplane_model::results::{Alert, Anomaly};
 use kplane_model::rng::Rng;
 use serde_json::{Value, json};
 
+use super::incidents::{self, IncidentScore};
 use super::knowledge::{Csv, detection_table, faults, truth_label};
 use super::pipeline::Outcome;
 use super::score::{Detection, raised};
@@ -169,6 +171,26 @@ fn stored_anomalies(store: &Path) -> anyhow::Result<Vec<Anomaly>> {
     Ok(out)
 }
 
+/// Every immediate event the lab's processor stored (its `alerts` table), in event-time order.
+fn stored_alerts(store: &Path) -> anyhow::Result<Vec<Alert>> {
+    let store = kplane_store::Store::local(store);
+    let files = store.current_parquet(&kplane_store::layout::table_key(
+        kplane_store::tables::ALERTS,
+    ))?;
+    let mut out = Vec::new();
+    for f in files {
+        for b in store.read_parquet(&f.key).with_context(|| f.key.clone())? {
+            let (rows, bad) = kplane_stream_processor::detect::alerts_from_batch(&b);
+            if bad > 0 {
+                bail!("{}: {bad} alert rows that do not decode", f.key);
+            }
+            out.extend(rows);
+        }
+    }
+    out.sort_by_key(|a| (a.time_ns, a.partition));
+    Ok(out)
+}
+
 /// Shifts a ground-truth event's times by `-t0`.
 fn shift_event(e: &Value, t0: i64) -> Value {
     let mut e = e.clone();
@@ -305,8 +327,11 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
     }
     // Each slot is scored as a run of its own, from its start: its attack (if any) and what
     // was raised in it.
+    let alerts = stored_alerts(&data.join("stream-processor"))?;
     let mut d = Detection::default();
+    let mut inc = IncidentScore::default();
     let mut jsonl = std::fs::File::create(out.join("anomalies.jsonl"))?;
+    let mut incidents_jsonl = std::fs::File::create(out.join("incidents.jsonl"))?;
     for k in 0..slots.len() as i64 {
         let from = t0 + k * slot_ns;
         // A window ending on the slot's start is the slot before's.
@@ -324,7 +349,15 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
             topology: None,
             // Real switches: no ground truth of their queues.
             congested: Vec::new(),
-            alerts: Vec::new(),
+            alerts: alerts
+                .iter()
+                .filter(|x| (from..from + slot_ns).contains(&x.time_ns))
+                .map(|x| Alert {
+                    time_ns: x.time_ns - from,
+                    detected_ns: x.detected_ns - from,
+                    ..x.clone()
+                })
+                .collect(),
             anomalies: all
                 .iter()
                 .filter(|x| within(raised_at(x)))
@@ -336,8 +369,13 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
             reports_lost: 0,
         };
         let faults = faults(&o);
-        // Incidents are not scored here: they need the processor's immediate events as well.
-        d.score(&o, &o.anomalies, &faults, window_ns, &Default::default());
+        let (summaries, incident_of) =
+            incidents::score_run(&o, &o.anomalies, &faults, window_ns, &mut inc);
+        d.score(&o, &o.anomalies, &faults, window_ns, &incident_of);
+        for mut v in summaries {
+            v["eval"] = json!({"slot": k, "slot_start_ns": from});
+            writeln!(incidents_jsonl, "{v}")?;
+        }
         for x in raised(&o.anomalies) {
             let mut v = serde_json::to_value(x)?;
             // Times relative to the slot's start (`slot_start_ns`, wall clock).
@@ -366,6 +404,7 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
         window.as_millis()
     );
     md += &detection_table(&d, &family, "lab", &mut csv);
+    md += &incidents::report(&inc, &family, "lab", &mut csv);
     if !learning.is_empty() {
         md += &format!(
             "\n{} anomalies were raised during the learning stretch (not scored).\n",
