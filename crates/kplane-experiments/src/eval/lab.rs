@@ -151,43 +151,25 @@ fn model_ready_before(dir: &Path, attack_ns: i64) -> anyhow::Result<()> {
     }
 }
 
-/// Every anomaly record in a store (`<store>/tables/anomalies`), in the order raised.
-fn stored_anomalies(store: &Path) -> anyhow::Result<Vec<Anomaly>> {
+/// Every row of a store's `table` (`<store>/tables/<table>`), decoded by `decode` (the rows,
+/// and how many did not decode: an error here, nothing is skipped silently).
+fn stored<T>(
+    store: &Path,
+    table: &str,
+    decode: fn(&arrow_array::RecordBatch) -> (Vec<T>, usize),
+) -> anyhow::Result<Vec<T>> {
     let store = kplane_store::Store::local(store);
-    let files = store.current_parquet(&kplane_store::layout::table_key(
-        kplane_model::knowledge_tables::ANOMALIES,
-    ))?;
+    let files = store.current_parquet(&kplane_store::layout::table_key(table))?;
     let mut out = Vec::new();
     for f in files {
         for b in store.read_parquet(&f.key).with_context(|| f.key.clone())? {
-            let (rows, bad) = kplane_model::knowledge_tables::anomalies_from_batch(&b);
+            let (rows, bad) = decode(&b);
             if bad > 0 {
-                bail!("{}: {bad} anomaly records that do not decode", f.key);
+                bail!("{}: {bad} {table} rows that do not decode", f.key);
             }
             out.extend(rows);
         }
     }
-    out.sort_by_key(|a| (a.detected_ns, a.last_ns));
-    Ok(out)
-}
-
-/// Every immediate event the lab's processor stored (its `alerts` table), in event-time order.
-fn stored_alerts(store: &Path) -> anyhow::Result<Vec<Alert>> {
-    let store = kplane_store::Store::local(store);
-    let files = store.current_parquet(&kplane_store::layout::table_key(
-        kplane_store::tables::ALERTS,
-    ))?;
-    let mut out = Vec::new();
-    for f in files {
-        for b in store.read_parquet(&f.key).with_context(|| f.key.clone())? {
-            let (rows, bad) = kplane_stream_processor::detect::alerts_from_batch(&b);
-            if bad > 0 {
-                bail!("{}: {bad} alert rows that do not decode", f.key);
-            }
-            out.extend(rows);
-        }
-    }
-    out.sort_by_key(|a| (a.time_ns, a.partition));
     Ok(out)
 }
 
@@ -313,7 +295,14 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
         _ => traffic_start,
     } + a.learn as i64 * 1_000_000_000;
     let slot_ns = slot as i64 * 1_000_000_000;
-    let mut all = stored_anomalies(&data.join("stream-processor"))?;
+    let processor_store = data.join("stream-processor");
+    // In the order raised.
+    let mut all = stored(
+        &processor_store,
+        kplane_model::knowledge_tables::ANOMALIES,
+        kplane_model::knowledge_tables::anomalies_from_batch,
+    )?;
+    all.sort_by_key(|a| (a.detected_ns, a.last_ns));
     // An anomaly belongs where its first window ends: a window that holds an attack's start
     // starts before it.
     let raised_at = |x: &Anomaly| x.start_ns + window_ns;
@@ -327,7 +316,11 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
     }
     // Each slot is scored as a run of its own, from its start: its attack (if any) and what
     // was raised in it.
-    let alerts = stored_alerts(&data.join("stream-processor"))?;
+    let alerts = stored(
+        &processor_store,
+        kplane_store::tables::ALERTS,
+        kplane_stream_processor::detect::alerts_from_batch,
+    )?;
     let mut d = Detection::default();
     let mut inc = IncidentScore::default();
     let mut jsonl = std::fs::File::create(out.join("anomalies.jsonl"))?;
