@@ -114,6 +114,9 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
             } else if f("vs_usual_log_reports") >= HALF_AGAIN
                 && smaller_packets()
                 && f("vs_usual_log_destinations") < TWICE
+                // A flood aims at a service: a source reaching 4× its usual ports is probing
+                // (a scan too young to type, above), never flooding.
+                && f("vs_usual_log_dst_ports") < FOURFOLD
             {
                 AnomalyType::Ddos
             } else {
@@ -281,7 +284,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 21] = [
+        let cases: [Case; 22] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -402,6 +405,20 @@ mod tests {
                     ("vs_usual_log_reports", (767.0f64 / 700.0).ln()),
                     ("vs_usual_log_destinations", 10.0f64.ln()),
                     ("late_flow_share", 70.0 / 74.0),
+                ],
+                Unknown,
+            ),
+            // A vertical scan begun in the window's last quarter: 1441 probes to one host,
+            // many more small packets than usual, every flow late. Not a flood from it.
+            (
+                Source,
+                &[
+                    ("vs_usual_log_flows", 1441.0f64.ln()),
+                    ("vs_usual_log_dst_ports", 1441.0f64.ln()),
+                    ("vs_usual_log_destinations", 0.0),
+                    ("vs_usual_log_reports", 1441.0f64.ln()),
+                    ("vs_usual_log_bytes", 100.0f64.ln()),
+                    ("late_flow_share", 1.0),
                 ],
                 Unknown,
             ),
