@@ -19,7 +19,7 @@ use std::time::Duration;
 use kplane_model::incidents::{EpisodeBook, Incident, IncidentBook, RootKind};
 use kplane_model::results::{Anomaly, EntityKind};
 
-use super::knowledge::{Csv, Fault};
+use super::knowledge::{Csv, Fault, fmt};
 use super::pipeline::Outcome;
 
 /// The API's default hold (`intent-api.incidents.hold`).
@@ -62,7 +62,6 @@ impl IncidentScore {
 
 /// The report's incidents paragraph, and its rows in `csv` (`family`, `table`).
 pub(super) fn report(inc: &IncidentScore, family: &str, table: &str, csv: &mut Csv) -> String {
-    let fmt = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}"));
     for (m, v) in [
         ("incident_recall", inc.recall()),
         ("incident_precision", inc.precision()),

@@ -716,7 +716,7 @@ fn labels_of(o: &Outcome, window_ns: i64) -> Vec<Labelled> {
         .collect()
 }
 
-fn fmt(v: Option<f64>) -> String {
+pub(super) fn fmt(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{v:.2}"))
 }
 
