@@ -83,6 +83,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_bytes",
             "log_packet_bytes",
             "log_transit_us",
+            "late_flow_share",
             "vs_usual_log_flows",
             "vs_usual_log_sources",
             "vs_usual_log_dst_ports",
@@ -90,6 +91,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "vs_usual_log_bytes",
             "vs_usual_log_packet_bytes",
             "vs_usual_log_transit_us",
+            "vs_usual_late_flow_share",
         ],
         EntityKind::Queue => &[
             "occupancy_mean",
@@ -122,9 +124,10 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
 ///   runs a destination's transit is 4× its usual in 0.4–15 % of windows, by fabric, so a
 ///   detector weighing it would raise them. Once a window is raised for what else it shows, it
 ///   tells an incast (queueing up) from a crowd of clients;
-/// * the share of a source's flows that began in the window's last quarter
+/// * the share of an address's flows that began in the window's last quarter
 ///   (`late_flow_share`): flows that young carry little whether they are probes or the start of
-///   transfers, so their volume cannot yet tell a scan from a fan-out.
+///   transfers, so their volume cannot yet tell a scan from a fan-out, nor a flood's first
+///   moments (its packets queued, few counted yet) from congestion.
 ///
 /// See docs/knowledge.md, "Anomaly types".
 pub const TYPING_ONLY: [&str; 4] = [
@@ -460,10 +463,10 @@ impl Window {
                     bytes.ln_1p(),
                     mean_packet_bytes(bytes, reports).ln_1p(),
                 ];
-                match kind {
-                    EntityKind::Destination => x.push(mean_transit_us(transit).ln_1p()),
-                    _ => x.push(late / flows),
+                if kind == EntityKind::Destination {
+                    x.push(mean_transit_us(transit).ln_1p());
                 }
+                x.push(late / flows);
                 out.push(self.sample(kind, ip.to_string(), x));
             }
         }
@@ -656,7 +659,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sources_late_flows_are_those_begun_in_the_windows_last_quarter() {
+    fn an_addresss_late_flows_are_those_begun_in_the_windows_last_quarter() {
         let mut w = Window::new(10);
         w.add(
             "flows",
@@ -668,19 +671,22 @@ mod tests {
             ]),
         );
         let s = w.samples(&FastSet::default());
-        let late = |ip: &str| {
+        let late = |kind: EntityKind, ip: &str| {
             let x = &s
                 .iter()
-                .find(|s| s.kind == EntityKind::Source && s.entity == ip)
+                .find(|s| s.kind == kind && s.entity == ip)
                 .unwrap()
                 .x;
-            x[measured(EntityKind::Source)
+            x[measured(kind)
                 .iter()
                 .position(|n| *n == "late_flow_share")
                 .unwrap()]
         };
-        assert!((late("10.0.0.2") - 1.0 / 3.0).abs() < 1e-9);
-        assert_eq!(late("10.0.0.3"), 0.0);
+        assert!((late(EntityKind::Source, "10.0.0.2") - 1.0 / 3.0).abs() < 1e-9);
+        assert_eq!(late(EntityKind::Source, "10.0.0.3"), 0.0);
+        // 10.0.0.7 is reached by the late flow and by 10.0.0.3's.
+        assert_eq!(late(EntityKind::Destination, "10.0.0.7"), 0.5);
+        assert_eq!(late(EntityKind::Destination, "10.0.0.9"), 0.0);
     }
 
     #[test]
@@ -703,8 +709,12 @@ mod tests {
             .unwrap();
         assert_eq!(d.entity, "10.0.0.9");
         // Flows, sources, ports, reports, bytes, 50 bytes per report, and a transit of
-        // (1 + 1 + 2) µs over the 2 reports each of the flows that know it.
-        let expect = [4.0f64, 2.0, 3.0, 8.0, 400.0, 50.0, 4.0 / 3.0].map(f64::ln_1p);
+        // (1 + 1 + 2) µs over the 2 reports each of the flows that know it; then the share of
+        // its flows begun late (the second batch's third).
+        let mut expect = [4.0f64, 2.0, 3.0, 8.0, 400.0, 50.0, 4.0 / 3.0]
+            .map(f64::ln_1p)
+            .to_vec();
+        expect.push(0.25);
         assert_eq!(d.x.len(), expect.len());
         for (got, want) in d.x.iter().zip(expect) {
             assert!((got - want).abs() < 1e-12, "{:?}", d.x);

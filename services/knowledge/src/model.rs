@@ -513,15 +513,17 @@ mod tests {
         assert_eq!(m.threshold_for(AnomalyType::Ddos), c.heldout_max);
         assert_eq!(m.threshold_for(AnomalyType::Unknown), c.threshold);
         assert_eq!(m.lowest_threshold(), c.heldout_max);
-        // Spoofed sources replacing half of a victim's traffic: 6× its usual sources in
+        // Spoofed sources replacing half of a victim's traffic: 7× its usual sources in
         // packets a third smaller, no more of them. Under the kind's threshold, over every
         // clean window: raised, as what it is by definition.
         let mut flood = vec![0.0; names(kind).len()];
         for m in measured(kind) {
             flood[at(m)] = 4.0;
         }
-        flood[at("vs_usual_log_sources")] = 1.8;
+        flood[at("vs_usual_log_sources")] = 7f64.ln();
         flood[at("vs_usual_log_bytes")] = -0.5;
+        // A share, not a count: a tenth of its flows begun in the window's last quarter.
+        flood[at("late_flow_share")] = 0.1;
         let score = m.score(&flood);
         assert_eq!(typer::define_vector(kind, &flood), AnomalyType::Ddos);
         assert!(

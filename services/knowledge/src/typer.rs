@@ -19,7 +19,9 @@
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
 //!   threshold than usual (occupancy, not report counts); a destination, not flooded, whose
 //!   flows met 4× their usual queueing on the way to it (their transit: an incast converging
-//!   on it, hop latency, not report counts);
+//!   on it, hop latency, not report counts) and are not mostly too young to tell (a flood's
+//!   first milliseconds queue too, before its packets are counted: such a window is
+//!   `unknown`, and the episode takes its type from the next one);
 //! * **link failure**: a switch-to-switch link whose silence is surprising (≥ 5 nats, see
 //!   [`crate::baseline`]), or whose opposite direction's is while its own samples fell 4×;
 //! * anything else raised is `unknown`, for every kind, and nothing is recommended for it.
@@ -97,6 +99,10 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                 AnomalyType::PortScan
             } else if flood.iter().filter(|sign| **sign).count() >= 2 {
                 AnomalyType::Ddos
+            } else if f("late_flow_share") >= MOSTLY_LATE {
+                // A flood's first moments: its packets queue, and its young flows have carried
+                // one report each, so "not flooded" cannot be told yet — the next window tells.
+                AnomalyType::Unknown
             } else if f("vs_usual_log_transit_us") >= FOURFOLD {
                 AnomalyType::Congestion
             } else {
@@ -284,7 +290,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 22] = [
+        let cases: [Case; 23] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -353,6 +359,21 @@ mod tests {
                     ("vs_usual_log_transit_us", 2.1),
                 ],
                 Ddos,
+            ),
+            // A flood begun 0.1 s before the window's end (the BMv2 lab's, 1 s windows): 37
+            // young flows of one small packet each, queued 10× the usual; no background to the
+            // victim yet. Fewer reports than usual — not yet a flood, but no congestion either.
+            (
+                Destination,
+                &[
+                    ("vs_usual_log_flows", 2.4),
+                    ("vs_usual_log_reports", -0.2),
+                    ("vs_usual_log_bytes", -1.9),
+                    ("vs_usual_log_sources", 0.3),
+                    ("vs_usual_log_transit_us", 2.3),
+                    ("late_flow_share", 1.0),
+                ],
+                Unknown,
             ),
             (
                 Destination,
