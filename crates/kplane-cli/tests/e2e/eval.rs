@@ -239,19 +239,23 @@ fn an_incast_is_congestion_at_the_host_it_converges_on() {
     assert_eq!(host["entity"], "10.0.0.10", "{host:#}");
     assert_eq!(host["eval"]["truth"], "congestion", "{host:#}");
     assert_eq!(host["recommendations"], serde_json::json!([]), "{host:#}");
-    // Its transit is in the explanation, last (typed by, not detected by), at ≥ 4× its usual.
+    // Its transit is in the explanation, with its late flows' share last (typed by, not
+    // detected by), at ≥ 4× its usual.
     let features = host["explanation"]["features"].as_array().unwrap();
-    let names: Vec<&str> = features
+    let mut last: Vec<&str> = features[features.len() - 4..]
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
+    last.sort_unstable();
     assert_eq!(
-        names[names.len() - 2..]
-            .iter()
-            .filter(|n| n.contains("transit"))
-            .count(),
-        2,
-        "{names:?}"
+        last,
+        [
+            "late_flow_share",
+            "log_transit_us",
+            "vs_usual_late_flow_share",
+            "vs_usual_log_transit_us"
+        ],
+        "{features:?}"
     );
     let transit = features
         .iter()
