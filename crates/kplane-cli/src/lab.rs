@@ -10,9 +10,16 @@ use clap::{Args, Subcommand};
 use kplane_lab::traffic::{Attack, Background};
 use kplane_lab::{Lab, LabSpec, Topology};
 use kplane_runtime::{BoxError, ConfigSource, EXIT_CONFIG, Shutdown, run_service};
+use kplane_stream_processor::config::Thresholds;
 
 use crate::config::load;
 use crate::up::{Services, ServicesArgs};
+
+/// The lab's hop-latency threshold unless the configuration sets another. BMv2 forwards in a
+/// software loop: a hop takes 0.26–0.40 ms (median per switch, 2-core VM) and its per-window
+/// tail reaches 2–4 ms while the host's cores are busy, so the default (100 µs, a hardware
+/// switch's queueing) makes nearly every packet a breach. 10 ms is 25× its median: queueing.
+const BMV2_HOP_LATENCY_NS: u64 = 10_000_000;
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -98,11 +105,19 @@ pub fn run(source: ConfigSource, command: LabCommand) -> ExitCode {
             // BMv2's clock counts from each switch's start, not the wall clock: windows go by
             // when the collector received a report.
             cfg.stream_processor.event_time = kplane_stream_processor::config::EventTime::Received;
+            fit_for_bmv2(&mut cfg.stream_processor.thresholds);
             let log = cfg.log.clone();
             run_service("lab", &log, move |shutdown| async move {
                 up(cfg, a, shutdown).await
             })
         }
+    }
+}
+
+/// BMv2's hop-latency threshold, where the configuration left the default.
+fn fit_for_bmv2(thresholds: &mut Thresholds) {
+    if thresholds.hop_latency_ns == Thresholds::default().hop_latency_ns {
+        thresholds.hop_latency_ns = BMV2_HOP_LATENCY_NS;
     }
 }
 
@@ -211,4 +226,25 @@ fn provisioned(api: SocketAddr, token: Option<&str>, switches: usize) -> Result<
         std::thread::sleep(Duration::from_millis(250));
     }
     Err(format!("the lab's switches were not all provisioned within 60 s: {last}").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lab_fits_the_default_hop_latency_threshold_to_bmv2_and_keeps_one_that_was_set() {
+        let mut t = Thresholds::default();
+        fit_for_bmv2(&mut t);
+        assert_eq!(t.hop_latency_ns, BMV2_HOP_LATENCY_NS);
+        // A breach clears at 90 % of it, as with any threshold whose clear level is not set.
+        let band = t.hop_latency();
+        assert_eq!((band.raise, band.clear), (10_000_000, 9_000_000));
+        let mut set = Thresholds {
+            hop_latency_ns: 2_000_000,
+            ..Thresholds::default()
+        };
+        fit_for_bmv2(&mut set);
+        assert_eq!(set.hop_latency_ns, 2_000_000);
+    }
 }
