@@ -74,7 +74,7 @@ impl Output {
 #[derive(Debug)]
 struct Kept {
     samples: Vec<Sample>,
-    series: Vec<(&'static str, String, f64)>,
+    series: Vec<forecast::Value>,
 }
 
 #[derive(Debug)]
@@ -397,7 +397,7 @@ impl Engine {
         self.baselines
             .augment(&mut samples, |k, e| frozen.contains(k, e));
         drop(frozen);
-        let series = forecast::values(w);
+        let series = forecast::values(w, self.window_ns);
         let mut out = Output {
             forecasts: self
                 .forecaster
@@ -648,7 +648,7 @@ impl Engine {
         for w in windows {
             let mut samples = w.samples(&FastSet::default());
             self.baselines.augment(&mut samples, |_, _| false);
-            let series = forecast::values(&w);
+            let series = forecast::values(&w, self.window_ns);
             self.forecaster
                 .observe(&w, &series, self.window_ns, self.registry.version);
             self.kept.push_back(Kept { samples, series });
@@ -679,8 +679,11 @@ impl Engine {
             .collect();
         let mut series: BTreeMap<(&'static str, String), Vec<f64>> = BTreeMap::new();
         for k in &self.kept {
-            for (s, e, v) in &k.series {
-                series.entry((*s, e.clone())).or_default().push(*v);
+            for v in &k.series {
+                series
+                    .entry((v.series, v.entity.clone()))
+                    .or_default()
+                    .push(v.rest());
             }
         }
         // Calibration converts alarms per hour with the window length the results showed.

@@ -178,6 +178,8 @@ pub struct FlowRow {
     pub transit_ns: Option<f64>,
     /// When the flow's first report of the window was stamped, ns, if known.
     pub first_seen_ns: Option<f64>,
+    /// When its last report of the window was stamped, ns, if known.
+    pub last_seen_ns: Option<f64>,
     pub path: Vec<u32>,
 }
 
@@ -336,7 +338,7 @@ impl Window {
                 );
                 let (reports, bytes, path) = (f64s(b, "reports"), f64s(b, "bytes"), paths(b));
                 let transit = f64s(b, "transit_mean_ns");
-                let first_seen = f64s(b, "first_seen");
+                let (first_seen, last_seen) = (f64s(b, "first_seen"), f64s(b, "last_seen"));
                 if let Some(start) = f64s(b, "window_start")
                     .into_iter()
                     .flatten()
@@ -356,6 +358,7 @@ impl Window {
                         bytes: bytes[i].unwrap_or(0.0),
                         transit_ns: transit[i],
                         first_seen_ns: first_seen[i],
+                        last_seen_ns: last_seen[i],
                         path: path[i].clone(),
                     });
                 }

@@ -1,8 +1,12 @@
 //! Forecasts of the next window: per link utilisation (`link_utilization`) and per destination
 //! volume (`destination_bytes`). A linear model (linfa-linear, least squares for the absolute
-//! error on links and the relative error on destinations: [`Objective`]) on lagged values, their EWMA and their median, each scaled by the entity's
-//! recent mean so that one model serves every entity of a series; scored online against the
-//! last-value and EWMA baselines.
+//! error on links and the relative error on destinations: [`Objective`]) on lagged values, their
+//! EWMA and their median, each scaled by the entity's recent mean so that one model serves
+//! every entity of a series; scored online against the last-value and EWMA baselines.
+//!
+//! A destination's long flows still sending at the window's end send on at their rate
+//! ([`Value::continuing_next`]): that part of the next window is known, and the model forecasts
+//! only the rest — what new and short flows bring, which its history tells ([`Value::rest`]).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -12,7 +16,7 @@ use linfa_linear::{FittedLinearRegression, LinearRegression};
 use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
-use crate::features::{FastMap, Window, by_entity, link_entity};
+use crate::features::{FastMap, FlowRow, Window, by_entity, link_entity};
 
 pub const SERIES: [&str; 2] = ["link_utilization", "destination_bytes"];
 /// Lags the model reads.
@@ -33,25 +37,89 @@ const FORGET_AFTER: i64 = 16;
 /// The autocorrelation a period needs to be used.
 const MIN_AUTOCORRELATION: f64 = 0.3;
 const EWMA_ALPHA: f64 = 0.3;
+/// The part of a window a long flow has been sending for at least, and the part at either
+/// edge it is seen in when it crosses that edge: a flow seen that late has not ended (nor one
+/// seen that early just begun), and one seen that long is not a burst of a few packets whose
+/// rate would say nothing of the next window.
+const EDGE_PART: f64 = 0.1;
 
-/// One window's value of every series entity.
-pub fn values(w: &Window) -> Vec<(&'static str, String, f64)> {
+/// One window's value of a series entity.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Value {
+    pub series: &'static str,
+    pub entity: String,
+    pub value: f64,
+    /// The part of `value` sent by long flows crossing an edge of the window (destinations):
+    /// those still sending at its end, forecast at their rate, and those that were sending at
+    /// its start, forecast so in the window before. The model forecasts the rest: what new and
+    /// short flows bring.
+    pub crossing: f64,
+    /// What the flows still sending at the window's end send in the next window, at their rate
+    /// in this one.
+    pub continuing_next: f64,
+}
+
+impl Value {
+    /// The part of the value the model forecasts: all but the crossing flows'.
+    pub fn rest(&self) -> f64 {
+        (self.value - self.crossing).max(0.0)
+    }
+}
+
+/// Where flow `f` of the window ending at `end_ns`, `window_ns` long, sits: whether it is a
+/// long flow crossing an edge of the window ([`EDGE_PART`]) and, if it is still sending at the
+/// end, what it sends in the next window at its rate.
+fn crossing(f: &FlowRow, end_ns: i64, window_ns: i64) -> (bool, Option<f64>) {
+    let (Some(first), Some(last)) = (f.first_seen_ns, f.last_seen_ns) else {
+        return (false, None);
+    };
+    let (window, end) = (window_ns as f64, end_ns as f64);
+    let part = EDGE_PART * window;
+    let sending = last - first;
+    if sending < part {
+        return (false, None);
+    }
+    let continuing = end - last <= part;
+    let began_before = first - (end - window) <= part;
+    (
+        continuing || began_before,
+        continuing.then(|| f.bytes * window / sending),
+    )
+}
+
+/// One window's value of every series entity (windows `window_ns` long).
+pub fn values(w: &Window, window_ns: i64) -> Vec<Value> {
     let mut out = Vec::new();
     for (&(node, port), &(n, sum, _, _)) in &w.links {
         let mean = if n > 0.0 { sum / n } else { 0.0 };
-        out.push((SERIES[0], link_entity(node, port), mean));
+        out.push(Value {
+            series: SERIES[0],
+            entity: link_entity(node, port),
+            value: mean,
+            crossing: 0.0,
+            continuing_next: 0.0,
+        });
     }
-    let mut bytes: BTreeMap<std::net::IpAddr, f64> = BTreeMap::new();
+    // (bytes, crossing flows' bytes, continuing flows' next window's) per destination.
+    let mut bytes: BTreeMap<std::net::IpAddr, (f64, f64, f64)> = BTreeMap::new();
     for f in &w.flows {
         if let Some(d) = f.dst {
-            *bytes.entry(d).or_default() += f.bytes;
+            let e = bytes.entry(d).or_default();
+            e.0 += f.bytes;
+            let (crosses, next) = crossing(f, w.end_ns, window_ns);
+            if crosses {
+                e.1 += f.bytes;
+            }
+            e.2 += next.unwrap_or(0.0);
         }
     }
-    out.extend(
-        bytes
-            .into_iter()
-            .map(|(d, b)| (SERIES[1], d.to_string(), b)),
-    );
+    out.extend(bytes.into_iter().map(|(d, (value, crossing, next))| Value {
+        series: SERIES[1],
+        entity: d.to_string(),
+        value,
+        crossing,
+        continuing_next: next,
+    }));
     out
 }
 
@@ -94,9 +162,13 @@ pub struct Evaluation {
 
 #[derive(Debug, Default)]
 struct History {
+    /// The values the model forecasts (all but the continuing flows').
     values: VecDeque<f64>,
+    /// Their EWMA (a model input).
     ewma: f64,
-    /// (model, last value, ewma) forecast for the next window.
+    /// The EWMA of the whole values (the EWMA baseline).
+    baseline_ewma: f64,
+    /// (model, last value, EWMA baseline) forecast for the next window.
     pending: Option<(f64, f64, f64)>,
     /// The last window (end) with a value.
     seen_ns: i64,
@@ -106,13 +178,23 @@ struct History {
     period_of: u64,
 }
 
+fn ewma(previous: f64, v: f64, first: bool) -> f64 {
+    if first {
+        v
+    } else {
+        EWMA_ALPHA * v + (1.0 - EWMA_ALPHA) * previous
+    }
+}
+
 impl History {
+    /// Adds a value the model forecasts (`rest`) and the whole value it is part of.
+    fn push_value(&mut self, rest: f64, whole: f64) {
+        self.baseline_ewma = ewma(self.baseline_ewma, whole, self.values.is_empty());
+        self.push(rest);
+    }
+
     fn push(&mut self, v: f64) {
-        self.ewma = if self.values.is_empty() {
-            v
-        } else {
-            EWMA_ALPHA * v + (1.0 - EWMA_ALPHA) * self.ewma
-        };
+        self.ewma = ewma(self.ewma, v, self.values.is_empty());
         self.values.push_back(v);
         if self.values.len() > KEPT {
             self.values.pop_front();
@@ -274,7 +356,8 @@ fn least_squares(rows: Vec<f64>, targets: Vec<f64>, inputs: usize) -> Result<Lin
     })
 }
 
-/// Fits one series' models for `objective` on consecutive values per entity (oldest first):
+/// Fits one series' models for `objective` on consecutive values per entity (oldest first; the
+/// values the model forecasts, [`Value::rest`]):
 /// each entity's period ([`period_of`]), the plain model on every entity's windows and the
 /// seasonal model on the windows of entities with a period. Windows with a value of zero are
 /// skipped for the relative objective (a relative error is undefined there). A seasonal model
@@ -351,20 +434,21 @@ impl Forecaster {
     }
 
     /// Scores last window's forecasts against window `w`'s `values` ([`values`]), then
-    /// forecasts the window after `w`.
+    /// forecasts the window after `w`: the model's forecast of the rest ([`Value::rest`]) and
+    /// what the continuing flows send on.
     pub fn observe(
         &mut self,
         w: &Window,
-        values: &[(&'static str, String, f64)],
+        values: &[Value],
         window_ns: i64,
         version: u64,
     ) -> Vec<Forecast> {
         let mut out = Vec::new();
-        for (series, entity, v) in values {
-            let (series, v) = (*series, *v);
+        for value in values {
+            let (series, v) = (value.series, value.value);
             let h = by_entity(
                 self.history.entry(series).or_default(),
-                entity,
+                &value.entity,
                 History::default,
             );
             // After a long gap (the service down, the entity gone a while) the lags would
@@ -378,29 +462,29 @@ impl Forecaster {
                 e.last_value.add(last, v);
                 e.ewma.add(ewma, v);
             }
-            h.push(v);
+            h.push_value(value.rest(), v);
             h.seen_ns = w.end_ns;
             let Some(model) = self.models.get(series) else {
                 continue;
             };
             if h.period_of != self.generation {
-                h.period = model.periods.get(entity).copied();
+                h.period = model.periods.get(&value.entity).copied();
                 h.period_of = self.generation;
             }
             let Some((linear, x)) = model.input(h) else {
                 continue;
             };
-            let predicted = (linear.predict(&x) * h.scale()).max(0.0);
-            h.pending = Some((predicted, v, h.ewma));
+            let predicted = (linear.predict(&x) * h.scale()).max(0.0) + value.continuing_next;
+            h.pending = Some((predicted, v, h.baseline_ewma));
             out.push(Forecast {
                 series: series.to_string(),
-                entity: entity.clone(),
+                entity: value.entity.clone(),
                 window_end_ns: w.end_ns + window_ns,
                 horizon_windows: 1,
                 predicted,
                 last_value: v,
                 observed_end_ns: w.end_ns,
-                ewma: h.ewma,
+                ewma: h.baseline_ewma,
                 model_version: version,
             });
         }
@@ -435,9 +519,9 @@ mod tests {
             if let (Some((m, x)), true) = (c.input(&h), i > skip) {
                 eval.model.add(m.predict(&x) * h.scale(), v);
                 eval.last_value.add(*h.values.back().unwrap(), v);
-                eval.ewma.add(h.ewma, v);
+                eval.ewma.add(h.baseline_ewma, v);
             }
-            h.push(v);
+            h.push_value(v, v);
         }
         eval
     }
@@ -557,6 +641,105 @@ mod tests {
         assert!(c.plain.weights.iter().all(|w| w.abs() < 10.0), "{c:?}");
         let eval = replay(&c, "l0", &series[0].1, 20);
         assert!(eval.model.mape() < eval.last_value.mape() * 0.5, "{eval:?}");
+    }
+
+    const SECOND: i64 = 1_000_000_000;
+
+    /// A flow to 10.0.0.1 in the window ending at `end` s, sending `bytes` from `first` to
+    /// `last` s.
+    fn flow(end: i64, first: f64, last: f64, bytes: f64) -> FlowRow {
+        let at = |t: f64| Some((end - 1) as f64 * SECOND as f64 + t * SECOND as f64);
+        FlowRow {
+            dst: "10.0.0.1".parse().ok(),
+            bytes,
+            first_seen_ns: at(first),
+            last_seen_ns: at(last),
+            ..FlowRow::default()
+        }
+    }
+
+    fn window(end: i64, flows: Vec<FlowRow>) -> Window {
+        Window {
+            end_ns: end * SECOND,
+            flows,
+            ..Window::default()
+        }
+    }
+
+    #[test]
+    fn a_flow_still_sending_at_the_windows_end_sends_on_at_its_rate() {
+        let w = window(
+            5,
+            vec![
+                // Sending since 0.4 s, still at 0.98 s: 600 bytes in 0.58 s.
+                flow(5, 0.4, 0.98, 600.0),
+                // Sending since the window before, ended at 0.5 s.
+                flow(5, 0.05, 0.5, 300.0),
+                // Began and ended within the window.
+                flow(5, 0.2, 0.6, 200.0),
+                // A few packets at the end: too short to have a rate.
+                flow(5, 0.95, 0.97, 50.0),
+                // No times known.
+                FlowRow {
+                    last_seen_ns: None,
+                    ..flow(5, 0.0, 0.99, 70.0)
+                },
+            ],
+        );
+        let [v] = &values(&w, SECOND)[..] else {
+            panic!("one destination");
+        };
+        assert_eq!((v.series, v.entity.as_str()), (SERIES[1], "10.0.0.1"));
+        assert_eq!(v.value, 1220.0);
+        assert_eq!(v.crossing, 900.0);
+        assert!((v.continuing_next - 600.0 / 0.58).abs() < 1e-6, "{v:?}");
+        assert_eq!(v.rest(), 320.0);
+    }
+
+    #[test]
+    fn a_transfer_is_forecast_at_its_rate_from_its_first_window_and_gone_after_its_last() {
+        // Mice of 80-120 bytes a window; a model learnt on them alone.
+        let mut rng = kplane_model::rng::Rng::new(11);
+        let mut mice = |end: i64| flow(end, 0.2, 0.21, rng.real(80.0, 120.0));
+        let series: Vec<(String, Vec<f64>)> = (0..4)
+            .map(|k| {
+                let v = (0..100).map(|i| mice(i).bytes).collect();
+                (format!("e{k}"), v)
+            })
+            .collect();
+        let mut f = Forecaster::default();
+        f.set_models(BTreeMap::from([(
+            SERIES[1],
+            fit(&series, Objective::Relative).unwrap(),
+        )]));
+        // Windows 1-20 mice only; a transfer of 10 000 bytes a second from 20.5 s to 30.3 s.
+        let mut forecasts = Vec::new();
+        for end in 1..=40 {
+            let mut flows = vec![mice(end)];
+            let t = (end - 1) as f64;
+            if t + 1.0 > 20.5 && t < 30.3 {
+                let (from, to) = ((20.5 - t).max(0.0), (30.3 - t).min(1.0));
+                flows.push(flow(end, from, to, 10_000.0 * (to - from)));
+            }
+            let w = window(end, flows);
+            forecasts.push(f.observe(&w, &values(&w, SECOND), SECOND, 1));
+        }
+        let at = |end: i64| &forecasts[end as usize - 1][0];
+        // Its first window (half of it): the next is forecast at the whole rate, where the
+        // last value is half of it.
+        let first = at(21);
+        assert!((first.predicted - 10_100.0).abs() < 500.0, "{first:?}");
+        assert!(first.last_value < 5_500.0, "{first:?}");
+        // Its last window (a third of it): gone from the next.
+        let last = at(31);
+        assert!(last.predicted < 200.0, "{last:?}");
+        assert!(last.last_value > 3_000.0, "{last:?}");
+        // The online evaluation scored both; the model errs at the transfer's start and end
+        // only (where every forecast does), the baselines in the windows after them too.
+        let e = &f.evaluation[SERIES[1]];
+        assert!(e.model.rmse() < 0.9 * e.last_value.rmse(), "{e:?}");
+        assert!(e.model.rmse() < 0.6 * e.ewma.rmse(), "{e:?}");
+        assert!(e.model.mape() < 0.5 * e.last_value.mape(), "{e:?}");
     }
 
     #[test]
