@@ -1109,6 +1109,51 @@ pub(super) fn detection_table(d: &Detection, family: &str, table: &str, csv: &mu
     md
 }
 
+/// The forecasts' errors per series, for each `(families, score)` row (all pooled first), with
+/// the model's gain over the best baseline on each measure.
+fn forecast_table(rows: &[(String, &ForecastScore)], table: &str, csv: &mut Csv) -> String {
+    let mut md = "\n| forecast | families | windows | MAPE model | MAPE last value | MAPE EWMA | MAPE seasonal naive | vs best baseline | RMSE model | RMSE last value | RMSE EWMA | RMSE seasonal naive | vs best baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n".to_string();
+    for (families, score) in rows {
+        let csv_family = families.split(' ').next().unwrap_or(families);
+        for (series, [m, l, e, sn]) in score.iter() {
+            // Gain over the best of the three baselines, on each measure.
+            let gain = |model: f64, baselines: [f64; 3]| {
+                let best = baselines.into_iter().fold(f64::INFINITY, f64::min);
+                100.0 * (1.0 - model / best.max(1e-9))
+            };
+            let mape_gain = gain(m.mape(), [l.mape(), e.mape(), sn.mape()]);
+            let rmse_gain = gain(m.rmse(), [l.rmse(), e.rmse(), sn.rmse()]);
+            md += &format!(
+                "| {series} | {families} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {mape_gain:+.0} % | {:.1} | {:.1} | {:.1} | {:.1} | {rmse_gain:+.0} % |\n",
+                m.n,
+                m.mape(),
+                l.mape(),
+                e.mape(),
+                sn.mape(),
+                m.rmse(),
+                l.rmse(),
+                e.rmse(),
+                sn.rmse()
+            );
+            for (metric, v) in [
+                ("forecast_mape_model", m.mape()),
+                ("forecast_mape_last_value", l.mape()),
+                ("forecast_mape_ewma", e.mape()),
+                ("forecast_mape_seasonal_naive", sn.mape()),
+                ("forecast_mape_gain_vs_best_baseline_pct", mape_gain),
+                ("forecast_rmse_model", m.rmse()),
+                ("forecast_rmse_last_value", l.rmse()),
+                ("forecast_rmse_ewma", e.rmse()),
+                ("forecast_rmse_seasonal_naive", sn.rmse()),
+                ("forecast_rmse_gain_vs_best_baseline_pct", rmse_gain),
+            ] {
+                csv.row(csv_family, table, metric, series, v);
+            }
+        }
+    }
+    md
+}
+
 /// The definitions on the labelled training variants (every family's): per kind and type, how
 /// often each was said, right, and labelled — the figures the confidences come from.
 fn training_table(t: &Typer, csv: &mut Csv) -> String {
@@ -1233,42 +1278,18 @@ fn report(
         "\nReports: {sent} sent, {lost} lost on the way into the collector (the traffic source is paced by it).\n"
     );
     csv.row("all", scored_table, "reports_lost", "all", lost as f64);
-    md += "\n| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | MAPE seasonal naive | vs best baseline | RMSE model | RMSE last value | RMSE EWMA | RMSE seasonal naive | vs best baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for (series, [m, l, e, sn]) in &forecasts {
-        // Gain over the best of the three baselines, on each measure.
-        let gain = |model: f64, baselines: [f64; 3]| {
-            let best = baselines.into_iter().fold(f64::INFINITY, f64::min);
-            100.0 * (1.0 - model / best.max(1e-9))
-        };
-        let mape_gain = gain(m.mape(), [l.mape(), e.mape(), sn.mape()]);
-        let rmse_gain = gain(m.rmse(), [l.rmse(), e.rmse(), sn.rmse()]);
-        md += &format!(
-            "| {series} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {mape_gain:+.0} % | {:.1} | {:.1} | {:.1} | {:.1} | {rmse_gain:+.0} % |\n",
-            m.n,
-            m.mape(),
-            l.mape(),
-            e.mape(),
-            sn.mape(),
-            m.rmse(),
-            l.rmse(),
-            e.rmse(),
-            sn.rmse()
-        );
-        for (metric, v) in [
-            ("forecast_mape_model", m.mape()),
-            ("forecast_mape_last_value", l.mape()),
-            ("forecast_mape_ewma", e.mape()),
-            ("forecast_mape_seasonal_naive", sn.mape()),
-            ("forecast_mape_gain_vs_best_baseline_pct", mape_gain),
-            ("forecast_rmse_model", m.rmse()),
-            ("forecast_rmse_last_value", l.rmse()),
-            ("forecast_rmse_ewma", e.rmse()),
-            ("forecast_rmse_seasonal_naive", sn.rmse()),
-            ("forecast_rmse_gain_vs_best_baseline_pct", rmse_gain),
-        ] {
-            csv.row("all", scored_table, metric, series, v);
+    let mut rows = vec![("all".to_string(), &forecasts)];
+    if families.len() > 1 {
+        for (f, t) in families.iter().zip(totals) {
+            let load = if f.jobs > 0 {
+                "periodic jobs"
+            } else {
+                "no periodic jobs"
+            };
+            rows.push((format!("{} ({load})", f.name), &t.forecasts));
         }
     }
+    md += &forecast_table(&rows, scored_table, &mut csv);
     let rate = c.scored as f64 / c.secs.max(1e-9);
     md += &format!(
         "\nTraining ({}): {:.2} s on the clean run's windows; {:.2} s on {} windows of 1 s (the clean run's, \
