@@ -162,7 +162,7 @@ pub struct Evaluation {
 
 #[derive(Debug, Default)]
 struct History {
-    /// The values the model forecasts (all but the continuing flows').
+    /// The values the model forecasts ([`Value::rest`]).
     values: VecDeque<f64>,
     /// Their EWMA (a model input).
     ewma: f64,
