@@ -4,9 +4,10 @@
 //! EWMA and their median, each scaled by the entity's recent mean so that one model serves
 //! every entity of a series; scored online against the last-value and EWMA baselines.
 //!
-//! A destination's long flows still sending at the window's end send on at their rate
-//! ([`Value::continuing_next`]): that part of the next window is known, and the model forecasts
-//! only the rest — what new and short flows bring, which its history tells ([`Value::rest`]).
+//! A destination's long flows still sending at the window's end send on at their rate, for as
+//! long again as they have been sending ([`Value::continuing_next`]): that part of the next
+//! window is known from the flows themselves, and the model forecasts only the rest — what new
+//! and short flows bring, which its history tells ([`Value::rest`]).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -54,8 +55,8 @@ pub struct Value {
     /// its start, forecast so in the window before. The model forecasts the rest: what new and
     /// short flows bring.
     pub crossing: f64,
-    /// What the flows still sending at the window's end send in the next window, at their rate
-    /// in this one.
+    /// What the flows still sending at the window's end send in the next window: at their rate
+    /// in this one, for as long again as they have been sending (at most the window).
     pub continuing_next: f64,
 }
 
@@ -68,7 +69,11 @@ impl Value {
 
 /// Where flow `f` of the window ending at `end_ns`, `window_ns` long, sits: whether it is a
 /// long flow crossing an edge of the window ([`EDGE_PART`]) and, if it is still sending at the
-/// end, what it sends in the next window at its rate.
+/// end, what it sends in the next window. A flow is expected to send on, at its rate, for as
+/// long again as it has been sending, up to the next window's end: flow lengths are
+/// heavy-tailed, and the longer a flow has lasted the longer it lasts yet. One that was sending
+/// before the window began has lasted the window at least, and sends through the next; one
+/// that began in it sends as much again as it has.
 fn crossing(f: &FlowRow, end_ns: i64, window_ns: i64) -> (bool, Option<f64>) {
     let (Some(first), Some(last)) = (f.first_seen_ns, f.last_seen_ns) else {
         return (false, None);
@@ -81,9 +86,10 @@ fn crossing(f: &FlowRow, end_ns: i64, window_ns: i64) -> (bool, Option<f64>) {
     }
     let continuing = end - last <= part;
     let began_before = first - (end - window) <= part;
+    let lasted = if began_before { window } else { sending };
     (
         continuing || began_before,
-        continuing.then(|| f.bytes * window / sending),
+        continuing.then(|| f.bytes / sending * lasted),
     )
 }
 
@@ -667,11 +673,14 @@ mod tests {
     }
 
     #[test]
-    fn a_flow_still_sending_at_the_windows_end_sends_on_at_its_rate() {
+    fn a_flow_still_sending_at_the_windows_end_sends_on_for_as_long_again() {
         let w = window(
             5,
             vec![
-                // Sending since 0.4 s, still at 0.98 s: 600 bytes in 0.58 s.
+                // Sending since the window before, still at 0.99 s: through the next window at
+                // its rate (970 bytes in 0.97 s).
+                flow(5, 0.02, 0.99, 970.0),
+                // Sending since 0.4 s, still at 0.98 s: as much again as it has.
                 flow(5, 0.4, 0.98, 600.0),
                 // Sending since the window before, ended at 0.5 s.
                 flow(5, 0.05, 0.5, 300.0),
@@ -690,14 +699,14 @@ mod tests {
             panic!("one destination");
         };
         assert_eq!((v.series, v.entity.as_str()), (SERIES[1], "10.0.0.1"));
-        assert_eq!(v.value, 1220.0);
-        assert_eq!(v.crossing, 900.0);
-        assert!((v.continuing_next - 600.0 / 0.58).abs() < 1e-6, "{v:?}");
+        assert_eq!(v.value, 2190.0);
+        assert_eq!(v.crossing, 1870.0);
+        assert!((v.continuing_next - 1600.0).abs() < 1e-6, "{v:?}");
         assert_eq!(v.rest(), 320.0);
     }
 
     #[test]
-    fn a_transfer_is_forecast_at_its_rate_from_its_first_window_and_gone_after_its_last() {
+    fn a_transfer_is_forecast_from_its_first_window_and_gone_after_its_last() {
         // Mice of 80-120 bytes a window; a model learnt on them alone.
         let mut rng = kplane_model::rng::Rng::new(11);
         let mut mice = |end: i64| flow(end, 0.2, 0.21, rng.real(80.0, 120.0));
@@ -725,19 +734,20 @@ mod tests {
             forecasts.push(f.observe(&w, &values(&w, SECOND), SECOND, 1));
         }
         let at = |end: i64| &forecasts[end as usize - 1][0];
-        // Its first window (half of it): the next is forecast at the whole rate, where the
-        // last value is half of it.
+        // Its first window (the second half of it): as much again in the next; from its second,
+        // its whole rate.
         let first = at(21);
-        assert!((first.predicted - 10_100.0).abs() < 500.0, "{first:?}");
-        assert!(first.last_value < 5_500.0, "{first:?}");
+        assert!((first.predicted - 5_100.0).abs() < 300.0, "{first:?}");
+        let second = at(22);
+        assert!((second.predicted - 10_100.0).abs() < 300.0, "{second:?}");
         // Its last window (a third of it): gone from the next.
         let last = at(31);
         assert!(last.predicted < 200.0, "{last:?}");
         assert!(last.last_value > 3_000.0, "{last:?}");
-        // The online evaluation scored both; the model errs at the transfer's start and end
-        // only (where every forecast does), the baselines in the windows after them too.
+        // The online evaluation scored all; the model errs where the transfer starts and ends
+        // (as every forecast does), the baselines in the windows after those too.
         let e = &f.evaluation[SERIES[1]];
-        assert!(e.model.rmse() < 0.9 * e.last_value.rmse(), "{e:?}");
+        assert!(e.model.rmse() < e.last_value.rmse(), "{e:?}");
         assert!(e.model.rmse() < 0.6 * e.ewma.rmse(), "{e:?}");
         assert!(e.model.mape() < 0.5 * e.last_value.mape(), "{e:?}");
     }

@@ -823,6 +823,40 @@ fn a_link_forecast_hot_has_elephants_moved_off_it_and_verified() {
         }
         other => panic!("{other}: {judged}"),
     }
+    // The destinations' forecasts, served beside what each window turned out to be: the
+    // elephants' long flows are forecast at their rate, the rest by the model, and together
+    // they are nearer the truth than the last value or the EWMA.
+    let served = call(
+        "GET",
+        "/v1/forecasts?series=destination_bytes&windows=600",
+        None,
+    );
+    let (mut n, mut model, mut last, mut ewma) = (0, 0.0, 0.0, 0.0);
+    for p in served["forecasts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["points"].as_array().unwrap())
+    {
+        let Some(actual) = p["actual"].as_f64() else {
+            continue;
+        };
+        let err = |k: &str| (p[k].as_f64().unwrap() - actual).powi(2);
+        n += 1;
+        model += err("predicted");
+        last += err("last_value");
+        ewma += err("ewma");
+    }
+    let rmse = |sq: f64| (sq / f64::from(n.max(1))).sqrt();
+    let (model, last, ewma) = (rmse(model), rmse(last), rmse(ewma));
+    eprintln!(
+        "destination forecasts: {n} scored, RMSE model {model:.0}, last value {last:.0}, EWMA {ewma:.0}"
+    );
+    assert!(n >= 200, "{served}");
+    assert!(
+        model < last && model < ewma,
+        "RMSE model {model}, last value {last}, EWMA {ewma}"
+    );
     up.interrupt();
 }
 
