@@ -1109,18 +1109,22 @@ pub(super) fn detection_table(d: &Detection, family: &str, table: &str, csv: &mu
     md
 }
 
-/// The forecasts' errors per series, for each `(families, score)` row (all pooled first), with
-/// the model's gain over the best baseline on each measure.
-fn forecast_table(rows: &[(String, &ForecastScore)], table: &str, csv: &mut Csv) -> String {
+/// The forecasts' errors per series, for each `(family, its load, score)` row (all pooled
+/// first), with the model's gain over the best baseline on each measure.
+fn forecast_table(rows: &[(&str, &str, &ForecastScore)], table: &str, csv: &mut Csv) -> String {
     let mut md = "\n| forecast | families | windows | MAPE model | MAPE last value | MAPE EWMA | MAPE seasonal naive | vs best baseline | RMSE model | RMSE last value | RMSE EWMA | RMSE seasonal naive | vs best baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n".to_string();
-    for (families, score) in rows {
-        let csv_family = families.split(' ').next().unwrap_or(families);
+    // Gain over the best of the three baselines, on each measure.
+    let gain = |model: f64, baselines: [f64; 3]| {
+        let best = baselines.into_iter().fold(f64::INFINITY, f64::min);
+        100.0 * (1.0 - model / best.max(1e-9))
+    };
+    for (family, load, score) in rows {
+        let families = if load.is_empty() {
+            family.to_string()
+        } else {
+            format!("{family} ({load})")
+        };
         for (series, [m, l, e, sn]) in score.iter() {
-            // Gain over the best of the three baselines, on each measure.
-            let gain = |model: f64, baselines: [f64; 3]| {
-                let best = baselines.into_iter().fold(f64::INFINITY, f64::min);
-                100.0 * (1.0 - model / best.max(1e-9))
-            };
             let mape_gain = gain(m.mape(), [l.mape(), e.mape(), sn.mape()]);
             let rmse_gain = gain(m.rmse(), [l.rmse(), e.rmse(), sn.rmse()]);
             md += &format!(
@@ -1147,7 +1151,7 @@ fn forecast_table(rows: &[(String, &ForecastScore)], table: &str, csv: &mut Csv)
                 ("forecast_rmse_seasonal_naive", sn.rmse()),
                 ("forecast_rmse_gain_vs_best_baseline_pct", rmse_gain),
             ] {
-                csv.row(csv_family, table, metric, series, v);
+                csv.row(family, table, metric, series, v);
             }
         }
     }
@@ -1278,7 +1282,7 @@ fn report(
         "\nReports: {sent} sent, {lost} lost on the way into the collector (the traffic source is paced by it).\n"
     );
     csv.row("all", scored_table, "reports_lost", "all", lost as f64);
-    let mut rows = vec![("all".to_string(), &forecasts)];
+    let mut rows = vec![("all", "", &forecasts)];
     if families.len() > 1 {
         for (f, t) in families.iter().zip(totals) {
             let load = if f.jobs > 0 {
@@ -1286,7 +1290,7 @@ fn report(
             } else {
                 "no periodic jobs"
             };
-            rows.push((format!("{} ({load})", f.name), &t.forecasts));
+            rows.push((&f.name, load, &t.forecasts));
         }
     }
     md += &forecast_table(&rows, scored_table, &mut csv);
@@ -1322,6 +1326,52 @@ mod tests {
     fn param(spec: &str, name: &str) -> f64 {
         let after = spec.split(&format!("{name}=")).nth(1).unwrap();
         after.split(',').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn the_forecast_table_has_a_row_per_family_with_its_load_and_the_pooled_one_first() {
+        // One destination forecast at 100 per window; the windows turned out 100 then 200.
+        let forecast = |observed_s: i64, last_value: f64| kplane_model::results::Forecast {
+            series: "destination_bytes".into(),
+            entity: "10.0.0.1".into(),
+            window_end_ns: (observed_s + 1) * 1_000_000_000,
+            horizon_windows: 1,
+            predicted: 100.0,
+            last_value,
+            observed_end_ns: observed_s * 1_000_000_000,
+            ewma: last_value,
+            model_version: 1,
+        };
+        let mut score = ForecastScore::default();
+        let run = [forecast(1, 50.0), forecast(2, 100.0), forecast(3, 200.0)];
+        score_forecasts(&run, &Periods::default(), &mut score);
+        let mut csv = Csv::default();
+        let md = forecast_table(
+            &[("all", "", &score), ("ft4-100m", "periodic jobs", &score)],
+            "held-out",
+            &mut csv,
+        );
+        let rows: Vec<&str> = md
+            .lines()
+            .filter(|l| l.starts_with("| destination"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{md}");
+        assert!(
+            rows[0].starts_with("| destination_bytes | all | 2 | 25.0 % | 50.0 % |"),
+            "{md}"
+        );
+        assert!(
+            rows[1].starts_with("| destination_bytes | ft4-100m (periodic jobs) | 2 |"),
+            "{md}"
+        );
+        // The model's MAPE (0 % and 50 % → 25 %) against the last value's (50 % twice).
+        assert!(
+            csv.0.contains(
+                "ft4-100m,held-out,forecast_mape_gain_vs_best_baseline_pct,destination_bytes,50\n"
+            ),
+            "{}",
+            csv.0
+        );
     }
 
     #[test]
