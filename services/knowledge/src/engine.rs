@@ -397,7 +397,7 @@ impl Engine {
         self.baselines
             .augment(&mut samples, |k, e| frozen.contains(k, e));
         drop(frozen);
-        let series = forecast::values(w, self.window_ns);
+        let series = forecast::values(w);
         let mut out = Output {
             forecasts: self
                 .forecaster
@@ -648,7 +648,7 @@ impl Engine {
         for w in windows {
             let mut samples = w.samples(&FastSet::default());
             self.baselines.augment(&mut samples, |_, _| false);
-            let series = forecast::values(&w, self.window_ns);
+            let series = forecast::values(&w);
             self.forecaster
                 .observe(&w, &series, self.window_ns, self.registry.version);
             self.kept.push_back(Kept { samples, series });

@@ -67,25 +67,26 @@ impl Value {
     }
 }
 
-/// Where flow `f` of the window ending at `end_ns`, `window_ns` long, sits: whether it is a
+/// Where flow `f` of the window from `start_ns` to `end_ns` sits: whether it is a
 /// long flow crossing an edge of the window ([`EDGE_PART`]) and, if it is still sending at the
 /// end, what it sends in the next window. A flow is expected to send on, at its rate, for as
 /// long again as it has been sending, up to the next window's end: flow lengths are
 /// heavy-tailed, and the longer a flow has lasted the longer it lasts yet. One that was sending
 /// before the window began has lasted the window at least, and sends through the next; one
 /// that began in it sends as much again as it has.
-fn crossing(f: &FlowRow, end_ns: i64, window_ns: i64) -> (bool, Option<f64>) {
+fn crossing(f: &FlowRow, start_ns: i64, end_ns: i64) -> (bool, Option<f64>) {
     let (Some(first), Some(last)) = (f.first_seen_ns, f.last_seen_ns) else {
         return (false, None);
     };
-    let (window, end) = (window_ns as f64, end_ns as f64);
+    let (start, end) = (start_ns as f64, end_ns as f64);
+    let window = end - start;
     let part = EDGE_PART * window;
     let sending = last - first;
     if sending < part {
         return (false, None);
     }
     let continuing = end - last <= part;
-    let began_before = first - (end - window) <= part;
+    let began_before = first - start <= part;
     let lasted = if began_before { window } else { sending };
     (
         continuing || began_before,
@@ -93,8 +94,8 @@ fn crossing(f: &FlowRow, end_ns: i64, window_ns: i64) -> (bool, Option<f64>) {
     )
 }
 
-/// One window's value of every series entity (windows `window_ns` long).
-pub fn values(w: &Window, window_ns: i64) -> Vec<Value> {
+/// One window's value of every series entity.
+pub fn values(w: &Window) -> Vec<Value> {
     let mut out = Vec::new();
     for (&(node, port), &(n, sum, _, _)) in &w.links {
         let mean = if n > 0.0 { sum / n } else { 0.0 };
@@ -112,7 +113,10 @@ pub fn values(w: &Window, window_ns: i64) -> Vec<Value> {
         if let Some(d) = f.dst {
             let e = bytes.entry(d).or_default();
             e.0 += f.bytes;
-            let (crosses, next) = crossing(f, w.end_ns, window_ns);
+            // A window with flows knows its start (from their rows).
+            let (crosses, next) = w
+                .start_ns
+                .map_or((false, None), |start| crossing(f, start, w.end_ns));
             if crosses {
                 e.1 += f.bytes;
             }
@@ -667,6 +671,7 @@ mod tests {
     fn window(end: i64, flows: Vec<FlowRow>) -> Window {
         Window {
             end_ns: end * SECOND,
+            start_ns: Some((end - 1) * SECOND),
             flows,
             ..Window::default()
         }
@@ -695,7 +700,7 @@ mod tests {
                 },
             ],
         );
-        let [v] = &values(&w, SECOND)[..] else {
+        let [v] = &values(&w)[..] else {
             panic!("one destination");
         };
         assert_eq!((v.series, v.entity.as_str()), (SERIES[1], "10.0.0.1"));
@@ -731,7 +736,7 @@ mod tests {
                 flows.push(flow(end, from, to, 10_000.0 * (to - from)));
             }
             let w = window(end, flows);
-            forecasts.push(f.observe(&w, &values(&w, SECOND), SECOND, 1));
+            forecasts.push(f.observe(&w, &values(&w), SECOND, 1));
         }
         let at = |end: i64| &forecasts[end as usize - 1][0];
         // Its first window (the second half of it): as much again in the next; from its second,
