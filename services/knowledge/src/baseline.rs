@@ -1,8 +1,9 @@
 //! Each entity's history as features: how surprising a switch-to-switch link's silence is — the
-//! destinations its switch reached through another switch during the silent run, each costing
-//! −ln(1 − p) nats, p the share of them the link usually takes, so that a link avoided by
-//! a busy switch's traffic stands out within a window while a quiet switch's link stays ordinary
-//! — and an exponentially weighted mean of every measured feature, so that a model of a
+//! destinations the link usually carries that its switch reached another way during the silent
+//! run, each costing −ln(1 − p) nats, p the share of the times its switch reached it that it
+//! went over the link, so that a link whose destinations all went elsewhere stands out within a
+//! window while a link whose destinations were simply not sent to stays ordinary — and an
+//! exponentially weighted mean of every measured feature, so that a model of a
 //! whole kind can still see an entity leave its own habit — a busy link gone silent looks like
 //! a quiet link to a model of all links, and a host receiving from ten times its usual sources
 //! may still look like a busy server. Both are appended to the measured features
@@ -11,15 +12,21 @@
 //! tenth or more over — a microburst train or an incast that holds for seconds adds up, an
 //! elephant passing through a queue in one window does not.
 
+use std::net::IpAddr;
+
 use kplane_model::results::EntityKind;
 
-use crate::features::{FastMap, Sample, by_entity, measured, tracks_silence};
+use crate::features::{Exposure, FastMap, Sample, by_entity, measured, tracks_silence};
 
-/// Weight of the newest window in the usual value (about the last 20 windows).
+/// Weight of the newest window in the usual value (about the last 20 windows), and of the
+/// newest time a link's switch reached a destination in the link's habit of carrying it.
 const ALPHA: f64 = 0.05;
-/// The largest share a silence is judged against: a flow that avoids a link which took every
-/// flow before costs −ln(1 − 0.95) ≈ 3 nats, not infinitely many (routes change).
+/// The largest share a silence is judged against: a destination that avoids a link which took
+/// it every time before costs −ln(1 − 0.95) ≈ 3 nats, not infinitely many (routes change).
 const MAX_BUSY: f64 = 0.95;
+/// A destination whose habit of crossing a link has faded below this (about 60 times its
+/// switch reached it another way since it last crossed) is no longer one the link carries.
+const FADED: f64 = 0.05;
 /// Windows an entity is seen before its silences are judged.
 pub(crate) const JUDGE_AFTER: u32 = 10;
 /// A queue is congested beyond its usual while its share of samples over the congestion
@@ -27,8 +34,26 @@ pub(crate) const JUDGE_AFTER: u32 = 10;
 const CONGESTED_BEYOND: f64 = 0.1;
 /// Windows an entity is seen before its usual value counts (deviations are 0 before).
 const WARM: u32 = 5;
-/// An entity not seen for this many windows is forgotten (bounded state).
+/// An entity not seen for this many windows is forgotten (bounded state); so is a
+/// destination a link carried that its switch has not reached for as long.
 const FORGET_AFTER: u64 = 600;
+
+/// How often a link's switch reached one of the link's destinations through another switch,
+/// and how often the destination went over the link (both decayed by [`ALPHA`] each time).
+#[derive(Clone, Copy, Debug, Default)]
+struct Carried {
+    reached: f64,
+    crossed: f64,
+    last_window: u64,
+}
+
+impl Carried {
+    /// The share of the times it was reached that it crossed the link, shrunk towards 0 for a
+    /// destination reached only a few times.
+    fn share(&self) -> f64 {
+        self.crossed / (self.reached + 1.0)
+    }
+}
 
 #[derive(Debug)]
 struct Usual {
@@ -39,18 +64,47 @@ struct Usual {
     seen: u32,
     /// Windows in a row the entity was silent in.
     silent: u32,
-    /// Share of its chances the entity took (exponentially weighted): for a link, the share of
-    /// the flows leaving its switch for another switch that crossed it.
-    share: f64,
-    /// `share` when the current silent run began: the run is judged against the habit before
-    /// it, not against a habit the silence itself wears down.
-    share_before: f64,
+    /// For a link: the destinations it carries.
+    carried: FastMap<IpAddr, Carried>,
+    /// Their shares when the current silent run began: the run is judged against the habit
+    /// before it, not against a habit the silence itself wears down (empty while not silent).
+    before: FastMap<IpAddr, f64>,
     /// The current silent run's surprise, in nats.
     run: f64,
     /// A queue's current run of windows congested beyond its usual: the sum of their excess
     /// shares (a burst that holds for seconds; a passing elephant's one window).
     congested_run: f64,
     last_window: u64,
+}
+
+impl Usual {
+    /// What a silent window costs: the destinations the link carried before the run that its
+    /// switch reached another way, each −ln(1 − its share).
+    fn silence_cost(&self, e: &Exposure) -> f64 {
+        self.before
+            .iter()
+            .filter(|(d, _)| e.reached.contains(*d))
+            .map(|(_, p)| -(1.0 - p.min(MAX_BUSY)).ln())
+            .sum()
+    }
+
+    /// Learns from a window: every destination its switch reached through another switch that
+    /// crossed the link, or that the link carried before, counts once.
+    fn learn_carried(&mut self, e: &Exposure, window: u64) {
+        let count = |c: &mut Carried, crossed: bool| {
+            c.reached = (1.0 - ALPHA) * c.reached + 1.0;
+            c.crossed = (1.0 - ALPHA) * c.crossed + f64::from(u8::from(crossed));
+            c.last_window = window;
+        };
+        for d in &e.crossed {
+            count(self.carried.entry(*d).or_default(), true);
+        }
+        for (d, c) in self.carried.iter_mut() {
+            if c.last_window != window && e.reached.contains(d) {
+                count(c, false);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -90,30 +144,29 @@ impl Baselines {
                 frozen_mean: None,
                 seen: 0,
                 silent: 0,
-                share: 0.0,
-                share_before: 0.0,
+                carried: FastMap::default(),
+                before: FastMap::default(),
                 run: 0.0,
                 congested_run: 0.0,
                 last_window: 0,
             });
             // A link is silent when none of the destinations its switch reached through another
-            // switch was reached over it; each had `share` chance of it, so the silence costs
-            // chances · −ln(1 − share) nats, summed over the silent run.
-            let e = s.exposure;
-            let silent = e.hits == 0.0;
-            if silent && u.silent == 0 {
-                u.share_before = u.share;
-            }
-            if silent {
-                u.silent = u.silent.saturating_add(1);
-                u.run += e.chances * -(1.0 - u.share_before.min(MAX_BUSY)).ln();
-            } else {
-                u.silent = 0;
-                u.run = 0.0;
-            }
-            if e.chances > 0.0 {
-                let a = ALPHA.max(1.0 / f64::from(u.seen + 1));
-                u.share += a * (e.hits / e.chances - u.share);
+            // switch went over it; each one it usually carries that went another way costs
+            // −ln(1 − its share) nats, summed over the silent run.
+            if tracks_silence(s.kind) {
+                let e = &s.exposure;
+                if e.crossed.is_empty() {
+                    if u.silent == 0 {
+                        u.before = u.carried.iter().map(|(d, c)| (*d, c.share())).collect();
+                    }
+                    u.silent = u.silent.saturating_add(1);
+                    u.run += u.silence_cost(e);
+                } else {
+                    u.silent = 0;
+                    u.run = 0.0;
+                    u.before.clear();
+                }
+                u.learn_carried(e, self.windows);
             }
             if let Some(r) = s.reverse.take()
                 && self.reverse.get(&s.entity) != Some(&r)
@@ -190,6 +243,10 @@ impl Baselines {
         if self.windows.is_multiple_of(64) {
             for of_kind in self.usual.values_mut() {
                 of_kind.retain(|_, u| u.last_window >= horizon);
+                for u in of_kind.values_mut() {
+                    u.carried
+                        .retain(|_, c| c.crossed >= FADED && c.last_window >= horizon);
+                }
             }
             let links = self.usual.get(&EntityKind::Link);
             self.reverse
@@ -207,20 +264,31 @@ fn congested_at(kind: EntityKind) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use std::ops::Range;
+    use std::sync::Arc;
+
     use super::*;
 
     fn sample(entity: &str, x: f64) -> Sample {
-        link(entity, x, 0.0, 0.0)
+        link(entity, x, 0..0, 0..0)
     }
 
-    /// A link sample: `chances` flows left its switch for other switches, `hits` crossed it.
-    fn link(entity: &str, x: f64, chances: f64, hits: f64) -> Sample {
+    fn hosts(r: Range<u8>) -> Vec<IpAddr> {
+        r.map(|i| IpAddr::from([10, 0, 0, i])).collect()
+    }
+
+    /// A link sample: its switch reached the destinations 10.0.0.`reached` through other
+    /// switches, 10.0.0.`crossed` over it.
+    fn link(entity: &str, x: f64, reached: Range<u8>, crossed: Range<u8>) -> Sample {
         Sample {
             kind: EntityKind::Link,
             entity: entity.into(),
             window_end_ns: 0,
             x: vec![x],
-            exposure: crate::features::Exposure { chances, hits },
+            exposure: Exposure {
+                reached: Arc::new(hosts(reached).into_iter().collect()),
+                crossed: hosts(crossed),
+            },
             reverse: None,
         }
     }
@@ -232,7 +300,7 @@ mod tests {
             entity: "5/0".into(),
             window_end_ns: 0,
             x: vec![1.0, 4.0, congested, 7.0],
-            exposure: crate::features::Exposure::default(),
+            exposure: Exposure::default(),
             reverse: None,
         }
     }
@@ -264,59 +332,55 @@ mod tests {
     #[test]
     fn a_busy_entity_gone_silent_deviates_and_a_steady_one_does_not() {
         let mut b = Baselines::default();
+        // Its switch reaches ten destinations through other switches; five always go over it.
         for _ in 0..30 {
-            let mut w = vec![link("busy", 900.0, 10.0, 5.0), sample("quiet", 5.0)];
+            let mut w = vec![link("busy", 900.0, 1..11, 1..6), sample("quiet", 5.0)];
             b.augment(&mut w, |_, _| false);
             assert_eq!(w[0].x.len(), 4, "measured, silent run, reverse, deviation");
         }
-        let mut w = vec![link("busy", 0.0, 10.0, 0.0), sample("quiet", 5.0)];
+        let mut w = vec![link("busy", 0.0, 1..11, 0..0), sample("quiet", 5.0)];
         b.augment(&mut w, |_, _| false);
         assert!(w[0].x[3] < -800.0, "{:?}", w[0].x);
         assert!(w[1].x[3].abs() < 1e-9, "{:?}", w[1].x);
-        // Ten flows avoided a link that takes half of them: 10 · ln 2 nats.
+        // Its five destinations went another way: each close to −ln(1 − 0.95) ≈ 3 nats.
         let first = w[0].x[1];
-        assert!((first - 10.0 * 2f64.ln()).abs() < 0.01, "{:?}", w[0].x);
-        let mut w = vec![link("busy", 0.0, 10.0, 0.0)];
+        assert!(first > 5.0 * 2.5 && first < 5.0 * 3.0, "{:?}", w[0].x);
+        let mut w = vec![link("busy", 0.0, 1..11, 0..0)];
         b.augment(&mut w, |_, _| false);
         assert!(
             (w[0].x[1] - 2.0 * first).abs() < 1e-9,
-            "the run grows: {:?}",
+            "the run grows, judged by the habit before it: {:?}",
             w[0].x
         );
-        // A window in which its switch sent nothing says nothing.
-        let mut w = vec![link("busy", 0.0, 0.0, 0.0)];
+        // A window in which its switch reached none of its destinations says nothing: the
+        // others went where they always go.
+        let mut w = vec![link("busy", 0.0, 6..11, 0..0)];
         b.augment(&mut w, |_, _| false);
         assert!((w[0].x[1] - 2.0 * first).abs() < 1e-9, "{:?}", w[0].x);
         // Traffic again ends the run.
-        let mut w = vec![link("busy", 900.0, 10.0, 4.0)];
+        let mut w = vec![link("busy", 900.0, 1..11, 1..5)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[1], 0.0, "{:?}", w[0].x);
-        // A link that takes few of its switch's flows is rarely missed: its usual silent runs
-        // stay ordinary (a few nats: likelier than one in twenty).
+        // A link that takes its destination one time in ten (the others of an ECMP group take
+        // the rest) is rarely missed: its usual silent runs stay ordinary (a few nats: likelier
+        // than one in twenty).
         let mut b = Baselines::default();
         for i in 0..100 {
-            b.augment(
-                &mut [link(
-                    "sparse",
-                    9.0,
-                    20.0,
-                    if i % 10 == 0 { 1.0 } else { 0.0 },
-                )],
-                |_, _| false,
-            );
+            let crossed = if i % 10 == 0 { 1..2 } else { 0..0 };
+            b.augment(&mut [link("sparse", 9.0, 1..2, crossed)], |_, _| false);
         }
-        let mut w = vec![link("sparse", 0.0, 4.0, 0.0)];
+        let mut w = vec![link("sparse", 0.0, 1..2, 0..0)];
         b.augment(&mut w, |_, _| false);
-        assert!(w[0].x[1] < 3.0, "{:?}", w[0].x);
+        assert!(w[0].x[1] > 0.0 && w[0].x[1] < 3.0, "{:?}", w[0].x);
         // A new entity deviates by nothing until it has a habit, and its silences are not
         // judged before.
         let mut w = vec![sample("new", 50.0)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[3], 0.0);
         for _ in 0..3 {
-            b.augment(&mut [link("young", 900.0, 10.0, 5.0)], |_, _| false);
+            b.augment(&mut [link("young", 900.0, 1..11, 1..6)], |_, _| false);
         }
-        let mut w = vec![link("young", 0.0, 10.0, 0.0)];
+        let mut w = vec![link("young", 0.0, 1..11, 0..0)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[1], 0.0, "{:?}", w[0].x);
     }
@@ -324,34 +388,29 @@ mod tests {
     #[test]
     fn a_link_reads_its_opposite_directions_silence() {
         let mut b = Baselines::default();
-        let with_reverse = |e: &str, r: &str, hits: f64| Sample {
+        let with_reverse = |e: &str, r: &str| Sample {
             reverse: Some(r.into()),
-            ..link(e, 900.0, 10.0, hits)
+            ..link(e, 900.0, 1..11, 1..6)
         };
         for _ in 0..30 {
             b.augment(
-                &mut [
-                    with_reverse("1:1", "2:1", 5.0),
-                    with_reverse("2:1", "1:1", 5.0),
-                ],
+                &mut [with_reverse("1:1", "2:1"), with_reverse("2:1", "1:1")],
                 |_, _| false,
             );
         }
         // Both directions silent (a cut cable; the silent ones say nothing of their reverse):
         // each carries the other's surprise too.
-        let mut w = vec![link("1:1", 0.0, 10.0, 0.0), link("2:1", 0.0, 10.0, 0.0)];
+        let silent = |e: &str| link(e, 0.0, 1..11, 0..0);
+        let mut w = vec![silent("1:1"), silent("2:1")];
         b.augment(&mut w, |_, _| false);
         assert!(
             w[0].x[1] > 5.0 && (w[0].x[2] - w[1].x[1]).abs() < 1e-9,
             "{w:?}"
         );
         // One direction silent: its reverse's is nothing.
-        let mut w = vec![
-            with_reverse("1:1", "2:1", 5.0),
-            with_reverse("2:1", "1:1", 5.0),
-        ];
+        let mut w = vec![with_reverse("1:1", "2:1"), with_reverse("2:1", "1:1")];
         b.augment(&mut w, |_, _| false);
-        let mut w = vec![with_reverse("2:1", "1:1", 5.0), link("1:1", 0.0, 10.0, 0.0)];
+        let mut w = vec![with_reverse("2:1", "1:1"), silent("1:1")];
         b.augment(&mut w, |_, _| false);
         assert!(w[1].x[1] > 5.0 && w[1].x[2] == 0.0, "{w:?}");
     }

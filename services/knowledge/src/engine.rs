@@ -939,17 +939,27 @@ mod tests {
     /// A window in which each link `(node, port)` (towards node 10 + port) had `samples`
     /// reports from `samples / 10` flows.
     fn window(i: i64, links: &[((u32, u16), f64)]) -> Window {
+        busy_window(i, links, &[])
+    }
+
+    /// A window of `links` (node, port) with their samples, each towards a destination of its
+    /// own; those in `busy` at 95 % of their capacity, the others about 62 %.
+    fn busy_window(i: i64, links: &[((u32, u16), f64)], busy: &[(u32, u16)]) -> Window {
         let mut w = Window {
             end_ns: (i + 1) * 100_000_000,
             ..Window::default()
         };
         for &((node, port), samples) in links {
-            let u = 600.0 + 20.0 * ((i * 7) % 5) as f64;
+            let u = match busy.contains(&(node, port)) {
+                true => 950.0,
+                false => 600.0 + 20.0 * ((i * 7) % 5) as f64,
+            };
             let next = 10 + u32::from(port);
             w.links
                 .insert((node, port), (samples, u * samples, u + 50.0, Some(next)));
             for _ in 0..(samples / 10.0) as usize {
                 w.flows.push(crate::features::FlowRow {
+                    dst: Some(std::net::IpAddr::from([10, 0, node as u8, port as u8])),
                     path: vec![node, next],
                     ..Default::default()
                 });
@@ -1131,8 +1141,8 @@ mod tests {
     #[test]
     fn a_link_its_switch_stopped_using_is_raised_within_two_windows() {
         let (mut e, dir) = engine("silent");
-        // Switch 1's flows split between its links 1:1 and 1:2; 2:1 is busy about two windows
-        // in three.
+        // Switch 1's flows split between its links 1:1 and 1:2, each towards destinations of
+        // its own; 2:1 is busy about two windows in three.
         let busy = |i: i64, port| ((1, port), 80.0 + (i % 4) as f64 * 10.0);
         for i in 0..90 {
             let mut l = vec![busy(i, 1), busy(i, 2)];
@@ -1145,8 +1155,12 @@ mod tests {
         assert_eq!(e.registry().status, Status::Ready, "{:?}", e.registry());
         let mut raised_at = None;
         for i in 90..100 {
-            // 1:1 fails: every flow of switch 1 takes 1:2.
-            let out = e.window(&window(i, &[((1, 2), 180.0), ((2, 1), 30.0)]));
+            // 1:1 fails: its destination's flows take 1:2.
+            let mut w = window(i, &[((1, 2), 180.0), ((2, 1), 30.0)]);
+            for f in w.flows.iter_mut().filter(|f| f.path[0] == 1).step_by(2) {
+                f.dst = Some(std::net::IpAddr::from([10, 0, 1, 1]));
+            }
+            let out = e.window(&w);
             if out
                 .anomalies
                 .iter()
@@ -1239,11 +1253,10 @@ mod tests {
             e.window(&window(i, &LINKS));
             e.wait_for_training();
         }
-        // Link 1:2 carries ten times its traffic from now on.
-        let busier = [LINKS[0], ((1, 2), 900.0)];
+        // Link 1:2 runs at 95 % of its capacity from now on.
         let mut phases = Vec::new();
         for i in 90..300 {
-            for a in e.window(&window(i, &busier)).anomalies {
+            for a in e.window(&busy_window(i, &LINKS, &[(1, 2)])).anomalies {
                 if a.entity == "1:2" {
                     phases.push((i, a.phase, a.anomaly_type, a.settled));
                 }
@@ -1286,14 +1299,9 @@ mod tests {
             e.window(&window(i, &LINKS));
             e.wait_for_training();
         }
-        let busier = [LINKS[0], ((1, 2), 900.0)];
+        let busier = |i| busy_window(i, &LINKS, &[(1, 2)]);
         let mut i = 90;
-        while !e
-            .window(&window(i, &busier))
-            .anomalies
-            .iter()
-            .any(|a| a.settled)
-        {
+        while !e.window(&busier(i)).anomalies.iter().any(|a| a.settled) {
             i += 1;
             assert!(i < 150, "not settled");
         }
@@ -1301,7 +1309,7 @@ mod tests {
         // The model that raised it is the restarted service's too; what settled stays settled.
         let mut restarted = Engine::new(cfg()).unwrap();
         let raised: Vec<_> = (i + 1..i + 60)
-            .flat_map(|j| restarted.window(&window(j, &busier)).anomalies)
+            .flat_map(|j| restarted.window(&busier(j)).anomalies)
             .filter(|a| a.entity == "1:2")
             .map(|a| (a.phase, a.anomaly_type))
             .collect();

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -154,14 +155,15 @@ pub struct Sample {
     pub reverse: Option<String>,
 }
 
-/// A switch-to-switch link's chances in a window: the destinations its node's flows reached
-/// through another switch (`chances`) and how many of them crossed the link (`hits`). A link's silence is
-/// judged against them — a busy node whose flows all avoid one of its links says more than a
-/// quiet window (zero for other kinds).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// A switch-to-switch link's evidence in a window: the destinations its switch reached through
+/// another switch (`reached`, one set shared by the switch's links) and those of them that
+/// crossed the link (`crossed`). A link's silence is judged by the destinations it usually
+/// carries that its switch still reached another way — what a failed link with rerouting
+/// looks like — not by its switch's other traffic (empty for other kinds).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Exposure {
-    pub chances: f64,
-    pub hits: f64,
+    pub reached: Arc<FastSet<IpAddr>>,
+    pub crossed: Vec<IpAddr>,
 }
 
 /// One flow row of a window.
@@ -485,28 +487,22 @@ impl Window {
         // Destinations reached from each switch through another one, and per (switch, next
         // switch). The destination, not the flow, is the unit: a switch that routes by
         // destination sends all of one destination's flows one way, so a flood or a scan —
-        // hundreds of flows, one routing decision — must not make its switch's other links'
-        // silence look impossible. (Under per-flow ECMP a destination with several flows
-        // crosses several links, and each link's share says so.) A flow without an address
-        // is its own destination.
-        let mut crossed: FastSet<(u32, u32, Option<IpAddr>, usize)> =
-            set_with_capacity(4 * self.flows.len());
-        for (k, f) in self.flows.iter().enumerate() {
-            let dest = (f.dst, if f.dst.is_some() { 0 } else { k + 1 });
+        // hundreds of flows, one routing decision — is one piece of evidence. (Under per-flow
+        // ECMP a destination crosses several links, and each link's habit says how often.) A
+        // flow without a destination address can have no habit and is left out.
+        let mut crossed: FastMap<(u32, u32), FastSet<IpAddr>> =
+            map_with_capacity(4 * self.links.len());
+        let mut reached: FastMap<u32, FastSet<IpAddr>> = FastMap::default();
+        for f in &self.flows {
+            let Some(d) = f.dst else { continue };
             for p in f.path.windows(2) {
-                crossed.insert((p[0], p[1], dest.0, dest.1));
+                crossed.entry((p[0], p[1])).or_default().insert(d);
+                reached.entry(p[0]).or_default().insert(d);
             }
         }
-        let mut hits: FastMap<(u32, u32), f64> = map_with_capacity(4 * self.links.len());
-        let mut left: FastSet<(u32, Option<IpAddr>, usize)> = set_with_capacity(crossed.len());
-        for &(a, b, dst, k) in &crossed {
-            *hits.entry((a, b)).or_default() += 1.0;
-            left.insert((a, dst, k));
-        }
-        let mut chances: FastMap<u32, f64> = FastMap::default();
-        for &(a, _, _) in &left {
-            *chances.entry(a).or_default() += 1.0;
-        }
+        let reached: FastMap<u32, Arc<FastSet<IpAddr>>> =
+            reached.into_iter().map(|(n, d)| (n, Arc::new(d))).collect();
+        let reached_from = |node: u32| reached.get(&node).cloned().unwrap_or_default();
         for (&(node, port), &(n, sum, max, next)) in &self.links {
             let mean = if n > 0.0 { sum / n } else { 0.0 };
             let mut s = self.sample(
@@ -516,8 +512,11 @@ impl Window {
             );
             if let Some(next) = next {
                 s.exposure = Exposure {
-                    chances: chances.get(&node).copied().unwrap_or(0.0),
-                    hits: hits.get(&(node, next)).copied().unwrap_or(0.0),
+                    reached: reached_from(node),
+                    crossed: crossed
+                        .get(&(node, next))
+                        .map(|d| d.iter().copied().collect())
+                        .unwrap_or_default(),
                 };
                 s.reverse = self
                     .links
@@ -535,7 +534,7 @@ impl Window {
             .map(|(k, e)| {
                 let mut s = self.sample(*k, e.to_string(), vec![0.0; measured(*k).len()]);
                 if let Some((node, _)) = parse_node_pair(e) {
-                    s.exposure.chances = chances.get(&node).copied().unwrap_or(0.0);
+                    s.exposure.reached = reached_from(node);
                 }
                 s
             })
@@ -764,14 +763,28 @@ mod tests {
         assert_eq!(parse_node_pair("5/0"), Some((5, 0)));
     }
 
+    /// A link's evidence, its crossed destinations sorted.
+    fn evidence(s: &[Sample], e: &str) -> (Vec<IpAddr>, Vec<IpAddr>) {
+        let x = &s.iter().find(|s| s.entity == e).unwrap().exposure;
+        let mut reached: Vec<IpAddr> = x.reached.iter().copied().collect();
+        let mut crossed = x.crossed.clone();
+        reached.sort();
+        crossed.sort();
+        (reached, crossed)
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
     #[test]
-    fn a_links_chances_count_destinations_not_flows() {
+    fn a_links_evidence_is_destinations_not_flows() {
         let mut w = Window::new(10);
         // Switch 1: port 1 towards 2, port 2 towards 3.
         w.links.insert((1, 1), (30.0, 0.0, 0.0, Some(2)));
         w.links.insert((1, 2), (30.0, 0.0, 0.0, Some(3)));
         let to = |dst: &str, src_port: u16, path: Vec<u32>| FlowRow {
-            dst: Some(dst.parse().unwrap()),
+            dst: Some(ip(dst)),
             src_port: Some(src_port),
             path,
             ..FlowRow::default()
@@ -781,61 +794,42 @@ mod tests {
         flows.push(to("10.0.0.5", 1, vec![1, 3]));
         w.flows = flows;
         let s = w.samples(&FastSet::default());
-        let of = |e: &str| s.iter().find(|s| s.entity == e).unwrap().exposure;
-        assert_eq!(
-            of("1:1"),
-            Exposure {
-                chances: 2.0,
-                hits: 1.0
-            }
-        );
-        assert_eq!(
-            of("1:2"),
-            Exposure {
-                chances: 2.0,
-                hits: 1.0
-            }
-        );
+        let both = vec![ip("10.0.0.5"), ip("10.0.0.9")];
+        assert_eq!(evidence(&s, "1:1"), (both.clone(), vec![ip("10.0.0.9")]));
+        assert_eq!(evidence(&s, "1:2"), (both, vec![ip("10.0.0.5")]));
     }
 
     #[test]
-    fn a_links_chances_are_what_its_switch_sent_to_other_switches() {
+    fn a_links_evidence_is_what_its_switch_sent_to_other_switches() {
         let mut w = Window::new(10);
         // Switch 1: port 1 towards 2, port 2 towards 3 (silent this window); switch 2's port 5
         // back towards 1.
         w.links.insert((1, 1), (30.0, 0.0, 0.0, Some(2)));
         w.links.insert((2, 5), (30.0, 0.0, 0.0, Some(1)));
-        let flow = |path: Vec<u32>| FlowRow {
+        let flow = |dst: &str, path: Vec<u32>| FlowRow {
+            dst: Some(ip(dst)),
             path,
             ..FlowRow::default()
         };
-        // Two flows leave switch 1 over 1 → 2, one of them looping back over it; one flow
-        // ends at switch 1.
+        // Two destinations leave switch 1 over 1 → 2, one of them looping back over it; one
+        // flow ends at switch 1; one without an address has no destination to learn.
         w.flows = vec![
-            flow(vec![1, 2, 4]),
-            flow(vec![1, 2, 1, 2]),
-            flow(vec![5, 1]),
+            flow("10.0.0.4", vec![1, 2, 4]),
+            flow("10.0.0.2", vec![1, 2, 1, 2]),
+            flow("10.0.0.1", vec![5, 1]),
+            FlowRow {
+                path: vec![1, 3],
+                ..FlowRow::default()
+            },
         ];
         let expected: FastSet<_> = [(EntityKind::Link, "1:2")].into_iter().collect();
         let s = w.samples(&expected);
-        let of = |e: &str| s.iter().find(|s| s.entity == e).unwrap().exposure;
         let reverse = |e: &str| s.iter().find(|s| s.entity == e).unwrap().reverse.clone();
         assert_eq!(reverse("1:1").as_deref(), Some("2:5"));
         assert_eq!(reverse("2:5").as_deref(), Some("1:1"));
         assert_eq!(reverse("1:2"), None);
-        assert_eq!(
-            of("1:1"),
-            Exposure {
-                chances: 2.0,
-                hits: 2.0
-            }
-        );
-        assert_eq!(
-            of("1:2"),
-            Exposure {
-                chances: 2.0,
-                hits: 0.0
-            }
-        );
+        let two = vec![ip("10.0.0.2"), ip("10.0.0.4")];
+        assert_eq!(evidence(&s, "1:1"), (two.clone(), two.clone()));
+        assert_eq!(evidence(&s, "1:2"), (two, vec![]));
     }
 }

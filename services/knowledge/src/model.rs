@@ -101,7 +101,7 @@ impl EntityModel {
 
     pub fn score(&self, x: &[f64]) -> f64 {
         let mut z = self.z(x);
-        weigh(self.kind, &mut z);
+        weigh(self.kind, x, &mut z);
         self.scorer.score(&z)
     }
 
@@ -130,27 +130,31 @@ impl EntityModel {
         }
     }
 
-    /// The features, largest deviation first; those the detector does not weigh
-    /// ([`TYPING_ONLY`]) last.
+    /// The features, largest deviation as the detector weighs it first (those it does not
+    /// weigh — [`TYPING_ONLY`], a silent link's utilisation — last), each with its plain one.
     pub fn deviations(&self, x: &[f64]) -> Vec<FeatureDeviation> {
-        let mut d: Vec<FeatureDeviation> = names(self.kind)
+        let z = self.z(x);
+        let mut weighed = z.clone();
+        weigh(self.kind, x, &mut weighed);
+        let mut d: Vec<(f64, FeatureDeviation)> = names(self.kind)
             .iter()
-            .zip(x.iter().zip(self.z(x)))
+            .zip(x.iter().zip(z))
             .enumerate()
-            .map(|(i, (n, (v, z)))| FeatureDeviation {
-                name: n.to_string(),
-                value: *v,
-                normal: self.mean[i],
-                z,
+            .map(|(i, (n, (v, z)))| {
+                let f = FeatureDeviation {
+                    name: n.to_string(),
+                    value: *v,
+                    normal: self.mean[i],
+                    z,
+                };
+                (weighed[i].abs(), f)
             })
             .collect();
-        let weighed = |f: &FeatureDeviation| !TYPING_ONLY.contains(&f.name.as_str());
         d.sort_by(|a, b| {
-            weighed(b)
-                .cmp(&weighed(a))
-                .then(b.z.abs().total_cmp(&a.z.abs()))
+            b.0.total_cmp(&a.0)
+                .then(b.1.z.abs().total_cmp(&a.1.z.abs()))
         });
-        d
+        d.into_iter().map(|(_, f)| f).collect()
     }
 
     pub fn save(&self) -> SavedModel {
@@ -285,7 +289,7 @@ impl EntityModel {
                         .zip(mean.iter().zip(&std))
                         .map(|(v, (m, sd))| (v - m) / sd)
                         .collect();
-                weigh(kind, &mut z);
+                weigh(kind, &s.x, &mut z);
                 z
             })
             .collect();
@@ -307,8 +311,8 @@ impl EntityModel {
 /// first ordinary change into thousands of sigmas: a silence is measured in nats (one more
 /// silent flow is not a sigma), an address's typical packet size a tenth e-fold away (≈ 10 %)
 /// is at most one sigma (a mix of packet sizes is steadier than counts), a `log_` count a
-/// quarter e-fold away (≈ 28 %), any other measure 5 % of its mean (a deviation from the
-/// usual: of the measure's).
+/// quarter e-fold away (≈ 28 %), a link's utilisation 5 % of its capacity ([`UTILISATION_FLOOR`]),
+/// any other measure 5 % of its mean (a deviation from the usual: of the measure's).
 fn std_floor(name: &str, mean: f64) -> f64 {
     if name.ends_with("silence_surprise") {
         1.0
@@ -316,10 +320,17 @@ fn std_floor(name: &str, mean: f64) -> f64 {
         0.1
     } else if name.starts_with("log_") || name.starts_with("vs_usual_log_") {
         0.25
+    } else if name.contains("utilization") {
+        UTILISATION_FLOOR
     } else {
         (0.05 * mean.abs()).max(1e-2)
     }
 }
+
+/// A link's utilisation (per mille of its capacity) moving by 5 % of the capacity is at most
+/// one sigma: a link gone from 0.5 % to 4 % busy is not news in any fabric, however still it
+/// was in training.
+const UTILISATION_FLOOR: f64 = 50.0;
 
 fn is_packet_size(name: &str) -> bool {
     name.ends_with("log_packet_bytes")
@@ -331,20 +342,44 @@ fn is_packet_size(name: &str) -> bool {
 /// size counts both ways (a flood of small requests, of large responses).
 const ADDRESS_FLOOR: f64 = -2.0;
 
-/// What the detector weighs of an address's standardised features: how far below normal its
-/// counts reach is capped (see [`ADDRESS_FLOOR`]), and those it is only typed by
-/// ([`TYPING_ONLY`]) are nothing.
-fn weigh(kind: EntityKind, z: &mut [f64]) {
-    if matches!(kind, EntityKind::Source | EntityKind::Destination) {
-        for (v, name) in z.iter_mut().zip(names(kind)) {
-            if TYPING_ONLY.contains(name) {
-                *v = 0.0;
-            } else if is_packet_size(name) {
-                *v = v.abs();
-            } else {
-                *v = v.max(ADDRESS_FLOOR);
+/// What the detector weighs of an entity's standardised features `z` (of its features `x`):
+/// * an address's: how far below normal its counts reach is capped (see [`ADDRESS_FLOOR`]),
+///   and those it is only typed by ([`TYPING_ONLY`]) are nothing;
+/// * a link's: its samples count only as they fall — more reports through a link is neither a
+///   failure nor harm (its utilisation says whether it is busier) — and a silent link's
+///   utilisation and samples are nothing: they only restate the silence, whose surprise is
+///   `silence_surprise` (a sparse link's silence is ordinary however busy it was).
+fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
+    let names = names(kind);
+    match kind {
+        EntityKind::Source | EntityKind::Destination => {
+            for (v, name) in z.iter_mut().zip(names) {
+                if TYPING_ONLY.contains(name) {
+                    *v = 0.0;
+                } else if is_packet_size(name) {
+                    *v = v.abs();
+                } else {
+                    *v = v.max(ADDRESS_FLOOR);
+                }
             }
         }
+        EntityKind::Link => {
+            let silent = names
+                .iter()
+                .position(|n| *n == "log_samples")
+                .and_then(|i| x.get(i))
+                .is_some_and(|v| *v == 0.0);
+            for (v, name) in z.iter_mut().zip(names) {
+                if name.ends_with("silence_surprise") {
+                    continue;
+                } else if silent {
+                    *v = 0.0;
+                } else if name.ends_with("log_samples") {
+                    *v = v.min(0.0);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -434,7 +469,8 @@ mod tests {
         let mut z = vec![-5.0; names(kind).len()];
         z[at("vs_usual_log_packet_bytes")] = -4.0;
         z[at("vs_usual_log_transit_us")] = 9.0;
-        weigh(kind, &mut z);
+        let x = z.clone();
+        weigh(kind, &x, &mut z);
         assert_eq!(z[at("vs_usual_log_reports")], ADDRESS_FLOOR);
         assert_eq!(z[at("vs_usual_log_packet_bytes")], 4.0);
         assert_eq!(z[at("log_packet_bytes")], 5.0);
@@ -445,8 +481,37 @@ mod tests {
         );
         assert_eq!(z[at("log_transit_us")], 0.0);
         let mut q = vec![-5.0; names(EntityKind::Queue).len()];
-        weigh(EntityKind::Queue, &mut q);
+        let x = q.clone();
+        weigh(EntityKind::Queue, &x, &mut q);
         assert!(q.iter().all(|v| *v == -5.0), "a queue's are as they are");
+    }
+
+    #[test]
+    fn a_links_samples_count_as_they_fall_and_a_silent_links_only_by_its_silence() {
+        let kind = EntityKind::Link;
+        let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
+        let busy = |samples: f64| {
+            let mut x = vec![1.0; names(kind).len()];
+            x[at("log_samples")] = samples;
+            let mut z = vec![6.0; x.len()];
+            z[at("vs_usual_log_samples")] = -3.0;
+            weigh(kind, &x, &mut z);
+            z
+        };
+        let z = busy(4.0);
+        assert_eq!(z[at("log_samples")], 0.0, "more reports: nothing");
+        assert_eq!(z[at("vs_usual_log_samples")], -3.0, "fewer: as they are");
+        assert_eq!(z[at("utilization_max")], 6.0);
+        let z = busy(0.0);
+        assert_eq!(z[at("silence_surprise")], 6.0);
+        assert_eq!(z[at("reverse_silence_surprise")], 6.0);
+        for n in [
+            "utilization_mean",
+            "vs_usual_utilization_max",
+            "vs_usual_log_samples",
+        ] {
+            assert_eq!(z[at(n)], 0.0, "{n}: a silence's restatement");
+        }
     }
 
     #[test]
