@@ -61,7 +61,9 @@ impl Default for Config {
 pub struct Outcome {
     /// Ground truth: `ddos_start`/`ddos_end` (`victim`, `sources`), `port_scan` (`scanner`,
     /// `victim`, `victims`), `link_down`/`link_up` (`link`: node ids, `ports`: each end's
-    /// node id and port), each with `t_ns` and, for the starts, `end_ns`.
+    /// node id and port), `microburst` (an incast: `target`, `queue` — the victim's edge
+    /// switch's `node` id and `port` — and `sources`), each with `t_ns` and, for the starts,
+    /// `end_ns`.
     pub events: Vec<Value>,
     pub reports_sent: u64,
     pub send_errors: u64,
@@ -212,6 +214,51 @@ pub fn run(
                                 next_ns: t.max(start) + rng.below(STEP_NS as usize) as u64,
                             });
                         }
+                    }
+                }
+                Event::Incast {
+                    victim,
+                    senders,
+                    bytes,
+                    period_ns,
+                    start,
+                    end: stop,
+                } => {
+                    // Spread over the fabric: every (hosts / (senders + 1))-th host after the
+                    // victim.
+                    let stride = (hosts / (senders + 1)).max(1);
+                    let from: Vec<usize> = (1..=senders)
+                        .map(|j| (victim + j * stride) % hosts)
+                        .collect();
+                    if (t..end).contains(&start) {
+                        let v = &fabric.hosts[victim];
+                        let names: Vec<String> =
+                            from.iter().map(|h| ip_text(fabric.hosts[*h].ip)).collect();
+                        out.events.push(json!({"t_ns": start, "kind": "microburst",
+                            "target": ip_text(v.ip), "queue": {"node": id(v.edge), "port": v.port},
+                            "sources": names, "end_ns": stop}));
+                    }
+                    // Burst k begins at start + k · period: each sender's answer back to back at
+                    // line rate, one flow per burst.
+                    let gap = (1_500.0 * 8.0 / rate_bps * 1e9) as u64;
+                    let mut k = t.saturating_sub(start).div_ceil(period_ns);
+                    while start + k * period_ns < end.min(stop) {
+                        for (j, &s) in from.iter().enumerate() {
+                            flows.push(Flow {
+                                src: fabric.hosts[s].ip,
+                                src_host: s,
+                                dst_host: victim,
+                                protocol: 6,
+                                src_port: 40_000 + ((k as usize * from.len() + j) % 20_000) as u16,
+                                dst_port: 5_001,
+                                packet_bytes: 1_500,
+                                tcp_flags: 0x18,
+                                remaining: bytes.div_ceil(1_500),
+                                gap_ns: gap,
+                                next_ns: start + k * period_ns,
+                            });
+                        }
+                        k += 1;
                     }
                 }
                 Event::PortScan {
@@ -394,6 +441,31 @@ mod tests {
         assert_eq!(start["victim"], "172.16.1.15");
         assert_eq!(start["sources"].as_array().unwrap().len(), 50);
         assert_eq!(start["t_ns"], 500_000_000);
+    }
+
+    #[test]
+    fn an_incast_fills_the_victims_edge_port_and_is_in_the_truth_as_a_microburst() {
+        let clean = run(&cfg("none"), &[], |_, _| {}).unwrap();
+        let incast = run(
+            &cfg("incast:victim=5,senders=4,kb=300,period-ms=20,start=0.25,duration=0.5"),
+            &[],
+            |_, _| {},
+        )
+        .unwrap();
+        // 50 bursts of 4 × 200 packets, less what the full queue dropped.
+        let added = incast.reports_sent + incast.dropped - clean.reports_sent - clean.dropped;
+        assert!((36_000..44_000).contains(&added), "{incast:?} vs {clean:?}");
+        // Four senders at line rate into one port: the 512 kB buffer overflows.
+        assert!(incast.dropped > clean.dropped + 1_000, "{incast:?}");
+        let truth = &incast.events[0];
+        assert_eq!(truth["kind"], "microburst");
+        assert_eq!(truth["target"], "172.16.1.15");
+        assert_eq!(truth["queue"], json!({"node": 1, "port": 6}));
+        assert_eq!(truth["sources"].as_array().unwrap().len(), 4);
+        assert_eq!(
+            (truth["t_ns"].as_u64(), truth["end_ns"].as_u64()),
+            (Some(500_000_000), Some(1_500_000_000))
+        );
     }
 
     #[test]

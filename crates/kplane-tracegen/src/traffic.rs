@@ -10,7 +10,10 @@
 //!   64-byte UDP to port 80, `start`, `duration`, `replace`: the share of the background that
 //!   stops meanwhile), `port-scan` (`scanner`, `victim`, `ports`, `gap-us`, `start`: TCP SYNs
 //!   to ports 1…), `link-failure` (`link`: position along the switch-to-switch links, `start`,
-//!   `duration`), `none`.
+//!   `duration`), `incast` (`victim`, `senders` hosts spread over the fabric, each sending `kb`
+//!   kilobytes back to back at line rate in 1500-byte TCP packets to port 5001, all at once,
+//!   every `period-ms`, from `start` for `duration`: a partition/aggregate job's answers
+//!   converging on the victim's edge port), `none`.
 
 use crate::TracegenError;
 
@@ -136,6 +139,14 @@ pub enum Event {
         start: u64,
         end: u64,
     },
+    Incast {
+        victim: usize,
+        senders: usize,
+        bytes: u64,
+        period_ns: u64,
+        start: u64,
+        end: u64,
+    },
 }
 
 /// Parses a scenario for a run of `duration_ns` on a fabric of `hosts` hosts.
@@ -163,9 +174,10 @@ pub fn parse_scenario(
             "ddos" => &["victim", "sources", "pps", "start", "duration", "replace"],
             "port-scan" => &["scanner", "victim", "ports", "gap-us", "start"],
             "link-failure" => &["link", "start", "duration"],
+            "incast" => &["victim", "senders", "kb", "period-ms", "start", "duration"],
             other => {
                 return Err(bad(format!(
-                    "unknown scenario {other:?} (ddos, port-scan, link-failure, none)"
+                    "unknown scenario {other:?} (ddos, port-scan, link-failure, incast, none)"
                 )));
             }
         };
@@ -201,6 +213,17 @@ pub fn parse_scenario(
                 let start = at(get("start", 0.4));
                 out.push(Event::LinkFailure {
                     link: get("link", 0.5).clamp(0.0, 0.999),
+                    start,
+                    end: start + at(get("duration", 0.3)),
+                });
+            }
+            "incast" => {
+                let start = at(get("start", 0.4));
+                out.push(Event::Incast {
+                    victim: host("victim", 0),
+                    senders: (get("senders", 4.0).max(1.0) as usize).min(hosts.saturating_sub(1)),
+                    bytes: (get("kb", 256.0).max(1.5) * 1_000.0) as u64,
+                    period_ns: (get("period-ms", 50.0) * 1e6).max(1e5) as u64,
                     start,
                     end: start + at(get("duration", 0.3)),
                 });

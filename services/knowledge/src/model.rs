@@ -345,9 +345,10 @@ const ADDRESS_FLOOR: f64 = -2.0;
 /// What the detector weighs of an entity's standardised features `z` (of its features `x`):
 /// * an address's: how far below normal its counts reach is capped (see [`ADDRESS_FLOOR`]),
 ///   and those it is only typed by ([`TYPING_ONLY`]) are nothing;
-/// * a link's: its samples count only as they fall — more reports through a link is neither a
-///   failure nor harm (its utilisation says whether it is busier) — and a silent link's
-///   utilisation and samples are nothing: they only restate the silence, whose surprise is
+/// * a link's: its samples are nothing — how many of its packets the sinks reported is
+///   neither a failure nor harm: its utilisation says whether it is busier, its silences
+///   whether its destinations went elsewhere (a sparse link's quiet window is not) — and a
+///   silent link's utilisation is nothing: it only restates the silence, whose surprise is
 ///   `silence_surprise` (a sparse link's silence is ordinary however busy it was).
 fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
     let names = names(kind);
@@ -370,12 +371,9 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
                 .and_then(|i| x.get(i))
                 .is_some_and(|v| *v == 0.0);
             for (v, name) in z.iter_mut().zip(names) {
-                if name.ends_with("silence_surprise") {
-                    continue;
-                } else if silent {
+                if name.ends_with("log_samples") || (silent && !name.ends_with("silence_surprise"))
+                {
                     *v = 0.0;
-                } else if name.ends_with("log_samples") {
-                    *v = v.min(0.0);
                 }
             }
         }
@@ -487,7 +485,7 @@ mod tests {
     }
 
     #[test]
-    fn a_links_samples_count_as_they_fall_and_a_silent_links_only_by_its_silence() {
+    fn a_links_samples_count_for_nothing_and_a_silent_links_only_by_its_silence() {
         let kind = EntityKind::Link;
         let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
         let busy = |samples: f64| {
@@ -500,7 +498,7 @@ mod tests {
         };
         let z = busy(4.0);
         assert_eq!(z[at("log_samples")], 0.0, "more reports: nothing");
-        assert_eq!(z[at("vs_usual_log_samples")], -3.0, "fewer: as they are");
+        assert_eq!(z[at("vs_usual_log_samples")], 0.0, "fewer: nothing either");
         assert_eq!(z[at("utilization_max")], 6.0);
         let z = busy(0.0);
         assert_eq!(z[at("silence_surprise")], 6.0);

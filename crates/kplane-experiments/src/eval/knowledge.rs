@@ -484,7 +484,8 @@ pub fn scored_spec(
 
 /// [`scored_spec`] for the independent generator (`kplane-tracegen`'s scenario syntax): a DDoS
 /// from 20–1000 spoofed sources at 0.5–10× a host's usual packets, added to the background
-/// or replacing half of it; vertical scans, fast to slow; link failures.
+/// or replacing half of it; vertical scans, fast to slow; link failures; incasts of 2–8
+/// senders answering 64–512 kB each every 10–100 ms (its microbursts).
 fn independent_spec(
     scenario: &str,
     seed: u64,
@@ -524,6 +525,14 @@ fn independent_spec(
         "ddos" => Some(ddos(&mut d, 0.5 + late)),
         "port-scan" => Some(scan(&mut d, 0.5 + late)),
         "link-failure" => Some(link(&mut d, 0.6 + late)),
+        "microburst" => Some(format!(
+            "incast:victim={},senders={},kb={:.0},period-ms={:.0},start={:.5},duration=0.3",
+            d.int(1, h - 1),
+            d.int(2, 9),
+            log_uniform(&mut d, 64.0, 512.0),
+            log_uniform(&mut d, 10.0, 100.0),
+            0.5 + late
+        )),
         "mixed" => Some(
             [
                 ddos(&mut d, 0.35 + late),
@@ -533,7 +542,7 @@ fn independent_spec(
             .join("+"),
         ),
         "clean" => Some("none".into()),
-        "microburst" | "flash-crowd" | "heavy-hitter" => None,
+        "flash-crowd" | "heavy-hitter" => None,
         other => bail!(
             "unknown scenario {other:?} (one of {})",
             SCENARIOS.join(", ")
@@ -1427,12 +1436,19 @@ mod tests {
                 .starts_with("flash-crowd:")
         );
         assert!(scored_spec("flood", 1, &fam, 0.025).is_err());
-        // The independent generator has no microbursts; its DDoS is in packets/s.
+        // The independent generator's microbursts are incasts; its DDoS is in packets/s; it
+        // has no benign crowds.
         let indep = Family::parse("indep-3tier").unwrap();
-        assert_eq!(scored_spec("microburst", 1, &indep, 0.025).unwrap(), None);
+        assert_eq!(scored_spec("flash-crowd", 1, &indep, 0.025).unwrap(), None);
         let d = scored_spec("ddos", 1, &indep, 0.025).unwrap().unwrap();
         assert!(d.contains("pps=") && d.contains("sources="), "{d}");
-        kplane_tracegen::traffic::parse_scenario(&d, 1, indep.hosts).unwrap();
+        let i = scored_spec("microburst", 1, &indep, 0.025)
+            .unwrap()
+            .unwrap();
+        assert!(i.starts_with("incast:"), "{i}");
+        for spec in [d, i] {
+            kplane_tracegen::traffic::parse_scenario(&spec, 1, indep.hosts).unwrap();
+        }
     }
 
     #[test]
