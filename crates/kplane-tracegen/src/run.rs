@@ -62,8 +62,8 @@ pub struct Outcome {
     /// Ground truth: `ddos_start`/`ddos_end` (`victim`, `sources`), `port_scan` (`scanner`,
     /// `victim`, `victims`), `link_down`/`link_up` (`link`: node ids, `ports`: each end's
     /// node id and port), `microburst` (an incast: `target`, `queue` — the victim's edge
-    /// switch's `node` id and `port` — and `sources`), each with `t_ns` and, for the starts,
-    /// `end_ns`.
+    /// switch's `node` id and `port` —, `queues` — that one and every port where answers
+    /// converge on their way — and `sources`), each with `t_ns` and, for the starts, `end_ns`.
     pub events: Vec<Value>,
     pub reports_sent: u64,
     pub send_errors: u64,
@@ -97,6 +97,44 @@ fn hash_of(f: &Flow) -> u64 {
         .fold(0xCBF2_9CE4_8422_2325, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
         })
+}
+
+/// An incast's ground truth: a `microburst` at the victim's edge port, with `queues` — every
+/// egress port two or more of the `answers` cross on their way (where they converge; a single
+/// answer at line rate queues little), the victim's edge port first.
+fn incast_truth(
+    fabric: &Fabric,
+    victim: usize,
+    answers: Vec<Flow>,
+    down: &HashSet<(usize, usize)>,
+    start: u64,
+    end: u64,
+) -> Value {
+    let id = |sw: usize| fabric.switches[sw].id;
+    let v = &fabric.hosts[victim];
+    let mut crossing: HashMap<(usize, u16), usize> = HashMap::new();
+    for a in &answers {
+        for hop in fabric
+            .path(a.src_host, victim, hash_of(a), down)
+            .unwrap_or_default()
+        {
+            *crossing.entry((hop.switch, hop.egress)).or_default() += 1;
+        }
+    }
+    let edge = (v.edge, v.port);
+    let mut met: Vec<(usize, u16)> = crossing
+        .into_iter()
+        .filter(|(q, n)| *n >= 2 && *q != edge)
+        .map(|(q, _)| q)
+        .collect();
+    met.sort_unstable();
+    let queues: Vec<Value> = std::iter::once(edge)
+        .chain(met)
+        .map(|(sw, port)| json!({"node": id(sw), "port": port}))
+        .collect();
+    let sources: Vec<String> = answers.iter().map(|a| ip_text(a.src)).collect();
+    json!({"t_ns": start, "kind": "microburst", "target": ip_text(v.ip),
+        "queue": queues[0], "queues": queues, "sources": sources, "end_ns": end})
 }
 
 /// Runs `cfg`, sending reports to `collectors` (none: counted, not sent).
@@ -225,37 +263,42 @@ pub fn run(
                     end: stop,
                 } => {
                     // Spread over the fabric: every (hosts / (senders + 1))-th host after the
-                    // victim.
+                    // victim, each answering over one connection (one 5-tuple, one path).
                     let stride = (hosts / (senders + 1)).max(1);
-                    let from: Vec<usize> = (1..=senders)
-                        .map(|j| (victim + j * stride) % hosts)
-                        .collect();
+                    let answer = |j: usize| {
+                        let s = (victim + (j + 1) * stride) % hosts;
+                        Flow {
+                            src: fabric.hosts[s].ip,
+                            src_host: s,
+                            dst_host: victim,
+                            protocol: 6,
+                            src_port: 40_000 + j as u16,
+                            dst_port: 5_001,
+                            packet_bytes: 1_500,
+                            tcp_flags: 0x18,
+                            remaining: bytes.div_ceil(1_500),
+                            gap_ns: (1_500.0 * 8.0 / rate_bps * 1e9) as u64,
+                            next_ns: 0,
+                        }
+                    };
                     if (t..end).contains(&start) {
-                        let v = &fabric.hosts[victim];
-                        let names: Vec<String> =
-                            from.iter().map(|h| ip_text(fabric.hosts[*h].ip)).collect();
-                        out.events.push(json!({"t_ns": start, "kind": "microburst",
-                            "target": ip_text(v.ip), "queue": {"node": id(v.edge), "port": v.port},
-                            "sources": names, "end_ns": stop}));
+                        out.events.push(incast_truth(
+                            &fabric,
+                            victim,
+                            (0..senders).map(answer).collect(),
+                            &down,
+                            start,
+                            stop,
+                        ));
                     }
-                    // Burst k begins at start + k · period: each sender's answer back to back at
-                    // line rate, one flow per burst.
-                    let gap = (1_500.0 * 8.0 / rate_bps * 1e9) as u64;
+                    // Burst k begins at start + k · period: every answer at once, back to back
+                    // at line rate.
                     let mut k = t.saturating_sub(start).div_ceil(period_ns);
                     while start + k * period_ns < end.min(stop) {
-                        for (j, &s) in from.iter().enumerate() {
+                        for j in 0..senders {
                             flows.push(Flow {
-                                src: fabric.hosts[s].ip,
-                                src_host: s,
-                                dst_host: victim,
-                                protocol: 6,
-                                src_port: 40_000 + ((k as usize * from.len() + j) % 20_000) as u16,
-                                dst_port: 5_001,
-                                packet_bytes: 1_500,
-                                tcp_flags: 0x18,
-                                remaining: bytes.div_ceil(1_500),
-                                gap_ns: gap,
                                 next_ns: start + k * period_ns,
+                                ..answer(j)
                             });
                         }
                         k += 1;
@@ -461,6 +504,15 @@ mod tests {
         assert_eq!(truth["kind"], "microburst");
         assert_eq!(truth["target"], "172.16.1.15");
         assert_eq!(truth["queue"], json!({"node": 1, "port": 6}));
+        // The answers, from four other pods, meet before the victim's edge too: those ports
+        // are the incast's as well.
+        let queues = truth["queues"].as_array().unwrap();
+        assert_eq!(queues[0], truth["queue"]);
+        assert!(queues.len() >= 2, "{queues:?}");
+        assert!(
+            queues[1..].iter().all(|q| q["node"].as_u64() > Some(100)),
+            "aggregation and core: {queues:?}"
+        );
         assert_eq!(truth["sources"].as_array().unwrap().len(), 4);
         assert_eq!(
             (truth["t_ns"].as_u64(), truth["end_ns"].as_u64()),

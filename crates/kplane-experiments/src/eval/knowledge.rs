@@ -186,8 +186,9 @@ fn link_entities(topo: &Topology, a: u32, b: u32) -> Vec<(EntityKind, String)> {
 /// The faults of a run's ground truth.
 pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     let mut out = Vec::new();
-    // Per target queue's node: (first start, last end, target host).
-    let mut bursts: BTreeMap<u32, (i64, i64, String)> = BTreeMap::new();
+    // Per target queue's node: (first start, last end, target host, the nodes of other queues
+    // the bursts fill).
+    let mut bursts: BTreeMap<u32, (i64, i64, String, Vec<u32>)> = BTreeMap::new();
     let t = |e: &serde_json::Value, k: &str| e[k].as_i64().unwrap_or(0);
     let s = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
     // The addresses an event lists under `key`, as entities of `kind`.
@@ -259,24 +260,42 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
             // Bursts of tens of microseconds: one fault per target queue, over the span.
             "microburst" => {
                 let node = e["queue"]["node"].as_u64().unwrap_or(0) as u32;
-                let b = bursts.entry(node).or_insert((i64::MAX, 0, s(e, "target")));
+                let b = bursts
+                    .entry(node)
+                    .or_insert((i64::MAX, 0, s(e, "target"), Vec::new()));
                 b.0 = b.0.min(t(e, "t_ns"));
                 b.1 = b.1.max(t(e, "end_ns"));
+                // An incast of the independent generator names the ports its answers meet at
+                // on their way as well.
+                for q in e["queues"].as_array().into_iter().flatten() {
+                    if let Some(n) = q["node"].as_u64().map(|n| n as u32)
+                        && n != node
+                        && !b.3.contains(&n)
+                    {
+                        b.3.push(n);
+                    }
+                }
             }
             _ => {}
         }
     }
     // A microburst is about the queue it fills and the host it converges on (incast).
-    for (node, (start, end, target)) in bursts {
+    for (node, (start, end, target, on_the_way)) in bursts {
+        let mut primary = vec![
+            (EntityKind::Queue, format!("{node}/")),
+            (EntityKind::Destination, target),
+        ];
+        primary.extend(
+            on_the_way
+                .into_iter()
+                .map(|n| (EntityKind::Queue, format!("{n}/"))),
+        );
         out.push(Fault {
             kind: AnomalyType::Congestion,
             origin: Origin::Injected,
             start_ns: start,
             end_ns: end,
-            primary: vec![
-                (EntityKind::Queue, format!("{node}/")),
-                (EntityKind::Destination, target),
-            ],
+            primary,
         });
     }
     out.extend(observed(o, &out));
@@ -1550,6 +1569,38 @@ mod tests {
             [
                 (EntityKind::Queue, "1/0".to_string()),
                 (EntityKind::Destination, "10.0.0.1".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn bursts_into_one_queue_are_one_fault_with_the_host_and_the_ports_an_incasts_answers_meet_at()
+    {
+        let s = 1_000_000_000;
+        let burst = |t: i64, queues: &[u32]| {
+            let q: Vec<_> = queues
+                .iter()
+                .map(|n| serde_json::json!({"node": n, "port": 1}))
+                .collect();
+            serde_json::json!({"kind": "microburst", "t_ns": t * s, "end_ns": (t + 1) * s,
+                "target": "172.16.1.15", "queue": q[0], "queues": q})
+        };
+        let o = Outcome {
+            events: vec![burst(20, &[1, 103, 201]), burst(22, &[1, 104])],
+            ..crate::eval::score::fixtures::outcome()
+        };
+        let f = faults(&o);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!((f[0].start_ns / s, f[0].end_ns / s), (20, 23));
+        let q = |n: &str| (EntityKind::Queue, n.to_string());
+        assert_eq!(
+            f[0].primary,
+            [
+                q("1/"),
+                (EntityKind::Destination, "172.16.1.15".to_string()),
+                q("103/"),
+                q("201/"),
+                q("104/"),
             ]
         );
     }
