@@ -336,20 +336,23 @@ fn is_packet_size(name: &str) -> bool {
     name.ends_with("log_packet_bytes")
 }
 
-/// How far below normal an address's counts count, in standard deviations. Hosts fall quiet
-/// all the time (a client done, a server idle) and none of the anomaly types is a host sending
-/// or receiving less: what the model sees of an address's counts is their excess. Its packets'
-/// size counts both ways (a flood of small requests, of large responses).
-const ADDRESS_FLOOR: f64 = -2.0;
+/// How far below normal an address's counts and a link's utilisation count, in standard
+/// deviations. Hosts fall quiet all the time (a client done, a server idle) and none of the
+/// anomaly types is a host sending or receiving less: what the model sees of an address's
+/// counts is their excess. Its packets' size counts both ways (a flood of small requests, of
+/// large responses). Links fall quieter all the time too (an elephant done): the one type about
+/// a link carrying less is a failure, judged by its silence.
+const QUIETER_FLOOR: f64 = -2.0;
 
 /// What the detector weighs of an entity's standardised features `z` (of its features `x`):
-/// * an address's: how far below normal its counts reach is capped (see [`ADDRESS_FLOOR`]),
+/// * an address's: how far below normal its counts reach is capped (see [`QUIETER_FLOOR`]),
 ///   and those it is only typed by ([`TYPING_ONLY`]) are nothing;
 /// * a link's: its samples are nothing — how many of its packets the sinks reported is
 ///   neither a failure nor harm: its utilisation says whether it is busier, its silences
-///   whether its destinations went elsewhere (a sparse link's quiet window is not) — and a
-///   silent link's utilisation is nothing: it only restates the silence, whose surprise is
-///   `silence_surprise` (a sparse link's silence is ordinary however busy it was).
+///   whether its destinations went elsewhere (a sparse link's quiet window is not) —, its
+///   utilisation counts only down to [`QUIETER_FLOOR`], and a silent link's utilisation is
+///   nothing: it only restates the silence, whose surprise is `silence_surprise` (a sparse
+///   link's silence is ordinary however busy it was).
 fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
     let names = names(kind);
     match kind {
@@ -360,7 +363,7 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
                 } else if is_packet_size(name) {
                     *v = v.abs();
                 } else {
-                    *v = v.max(ADDRESS_FLOOR);
+                    *v = v.max(QUIETER_FLOOR);
                 }
             }
         }
@@ -374,6 +377,8 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
                 if name.ends_with("log_samples") || (silent && !name.ends_with("silence_surprise"))
                 {
                     *v = 0.0;
+                } else if name.contains("utilization") {
+                    *v = v.max(QUIETER_FLOOR);
                 }
             }
         }
@@ -469,7 +474,7 @@ mod tests {
         z[at("vs_usual_log_transit_us")] = 9.0;
         let x = z.clone();
         weigh(kind, &x, &mut z);
-        assert_eq!(z[at("vs_usual_log_reports")], ADDRESS_FLOOR);
+        assert_eq!(z[at("vs_usual_log_reports")], QUIETER_FLOOR);
         assert_eq!(z[at("vs_usual_log_packet_bytes")], 4.0);
         assert_eq!(z[at("log_packet_bytes")], 5.0);
         assert_eq!(
@@ -500,6 +505,14 @@ mod tests {
         assert_eq!(z[at("log_samples")], 0.0, "more reports: nothing");
         assert_eq!(z[at("vs_usual_log_samples")], 0.0, "fewer: nothing either");
         assert_eq!(z[at("utilization_max")], 6.0);
+        let mut quieter = vec![-7.0; names(kind).len()];
+        weigh(kind, &vec![1.0; quieter.len()], &mut quieter);
+        assert_eq!(
+            quieter[at("vs_usual_utilization_mean")],
+            QUIETER_FLOOR,
+            "an elephant done: quieter, no more"
+        );
+        assert_eq!(quieter[at("silence_surprise")], -7.0);
         let z = busy(0.0);
         assert_eq!(z[at("silence_surprise")], 6.0);
         assert_eq!(z[at("reverse_silence_surprise")], 6.0);
