@@ -194,10 +194,10 @@ fn reads(source_flows: &str, source_queues: &str, from: i64, to: i64) -> [(Strin
         ),
         (
             format!(
-                "SELECT window_start, node_id, queue_id, sum(samples) AS samples, \
+                "SELECT window_start, node_id, egress_port, queue_id, sum(samples) AS samples, \
                    max(occupancy_max) AS occupancy_max \
                  FROM {source_queues} AS queues WHERE {range} \
-                 GROUP BY window_start, node_id, queue_id"
+                 GROUP BY window_start, node_id, egress_port, queue_id"
             ),
             format!("SELECT sum(samples) FROM {source_queues} AS queues WHERE {range}"),
         ),

@@ -66,7 +66,9 @@ pub struct Alert {
     pub protocol: Option<u8>,
     /// The switch it is about (threshold, loss, black hole: the last node still reporting).
     pub node_id: Option<u32>,
+    /// A queue's id and egress port (a queue is a switch's port's queue).
     pub queue_id: Option<u8>,
+    pub egress_port: Option<u32>,
     /// `hop_latency_ns` or `queue_occupancy` for threshold alerts.
     pub metric: Option<String>,
     /// The measured value: latency, occupancy, reports lost, ns since the last sink report.
@@ -88,8 +90,31 @@ pub fn flow_entity(
     format!("{src_ip}:{src_port}>{dst_ip}:{dst_port}/{protocol}")
 }
 
-/// What an anomaly is about: a source or destination address, a (node, queue), a (node,
-/// egress port) link, or a flow (loops and black holes).
+/// A queue: its switch, the egress port it is a queue of (`None` when the switch stamps no
+/// port) and its queue id on that port.
+pub type QueueKey = (u32, Option<u16>, u8);
+
+/// A queue as one string, `5:2/0` (switch 5, port 2, queue 0; `5/0` without a port): the
+/// knowledge service's queue entity, and how incidents name the queues they reach.
+pub fn queue_entity((node, port, queue): QueueKey) -> String {
+    match port {
+        Some(port) => format!("{node}:{port}/{queue}"),
+        None => format!("{node}/{queue}"),
+    }
+}
+
+/// [`queue_entity`]'s inverse.
+pub fn parse_queue_entity(s: &str) -> Option<QueueKey> {
+    let (at, queue) = s.split_once('/')?;
+    let (node, port) = match at.split_once(':') {
+        Some((node, port)) => (node, Some(port.parse().ok()?)),
+        None => (at, None),
+    };
+    Some((node.parse().ok()?, port, queue.parse().ok()?))
+}
+
+/// What an anomaly is about: a source or destination address, a queue (switch, port,
+/// queue id), a (node, egress port) link, or a flow (loops and black holes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntityKind {
@@ -194,8 +219,9 @@ pub struct BlastRadius {
     pub flows_total: usize,
     /// Switches on those flows' paths.
     pub nodes: Vec<u32>,
-    /// (node, queue) on those switches, with their mean occupancy in the window.
-    pub queues: Vec<(u32, u8)>,
+    /// Queues (switch, egress port, queue id) on those switches.
+    #[serde(deserialize_with = "queue_keys")]
+    pub queues: Vec<QueueKey>,
     /// (node, egress port) links leaving those switches.
     pub links: Vec<(u32, u16)>,
     /// Other flows crossing the same switches in the window.
@@ -214,6 +240,24 @@ pub struct BlastRadius {
     /// the destination a congested queue serves (at most [`COLLATERAL_LISTED`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collateral: Vec<Collateral>,
+}
+
+/// `[node, port, queue]` triples; a `[node, queue]` pair (a producer that keys queues by switch
+/// and queue id only) is a queue without a port.
+fn queue_keys<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<QueueKey>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Key {
+        OfPort(u32, Option<u16>, u8),
+        OfSwitch(u32, u8),
+    }
+    Ok(Vec::<Key>::deserialize(d)?
+        .into_iter()
+        .map(|k| match k {
+            Key::OfPort(node, port, queue) => (node, port, queue),
+            Key::OfSwitch(node, queue) => (node, None, queue),
+        })
+        .collect())
 }
 
 /// Collateral listed per anomaly at most.
@@ -246,7 +290,8 @@ pub struct Anomaly {
     /// `<entity kind>:<entity>:<start ns>`: stable across updates of one episode.
     pub id: String,
     pub entity_kind: EntityKind,
-    /// `10.0.0.2`, `5/0` (node/queue), `5:2` (node:port), or a flow's 5-tuple.
+    /// `10.0.0.2`, `5:2/0` (a queue: node:port/queue, [`queue_entity`]), `5:2` (a link:
+    /// node:port), or a flow's 5-tuple.
     pub entity: String,
     #[serde(rename = "type")]
     pub anomaly_type: AnomalyType,
@@ -315,4 +360,41 @@ pub struct Forecast {
     pub observed_end_ns: i64,
     pub ewma: f64,
     pub model_version: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_is_named_by_its_switch_port_and_id_and_read_back() {
+        assert_eq!(queue_entity((5, Some(2), 0)), "5:2/0");
+        assert_eq!(queue_entity((5, None, 3)), "5/3");
+        for key in [
+            (5, Some(2), 0),
+            (5, None, 3),
+            (u32::MAX, Some(u16::MAX), 255),
+        ] {
+            assert_eq!(parse_queue_entity(&queue_entity(key)), Some(key));
+        }
+        for bad in ["5", "5:2", "x/0", "5:x/0", "5:2/256", ""] {
+            assert_eq!(parse_queue_entity(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_blast_radius_reads_queues_with_and_without_a_port() {
+        let radius = BlastRadius {
+            queues: vec![(5, Some(2), 0), (6, None, 1)],
+            ..BlastRadius::default()
+        };
+        let json = serde_json::to_value(&radius).unwrap();
+        assert_eq!(json["queues"], serde_json::json!([[5, 2, 0], [6, null, 1]]));
+        let back: BlastRadius = serde_json::from_value(json).unwrap();
+        assert_eq!(back, radius);
+        let mut pairs = serde_json::to_value(&radius).unwrap();
+        pairs["queues"] = serde_json::json!([[5, 0]]);
+        let read: BlastRadius = serde_json::from_value(pairs).unwrap();
+        assert_eq!(read.queues, [(5, None, 0)]);
+    }
 }

@@ -91,7 +91,7 @@ const ROLLED: [Rolled; 3] = [
     },
     Rolled {
         table: "queues",
-        keys: "partition, node_id, queue_id",
+        keys: "partition, node_id, egress_port, queue_id",
         aggregates: "sum(samples) AS samples, \
             sum(occupancy_mean * samples) / nullif(sum(samples), 0) AS occupancy_mean, \
             max(occupancy_max) AS occupancy_max, \
@@ -321,7 +321,8 @@ pub fn source_sql(store: &Store, table: &str, resolution: Resolution, from_ns: i
 #[cfg(test)]
 mod tests {
     use arrow_array::{
-        ArrayRef, Float64Array, Int64Array, TimestampNanosecondArray, UInt8Array, UInt32Array,
+        ArrayRef, Float64Array, Int64Array, TimestampNanosecondArray, UInt8Array, UInt16Array,
+        UInt32Array,
     };
 
     use super::*;
@@ -348,6 +349,7 @@ mod tests {
             ts(1),
             Arc::new(UInt32Array::from(vec![3; n])),
             Arc::new(UInt32Array::from(vec![7; n])),
+            Arc::new(UInt16Array::from(vec![2; n])),
             Arc::new(UInt8Array::from(vec![0; n])),
             Arc::new(Int64Array::from_iter_values(
                 starts.clone().map(|i| 1 + i % 5),

@@ -89,6 +89,7 @@ static ALERTS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new(col::PROTOCOL, DataType::UInt8, true),
         Field::new(col::NODE_ID, DataType::UInt32, true),
         Field::new(col::QUEUE_ID, DataType::UInt8, true),
+        Field::new(col::EGRESS_PORT, DataType::UInt32, true),
         Field::new(col::METRIC, DataType::Utf8, true),
         Field::new(col::VALUE, DataType::UInt64, true),
         Field::new("threshold", DataType::UInt64, true),

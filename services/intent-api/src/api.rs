@@ -291,14 +291,14 @@ async fn flow_path(
     ))
 }
 
-/// A switch's queue in one window, from the `queues` rows of every lane (each lane sees the
+/// A switch's queue (egress port, queue id) in one window, from the `queues` rows of every lane (each lane sees the
 /// switch through its own flows): samples and maxima add up exactly, means are weighted by
 /// samples, and the time above the threshold is the samples-weighted mean of the lanes'
 /// estimates (each lane's is its share of samples above it × the window). The caller adds
-/// `WHERE … GROUP BY window_start, …, node_id, queue_id`.
+/// `WHERE … GROUP BY window_start, …, node_id, egress_port, queue_id`.
 fn queue_windows(queues: &str) -> String {
     format!(
-        "SELECT window_start, max(window_end) AS window_end, node_id, \
+        "SELECT window_start, max(window_end) AS window_end, node_id, egress_port, \
          queue_id, sum(samples) AS samples, sum(occupancy_mean * samples) AS occupancy_sum, \
          max(occupancy_max) AS occupancy_max, \
          CAST(sum(CAST(congested_ns AS DOUBLE) * samples) / sum(samples) AS BIGINT) AS congested_ns \
@@ -319,11 +319,13 @@ async fn switches(
         .rows(&format!(
             "SELECT q.node_id, q.queues, q.occupancy_max, q.occupancy_mean, q.congested_ns, \
                l.ports, l.tx_utilization_max, l.tx_utilization_mean \
-             FROM (SELECT node_id, count(DISTINCT queue_id) AS queues, \
+             FROM (SELECT node_id, \
+                     count(DISTINCT COALESCE(CAST(egress_port AS BIGINT), 65536) * 256 + queue_id) \
+                       AS queues, \
                      max(occupancy_max) AS occupancy_max, \
                      sum(occupancy_sum) / sum(samples) AS occupancy_mean, \
                      sum(congested_ns) AS congested_ns \
-                   FROM ({queues} WHERE {r} GROUP BY window_start, node_id, queue_id) \
+                   FROM ({queues} WHERE {r} GROUP BY window_start, node_id, egress_port, queue_id) \
                    GROUP BY node_id) q \
              LEFT JOIN (SELECT node_id, count(DISTINCT egress_port) AS ports, \
                      max(tx_utilization_max) AS tx_utilization_max, \
@@ -355,11 +357,11 @@ async fn switch_queues(
     let queues = queue_windows(&s.table("queues", &range).await?);
     let rows = s
         .rows(&format!(
-            "SELECT window_start, window_end, queue_id, samples, \
+            "SELECT window_start, window_end, egress_port, queue_id, samples, \
                occupancy_sum / samples AS occupancy_mean, occupancy_max, congested_ns \
              FROM ({queues} WHERE node_id = {id} AND {r} \
-                   GROUP BY window_start, window_end, node_id, queue_id) \
-             ORDER BY window_start, queue_id"
+                   GROUP BY window_start, window_end, node_id, egress_port, queue_id) \
+             ORDER BY window_start, egress_port, queue_id"
         ))
         .await?;
     if rows.is_empty() {

@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use kplane_model::results::{AnomalyType, Collateral, EntityKind};
 
 use crate::explain::flows_of;
-use crate::features::{Window, parse_node_pair};
+use crate::features::{Window, node_of};
 
 /// A raised entity-window of this window, typed.
 #[derive(Clone, Copy, Debug)]
@@ -67,10 +67,7 @@ struct Reach {
 fn reach(w: &Window, root: &Raised) -> Reach {
     if root.kind == EntityKind::Queue {
         return Reach {
-            nodes: parse_node_pair(root.entity)
-                .map(|(n, _)| n)
-                .into_iter()
-                .collect(),
+            nodes: node_of(root.entity).into_iter().collect(),
             peers: BTreeSet::new(),
         };
     }
@@ -93,7 +90,7 @@ fn joins(w: &Window, root: &Raised, r: &Reach, c: &Raised) -> bool {
     match c.kind {
         EntityKind::Queue | EntityKind::Link => {
             (loose || c.typed == AnomalyType::Congestion)
-                && parse_node_pair(c.entity).is_some_and(|(n, _)| r.nodes.contains(&n))
+                && node_of(c.entity).is_some_and(|n| r.nodes.contains(&n))
         }
         EntityKind::Source | EntityKind::Destination if root.kind == EntityKind::Queue => {
             (loose || c.typed == AnomalyType::Congestion)

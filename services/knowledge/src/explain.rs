@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use kplane_model::results::{AnomalyType, BlastRadius, EntityKind};
 use serde_json::{Value, json};
 
-use crate::features::{FlowRow, Window, parse_node_pair};
+use crate::features::{FlowRow, Window, node_of, parse_link};
 
 /// At most this many flows are listed (the total is counted).
 const LISTED: usize = 50;
@@ -20,15 +20,13 @@ const ATTACKER_SHARE: f64 = 0.1;
 /// The flows an entity concerns in a window.
 pub fn flows_of<'w>(w: &'w Window, kind: EntityKind, entity: &str) -> Vec<&'w FlowRow> {
     let ip: Option<IpAddr> = entity.parse().ok();
-    let pair = parse_node_pair(entity);
+    let node = node_of(entity);
     w.flows
         .iter()
         .filter(|f| match kind {
             EntityKind::Source => f.src.is_some() && f.src == ip,
             EntityKind::Destination => f.dst.is_some() && f.dst == ip,
-            EntityKind::Queue | EntityKind::Link => {
-                pair.is_some_and(|(node, _)| f.path.contains(&node))
-            }
+            EntityKind::Queue | EntityKind::Link => node.is_some_and(|node| f.path.contains(&node)),
             EntityKind::Flow => false,
         })
         .collect()
@@ -41,7 +39,7 @@ pub fn blast_radius(w: &Window, kind: EntityKind, flows: &[&FlowRow]) -> BlastRa
     let queues = w
         .queues
         .keys()
-        .filter(|(n, _)| nodes.contains(n))
+        .filter(|(n, _, _)| nodes.contains(n))
         .copied()
         .collect();
     let links = w
@@ -258,21 +256,23 @@ pub fn recommend(
         }
         // Watch the flows through the congested switch with a tighter queue threshold.
         (AnomalyType::Congestion, EntityKind::Queue) => {
-            let Some((node, _)) = parse_node_pair(entity) else {
+            let Some(node) = node_of(entity) else {
                 return Vec::new();
             };
             vec![base(
                 json!({"kind": "tune", "switches": [node],
                        "detection": {"algorithm": "per-hop", "measurement": "queue-occupancy", "threshold": 16}}),
-                &format!("congestion at switch {node} queue: report occupancy changes of 16 cells"),
+                &format!(
+                    "congestion at queue {entity}: report switch {node}'s occupancy changes of 16 cells"
+                ),
             )]
         }
         // Steer the destinations whose traffic used the failed link around it.
         (AnomalyType::LinkFailure, EntityKind::Link) => {
-            let Some((node, port)) = parse_node_pair(entity) else {
+            let Some((node, port)) = parse_link(entity) else {
                 return Vec::new();
             };
-            let Some(next) = w.next_node(node, port as u16) else {
+            let Some(next) = w.next_node(node, port) else {
                 return Vec::new();
             };
             let dsts: BTreeSet<IpAddr> = flows.iter().filter_map(|f| f.dst).collect();

@@ -17,7 +17,7 @@ use arrow_array::types::{
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use kplane_model::ip_from_16;
-use kplane_model::results::{EntityKind, FlowRef};
+use kplane_model::results::{EntityKind, FlowRef, QueueKey, queue_entity};
 
 /// The entity kinds a detector model is learnt for.
 pub const MODELLED: [EntityKind; 4] = [
@@ -240,7 +240,7 @@ pub struct Window {
     /// The window's start, from its flows' rows (none yet: no flow is judged late).
     pub start_ns: Option<i64>,
     pub flows: Vec<FlowRow>,
-    pub queues: BTreeMap<(u32, u8), QueueAcc>,
+    pub queues: BTreeMap<QueueKey, QueueAcc>,
     pub links: BTreeMap<(u32, u16), LinkAcc>,
 }
 
@@ -366,7 +366,11 @@ impl Window {
                 }
             }
             "queues" => {
-                let (node, queue) = (f64s(b, "node_id"), f64s(b, "queue_id"));
+                let (node, port, queue) = (
+                    f64s(b, "node_id"),
+                    f64s(b, "egress_port"),
+                    f64s(b, "queue_id"),
+                );
                 let (n, mean, max, cong) = (
                     f64s(b, "samples"),
                     f64s(b, "occupancy_mean"),
@@ -378,7 +382,7 @@ impl Window {
                         continue;
                     };
                     let n = n[i].unwrap_or(0.0);
-                    let e = self.queues.entry((node, queue)).or_default();
+                    let e = self.queues.entry((node, as_u(port[i]), queue)).or_default();
                     e.0 += n;
                     e.1 += mean[i].unwrap_or(0.0) * n;
                     e.2 = e.2.max(max[i].unwrap_or(0.0));
@@ -475,12 +479,12 @@ impl Window {
                 out.push(self.sample(kind, ip.to_string(), x));
             }
         }
-        for (&(node, queue), &(n, sum, max, cong)) in &self.queues {
+        for (&queue, &(n, sum, max, cong)) in &self.queues {
             let mean = if n > 0.0 { sum / n } else { 0.0 };
             let frac = if n > 0.0 { cong / n } else { 0.0 };
             out.push(self.sample(
                 EntityKind::Queue,
-                queue_entity(node, queue),
+                queue_entity(queue),
                 vec![mean, max, frac, n.ln_1p()],
             ));
         }
@@ -533,7 +537,7 @@ impl Window {
             .filter(|(k, e)| tracks_silence(*k) && !present.contains(&(*k, *e)))
             .map(|(k, e)| {
                 let mut s = self.sample(*k, e.to_string(), vec![0.0; measured(*k).len()]);
-                if let Some((node, _)) = parse_node_pair(e) {
+                if let Some(node) = node_of(e) {
                     s.exposure.reached = reached_from(node);
                 }
                 s
@@ -590,20 +594,20 @@ fn mean_transit_us((sum_ns, reports): (f64, f64)) -> f64 {
     }
 }
 
-/// `5/0`: node 5, queue 0.
-pub fn queue_entity(node: u32, queue: u8) -> String {
-    format!("{node}/{queue}")
-}
-
 /// `5:2`: node 5, egress port 2.
 pub fn link_entity(node: u32, port: u16) -> String {
     format!("{node}:{port}")
 }
 
-/// The inverse of [`queue_entity`] / [`link_entity`].
-pub fn parse_node_pair(entity: &str) -> Option<(u32, u32)> {
-    let (a, b) = entity.split_once(['/', ':'])?;
-    Some((a.parse().ok()?, b.parse().ok()?))
+/// The inverse of [`link_entity`].
+pub fn parse_link(entity: &str) -> Option<(u32, u16)> {
+    let (node, port) = entity.split_once(':')?;
+    Some((node.parse().ok()?, port.parse().ok()?))
+}
+
+/// The switch a queue (`5:2/0`, `5/0`) or link (`5:2`) entity is on.
+pub fn node_of(entity: &str) -> Option<u32> {
+    entity.split([':', '/']).next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -738,6 +742,7 @@ mod tests {
         let q = |mean: f64, max: u32, n: i64| {
             RecordBatch::try_from_iter(vec![
                 ("node_id", Arc::new(UInt32Array::from(vec![5])) as ArrayRef),
+                ("egress_port", Arc::new(UInt16Array::from(vec![2]))),
                 ("queue_id", Arc::new(UInt8Array::from(vec![0]))),
                 ("samples", Arc::new(Int64Array::from(vec![n]))),
                 ("occupancy_mean", Arc::new(Float64Array::from(vec![mean]))),
@@ -752,15 +757,18 @@ mod tests {
         let expected: FastSet<_> = [(EntityKind::Link, "7:1")].into_iter().collect();
         let s = w.samples(&expected);
         let queue = s.iter().find(|s| s.kind == EntityKind::Queue).unwrap();
-        assert_eq!(queue.entity, "5/0");
+        assert_eq!(queue.entity, "5:2/0");
         assert_eq!(queue.x, vec![32.5, 90.0, 20.0 / 40.0, 40f64.ln_1p()]);
         let link = s.iter().find(|s| s.kind == EntityKind::Link).unwrap();
         assert_eq!(
             (link.entity.as_str(), link.x.clone()),
             ("7:1", vec![0.0; 3])
         );
-        assert_eq!(parse_node_pair("7:1"), Some((7, 1)));
-        assert_eq!(parse_node_pair("5/0"), Some((5, 0)));
+        assert_eq!(parse_link("7:1"), Some((7, 1)));
+        assert_eq!(parse_link("5:2/0"), None);
+        assert_eq!(node_of("7:1"), Some(7));
+        assert_eq!(node_of("5:2/0"), Some(5));
+        assert_eq!(node_of("5/0"), Some(5));
     }
 
     /// A link's evidence, its crossed destinations sorted.

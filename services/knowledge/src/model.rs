@@ -368,11 +368,7 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
             }
         }
         EntityKind::Link => {
-            let silent = names
-                .iter()
-                .position(|n| *n == "log_samples")
-                .and_then(|i| x.get(i))
-                .is_some_and(|v| *v == 0.0);
+            let silent = crate::typer::feature(kind, x, "log_samples") == 0.0;
             for (v, name) in z.iter_mut().zip(names) {
                 if name.ends_with("log_samples") || (silent && !name.ends_with("silence_surprise"))
                 {

@@ -163,7 +163,7 @@ fn many_new_sources(f: &impl Fn(&str) -> f64) -> bool {
 }
 
 /// A feature of a vector in [`names`] order by name (0 when absent).
-fn feature(kind: EntityKind, x: &[f64], name: &str) -> f64 {
+pub(crate) fn feature(kind: EntityKind, x: &[f64], name: &str) -> f64 {
     let names = names(kind);
     names
         .iter()

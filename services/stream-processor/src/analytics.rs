@@ -128,15 +128,21 @@ impl Table {
                  WHERE h.node_id IS NOT NULL AND h.d['samples'] > 0 \
                  ORDER BY {FLOW}, node_id"
             ),
-            // Grouped by one primitive key, `node_id << 8 | queue_id` (two key columns would
+            // A queue is a (switch, egress port, queue id): queue ids number the queues of
+            // one port (a switch with one queue per port stamps 0 on every port). Grouped by
+            // one primitive key, `node_id << 32 | port << 8 | queue_id`, with the port's 17
+            // bits holding 65536 for a hop that stamps no port (two or three key columns would
             // take DataFusion's slower multi-column path), split again on the few result rows.
             Self::Queues => format!(
-                "SELECT CAST(k >> 8 AS INT UNSIGNED) AS node_id, \
+                "SELECT CAST(k >> 32 AS INT UNSIGNED) AS node_id, \
+                   CAST(NULLIF((k >> 8) & 131071, 65536) AS SMALLINT UNSIGNED) AS egress_port, \
                    CAST(k & 255 AS TINYINT UNSIGNED) AS queue_id, samples, occupancy_mean, \
                    occupancy_max, congested_samples, \
                    CAST(CAST(congested_samples AS DOUBLE) / samples * {window_ns} AS BIGINT) \
                      AS congested_ns \
-                 FROM (SELECT CAST(node_id AS BIGINT UNSIGNED) << 8 | CAST(queue_id AS BIGINT UNSIGNED) AS k, \
+                 FROM (SELECT CAST(node_id AS BIGINT UNSIGNED) << 32 \
+                     | COALESCE(CAST(l1_egress_port AS BIGINT UNSIGNED), 65536) << 8 \
+                     | CAST(queue_id AS BIGINT UNSIGNED) AS k, \
                    count(*) AS samples, \
                    avg(queue_occupancy) AS occupancy_mean, max(queue_occupancy) AS occupancy_max, \
                    count(*) FILTER (WHERE queue_occupancy > {congestion_threshold}) \
@@ -144,9 +150,9 @@ impl Table {
                    FROM hops \
                    WHERE node_id IS NOT NULL AND queue_id IS NOT NULL AND queue_occupancy IS NOT NULL \
                    GROUP BY k) \
-                 ORDER BY node_id, queue_id"
+                 ORDER BY node_id, egress_port, queue_id"
             ),
-            // The same single key: `node_id << 16 | l1_egress_port` (a 16-bit field).
+            // One key again: `node_id << 16 | l1_egress_port` (a 16-bit field).
             Self::Links => "SELECT CAST(k >> 16 AS INT UNSIGNED) AS node_id, \
                    CAST(k & 65535 AS SMALLINT UNSIGNED) AS egress_port, next_node_id, samples, \
                    tx_utilization_mean, tx_utilization_max \
@@ -541,6 +547,7 @@ mod tests {
             s.field_with_name(c).unwrap().data_type().clone()
         };
         assert_eq!(ty(Table::Queues, "node_id"), DataType::UInt32);
+        assert_eq!(ty(Table::Queues, "egress_port"), DataType::UInt16);
         assert_eq!(ty(Table::Queues, "queue_id"), DataType::UInt8);
         assert_eq!(ty(Table::Queues, "congested_ns"), DataType::Int64);
         assert_eq!(ty(Table::Links, "node_id"), DataType::UInt32);

@@ -205,6 +205,7 @@ struct HopCols<'a> {
     node: Column<'a, u32>,
     latency: Column<'a, u32>,
     queue: Column<'a, u8>,
+    port: Column<'a, u16>,
     occupancy: Column<'a, u32>,
 }
 
@@ -241,12 +242,14 @@ impl<'a> HopCols<'a> {
         let node: &PrimitiveArray<UInt32Type> = col_of(hops, HopField::NodeId.name())?;
         let latency: &PrimitiveArray<UInt32Type> = col_of(hops, HopField::HopLatency.name())?;
         let queue: &PrimitiveArray<UInt8Type> = col_of(hops, HopField::QueueId.name())?;
+        let port: &PrimitiveArray<UInt16Type> = col_of(hops, HopField::L1EgressPort.name())?;
         let occupancy: &PrimitiveArray<UInt32Type> = col_of(hops, HopField::QueueOccupancy.name())?;
         Ok(Self {
             time: time.values(),
             node: Column::of(node),
             latency: Column::of(latency),
             queue: Column::of(queue),
+            port: Column::of(port),
             occupancy: Column::of(occupancy),
         })
     }
@@ -604,7 +607,7 @@ impl Detector {
         Ok(())
     }
 
-    /// A queue's occupancy against the band (per switch, whatever the flow).
+    /// A queue's occupancy against the band (per switch's port's queue, whatever the flow).
     fn queue_threshold(&mut self, h: &HopCols<'_>, j: usize, band: Band, out: &mut Vec<Alert>) {
         let (Some(node), Some(queue), Some(v)) =
             (h.node.get(j), h.queue.get(j), h.occupancy.get(j))
@@ -616,7 +619,13 @@ impl Detector {
             // The usual case: nothing in breach, no hash lookup per hop.
             return;
         }
-        let id = self.key.hash_words(&[u64::from(node), u64::from(queue)]);
+        let port = h.port.get(j).map(u32::from);
+        // A hop without a port is its own queue (`1 << 40` is no port id).
+        let id = self.key.hash_words(&[
+            u64::from(node),
+            port.map_or(1 << 40, u64::from),
+            u64::from(queue),
+        ]);
         let now_s = seconds(t);
         let step = if v > band.raise {
             let (b, _) = self
@@ -642,6 +651,7 @@ impl Detector {
             partition: self.partition,
             node_id: Some(node),
             queue_id: Some(queue),
+            egress_port: port,
             metric: Some("queue_occupancy".into()),
             value: Some(value),
             threshold: Some(band.raise),
@@ -724,6 +734,7 @@ pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
     let mut proto = UInt8Builder::with_capacity(n);
     let mut node = UInt32Builder::with_capacity(n);
     let mut queue = UInt8Builder::with_capacity(n);
+    let mut port = UInt32Builder::with_capacity(n);
     let mut metric = StringBuilder::new();
     let mut value = UInt64Builder::with_capacity(n);
     let mut threshold = UInt64Builder::with_capacity(n);
@@ -746,6 +757,7 @@ pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
         proto.append_option(a.protocol);
         node.append_option(a.node_id);
         queue.append_option(a.queue_id);
+        port.append_option(a.egress_port);
         metric.append_option(a.metric.as_deref());
         value.append_option(a.value);
         threshold.append_option(a.threshold);
@@ -766,6 +778,7 @@ pub fn alerts_batch(alerts: &[Alert]) -> Result<RecordBatch, ArrowError> {
         Arc::new(proto.finish()),
         Arc::new(node.finish()),
         Arc::new(queue.finish()),
+        Arc::new(port.finish()),
         Arc::new(metric.finish()),
         Arc::new(value.finish()),
         Arc::new(threshold.finish()),
@@ -832,6 +845,7 @@ pub fn alerts_from_batch(b: &RecordBatch) -> (Vec<Alert>, usize) {
             protocol: opt::<UInt8Type>(column(col::PROTOCOL), i),
             node_id: opt::<UInt32Type>(column(col::NODE_ID), i),
             queue_id: opt::<UInt8Type>(column(col::QUEUE_ID), i),
+            egress_port: opt::<UInt32Type>(column(col::EGRESS_PORT), i),
             metric: metric
                 .filter(|m| m.is_valid(i))
                 .map(|m| m.value(i).to_string()),

@@ -82,6 +82,8 @@ fn reports() -> RecordBatch {
         // Window [11 s, 12 s): flow a moves to 1-4-3.
         report(11 * S, a, &[1, 4, 3], 200, 30, false),
         report(11 * S + 100, b, &[1, 4, 3], 900, 100, false),
+        // Switch 3's other port (2, not 3), its queue id 0 as well: another queue.
+        report(11 * S + 200, c, &[2, 3], 70, 40, false),
     ];
     for r in &rows {
         builder.append(r).unwrap();
@@ -186,8 +188,9 @@ fn window_results_match_the_golden_tables() {
         ),
         (
             "queues",
-            "SELECT window_start, node_id, queue_id, samples, occupancy_mean, occupancy_max, \
-                   congested_samples, congested_ns FROM queues ORDER BY window_start, node_id",
+            "SELECT window_start, node_id, egress_port, queue_id, samples, occupancy_mean, \
+                   occupancy_max, congested_samples, congested_ns FROM queues \
+                   ORDER BY window_start, node_id, egress_port",
         ),
         (
             "links",
@@ -211,8 +214,8 @@ fn window_results_match_the_golden_tables() {
         ),
         (
             "alerts",
-            "SELECT time, kind, src_port, node_id, queue_id, metric, value, path, previous_path \
-                   FROM alerts ORDER BY time, kind, node_id",
+            "SELECT time, kind, src_port, node_id, egress_port, queue_id, metric, value, path, \
+                   previous_path FROM alerts ORDER BY time, kind, node_id",
         ),
     ];
     for (name, sql) in tables {
@@ -347,8 +350,8 @@ fn a_heartbeat_closes_a_quiet_lanes_windows() {
     let flows = sql_blocking(&Store::local(&data), "SELECT count(*) AS n FROM flows").unwrap();
     let text = pretty_format_batches(&flows).unwrap().to_string();
     assert!(
-        text.contains("| 5 |"),
-        "3 flows in [10 s, 11 s), 2 in [11 s, 12 s): {text}"
+        text.contains("| 6 |"),
+        "3 flows in [10 s, 11 s), 3 in [11 s, 12 s): {text}"
     );
     std::fs::remove_dir_all(&data).unwrap();
 }

@@ -139,7 +139,9 @@ fn touches(f: &Fault) -> Touches {
                 t.addresses.insert(e.clone());
             }
             EntityKind::Queue => {
-                t.switches.insert(e.trim_end_matches('/').to_string());
+                // `5:2/`: any queue of switch 5's port 2.
+                let node = e.split([':', '/']).next().unwrap_or_default();
+                t.switches.insert(node.to_string());
             }
             EntityKind::Link => {
                 t.links.insert(e.clone());

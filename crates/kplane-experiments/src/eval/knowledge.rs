@@ -127,7 +127,7 @@ pub(super) struct Fault {
     pub(super) origin: Origin,
     pub(super) start_ns: i64,
     pub(super) end_ns: i64,
-    /// (entity kind, entity or, for a node's queues, `node/`).
+    /// (entity kind, entity or, for any queue of a switch's port, `node:port/`).
     pub(super) primary: Vec<(EntityKind, String)>,
 }
 
@@ -186,9 +186,9 @@ fn link_entities(topo: &Topology, a: u32, b: u32) -> Vec<(EntityKind, String)> {
 /// The faults of a run's ground truth.
 pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     let mut out = Vec::new();
-    // Per target queue's node: (first start, last end, target host, the nodes of other queues
+    // Per target queue (switch, port): (first start, last end, target host, the other queues
     // the bursts fill).
-    let mut bursts: BTreeMap<u32, (i64, i64, String, Vec<u32>)> = BTreeMap::new();
+    let mut bursts: BTreeMap<(u32, u16), (i64, i64, String, Vec<(u32, u16)>)> = BTreeMap::new();
     let t = |e: &serde_json::Value, k: &str| e[k].as_i64().unwrap_or(0);
     let s = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
     // The addresses an event lists under `key`, as entities of `kind`.
@@ -259,20 +259,26 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
             }
             // Bursts of tens of microseconds: one fault per target queue, over the span.
             "microburst" => {
-                let node = e["queue"]["node"].as_u64().unwrap_or(0) as u32;
-                let b = bursts
-                    .entry(node)
-                    .or_insert((i64::MAX, 0, s(e, "target"), Vec::new()));
+                let queue = |q: &serde_json::Value| {
+                    Some((q["node"].as_u64()? as u32, q["port"].as_u64()? as u16))
+                };
+                let Some(target_queue) = queue(&e["queue"]) else {
+                    continue;
+                };
+                let b =
+                    bursts
+                        .entry(target_queue)
+                        .or_insert((i64::MAX, 0, s(e, "target"), Vec::new()));
                 b.0 = b.0.min(t(e, "t_ns"));
                 b.1 = b.1.max(t(e, "end_ns"));
                 // An incast of the independent generator names the ports its answers meet at
                 // on their way as well.
                 for q in e["queues"].as_array().into_iter().flatten() {
-                    if let Some(n) = q["node"].as_u64().map(|n| n as u32)
-                        && n != node
-                        && !b.3.contains(&n)
+                    if let Some(q) = queue(q)
+                        && q != target_queue
+                        && !b.3.contains(&q)
                     {
-                        b.3.push(n);
+                        b.3.push(q);
                     }
                 }
             }
@@ -280,16 +286,9 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
         }
     }
     // A microburst is about the queue it fills and the host it converges on (incast).
-    for (node, (start, end, target, on_the_way)) in bursts {
-        let mut primary = vec![
-            (EntityKind::Queue, format!("{node}/")),
-            (EntityKind::Destination, target),
-        ];
-        primary.extend(
-            on_the_way
-                .into_iter()
-                .map(|n| (EntityKind::Queue, format!("{n}/"))),
-        );
+    for (queue, (start, end, target, on_the_way)) in bursts {
+        let mut primary = vec![queue_of_port(queue), (EntityKind::Destination, target)];
+        primary.extend(on_the_way.into_iter().map(queue_of_port));
         out.push(Fault {
             kind: AnomalyType::Congestion,
             origin: Origin::Injected,
@@ -324,7 +323,7 @@ fn observed(o: &Outcome, injected: &[Fault]) -> Vec<Fault> {
     merged
         .into_iter()
         .map(|c| {
-            let mut primary = vec![(EntityKind::Queue, format!("{}/{}", c.node, c.port))];
+            let mut primary = vec![queue_of_port((c.node, c.port))];
             primary.extend(
                 o.topology
                     .as_ref()
@@ -347,6 +346,12 @@ fn observed(o: &Outcome, injected: &[Fault]) -> Vec<Fault> {
             })
         })
         .collect()
+}
+
+/// Any queue of a switch's egress port (`5:2/`): the ground truth names ports, a switch
+/// numbers their queues.
+fn queue_of_port((node, port): (u32, u16)) -> (EntityKind, String) {
+    (EntityKind::Queue, format!("{node}:{port}/"))
 }
 
 /// The host a switch's port leads to, if it leads to one: congestion in the queue towards a
@@ -1540,7 +1545,7 @@ mod tests {
         // its end.
         assert_eq!(
             observed,
-            [(5, 10, vec![(EntityKind::Queue, "7/2".to_string())])]
+            [(5, 10, vec![(EntityKind::Queue, "7:2/".to_string())])]
         );
         assert_eq!(f.iter().filter(|f| f.injected()).count(), 1);
         // The queue towards a host: congestion at that destination too.
@@ -1567,7 +1572,7 @@ mod tests {
         assert_eq!(
             faults(&o)[0].primary,
             [
-                (EntityKind::Queue, "1/0".to_string()),
+                (EntityKind::Queue, "1:0/".to_string()),
                 (EntityKind::Destination, "10.0.0.1".to_string())
             ]
         );
@@ -1577,32 +1582,46 @@ mod tests {
     fn bursts_into_one_queue_are_one_fault_with_the_host_and_the_ports_an_incasts_answers_meet_at()
     {
         let s = 1_000_000_000;
-        let burst = |t: i64, queues: &[u32]| {
+        let burst = |t: i64, queues: &[(u32, u16)]| {
             let q: Vec<_> = queues
                 .iter()
-                .map(|n| serde_json::json!({"node": n, "port": 1}))
+                .map(|(n, p)| serde_json::json!({"node": n, "port": p}))
                 .collect();
             serde_json::json!({"kind": "microburst", "t_ns": t * s, "end_ns": (t + 1) * s,
                 "target": "172.16.1.15", "queue": q[0], "queues": q})
         };
         let o = Outcome {
-            events: vec![burst(20, &[1, 103, 201]), burst(22, &[1, 104])],
+            // Into switch 1's port 1 twice; another port of switch 1 is another queue.
+            events: vec![
+                burst(20, &[(1, 1), (103, 1), (201, 2)]),
+                burst(22, &[(1, 1), (104, 1)]),
+                burst(21, &[(1, 2)]),
+            ],
             ..crate::eval::score::fixtures::outcome()
         };
         let f = faults(&o);
-        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f.len(), 2, "{f:?}");
         assert_eq!((f[0].start_ns / s, f[0].end_ns / s), (20, 23));
         let q = |n: &str| (EntityKind::Queue, n.to_string());
+        let host = (EntityKind::Destination, "172.16.1.15".to_string());
         assert_eq!(
             f[0].primary,
             [
-                q("1/"),
-                (EntityKind::Destination, "172.16.1.15".to_string()),
-                q("103/"),
-                q("201/"),
-                q("104/"),
+                q("1:1/"),
+                host.clone(),
+                q("103:1/"),
+                q("201:2/"),
+                q("104:1/")
             ]
         );
+        assert_eq!(f[1].primary, [q("1:2/"), host]);
+        // Scored against the queues raised: any queue id of the port, not another port.
+        use super::super::score::fixtures::anomaly;
+        let raised = |e: &str| anomaly(EntityKind::Queue, e, AnomalyType::Congestion);
+        assert!(f[0].is_primary(&raised("103:1/0")));
+        assert!(f[0].is_primary(&raised("1:1/7")));
+        assert!(!f[0].is_primary(&raised("1:3/0")));
+        assert!(!f[0].is_primary(&raised("10:1/0")));
     }
 
     #[test]
@@ -1629,7 +1648,7 @@ mod tests {
                 AnomalyType::Congestion,
                 false,
                 vec![
-                    (EntityKind::Queue, "5/"),
+                    (EntityKind::Queue, "5:2/"),
                     (EntityKind::Destination, "10.0.0.7"),
                 ],
             ),
@@ -1650,7 +1669,7 @@ mod tests {
         );
         let target = anomaly(EntityKind::Destination, "10.0.0.7", AnomalyType::Congestion);
         assert_eq!(truth(&target), AnomalyType::Congestion);
-        let queue = anomaly(EntityKind::Queue, "5/2", AnomalyType::Congestion);
+        let queue = anomaly(EntityKind::Queue, "5:2/0", AnomalyType::Congestion);
         assert_eq!(truth(&queue), AnomalyType::Congestion);
         let bystander = anomaly(EntityKind::Source, "10.0.0.3", AnomalyType::Ddos);
         assert_eq!(truth(&bystander), AnomalyType::Unknown);

@@ -389,7 +389,7 @@ mod tests {
                 vec![(EntityKind::Destination, "10.0.0.5")],
             ),
         ];
-        let queue = anomaly(EntityKind::Queue, "5/2", AnomalyType::Congestion);
+        let queue = anomaly(EntityKind::Queue, "5:2/0", AnomalyType::Congestion);
         let mut incidents = HashMap::new();
         let judge = |a: &Anomaly, i: &HashMap<String, usize>| verdict(a, &faults, 1_000, i);
         // The victim typed as the fault is right; typed congestion it is wrong.
@@ -420,14 +420,15 @@ mod tests {
             ..fault(
                 AnomalyType::Congestion,
                 false,
-                vec![(EntityKind::Queue, "5/2")],
+                vec![(EntityKind::Queue, "5:2/")],
             )
         };
         let faults = [observed];
         let run = outcome();
-        let queue = anomaly(EntityKind::Queue, "5/2", AnomalyType::Congestion);
-        // Another queue of the switch, and a link raised meanwhile, are still false alarms.
-        let neighbour = anomaly(EntityKind::Queue, "5/20", AnomalyType::Congestion);
+        let queue = anomaly(EntityKind::Queue, "5:2/0", AnomalyType::Congestion);
+        // Another port's queue of the switch, and a link raised meanwhile, are still false
+        // alarms.
+        let neighbour = anomaly(EntityKind::Queue, "5:20/0", AnomalyType::Congestion);
         let link = anomaly(EntityKind::Link, "5:2", AnomalyType::Unknown);
         let none = HashMap::new();
         assert_eq!(verdict(&queue, &faults, 1_000, &none), Verdict::Right);

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::results::{Anomaly, AnomalyPhase, AnomalyType};
+use crate::results::{Anomaly, AnomalyPhase, AnomalyType, QueueKey, queue_entity};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -88,6 +88,8 @@ pub struct Member {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue_id: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress_port: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub flow: Option<String>,
 }
 
@@ -105,6 +107,7 @@ impl Member {
             threshold: e.threshold.map(|v| v as f64),
             node_id: e.subject.node_id,
             queue_id: e.subject.queue_id,
+            egress_port: e.subject.egress_port,
             flow: root::flow_of(e),
         }
     }
@@ -126,6 +129,7 @@ impl Member {
             threshold: Some(a.threshold),
             node_id: None,
             queue_id: None,
+            egress_port: None,
             flow: (a.entity_kind == crate::results::EntityKind::Flow).then(|| a.entity.clone()),
         }
     }
@@ -273,7 +277,7 @@ pub struct Incident {
     flows: HashMap<String, FlowImpact>,
     flows_truncated: bool,
     paths: BTreeSet<Vec<u32>>,
-    queues: BTreeSet<(u32, u8)>,
+    queues: BTreeSet<QueueKey>,
     timeline: Vec<Step>,
     timeline_dropped: u64,
     reach: Reach,
@@ -363,7 +367,8 @@ impl Incident {
             }
         }
         if let (Some(n), Some(q)) = (m.node_id, m.queue_id) {
-            self.queues.insert((n, q));
+            let port = m.egress_port.and_then(|p| u16::try_from(p).ok());
+            self.queues.insert((n, port, q));
         }
         if let Some(flow) = &m.flow {
             self.note_flow(flow, &m);
@@ -487,7 +492,7 @@ impl Incident {
             "open_members": self.open_members.len(),
             "flows": self.flows.len(),
             "flows_truncated": self.flows_truncated,
-            "queues": self.queues.iter().map(|(n, q)| format!("{n}/{q}")).collect::<Vec<_>>(),
+            "queues": self.queues.iter().copied().map(queue_entity).collect::<Vec<_>>(),
             "peak": self.peak,
         })
     }

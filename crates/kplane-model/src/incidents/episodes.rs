@@ -2,7 +2,7 @@
 //! one episode with a start, an end, a peak and a count of crossings, instead of one row per
 //! crossing.
 //!
-//! * `threshold` opens an episode for its (metric, switch, queue, flow) or, while one is
+//! * `threshold` opens an episode for its (metric, switch, port, queue, flow) or, while one is
 //!   open, counts a crossing and raises the peak; `threshold_cleared` ends it. Several lanes
 //!   (bus partitions) can see one switch's queue: an episode ends when every lane that raised
 //!   it has cleared it.
@@ -25,6 +25,8 @@ pub struct Subject {
     pub metric: Option<String>,
     pub node_id: Option<u32>,
     pub queue_id: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress_port: Option<u32>,
     pub src_ip: Option<IpAddr>,
     pub dst_ip: Option<IpAddr>,
     pub src_port: Option<u16>,
@@ -38,6 +40,7 @@ impl Subject {
             metric: a.metric.clone(),
             node_id: a.node_id,
             queue_id: a.queue_id,
+            egress_port: a.egress_port,
             src_ip: a.src_ip,
             dst_ip: a.dst_ip,
             src_port: a.src_port,

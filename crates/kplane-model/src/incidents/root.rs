@@ -96,10 +96,12 @@ pub fn of_anomaly(a: &Anomaly) -> Root {
         EntityKind::Destination => (RootKind::Destination, a.entity.clone()),
         EntityKind::Source => (RootKind::Source, a.entity.clone()),
         EntityKind::Link => (RootKind::Link, a.entity.clone()),
-        // `5/0`: queues live in their switch.
+        // `5:2/0`: queues live in their switch.
         EntityKind::Queue => (
             RootKind::Switch,
-            a.entity.split('/').next().unwrap_or_default().to_string(),
+            crate::results::parse_queue_entity(&a.entity)
+                .map(|(node, _, _)| node.to_string())
+                .unwrap_or_default(),
         ),
         EntityKind::Flow => (RootKind::Flow, a.entity.clone()),
     };

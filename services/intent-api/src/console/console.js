@@ -361,12 +361,15 @@ async function loadSwitch(n) {
     const { queues } = await api(`/v1/switches/${n}/queues?${span}`);
     if (selectedSwitch !== n) return;
     const byQueue = new Map();
+    // A queue is a port's queue: one series per (egress port, queue id).
     for (const q of queues) {
-      const s = byQueue.get(q.queue_id) || [];
-      s.push([Date.parse(q.window_start), q.occupancy_max]);
-      byQueue.set(q.queue_id, s);
+      const name = (q.egress_port != null ? `port ${q.egress_port} ` : "") + `queue ${q.queue_id}`;
+      const s = byQueue.get(name) || { order: [q.egress_port ?? -1, q.queue_id], points: [] };
+      s.points.push([Date.parse(q.window_start), q.occupancy_max]);
+      byQueue.set(name, s);
     }
-    chart("switch-chart", [...byQueue.entries()].sort((a, b) => a[0] - b[0]).map(([q, points]) => ({ name: `queue ${q}`, points })), "packets");
+    const series = [...byQueue.entries()].sort((a, b) => a[1].order[0] - b[1].order[0] || a[1].order[1] - b[1].order[1]);
+    chart("switch-chart", series.map(([name, s]) => ({ name, points: s.points })), "packets");
   } catch (e) {
     chart("switch-chart", [], "packets");
   }
@@ -480,7 +483,7 @@ const episodes = new Map();
 
 function entityOf(e) {
   if (e.src_ip) return `${e.src_ip}:${e.src_port} → ${e.dst_ip}:${e.dst_port}` + (e.node_id != null ? ` at switch ${e.node_id}` : "");
-  if (e.node_id != null) return `switch ${e.node_id}` + (e.queue_id != null ? ` queue ${e.queue_id}` : "");
+  if (e.node_id != null) return `switch ${e.node_id}` + (e.egress_port != null ? ` port ${e.egress_port}` : "") + (e.queue_id != null ? ` queue ${e.queue_id}` : "");
   return "—";
 }
 
