@@ -186,9 +186,11 @@ fn link_entities(topo: &Topology, a: u32, b: u32) -> Vec<(EntityKind, String)> {
 /// The faults of a run's ground truth.
 pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
     let mut out = Vec::new();
-    // Per target queue (switch, port): (first start, last end, target host, the other queues
-    // the bursts fill).
-    let mut bursts: BTreeMap<(u32, u16), (i64, i64, String, Vec<(u32, u16)>)> = BTreeMap::new();
+    // A port's queue: (switch, port).
+    type Port = (u32, u16);
+    // Per target queue: (first start, last end, target host, the other queues the bursts
+    // fill).
+    let mut bursts: BTreeMap<Port, (i64, i64, String, Vec<Port>)> = BTreeMap::new();
     let t = |e: &serde_json::Value, k: &str| e[k].as_i64().unwrap_or(0);
     let s = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
     // The addresses an event lists under `key`, as entities of `kind`.
