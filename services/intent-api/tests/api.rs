@@ -114,6 +114,17 @@ fn two_lane_store() -> PathBuf {
     })
 }
 
+/// A store where switch 3 sends out of two ports (port 1 as the first hop of `[3]`, port 2 as
+/// the second of `[2, 3]`), stamping queue id 0 on both.
+fn two_port_store() -> PathBuf {
+    write_store("api-ports", |base| {
+        vec![vec![
+            report(base, 1000, &[3], 200, 10),
+            report(base + 10, 2000, &[2, 3], 200, 90),
+        ]]
+    })
+}
+
 /// A store where switch 3's queue flaps around the threshold (64; clear level 57): 65, 60,
 /// 70, 64, 65, 90, then 30 — one breach with hysteresis.
 fn flapping_store() -> PathBuf {
@@ -949,6 +960,49 @@ async fn a_switch_seen_by_several_lanes_is_one_exact_answer() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["switches"][0]["occupancy_mean"], 32.5, "{v}");
     assert_eq!(v["switches"][0]["congested_ns"], 250_000_000, "{v}");
+}
+
+/// A queue is a port's queue: the same queue id on two ports of a switch is two queues.
+#[tokio::test]
+async fn a_switchs_queue_is_its_ports_queue() {
+    let a = api_on(Live::new(10), two_port_store).await;
+    let (s, v) = call(
+        &a,
+        "GET",
+        "/v1/switches/3/queues?since=10m",
+        Some(VIEWER),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let q: Vec<_> = v["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["egress_port"].clone(),
+                q["queue_id"].clone(),
+                q["occupancy_max"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        q,
+        [
+            (1.into(), 0.into(), 10.into()),
+            (2.into(), 0.into(), 90.into())
+        ],
+        "{v}"
+    );
+    let (_, v) = call(&a, "GET", "/v1/switches?since=10m", Some(VIEWER), None).await;
+    let three = v["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["node_id"] == 3)
+        .cloned();
+    assert_eq!(three.unwrap()["queues"], 2, "{v}");
 }
 
 /// Ranges over 6 hours read the 1-minute rollups, over 7 days the 1-hour ones, and answer
