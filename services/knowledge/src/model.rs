@@ -312,7 +312,8 @@ impl EntityModel {
 /// silent flow is not a sigma), an address's typical packet size a tenth e-fold away (≈ 10 %)
 /// is at most one sigma (a mix of packet sizes is steadier than counts), a `log_` count a
 /// quarter e-fold away (≈ 28 %), a link's utilisation 5 % of its capacity ([`UTILISATION_FLOOR`]),
-/// any other measure 5 % of its mean (a deviation from the usual: of the measure's).
+/// a queue's occupancy [`OCCUPANCY_FLOOR`] packets, any other measure 5 % of its mean (a
+/// deviation from the usual: of the measure's).
 fn std_floor(name: &str, mean: f64) -> f64 {
     if name.ends_with("silence_surprise") {
         1.0
@@ -322,10 +323,17 @@ fn std_floor(name: &str, mean: f64) -> f64 {
         0.25
     } else if name.contains("utilization") {
         UTILISATION_FLOOR
+    } else if name.contains("occupancy") {
+        OCCUPANCY_FLOOR.max(0.05 * mean.abs())
     } else {
         (0.05 * mean.abs()).max(1e-2)
     }
 }
+
+/// A queue a few packets fuller than usual is at most one sigma: a port's queue that is
+/// empty in training (most are, one queue per port) holds a packet or two whenever two
+/// packets meet, in any fabric — not news; a burst of tens of packets is.
+const OCCUPANCY_FLOOR: f64 = 4.0;
 
 /// A link's utilisation (per mille of its capacity) moving by 5 % of the capacity is at most
 /// one sigma: a link gone from 0.5 % to 4 % busy is not news in any fabric, however still it
@@ -658,5 +666,51 @@ mod tests {
         let again = EntityModel::load(&m.save()).unwrap();
         assert_eq!(again.score(&dead), m.score(&dead));
         assert!(EntityModel::train(EntityKind::Link, &refs[..2], &p).is_err());
+    }
+
+    #[test]
+    fn a_port_queue_empty_in_training_is_raised_for_a_burst_not_for_a_packet_or_two() {
+        let kind = EntityKind::Queue;
+        let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
+        let p = TrainParams {
+            detector: "kmeans".into(),
+            clusters: 2,
+            folds: 4,
+            false_alarms_per_hour: 1.0,
+            window_ns: 1_000_000_000,
+        };
+        // A port's queue that held at most a packet in training (sampled ~1000 times a
+        // window): its occupancy's own deviation is a fraction of a packet.
+        let samples: Vec<Sample> = (0..200)
+            .map(|i| {
+                let mut x = vec![0.0; names(kind).len()];
+                x[at("log_samples")] = (1000.0 + (i % 7) as f64 * 10.0).ln_1p();
+                x[at("occupancy_max")] = (i % 2) as f64;
+                x[at("vs_usual_occupancy_max")] = (i % 2) as f64 - 0.5;
+                sample(i, x)
+            })
+            .collect();
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let m = EntityModel::train(kind, &refs, &p).unwrap();
+        let deeper = |packets: f64| {
+            let mut x = samples[0].x.clone();
+            for name in ["occupancy_max", "vs_usual_occupancy_max"] {
+                x[at(name)] = packets;
+            }
+            x
+        };
+        let z = |x: &[f64]| {
+            m.deviations(x)
+                .iter()
+                .find(|d| d.name == "occupancy_max")
+                .map(|d| d.z)
+                .unwrap()
+        };
+        // Two packets meeting at the port: half a sigma (not four), not raised.
+        assert!(z(&deeper(2.0)) <= 0.5, "{}", z(&deeper(2.0)));
+        assert!(m.score(&deeper(2.0)) < m.threshold());
+        // A burst of 80 packets: twenty sigmas, raised.
+        assert!(z(&deeper(80.0)) >= 19.0);
+        assert!(m.score(&deeper(80.0)) > m.threshold());
     }
 }
