@@ -458,6 +458,17 @@ mod tests {
     use crate::features::measured;
     use crate::typer;
 
+    /// k-means with `clusters`, 4 folds, 1 false alarm an hour, 1 s windows.
+    fn kmeans(clusters: usize) -> TrainParams {
+        TrainParams {
+            detector: "kmeans".into(),
+            clusters,
+            folds: 4,
+            false_alarms_per_hour: 1.0,
+            window_ns: 1_000_000_000,
+        }
+    }
+
     fn sample(end: i64, x: Vec<f64>) -> Sample {
         Sample {
             kind: EntityKind::Link,
@@ -561,13 +572,7 @@ mod tests {
         let kind = EntityKind::Destination;
         let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
         let mut rng = kplane_model::rng::Rng::new(7);
-        let p = TrainParams {
-            detector: "kmeans".into(),
-            clusters: 2,
-            folds: 4,
-            false_alarms_per_hour: 1.0,
-            window_ns: 1_000_000_000,
-        };
+        let p = kmeans(2);
         // 20 destinations over 100 windows, their counts and deviations noisy.
         let usual = |rng: &mut kplane_model::rng::Rng| {
             let mut x: Vec<f64> = (0..names(kind).len()).map(|_| 0.3 * rng.normal()).collect();
@@ -631,13 +636,7 @@ mod tests {
 
     #[test]
     fn a_link_model_flags_a_dead_link_and_not_a_normal_one() {
-        let p = TrainParams {
-            detector: "kmeans".into(),
-            clusters: 3,
-            folds: 4,
-            false_alarms_per_hour: 1.0,
-            window_ns: 1_000_000_000,
-        };
+        let p = kmeans(3);
         let samples: Vec<Sample> = (0..200)
             .map(|i| {
                 let u = 0.4 + 0.05 * ((i * 7 % 11) as f64 / 11.0);
@@ -672,13 +671,7 @@ mod tests {
     fn a_port_queue_empty_in_training_is_raised_for_a_burst_not_for_a_packet_or_two() {
         let kind = EntityKind::Queue;
         let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
-        let p = TrainParams {
-            detector: "kmeans".into(),
-            clusters: 2,
-            folds: 4,
-            false_alarms_per_hour: 1.0,
-            window_ns: 1_000_000_000,
-        };
+        let p = kmeans(2);
         // A port's queue that held at most a packet in training (sampled ~1000 times a
         // window): its occupancy's own deviation is a fraction of a packet.
         let samples: Vec<Sample> = (0..200)
