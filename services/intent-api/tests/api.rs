@@ -223,6 +223,13 @@ async fn api_on(live: Live, store: fn() -> PathBuf) -> Api {
     }
 }
 
+/// A viewer's `GET uri`, which must answer 200: its body.
+async fn viewed(a: &Api, uri: &str) -> Value {
+    let (s, v) = call(a, "GET", uri, Some(VIEWER), None).await;
+    assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+    v
+}
+
 async fn call(
     a: &Api,
     method: &str,
@@ -933,15 +940,7 @@ async fn the_knowledge_services_findings_are_served() {
 #[tokio::test]
 async fn a_switch_seen_by_several_lanes_is_one_exact_answer() {
     let a = api_on(Live::new(10), two_lane_store).await;
-    let (s, v) = call(
-        &a,
-        "GET",
-        "/v1/switches/3/queues?since=10m",
-        Some(VIEWER),
-        None,
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
+    let v = viewed(&a, "/v1/switches/3/queues?since=10m").await;
     let q = v["queues"].as_array().unwrap();
     assert_eq!(
         q.len(),
@@ -956,8 +955,7 @@ async fn a_switch_seen_by_several_lanes_is_one_exact_answer() {
     // none: a quarter of the samples, a quarter of the window.
     assert_eq!(q[0]["congested_ns"], 250_000_000, "{v}");
 
-    let (s, v) = call(&a, "GET", "/v1/switches?since=10m", Some(VIEWER), None).await;
-    assert_eq!(s, StatusCode::OK);
+    let v = viewed(&a, "/v1/switches?since=10m").await;
     assert_eq!(v["switches"][0]["occupancy_mean"], 32.5, "{v}");
     assert_eq!(v["switches"][0]["congested_ns"], 250_000_000, "{v}");
 }
@@ -966,15 +964,7 @@ async fn a_switch_seen_by_several_lanes_is_one_exact_answer() {
 #[tokio::test]
 async fn a_switchs_queue_is_its_ports_queue() {
     let a = api_on(Live::new(10), two_port_store).await;
-    let (s, v) = call(
-        &a,
-        "GET",
-        "/v1/switches/3/queues?since=10m",
-        Some(VIEWER),
-        None,
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
+    let v = viewed(&a, "/v1/switches/3/queues?since=10m").await;
     let q: Vec<_> = v["queues"]
         .as_array()
         .unwrap()
@@ -995,7 +985,7 @@ async fn a_switchs_queue_is_its_ports_queue() {
         ],
         "{v}"
     );
-    let (_, v) = call(&a, "GET", "/v1/switches?since=10m", Some(VIEWER), None).await;
+    let v = viewed(&a, "/v1/switches?since=10m").await;
     let three = v["switches"]
         .as_array()
         .unwrap()
@@ -1014,27 +1004,19 @@ async fn long_ranges_read_rollups_and_answer_as_the_windows_do() {
         a.dir.join("tables/flows_1m").exists() && a.dir.join("tables/queues_1h").exists(),
         "the processor rolled the complete hour up"
     );
-    let get = |uri: String| {
-        let a = &a;
-        async move {
-            let (s, v) = call(a, "GET", &uri, Some(VIEWER), None).await;
-            assert_eq!(s, StatusCode::OK, "{uri}: {v}");
-            v
-        }
-    };
     for (since, resolution) in [("5h", "window"), ("2d", "1m"), ("30d", "1h")] {
-        let v = get(format!("/v1/flows?since={since}")).await;
+        let v = viewed(&a, &format!("/v1/flows?since={since}")).await;
         assert_eq!(v["resolution"], resolution, "{since}");
         assert_eq!(v["flows"][0]["reports"], 60, "{since}: {v}");
         assert_eq!(v["flows"][0]["latency_max_ns"], 3 * 259, "{since}: {v}");
-        let v = get(format!("/v1/switches?since={since}")).await;
+        let v = viewed(&a, &format!("/v1/switches?since={since}")).await;
         assert_eq!(v["resolution"], resolution);
         let sw = v["switches"].as_array().unwrap();
         let three = sw.iter().find(|s| s["node_id"] == 3).unwrap();
         assert_eq!(three["occupancy_max"], 69, "{since}: {v}");
         // The mean of 10..=69, weighted by samples, whatever the windows' length.
         assert_eq!(three["occupancy_mean"], 39.5, "{since}: {v}");
-        let v = get(format!("/v1/links?since={since}")).await;
+        let v = viewed(&a, &format!("/v1/links?since={since}")).await;
         let samples: u64 = v["links"]
             .as_array()
             .unwrap()
@@ -1047,7 +1029,7 @@ async fn long_ranges_read_rollups_and_answer_as_the_windows_do() {
         );
     }
     // A flow's trajectory over days: the rolled-up hour is one minute-long window.
-    let v = get("/v1/flows/10.0.0.1,1000,10.0.1.1,80,6/path?since=2d".into()).await;
+    let v = viewed(&a, "/v1/flows/10.0.0.1,1000,10.0.1.1,80,6/path?since=2d").await;
     assert_eq!(v["resolution"], "1m");
     let w = v["windows"].as_array().unwrap();
     assert_eq!(w.len(), 31, "one minute, then 30 seconds: {v}");
