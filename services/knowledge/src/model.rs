@@ -333,7 +333,7 @@ fn std_floor(name: &str, mean: f64) -> f64 {
 /// A queue a few packets fuller than usual is at most one sigma: a port's queue that is
 /// empty in training (most are, one queue per port) holds a packet or two whenever two
 /// packets meet, in any fabric — not news; a burst of tens of packets is.
-const OCCUPANCY_FLOOR: f64 = 4.0;
+pub(crate) const OCCUPANCY_FLOOR: f64 = 4.0;
 
 /// A link's utilisation (per mille of its capacity) moving by 5 % of the capacity is at most
 /// one sigma: a link gone from 0.5 % to 4 % busy is not news in any fabric, however still it

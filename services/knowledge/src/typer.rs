@@ -17,7 +17,10 @@
 //!   two, whatever its volume); a source sending 1.5× its usual
 //!   packets, a fifth smaller, to fewer than 2× its usual destinations (one of the attackers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
-//!   threshold than usual (occupancy, not report counts); a destination, not flooded, whose
+//!   threshold than usual (occupancy, not report counts), or whose peak occupancy burst to 4×
+//!   its usual peak and [`BURST_PACKETS`] over it (a microburst: an incast's tens of
+//!   milliseconds fill a port's queue without holding it over the threshold for long); a
+//!   destination, not flooded, whose
 //!   flows met 4× their usual queueing on the way to it (their transit: an incast converging
 //!   on it, hop latency, not report counts) and are not mostly too young to tell (a flood's
 //!   first milliseconds queue too, before its packets are counted: such a window is
@@ -63,6 +66,10 @@ const FOURFOLD: f64 = 2.0 * std::f64::consts::LN_2;
 const SMALLER_PACKETS: f64 = -0.223;
 /// A tenth more of a queue's samples over the congestion threshold than usual.
 const MORE_CONGESTED: f64 = 0.1;
+/// Packets a queue's peak must rise over its usual peak to be a burst: four times the
+/// occupancy the models scale a queue by, so a packet or two meeting in an empty queue is not
+/// one in any fabric; an incast into a port fills it by tens to hundreds.
+const BURST_PACKETS: f64 = 4.0 * crate::model::OCCUPANCY_FLOOR;
 /// A link's silence this surprising (nats) is a failure: e^-5 ≈ 0.7 % by chance.
 const SURPRISING_SILENCE: f64 = 5.0;
 /// Reports each flow a scan adds carries at most: a probe is a packet or two (with a retry).
@@ -129,7 +136,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                 AnomalyType::Unknown
             }
         }
-        EntityKind::Queue if f("vs_usual_congested_fraction") >= MORE_CONGESTED => {
+        EntityKind::Queue if f("vs_usual_congested_fraction") >= MORE_CONGESTED || burst(&f) => {
             AnomalyType::Congestion
         }
         EntityKind::Link
@@ -141,6 +148,14 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
         }
         _ => AnomalyType::Unknown,
     }
+}
+
+/// Whether a queue's peak occupancy burst to 4× its usual peak (both counted from one, so an
+/// empty queue's usual is one) and [`BURST_PACKETS`] over it.
+fn burst(f: &impl Fn(&str) -> f64) -> bool {
+    let (peak, over) = (f("occupancy_max"), f("vs_usual_occupancy_max"));
+    let usual = (peak - over).max(0.0);
+    over >= BURST_PACKETS && peak.ln_1p() - usual.ln_1p() >= FOURFOLD
 }
 
 /// How much of `feature` (a count, as `ln(1 + x)`) each flow the entity has beyond its usual
@@ -290,7 +305,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 23] = [
+        let cases: [Case; 26] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -479,6 +494,40 @@ mod tests {
                 &[
                     ("vs_usual_log_samples", 2.9),
                     ("vs_usual_congested_fraction", 0.03),
+                ],
+                Unknown,
+            ),
+            // An incast's burst into an empty port: 82 packets at its peak, its mean and its
+            // congested share hardly moved (the independent generator's, seed 231).
+            (
+                Queue,
+                &[
+                    ("occupancy_max", 82.0),
+                    ("vs_usual_occupancy_max", 82.0),
+                    ("occupancy_mean", 0.2),
+                    ("vs_usual_occupancy_mean", 0.2),
+                    ("congested_fraction", 0.003),
+                    ("vs_usual_congested_fraction", 0.003),
+                ],
+                Congestion,
+            ),
+            // Two packets meeting in an empty queue, with many more reports through it.
+            (
+                Queue,
+                &[
+                    ("occupancy_max", 2.0),
+                    ("vs_usual_occupancy_max", 2.0),
+                    ("vs_usual_log_samples", 2.5),
+                ],
+                Unknown,
+            ),
+            // A busy queue peaking at 3× its usual peak of 40: its own variation, not a burst.
+            (
+                Queue,
+                &[
+                    ("occupancy_max", 122.0),
+                    ("vs_usual_occupancy_max", 82.0),
+                    ("vs_usual_congested_fraction", 0.05),
                 ],
                 Unknown,
             ),
