@@ -198,10 +198,10 @@ fn measure_field(m: Measurement) -> (HopField, Metric, Metric) {
 }
 
 /// The per-hop ids a metric is about, for event rows, from the hop's queue id and egress
-/// port.
+/// port: a queue is its port's (INT's queue id numbers the queues of one port).
 fn hop_ids(metric: Metric, queue: Option<u8>, port: Option<u32>) -> (Option<u8>, Option<u32>) {
     match metric {
-        Metric::QueueOccupancy | Metric::QueueCongestion => (queue, None),
+        Metric::QueueOccupancy | Metric::QueueCongestion => (queue, port),
         Metric::LinkUtilization => (None, port),
         _ => (None, None),
     }
@@ -442,8 +442,8 @@ impl Detection {
             }
         }
 
-        // Switch metrics, whatever the flow: queue occupancy and congestion per (node,
-        // queue), link utilisation per (node, egress port). Each field is read once.
+        // Switch metrics, whatever the flow: queue occupancy and congestion per (node, egress
+        // port, queue), link utilisation per (node, egress port). Each field is read once.
         for hop in &rec.hops {
             let Some(node) = hop.node_id() else { continue };
             let (q, port) = (hop.queue_id(), hop.egress_port());
@@ -475,6 +475,7 @@ impl Detection {
             let queue = q.unwrap_or(0);
             if let Some(v) = occupancy {
                 let d = state.queue(
+                    port,
                     queue,
                     QueueMetric::Occupancy,
                     v,
@@ -486,6 +487,7 @@ impl Detection {
             }
             if let Some(v) = congestion {
                 let d = state.queue(
+                    port,
                     queue,
                     QueueMetric::Congestion,
                     v,
@@ -523,7 +525,8 @@ impl Detection {
         const QUEUE: u16 = HopField::QueueId.bit();
         const OCCUPANCY: u16 = QUEUE | HopField::QueueOccupancy.bit();
         const CONGESTION: u16 = QUEUE | HopField::QueueCongestion.bit();
-        const UTILIZATION: u16 = HopField::L1EgressPort.bit() | HopField::TxUtilization.bit();
+        const PORT: u16 = HopField::L1EgressPort.bit();
+        const UTILIZATION: u16 = PORT | HopField::TxUtilization.bit();
         // Fields of the common case: every one the checks read, congestion aside.
         const FULL: u16 = NODE | LATENCY | OCCUPANCY | UTILIZATION;
         let mut path = PathSum {
@@ -546,6 +549,7 @@ impl Detection {
                     i,
                     Some(raw(HopField::NodeId)),
                     Some(raw(HopField::HopLatency)),
+                    Some(raw(HopField::L1EgressPort)),
                     Some((queue, raw(HopField::QueueOccupancy))),
                     congestion,
                     Some((raw(HopField::L1EgressPort), raw(HopField::TxUtilization))),
@@ -558,6 +562,7 @@ impl Detection {
                     i,
                     has(NODE).then(|| raw(HopField::NodeId)),
                     has(LATENCY).then(|| raw(HopField::HopLatency)),
+                    has(PORT).then(|| raw(HopField::L1EgressPort)),
                     has(OCCUPANCY).then(|| (queue, raw(HopField::QueueOccupancy))),
                     congestion,
                     has(UTILIZATION)
@@ -583,8 +588,8 @@ impl Detection {
 
     /// One hop of [`Detection::quiet`]: its flow checks (with `flow`) and its switch checks;
     /// folds the hop into the path hash and latency sum. Fields are `None` when missing or
-    /// unavailable; occupancy and congestion come with the queue id, utilisation with the
-    /// egress port.
+    /// unavailable; occupancy and congestion come with the queue id (a queue is keyed by
+    /// `port` too), utilisation with the egress port.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn hop_quiet(
@@ -593,6 +598,7 @@ impl Detection {
         index: usize,
         node: Option<u32>,
         latency: Option<u32>,
+        port: Option<u32>,
         occupancy: Option<(u8, u32)>,
         congestion: Option<(u8, u32)>,
         utilization: Option<(u32, u32)>,
@@ -622,9 +628,23 @@ impl Detection {
             return false;
         };
         occupancy.is_none_or(|(q, v)| {
-            state.queue_quiet(q, QueueMetric::Occupancy, v, th.queue_occupancy, clock)
+            state.queue_quiet(
+                port,
+                q,
+                QueueMetric::Occupancy,
+                v,
+                th.queue_occupancy,
+                clock,
+            )
         }) && congestion.is_none_or(|(q, v)| {
-            state.queue_quiet(q, QueueMetric::Congestion, v, th.queue_congestion, clock)
+            state.queue_quiet(
+                port,
+                q,
+                QueueMetric::Congestion,
+                v,
+                th.queue_congestion,
+                clock,
+            )
         }) && utilization
             .is_none_or(|(port, v)| state.link_quiet(port, v, th.link_utilization, clock))
     }
@@ -1223,17 +1243,19 @@ mod tests {
             }
             for h in &r.hops {
                 let Some(n) = h.node_id() else { continue };
-                let q = h.queue_id();
+                // A queue is its port's: (port or none, queue id) in the key's low 32 bits.
+                let port_key = h.egress_port().map_or(1 << 30, |p| u64::from(p) << 8);
+                let q = h.queue_id().map(|q| port_key | u64::from(q));
                 for (m, id, v, t) in [
                     (
                         Metric::QueueOccupancy,
-                        q.map(u64::from),
+                        q,
                         h.queue_occupancy().map(u64::from),
                         c.queue_occupancy,
                     ),
                     (
                         Metric::QueueCongestion,
-                        q.map(u64::from),
+                        q,
                         h.get(HopField::QueueCongestion),
                         c.queue_congestion,
                     ),
@@ -1478,5 +1500,69 @@ mod tests {
             e.iter().all(|e| e.1 != Metric::QueueOccupancy),
             "same queue, same value: {e:?}"
         );
+    }
+
+    #[test]
+    fn a_queue_is_its_ports_queue() {
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg(), &StateConfig::default());
+        // Queue id 0 of switch 2 (a switch that stamps 0 on every port), out of `port`.
+        let through = |port: Option<u64>, occ: u64, now: u64| {
+            let mut r = report(flow("10.0.0.7"), 3, 100, occ, now);
+            if let Some(p) = port {
+                r.hops[1].set(HopField::L1EgressPort, p);
+            }
+            r
+        };
+        let queue_events = |d: &mut Detection, r: &ReportRecord| {
+            let mut v = Vec::new();
+            d.process(r, &wl, |e| {
+                if e.metric == Metric::QueueOccupancy {
+                    v.push((e.kind, e.node_id, e.egress_port, e.queue_id, e.value));
+                }
+            });
+            v
+        };
+        let new = |port, value| (EventKind::New, Some(2), port, Some(0), Some(value));
+        assert_eq!(
+            queue_events(&mut d, &through(Some(1), 5, S)),
+            [new(Some(1), 5)]
+        );
+        // Port 2's queue 0 is another queue, however much fuller: a key of its own, and port
+        // 1's does not change for it.
+        assert_eq!(
+            queue_events(&mut d, &through(Some(2), 90, S)),
+            [new(Some(2), 90)]
+        );
+        assert_eq!(queue_events(&mut d, &through(Some(1), 6, S + 1)), []);
+        // A hop without a port has queues of its own; a high port's queue is its port's too.
+        assert_eq!(
+            queue_events(&mut d, &through(None, 40, S + 2)),
+            [new(None, 40)]
+        );
+        assert_eq!(
+            queue_events(&mut d, &through(Some(70_000), 7, S + 3)),
+            [new(Some(70_000), 7)]
+        );
+        assert_eq!(
+            queue_events(&mut d, &through(Some(2), 20, S + 4)),
+            [(EventKind::Change, Some(2), Some(2), Some(0), Some(20))]
+        );
+        assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
+    }
+
+    #[test]
+    fn a_high_port_evicted_takes_its_queues_keys_with_it() {
+        let wl = Watchlist::default();
+        let mut d = Detection::new(cfg(), &StateConfig::default());
+        // More high ports than a switch keeps, each with a queue and a link.
+        for p in 0..(crate::threshold::NodeState::MAX_HIGH_PORTS as u64 + 10) {
+            let mut r = report(flow("10.0.0.7"), 3, 100, 5, S + p);
+            r.hops[1].set(HopField::L1EgressPort, 1000 + p);
+            r.hops[1].set(HopField::TxUtilization, 50);
+            events(&mut d, &wl, &r);
+        }
+        assert_eq!(d.keys(), d.flows.keys() + d.nodes.keys());
+        assert_eq!(d.nodes.evictions().1, 10);
     }
 }

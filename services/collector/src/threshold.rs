@@ -8,7 +8,7 @@
 //! switch's queue and link keys in one [`NodeState`] found by indexing with the node id. The
 //! keys — and so the events — are exactly those of the flat table: a flow's per-hop slots
 //! are keyed by node id (found at the hop's own index while the path is unchanged, by search
-//! otherwise), a switch's slots by queue id and egress port.
+//! otherwise), a switch's slots by egress port, and a port's queues by queue id.
 //!
 //! A key remembers its last *reported* value and the second its refresh falls due; due
 //! second 0 marks a slot that was never reported (a new key). The common case — no change,
@@ -369,15 +369,72 @@ struct QueueSlots {
     congestion: Slot<u32>,
 }
 
-/// A switch's keys: per queue (indexed by queue id), and link utilisation per egress port
-/// (indexed by port below [`NodeState::DIRECT_PORTS`], searched above). Slots not yet
-/// reported are `NEVER` due; they are not keys.
+/// An egress port's keys: its link utilisation and its queues' (indexed by queue id — INT's
+/// queue id numbers the queues of one port, and a switch may stamp 0 on every port). Slots
+/// not yet reported are `NEVER` due; they are not keys.
+#[derive(Clone, Debug, Default)]
+struct PortSlots {
+    link: Slot<u32>,
+    queues: Vec<QueueSlots>,
+}
+
+impl PortSlots {
+    fn keys(&self) -> usize {
+        usize::from(self.link.is_live())
+            + self
+                .queues
+                .iter()
+                .map(|q| usize::from(q.occupancy.is_live()) + usize::from(q.congestion.is_live()))
+                .sum::<usize>()
+    }
+
+    /// When the port's most recently reported key falls due.
+    fn last_due(&self) -> u32 {
+        let link = self.link.due_s;
+        self.queues.iter().fold(link, |due, q| {
+            let (o, c) = (q.occupancy.due_s, q.congestion.due_s);
+            due.max(o).max(c)
+        })
+    }
+
+    #[inline(always)]
+    fn queue_slot(&self, queue: u8, metric: QueueMetric) -> Option<&Slot<u32>> {
+        let q = self.queues.get(usize::from(queue))?;
+        Some(match metric {
+            QueueMetric::Occupancy => &q.occupancy,
+            QueueMetric::Congestion => &q.congestion,
+        })
+    }
+
+    #[inline(always)]
+    fn queue_slot_mut(&mut self, queue: u8, metric: QueueMetric) -> &mut Slot<u32> {
+        let i = usize::from(queue);
+        if i >= self.queues.len() {
+            self.grow_queues(i);
+        }
+        let q = &mut self.queues[i];
+        match metric {
+            QueueMetric::Occupancy => &mut q.occupancy,
+            QueueMetric::Congestion => &mut q.congestion,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_queues(&mut self, i: usize) {
+        self.queues.resize(i + 1, QueueSlots::default());
+    }
+}
+
+/// A switch's keys per egress port (indexed by port below [`NodeState::DIRECT_PORTS`],
+/// searched above), and the queues of hops that name no egress port.
 #[derive(Clone, Debug, Default)]
 pub struct NodeState {
-    queues: Vec<QueueSlots>,
-    ports: Vec<Slot<u32>>,
+    ports: Vec<PortSlots>,
     /// At most [`NodeState::MAX_HIGH_PORTS`], searched.
-    high_ports: Vec<(u32, Slot<u32>)>,
+    high_ports: Vec<(u32, PortSlots)>,
+    /// Queues of hops without an egress port (its link slot is never used).
+    portless: PortSlots,
     /// High ports that made room for another.
     ports_evicted: u64,
 }
@@ -392,15 +449,69 @@ pub enum QueueMetric {
 impl NodeState {
     const DIRECT_PORTS: u32 = 256;
     /// Ports from `DIRECT_PORTS` up tracked per switch (ports are 32-bit wire values).
-    const MAX_HIGH_PORTS: usize = 64;
+    pub(crate) const MAX_HIGH_PORTS: usize = 64;
 
     fn keys(&self) -> usize {
-        self.queues
-            .iter()
-            .map(|q| usize::from(q.occupancy.is_live()) + usize::from(q.congestion.is_live()))
-            .sum::<usize>()
-            + self.ports.iter().filter(|p| p.is_live()).count()
-            + self.high_ports.len()
+        self.ports.iter().map(PortSlots::keys).sum::<usize>()
+            + self.high_ports.iter().map(|(_, p)| p.keys()).sum::<usize>()
+            + self.portless.keys()
+    }
+
+    /// A port's keys, if it has any (`None`: the queues of hops without a port).
+    #[inline(always)]
+    fn port(&self, port: Option<u32>) -> Option<&PortSlots> {
+        let Some(port) = port else {
+            return Some(&self.portless);
+        };
+        match self.ports.get(port as usize) {
+            Some(slots) => Some(slots),
+            None => self
+                .high_ports
+                .iter()
+                .find(|(p, _)| *p == port)
+                .map(|(_, slots)| slots),
+        }
+    }
+
+    /// A port's keys, made if new; `keys` loses those of a high port evicted to make room.
+    #[inline(always)]
+    fn port_mut(&mut self, port: Option<u32>, keys: &mut usize) -> &mut PortSlots {
+        match port {
+            None => &mut self.portless,
+            Some(p) if (p as usize) < self.ports.len() => &mut self.ports[p as usize],
+            Some(p) => self.port_elsewhere(p, keys),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn port_elsewhere(&mut self, port: u32, keys: &mut usize) -> &mut PortSlots {
+        if port < Self::DIRECT_PORTS {
+            let i = port as usize;
+            self.ports.resize_with(i + 1, PortSlots::default);
+            return &mut self.ports[i];
+        }
+        let i = match self.high_ports.iter().position(|(p, _)| *p == port) {
+            Some(i) => i,
+            None if self.high_ports.len() < Self::MAX_HIGH_PORTS => {
+                self.high_ports.push((port, PortSlots::default()));
+                self.high_ports.len() - 1
+            }
+            None => {
+                // Full: the port reported longest ago (earliest due) makes room.
+                let (i, _) = self
+                    .high_ports
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, (_, slots))| slots.last_due())
+                    .expect("a full table has entries");
+                *keys -= self.high_ports[i].1.keys();
+                self.high_ports[i] = (port, PortSlots::default());
+                self.ports_evicted += 1;
+                i
+            }
+        };
+        &mut self.high_ports[i].1
     }
 
     /// [`NodeState::queue`]'s "no event", changing nothing (a queue not yet seen is not
@@ -408,38 +519,31 @@ impl NodeState {
     #[inline(always)]
     pub fn queue_quiet(
         &self,
+        port: Option<u32>,
         queue: u8,
         metric: QueueMetric,
         value: u32,
         th: Threshold,
         clock: Clock,
     ) -> bool {
-        let Some(q) = self.queues.get(usize::from(queue)) else {
-            return false;
-        };
-        let slot = match metric {
-            QueueMetric::Occupancy => &q.occupancy,
-            QueueMetric::Congestion => &q.congestion,
-        };
-        slot.quiet(value.into(), th, clock)
+        self.port(port)
+            .and_then(|p| p.queue_slot(queue, metric))
+            .is_some_and(|slot| slot.quiet(value.into(), th, clock))
     }
 
     /// [`NodeState::link`]'s "no event", changing nothing.
     #[inline(always)]
     pub fn link_quiet(&self, port: u32, value: u32, th: Threshold, clock: Clock) -> bool {
-        let slot = match self.ports.get(port as usize) {
-            Some(slot) => slot,
-            None => match self.high_ports.iter().find(|(p, _)| *p == port) {
-                Some((_, slot)) => slot,
-                None => return false,
-            },
-        };
-        slot.quiet(value.into(), th, clock)
+        self.port(Some(port))
+            .is_some_and(|p| p.link.quiet(value.into(), th, clock))
     }
 
+    /// A queue's metric, the queue keyed by (egress port, queue id).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn queue(
         &mut self,
+        port: Option<u32>,
         queue: u8,
         metric: QueueMetric,
         value: u32,
@@ -447,23 +551,9 @@ impl NodeState {
         clock: Clock,
         keys: &mut usize,
     ) -> Decision {
-        let i = usize::from(queue);
-        let q = match self.queues.get_mut(i) {
-            Some(q) => q,
-            None => self.grow_queues(i),
-        };
-        let slot = match metric {
-            QueueMetric::Occupancy => &mut q.occupancy,
-            QueueMetric::Congestion => &mut q.congestion,
-        };
-        slot.check(value.into(), t, clock, keys)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn grow_queues(&mut self, i: usize) -> &mut QueueSlots {
-        self.queues.resize(i + 1, QueueSlots::default());
-        &mut self.queues[i]
+        self.port_mut(port, keys)
+            .queue_slot_mut(queue, metric)
+            .check(value.into(), t, clock, keys)
     }
 
     #[inline(always)]
@@ -475,45 +565,9 @@ impl NodeState {
         clock: Clock,
         keys: &mut usize,
     ) -> Decision {
-        match self.ports.get_mut(port as usize) {
-            Some(slot) => slot.check(value.into(), t, clock, keys),
-            None => self.link_elsewhere(port, value, t, clock, keys),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn link_elsewhere(
-        &mut self,
-        port: u32,
-        value: u32,
-        t: u64,
-        clock: Clock,
-        keys: &mut usize,
-    ) -> Decision {
-        if port < Self::DIRECT_PORTS {
-            let i = port as usize;
-            self.ports.resize(i + 1, Slot::default());
-            return self.ports[i].check(value.into(), t, clock, keys);
-        }
-        match self.high_ports.iter_mut().find(|(p, _)| *p == port) {
-            Some((_, s)) => s.check(value.into(), t, clock, keys),
-            None => {
-                let slot = (port, Slot::reported(value.into(), clock));
-                if self.high_ports.len() < Self::MAX_HIGH_PORTS {
-                    *keys += 1;
-                    self.high_ports.push(slot);
-                } else {
-                    // Full: the port reported longest ago (earliest due) makes room.
-                    let oldest = self.high_ports.iter_mut().min_by_key(|(_, s)| s.due_s);
-                    if let Some(oldest) = oldest {
-                        *oldest = slot;
-                    }
-                    self.ports_evicted += 1;
-                }
-                Some((EventKind::New, None))
-            }
-        }
+        self.port_mut(Some(port), keys)
+            .link
+            .check(value.into(), t, clock, keys)
     }
 }
 
@@ -556,10 +610,13 @@ impl Nodes {
     }
 
     pub fn bytes(&self) -> usize {
+        let port = |p: &PortSlots| p.queues.capacity() * std::mem::size_of::<QueueSlots>();
         let node = |n: &NodeState| {
-            n.queues.capacity() * std::mem::size_of::<QueueSlots>()
-                + n.ports.capacity() * std::mem::size_of::<Slot<u32>>()
-                + n.high_ports.capacity() * std::mem::size_of::<(u32, Slot<u32>)>()
+            n.ports.capacity() * std::mem::size_of::<PortSlots>()
+                + n.high_ports.capacity() * std::mem::size_of::<(u32, PortSlots)>()
+                + n.ports.iter().map(port).sum::<usize>()
+                + n.high_ports.iter().map(|(_, p)| port(p)).sum::<usize>()
+                + port(&n.portless)
         };
         self.0.table_bytes() + self.0.values().map(node).sum::<usize>()
     }

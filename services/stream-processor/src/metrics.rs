@@ -65,7 +65,7 @@ pub struct ProcessorMetrics {
     pub rollup_failures: Counter,
     pub window_latency: Histogram,
     pub alert_latency: Histogram,
-    /// Each (switch, queue)'s largest occupancy in each window.
+    /// Each (switch, egress port, queue)'s largest occupancy in each window.
     pub queue_occupancy: Histogram,
     /// Each flow's mean end-to-end latency (sum of hop latencies) in each window.
     pub flow_latency: Histogram,
@@ -248,7 +248,7 @@ impl ProcessorMetrics {
         );
         r.register(
             "queue_occupancy",
-            "Largest occupancy of each (switch, queue) in each window",
+            "Largest occupancy of each (switch, egress port, queue) in each window",
             self.queue_occupancy.clone(),
         );
         r.register(

@@ -151,10 +151,11 @@ impl SwitchViews {
             if !view || flow.is_valid(i) || node.is_null(i) || value.is_null(i) {
                 continue;
             }
-            // A port's metric is keyed by the port, a queue's by the queue.
+            // A port's metric is keyed by the port, a queue's by its port and queue id (INT's
+            // queue id numbers the queues of one port).
             let on_port = matches!(m, Metric::LinkUtilization | Metric::IntLabelPort);
             let queue_id = (!on_port && queue.is_valid(i)).then(|| queue.value(i));
-            let egress_port = (on_port && port.is_valid(i)).then(|| port.value(i));
+            let egress_port = port.is_valid(i).then(|| port.value(i));
             let (t, v, n) = (time.value(i), value.value(i), node.value(i));
             let th = threshold.and_then(|c| c.is_valid(i).then(|| c.value(i)));
             let id = self.key.hash_words(&[
@@ -302,7 +303,8 @@ mod tests {
     const KEY: FlowHashKey = FlowHashKey([1, 2]);
     const OCC: Metric = Metric::QueueOccupancy;
 
-    /// A collector's view: (ms, kind, metric, node, queue or port, value, threshold).
+    /// A collector's view: (ms, kind, metric, node, port or queue, value, threshold); a
+    /// queue's as `port << 8 | queue id`, port 0 for none.
     type View = (i64, EventKind, Metric, u32, u32, u64, Option<u64>);
 
     fn batch(views: &[View]) -> RecordBatch {
@@ -317,7 +319,11 @@ mod tests {
                 flow: None,
                 node_id: Some(node),
                 queue_id: (!on_port).then_some(id as u8),
-                egress_port: on_port.then_some(id),
+                egress_port: if on_port {
+                    Some(id)
+                } else {
+                    (id >> 8 != 0).then_some(id >> 8)
+                },
                 hw_id: None,
                 value: Some(value),
                 previous: None,
@@ -426,6 +432,39 @@ mod tests {
             [(New, 0), (Change, 1), (New, 50), (New, 400)],
             "the second collector's congested view agrees with the merged one"
         );
+    }
+
+    #[test]
+    fn a_queue_is_its_ports_queue() {
+        let mut v = views();
+        let (port_1, port_2) = (1 << 8, 2 << 8);
+        let (rows, _) = fold(
+            &mut v,
+            &[
+                // Queue 0 of switch 7 out of port 1 and out of port 2: two keys.
+                (0, New, OCC, 7, port_1, 10, Some(64)),
+                (1, New, OCC, 7, port_2, 500, Some(64)),
+                // Port 1's queue still at 10: port 2's 500 did not move it.
+                (2, Refresh, OCC, 7, port_1, 12, Some(64)),
+                (3, Change, OCC, 7, port_2, 20, Some(64)),
+            ],
+        );
+        assert_eq!(
+            rows,
+            [
+                (New, 10, None, 1),
+                (New, 500, None, 1),
+                (Change, 20, Some(500), 1)
+            ]
+        );
+        let mut out = Vec::new();
+        v.apply(
+            &batch(&[(4, New, OCC, 7, 3 << 8, 1, Some(64))]),
+            &mut out,
+            &mut ViewTally::default(),
+        )
+        .unwrap();
+        assert_eq!((out[0].egress_port, out[0].queue_id), (Some(3), Some(0)));
     }
 
     #[test]
