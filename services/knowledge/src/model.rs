@@ -340,6 +340,11 @@ pub(crate) const OCCUPANCY_FLOOR: f64 = 4.0;
 /// was in training.
 const UTILISATION_FLOOR: f64 = 50.0;
 
+/// A link busier than usual counts only once it carries half its capacity (‰): below that its
+/// rise harms nothing, in any fabric — a link gone from 2 % to 25 % busy under an incast's
+/// answers is the incast's, which its queues and its host show.
+const BUSY_LINK: f64 = 500.0;
+
 fn is_packet_size(name: &str) -> bool {
     name.ends_with("log_packet_bytes")
 }
@@ -358,9 +363,10 @@ const QUIETER_FLOOR: f64 = -2.0;
 /// * a link's: its samples are nothing — how many of its packets the sinks reported is
 ///   neither a failure nor harm: its utilisation says whether it is busier, its silences
 ///   whether its destinations went elsewhere (a sparse link's quiet window is not) —, its
-///   utilisation counts only down to [`QUIETER_FLOOR`], and a silent link's utilisation is
-///   nothing: it only restates the silence, whose surprise is `silence_surprise` (a sparse
-///   link's silence is ordinary however busy it was).
+///   utilisation counts only down to [`QUIETER_FLOOR`], and up only in a window in which it
+///   reached [`BUSY_LINK`]; a silent link's utilisation is nothing: it only restates the
+///   silence, whose surprise is `silence_surprise` (a sparse link's silence is ordinary
+///   however busy it was).
 fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
     let names = names(kind);
     match kind {
@@ -377,12 +383,14 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
         }
         EntityKind::Link => {
             let silent = crate::typer::feature(kind, x, "log_samples") == 0.0;
+            let busy = crate::typer::feature(kind, x, "utilization_max") >= BUSY_LINK;
+            let busier = if busy { f64::INFINITY } else { 0.0 };
             for (v, name) in z.iter_mut().zip(names) {
                 if name.ends_with("log_samples") || (silent && !name.ends_with("silence_surprise"))
                 {
                     *v = 0.0;
                 } else if name.contains("utilization") {
-                    *v = v.max(QUIETER_FLOOR);
+                    *v = v.clamp(QUIETER_FLOOR, busier);
                 }
             }
         }
@@ -508,18 +516,31 @@ mod tests {
     fn a_links_samples_count_for_nothing_and_a_silent_links_only_by_its_silence() {
         let kind = EntityKind::Link;
         let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
-        let busy = |samples: f64| {
+        // A link six sigmas busier than usual, at `peak` ‰ of its capacity.
+        let busier = |samples: f64, peak: f64| {
             let mut x = vec![1.0; names(kind).len()];
             x[at("log_samples")] = samples;
+            x[at("utilization_max")] = peak;
             let mut z = vec![6.0; x.len()];
             z[at("vs_usual_log_samples")] = -3.0;
             weigh(kind, &x, &mut z);
             z
         };
+        let busy = |samples: f64| busier(samples, 600.0);
         let z = busy(4.0);
         assert_eq!(z[at("log_samples")], 0.0, "more reports: nothing");
         assert_eq!(z[at("vs_usual_log_samples")], 0.0, "fewer: nothing either");
         assert_eq!(z[at("utilization_max")], 6.0);
+        assert_eq!(z[at("vs_usual_utilization_mean")], 6.0);
+        // Under half its capacity, however much busier than usual: nothing.
+        let z = busier(4.0, 250.0);
+        for n in [
+            "utilization_max",
+            "vs_usual_utilization_max",
+            "utilization_mean",
+        ] {
+            assert_eq!(z[at(n)], 0.0, "{n}: a quarter busy harms nothing");
+        }
         let mut quieter = vec![-7.0; names(kind).len()];
         weigh(kind, &vec![1.0; quieter.len()], &mut quieter);
         assert_eq!(
