@@ -296,6 +296,57 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    /// A store written before a column was added to its table (a queue's `egress_port`) reads
+    /// as the table is now, the column null in the old files' rows.
+    #[tokio::test]
+    async fn a_file_written_before_a_column_was_added_reads_it_as_null() {
+        use arrow_array::{Array, RecordBatch};
+        use datafusion::common::ScalarValue;
+
+        let (root, store) = local_store("old-columns");
+        let (_, queues) = crate::tables::window_schemas()
+            .iter()
+            .find(|(name, _)| *name == "queues")
+            .unwrap();
+        let old = Arc::new(arrow_schema::Schema::new(
+            queues
+                .fields()
+                .iter()
+                .filter(|f| f.name() != "egress_port")
+                .cloned()
+                .collect::<Vec<_>>(),
+        ));
+        let one = |dt: &DataType| {
+            ScalarValue::new_one(dt)
+                .or_else(|_| ScalarValue::new_zero(dt))
+                .and_then(|v| v.to_array_of_size(1))
+                .unwrap()
+        };
+        let row = RecordBatch::try_new(
+            old.clone(),
+            old.fields().iter().map(|f| one(f.data_type())).collect(),
+        )
+        .unwrap();
+        let dir = crate::layout::partition_key("queues", 0);
+        store
+            .write_parquet(&format!("{dir}/reports-p0-w1.parquet"), &[row])
+            .unwrap();
+        let ctx = session(&store).await.unwrap();
+        let batches = ctx
+            .sql("SELECT node_id, egress_port, queue_id FROM queues")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let b = &batches[0];
+        assert_eq!(b.num_rows(), 1);
+        assert_eq!(b.column(1).data_type(), &DataType::UInt16);
+        assert!(b.column(1).is_null(0), "no port in the old file: null");
+        assert!(b.column(0).is_valid(0) && b.column(2).is_valid(0));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     /// The same in a bucket of an S3-compatible object store.
     #[tokio::test]
     async fn a_query_in_the_middle_of_a_merge_reads_each_row_once_on_an_object_store() {
