@@ -342,19 +342,19 @@ const UTILISATION_FLOOR: f64 = 50.0;
 
 /// A link busier than usual counts only once it carries half its capacity (‰): below that its
 /// rise harms nothing, in any fabric — a link gone from 2 % to 25 % busy under an incast's
-/// answers is the incast's, which its queues and its host show.
+/// answers is the incast's, which its queues and its host show. Quieter never counts: links
+/// fall quieter all the time (an elephant done, an incast over), and the one type about a link
+/// carrying less is a failure, judged by its silence.
 const BUSY_LINK: f64 = 500.0;
 
 fn is_packet_size(name: &str) -> bool {
     name.ends_with("log_packet_bytes")
 }
 
-/// How far below normal an address's counts and a link's utilisation count, in standard
-/// deviations. Hosts fall quiet all the time (a client done, a server idle) and none of the
-/// anomaly types is a host sending or receiving less: what the model sees of an address's
-/// counts is their excess. Its packets' size counts both ways (a flood of small requests, of
-/// large responses). Links fall quieter all the time too (an elephant done): the one type about
-/// a link carrying less is a failure, judged by its silence.
+/// How far below normal an address's counts count, in standard deviations. Hosts fall quiet
+/// all the time (a client done, a server idle) and none of the anomaly types is a host sending
+/// or receiving less: what the model sees of an address's counts is their excess. Its packets'
+/// size counts both ways (a flood of small requests, of large responses).
 const QUIETER_FLOOR: f64 = -2.0;
 
 /// What the detector weighs of an entity's standardised features `z` (of its features `x`):
@@ -363,8 +363,8 @@ const QUIETER_FLOOR: f64 = -2.0;
 /// * a link's: its samples are nothing — how many of its packets the sinks reported is
 ///   neither a failure nor harm: its utilisation says whether it is busier, its silences
 ///   whether its destinations went elsewhere (a sparse link's quiet window is not) —, its
-///   utilisation counts only down to [`QUIETER_FLOOR`], and up only in a window in which it
-///   reached [`BUSY_LINK`]; a silent link's utilisation is nothing: it only restates the
+///   utilisation counts only up, and only in a window in which it reached [`BUSY_LINK`]; a
+///   silent link's utilisation is nothing: it only restates the
 ///   silence, whose surprise is `silence_surprise` (a sparse link's silence is ordinary
 ///   however busy it was).
 fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
@@ -384,13 +384,12 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
         EntityKind::Link => {
             let silent = crate::typer::feature(kind, x, "log_samples") == 0.0;
             let busy = crate::typer::feature(kind, x, "utilization_max") >= BUSY_LINK;
-            let busier = if busy { f64::INFINITY } else { 0.0 };
             for (v, name) in z.iter_mut().zip(names) {
                 if name.ends_with("log_samples") || (silent && !name.ends_with("silence_surprise"))
                 {
                     *v = 0.0;
                 } else if name.contains("utilization") {
-                    *v = v.clamp(QUIETER_FLOOR, busier);
+                    *v = if busy { v.max(0.0) } else { 0.0 };
                 }
             }
         }
@@ -541,13 +540,19 @@ mod tests {
         ] {
             assert_eq!(z[at(n)], 0.0, "{n}: a quarter busy harms nothing");
         }
+        for peak in [1.0, 600.0] {
+            let mut quieter = vec![-7.0; names(kind).len()];
+            let mut x = vec![1.0; quieter.len()];
+            x[at("utilization_max")] = peak;
+            weigh(kind, &x, &mut quieter);
+            assert_eq!(
+                quieter[at("vs_usual_utilization_mean")],
+                0.0,
+                "an elephant done, an incast over: quieter is nothing"
+            );
+        }
         let mut quieter = vec![-7.0; names(kind).len()];
         weigh(kind, &vec![1.0; quieter.len()], &mut quieter);
-        assert_eq!(
-            quieter[at("vs_usual_utilization_mean")],
-            QUIETER_FLOOR,
-            "an elephant done: quieter, no more"
-        );
         assert_eq!(quieter[at("silence_surprise")], -7.0);
         let z = busy(0.0);
         assert_eq!(z[at("silence_surprise")], 6.0);
