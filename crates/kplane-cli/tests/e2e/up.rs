@@ -864,9 +864,11 @@ fn a_link_forecast_hot_has_elephants_moved_off_it_and_verified() {
 }
 
 /// A change nothing explains that does not go away becomes the usual: a heavy hitter that
-/// starts and keeps sending is raised `unknown` (its links and queues), settles after
-/// `settle-after` (15 s here) — its episode ends with `settled` — and is not raised again
-/// while it goes on.
+/// starts and keeps sending — one flow at 90 % of its link rate, so the link to its
+/// destination runs past half its capacity (a link less busy is not news) — is raised
+/// `unknown`, settles after `settle-after` (5 s here: the link, saturated with the fabric's
+/// own traffic, can dip under its threshold for a window, which ends an episode) — its episode
+/// ends with `settled` — and is not raised again while it goes on.
 #[test]
 fn a_change_that_lasts_settles_and_is_not_raised_again() {
     let up = Up::start_with(
@@ -874,11 +876,11 @@ fn a_change_that_lasts_settles_and_is_not_raised_again() {
         "150s",
         &[
             ("KPLANE__KNOWLEDGE__MIN_WINDOWS", "25"),
-            ("KPLANE__KNOWLEDGE__SETTLE_AFTER", "15s"),
+            ("KPLANE__KNOWLEDGE__SETTLE_AFTER", "5s"),
         ],
         &[
             SMALL_FABRIC,
-            &["--scenario", "heavy-hitter:start=0.3,rate=0.5"],
+            &["--scenario", "heavy-hitter:start=0.3,rate=0.9,flows=1"],
         ]
         .concat(),
     );
@@ -910,7 +912,7 @@ fn a_change_that_lasts_settles_and_is_not_raised_again() {
     eprintln!("{settled:#}");
     assert_eq!(settled["type"], "unknown", "{settled:#}");
     let lasted = settled["end_ns"].as_i64().unwrap() - settled["start_ns"].as_i64().unwrap();
-    assert!(lasted >= 14_000_000_000, "{settled:#}");
+    assert!(lasted >= 4_000_000_000, "{settled:#}");
     assert!(
         settled["summary"]
             .as_str()
