@@ -552,7 +552,7 @@ impl Detection {
                     Some(raw(HopField::L1EgressPort)),
                     Some((queue, raw(HopField::QueueOccupancy))),
                     congestion,
-                    Some((raw(HopField::L1EgressPort), raw(HopField::TxUtilization))),
+                    Some(raw(HopField::TxUtilization)),
                     &mut path,
                     clock,
                 )
@@ -565,8 +565,7 @@ impl Detection {
                     has(PORT).then(|| raw(HopField::L1EgressPort)),
                     has(OCCUPANCY).then(|| (queue, raw(HopField::QueueOccupancy))),
                     congestion,
-                    has(UTILIZATION)
-                        .then(|| (raw(HopField::L1EgressPort), raw(HopField::TxUtilization))),
+                    has(UTILIZATION).then(|| raw(HopField::TxUtilization)),
                     &mut path,
                     clock,
                 )
@@ -588,8 +587,8 @@ impl Detection {
 
     /// One hop of [`Detection::quiet`]: its flow checks (with `flow`) and its switch checks;
     /// folds the hop into the path hash and latency sum. Fields are `None` when missing or
-    /// unavailable; occupancy and congestion come with the queue id (a queue is keyed by
-    /// `port` too), utilisation with the egress port.
+    /// unavailable; occupancy and congestion come with the queue id, and a queue is keyed by
+    /// `port` too; utilisation comes only with `port`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn hop_quiet(
@@ -601,7 +600,7 @@ impl Detection {
         port: Option<u32>,
         occupancy: Option<(u8, u32)>,
         congestion: Option<(u8, u32)>,
-        utilization: Option<(u32, u32)>,
+        utilization: Option<u32>,
         path: &mut PathSum,
         clock: Clock,
     ) -> bool {
@@ -645,8 +644,9 @@ impl Detection {
                 th.queue_congestion,
                 clock,
             )
-        }) && utilization
-            .is_none_or(|(port, v)| state.link_quiet(port, v, th.link_utilization, clock))
+        }) && utilization.is_none_or(|v| {
+            port.is_some_and(|port| state.link_quiet(port, v, th.link_utilization, clock))
+        })
     }
 
     #[allow(clippy::too_many_arguments)]

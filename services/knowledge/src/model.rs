@@ -364,9 +364,8 @@ const QUIETER_FLOOR: f64 = -2.0;
 ///   neither a failure nor harm: its utilisation says whether it is busier, its silences
 ///   whether its destinations went elsewhere (a sparse link's quiet window is not) —, its
 ///   utilisation counts only up, and only in a window in which it reached [`BUSY_LINK`]; a
-///   silent link's utilisation is nothing: it only restates the
-///   silence, whose surprise is `silence_surprise` (a sparse link's silence is ordinary
-///   however busy it was).
+///   silent link's utilisation is nothing: it only restates the silence, whose surprise is
+///   `silence_surprise` (a sparse link's silence is ordinary however busy it was).
 fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
     let names = names(kind);
     match kind {
