@@ -444,8 +444,10 @@ mod serving {
         .unwrap();
         let (held, took, answer) = held;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        // The bound for a legitimate request beside 1,000 half-open connections.
-        assert!(took < Duration::from_secs(1), "took {took:?}");
+        // Answered, not held until the half-open connections' header-read timeout freed a
+        // slot (10 s). The time itself is not asserted: a loaded 2-core test run stretches it.
+        let timeout = HttpConfig::default().header_read_timeout;
+        assert!(took < timeout / 2, "took {took:?}");
         drop(held);
         stop.trigger();
         task.await.unwrap().unwrap();
