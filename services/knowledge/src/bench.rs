@@ -14,7 +14,7 @@ pub fn repeat(base: &[Window], n: usize, window_ns: i64) -> Vec<Window> {
     (0..n)
         .map(|i| {
             let mut w = base[i % base.len()].clone();
-            w.end_ns = (i as i64 + 1) * window_ns;
+            w.shift((i as i64 + 1) * window_ns - w.end_ns);
             w
         })
         .collect()

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use kplane_model::results::Forecast;
 
+use super::knowledge::Csv;
+
 /// Forecast errors of one method: windows, sum of |error| / actual (actual > 0), sum of
 /// squared errors.
 #[derive(Debug, Default, Clone, Copy)]
@@ -94,6 +96,59 @@ pub(super) fn score_forecasts(forecasts: &[Forecast], periods: &Periods, into: &
     }
 }
 
+/// The forecasts' errors per series, for each `(family, its load, score)` row (all pooled
+/// first), with the model's gain over the best baseline on each measure.
+pub(super) fn forecast_table(
+    rows: &[(&str, &str, &ForecastScore)],
+    table: &str,
+    csv: &mut Csv,
+) -> String {
+    let mut md = "\n| forecast | families | windows | MAPE model | MAPE last value | MAPE EWMA | MAPE seasonal naive | vs best baseline | RMSE model | RMSE last value | RMSE EWMA | RMSE seasonal naive | vs best baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n".to_string();
+    // Gain over the best of the three baselines, on each measure.
+    let gain = |model: f64, baselines: [f64; 3]| {
+        let best = baselines.into_iter().fold(f64::INFINITY, f64::min);
+        100.0 * (1.0 - model / best.max(1e-9))
+    };
+    for (family, load, score) in rows {
+        let families = if load.is_empty() {
+            family.to_string()
+        } else {
+            format!("{family} ({load})")
+        };
+        for (series, [m, l, e, sn]) in score.iter() {
+            let mape_gain = gain(m.mape(), [l.mape(), e.mape(), sn.mape()]);
+            let rmse_gain = gain(m.rmse(), [l.rmse(), e.rmse(), sn.rmse()]);
+            md += &format!(
+                "| {series} | {families} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {mape_gain:+.0} % | {:.1} | {:.1} | {:.1} | {:.1} | {rmse_gain:+.0} % |\n",
+                m.n,
+                m.mape(),
+                l.mape(),
+                e.mape(),
+                sn.mape(),
+                m.rmse(),
+                l.rmse(),
+                e.rmse(),
+                sn.rmse()
+            );
+            for (metric, v) in [
+                ("forecast_mape_model", m.mape()),
+                ("forecast_mape_last_value", l.mape()),
+                ("forecast_mape_ewma", e.mape()),
+                ("forecast_mape_seasonal_naive", sn.mape()),
+                ("forecast_mape_gain_vs_best_baseline_pct", mape_gain),
+                ("forecast_rmse_model", m.rmse()),
+                ("forecast_rmse_last_value", l.rmse()),
+                ("forecast_rmse_ewma", e.rmse()),
+                ("forecast_rmse_seasonal_naive", sn.rmse()),
+                ("forecast_rmse_gain_vs_best_baseline_pct", rmse_gain),
+            ] {
+                csv.row(family, table, metric, series, v);
+            }
+        }
+    }
+    md
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +183,51 @@ mod tests {
         let mut no_period = ForecastScore::new();
         score_forecasts(&forecasts, &Periods::new(), &mut no_period);
         assert_eq!(no_period["link_utilization"][3].rmse(), 20.0);
+    }
+
+    #[test]
+    fn the_forecast_table_has_a_row_per_family_with_its_load_and_the_pooled_one_first() {
+        // One destination forecast at 100 per window; the windows turned out 100 then 200.
+        let forecast = |observed_s: i64, last_value: f64| kplane_model::results::Forecast {
+            series: "destination_bytes".into(),
+            entity: "10.0.0.1".into(),
+            window_end_ns: (observed_s + 1) * 1_000_000_000,
+            horizon_windows: 1,
+            predicted: 100.0,
+            last_value,
+            observed_end_ns: observed_s * 1_000_000_000,
+            ewma: last_value,
+            model_version: 1,
+        };
+        let mut score = ForecastScore::default();
+        let run = [forecast(1, 50.0), forecast(2, 100.0), forecast(3, 200.0)];
+        score_forecasts(&run, &Periods::default(), &mut score);
+        let mut csv = Csv::default();
+        let md = forecast_table(
+            &[("all", "", &score), ("ft4-100m", "periodic jobs", &score)],
+            "held-out",
+            &mut csv,
+        );
+        let rows: Vec<&str> = md
+            .lines()
+            .filter(|l| l.starts_with("| destination"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{md}");
+        assert!(
+            rows[0].starts_with("| destination_bytes | all | 2 | 25.0 % | 50.0 % |"),
+            "{md}"
+        );
+        assert!(
+            rows[1].starts_with("| destination_bytes | ft4-100m (periodic jobs) | 2 |"),
+            "{md}"
+        );
+        // The model's MAPE (0 % and 50 % → 25 %) against the last value's (50 % twice).
+        assert!(
+            csv.0.contains(
+                "ft4-100m,held-out,forecast_mape_gain_vs_best_baseline_pct,destination_bytes,50\n"
+            ),
+            "{}",
+            csv.0
+        );
     }
 }

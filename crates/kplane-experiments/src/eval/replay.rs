@@ -2,7 +2,7 @@
 //! one store's windows (as a cold start from history is) and then scores another store's
 //! windows in order (the live path: features, models, episodes, forecasts), with no retraining
 //! in between. It prints what was raised — per entity kind and type, and per hour — and the
-//! forecast errors against the last-value and EWMA baselines. On a store of clean traffic,
+//! forecast errors (MAPE and RMSE) against the last-value, EWMA and seasonal-naive baselines. On a store of clean traffic,
 //! everything raised is a false alarm.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplane_model::results::{AnomalyPhase, EntityKind};
 
-use super::forecasts::{ForecastScore, periods_of, score_forecasts};
+use super::forecasts::{ForecastScore, forecast_table, periods_of, score_forecasts};
+use super::knowledge::Csv;
 use super::pipeline::knowledge_config;
 
 #[derive(Debug, Args)]
@@ -37,6 +38,10 @@ pub struct ReplayArgs {
     /// Every raised anomaly as a JSON line.
     #[arg(long)]
     anomalies: Option<PathBuf>,
+    /// Every forecast as a JSON line (`forecasts/v1`: what the window turned out to be is the
+    /// `last_value` of the forecast made at its end).
+    #[arg(long)]
+    forecasts: Option<PathBuf>,
 }
 
 pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
@@ -64,7 +69,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
     // The scored store follows the training (each emulation starts its clock again).
     let shift = train[train.len() - 1].end_ns - scored[0].end_ns + window_ns;
     for w in &mut scored {
-        w.end_ns += shift;
+        w.shift(shift);
     }
     let state = match &a.state {
         Some(d) => d.clone(),
@@ -121,29 +126,25 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
     );
     let mut errors = ForecastScore::new();
     score_forecasts(&forecasts, &periods_of(engine.registry()), &mut errors);
-    println!();
-    println!(
-        "| forecast | windows | MAPE model | MAPE last value | MAPE EWMA | MAPE seasonal naive | vs EWMA |"
+    print!(
+        "{}",
+        forecast_table(&[("all", "", &errors)], "replay", &mut Csv::default())
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (series, [m, l, e, sn]) in &errors {
-        println!(
-            "| {series} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:+.0} % |",
-            m.n,
-            m.mape(),
-            l.mape(),
-            e.mape(),
-            sn.mape(),
-            100.0 * (1.0 - m.mape() / e.mape().max(1e-9))
-        );
-    }
     if let Some(p) = &a.anomalies {
-        let mut text = String::new();
-        for x in &started_ones {
-            text.push_str(&serde_json::to_string(x)?);
-            text.push('\n');
-        }
-        std::fs::write(p, text).with_context(|| format!("{}", p.display()))?;
+        write_lines(p, &started_ones)?;
+    }
+    if let Some(p) = &a.forecasts {
+        write_lines(p, &forecasts)?;
     }
     Ok(())
+}
+
+/// Writes `items` to `path` as JSON lines.
+fn write_lines<T: serde::Serialize>(path: &std::path::Path, items: &[T]) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for x in items {
+        text.push_str(&serde_json::to_string(x)?);
+        text.push('\n');
+    }
+    std::fs::write(path, text).with_context(|| format!("{}", path.display()))
 }
