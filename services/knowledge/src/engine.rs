@@ -75,6 +75,8 @@ impl Output {
 struct Kept {
     samples: Vec<Sample>,
     series: Vec<forecast::Value>,
+    /// How the long flows of the window before went on in this one.
+    continued: Vec<forecast::Continued>,
 }
 
 #[derive(Debug)]
@@ -411,7 +413,13 @@ impl Engine {
         // so an attack does not move the thresholds it is judged by.
         let frozen = Frozen::of(&self.episodes, &self.collateral);
         samples.retain(|s| !frozen.contains(s.kind, &s.entity));
-        self.kept.push_back(Kept { samples, series });
+        let mut continued = self.forecaster.take_continued();
+        continued.retain(|c| !frozen.contains(EntityKind::Destination, &c.destination.to_string()));
+        self.kept.push_back(Kept {
+            samples,
+            series,
+            continued,
+        });
         while self.kept.len() > self.cfg.training_windows {
             self.kept.pop_front();
         }
@@ -651,7 +659,12 @@ impl Engine {
             let series = forecast::values(&w);
             self.forecaster
                 .observe(&w, &series, self.window_ns, self.registry.version);
-            self.kept.push_back(Kept { samples, series });
+            let continued = self.forecaster.take_continued();
+            self.kept.push_back(Kept {
+                samples,
+                series,
+                continued,
+            });
             self.finalized_until = self.finalized_until.max(w.end_ns);
         }
         while self.kept.len() > self.cfg.training_windows {
@@ -686,6 +699,11 @@ impl Engine {
                     .push(v.rest());
             }
         }
+        let continued: Vec<forecast::Continued> = self
+            .kept
+            .iter()
+            .flat_map(|k| k.continued.iter().cloned())
+            .collect();
         // Calibration converts alarms per hour with the window length the results showed.
         let params = TrainParams {
             window_ns: self.window_ns,
@@ -694,7 +712,7 @@ impl Engine {
         let (tx, rx) = mpsc::channel();
         self.training = Some(rx);
         std::thread::spawn(move || {
-            let _ = tx.send(train(&samples, &series, &params));
+            let _ = tx.send(train(&samples, &series, &continued, &params));
         });
     }
 
@@ -800,6 +818,7 @@ fn flow_entity(a: &Alert) -> String {
 fn train(
     samples: &[Sample],
     series: &BTreeMap<(&'static str, String), Vec<f64>>,
+    continued: &[forecast::Continued],
     p: &TrainParams,
 ) -> Trained {
     let started = Instant::now();
@@ -827,7 +846,11 @@ fn train(
             .map(|((_, e), v)| (e.clone(), v.clone()))
             .collect();
         match forecast::fit(&data, forecast::objective(s)) {
-            Ok(c) => {
+            Ok(mut c) => {
+                // Long flows are a destination's (a link's utilisation is not split by flow).
+                if s == forecast::SERIES[1] {
+                    c.survival = Some(forecast::Survival::learn(continued));
+                }
                 forecasts.insert(s, c);
             }
             Err(e) => problems.push(format!("forecast {s}: {e}")),

@@ -4,12 +4,14 @@
 //! EWMA and their median, each scaled by the entity's recent mean so that one model serves
 //! every entity of a series; scored online against the last-value and EWMA baselines.
 //!
-//! A destination's long flows still sending at the window's end send on at their rate, for as
-//! long again as they have been sending ([`Value::continuing_next`]): that part of the next
-//! window is known from the flows themselves, and the model forecasts only the rest — what new
-//! and short flows bring, which its history tells ([`Value::rest`]).
+//! A destination's long flows still sending at the window's end send on at their rate, for the
+//! part of the next window that flows of their age went on for in the fabric's own history
+//! ([`Survival`]): that part of the next window is forecast from the flows themselves, and the
+//! model forecasts only the rest — what new and short flows bring, which its history tells
+//! ([`Value::rest`]).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
 
 use kplane_model::results::Forecast;
 use linfa::prelude::*;
@@ -44,6 +46,28 @@ const EWMA_ALPHA: f64 = 0.3;
 /// rate would say nothing of the next window.
 const EDGE_PART: f64 = 0.1;
 
+/// A flow's identity from window to window: its five-tuple.
+type FlowKey = (
+    Option<IpAddr>,
+    Option<IpAddr>,
+    Option<u16>,
+    Option<u16>,
+    Option<u8>,
+);
+
+/// A long flow crossing an edge of a destination's window ([`EDGE_PART`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LongFlow {
+    key: FlowKey,
+    bytes: f64,
+    /// It was sending when the window began.
+    began_before: bool,
+    /// Still sending at the window's end: what it sends in a whole window at its rate in this one.
+    continuing: Option<f64>,
+    /// The part of the window it has been sending for (1 if it began before).
+    sending_part: f64,
+}
+
 /// One window's value of a series entity.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Value {
@@ -51,13 +75,12 @@ pub struct Value {
     pub entity: String,
     pub value: f64,
     /// The part of `value` sent by long flows crossing an edge of the window (destinations):
-    /// those still sending at its end, forecast at their rate, and those that were sending at
-    /// its start, forecast so in the window before. The model forecasts the rest: what new and
-    /// short flows bring.
+    /// those still sending at its end, forecast from their rate and age, and those that were
+    /// sending at its start, forecast so in the window before. The model forecasts the rest:
+    /// what new and short flows bring.
     pub crossing: f64,
-    /// What the flows still sending at the window's end send in the next window: at their rate
-    /// in this one, for as long again as they have been sending (at most the window).
-    pub continuing_next: f64,
+    /// Those long flows.
+    pub long: Vec<LongFlow>,
 }
 
 impl Value {
@@ -67,31 +90,28 @@ impl Value {
     }
 }
 
-/// Where flow `f` of the window from `start_ns` to `end_ns` sits: whether it is a
-/// long flow crossing an edge of the window ([`EDGE_PART`]) and, if it is still sending at the
-/// end, what it sends in the next window. A flow is expected to send on, at its rate, for as
-/// long again as it has been sending, up to the next window's end: flow lengths are
-/// heavy-tailed, and the longer a flow has lasted the longer it lasts yet. One that was sending
-/// before the window began has lasted the window at least, and sends through the next; one
-/// that began in it sends as much again as it has.
-fn crossing(f: &FlowRow, start_ns: i64, end_ns: i64) -> (bool, Option<f64>) {
-    let (Some(first), Some(last)) = (f.first_seen_ns, f.last_seen_ns) else {
-        return (false, None);
-    };
+/// Flow `f` of the window from `start_ns` to `end_ns` if it is a long flow crossing an edge of
+/// the window ([`EDGE_PART`]): one seen that late has not ended (nor one seen that early just
+/// begun), and one seen that long is not a burst of a few packets whose rate would say nothing
+/// of the next window.
+fn long_flow(f: &FlowRow, start_ns: i64, end_ns: i64) -> Option<LongFlow> {
+    let (first, last) = (f.first_seen_ns?, f.last_seen_ns?);
     let (start, end) = (start_ns as f64, end_ns as f64);
     let window = end - start;
     let part = EDGE_PART * window;
     let sending = last - first;
     if sending < part {
-        return (false, None);
+        return None;
     }
     let continuing = end - last <= part;
     let began_before = first - start <= part;
-    let lasted = if began_before { window } else { sending };
-    (
-        continuing || began_before,
-        continuing.then(|| f.bytes / sending * lasted),
-    )
+    (continuing || began_before).then(|| LongFlow {
+        key: (f.src, f.dst, f.src_port, f.dst_port, f.protocol),
+        bytes: f.bytes,
+        began_before,
+        continuing: continuing.then(|| f.bytes / sending * window),
+        sending_part: if began_before { 1.0 } else { sending / window },
+    })
 }
 
 /// One window's value of every series entity.
@@ -104,31 +124,27 @@ pub fn values(w: &Window) -> Vec<Value> {
             entity: link_entity(node, port),
             value: mean,
             crossing: 0.0,
-            continuing_next: 0.0,
+            long: Vec::new(),
         });
     }
-    // (bytes, crossing flows' bytes, continuing flows' next window's) per destination.
-    let mut bytes: BTreeMap<std::net::IpAddr, (f64, f64, f64)> = BTreeMap::new();
+    // (bytes, long flows) per destination.
+    let mut bytes: BTreeMap<IpAddr, (f64, Vec<LongFlow>)> = BTreeMap::new();
     for f in &w.flows {
         if let Some(d) = f.dst {
             let e = bytes.entry(d).or_default();
             e.0 += f.bytes;
             // A window with flows knows its start (from their rows).
-            let (crosses, next) = w
-                .start_ns
-                .map_or((false, None), |start| crossing(f, start, w.end_ns));
-            if crosses {
-                e.1 += f.bytes;
+            if let Some(l) = w.start_ns.and_then(|start| long_flow(f, start, w.end_ns)) {
+                e.1.push(l);
             }
-            e.2 += next.unwrap_or(0.0);
         }
     }
-    out.extend(bytes.into_iter().map(|(d, (value, crossing, next))| Value {
+    out.extend(bytes.into_iter().map(|(d, (value, long))| Value {
         series: SERIES[1],
         entity: d.to_string(),
         value,
-        crossing,
-        continuing_next: next,
+        crossing: long.iter().map(|l| l.bytes).sum(),
+        long,
     }));
     out
 }
@@ -271,6 +287,9 @@ pub struct Coefficients {
     pub seasonal: Option<Linear>,
     #[serde(default)]
     pub periods: BTreeMap<String, usize>,
+    /// How the series' long flows went on (destinations).
+    #[serde(default)]
+    pub survival: Option<Survival>,
 }
 
 impl Coefficients {
@@ -419,7 +438,87 @@ fn fit_all(series: &[(String, Vec<f64>)], objective: Objective) -> Result<Coeffi
         plain: least_squares(plain.0, plain.1, INPUTS)?,
         seasonal: least_squares(seasonal.0, seasonal.1, SEASONAL_INPUTS).ok(),
         periods,
+        survival: None,
     })
+}
+
+/// The ages a long flow's going on is learnt for: the part of the window it has been sending
+/// for, in fifths, when it began in the window; and the windows it has been sending across when
+/// it began before one (1, 2, 3–4, 5–8, 9 or more).
+const AGES: usize = 10;
+
+fn age_of(sending_part: f64, windows: u32) -> usize {
+    match windows {
+        0 => ((sending_part * 5.0) as usize).min(4),
+        1 => 5,
+        2 => 6,
+        3..=4 => 7,
+        5..=8 => 8,
+        _ => 9,
+    }
+}
+
+/// Flows' worth of evidence the prior counts for against a fabric's own ([`Survival::part`]).
+const PRIOR_FLOWS: f64 = 20.0;
+
+/// A long flow still sending at a window's end, as the next window found it: its age, what it
+/// would send in a whole window at its rate, and what it sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Continued {
+    /// The destination it sends to (its window's entity: one in an anomaly teaches nothing).
+    pub destination: IpAddr,
+    age: usize,
+    full: f64,
+    sent: f64,
+}
+
+/// How long flows of each age went on in a fabric's history: per age, the flows seen still
+/// sending at a window's end, what they would have sent in the whole next window at their rate,
+/// and what they sent in it. Flow lengths differ from fabric to fabric — in one, a transfer
+/// lasting a second lasts seconds more; in another, transfers end within a few hundred
+/// milliseconds — so each learns its own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Survival {
+    pub flows: Vec<u64>,
+    pub full: Vec<f64>,
+    pub sent: Vec<f64>,
+}
+
+impl Survival {
+    pub fn learn(seen: &[Continued]) -> Self {
+        let mut s = Self {
+            flows: vec![0; AGES],
+            full: vec![0.0; AGES],
+            sent: vec![0.0; AGES],
+        };
+        for c in seen {
+            s.flows[c.age] += 1;
+            s.full[c.age] += c.full;
+            s.sent[c.age] += c.sent;
+        }
+        s
+    }
+
+    /// The part of a whole window at its rate a flow of `age` sends in the next: what its age
+    /// sent of it in the history, drawn towards `prior` (the flow sends on for as long again as
+    /// it has, at most the window) by [`PRIOR_FLOWS`] flows' worth.
+    fn part(&self, age: usize, prior: f64) -> f64 {
+        let n = self.flows.get(age).copied().unwrap_or(0);
+        if n == 0 {
+            return prior;
+        }
+        let typical = self.full[age] / n as f64;
+        (self.sent[age] + PRIOR_FLOWS * prior * typical) / (self.full[age] + PRIOR_FLOWS * typical)
+    }
+}
+
+/// A long flow still sending at the last window's end.
+#[derive(Clone, Copy, Debug)]
+struct Sending {
+    /// The windows it has been sending across (0: it began in the last one).
+    windows: u32,
+    age: usize,
+    full: f64,
 }
 
 /// Live forecasting: per series entity a short history, the models, and their evaluation.
@@ -431,6 +530,11 @@ pub struct Forecaster {
     /// Per series, per entity.
     history: BTreeMap<&'static str, FastMap<String, History>>,
     pub evaluation: BTreeMap<&'static str, Evaluation>,
+    /// The long flows still sending at the end of the window ending at `sending_at`.
+    sending: FastMap<FlowKey, Sending>,
+    sending_at: i64,
+    /// How those of the window before went on: learnt from at the next training.
+    continued: Vec<Continued>,
 }
 
 impl Forecaster {
@@ -441,6 +545,52 @@ impl Forecaster {
 
     pub fn models(&self) -> &BTreeMap<&'static str, Coefficients> {
         &self.models
+    }
+
+    /// How the long flows of the window before the last observed went on in it.
+    pub fn take_continued(&mut self) -> Vec<Continued> {
+        std::mem::take(&mut self.continued)
+    }
+
+    /// What `value`'s long flows still sending at its window's end send in the next window, at
+    /// their rate for the part of it flows of their age went on for; and how those of the
+    /// window before went on (`before`: the flows sending at its end, if it was the window just
+    /// before this one).
+    fn continuing_next(
+        &mut self,
+        value: &Value,
+        before: &mut FastMap<FlowKey, Sending>,
+        sending: &mut FastMap<FlowKey, Sending>,
+    ) -> f64 {
+        let survival = self
+            .models
+            .get(value.series)
+            .and_then(|m| m.survival.as_ref());
+        let mut next = 0.0;
+        for l in &value.long {
+            let was = l.began_before.then(|| before.remove(&l.key)).flatten();
+            if let (Some(was), Some(d)) = (was, l.key.1) {
+                self.continued.push(Continued {
+                    destination: d,
+                    age: was.age,
+                    full: was.full,
+                    sent: l.bytes,
+                });
+            }
+            let Some(full) = l.continuing else {
+                continue;
+            };
+            let windows = if l.began_before {
+                was.map_or(1, |w| w.windows + 1)
+            } else {
+                0
+            };
+            let age = age_of(l.sending_part, windows);
+            let prior = l.sending_part.min(1.0);
+            next += full * survival.map_or(prior, |s| s.part(age, prior));
+            sending.insert(l.key, Sending { windows, age, full });
+        }
+        next
     }
 
     /// Scores last window's forecasts against window `w`'s `values` ([`values`]), then
@@ -454,8 +604,15 @@ impl Forecaster {
         version: u64,
     ) -> Vec<Forecast> {
         let mut out = Vec::new();
+        // The long flows sending at the end of the window before, if it was the one just before.
+        let mut before = std::mem::take(&mut self.sending);
+        if self.sending_at + window_ns != w.end_ns {
+            before.clear();
+        }
+        let mut sending = FastMap::default();
         for value in values {
             let (series, v) = (value.series, value.value);
+            let continuing = self.continuing_next(value, &mut before, &mut sending);
             let h = by_entity(
                 self.history.entry(series).or_default(),
                 &value.entity,
@@ -484,7 +641,7 @@ impl Forecaster {
             let Some((linear, x)) = model.input(h) else {
                 continue;
             };
-            let predicted = (linear.predict(&x) * h.scale()).max(0.0) + value.continuing_next;
+            let predicted = (linear.predict(&x) * h.scale()).max(0.0) + continuing;
             h.pending = Some((predicted, v, h.baseline_ewma));
             out.push(Forecast {
                 series: series.to_string(),
@@ -498,6 +655,20 @@ impl Forecaster {
                 model_version: version,
             });
         }
+        // Flows sending at the window before's end that this one did not see sending from its
+        // start: ended (or paused) at the edge.
+        for (key, was) in before {
+            if let Some(d) = key.1 {
+                self.continued.push(Continued {
+                    destination: d,
+                    age: was.age,
+                    full: was.full,
+                    sent: 0.0,
+                });
+            }
+        }
+        self.sending = sending;
+        self.sending_at = w.end_ns;
         // Entities not seen for a while are forgotten (bounded state); a forecast for a window
         // the entity does not appear in is not scored.
         let horizon = w.end_ns - FORGET_AFTER * window_ns;
@@ -706,8 +877,69 @@ mod tests {
         assert_eq!((v.series, v.entity.as_str()), (SERIES[1], "10.0.0.1"));
         assert_eq!(v.value, 2190.0);
         assert_eq!(v.crossing, 1870.0);
-        assert!((v.continuing_next - 1600.0).abs() < 1e-6, "{v:?}");
         assert_eq!(v.rest(), 320.0);
+        // With no history of how the fabric's flows go on, each sends on for as long again as
+        // it has (at most the window): 1000 + 600.
+        let mut f = Forecaster::default();
+        let next = f.continuing_next(v, &mut FastMap::default(), &mut FastMap::default());
+        assert!((next - 1600.0).abs() < 1e-6, "{next}");
+    }
+
+    #[test]
+    fn long_flows_go_on_as_long_as_their_age_did_in_the_fabrics_history() {
+        // A fabric whose transfers last about three windows: one begun in a window is sending
+        // through the next, then through one more, and is gone in the window after.
+        let transfer = |end: i64, began: i64, id: u16| {
+            let from = if end == began { 0.5 } else { 0.0 };
+            let to = if end == began + 3 { 0.3 } else { 1.0 };
+            FlowRow {
+                src_port: Some(id),
+                ..flow(end, from, to, 1_000.0 * (to - from))
+            }
+        };
+        let flows_at = |end: i64| -> Vec<FlowRow> {
+            (0..=end)
+                .filter(|b| end - b <= 3)
+                .map(|b| transfer(end, b, b as u16))
+                .collect()
+        };
+        let mut f = Forecaster::default();
+        let mut continued = Vec::new();
+        for end in 1..=200 {
+            let w = window(end, flows_at(end));
+            f.observe(&w, &values(&w), SECOND, 1);
+            continued.extend(f.take_continued());
+        }
+        let s = Survival::learn(&continued);
+        // Begun half-way through a window: the whole next one at its rate, not half.
+        assert!(s.part(age_of(0.5, 0), 0.5) > 0.95, "{s:?}");
+        // Sending across one window: the whole next; across two: 0.3 of it (0.36, drawn
+        // towards the prior by its 20 flows' worth against 198 seen).
+        assert!(s.part(age_of(1.0, 1), 1.0) > 0.95, "{s:?}");
+        let two = s.part(age_of(1.0, 2), 1.0);
+        assert!((0.3..0.4).contains(&two), "{two} {s:?}");
+        // An age never seen keeps the prior.
+        assert_eq!(s.part(age_of(1.0, 12), 1.0), 1.0);
+        // The forecaster with the learnt survival forecasts the fabric's transfers so.
+        let mut rng = kplane_model::rng::Rng::new(13);
+        let mice: Vec<(String, Vec<f64>)> = (0..4)
+            .map(|k| {
+                let v = (0..40).map(|_| rng.real(0.5, 1.5)).collect();
+                (format!("e{k}"), v)
+            })
+            .collect();
+        let mut c = fit(&mice, Objective::Relative).unwrap();
+        c.survival = Some(s);
+        f.set_models(BTreeMap::from([(SERIES[1], c)]));
+        let mut learnt = Vec::new();
+        for end in 201..=240 {
+            let w = window(end, flows_at(end));
+            learnt = f.observe(&w, &values(&w), SECOND, 1);
+        }
+        // Window 240 has transfers begun at 237 (gone in the next), 238 (0.3 of the next) and
+        // 239 (all of it), and one begun in it (sends through the next): 0 + 300 + 1000 + 1000
+        // (360 for the second, as learnt).
+        assert!((learnt[0].predicted - 2_360.0).abs() < 100.0, "{learnt:?}");
     }
 
     #[test]
