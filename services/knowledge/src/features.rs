@@ -677,8 +677,9 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn an_addresss_late_flows_are_those_begun_in_the_windows_last_quarter() {
+    /// A window from 0 to 10 ns: 10.0.0.2 reaches three hosts (the third flow late), 10.0.0.3
+    /// one of them.
+    fn window_with_a_late_flow() -> Window {
         let mut w = Window::new(10);
         w.add(
             "flows",
@@ -689,7 +690,12 @@ mod tests {
                 ("10.0.0.3", "10.0.0.7", 80),
             ]),
         );
-        let s = w.samples(&FastSet::default());
+        w
+    }
+
+    #[test]
+    fn an_addresss_late_flows_are_those_begun_in_the_windows_last_quarter() {
+        let s = window_with_a_late_flow().samples(&FastSet::default());
         let late = |kind: EntityKind, ip: &str| {
             let x = &s
                 .iter()
@@ -710,15 +716,7 @@ mod tests {
 
     #[test]
     fn a_shifted_window_reads_as_the_window_it_was() {
-        let mut w = Window::new(10);
-        w.add(
-            "flows",
-            &flows(&[
-                ("10.0.0.2", "10.0.0.9", 80),
-                ("10.0.0.2", "10.0.0.8", 80),
-                ("10.0.0.2", "10.0.0.7", 80),
-            ]),
-        );
+        let w = window_with_a_late_flow();
         let mut moved = w.clone();
         moved.shift(3_600_000_000_000);
         assert_eq!(moved.end_ns, 3_600_000_000_010);
