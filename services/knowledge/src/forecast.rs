@@ -503,12 +503,17 @@ impl Survival {
     /// sent of it in the history, drawn towards `prior` (the flow sends on for as long again as
     /// it has, at most the window) by [`PRIOR_FLOWS`] flows' worth.
     fn part(&self, age: usize, prior: f64) -> f64 {
-        let n = self.flows.get(age).copied().unwrap_or(0);
-        if n == 0 {
+        // A registry edited or written by another version may hold fewer ages: those keep the prior.
+        let (Some(&n), Some(&full), Some(&sent)) =
+            (self.flows.get(age), self.full.get(age), self.sent.get(age))
+        else {
+            return prior;
+        };
+        if n == 0 || full <= 0.0 {
             return prior;
         }
-        let typical = self.full[age] / n as f64;
-        (self.sent[age] + PRIOR_FLOWS * prior * typical) / (self.full[age] + PRIOR_FLOWS * typical)
+        let typical = full / n as f64;
+        (sent + PRIOR_FLOWS * prior * typical) / (full + PRIOR_FLOWS * typical)
     }
 }
 
@@ -918,8 +923,13 @@ mod tests {
         assert!(s.part(age_of(1.0, 1), 1.0) > 0.95, "{s:?}");
         let two = s.part(age_of(1.0, 2), 1.0);
         assert!((0.3..0.4).contains(&two), "{two} {s:?}");
-        // An age never seen keeps the prior.
+        // An age never seen keeps the prior, as does one a short registry does not hold.
         assert_eq!(s.part(age_of(1.0, 12), 1.0), 1.0);
+        let short = Survival {
+            flows: vec![3; 6],
+            ..Survival::default()
+        };
+        assert_eq!(short.part(age_of(1.0, 1), 0.7), 0.7);
         // The forecaster with the learnt survival forecasts the fabric's transfers so.
         let mut rng = kplane_model::rng::Rng::new(13);
         let mice: Vec<(String, Vec<f64>)> = (0..4)
