@@ -2,7 +2,8 @@
 //! knowledge service, in virtual time. The models learn clean traffic; every scored run is a
 //! restarted service that loads them; a DDoS and a port scan are found, typed, explained and
 //! answered with a recommended block, a clean run raises no attack, an incast is congestion at
-//! its host, and the report and CSV are written. The emulator waits for the collector (pacing), so a slow machine takes longer but
+//! its host, and the report and CSV are written; `kplane eval replay` back-tests on the stores
+//! it left. The emulator waits for the collector (pacing), so a slow machine takes longer but
 //! sees the same reports.
 
 use std::path::PathBuf;
@@ -211,7 +212,69 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
             .unwrap_or_else(|| panic!("no raised_after_attack {ty} in {csv}"))
     };
     assert!(after("not_in_the_clean_run") <= after("all"), "{csv}");
+
+    replay_finds_the_ddos_and_forecasts_after_the_training(&out);
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `kplane eval replay` on the evaluation's stores: trained on the clean training run, it
+/// scores the DDoS run's windows as the live service did — the victim raised as a DDoS — and
+/// writes its forecasts, for windows moved to follow the training ones.
+fn replay_finds_the_ddos_and_forecasts_after_the_training(out: &std::path::Path) {
+    let stores = out.join("stores");
+    let ddos_run = std::fs::read_dir(&stores)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ft4-100m-ddos"))
+        })
+        .unwrap_or_else(|| panic!("no DDoS run's store in {}", stores.display()));
+    let (anomalies, forecasts) = (out.join("replayed.jsonl"), out.join("forecasts.jsonl"));
+    let run = Command::new(env!("CARGO_BIN_EXE_kplane"))
+        .args(["eval", "replay", "--train"])
+        .arg(stores.join("ft4-100m-train"))
+        .arg("--score")
+        .arg(&ddos_run)
+        .arg("--anomalies")
+        .arg(&anomalies)
+        .arg("--forecasts")
+        .arg(&forecasts)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let report = report_of(&run);
+    assert!(report.contains("| destination | ddos | 1 |"), "{report}");
+    assert!(report.contains("| RMSE model |"), "{report}");
+    let replayed: Vec<Value> = std::fs::read_to_string(&anomalies)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        replayed
+            .iter()
+            .any(|a| a["entity_kind"] == "destination" && a["type"] == "ddos"),
+        "{replayed:#?}"
+    );
+    let forecasts: Vec<Value> = std::fs::read_to_string(&forecasts)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // 90 windows of training, then the scored run's: every forecast is made after them.
+    assert!(
+        forecasts.iter().any(|f| f["series"] == "destination_bytes"),
+        "{forecasts:#?}"
+    );
+    assert!(
+        forecasts
+            .iter()
+            .all(|f| f["observed_end_ns"].as_i64() > Some(90_000_000_000)),
+        "{:#?}",
+        &forecasts[..3.min(forecasts.len())]
+    );
 }
 
 /// A train of `cache` microbursts converging on one host of a 1 Gb/s leaf-spine (an incast):
