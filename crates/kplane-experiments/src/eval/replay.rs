@@ -2,8 +2,8 @@
 //! one store's windows (as a cold start from history is) and then scores another store's
 //! windows in order (the live path: features, models, episodes, forecasts), with no retraining
 //! in between. It prints what was raised — per entity kind and type, and per hour — and the
-//! forecast errors (MAPE and RMSE) against the last-value, EWMA and seasonal-naive baselines. On a store of clean traffic,
-//! everything raised is a false alarm.
+//! forecast errors (MAPE and RMSE) against the last-value, EWMA and seasonal-naive baselines.
+//! On a store of clean traffic, everything raised is a false alarm.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
