@@ -43,13 +43,18 @@ fn eval_with_shipped_labels(out: &std::path::Path, args: &[&str]) -> String {
     report_of(&run)
 }
 
-/// The anomalies an evaluation wrote, each with its `eval` context.
-fn anomalies_of(out: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("anomalies.jsonl"))
+/// The JSON lines of a file.
+fn json_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The anomalies an evaluation wrote, each with its `eval` context.
+fn anomalies_of(out: &std::path::Path) -> Vec<Value> {
+    json_lines(&out.join("anomalies.jsonl"))
 }
 
 #[test]
@@ -247,22 +252,14 @@ fn replay_finds_the_ddos_and_forecasts_after_the_training(out: &std::path::Path)
     let report = report_of(&run);
     assert!(report.contains("| destination | ddos | 1 |"), "{report}");
     assert!(report.contains("| RMSE model |"), "{report}");
-    let replayed: Vec<Value> = std::fs::read_to_string(&anomalies)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let replayed = json_lines(&anomalies);
     assert!(
         replayed
             .iter()
             .any(|a| a["entity_kind"] == "destination" && a["type"] == "ddos"),
         "{replayed:#?}"
     );
-    let forecasts: Vec<Value> = std::fs::read_to_string(&forecasts)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let forecasts = json_lines(&forecasts);
     // 90 windows of training, then the scored run's: every forecast is made after them.
     assert!(
         forecasts.iter().any(|f| f["series"] == "destination_bytes"),
@@ -365,11 +362,7 @@ fn on_the_bmv2_lab_a_ddos_and_a_port_scan_drawn_from_the_seed_are_raised_and_typ
         .output()
         .unwrap();
     let report = report_of(&run);
-    let raised: Vec<Value> = std::fs::read_to_string(out.join("anomalies.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let raised = anomalies_of(&out);
     // What was raised, with why, and the services' warnings: what a failure needs explained.
     let report = format!(
         "{report}\n{}\n{}",
