@@ -74,19 +74,22 @@ pub struct Value {
     pub series: &'static str,
     pub entity: String,
     pub value: f64,
-    /// The part of `value` sent by long flows crossing an edge of the window (destinations):
-    /// those still sending at its end, forecast from their rate and age, and those that were
-    /// sending at its start, forecast so in the window before. The model forecasts the rest:
-    /// what new and short flows bring.
-    pub crossing: f64,
-    /// Those long flows.
+    /// The long flows crossing an edge of the window (destinations): those still sending at
+    /// its end, forecast from their rate and age, and those that were sending at its start,
+    /// forecast so in the window before.
     pub long: Vec<LongFlow>,
 }
 
 impl Value {
-    /// The part of the value the model forecasts: all but the crossing flows'.
+    /// The part of `value` the long flows sent.
+    pub fn crossing(&self) -> f64 {
+        self.long.iter().map(|l| l.bytes).sum()
+    }
+
+    /// The part of the value the model forecasts: all but the long flows' — what new and short
+    /// flows bring.
     pub fn rest(&self) -> f64 {
-        (self.value - self.crossing).max(0.0)
+        (self.value - self.crossing()).max(0.0)
     }
 }
 
@@ -123,7 +126,6 @@ pub fn values(w: &Window) -> Vec<Value> {
             series: SERIES[0],
             entity: link_entity(node, port),
             value: mean,
-            crossing: 0.0,
             long: Vec::new(),
         });
     }
@@ -143,7 +145,6 @@ pub fn values(w: &Window) -> Vec<Value> {
         series: SERIES[1],
         entity: d.to_string(),
         value,
-        crossing: long.iter().map(|l| l.bytes).sum(),
         long,
     }));
     out
@@ -881,7 +882,7 @@ mod tests {
         };
         assert_eq!((v.series, v.entity.as_str()), (SERIES[1], "10.0.0.1"));
         assert_eq!(v.value, 2190.0);
-        assert_eq!(v.crossing, 1870.0);
+        assert_eq!(v.crossing(), 1870.0);
         assert_eq!(v.rest(), 320.0);
         // With no history of how the fabric's flows go on, each sends on for as long again as
         // it has (at most the window): 1000 + 600.
