@@ -74,9 +74,38 @@ impl Output {
 #[derive(Debug)]
 struct Kept {
     samples: Vec<Sample>,
-    series: Vec<forecast::Value>,
+    series: Vec<KeptValue>,
     /// How the long flows of the window before went on in this one.
     continued: Vec<forecast::Continued>,
+}
+
+/// A series entity's value in a kept window: what its forecast model learns to forecast
+/// ([`forecast::Value::rest`]), `None` if the entity was in an anomaly then.
+#[derive(Debug)]
+struct KeptValue {
+    series: &'static str,
+    entity: String,
+    rest: Option<f64>,
+}
+
+impl KeptValue {
+    fn of(v: &forecast::Value, frozen: Option<&Frozen>) -> Self {
+        let in_anomaly = frozen.is_some_and(|f| f.contains(series_kind(v.series), &v.entity));
+        Self {
+            series: v.series,
+            entity: v.entity.clone(),
+            rest: (!in_anomaly).then(|| v.rest()),
+        }
+    }
+}
+
+/// The entity kind a forecast series is of.
+fn series_kind(series: &str) -> EntityKind {
+    if series == forecast::SERIES[0] {
+        EntityKind::Link
+    } else {
+        EntityKind::Destination
+    }
 }
 
 #[derive(Debug)]
@@ -415,6 +444,10 @@ impl Engine {
         samples.retain(|s| !frozen.contains(s.kind, &s.entity));
         let mut continued = self.forecaster.take_continued();
         continued.retain(|c| !frozen.contains(EntityKind::Destination, &c.destination.to_string()));
+        let series = series
+            .iter()
+            .map(|v| KeptValue::of(v, Some(&frozen)))
+            .collect();
         self.kept.push_back(Kept {
             samples,
             series,
@@ -662,7 +695,7 @@ impl Engine {
             let continued = self.forecaster.take_continued();
             self.kept.push_back(Kept {
                 samples,
-                series,
+                series: series.iter().map(|v| KeptValue::of(v, None)).collect(),
                 continued,
             });
             self.finalized_until = self.finalized_until.max(w.end_ns);
@@ -690,13 +723,13 @@ impl Engine {
             .iter()
             .flat_map(|k| k.samples.iter().cloned())
             .collect();
-        let mut series: BTreeMap<(&'static str, String), Vec<f64>> = BTreeMap::new();
+        let mut series: BTreeMap<(&'static str, String), Vec<Option<f64>>> = BTreeMap::new();
         for k in &self.kept {
             for v in &k.series {
                 series
                     .entry((v.series, v.entity.clone()))
                     .or_default()
-                    .push(v.rest());
+                    .push(v.rest);
             }
         }
         let continued: Vec<forecast::Continued> = self
@@ -817,7 +850,7 @@ fn flow_entity(a: &Alert) -> String {
 
 fn train(
     samples: &[Sample],
-    series: &BTreeMap<(&'static str, String), Vec<f64>>,
+    series: &BTreeMap<(&'static str, String), Vec<Option<f64>>>,
     continued: &[forecast::Continued],
     p: &TrainParams,
 ) -> Trained {
@@ -840,7 +873,7 @@ fn train(
     }
     let mut forecasts = BTreeMap::new();
     for s in forecast::SERIES {
-        let data: Vec<(String, Vec<f64>)> = series
+        let data: Vec<(String, Vec<Option<f64>>)> = series
             .iter()
             .filter(|((k, _), _)| *k == s)
             .map(|((_, e), v)| (e.clone(), v.clone()))
@@ -1338,6 +1371,33 @@ mod tests {
             .collect();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(raised.is_empty(), "{raised:?}");
+    }
+
+    #[test]
+    fn a_window_in_an_anomaly_is_kept_for_no_forecast_to_learn() {
+        let (mut e, dir) = engine("forecast-frozen");
+        let _ = std::fs::remove_dir_all(&dir);
+        e.window(&window(0, &LINKS));
+        e.open_episode(
+            (EntityKind::Link, "1:2".into()),
+            episode("1:2", AnomalyType::Unknown),
+        );
+        e.window(&window(1, &LINKS));
+        let kept = |k: &Kept| -> Vec<(String, bool)> {
+            k.series
+                .iter()
+                .map(|v| (v.entity.clone(), v.rest.is_some()))
+                .collect()
+        };
+        let before = kept(&e.kept[0]);
+        let during = kept(&e.kept[1]);
+        assert!(before.iter().all(|(_, learnt)| *learnt), "{before:?}");
+        assert!(during.contains(&("1:2".into(), false)), "{during:?}");
+        assert_eq!(
+            during.iter().filter(|(_, learnt)| !learnt).count(),
+            1,
+            "{during:?}"
+        );
     }
 
     #[test]

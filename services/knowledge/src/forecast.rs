@@ -316,20 +316,33 @@ fn forecast_seasonally(period: usize) -> bool {
 /// The period of a series in windows: the lag (2 to [`MAX_PERIOD`], at most a third of the
 /// series) with the highest autocorrelation — the shortest of those within a tenth of it, so
 /// that a period is not taken for its multiple — if that is at least [`MIN_AUTOCORRELATION`].
-pub fn period_of(values: &[f64]) -> Option<usize> {
+/// Windows without a value (`None`, an anomaly's) are left out of the correlation's pairs, which
+/// are scaled to the whole series' count.
+pub fn period_of(values: &[Option<f64>]) -> Option<usize> {
     let n = values.len();
     let longest = MAX_PERIOD.min(n / 3);
-    if longest < 2 {
+    let known = values.iter().flatten().count();
+    if longest < 2 || known == 0 {
         return None;
     }
-    let mean = values.iter().sum::<f64>() / n as f64;
-    let d: Vec<f64> = values.iter().map(|v| v - mean).collect();
-    let var: f64 = d.iter().map(|v| v * v).sum();
+    let mean = values.iter().flatten().sum::<f64>() / known as f64;
+    let d: Vec<Option<f64>> = values.iter().map(|v| v.map(|v| v - mean)).collect();
+    let var: f64 = d.iter().flatten().map(|v| v * v).sum::<f64>() * n as f64 / known as f64;
     if var <= 0.0 {
         return None;
     }
     let r: Vec<f64> = (2..=longest)
-        .map(|lag| d.iter().zip(&d[lag..]).map(|(a, b)| a * b).sum::<f64>() / var)
+        .map(|lag| {
+            let pairs: Vec<f64> = d
+                .iter()
+                .zip(&d[lag..])
+                .filter_map(|(a, b)| Some((*a)? * (*b)?))
+                .collect();
+            if pairs.is_empty() {
+                return 0.0;
+            }
+            pairs.iter().sum::<f64>() * (n - lag) as f64 / pairs.len() as f64 / var
+        })
         .collect();
     let best = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if best < MIN_AUTOCORRELATION {
@@ -387,19 +400,25 @@ fn least_squares(rows: Vec<f64>, targets: Vec<f64>, inputs: usize) -> Result<Lin
 }
 
 /// Fits one series' models for `objective` on consecutive values per entity (oldest first; the
-/// values the model forecasts, [`Value::rest`]):
+/// values the model forecasts, [`Value::rest`]; `None` for a window in an anomaly):
 /// each entity's period ([`period_of`]), the plain model on every entity's windows and the
-/// seasonal model on the windows of entities with a period. Windows with a value of zero are
-/// skipped for the relative objective (a relative error is undefined there). A seasonal model
-/// that cannot be fitted leaves the plain one for every entity.
+/// seasonal model on the windows of entities with a period. A window in an anomaly cuts its
+/// entity's series: the stretches between are fitted as if each were an entity of its own, so
+/// that an anomaly's values are neither a target nor an input of any row (what the models learn
+/// is normal). Windows with a value of zero are skipped for the relative objective (a relative
+/// error is undefined there). A seasonal model that cannot be fitted leaves the plain one for
+/// every entity.
 pub fn fit(
-    series: &[(String, Vec<f64>)],
+    series: &[(String, Vec<Option<f64>>)],
     objective: Objective,
 ) -> Result<Coefficients, crate::KnowledgeError> {
     fit_all(series, objective).map_err(crate::KnowledgeError::Training)
 }
 
-fn fit_all(series: &[(String, Vec<f64>)], objective: Objective) -> Result<Coefficients, String> {
+fn fit_all(
+    series: &[(String, Vec<Option<f64>>)],
+    objective: Objective,
+) -> Result<Coefficients, String> {
     let periods: BTreeMap<String, usize> = series
         .iter()
         .filter_map(|(e, v)| period_of(v).map(|p| (e.clone(), p)))
@@ -411,7 +430,11 @@ fn fit_all(series: &[(String, Vec<f64>)], objective: Objective) -> Result<Coeffi
             .copied()
             .filter(|p| forecast_seasonally(*p));
         let mut h = History::default();
-        for &v in values {
+        for value in values {
+            let Some(v) = *value else {
+                h = History::default();
+                continue;
+            };
             // A value beyond what its recent mean could hold (an entity waking up from
             // silence, where the scale is ~0) is a change of regime, not a level to fit: it
             // is capped where a burst within the recent values would be.
@@ -694,6 +717,25 @@ impl Forecaster {
 mod tests {
     use super::*;
 
+    /// `series` as training reads it when none of its windows was in an anomaly.
+    fn clean(series: &[(String, Vec<f64>)]) -> Vec<(String, Vec<Option<f64>>)> {
+        series
+            .iter()
+            .map(|(e, v)| (e.clone(), v.iter().copied().map(Some).collect()))
+            .collect()
+    }
+
+    fn fit_clean(
+        series: &[(String, Vec<f64>)],
+        objective: Objective,
+    ) -> Result<Coefficients, crate::KnowledgeError> {
+        fit(&clean(series), objective)
+    }
+
+    fn period_clean(values: &[f64]) -> Option<usize> {
+        period_of(&values.iter().copied().map(Some).collect::<Vec<_>>())
+    }
+
     /// Forecasts `values` with `c` as the live path does; the errors of the model and its
     /// baselines over the windows after the first `skip`.
     fn replay(c: &Coefficients, entity: &str, values: &[f64], skip: usize) -> Evaluation {
@@ -724,12 +766,12 @@ mod tests {
             })
             .collect();
         for objective in [Objective::Relative, Objective::Absolute] {
-            let c = fit(&series, objective).unwrap();
+            let c = fit_clean(&series, objective).unwrap();
             assert_eq!(c.periods.get("e1"), Some(&4));
             let eval = replay(&c, "e1", &series[1].1, 8);
             assert!(eval.model.mape() < eval.ewma.mape() * 0.8, "{eval:?}");
             assert!(eval.model.rmse() < eval.last_value.rmse(), "{eval:?}");
-            assert!(fit(&[("e".into(), vec![1.0, 2.0])], objective).is_err());
+            assert!(fit_clean(&[("e".into(), vec![1.0, 2.0])], objective).is_err());
         }
     }
 
@@ -752,7 +794,7 @@ mod tests {
                 (format!("e{k}"), v)
             })
             .collect();
-        let c = fit(&series, Objective::Relative).unwrap();
+        let c = fit_clean(&series, Objective::Relative).unwrap();
         assert_eq!(c.periods.get("e0"), Some(&15), "{:?}", c.periods);
         assert_eq!(
             c.periods.get("e4"),
@@ -793,11 +835,21 @@ mod tests {
             [vec![0.0; 20], vec![900.0; 5], vec![0.0; 20]].concat(),
         ));
         let busy = vec![800.0; 40];
-        let absolute = replay(&fit(&series, Objective::Absolute).unwrap(), "b", &busy, 20);
-        let relative = replay(&fit(&series, Objective::Relative).unwrap(), "b", &busy, 20);
+        let absolute = replay(
+            &fit_clean(&series, Objective::Absolute).unwrap(),
+            "b",
+            &busy,
+            20,
+        );
+        let relative = replay(
+            &fit_clean(&series, Objective::Relative).unwrap(),
+            "b",
+            &busy,
+            20,
+        );
         let growing: Vec<f64> = (0..40).map(|i| 100.0 + 20.0 * f64::from(i)).collect();
         let g = replay(
-            &fit(&series, Objective::Absolute).unwrap(),
+            &fit_clean(&series, Objective::Absolute).unwrap(),
             "g",
             &growing,
             20,
@@ -821,7 +873,7 @@ mod tests {
                 (format!("l{k}"), v)
             })
             .collect();
-        let c = fit(&series, Objective::Absolute).unwrap();
+        let c = fit_clean(&series, Objective::Absolute).unwrap();
         // The period is kept (the seasonal-naive baseline reads it), the seasonal model unused.
         assert_eq!(c.periods.get("l0"), Some(&2));
         assert!(c.seasonal.is_none(), "{c:?}");
@@ -939,7 +991,7 @@ mod tests {
                 (format!("e{k}"), v)
             })
             .collect();
-        let mut c = fit(&mice, Objective::Relative).unwrap();
+        let mut c = fit_clean(&mice, Objective::Relative).unwrap();
         c.survival = Some(s);
         f.set_models(BTreeMap::from([(SERIES[1], c)]));
         let mut learnt = Vec::new();
@@ -967,7 +1019,7 @@ mod tests {
         let mut f = Forecaster::default();
         f.set_models(BTreeMap::from([(
             SERIES[1],
-            fit(&series, Objective::Relative).unwrap(),
+            fit_clean(&series, Objective::Relative).unwrap(),
         )]));
         // Windows 1-20 mice only; a transfer of 10 000 bytes a second from 20.5 s to 30.3 s.
         let mut forecasts = Vec::new();
@@ -1001,11 +1053,52 @@ mod tests {
     }
 
     #[test]
+    fn an_anomalys_windows_teach_the_forecasts_nothing() {
+        // Noise around 100; e0 has a job every 15 windows, and a flood of 50 times its level
+        // over windows 300-329, which training reads as an anomaly's (`None`).
+        let mut rng = kplane_model::rng::Rng::new(5);
+        let series: Vec<(String, Vec<f64>)> = (0..4)
+            .map(|k| {
+                let v = (0..600)
+                    .map(|i| {
+                        let job = if k == 0 && i % 15 < 4 { 300.0 } else { 0.0 };
+                        100.0 * rng.real(0.8, 1.2) + job
+                    })
+                    .collect();
+                (format!("e{k}"), v)
+            })
+            .collect();
+        let flood = 300..330;
+        let read = |flagged: bool| -> Vec<(String, Vec<Option<f64>>)> {
+            let mut s = clean(&series);
+            for i in flood.clone() {
+                s[0].1[i] = (!flagged).then_some(series[0].1[i] * 50.0);
+            }
+            s
+        };
+        let c = fit(&read(true), Objective::Relative).unwrap();
+        assert_eq!(c.periods.get("e0"), Some(&15), "{:?}", c.periods);
+        // The models are those fitted on the stretches either side of the flood, as if each
+        // were an entity of its own: the flood's values are neither a target nor an input.
+        let mut apart = clean(&series);
+        apart[0].1.truncate(flood.start);
+        apart.insert(
+            1,
+            ("e0 after".into(), clean(&series)[0].1[flood.end..].to_vec()),
+        );
+        let a = fit(&apart, Objective::Relative).unwrap();
+        assert_eq!((&c.plain, &c.seasonal), (&a.plain, &a.seasonal));
+        // Read as normal, the flood would have moved them.
+        let taught = fit(&read(false), Objective::Relative).unwrap();
+        assert_ne!(taught.plain, c.plain);
+    }
+
+    #[test]
     fn period_of_needs_three_periods_and_a_correlation() {
         let v: Vec<f64> = (0..30).map(|i| f64::from(i % 12 < 3)).collect();
-        assert_eq!(period_of(&v), None, "two and a half periods");
+        assert_eq!(period_clean(&v), None, "two and a half periods");
         let v: Vec<f64> = (0..60).map(|i| f64::from(i % 12 < 3)).collect();
-        assert_eq!(period_of(&v), Some(12));
-        assert_eq!(period_of(&[5.0; 100]), None);
+        assert_eq!(period_clean(&v), Some(12));
+        assert_eq!(period_clean(&[5.0; 100]), None);
     }
 }
