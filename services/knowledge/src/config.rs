@@ -36,6 +36,9 @@ pub struct Config {
     pub false_alarms_per_hour: f64,
     /// Windows below threshold that close an anomaly.
     pub close_after: u32,
+    /// Windows of an `unknown` anomaly over its threshold before it is raised (1: at once). A
+    /// typed one is raised at its first window.
+    pub unknown_after: u32,
     /// An `unknown` episode that lasts this long ends as settled: the change is the entity's
     /// usual from then on. `0s`: never.
     #[serde(with = "humantime_serde")]
@@ -72,6 +75,7 @@ impl Default for Config {
             calibration_folds: 4,
             false_alarms_per_hour: 1.0,
             close_after: 2,
+            unknown_after: 2,
             settle_after: Duration::from_secs(15 * 60),
             window: Duration::from_secs(1),
             stale_after: Duration::from_secs(30),
@@ -102,8 +106,10 @@ impl kplane_runtime::Validate for Config {
         if self.false_alarms_per_hour <= 0.0 {
             problems.push("knowledge.false-alarms-per-hour: must be above 0".into());
         }
-        if self.close_after == 0 || self.retrain_every == 0 {
-            problems.push("knowledge.close-after and retrain-every: must be at least 1".into());
+        if self.close_after == 0 || self.unknown_after == 0 || self.retrain_every == 0 {
+            problems.push(
+                "knowledge.close-after, unknown-after and retrain-every: must be at least 1".into(),
+            );
         }
     }
 }

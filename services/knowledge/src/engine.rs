@@ -51,6 +51,8 @@ pub struct EngineConfig {
     pub training_windows: usize,
     pub retrain_every: usize,
     pub close_after: u32,
+    /// Windows of an `unknown` episode over its threshold before it is raised.
+    pub unknown_after: u32,
     /// An `unknown` episode this long settles (0: never).
     pub settle_after_ns: i64,
     pub train: TrainParams,
@@ -113,6 +115,11 @@ struct Episode {
     anomaly: Anomaly,
     below: u32,
     touched: bool,
+    /// Its start was published. An `unknown` episode is held until it has been over its
+    /// threshold in `unknown_after` windows — an outlier no fault's definition explains is
+    /// noise until it lasts — and one that ends before is never published; its entity learns
+    /// nothing meanwhile all the same.
+    raised: bool,
 }
 
 /// Models produced by a training.
@@ -329,7 +336,7 @@ impl Engine {
                 recommendations: Vec::new(),
                 settled: false,
             };
-            out.anomalies.push(self.open_episode(key, anomaly));
+            out.anomalies.extend(self.open_episode(key, anomaly));
         }
         out
     }
@@ -541,16 +548,29 @@ impl Engine {
                 // moments (or a concurrent transfer that hid it): the first later window with a
                 // type gives an untyped episode its type, as it would a new episode.
                 let typed_now = takes_type(a.anomaly_type, typed.0);
-                if typed_now || grew || joined || score > a.score * 1.2 || a.windows % 10 == 0 {
-                    if typed_now {
-                        let kept = std::mem::take(&mut a.explanation.blast_radius.collateral);
-                        set_type(a, typed, m, s, w);
-                        a.explanation.blast_radius.collateral = kept;
-                        a.explanation.blast_radius.reverse_link =
-                            self.baselines.reverse_of(&s.entity).map(str::to_string);
-                    }
+                if typed_now {
+                    let kept = std::mem::take(&mut a.explanation.blast_radius.collateral);
+                    set_type(a, typed, m, s, w);
+                    a.explanation.blast_radius.collateral = kept;
+                    a.explanation.blast_radius.reverse_link =
+                        self.baselines.reverse_of(&s.entity).map(str::to_string);
+                }
+                let phase = if ep.raised {
+                    AnomalyPhase::Update
+                } else {
+                    AnomalyPhase::Start
+                };
+                if !ep.raised && raises(a, self.cfg.unknown_after)
+                    || ep.raised
+                        && (typed_now
+                            || grew
+                            || joined
+                            || score > a.score * 1.2
+                            || a.windows % 10 == 0)
+                {
+                    ep.raised = true;
                     a.score = a.score.max(score);
-                    a.phase = AnomalyPhase::Update;
+                    a.phase = phase;
                     out.push(a.clone());
                 }
                 continue;
@@ -581,7 +601,7 @@ impl Engine {
             opened.push((key, anomaly));
         }
         for (key, anomaly) in opened {
-            out.push(self.open_episode(key, anomaly));
+            out.extend(self.open_episode(key, anomaly));
         }
         let close_after = self.cfg.close_after;
         let mut closed = Vec::new();
@@ -595,7 +615,7 @@ impl Engine {
             }
         }
         for k in closed {
-            if let Some(mut ep) = self.episodes.remove(&k) {
+            if let Some(mut ep) = self.episodes.remove(&k).filter(|ep| ep.raised) {
                 ep.anomaly.end_ns = Some(ep.anomaly.last_ns);
                 ep.anomaly.phase = AnomalyPhase::End;
                 out.push(ep.anomaly);
@@ -616,6 +636,7 @@ impl Engine {
             .iter()
             .filter(|(_, ep)| {
                 after > 0
+                    && ep.raised
                     && ep.anomaly.anomaly_type == AnomalyType::Unknown
                     && now_ns - ep.anomaly.start_ns >= after
             })
@@ -663,23 +684,29 @@ impl Engine {
         }
     }
 
-    /// Starts tracking a new episode; returns its `start` message.
-    fn open_episode(&mut self, key: (EntityKind, String), anomaly: Anomaly) -> Anomaly {
-        let start = anomaly.clone();
+    /// Starts tracking a new episode; returns its `start` message if it is raised at once.
+    fn open_episode(&mut self, key: (EntityKind, String), anomaly: Anomaly) -> Option<Anomaly> {
+        let raised = raises(&anomaly, self.cfg.unknown_after);
+        let start = raised.then(|| anomaly.clone());
         self.episodes.insert(
             key,
             Episode {
                 anomaly,
                 below: 0,
                 touched: true,
+                raised,
             },
         );
         start
     }
 
-    /// Open episodes.
+    /// Open episodes (those raised).
     pub fn open(&self) -> Vec<&Anomaly> {
-        self.episodes.values().map(|e| &e.anomaly).collect()
+        self.episodes
+            .values()
+            .filter(|e| e.raised)
+            .map(|e| &e.anomaly)
+            .collect()
     }
 
     /// Learns from the history given (the store's windows at start), before any live window:
@@ -897,6 +924,11 @@ fn train(
     }
 }
 
+/// Whether episode `a` is raised by now: typed, or `unknown` for `unknown_after` windows.
+fn raises(a: &Anomaly, unknown_after: u32) -> bool {
+    a.anomaly_type != AnomalyType::Unknown || a.windows >= unknown_after
+}
+
 /// Whether an open episode of type `episode` takes the type a later window of it has: only
 /// an untyped one, from the first window with a type (it keeps the type it has otherwise).
 fn takes_type(episode: AnomalyType, window: AnomalyType) -> bool {
@@ -1032,6 +1064,7 @@ mod tests {
             training_windows: 1_000,
             retrain_every: 1_000_000,
             close_after: 2,
+            unknown_after: 2,
             settle_after_ns: 0,
             train: TrainParams {
                 detector: "kmeans".into(),
@@ -1329,7 +1362,9 @@ mod tests {
         let ends: Vec<_> = phases.iter().filter(|p| p.1 == AnomalyPhase::End).collect();
         assert_eq!(ends.len(), 1, "{phases:?}");
         let (ended, _, _, settled) = *ends[0];
-        assert!(settled && ended - opened >= 19, "{phases:?}");
+        // Raised from its second window (`unknown_after`), settled 2 s after its first (90).
+        assert_eq!(opened, 91, "{phases:?}");
+        assert!(settled && ended - 90 >= 19, "{phases:?}");
         assert_eq!(
             phases.last().unwrap().1,
             AnomalyPhase::End,
@@ -1339,6 +1374,44 @@ mod tests {
             e.settled.is_empty(),
             "two trainings since: it may be raised again"
         );
+    }
+
+    #[test]
+    fn an_unexplained_outlier_is_raised_only_once_it_lasts() {
+        let (mut e, dir) = engine("unknown-after");
+        for i in 0..90 {
+            e.window(&window(i, &LINKS));
+            e.wait_for_training();
+        }
+        let raised = |e: &mut Engine, w: &Window| -> Vec<(AnomalyPhase, AnomalyType, u32)> {
+            e.window(w)
+                .anomalies
+                .into_iter()
+                .filter(|a| a.entity == "1:2")
+                .map(|a| (a.phase, a.anomaly_type, a.windows))
+                .collect()
+        };
+        // One window of link 1:2 at 95 % of its capacity, then its usual: nothing, not even an
+        // end, though its habit did not learn the outlier.
+        let mut seen = raised(&mut e, &busy_window(90, &LINKS, &[(1, 2)]));
+        assert!(e.open().is_empty());
+        for i in 91..96 {
+            seen.extend(raised(&mut e, &window(i, &LINKS)));
+        }
+        assert!(seen.is_empty(), "{seen:?}");
+        // Three windows of it: raised from the second, as begun in the first.
+        assert!(raised(&mut e, &busy_window(96, &LINKS, &[(1, 2)])).is_empty());
+        let second = raised(&mut e, &busy_window(97, &LINKS, &[(1, 2)]));
+        assert_eq!(
+            second,
+            [(AnomalyPhase::Start, AnomalyType::Unknown, 2)],
+            "{second:?}"
+        );
+        assert_eq!(
+            e.open()[0].start_ns,
+            window(96, &LINKS).end_ns - e.window_ns
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1404,6 +1477,8 @@ mod tests {
     fn an_attack_that_lasts_does_not_settle() {
         let (mut e, dir) = engine("no-settle");
         e.cfg.settle_after_ns = 1;
+        // Raised at their first window.
+        e.cfg.unknown_after = 1;
         let _ = std::fs::remove_dir_all(&dir);
         for (entity, t) in [
             ("10.0.0.1", AnomalyType::Ddos),

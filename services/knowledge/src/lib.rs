@@ -76,6 +76,7 @@ impl Config {
             training_windows: self.training_windows,
             retrain_every: self.retrain_every,
             close_after: self.close_after,
+            unknown_after: self.unknown_after,
             settle_after_ns: self.settle_after.as_nanos() as i64,
             train: TrainParams {
                 detector: self.detector.clone(),
