@@ -555,22 +555,19 @@ impl Engine {
                     a.explanation.blast_radius.reverse_link =
                         self.baselines.reverse_of(&s.entity).map(str::to_string);
                 }
-                let phase = if ep.raised {
-                    AnomalyPhase::Update
+                let publish = if ep.raised {
+                    typed_now || grew || joined || score > a.score * 1.2 || a.windows % 10 == 0
                 } else {
-                    AnomalyPhase::Start
+                    raises(a, self.cfg.unknown_after)
                 };
-                if !ep.raised && raises(a, self.cfg.unknown_after)
-                    || ep.raised
-                        && (typed_now
-                            || grew
-                            || joined
-                            || score > a.score * 1.2
-                            || a.windows % 10 == 0)
-                {
+                if publish {
+                    a.phase = if ep.raised {
+                        AnomalyPhase::Update
+                    } else {
+                        AnomalyPhase::Start
+                    };
                     ep.raised = true;
                     a.score = a.score.max(score);
-                    a.phase = phase;
                     out.push(a.clone());
                 }
                 continue;

@@ -732,6 +732,24 @@ mod tests {
         fit(&clean(series), objective)
     }
 
+    /// `entities` series of 600 windows of noise around 100, with 300 more in the windows `job`
+    /// says (entity, window).
+    fn noise_and_jobs(
+        seed: u64,
+        entities: usize,
+        job: impl Fn(usize, usize) -> bool,
+    ) -> Vec<(String, Vec<f64>)> {
+        let mut rng = kplane_model::rng::Rng::new(seed);
+        (0..entities)
+            .map(|k| {
+                let v = (0..600)
+                    .map(|i| 100.0 * rng.real(0.8, 1.2) + if job(k, i) { 300.0 } else { 0.0 })
+                    .collect();
+                (format!("e{k}"), v)
+            })
+            .collect()
+    }
+
     fn period_clean(values: &[f64]) -> Option<usize> {
         period_of(&values.iter().copied().map(Some).collect::<Vec<_>>())
     }
@@ -778,22 +796,7 @@ mod tests {
     #[test]
     fn a_periodic_job_is_found_and_its_edges_forecast() {
         // Noise around 100, and every 15 windows a job of 4 windows that adds 300.
-        let mut rng = kplane_model::rng::Rng::new(7);
-        let series: Vec<(String, Vec<f64>)> = (0..6)
-            .map(|k| {
-                let v = (0..600)
-                    .map(|i| {
-                        let job = if k < 3 && (i + 5 * k) % 15 < 4 {
-                            300.0
-                        } else {
-                            0.0
-                        };
-                        100.0 * rng.real(0.8, 1.2) + job
-                    })
-                    .collect();
-                (format!("e{k}"), v)
-            })
-            .collect();
+        let series = noise_and_jobs(7, 6, |k, i| k < 3 && (i + 5 * k) % 15 < 4);
         let c = fit_clean(&series, Objective::Relative).unwrap();
         assert_eq!(c.periods.get("e0"), Some(&15), "{:?}", c.periods);
         assert_eq!(
@@ -1056,18 +1059,7 @@ mod tests {
     fn an_anomalys_windows_teach_the_forecasts_nothing() {
         // Noise around 100; e0 has a job every 15 windows, and a flood of 50 times its level
         // over windows 300-329, which training reads as an anomaly's (`None`).
-        let mut rng = kplane_model::rng::Rng::new(5);
-        let series: Vec<(String, Vec<f64>)> = (0..4)
-            .map(|k| {
-                let v = (0..600)
-                    .map(|i| {
-                        let job = if k == 0 && i % 15 < 4 { 300.0 } else { 0.0 };
-                        100.0 * rng.real(0.8, 1.2) + job
-                    })
-                    .collect();
-                (format!("e{k}"), v)
-            })
-            .collect();
+        let series = noise_and_jobs(5, 4, |k, i| k == 0 && i % 15 < 4);
         let flood = 300..330;
         let read = |flagged: bool| -> Vec<(String, Vec<Option<f64>>)> {
             let mut s = clean(&series);
