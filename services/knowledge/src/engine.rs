@@ -138,6 +138,8 @@ pub struct Counts {
     /// Windows in which most expected links were missing (no link silence judged).
     pub telemetry_gaps: u64,
     pub late_results: u64,
+    /// `unknown` episodes that ended before `unknown_after` windows over their threshold: not raised.
+    pub unknown_not_raised: u64,
     pub entity_windows: u64,
     pub trainings_ok: u64,
     pub trainings_failed: u64,
@@ -612,11 +614,16 @@ impl Engine {
             }
         }
         for k in closed {
-            if let Some(mut ep) = self.episodes.remove(&k).filter(|ep| ep.raised) {
-                ep.anomaly.end_ns = Some(ep.anomaly.last_ns);
-                ep.anomaly.phase = AnomalyPhase::End;
-                out.push(ep.anomaly);
+            let Some(mut ep) = self.episodes.remove(&k) else {
+                continue;
+            };
+            if !ep.raised {
+                self.counts.unknown_not_raised += 1;
+                continue;
             }
+            ep.anomaly.end_ns = Some(ep.anomaly.last_ns);
+            ep.anomaly.phase = AnomalyPhase::End;
+            out.push(ep.anomaly);
         }
         out.extend(self.settle(w.end_ns));
         out
@@ -1396,6 +1403,7 @@ mod tests {
             seen.extend(raised(&mut e, &window(i, &LINKS)));
         }
         assert!(seen.is_empty(), "{seen:?}");
+        assert_eq!(e.counts.unknown_not_raised, 1);
         // Three windows of it: raised from the second, as begun in the first.
         assert!(raised(&mut e, &busy_window(96, &LINKS, &[(1, 2)])).is_empty());
         let second = raised(&mut e, &busy_window(97, &LINKS, &[(1, 2)]));

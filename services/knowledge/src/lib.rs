@@ -360,6 +360,10 @@ impl Service {
             .inc_by(c.late_results.saturating_sub(m.late_results.get()));
         m.telemetry_gaps
             .inc_by(c.telemetry_gaps.saturating_sub(m.telemetry_gaps.get()));
+        m.unknown_not_raised.inc_by(
+            c.unknown_not_raised
+                .saturating_sub(m.unknown_not_raised.get()),
+        );
         for (result, n) in [("ok", c.trainings_ok), ("failed", c.trainings_failed)] {
             let counter = m.trainings.get_or_create(&ResultLabel { result });
             counter.inc_by(n.saturating_sub(counter.get()));

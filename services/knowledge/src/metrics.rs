@@ -22,6 +22,7 @@ pub struct KnowledgeMetrics {
     pub entity_windows: Counter,
     pub late_results: Counter,
     pub telemetry_gaps: Counter,
+    pub unknown_not_raised: Counter,
     pub undecodable: Counter,
     pub consume_errors: Counter,
     pub anomalies: Family<TypeLabel, Counter>,
@@ -47,6 +48,11 @@ impl KnowledgeMetrics {
             "telemetry_gaps",
             "Windows in which most expected links were missing: a gap in the telemetry, not link failures",
             self.telemetry_gaps.clone(),
+        );
+        r.register(
+            "unknown_not_raised",
+            "Outliers no anomaly type explains that ended before `unknown-after` windows over their threshold (not raised)",
+            self.unknown_not_raised.clone(),
         );
         r.register(
             "entity_windows",
