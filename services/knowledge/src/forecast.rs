@@ -333,15 +333,15 @@ pub fn period_of(values: &[Option<f64>]) -> Option<usize> {
     }
     let r: Vec<f64> = (2..=longest)
         .map(|lag| {
-            let pairs: Vec<f64> = d
+            let (sum, pairs) = d
                 .iter()
                 .zip(&d[lag..])
                 .filter_map(|(a, b)| Some((*a)? * (*b)?))
-                .collect();
-            if pairs.is_empty() {
+                .fold((0.0, 0), |(sum, k), p| (sum + p, k + 1));
+            if pairs == 0 {
                 return 0.0;
             }
-            pairs.iter().sum::<f64>() * (n - lag) as f64 / pairs.len() as f64 / var
+            sum * (n - lag) as f64 / pairs as f64 / var
         })
         .collect();
     let best = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
