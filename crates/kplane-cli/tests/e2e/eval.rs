@@ -223,8 +223,9 @@ fn a_ddos_and_a_port_scan_are_found_typed_and_explained_and_clean_traffic_raises
 }
 
 /// `kplane eval replay` on the evaluation's stores: trained on the clean training run, it
-/// scores the DDoS run's windows as the live service did — the victim raised as a DDoS — and
-/// writes its forecasts, for windows moved to follow the training ones.
+/// scores the DDoS run's windows as the live service did — the victim raised as a DDoS, its
+/// episode written from start to end — and writes its forecasts, for windows moved to follow
+/// the training ones.
 fn replay_finds_the_ddos_and_forecasts_after_the_training(out: &std::path::Path) {
     let stores = out.join("stores");
     let ddos_run = std::fs::read_dir(&stores)
@@ -253,12 +254,18 @@ fn replay_finds_the_ddos_and_forecasts_after_the_training(out: &std::path::Path)
     assert!(report.contains("| destination | ddos | 1 |"), "{report}");
     assert!(report.contains("| RMSE model |"), "{report}");
     let replayed = json_lines(&anomalies);
-    assert!(
-        replayed
-            .iter()
-            .any(|a| a["entity_kind"] == "destination" && a["type"] == "ddos"),
-        "{replayed:#?}"
-    );
+    let victim = replayed
+        .iter()
+        .find(|a| a["entity_kind"] == "destination" && a["type"] == "ddos")
+        .unwrap_or_else(|| panic!("no DDoS victim replayed: {replayed:#?}"));
+    // Every phase is written: the flood ends inside the run, and so does its episode.
+    let phases: Vec<_> = replayed
+        .iter()
+        .filter(|a| a["id"] == victim["id"])
+        .map(|a| a["phase"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(phases.first(), Some(&"start"), "{phases:?}");
+    assert_eq!(phases.last(), Some(&"end"), "{phases:?}");
     let forecasts = json_lines(&forecasts);
     // 90 windows of training, then the scored run's: every forecast is made after them.
     assert!(

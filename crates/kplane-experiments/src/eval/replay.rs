@@ -35,7 +35,8 @@ pub struct ReplayArgs {
     /// false-alarms-per-hour`): what a looser or stricter calibration would have raised.
     #[arg(long, default_value_t = 1.0)]
     false_alarms_per_hour: f64,
-    /// Every raised anomaly as a JSON line.
+    /// Every anomaly record the service published, as a JSON line: each episode's `start`,
+    /// its `update`s (a type that changed, a peak) and its `end`, as on `int.anomalies`.
     #[arg(long)]
     anomalies: Option<PathBuf>,
     /// Every forecast as a JSON line (`forecasts/v1`: what the window turned out to be is the
@@ -131,7 +132,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
         forecast_table(&[("all", "", &errors)], "replay", &mut Csv::default())
     );
     if let Some(p) = &a.anomalies {
-        write_lines(p, &started_ones)?;
+        write_lines(p, &anomalies)?;
     }
     if let Some(p) = &a.forecasts {
         write_lines(p, &forecasts)?;
