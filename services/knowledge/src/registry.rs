@@ -111,8 +111,9 @@ impl Registry {
     }
 }
 
-/// The labelled anomalies the classifier learns from: `<state-dir>/types.json` if present,
-/// else the set shipped with kplane (empty today: see docs/knowledge.md).
+/// The labelled anomalies the type definitions' confidences are measured on:
+/// `<state-dir>/types.json` if present, else the set shipped with kplane (the four emulator
+/// families' training variants: docs/knowledge.md, "Confidence is measured").
 pub fn labelled(dir: &Path) -> Result<Vec<Labelled>, KnowledgeError> {
     let p = dir.join(Registry::TYPES_FILE);
     let text = match std::fs::read_to_string(&p) {
