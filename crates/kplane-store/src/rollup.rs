@@ -102,7 +102,10 @@ const ROLLED: [Rolled; 3] = [
         keys: "partition, node_id, egress_port, next_node_id",
         aggregates: "sum(samples) AS samples, \
             sum(tx_utilization_mean * samples) / nullif(sum(samples), 0) AS tx_utilization_mean, \
-            max(tx_utilization_max) AS tx_utilization_max",
+            max(tx_utilization_max) AS tx_utilization_max, \
+            last_value(end_samples ORDER BY window_start) AS end_samples, \
+            last_value(tx_utilization_end_mean ORDER BY window_start) \
+              AS tx_utilization_end_mean",
     },
 ];
 

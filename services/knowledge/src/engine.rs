@@ -81,13 +81,13 @@ struct Kept {
     continued: Vec<forecast::Continued>,
 }
 
-/// A series entity's value in a kept window: what its forecast model learns to forecast
-/// ([`forecast::Value::rest`]), `None` if the entity was in an anomaly then.
+/// A series entity's window in a kept window: what its forecast model learns from
+/// ([`forecast::Value::observed`]), `None` if the entity was in an anomaly then.
 #[derive(Debug)]
 struct KeptValue {
     series: &'static str,
     entity: String,
-    rest: Option<f64>,
+    observed: Option<forecast::Observed>,
 }
 
 impl KeptValue {
@@ -96,7 +96,7 @@ impl KeptValue {
         Self {
             series: v.series,
             entity: v.entity.clone(),
-            rest: (!in_anomaly).then(|| v.rest()),
+            observed: (!in_anomaly).then(|| v.observed()),
         }
     }
 }
@@ -754,13 +754,14 @@ impl Engine {
             .iter()
             .flat_map(|k| k.samples.iter().cloned())
             .collect();
-        let mut series: BTreeMap<(&'static str, String), Vec<Option<f64>>> = BTreeMap::new();
+        let mut series: BTreeMap<(&'static str, String), Vec<Option<forecast::Observed>>> =
+            BTreeMap::new();
         for k in &self.kept {
             for v in &k.series {
                 series
                     .entry((v.series, v.entity.clone()))
                     .or_default()
-                    .push(v.rest);
+                    .push(v.observed);
             }
         }
         let continued: Vec<forecast::Continued> = self
@@ -881,7 +882,7 @@ fn flow_entity(a: &Alert) -> String {
 
 fn train(
     samples: &[Sample],
-    series: &BTreeMap<(&'static str, String), Vec<Option<f64>>>,
+    series: &BTreeMap<(&'static str, String), Vec<Option<forecast::Observed>>>,
     continued: &[forecast::Continued],
     p: &TrainParams,
 ) -> Trained {
@@ -904,7 +905,7 @@ fn train(
     }
     let mut forecasts = BTreeMap::new();
     for s in forecast::SERIES {
-        let data: Vec<(String, Vec<Option<f64>>)> = series
+        let data: Vec<(String, Vec<Option<forecast::Observed>>)> = series
             .iter()
             .filter(|((k, _), _)| *k == s)
             .map(|((_, e), v)| (e.clone(), v.clone()))
@@ -1047,8 +1048,16 @@ mod tests {
                 false => 600.0 + 20.0 * ((i * 7) % 5) as f64,
             };
             let next = 10 + u32::from(port);
-            w.links
-                .insert((node, port), (samples, u * samples, u + 50.0, Some(next)));
+            w.links.insert(
+                (node, port),
+                crate::features::LinkAcc {
+                    samples,
+                    sum: u * samples,
+                    max: u + 50.0,
+                    next: Some(next),
+                    ..Default::default()
+                },
+            );
             for _ in 0..(samples / 10.0) as usize {
                 w.flows.push(crate::features::FlowRow {
                     dst: Some(std::net::IpAddr::from([10, 0, node as u8, port as u8])),
@@ -1464,7 +1473,7 @@ mod tests {
         let kept = |k: &Kept| -> Vec<(String, bool)> {
             k.series
                 .iter()
-                .map(|v| (v.entity.clone(), v.rest.is_some()))
+                .map(|v| (v.entity.clone(), v.observed.is_some()))
                 .collect()
         };
         let before = kept(&e.kept[0]);

@@ -200,8 +200,39 @@ impl FlowRow {
 
 /// (node, queue) → (samples, occupancy sum, occupancy max, congested samples).
 type QueueAcc = (f64, f64, f64, f64);
-/// (node, port) → (samples, utilisation sum, utilisation max, next node).
-type LinkAcc = (f64, f64, f64, Option<u32>);
+/// A link's window, merged over the partitions that saw it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkAcc {
+    pub samples: f64,
+    /// Utilisation (‰) summed over the samples.
+    pub sum: f64,
+    pub max: f64,
+    /// The switch its port leads to (none towards a host).
+    pub next: Option<u32>,
+    /// The samples of the window's last tenth, and their utilisation summed.
+    pub end_samples: f64,
+    pub end_sum: f64,
+}
+
+impl LinkAcc {
+    pub fn mean(&self) -> f64 {
+        if self.samples > 0.0 {
+            self.sum / self.samples
+        } else {
+            0.0
+        }
+    }
+
+    /// Where the link stood as the window closed: the mean of its last tenth's samples, or the
+    /// window's mean when it had none there (or the processor did not say: an older store).
+    pub fn end_mean(&self) -> f64 {
+        if self.end_samples > 0.0 {
+            self.end_sum / self.end_samples
+        } else {
+            self.mean()
+        }
+    }
+}
 
 /// Per address: (flows, distinct other ends, distinct destination ports, reports, bytes,
 /// (transit ns summed over the reports that know it, those reports), flows that began late).
@@ -417,16 +448,20 @@ impl Window {
                     f64s(b, "tx_utilization_mean"),
                     f64s(b, "tx_utilization_max"),
                 );
+                let (end_n, end_mean) =
+                    (f64s(b, "end_samples"), f64s(b, "tx_utilization_end_mean"));
                 for i in 0..b.num_rows() {
                     let (Some(node), Some(port)) = (as_u(node[i]), as_u(port[i])) else {
                         continue;
                     };
-                    let n = n[i].unwrap_or(0.0);
+                    let (n, end_n) = (n[i].unwrap_or(0.0), end_n[i].unwrap_or(0.0));
                     let e = self.links.entry((node, port)).or_default();
-                    e.0 += n;
-                    e.1 += mean[i].unwrap_or(0.0) * n;
-                    e.2 = e.2.max(max[i].unwrap_or(0.0));
-                    e.3 = e.3.or(as_u(next[i]));
+                    e.samples += n;
+                    e.sum += mean[i].unwrap_or(0.0) * n;
+                    e.max = e.max.max(max[i].unwrap_or(0.0));
+                    e.next = e.next.or(as_u(next[i]));
+                    e.end_samples += end_n;
+                    e.end_sum += end_mean[i].unwrap_or(0.0) * end_n;
                 }
             }
             _ => {}
@@ -524,14 +559,13 @@ impl Window {
         let reached: FastMap<u32, Arc<FastSet<IpAddr>>> =
             reached.into_iter().map(|(n, d)| (n, Arc::new(d))).collect();
         let reached_from = |node: u32| reached.get(&node).cloned().unwrap_or_default();
-        for (&(node, port), &(n, sum, max, next)) in &self.links {
-            let mean = if n > 0.0 { sum / n } else { 0.0 };
+        for (&(node, port), l) in &self.links {
             let mut s = self.sample(
                 EntityKind::Link,
                 link_entity(node, port),
-                vec![mean, max, n.ln_1p()],
+                vec![l.mean(), l.max, l.samples.ln_1p()],
             );
-            if let Some(next) = next {
+            if let Some(next) = l.next {
                 s.exposure = Exposure {
                     reached: reached_from(node),
                     crossed: crossed
@@ -542,7 +576,7 @@ impl Window {
                 s.reverse = self
                     .links
                     .range((next, 0)..=(next, u16::MAX))
-                    .find(|(_, l)| l.3 == Some(node))
+                    .find(|(_, l)| l.next == Some(node))
                     .map(|(&(n, p), _)| link_entity(n, p));
             }
             out.push(s);
@@ -583,13 +617,13 @@ impl Window {
     pub fn inner_links(&self) -> impl Iterator<Item = String> + '_ {
         self.links
             .iter()
-            .filter(|(_, l)| l.3.is_some())
+            .filter(|(_, l)| l.next.is_some())
             .map(|(&(node, port), _)| link_entity(node, port))
     }
 
     /// The next node of a link, if the window saw it.
     pub fn next_node(&self, node: u32, port: u16) -> Option<u32> {
-        self.links.get(&(node, port)).and_then(|l| l.3)
+        self.links.get(&(node, port)).and_then(|l| l.next)
     }
 }
 
@@ -817,6 +851,52 @@ mod tests {
         assert_eq!(node_of("5/0"), Some(5));
     }
 
+    /// Two partitions' rows of one link merge into its samples' mean and its last tenth's; a
+    /// store written before the processor reported the last tenth reads the window's mean there.
+    #[test]
+    fn links_merge_partitions_and_their_end_of_window_level() {
+        let l = |mean: f64, n: i64, end: Option<(i64, f64)>| {
+            let mut cols = vec![
+                ("node_id", Arc::new(UInt32Array::from(vec![7])) as ArrayRef),
+                ("egress_port", Arc::new(UInt16Array::from(vec![1]))),
+                ("next_node_id", Arc::new(UInt32Array::from(vec![8]))),
+                ("samples", Arc::new(Int64Array::from(vec![n]))),
+                (
+                    "tx_utilization_mean",
+                    Arc::new(Float64Array::from(vec![mean])),
+                ),
+                ("tx_utilization_max", Arc::new(UInt32Array::from(vec![900]))),
+            ];
+            if let Some((end_n, end_mean)) = end {
+                cols.push(("end_samples", Arc::new(Int64Array::from(vec![end_n]))));
+                cols.push((
+                    "tx_utilization_end_mean",
+                    Arc::new(Float64Array::from(vec![end_mean])),
+                ));
+            }
+            RecordBatch::try_from_iter(cols).unwrap()
+        };
+        let mut w = Window::new(10);
+        w.add("links", &l(100.0, 30, Some((3, 500.0))));
+        w.add("links", &l(200.0, 10, Some((1, 900.0))));
+        let link = w.links[&(7, 1)];
+        assert_eq!(
+            (link.mean(), link.end_mean(), link.next),
+            (125.0, 600.0, Some(8))
+        );
+        let mut old = Window::new(10);
+        old.add("links", &l(100.0, 30, None));
+        assert_eq!(old.links[&(7, 1)].end_mean(), 100.0);
+    }
+
+    fn link(samples: f64, next: Option<u32>) -> LinkAcc {
+        LinkAcc {
+            samples,
+            next,
+            ..LinkAcc::default()
+        }
+    }
+
     /// A link's evidence, its crossed destinations sorted.
     fn evidence(s: &[Sample], e: &str) -> (Vec<IpAddr>, Vec<IpAddr>) {
         let x = &s.iter().find(|s| s.entity == e).unwrap().exposure;
@@ -835,8 +915,8 @@ mod tests {
     fn a_links_evidence_is_destinations_not_flows() {
         let mut w = Window::new(10);
         // Switch 1: port 1 towards 2, port 2 towards 3.
-        w.links.insert((1, 1), (30.0, 0.0, 0.0, Some(2)));
-        w.links.insert((1, 2), (30.0, 0.0, 0.0, Some(3)));
+        w.links.insert((1, 1), link(30.0, Some(2)));
+        w.links.insert((1, 2), link(30.0, Some(3)));
         let to = |dst: &str, src_port: u16, path: Vec<u32>| FlowRow {
             dst: Some(ip(dst)),
             src_port: Some(src_port),
@@ -858,8 +938,8 @@ mod tests {
         let mut w = Window::new(10);
         // Switch 1: port 1 towards 2, port 2 towards 3 (silent this window); switch 2's port 5
         // back towards 1.
-        w.links.insert((1, 1), (30.0, 0.0, 0.0, Some(2)));
-        w.links.insert((2, 5), (30.0, 0.0, 0.0, Some(1)));
+        w.links.insert((1, 1), link(30.0, Some(2)));
+        w.links.insert((2, 5), link(30.0, Some(1)));
         let flow = |dst: &str, path: Vec<u32>| FlowRow {
             dst: Some(ip(dst)),
             path,

@@ -31,7 +31,8 @@ pub enum Table {
     HopLatency,
     /// Per (node, queue): occupancy mean / max, time above the congestion threshold.
     Queues,
-    /// Per (node, egress port): the neighbour it leads to, tx utilisation mean / max.
+    /// Per (node, egress port): the neighbour it leads to, tx utilisation mean / max, and the
+    /// mean of the samples in the window's last tenth (where it stood as the window closed).
     Links,
     /// Per source address: flows, reports, distinct destinations and destination ports.
     Sources,
@@ -152,15 +153,21 @@ impl Table {
                    GROUP BY k) \
                  ORDER BY node_id, egress_port, queue_id"
             ),
-            // One key again: `node_id << 16 | l1_egress_port` (a 16-bit field).
+            // One key again: `node_id << 16 | l1_egress_port` (a 16-bit field). The samples
+            // of the window's last tenth say where the link stood as it closed (a transfer
+            // begun or ended inside the window moves the mean only part of the way).
             Self::Links => "SELECT CAST(k >> 16 AS INT UNSIGNED) AS node_id, \
                    CAST(k & 65535 AS SMALLINT UNSIGNED) AS egress_port, next_node_id, samples, \
-                   tx_utilization_mean, tx_utilization_max \
+                   tx_utilization_mean, tx_utilization_max, end_samples, \
+                   tx_utilization_end_mean \
                  FROM (SELECT CAST(node_id AS BIGINT UNSIGNED) << 16 | CAST(l1_egress_port AS BIGINT UNSIGNED) AS k, \
                    max(next_node_id) AS next_node_id, count(*) AS samples, \
                    avg(tx_utilization) AS tx_utilization_mean, \
-                   max(tx_utilization) AS tx_utilization_max \
-                   FROM hops \
+                   max(tx_utilization) AS tx_utilization_max, \
+                   count(*) FILTER (WHERE event_time >= end_part.since) AS end_samples, \
+                   avg(tx_utilization) FILTER (WHERE event_time >= end_part.since) \
+                     AS tx_utilization_end_mean \
+                   FROM end_part CROSS JOIN hops \
                    WHERE node_id IS NOT NULL AND l1_egress_port IS NOT NULL \
                      AND tx_utilization IS NOT NULL \
                    GROUP BY k) \
@@ -304,6 +311,26 @@ struct Inputs {
     previous_paths: Arc<WindowSlot>,
     /// The `flows` result of the same window (sources and destinations read it).
     window_flows: Arc<WindowSlot>,
+    /// One row: `since`, the start of the window's last tenth ([`end_part`]).
+    end_part: Arc<WindowSlot>,
+}
+
+/// The part of a window, at its end, whose samples say where a link stood as it closed.
+const END_PART: i64 = 10;
+
+fn end_part_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("since", ts(), false)]))
+}
+
+/// The `end_part` table of window `w`: the time its last tenth begins.
+fn end_part(w: &WindowInput) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+    let since = w.end_ns - (w.end_ns - w.start_ns) / END_PART;
+    RecordBatch::try_new(
+        end_part_schema(),
+        vec![Arc::new(
+            TimestampNanosecondArray::from(vec![since]).with_timezone("UTC"),
+        )],
+    )
 }
 
 /// Runs the window queries. One per processing thread: the window-input tables are slots
@@ -347,6 +374,7 @@ impl Analytics {
         let hops = slot("hops", hops_schema())?;
         let events = slot("events", events_schema())?;
         let previous_paths = slot("previous_paths", previous_paths_schema())?;
+        let end_part = slot("end_part", end_part_schema())?;
         let plan = |table: Table| {
             let sql = table.sql(&params);
             let ctx = &ctx;
@@ -361,6 +389,7 @@ impl Analytics {
             events,
             previous_paths,
             window_flows: slot("window_flows", window_schema(&plans[0].schema()))?,
+            end_part,
         };
         for &table in &Table::ALL[1..] {
             plans.push(plan(table).await?);
@@ -414,6 +443,7 @@ impl Analytics {
         self.inputs.events.set(&w.events);
         self.inputs.previous_paths.set(&w.previous_paths);
         self.inputs.window_flows.set(&[]);
+        self.inputs.end_part.set(&[end_part(w)?]);
         // The slots keep this window's input until the next one replaces it (as the tables
         // registered per window did; releasing it at once measured 10 % slower: the
         // allocator returned the memory and faulted it in again).

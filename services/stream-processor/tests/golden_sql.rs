@@ -85,6 +85,18 @@ fn reports() -> RecordBatch {
         // Switch 3's other port (2, not 3), its queue id 0 as well: another queue.
         report(11 * S + 200, c, &[2, 3], 70, 40, false),
     ];
+    // Window [10 s, 11 s): switches 6 and 7 busier in the window's last tenth (links:
+    // `end_samples`, `tx_utilization_end_mean`).
+    let d = flow(3, 3, 3000);
+    let mut late = report(10 * S + 950_000_000, d, &[6, 7], 100, 1, false);
+    for h in &mut late.hops {
+        h.set(HopField::TxUtilization, 900);
+    }
+    let rows = [
+        rows.as_slice(),
+        &[report(10 * S + 100, d, &[6, 7], 100, 1, false), late],
+    ]
+    .concat();
     for r in &rows {
         builder.append(r).unwrap();
     }
@@ -195,7 +207,8 @@ fn window_results_match_the_golden_tables() {
         (
             "links",
             "SELECT window_start, node_id, egress_port, samples, tx_utilization_mean, \
-                   tx_utilization_max FROM links ORDER BY window_start, node_id, egress_port",
+                   tx_utilization_max, end_samples, tx_utilization_end_mean FROM links \
+                   ORDER BY window_start, node_id, egress_port",
         ),
         (
             "sources",
@@ -350,8 +363,8 @@ fn a_heartbeat_closes_a_quiet_lanes_windows() {
     let flows = sql_blocking(&Store::local(&data), "SELECT count(*) AS n FROM flows").unwrap();
     let text = pretty_format_batches(&flows).unwrap().to_string();
     assert!(
-        text.contains("| 6 |"),
-        "3 flows in [10 s, 11 s), 3 in [11 s, 12 s): {text}"
+        text.contains("| 7 |"),
+        "4 flows in [10 s, 11 s), 3 in [11 s, 12 s): {text}"
     );
     std::fs::remove_dir_all(&data).unwrap();
 }
