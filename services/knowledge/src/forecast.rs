@@ -23,7 +23,7 @@ use linfa_linear::{FittedLinearRegression, LinearRegression};
 use ndarray::{Array1, Array2, Axis};
 use serde::{Deserialize, Serialize};
 
-use crate::features::{FastMap, FlowRow, LinkAcc, Window, by_entity, link_entity};
+use crate::features::{FastMap, FlowRow, Window, by_entity, link_entity};
 
 pub const SERIES: [&str; 2] = ["link_utilization", "destination_bytes"];
 /// Lags the model reads.
@@ -78,7 +78,7 @@ pub struct Value {
     pub series: &'static str,
     pub entity: String,
     pub value: f64,
-    /// Where it stood at the window's end (links: [`LinkAcc::end_mean`]).
+    /// Where it stood at the window's end (links: [`crate::features::LinkAcc::end_mean`]).
     pub end: Option<f64>,
     /// The long flows crossing an edge of the window (destinations): those still sending at
     /// its end, forecast from their rate and age, and those that were sending at its start,
@@ -783,6 +783,7 @@ impl Forecaster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::LinkAcc;
 
     /// `series` as training reads it when none of its windows was in an anomaly.
     fn clean(series: &[(String, Vec<f64>)]) -> Vec<(String, Vec<Option<Observed>>)> {
