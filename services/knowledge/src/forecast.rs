@@ -296,8 +296,11 @@ impl History {
             x.push(self.values[n - p] / s);
             x.push(self.values[n - 1 - p] / s);
         }
+        // The other inputs are at most `RECENT` times the recent mean (which holds them); an end
+        // level can be far over it (a link waking up in the window's last tenth): capped there
+        // too, as the fit caps its targets, so that such a row does not outweigh the rest.
         if let Some(offset) = self.end_offset {
-            x.push(1.0 + offset / s);
+            x.push((1.0 + offset / s).min(RECENT as f64));
         }
         Some(x)
     }
@@ -1205,6 +1208,27 @@ mod tests {
             by.entry(v.entity).or_default().push(Some(o));
         }
         by.into_iter().collect()
+    }
+
+    #[test]
+    fn an_end_level_far_over_the_recent_mean_is_capped_as_the_other_inputs_are() {
+        // Idle for 15 windows, then a transfer begun in the last tenth of the 16th: its mean
+        // 100, its end 1000, 145 times the recent mean.
+        let mut h = History::default();
+        for _ in 0..15 {
+            h.push(Observed {
+                value: 0.0,
+                end: Some(0.0),
+            });
+        }
+        h.push(Observed {
+            value: 100.0,
+            end: Some(1000.0),
+        });
+        let x = h.input(None).unwrap();
+        assert_eq!(x.len(), INPUTS + 1);
+        assert_eq!(x[INPUTS], RECENT as f64);
+        assert!(x.iter().all(|v| *v <= RECENT as f64), "{x:?}");
     }
 
     #[test]
