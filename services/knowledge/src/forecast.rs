@@ -115,12 +115,6 @@ pub struct Observed {
     pub end: Option<f64>,
 }
 
-impl From<f64> for Observed {
-    fn from(value: f64) -> Self {
-        Self { value, end: None }
-    }
-}
-
 /// Flow `f` of the window from `start_ns` to `end_ns` if it is a long flow crossing an edge of
 /// the window ([`EDGE_PART`]): one seen that late has not ended (nor one seen that early just
 /// begun), and one seen that long is not a burst of a few packets whose rate would say nothing
@@ -787,6 +781,13 @@ impl Forecaster {
 mod tests {
     use super::*;
     use crate::features::LinkAcc;
+
+    /// A window of a series without an end level (a destination's).
+    impl From<f64> for Observed {
+        fn from(value: f64) -> Self {
+            Self { value, end: None }
+        }
+    }
 
     /// `series` as training reads it when none of its windows was in an anomaly.
     fn clean(series: &[(String, Vec<f64>)]) -> Vec<(String, Vec<Option<Observed>>)> {
