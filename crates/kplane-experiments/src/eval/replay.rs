@@ -32,8 +32,9 @@ pub struct ReplayArgs {
     #[arg(long)]
     state: Option<PathBuf>,
     /// The false-alarm budget the thresholds are calibrated for (`[knowledge]
-    /// false-alarms-per-hour`): what a looser or stricter calibration would have raised.
-    #[arg(long, default_value_t = 1.0)]
+    /// false-alarms-per-hour`, whose default is this one's): what a looser or stricter
+    /// calibration would have raised.
+    #[arg(long, default_value_t = kplane_knowledge::Config::default().false_alarms_per_hour)]
     false_alarms_per_hour: f64,
     /// Every anomaly record the service published, as a JSON line: each episode's `start`,
     /// its `update`s (a type that changed, a peak) and its `end`, as on `int.anomalies`.
