@@ -7,16 +7,18 @@
 //! false-alarm budget — and never below the largest held-out score. The rate is the kind's
 //! false alarms per hour divided by its entity-windows per hour.
 //!
-//! An address's window that fits an attack's definition ([`crate::typer`]) is raised above the
-//! largest held-out score — farther from normal than any clean training window — without the
-//! tail's extrapolation. A flood that replaces half of its victim's traffic changes where the
-//! traffic comes from more than how much: the model of all destinations scores it under the
-//! kind's threshold, but over every clean destination-window it saw. The address definitions
-//! are about who talks to whom and how (4× the usual sources, ports or flows; packets a fifth
-//! smaller), which clean windows rarely show at an address that is also unusual as a whole;
-//! a queue's or a link's is one measure at a fixed bar
-//! (a congested share, a silence of 5 nats) that clean windows cross by chance, and only the
-//! extrapolated threshold keeps those apart from congestion and failures.
+//! An address's window that fits an attack's definition ([`crate::typer`]) is raised at a lower
+//! bar. A flood that replaces half of its victim's traffic changes where the traffic comes from
+//! more than how much: the model of all destinations scores it under the kind's threshold, but
+//! over every clean destination-window it saw. The bar is calibrated too: windows that fit a
+//! definition must pass it no more often than the kind's budget, so it is where the tail
+//! allows the budget divided by the share of held-out windows that fit one, never below the
+//! largest held-out score. Where clean windows rarely fit a definition (the emulator's and the
+//! independent generator's fabrics) that is the largest held-out score; where they often do —
+//! a sparse fabric, a host's two usual flows become five small ones — it rises towards the
+//! threshold. A queue's or a link's definition is one measure at a fixed bar (a congested
+//! share, a silence of 5 nats) that clean windows cross by chance, and only the extrapolated
+//! threshold keeps those apart from congestion and failures.
 
 use kplane_model::results::{AnomalyType, EntityKind, FeatureDeviation};
 use ndarray::Array2;
@@ -42,6 +44,44 @@ pub struct Calibration {
     /// Allowed false alarms per entity-window.
     pub rate: f64,
     pub threshold: f64,
+    /// The share of the held-out scores the tail is fitted on (where its extrapolation starts).
+    #[serde(default)]
+    pub tail_share: f64,
+    /// Of an address's kind: the share of held-out windows that fit an attack's definition,
+    /// and the score such a window must pass (see the module docs; 0 in a registry written
+    /// before it was calibrated: the largest held-out score is the bar).
+    #[serde(default)]
+    pub definition_share: f64,
+    #[serde(default)]
+    pub definition_bar: f64,
+}
+
+impl Calibration {
+    /// The score the fitted tail says `rate` of the scores exceed (below the held-out maximum
+    /// too: callers bound it).
+    fn tail_at(&self, rate: f64) -> f64 {
+        // P(score > u + t) = share · (1 + ξ t / σ)^(−1/ξ)  ⇒  t = σ / ξ · ((share / rate)^ξ − 1).
+        let ratio = (self.tail_share / rate.max(1e-12)).max(1.0);
+        let t = if self.tail_shape > 1e-9 {
+            self.tail_scale / self.tail_shape * (ratio.powf(self.tail_shape) - 1.0)
+        } else {
+            self.tail_scale * ratio.ln()
+        };
+        self.tail_start + t
+    }
+
+    /// Sets the bar of an address's window that fits an attack's definition, `fitting` of the
+    /// `held` held-out windows having fitted one: where the tail allows the kind's rate divided
+    /// by the share that fit — so that windows fitting a definition pass it no more often than
+    /// the budget allows, as if being unusual and fitting were independent — never below the
+    /// largest held-out score nor above the threshold.
+    fn set_definition_bar(&mut self, fitting: usize, held: usize) {
+        self.definition_share = (fitting + 1) as f64 / (held + 1) as f64;
+        self.definition_bar = self
+            .tail_at(self.rate / self.definition_share)
+            .max(self.heldout_max)
+            .min(self.threshold);
+    }
 }
 
 /// The training range of a model.
@@ -110,8 +150,8 @@ impl EntityModel {
     }
 
     /// The threshold of a window of type `t` by definition: an address's window that fits an
-    /// attack's definition is judged by the largest held-out score, any other by the
-    /// extrapolated tail (see the module docs). Congestion at a destination is not judged
+    /// attack's definition is judged by the definitions' bar, any other by the extrapolated
+    /// tail (see the module docs). Congestion at a destination is not judged
     /// lower: its queueing swings in clean windows too.
     pub fn threshold_for(&self, t: AnomalyType) -> f64 {
         match t {
@@ -123,9 +163,8 @@ impl EntityModel {
     /// The lowest threshold any window is judged by: below it, no window is raised.
     pub fn lowest_threshold(&self) -> f64 {
         let c = &self.calibration;
-        let address = matches!(self.kind, EntityKind::Source | EntityKind::Destination);
-        match address && c.threshold.is_finite() {
-            true => c.heldout_max.min(c.threshold),
+        match is_address(self.kind) && c.threshold.is_finite() {
+            true => c.definition_bar.max(c.heldout_max).min(c.threshold),
             false => c.threshold,
         }
     }
@@ -231,6 +270,10 @@ impl EntityModel {
             let m = Self::fit(kind, d, &fit_on, p.clusters)?;
             held_scores.extend(held.iter().map(|s| m.score(&s.x)));
         }
+        let fitting = samples
+            .iter()
+            .filter(|s| fits_an_attack(kind, &s.x))
+            .count();
         let mut model = Self::fit(kind, d, samples, p.clusters)?;
         model.training = TrainingRange {
             start_ns: ends[0],
@@ -240,7 +283,11 @@ impl EntityModel {
         };
         let hours = ends.len() as f64 * p.window_ns as f64 / 3.6e12;
         let rate = (p.false_alarms_per_hour * hours / held_scores.len() as f64).min(0.5);
+        let held = held_scores.len();
         model.calibration = calibrate(held_scores, rate);
+        if is_address(kind) && model.calibration.threshold.is_finite() {
+            model.calibration.set_definition_bar(fitting, held);
+        }
         Ok(model)
     }
 
@@ -396,6 +443,18 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
     }
 }
 
+fn is_address(kind: EntityKind) -> bool {
+    matches!(kind, EntityKind::Source | EntityKind::Destination)
+}
+
+/// An address's window fits an attack's definition: it is judged by the definitions' bar.
+fn fits_an_attack(kind: EntityKind, x: &[f64]) -> bool {
+    matches!(
+        crate::typer::define_vector(kind, x),
+        AnomalyType::Ddos | AnomalyType::PortScan
+    )
+}
+
 /// Exceedances the tail is fitted on: the top 1 % of the held-out scores, at least
 /// [`MIN_TAIL`] (or a tenth of the scores when there are fewer than ten times as many).
 const MIN_TAIL: usize = 50;
@@ -430,29 +489,24 @@ pub fn calibrate(mut scores: Vec<f64>, rate: f64) -> Calibration {
     } else {
         0.0
     };
-    let scale = mean * (1.0 - shape);
-    // P(score > u + t) = (k / n) · (1 + ξ t / σ)^(−1/ξ)  ⇒  t = σ / ξ · ((k / n / rate)^ξ − 1).
-    let ratio = (k as f64 / n as f64 / rate.max(1e-12)).max(1.0);
-    let t = if shape > 1e-9 {
-        scale / shape * (ratio.powf(shape) - 1.0)
-    } else {
-        scale * ratio.ln()
-    };
-    // A small floor keeps an all-identical held-out set from flagging any change at all.
-    let threshold = (u + t).max(max).max(u + 0.5);
-    Calibration {
+    let share = k as f64 / n as f64;
+    let mut c = Calibration {
         method: format!(
             "generalised Pareto tail over the held-out top {:.2} % (peaks over threshold)",
-            100.0 * k as f64 / n as f64
+            100.0 * share
         ),
         heldout_samples: n,
         heldout_max: max,
         tail_start: u,
-        tail_scale: scale,
+        tail_scale: mean * (1.0 - shape),
         tail_shape: shape,
+        tail_share: share,
         rate,
-        threshold,
-    }
+        ..Calibration::default()
+    };
+    // A small floor keeps an all-identical held-out set from flagging any change at all.
+    c.threshold = c.tail_at(rate).max(max).max(u + 0.5);
+    c
 }
 
 /// The heaviest tail calibration extrapolates (a generalised Pareto shape).
@@ -598,28 +652,23 @@ mod tests {
         let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
         let mut rng = kplane_model::rng::Rng::new(7);
         let p = kmeans(2);
-        // 20 destinations over 100 windows, their counts and deviations noisy.
+        // 20 destinations over 100 windows, their counts and deviations noisy; their bytes go
+        // with their reports (packets of their usual size), so a clean window rarely fits a
+        // definition.
         let usual = |rng: &mut kplane_model::rng::Rng| {
             let mut x: Vec<f64> = (0..names(kind).len()).map(|_| 0.3 * rng.normal()).collect();
             for m in measured(kind) {
                 x[at(m)] += 4.0;
             }
+            x[at("vs_usual_log_bytes")] = x[at("vs_usual_log_reports")] + 0.05 * rng.normal();
             x
         };
-        let samples: Vec<Sample> = (0..2000)
-            .map(|i| Sample {
-                kind,
-                entity: format!("10.0.0.{}", i % 20),
-                window_end_ns: i / 20,
-                x: usual(&mut rng),
-                exposure: Default::default(),
-                reverse: None,
-            })
-            .collect();
+        let samples = destination_windows(2000, |_| usual(&mut rng));
         let refs: Vec<&Sample> = samples.iter().collect();
         let m = EntityModel::train(kind, &refs, &p).unwrap();
         let c = &m.calibration;
         assert!(c.heldout_max < c.threshold, "{c:?}");
+        assert!(c.definition_share < 0.005, "{c:?}");
         assert_eq!(m.threshold_for(AnomalyType::Ddos), c.heldout_max);
         assert_eq!(m.threshold_for(AnomalyType::Unknown), c.threshold);
         assert_eq!(m.lowest_threshold(), c.heldout_max);
@@ -657,6 +706,59 @@ mod tests {
         let mut uncalibrated = EntityModel::load(&m.save()).unwrap();
         uncalibrated.calibration = none;
         assert!(uncalibrated.threshold_for(AnomalyType::Ddos).is_infinite());
+    }
+
+    /// `n` windows of 20 destinations, the `i`th one's features `x(i)`.
+    fn destination_windows(n: i64, mut x: impl FnMut(i64) -> Vec<f64>) -> Vec<Sample> {
+        (0..n)
+            .map(|i| Sample {
+                kind: EntityKind::Destination,
+                entity: format!("10.0.0.{}", i % 20),
+                window_end_ns: i / 20,
+                x: x(i),
+                exposure: Default::default(),
+                reverse: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn where_clean_windows_often_fit_a_definition_its_bar_rises_towards_the_threshold() {
+        // A sparse fabric: a host's few flows swing, and one window in twenty of each host has
+        // 1.8× its usual packets, two fifths smaller — a flood's two signs, by chance.
+        let kind = EntityKind::Destination;
+        let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
+        let mut rng = kplane_model::rng::Rng::new(11);
+        let samples = destination_windows(4000, |i| {
+            let mut x: Vec<f64> = (0..names(kind).len()).map(|_| 0.3 * rng.normal()).collect();
+            for m in measured(kind) {
+                x[at(m)] += 4.0;
+            }
+            let swing = if i % 20 == i / 20 % 20 { 0.6 } else { 0.0 };
+            x[at("vs_usual_log_reports")] = swing + 0.05 * rng.normal();
+            x[at("vs_usual_log_bytes")] = 0.2 * swing + 0.05 * rng.normal();
+            x
+        });
+        let fitting = samples
+            .iter()
+            .filter(|s| typer::define_vector(kind, &s.x) == AnomalyType::Ddos)
+            .count();
+        assert!((150..=250).contains(&fitting), "{fitting}");
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let m = EntityModel::train(kind, &refs, &kmeans(2)).unwrap();
+        let c = &m.calibration;
+        assert_eq!(c.definition_share, (fitting + 1) as f64 / 4001.0);
+        // Such windows pass the bar at the kind's rate: the tail's at the rate over the share.
+        let bar = c.tail_at(c.rate / c.definition_share);
+        assert!(c.heldout_max < bar && bar < c.threshold, "{bar} {c:?}");
+        assert_eq!(c.definition_bar, bar);
+        assert_eq!(m.threshold_for(AnomalyType::Ddos), bar);
+        assert_eq!(m.lowest_threshold(), bar);
+        assert_eq!(m.threshold_for(AnomalyType::Unknown), c.threshold);
+        // A registry written before the bar was calibrated judges by the held-out maximum.
+        let mut old = EntityModel::load(&m.save()).unwrap();
+        old.calibration.definition_bar = 0.0;
+        assert_eq!(old.threshold_for(AnomalyType::Ddos), c.heldout_max);
     }
 
     #[test]
