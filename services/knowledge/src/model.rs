@@ -11,12 +11,12 @@
 //! bar. A flood that replaces half of its victim's traffic changes where the traffic comes from
 //! more than how much: the model of all destinations scores it under the kind's threshold, but
 //! over every clean destination-window it saw. The bar is calibrated too: windows that fit a
-//! definition must pass it no more often than the kind's budget, so it is where the tail
-//! allows the budget divided by the share of held-out windows that fit one, never below the
-//! largest held-out score. Where clean windows rarely fit a definition (the emulator's and the
-//! independent generator's fabrics) that is the largest held-out score; where they often do —
-//! a sparse fabric, a host's two usual flows become five small ones — it rises towards the
-//! threshold. A queue's or a link's definition is one measure at a fixed bar (a congested
+//! definition must pass it no more often than the kind's budget. Past the tail's start their
+//! scores are taken to fall off as the kind's do, but how often they reach the tail is their
+//! own, counted on the held-out windows (those windows are unusual in the very features the
+//! model weighs); the bar is never below the largest held-out score. Where no clean window
+//! fits a definition (the emulator's fabrics) that is the bar; where some often do — a sparse
+//! fabric, a host's two usual flows become five small ones — it rises towards the threshold. A queue's or a link's definition is one measure at a fixed bar (a congested
 //! share, a silence of 5 nats) that clean windows cross by chance, and only the extrapolated
 //! threshold keeps those apart from congestion and failures.
 
@@ -48,10 +48,13 @@ pub struct Calibration {
     #[serde(default)]
     pub tail_share: f64,
     /// Of an address's kind: the share of held-out windows that fit an attack's definition,
-    /// and the score such a window must pass (see the module docs; 0 in a registry written
-    /// before it was calibrated: the largest held-out score is the bar).
+    /// how many of the tail's held-out windows do, and the score such a window must pass (see
+    /// the module docs; 0 in a registry written before it was calibrated: the largest
+    /// held-out score is the bar).
     #[serde(default)]
     pub definition_share: f64,
+    #[serde(default)]
+    pub definition_in_tail: usize,
     #[serde(default)]
     pub definition_bar: f64,
 }
@@ -70,17 +73,27 @@ impl Calibration {
         self.tail_start + t
     }
 
-    /// Sets the bar of an address's window that fits an attack's definition, `fitting` of the
-    /// `held` held-out windows having fitted one: where the tail allows the kind's rate divided
-    /// by the share that fit — so that windows fitting a definition pass it no more often than
-    /// the budget allows, as if being unusual and fitting were independent — never below the
-    /// largest held-out score nor above the threshold.
-    fn set_definition_bar(&mut self, fitting: usize, held: usize) {
-        self.definition_share = (fitting + 1) as f64 / (held + 1) as f64;
-        self.definition_bar = self
-            .tail_at(self.rate / self.definition_share)
-            .max(self.heldout_max)
-            .min(self.threshold);
+    /// Sets the bar of an address's window that fits an attack's definition from the held-out
+    /// windows, `fitting` of `held` having fitted one and `in_tail` of those scoring in the
+    /// tail. The tail's shape is the kind's; how often a window that fits reaches the tail is
+    /// its own — those windows are unusual in the very features the model weighs — counted,
+    /// and at least what their share would give were fitting and scoring independent. The bar
+    /// is where such windows pass at the kind's rate, never below the largest held-out score
+    /// nor above the threshold; with no held-out window fitting, the largest held-out score.
+    fn set_definition_bar(&mut self, fitting: usize, in_tail: usize, held: usize) {
+        self.definition_share = fitting as f64 / held.max(1) as f64;
+        self.definition_in_tail = in_tail;
+        let tail = self.tail_share * held as f64;
+        let reaching = (in_tail as f64).max(self.definition_share * tail);
+        self.definition_bar = if reaching > 0.0 {
+            // (reaching / held) · P(past b | in the tail) = rate, and tail_at(ρ) solves
+            // (tail / held) · P(past b | in the tail) = ρ.
+            self.tail_at(self.rate * tail / reaching)
+        } else {
+            self.heldout_max
+        }
+        .max(self.heldout_max)
+        .min(self.threshold);
     }
 }
 
@@ -264,16 +277,20 @@ impl EntityModel {
         }
         let fold_of = |end: i64| ends.partition_point(|e| *e < end) * folds / ends.len();
         let mut held_scores = Vec::with_capacity(samples.len());
+        // The held-out scores of the windows that fit an attack's definition (addresses).
+        let mut fitting_scores = Vec::new();
         for f in 0..folds {
             let (held, fit_on): (Vec<&Sample>, Vec<&Sample>) =
                 samples.iter().partition(|s| fold_of(s.window_end_ns) == f);
             let m = Self::fit(kind, d, &fit_on, p.clusters)?;
-            held_scores.extend(held.iter().map(|s| m.score(&s.x)));
+            for s in held {
+                let score = m.score(&s.x);
+                held_scores.push(score);
+                if is_address(kind) && fits_an_attack(kind, &s.x) {
+                    fitting_scores.push(score);
+                }
+            }
         }
-        let fitting = samples
-            .iter()
-            .filter(|s| fits_an_attack(kind, &s.x))
-            .count();
         let mut model = Self::fit(kind, d, samples, p.clusters)?;
         model.training = TrainingRange {
             start_ns: ends[0],
@@ -285,8 +302,10 @@ impl EntityModel {
         let rate = (p.false_alarms_per_hour * hours / held_scores.len() as f64).min(0.5);
         let held = held_scores.len();
         model.calibration = calibrate(held_scores, rate);
-        if is_address(kind) && model.calibration.threshold.is_finite() {
-            model.calibration.set_definition_bar(fitting, held);
+        let c = &mut model.calibration;
+        if is_address(kind) && c.threshold.is_finite() {
+            let in_tail = fitting_scores.iter().filter(|s| **s > c.tail_start).count();
+            c.set_definition_bar(fitting_scores.len(), in_tail, held);
         }
         Ok(model)
     }
@@ -669,6 +688,7 @@ mod tests {
         let c = &m.calibration;
         assert!(c.heldout_max < c.threshold, "{c:?}");
         assert!(c.definition_share < 0.005, "{c:?}");
+        assert_eq!(c.definition_bar, c.heldout_max);
         assert_eq!(m.threshold_for(AnomalyType::Ddos), c.heldout_max);
         assert_eq!(m.threshold_for(AnomalyType::Unknown), c.threshold);
         assert_eq!(m.lowest_threshold(), c.heldout_max);
@@ -747,10 +767,19 @@ mod tests {
         let refs: Vec<&Sample> = samples.iter().collect();
         let m = EntityModel::train(kind, &refs, &kmeans(2)).unwrap();
         let c = &m.calibration;
-        assert_eq!(c.definition_share, (fitting + 1) as f64 / 4001.0);
-        // Such windows pass the bar at the kind's rate: the tail's at the rate over the share.
-        let bar = c.tail_at(c.rate / c.definition_share);
+        assert_eq!(c.definition_share, fitting as f64 / 4000.0);
+        // They score high: more of them reach the tail than their share would put there.
+        let tail = c.tail_share * 4000.0;
+        assert!(
+            c.definition_in_tail as f64 > 2.0 * c.definition_share * tail,
+            "{c:?}"
+        );
+        // Such windows pass the bar at the kind's rate: the tail's at the rate times the
+        // tail's windows over those of them that fit.
+        let bar = c.tail_at(c.rate * tail / c.definition_in_tail as f64);
         assert!(c.heldout_max < bar && bar < c.threshold, "{bar} {c:?}");
+        // Taking fitting and scoring as independent would have set it lower.
+        assert!(c.tail_at(c.rate / c.definition_share) < bar);
         assert_eq!(c.definition_bar, bar);
         assert_eq!(m.threshold_for(AnomalyType::Ddos), bar);
         assert_eq!(m.lowest_threshold(), bar);
