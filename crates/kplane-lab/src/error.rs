@@ -11,6 +11,9 @@ pub enum LabError {
     /// What the lab needs is missing here (root, BMv2).
     #[error("{0}")]
     Missing(String),
+    /// Another lab on this host holds what this one needs (its collector address).
+    #[error("{0}")]
+    Clash(String),
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -66,6 +66,18 @@ fn iface(prefix: &str, switch: u32, port: u32) -> String {
     format!("{prefix}{switch}p{port}")
 }
 
+/// Where the collector listens for edge switch `s`'s reports: `10.99.<s>.<h>`, `h` drawn from
+/// the lab's name (2–254; `.1` is the switch's own report address). The collector's socket
+/// shares its port (SO_REUSEPORT), so two labs side by side listening on one address would
+/// each get a share of both labs' reports: each lab has addresses of its own.
+fn collector_ip(prefix: &str, s: u32) -> Ipv4Addr {
+    // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
+    let h = prefix.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    Ipv4Addr::new(10, 99, s as u8, 2 + (h % 253) as u8)
+}
+
 fn host_netns(prefix: &str, ip: Ipv4Addr) -> String {
     let [_, _, c, d] = ip.octets();
     format!("{prefix}-h{c}-{d}")
@@ -163,7 +175,16 @@ impl Lab {
                 let report = t.report_port(s);
                 let (near, far) = (iface(p, s, report), format!("{p}{s}c"));
                 net::veth(&near, &far, None)?;
-                let collector = Ipv4Addr::new(10, 99, s as u8, 254);
+                let collector = collector_ip(p, s);
+                let holder = net::ip(None, &["-o", "addr", "show", "to", &collector.to_string()])?;
+                if !holder.trim().is_empty() {
+                    return Err(LabError::Clash(format!(
+                        "{collector}, this lab's collector address for switch {s}, is another \
+                         lab's already ({}): the two names draw the same address, so their \
+                         collectors would share each other's reports; use another --name",
+                        holder.split_whitespace().nth(1).unwrap_or("?")
+                    )));
+                }
                 net::ip(
                     None,
                     &["addr", "add", &format!("{collector}/24"), "dev", &far],
@@ -317,4 +338,32 @@ fn forwarding(routes: &[(Ipv4Addr, u32)]) -> Vec<kplane_p4::EntrySpec> {
             params: [("port".to_string(), u64::from(*port))].into(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labs_of_other_names_listen_for_reports_on_addresses_of_their_own() {
+        // The default lab's, `kplane eval lab`'s and the end-to-end tests' names.
+        let names = ["kpl", "kpev", "kplt", "kplr", "kpet"];
+        let hosts: Vec<u8> = names
+            .iter()
+            .map(|n| collector_ip(n, 1).octets()[3])
+            .collect();
+        let mut distinct = hosts.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), names.len(), "{names:?} → {hosts:?}");
+        for n in names {
+            for s in [1, 2, 200] {
+                let [a, b, c, d] = collector_ip(n, s).octets();
+                assert_eq!((a, b, c), (10, 99, s as u8));
+                // Never the switch's own report address, the subnet's or its broadcast.
+                assert!((2..=254).contains(&d), "{n} {s}: {d}");
+                assert_eq!(d, hosts[names.iter().position(|m| *m == n).unwrap()]);
+            }
+        }
+    }
 }
