@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn labs_of_other_names_listen_for_reports_on_addresses_of_their_own() {
         // The default lab's, `kplane eval lab`'s and the end-to-end tests' names.
-        let names = ["kpl", "kpev", "kplt", "kplr", "kpet"];
+        let names = ["kpl", "kpev", "kplt", "kplr", "kpet", "kpsa", "kpsb"];
         let hosts: Vec<u8> = names
             .iter()
             .map(|n| collector_ip(n, 1).octets()[3])
