@@ -16,9 +16,10 @@
 //! own, counted on the held-out windows (those windows are unusual in the very features the
 //! model weighs); the bar is never below the largest held-out score. Where no clean window
 //! fits a definition (the emulator's fabrics) that is the bar; where some often do — a sparse
-//! fabric, a host's two usual flows become five small ones — it rises towards the threshold. A queue's or a link's definition is one measure at a fixed bar (a congested
-//! share, a silence of 5 nats) that clean windows cross by chance, and only the extrapolated
-//! threshold keeps those apart from congestion and failures.
+//! fabric, a host's two usual flows become five small ones — it rises towards the threshold.
+//! A queue's or a link's definition is one measure at a fixed bar (a congested share, a
+//! silence of 5 nats) that clean windows cross by chance, and only the extrapolated threshold
+//! keeps those apart from congestion and failures.
 
 use kplane_model::results::{AnomalyType, EntityKind, FeatureDeviation};
 use ndarray::Array2;
