@@ -75,16 +75,17 @@ impl Calibration {
     }
 
     /// Sets the bar of an address's window that fits an attack's definition from the held-out
-    /// windows, `fitting` of `held` having fitted one and `in_tail` of those scoring in the
+    /// windows, `fitting` of them having fitted one and `in_tail` of those scoring in the
     /// tail. The tail's shape is the kind's; how often a window that fits reaches the tail is
     /// its own — those windows are unusual in the very features the model weighs — counted,
     /// and at least what their share would give were fitting and scoring independent. The bar
     /// is where such windows pass at the kind's rate, never below the largest held-out score
     /// nor above the threshold; with no held-out window fitting, the largest held-out score.
-    fn set_definition_bar(&mut self, fitting: usize, in_tail: usize, held: usize) {
-        self.definition_share = fitting as f64 / held.max(1) as f64;
+    fn set_definition_bar(&mut self, fitting: usize, in_tail: usize) {
+        let held = self.heldout_samples as f64;
+        self.definition_share = fitting as f64 / held.max(1.0);
         self.definition_in_tail = in_tail;
-        let tail = self.tail_share * held as f64;
+        let tail = self.tail_share * held;
         let reaching = (in_tail as f64).max(self.definition_share * tail);
         self.definition_bar = if reaching > 0.0 {
             // (reaching / held) · P(past b | in the tail) = rate, and tail_at(ρ) solves
@@ -301,12 +302,11 @@ impl EntityModel {
         };
         let hours = ends.len() as f64 * p.window_ns as f64 / 3.6e12;
         let rate = (p.false_alarms_per_hour * hours / held_scores.len() as f64).min(0.5);
-        let held = held_scores.len();
         model.calibration = calibrate(held_scores, rate);
         let c = &mut model.calibration;
         if is_address(kind) && c.threshold.is_finite() {
             let in_tail = fitting_scores.iter().filter(|s| **s > c.tail_start).count();
-            c.set_definition_bar(fitting_scores.len(), in_tail, held);
+            c.set_definition_bar(fitting_scores.len(), in_tail);
         }
         Ok(model)
     }
