@@ -798,7 +798,9 @@ impl Forecaster {
                 e.model.add(p.predicted, v);
                 e.last_value.add(p.last_value, v);
                 e.ewma.add(p.ewma, v);
-                h.drift.learn(value.rest() - p.model);
+                if follows_steps(series) {
+                    h.drift.learn(value.rest() - p.model);
+                }
             }
             h.push_value(value.observed(), v);
             h.seen_ns = w.end_ns;
