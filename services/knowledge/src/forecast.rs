@@ -292,7 +292,7 @@ impl Drift {
             self.usual = DRIFT_ALPHA * miss.abs().min(DRIFT_FACTOR * self.usual)
                 + (1.0 - DRIFT_ALPHA) * self.usual;
         }
-        self.misses += 1;
+        self.misses = self.misses.saturating_add(1);
     }
 
     /// Whether the entity has left the level its model holds.
@@ -1266,19 +1266,21 @@ mod tests {
                 } else {
                     (level * noise(&mut rng), level * noise(&mut rng))
                 };
-                w.links.insert(
-                    (1, port),
-                    LinkAcc {
-                        samples: 100.0,
-                        sum: 100.0 * mean,
-                        end_samples: 10.0,
-                        end_sum: 10.0 * end,
-                        ..LinkAcc::default()
-                    },
-                );
+                w.links.insert((1, port), link_at(mean, end));
             }
         }
         out
+    }
+
+    /// A link's window: 100 samples at `mean`, the 10 of its last tenth at `end`.
+    fn link_at(mean: f64, end: f64) -> LinkAcc {
+        LinkAcc {
+            samples: 100.0,
+            sum: 100.0 * mean,
+            end_samples: 10.0,
+            end_sum: 10.0 * end,
+            ..LinkAcc::default()
+        }
     }
 
     fn window_without_flows(end: i64) -> Window {
@@ -1368,17 +1370,8 @@ mod tests {
             .map(|i| {
                 let mut w = window_without_flows(i as i64 + 1);
                 for (port, series) in levels.iter().enumerate() {
-                    let v = series[i];
-                    w.links.insert(
-                        (1, port as u16),
-                        LinkAcc {
-                            samples: 100.0,
-                            sum: 100.0 * v,
-                            end_samples: 10.0,
-                            end_sum: 10.0 * v,
-                            ..LinkAcc::default()
-                        },
-                    );
+                    w.links
+                        .insert((1, port as u16), link_at(series[i], series[i]));
                 }
                 w
             })
