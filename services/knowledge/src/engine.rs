@@ -507,7 +507,8 @@ impl Engine {
                 // A settled change is not raised as unknown until a training has learnt it.
                 let settling = typed.0 == AnomalyType::Unknown
                     && self.settled.contains_key(&(s.kind, s.entity.clone()));
-                (score > m.threshold_for(typed.0) && !settling).then_some((s, m, score, typed))
+                (score > m.threshold_for(&s.x, typed.0) && !settling)
+                    .then_some((s, m, score, typed))
             })
             .collect();
         let raised: Vec<Raised> = over
@@ -581,7 +582,7 @@ impl Engine {
                 anomaly_type: AnomalyType::Unknown,
                 confidence: 0.0,
                 score,
-                threshold: m.threshold_for(typed.0),
+                threshold: m.threshold_for(&s.x, typed.0),
                 start_ns: w.end_ns - self.window_ns,
                 end_ns: None,
                 last_ns: w.end_ns,

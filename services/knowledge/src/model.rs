@@ -14,12 +14,18 @@
 //! definition must pass it no more often than the kind's budget. Past the tail's start their
 //! scores are taken to fall off as the kind's do, but how often they reach the tail is their
 //! own, counted on the held-out windows (those windows are unusual in the very features the
-//! model weighs); the bar is never below the largest held-out score. Where no clean window
-//! fits a definition (the emulator's fabrics) that is the bar; where some often do — a sparse
-//! fabric, a host's two usual flows become five small ones — it rises towards the threshold.
+//! model weighs); the bar is never below the largest held-out score. Each way of fitting a
+//! definition ([`Fit`]: a destination's flood by more packets and smaller ones, by many new
+//! sources in smaller packets, …) has its own bar, at an equal share of the budget: clean
+//! windows fit some ways far more often than others. Where no clean window fits a way (the
+//! emulator's fabrics; many new sources anywhere) that is the bar; where some often do — a
+//! sparse fabric, a host's two usual flows become five small ones — it rises towards the
+//! threshold.
 //! A queue's or a link's definition is one measure at a fixed bar (a congested share, a
 //! silence of 5 nats) that clean windows cross by chance, and only the extrapolated threshold
 //! keeps those apart from congestion and failures.
+
+use std::collections::BTreeMap;
 
 use kplane_model::results::{AnomalyType, EntityKind, FeatureDeviation};
 use ndarray::Array2;
@@ -28,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::KnowledgeError;
 use crate::detectors::{self, Scorer};
 use crate::features::{Sample, TYPING_ONLY, names};
+use crate::typer::{self, Fit};
 
 /// How a threshold was calibrated (kept in the registry).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -48,16 +55,23 @@ pub struct Calibration {
     /// The share of the held-out scores the tail is fitted on (where its extrapolation starts).
     #[serde(default)]
     pub tail_share: f64,
-    /// Of an address's kind: the share of held-out windows that fit an attack's definition,
-    /// how many of the tail's held-out windows do, and the score such a window must pass (see
-    /// the module docs; 0 in a registry written before it was calibrated: the largest
-    /// held-out score is the bar).
+    /// Of an address's kind: the bar of each way of fitting an attack's definition that some
+    /// held-out window fitted (see the module docs). A way none fitted is judged by the largest
+    /// held-out score, as is every way in a registry written before the bars were calibrated.
     #[serde(default)]
-    pub definition_share: f64,
-    #[serde(default)]
-    pub definition_in_tail: usize,
-    #[serde(default)]
-    pub definition_bar: f64,
+    pub definitions: Vec<DefinitionBar>,
+}
+
+/// How the held-out windows of an address's kind fitted one way of an attack's definition,
+/// and the score a window that fits it must pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DefinitionBar {
+    pub fit: Fit,
+    /// The share of the held-out windows that fitted it.
+    pub share: f64,
+    /// How many of the tail's held-out windows did.
+    pub in_tail: usize,
+    pub bar: f64,
 }
 
 impl Calibration {
@@ -74,28 +88,49 @@ impl Calibration {
         self.tail_start + t
     }
 
-    /// Sets the bar of an address's window that fits an attack's definition from the held-out
-    /// windows, `fitting` of them having fitted one and `in_tail` of those scoring in the
-    /// tail. The tail's shape is the kind's; how often a window that fits reaches the tail is
-    /// its own — those windows are unusual in the very features the model weighs — counted,
-    /// and at least what their share would give were fitting and scoring independent. The bar
-    /// is where such windows pass at the kind's rate, never below the largest held-out score
-    /// nor above the threshold; with no held-out window fitting, the largest held-out score.
-    fn set_definition_bar(&mut self, fitting: usize, in_tail: usize) {
+    /// Sets the bar of each way an address's window can fit an attack's definition from the
+    /// held-out windows: `fitted` gives, per way some fitted, how many did and how many of
+    /// those scored in the tail. The tail's shape is the kind's; how often a window that fits
+    /// reaches the tail is its own — those windows are unusual in the very features the model
+    /// weighs — counted, and at least what its share would give were fitting and scoring
+    /// independent. Each way passes at an equal share of the kind's rate, so together they
+    /// pass no more often than the kind's budget; a bar is never below the largest held-out
+    /// score nor above the threshold.
+    fn set_definition_bars(&mut self, fitted: &BTreeMap<Fit, (usize, usize)>) {
         let held = self.heldout_samples as f64;
-        self.definition_share = fitting as f64 / held.max(1.0);
-        self.definition_in_tail = in_tail;
         let tail = self.tail_share * held;
-        let reaching = (in_tail as f64).max(self.definition_share * tail);
-        self.definition_bar = if reaching > 0.0 {
-            // (reaching / held) · P(past b | in the tail) = rate, and tail_at(ρ) solves
-            // (tail / held) · P(past b | in the tail) = ρ.
-            self.tail_at(self.rate * tail / reaching)
-        } else {
-            self.heldout_max
+        let rate = self.rate / fitted.len().max(1) as f64;
+        self.definitions = fitted
+            .iter()
+            .map(|(fit, (fitting, in_tail))| {
+                let share = *fitting as f64 / held.max(1.0);
+                let reaching = (*in_tail as f64).max(share * tail);
+                let bar = if reaching > 0.0 {
+                    // (reaching / held) · P(past b | in the tail) = rate, and tail_at(ρ)
+                    // solves (tail / held) · P(past b | in the tail) = ρ.
+                    self.tail_at(rate * tail / reaching)
+                } else {
+                    self.heldout_max
+                };
+                DefinitionBar {
+                    fit: *fit,
+                    share,
+                    in_tail: *in_tail,
+                    bar: bar.max(self.heldout_max).min(self.threshold),
+                }
+            })
+            .collect();
+    }
+
+    /// The score a window that fits `fit` must pass.
+    fn bar(&self, fit: Fit) -> f64 {
+        if !self.threshold.is_finite() {
+            return self.threshold;
         }
-        .max(self.heldout_max)
-        .min(self.threshold);
+        let bar = self.definitions.iter().find(|d| d.fit == fit);
+        bar.map_or(self.heldout_max, |d| d.bar)
+            .max(self.heldout_max)
+            .min(self.threshold)
     }
 }
 
@@ -164,24 +199,27 @@ impl EntityModel {
         self.calibration.threshold
     }
 
-    /// The threshold of a window of type `t` by definition: an address's window that fits an
-    /// attack's definition is judged by the definitions' bar, any other by the extrapolated
-    /// tail (see the module docs). Congestion at a destination is not judged
+    /// The threshold of a window `x` typed `t`: an address's window that fits an attack's
+    /// definition is judged by the lowest bar of the ways it fits, any other by the
+    /// extrapolated tail (see the module docs). Congestion at a destination is not judged
     /// lower: its queueing swings in clean windows too.
-    pub fn threshold_for(&self, t: AnomalyType) -> f64 {
+    pub fn threshold_for(&self, x: &[f64], t: AnomalyType) -> f64 {
+        let c = &self.calibration;
         match t {
-            AnomalyType::Ddos | AnomalyType::PortScan => self.lowest_threshold(),
+            AnomalyType::Ddos | AnomalyType::PortScan => typer::fits(self.kind, x)
+                .into_iter()
+                .map(|fit| c.bar(fit))
+                .fold(self.threshold(), f64::min),
             _ => self.threshold(),
         }
     }
 
     /// The lowest threshold any window is judged by: below it, no window is raised.
     pub fn lowest_threshold(&self) -> f64 {
-        let c = &self.calibration;
-        match is_address(self.kind) && c.threshold.is_finite() {
-            true => c.definition_bar.max(c.heldout_max).min(c.threshold),
-            false => c.threshold,
-        }
+        Fit::of(self.kind)
+            .iter()
+            .map(|fit| self.calibration.bar(*fit))
+            .fold(self.threshold(), f64::min)
     }
 
     /// The features, largest deviation as the detector weighs it first (those it does not
@@ -279,8 +317,8 @@ impl EntityModel {
         }
         let fold_of = |end: i64| ends.partition_point(|e| *e < end) * folds / ends.len();
         let mut held_scores = Vec::with_capacity(samples.len());
-        // The held-out scores of the windows that fit an attack's definition (addresses).
-        let mut fitting_scores = Vec::new();
+        // The ways the held-out windows fit an attack's definition (addresses), with scores.
+        let mut fitting_scores: Vec<(Fit, f64)> = Vec::new();
         for f in 0..folds {
             let (held, fit_on): (Vec<&Sample>, Vec<&Sample>) =
                 samples.iter().partition(|s| fold_of(s.window_end_ns) == f);
@@ -288,9 +326,8 @@ impl EntityModel {
             for s in held {
                 let score = m.score(&s.x);
                 held_scores.push(score);
-                if is_address(kind) && fits_an_attack(kind, &s.x) {
-                    fitting_scores.push(score);
-                }
+                let fits = typer::fits(kind, &s.x);
+                fitting_scores.extend(fits.into_iter().map(|fit| (fit, score)));
             }
         }
         let mut model = Self::fit(kind, d, samples, p.clusters)?;
@@ -304,9 +341,14 @@ impl EntityModel {
         let rate = (p.false_alarms_per_hour * hours / held_scores.len() as f64).min(0.5);
         model.calibration = calibrate(held_scores, rate);
         let c = &mut model.calibration;
-        if is_address(kind) && c.threshold.is_finite() {
-            let in_tail = fitting_scores.iter().filter(|s| **s > c.tail_start).count();
-            c.set_definition_bar(fitting_scores.len(), in_tail);
+        if c.threshold.is_finite() {
+            let mut fitted: BTreeMap<Fit, (usize, usize)> = BTreeMap::new();
+            for (fit, score) in fitting_scores {
+                let (fitting, in_tail) = fitted.entry(fit).or_default();
+                *fitting += 1;
+                *in_tail += usize::from(score > c.tail_start);
+            }
+            c.set_definition_bars(&fitted);
         }
         Ok(model)
     }
@@ -461,18 +503,6 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
         }
         _ => {}
     }
-}
-
-fn is_address(kind: EntityKind) -> bool {
-    matches!(kind, EntityKind::Source | EntityKind::Destination)
-}
-
-/// An address's window fits an attack's definition: it is judged by the definitions' bar.
-fn fits_an_attack(kind: EntityKind, x: &[f64]) -> bool {
-    matches!(
-        crate::typer::define_vector(kind, x),
-        AnomalyType::Ddos | AnomalyType::PortScan
-    )
 }
 
 /// Exceedances the tail is fitted on: the top 1 % of the held-out scores, at least
@@ -688,10 +718,7 @@ mod tests {
         let m = EntityModel::train(kind, &refs, &p).unwrap();
         let c = &m.calibration;
         assert!(c.heldout_max < c.threshold, "{c:?}");
-        assert!(c.definition_share < 0.005, "{c:?}");
-        assert_eq!(c.definition_bar, c.heldout_max);
-        assert_eq!(m.threshold_for(AnomalyType::Ddos), c.heldout_max);
-        assert_eq!(m.threshold_for(AnomalyType::Unknown), c.threshold);
+        assert!(c.definitions.iter().all(|d| d.share < 0.005), "{c:?}");
         assert_eq!(m.lowest_threshold(), c.heldout_max);
         // Spoofed sources replacing half of a victim's traffic: 7× its usual sources in
         // packets a third smaller, no more of them. Under the kind's threshold, over every
@@ -706,6 +733,8 @@ mod tests {
         flood[at("late_flow_share")] = 0.1;
         let score = m.score(&flood);
         assert_eq!(typer::define_vector(kind, &flood), AnomalyType::Ddos);
+        assert_eq!(m.threshold_for(&flood, AnomalyType::Ddos), c.heldout_max);
+        assert_eq!(m.threshold_for(&flood, AnomalyType::Unknown), c.threshold);
         assert!(
             score > c.heldout_max && score < c.threshold,
             "{score} {c:?}"
@@ -714,19 +743,27 @@ mod tests {
         let mut crowd = flood.clone();
         crowd[at("vs_usual_log_bytes")] = 0.0;
         assert_eq!(typer::define_vector(kind, &crowd), AnomalyType::Unknown);
-        assert!(m.score(&crowd) < m.threshold_for(AnomalyType::Unknown));
+        assert!(m.score(&crowd) < m.threshold_for(&crowd, AnomalyType::Unknown));
         // Queueing 8× its usual on the way to it is congestion by definition, but the detector
         // does not weigh it and its threshold is the kind's: still not raised.
         let mut queued = crowd.clone();
         queued[at("vs_usual_log_transit_us")] = 8f64.ln();
         assert_eq!(typer::define_vector(kind, &queued), AnomalyType::Congestion);
         assert_eq!(m.score(&queued), m.score(&crowd));
-        assert_eq!(m.threshold_for(AnomalyType::Congestion), c.threshold);
+        assert_eq!(
+            m.threshold_for(&queued, AnomalyType::Congestion),
+            c.threshold
+        );
         // A model whose threshold could not be calibrated raises nothing.
         let none = calibrate(vec![], 0.1);
         let mut uncalibrated = EntityModel::load(&m.save()).unwrap();
         uncalibrated.calibration = none;
-        assert!(uncalibrated.threshold_for(AnomalyType::Ddos).is_infinite());
+        assert!(
+            uncalibrated
+                .threshold_for(&flood, AnomalyType::Ddos)
+                .is_infinite()
+        );
+        assert!(uncalibrated.lowest_threshold().is_infinite());
     }
 
     /// `n` windows of 20 destinations, the `i`th one's features `x(i)`.
@@ -744,9 +781,10 @@ mod tests {
     }
 
     #[test]
-    fn where_clean_windows_often_fit_a_definition_its_bar_rises_towards_the_threshold() {
+    fn where_clean_windows_often_fit_a_definition_that_ways_bar_rises_towards_the_threshold() {
         // A sparse fabric: a host's few flows swing, and one window in twenty of each host has
-        // 1.8× its usual packets, two fifths smaller — a flood's two signs, by chance.
+        // 1.8× its usual packets, two fifths smaller — two of a flood's signs, by chance; none
+        // comes from 4× its usual sources.
         let kind = EntityKind::Destination;
         let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
         let mut rng = kplane_model::rng::Rng::new(11);
@@ -768,27 +806,44 @@ mod tests {
         let refs: Vec<&Sample> = samples.iter().collect();
         let m = EntityModel::train(kind, &refs, &kmeans(2)).unwrap();
         let c = &m.calibration;
-        assert_eq!(c.definition_share, fitting as f64 / 4000.0);
+        let [d] = c.definitions.as_slice() else {
+            panic!("one way fitted: {c:?}")
+        };
+        assert_eq!(d.fit, Fit::FloodMorePacketsSmaller);
+        assert_eq!(d.share, fitting as f64 / 4000.0);
         // They score high: more of them reach the tail than their share would put there.
         let tail = c.tail_share * 4000.0;
-        assert!(
-            c.definition_in_tail as f64 > 2.0 * c.definition_share * tail,
-            "{c:?}"
-        );
-        // Such windows pass the bar at the kind's rate: the tail's at the rate times the
-        // tail's windows over those of them that fit.
-        let bar = c.tail_at(c.rate * tail / c.definition_in_tail as f64);
+        assert!(d.in_tail as f64 > 2.0 * d.share * tail, "{c:?}");
+        // Such windows pass the bar at the kind's rate (the only way any window fitted): the
+        // tail's at the rate times the tail's windows over those of them that fit.
+        let bar = c.tail_at(c.rate * tail / d.in_tail as f64);
         assert!(c.heldout_max < bar && bar < c.threshold, "{bar} {c:?}");
         // Taking fitting and scoring as independent would have set it lower.
-        assert!(c.tail_at(c.rate / c.definition_share) < bar);
-        assert_eq!(c.definition_bar, bar);
-        assert_eq!(m.threshold_for(AnomalyType::Ddos), bar);
-        assert_eq!(m.lowest_threshold(), bar);
-        assert_eq!(m.threshold_for(AnomalyType::Unknown), c.threshold);
-        // A registry written before the bar was calibrated judges by the held-out maximum.
+        assert!(c.tail_at(c.rate / d.share) < bar);
+        assert_eq!(d.bar, bar);
+        let at_usual = |reports: f64, bytes: f64, sources: f64| {
+            let mut x = vec![0.0; names(kind).len()];
+            for m in measured(kind) {
+                x[at(m)] = 4.0;
+            }
+            x[at("vs_usual_log_reports")] = reports;
+            x[at("vs_usual_log_bytes")] = bytes;
+            x[at("vs_usual_log_sources")] = sources;
+            x
+        };
+        let swing = at_usual(0.6, 0.12, 0.0);
+        assert_eq!(m.threshold_for(&swing, AnomalyType::Ddos), bar);
+        assert_eq!(m.threshold_for(&swing, AnomalyType::Unknown), c.threshold);
+        // A flood from 7× the usual sources in smaller packets fits a way no clean window
+        // did: it is judged by the largest held-out score, as is a registry's window written
+        // before the bars were calibrated.
+        let spoofed = at_usual(0.0, -0.5, 7f64.ln());
+        assert_eq!(typer::fits(kind, &spoofed), [Fit::FloodNewSourcesSmaller]);
+        assert_eq!(m.threshold_for(&spoofed, AnomalyType::Ddos), c.heldout_max);
+        assert_eq!(m.lowest_threshold(), c.heldout_max);
         let mut old = EntityModel::load(&m.save()).unwrap();
-        old.calibration.definition_bar = 0.0;
-        assert_eq!(old.threshold_for(AnomalyType::Ddos), c.heldout_max);
+        old.calibration.definitions.clear();
+        assert_eq!(old.threshold_for(&swing, AnomalyType::Ddos), c.heldout_max);
     }
 
     #[test]
@@ -812,7 +867,10 @@ mod tests {
         assert!(m.score(&dead) > m.threshold());
         // A surprising silence is one measure clean windows cross by chance: a link is judged
         // by the extrapolated threshold whatever its type.
-        assert_eq!(m.threshold_for(AnomalyType::LinkFailure), m.threshold());
+        assert_eq!(
+            m.threshold_for(&dead, AnomalyType::LinkFailure),
+            m.threshold()
+        );
         assert_eq!(m.lowest_threshold(), m.threshold());
         assert!(
             m.deviations(&dead)

@@ -93,18 +93,11 @@ pub struct Labelled {
 /// The type an entity-window of `kind` is by definition; `f` gives a feature by name (0 when
 /// absent).
 pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
-    let smaller_packets = || f("vs_usual_log_bytes") - f("vs_usual_log_reports") <= SMALLER_PACKETS;
     match kind {
         EntityKind::Destination => {
-            // A flood's signs: more packets, many new sources, smaller packets; two make one.
-            let flood = [
-                f("vs_usual_log_reports") >= HALF_AGAIN,
-                many_new_sources(&f),
-                smaller_packets(),
-            ];
             if f("vs_usual_log_dst_ports") >= FOURFOLD {
                 AnomalyType::PortScan
-            } else if flood.iter().filter(|sign| **sign).count() >= 2 {
+            } else if !flood_signs(&f).is_empty() {
                 AnomalyType::Ddos
             } else if f("late_flow_share") >= MOSTLY_LATE {
                 // A flood's first moments: its packets queue, and its young flows have carried
@@ -125,7 +118,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
             {
                 AnomalyType::PortScan
             } else if f("vs_usual_log_reports") >= HALF_AGAIN
-                && smaller_packets()
+                && smaller_packets(&f)
                 && f("vs_usual_log_destinations") < TWICE
                 // A flood aims at a service: a source reaching 4× its usual ports is probing
                 // (a scan too young to type, above), never flooding.
@@ -150,6 +143,69 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
     }
 }
 
+/// A way an address's window fits an attack's definition. Clean windows fit some ways far
+/// more often than others — a sparse host's mice swing its packets up and their sizes down by
+/// chance, while none brings it 4× its usual sources — so each way's bar is calibrated on its
+/// own ([`crate::model`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fit {
+    /// A port scan, at either end.
+    Scan,
+    /// A source's flood.
+    Flood,
+    /// A destination's flood: more packets, from many new sources.
+    FloodMorePacketsNewSources,
+    /// A destination's flood: more packets, smaller.
+    FloodMorePacketsSmaller,
+    /// A destination's flood: from many new sources, in smaller packets (one that replaces
+    /// part of the victim's traffic).
+    FloodNewSourcesSmaller,
+}
+
+impl Fit {
+    /// The ways a window of `kind` can fit.
+    pub fn of(kind: EntityKind) -> &'static [Fit] {
+        match kind {
+            EntityKind::Destination => &[
+                Fit::Scan,
+                Fit::FloodMorePacketsNewSources,
+                Fit::FloodMorePacketsSmaller,
+                Fit::FloodNewSourcesSmaller,
+            ],
+            EntityKind::Source => &[Fit::Scan, Fit::Flood],
+            _ => &[],
+        }
+    }
+}
+
+/// The ways an entity-window (its features in [`names`] order) fits an attack's definition:
+/// none unless it is a DDoS or a port scan by definition.
+pub(crate) fn fits(kind: EntityKind, x: &[f64]) -> Vec<Fit> {
+    match (define_vector(kind, x), kind) {
+        (AnomalyType::PortScan, _) => vec![Fit::Scan],
+        (AnomalyType::Ddos, EntityKind::Destination) => flood_signs(&|n| feature(kind, x, n)),
+        (AnomalyType::Ddos, _) => vec![Fit::Flood],
+        _ => Vec::new(),
+    }
+}
+
+/// A destination's flood signs — more packets, many new sources, smaller packets — as the
+/// pairs of them that hold: two signs make a flood.
+fn flood_signs(f: &impl Fn(&str) -> f64) -> Vec<Fit> {
+    let more = f("vs_usual_log_reports") >= HALF_AGAIN;
+    let sources = many_new_sources(f);
+    let smaller = smaller_packets(f);
+    [
+        (more && sources, Fit::FloodMorePacketsNewSources),
+        (more && smaller, Fit::FloodMorePacketsSmaller),
+        (sources && smaller, Fit::FloodNewSourcesSmaller),
+    ]
+    .into_iter()
+    .filter_map(|(holds, fit)| holds.then_some(fit))
+    .collect()
+}
+
 /// Whether a queue's peak occupancy burst to 4× its usual peak (both counted from one, so an
 /// empty queue's usual is one) and [`BURST_PACKETS`] over it.
 fn burst(f: &impl Fn(&str) -> f64) -> bool {
@@ -170,6 +226,11 @@ fn added_per_added_flow(feature: &str, f: &impl Fn(&str) -> f64) -> f64 {
 /// kind of traffic, not its heaviest sources — those are the victim's own clients.
 pub(crate) fn from_many_new_sources(kind: EntityKind, x: &[f64]) -> bool {
     kind == EntityKind::Destination && many_new_sources(&|n| feature(kind, x, n))
+}
+
+/// Packets a fifth smaller than the entity's usual.
+fn smaller_packets(f: &impl Fn(&str) -> f64) -> bool {
+    f("vs_usual_log_bytes") - f("vs_usual_log_reports") <= SMALLER_PACKETS
 }
 
 /// A destination reached from 4× its usual sources.
@@ -593,5 +654,60 @@ mod tests {
         let (ty, p) =
             Typer::measured(&[]).classify(EntityKind::Source, &vector(EntityKind::Source, &source));
         assert_eq!((ty, p), (AnomalyType::Ddos, 0.5));
+    }
+
+    #[test]
+    fn a_window_fits_a_definition_each_way_its_signs_hold_and_only_when_it_is_that_type() {
+        use Fit::*;
+        let d = EntityKind::Destination;
+        // An entity kind, its window's deviations and the ways it fits.
+        type Case = (EntityKind, &'static [(&'static str, f64)], &'static [Fit]);
+        let cases: &[Case] = &[
+            // More packets, from 8× the usual sources, a third smaller: all three pairs.
+            (
+                d,
+                &[
+                    ("vs_usual_log_reports", 1.0),
+                    ("vs_usual_log_bytes", 0.6),
+                    ("vs_usual_log_sources", 2.1),
+                ],
+                &[
+                    FloodMorePacketsNewSources,
+                    FloodMorePacketsSmaller,
+                    FloodNewSourcesSmaller,
+                ],
+            ),
+            // Half of the traffic replaced: no more packets, from new sources, smaller.
+            (
+                d,
+                &[("vs_usual_log_bytes", -0.5), ("vs_usual_log_sources", 2.1)],
+                &[FloodNewSourcesSmaller],
+            ),
+            // One sign is no flood.
+            (d, &[("vs_usual_log_sources", 2.1)], &[]),
+            (d, &[("vs_usual_log_dst_ports", 3.0)], &[Scan]),
+            (
+                EntityKind::Source,
+                &[("vs_usual_log_reports", 1.0), ("vs_usual_log_bytes", 0.6)],
+                &[Flood],
+            ),
+            // Congestion at a queue is no attack.
+            (
+                EntityKind::Queue,
+                &[("vs_usual_congested_fraction", 0.5)],
+                &[],
+            ),
+        ];
+        for (kind, f, want) in cases {
+            let x = vector(*kind, f);
+            let fits = fits(*kind, &x);
+            assert_eq!(fits, *want, "{kind:?} {f:?}");
+            assert!(fits.iter().all(|fit| Fit::of(*kind).contains(fit)));
+            let attack = matches!(
+                define_vector(*kind, &x),
+                AnomalyType::Ddos | AnomalyType::PortScan
+            );
+            assert_eq!(attack, !fits.is_empty(), "{kind:?} {f:?}");
+        }
     }
 }
