@@ -43,8 +43,8 @@ const RECENT: usize = 16;
 pub const MAX_PERIOD: usize = 120;
 /// Values kept per entity: enough for the longest period's lag.
 const KEPT: usize = MAX_PERIOD + 1;
-/// An entity not seen for this many windows is forgotten.
-const FORGET_AFTER: i64 = 16;
+/// An entity not seen for this many windows is forgotten: its series starts again.
+pub(crate) const FORGET_AFTER: i64 = 16;
 /// The autocorrelation a period needs to be used.
 const MIN_AUTOCORRELATION: f64 = 0.3;
 const EWMA_ALPHA: f64 = 0.3;

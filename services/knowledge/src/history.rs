@@ -70,3 +70,52 @@ fn split_by_end(b: &arrow_array::RecordBatch) -> Vec<arrow_array::RecordBatch> {
     }
     out
 }
+
+/// Moves `later` — another store's windows, oldest first — in time to follow `history`, as
+/// `kplane eval replay` scores one store after training on another. Windows that already go on
+/// from the history (the first is the window after its last) stay where they are. Others
+/// (another run, whose clock started again; another week) are placed after a gap the forecasts
+/// forget their series across: the last values, the long flows and a periodic job's phase of
+/// the history belong to other traffic, and `later`'s own values start the series again. The
+/// entities' habits carry over: they count windows, not time.
+pub fn follow(history: &[Window], later: &mut [Window], window_ns: i64) {
+    let (Some(last), Some(first)) = (history.last(), later.first()) else {
+        return;
+    };
+    if first.end_ns == last.end_ns + window_ns {
+        return;
+    }
+    let shift = last.end_ns + (crate::forecast::FORGET_AFTER + 1) * window_ns - first.end_ns;
+    for w in later {
+        w.shift(shift);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    fn ends(ws: &[Window]) -> Vec<i64> {
+        ws.iter().map(|w| w.end_ns / S).collect()
+    }
+
+    fn windows_ending(ends: &[i64]) -> Vec<Window> {
+        ends.iter().map(|e| Window::new(e * S)).collect()
+    }
+
+    #[test]
+    fn another_runs_windows_follow_the_history_after_a_gap_the_forecasts_forget_across() {
+        let history = windows_ending(&[10, 11, 12]);
+        // Another run: its clock started again.
+        let mut later = windows_ending(&[1, 2, 4]);
+        follow(&history, &mut later, S);
+        let gap = crate::forecast::FORGET_AFTER + 1;
+        assert_eq!(ends(&later), [12 + gap, 13 + gap, 15 + gap]);
+        // The windows after the history's last go on from it.
+        let mut next = windows_ending(&[13, 14]);
+        follow(&history, &mut next, S);
+        assert_eq!(ends(&next), [13, 14]);
+    }
+}

@@ -68,11 +68,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<()> {
         );
     }
     let window_ns = train[1].end_ns - train[0].end_ns;
-    // The scored store follows the training (each emulation starts its clock again).
-    let shift = train[train.len() - 1].end_ns - scored[0].end_ns + window_ns;
-    for w in &mut scored {
-        w.shift(shift);
-    }
+    kplane_knowledge::history::follow(&train, &mut scored, window_ns);
     let state = match &a.state {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("kplane-eval-replay-{}", std::process::id())),
