@@ -180,12 +180,20 @@ pub fn recommend(
             if let Some(((protocol, port), n)) = widest_class(flows)
                 && (n > BLOCKED || (spread && 2 * n > sources.len()))
             {
+                let why = if n > BLOCKED {
+                    format!("more than {BLOCKED} to block one by one")
+                } else {
+                    format!(
+                        "most of its {} sources, new to it (its heaviest are its own clients)",
+                        sources.len()
+                    )
+                };
                 return vec![base(
                     json!({"kind": "block", "match": {"dst": host(victim),
                         "protocol": protocol_name(protocol), "dst-port": port.to_string()}}),
                     &format!(
-                        "DDoS towards {victim} from {n} sources, more than {BLOCKED} to block \
-                         one by one: block its {} port {port} traffic",
+                        "DDoS towards {victim} from {n} sources, {why}: block its {} port \
+                         {port} traffic",
                         protocol_name(protocol)
                     ),
                 )];
@@ -393,6 +401,11 @@ mod tests {
         assert_eq!(m["protocol"], "udp");
         assert_eq!(m["dst-port"], "80");
         assert!(m.get("src").is_none(), "the client is not blocked: {m}");
+        assert_eq!(
+            recs[0]["reason"],
+            "knowledge: DDoS towards 10.0.0.1 from 40 sources, more than 32 to block one by \
+             one: block its udp port 80 traffic"
+        );
     }
 
     #[test]
@@ -423,6 +436,11 @@ mod tests {
             "{m}"
         );
         assert!(m.get("src").is_none(), "no client is blocked: {m}");
+        assert_eq!(
+            recs[0]["reason"],
+            "knowledge: DDoS towards 10.0.0.1 from 20 sources, most of its 23 sources, new to \
+             it (its heaviest are its own clients): block its udp port 80 traffic"
+        );
         // From the usual sources (no spread), the heaviest are the attackers.
         let recs = recommended(&w, AnomalyType::Ddos, "10.0.0.1");
         assert_eq!(
