@@ -137,6 +137,21 @@ fn widest_class(flows: &[&FlowRow]) -> Option<((u8, u16), usize)> {
         .max_by_key(|(_, n)| *n)
 }
 
+/// Why a flood whose widest kind of traffic comes from `n` of the victim's `sources` is
+/// answered by blocking that kind rather than its heaviest sources, if it is: more sources than
+/// are blocked one by one, or (`spread`: reached from many new sources) most of them.
+fn kind_blocked_because(n: usize, spread: bool, sources: usize) -> Option<String> {
+    if n > BLOCKED {
+        Some(format!("more than {BLOCKED} to block one by one"))
+    } else if spread && 2 * n > sources {
+        Some(format!(
+            "most of its {sources} sources, new to it (its heaviest are its own clients)"
+        ))
+    } else {
+        None
+    }
+}
+
 /// An IP protocol as an intent's `match.protocol` names it (docs/intents.md).
 fn protocol_name(p: u8) -> String {
     match p {
@@ -178,16 +193,8 @@ pub fn recommend(
             };
             let sources = flows.iter().filter_map(|f| f.src).collect::<BTreeSet<_>>();
             if let Some(((protocol, port), n)) = widest_class(flows)
-                && (n > BLOCKED || (spread && 2 * n > sources.len()))
+                && let Some(why) = kind_blocked_because(n, spread, sources.len())
             {
-                let why = if n > BLOCKED {
-                    format!("more than {BLOCKED} to block one by one")
-                } else {
-                    format!(
-                        "most of its {} sources, new to it (its heaviest are its own clients)",
-                        sources.len()
-                    )
-                };
                 return vec![base(
                     json!({"kind": "block", "match": {"dst": host(victim),
                         "protocol": protocol_name(protocol), "dst-port": port.to_string()}}),
