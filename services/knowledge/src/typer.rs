@@ -14,8 +14,9 @@
 //! * **DDoS**: a destination with two of three signs — at least 1.5× its usual packets, from
 //!   4× its usual sources, in packets a fifth smaller than its usual (a flood that replaces
 //!   part of the victim's traffic changes where it comes from more than how much: the last
-//!   two, whatever its volume); a source sending 1.5× its usual
-//!   packets, a fifth smaller, to fewer than 2× its usual destinations (one of the attackers);
+//!   two, whatever its volume), and not in packets a fifth larger (an incast's answers); a
+//!   source sending 1.5× its usual packets, a fifth smaller, to fewer than 2× its usual
+//!   destinations (one of the attackers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
 //!   threshold than usual (occupancy, not report counts), or whose peak occupancy burst to 4×
 //!   its usual peak and [`BURST_PACKETS`] over it (a microburst: an incast's tens of
@@ -64,6 +65,8 @@ const TWICE: f64 = std::f64::consts::LN_2;
 const FOURFOLD: f64 = 2.0 * std::f64::consts::LN_2;
 /// Packets a fifth smaller than usual: ln 0.8.
 const SMALLER_PACKETS: f64 = -0.223;
+/// Packets a fifth larger than usual: ln 1.25.
+const LARGER_PACKETS: f64 = 0.223;
 /// A tenth more of a queue's samples over the congestion threshold than usual.
 const MORE_CONGESTED: f64 = 0.1;
 /// Packets a queue's peak must rise over its usual peak to be a burst: four times the
@@ -191,8 +194,14 @@ pub(crate) fn fits(kind: EntityKind, x: &[f64]) -> Vec<Fit> {
 }
 
 /// A destination's flood signs — more packets, many new sources, smaller packets — as the
-/// pairs of them that hold: two signs make a flood.
+/// pairs of them that hold: two signs make a flood. None holds for packets a fifth larger than
+/// the victim's usual: what brings more and larger packets from many new senders converges on
+/// it (an incast's answers, a shuffle); an amplification flood, which arrives the same way, is
+/// typed by its queueing (congestion) or not at all, and never blocked.
 fn flood_signs(f: &impl Fn(&str) -> f64) -> Vec<Fit> {
+    if larger_packets(f) {
+        return Vec::new();
+    }
     let more = f("vs_usual_log_reports") >= HALF_AGAIN;
     let sources = many_new_sources(f);
     let smaller = smaller_packets(f);
@@ -231,6 +240,11 @@ pub(crate) fn from_many_new_sources(kind: EntityKind, x: &[f64]) -> bool {
 /// Packets a fifth smaller than the entity's usual.
 fn smaller_packets(f: &impl Fn(&str) -> f64) -> bool {
     f("vs_usual_log_bytes") - f("vs_usual_log_reports") <= SMALLER_PACKETS
+}
+
+/// Packets a fifth larger than the entity's usual.
+fn larger_packets(f: &impl Fn(&str) -> f64) -> bool {
+    f("vs_usual_log_bytes") - f("vs_usual_log_reports") >= LARGER_PACKETS
 }
 
 /// A destination reached from 4× its usual sources.
@@ -366,7 +380,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 26] = [
+        let cases: [Case; 27] = [
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
@@ -435,6 +449,19 @@ mod tests {
                     ("vs_usual_log_transit_us", 2.1),
                 ],
                 Ddos,
+            ),
+            // An incast from 8 senders (the independent generator's, seed 392): 287× the
+            // usual packets from 4.2× the usual sources, but 2.9× larger and queued 300×: the
+            // answers the host asked for, not a flood.
+            (
+                Destination,
+                &[
+                    ("vs_usual_log_reports", 5.66),
+                    ("vs_usual_log_bytes", 6.71),
+                    ("vs_usual_log_sources", 1.42),
+                    ("vs_usual_log_transit_us", 5.73),
+                ],
+                Congestion,
             ),
             // A flood begun 0.1 s before the window's end (the BMv2 lab's, 1 s windows): 37
             // young flows of one small packet each, queued 10× the usual; no background to the
