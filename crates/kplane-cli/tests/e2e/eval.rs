@@ -434,3 +434,36 @@ fn on_the_bmv2_lab_a_ddos_and_a_port_scan_drawn_from_the_seed_are_raised_and_typ
     assert_eq!(kplane_lab::net::clean("kpet").unwrap().namespaces, 0);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Arguments that cannot make an evaluation are refused before any run, each with what to do.
+#[test]
+fn an_evaluation_that_cannot_run_is_refused_with_a_clear_error() {
+    let out = std::env::temp_dir().join(format!("kplane-eval-refused-{}", std::process::id()));
+    for (args, says) in [
+        (&["--family", "nope"][..], "unknown family \"nope\""),
+        (
+            &["--family", "indep-3tier"][..],
+            "no training variants to label",
+        ),
+        (
+            &["--label-seconds", "0"][..],
+            "--label-seconds must be at least 1",
+        ),
+        (
+            &["--seconds", "0"][..],
+            "--label-seconds must be at least 1",
+        ),
+    ] {
+        let run = Command::new(env!("CARGO_BIN_EXE_kplane"))
+            .args(["eval", "knowledge"])
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!out.join("stores").exists(), "{args:?} ran something");
+    }
+}

@@ -79,6 +79,10 @@ pub struct KnowledgeArgs {
     /// Labelling runs per training variant (seeds 9101, 9102, …).
     #[arg(long, default_value_t = 3)]
     label_runs: u64,
+    /// Virtual seconds per labelling run, whatever the scored runs' length: a long clean
+    /// evaluation does not lengthen the attacks it labels.
+    #[arg(long, default_value_t = 40)]
+    label_seconds: u64,
     /// Also write the labelled set generated from every family here.
     #[arg(long)]
     write_labels: Option<PathBuf>,
@@ -789,6 +793,9 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if a.seconds == 0 || a.label_seconds == 0 {
+        bail!("--seconds and --label-seconds must be at least 1 (a run's virtual seconds)");
+    }
     if a.labels.is_none()
         && families
             .iter()
@@ -826,6 +833,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
 
     // One window as a share of a run: how late in a window injected traffic may start.
     let window_share = a.window.as_secs_f64() / a.seconds as f64;
+    let label_window_share = a.window.as_secs_f64() / a.label_seconds as f64;
     // 1–2. Per family: the models of normal behaviour from its clean traffic, and the labels
     // of its training variants.
     let mut labels: Vec<Vec<Labelled>> = Vec::new();
@@ -868,7 +876,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             for i in 0..labelling(fam, 0.0).len() {
                 for r in 0..a.label_runs {
                     let seed = LABEL_SEED + 100 * r + i as u64;
-                    let late = Rng::new(seed ^ START_STREAM).real(0.0, window_share);
+                    let late = Rng::new(seed ^ START_STREAM).real(0.0, label_window_share);
                     let spec = &labelling(fam, late)[i];
                     eprintln!(
                         "kplane eval knowledge: {}: labelling {spec} (seed {seed})",
@@ -879,7 +887,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                         window,
                         &thresholds(fam),
                         knowledge_config(&state, window, min_windows),
-                        source(fam, spec, a.seconds, seed),
+                        source(fam, spec, a.label_seconds, seed),
                         || true,
                     )?;
                     own.extend(labels_of(&o, window_ns));
