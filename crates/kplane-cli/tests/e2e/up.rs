@@ -864,11 +864,14 @@ fn a_link_forecast_hot_has_elephants_moved_off_it_and_verified() {
 }
 
 /// A change nothing explains that does not go away becomes the usual: a heavy hitter that
-/// starts and keeps sending — one flow at 90 % of its link rate, so the link to its
-/// destination runs past half its capacity (a link less busy is not news) — is raised
-/// `unknown`, settles after `settle-after` (5 s here: the link, saturated with the fabric's
-/// own traffic, can dip under its threshold for a window, which ends an episode) — its episode
-/// ends with `settled` — and is not raised again while it goes on.
+/// starts and keeps sending — one flow at 70 % of its link rate, so the link to its
+/// destination runs past half its capacity (a link less busy is not news) but its queue is not
+/// congested (at 90 % the fabric's own traffic filled it now and then, and the link was that
+/// congestion's collateral, never raised on its own) — is raised `unknown`, settles after
+/// `settle-after` (5 s here) — its episode ends with `settled` — and is not raised again while
+/// it goes on. The thresholds are calibrated for a false alarm a minute: from 25 windows of
+/// training the default budget's thresholds sat within 10 % of the link's score (at 12–14
+/// against 15) and some runs raised nothing; this one's are at 8–10.
 #[test]
 fn a_change_that_lasts_settles_and_is_not_raised_again() {
     let up = Up::start_with(
@@ -877,10 +880,11 @@ fn a_change_that_lasts_settles_and_is_not_raised_again() {
         &[
             ("KPLANE__KNOWLEDGE__MIN_WINDOWS", "25"),
             ("KPLANE__KNOWLEDGE__SETTLE_AFTER", "5s"),
+            ("KPLANE__KNOWLEDGE__FALSE_ALARMS_PER_HOUR", "60"),
         ],
         &[
             SMALL_FABRIC,
-            &["--scenario", "heavy-hitter:start=0.3,rate=0.9,flows=1"],
+            &["--scenario", "heavy-hitter:start=0.3,rate=0.7,flows=1"],
         ]
         .concat(),
     );
