@@ -237,14 +237,19 @@ pub(crate) fn from_many_new_sources(kind: EntityKind, x: &[f64]) -> bool {
     kind == EntityKind::Destination && many_new_sources(&|n| feature(kind, x, n))
 }
 
+/// How the entity's packets compare in size with its usual ones (a natural-log ratio).
+fn vs_usual_packet_size(f: &impl Fn(&str) -> f64) -> f64 {
+    f("vs_usual_log_bytes") - f("vs_usual_log_reports")
+}
+
 /// Packets a fifth smaller than the entity's usual.
 fn smaller_packets(f: &impl Fn(&str) -> f64) -> bool {
-    f("vs_usual_log_bytes") - f("vs_usual_log_reports") <= SMALLER_PACKETS
+    vs_usual_packet_size(f) <= SMALLER_PACKETS
 }
 
 /// Packets a fifth larger than the entity's usual.
 fn larger_packets(f: &impl Fn(&str) -> f64) -> bool {
-    f("vs_usual_log_bytes") - f("vs_usual_log_reports") >= LARGER_PACKETS
+    vs_usual_packet_size(f) >= LARGER_PACKETS
 }
 
 /// A destination reached from 4× its usual sources.

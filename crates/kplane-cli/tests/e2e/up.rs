@@ -870,8 +870,8 @@ fn a_link_forecast_hot_has_elephants_moved_off_it_and_verified() {
 /// congestion's collateral, never raised on its own) — is raised `unknown`, settles after
 /// `settle-after` (5 s here) — its episode ends with `settled` — and is not raised again while
 /// it goes on. The thresholds are calibrated for a false alarm a minute: from 25 windows of
-/// training the default budget's thresholds sat within 10 % of the link's score (at 12–14
-/// against 15) and some runs raised nothing; this one's are at 8–10.
+/// training the default budget's thresholds for links were 12–14 against this link's score of
+/// about 15, and some runs raised nothing; this budget's are 8–10.
 #[test]
 fn a_change_that_lasts_settles_and_is_not_raised_again() {
     let up = Up::start_with(
