@@ -14,7 +14,7 @@
 //! * **DDoS**: a destination with two of three signs — at least 1.5× its usual packets, from
 //!   4× its usual sources, in packets a fifth smaller than its usual (a flood that replaces
 //!   part of the victim's traffic changes where it comes from more than how much: the last
-//!   two, whatever its volume), and not in packets a fifth larger (an incast's answers); a
+//!   two, whatever its volume), and not in packets a quarter larger (an incast's answers); a
 //!   source sending 1.5× its usual packets, a fifth smaller, to fewer than 2× its usual
 //!   destinations (one of the attackers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
@@ -65,7 +65,7 @@ const TWICE: f64 = std::f64::consts::LN_2;
 const FOURFOLD: f64 = 2.0 * std::f64::consts::LN_2;
 /// Packets a fifth smaller than usual: ln 0.8.
 const SMALLER_PACKETS: f64 = -0.223;
-/// Packets a fifth larger than usual: ln 1.25.
+/// Packets a quarter larger than usual: ln 1.25.
 const LARGER_PACKETS: f64 = 0.223;
 /// A tenth more of a queue's samples over the congestion threshold than usual.
 const MORE_CONGESTED: f64 = 0.1;
@@ -194,10 +194,10 @@ pub(crate) fn fits(kind: EntityKind, x: &[f64]) -> Vec<Fit> {
 }
 
 /// A destination's flood signs — more packets, many new sources, smaller packets — as the
-/// pairs of them that hold: two signs make a flood. None holds for packets a fifth larger than
-/// the victim's usual: what brings more and larger packets from many new senders converges on
-/// it (an incast's answers, a shuffle); an amplification flood, which arrives the same way, is
-/// typed by its queueing (congestion) or not at all, and never blocked.
+/// pairs of them that hold: two signs make a flood. None holds for packets a quarter larger
+/// than the victim's usual: what brings more and larger packets from many new senders
+/// converges on it (an incast's answers, a shuffle); an amplification flood, which arrives the
+/// same way, is typed by its queueing (congestion) or not at all, and never blocked.
 fn flood_signs(f: &impl Fn(&str) -> f64) -> Vec<Fit> {
     if larger_packets(f) {
         return Vec::new();
@@ -247,7 +247,7 @@ fn smaller_packets(f: &impl Fn(&str) -> f64) -> bool {
     vs_usual_packet_size(f) <= SMALLER_PACKETS
 }
 
-/// Packets a fifth larger than the entity's usual.
+/// Packets a quarter larger than the entity's usual.
 fn larger_packets(f: &impl Fn(&str) -> f64) -> bool {
     vs_usual_packet_size(f) >= LARGER_PACKETS
 }
