@@ -65,8 +65,8 @@ const TWICE: f64 = std::f64::consts::LN_2;
 const FOURFOLD: f64 = 2.0 * std::f64::consts::LN_2;
 /// Packets a fifth smaller than usual: ln 0.8.
 const SMALLER_PACKETS: f64 = -0.223;
-/// Packets a quarter larger than usual: ln 1.25.
-const LARGER_PACKETS: f64 = 0.223;
+/// Packets a quarter larger than usual: ln 1.25, the mirror of [`SMALLER_PACKETS`].
+const LARGER_PACKETS: f64 = -SMALLER_PACKETS;
 /// A tenth more of a queue's samples over the congestion threshold than usual.
 const MORE_CONGESTED: f64 = 0.1;
 /// Packets a queue's peak must rise over its usual peak to be a burst: four times the

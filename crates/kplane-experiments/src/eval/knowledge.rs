@@ -831,9 +831,10 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         (None, _) => LabelSource::OtherFamilies,
     };
 
-    // One window as a share of a run: how late in a window injected traffic may start.
-    let window_share = a.window.as_secs_f64() / a.seconds as f64;
-    let label_window_share = a.window.as_secs_f64() / a.label_seconds as f64;
+    // One window as a share of a run of `seconds`: how late in a window injected traffic may
+    // start.
+    let window_share_of = |seconds: u64| a.window.as_secs_f64() / seconds as f64;
+    let window_share = window_share_of(a.seconds);
     // 1–2. Per family: the models of normal behaviour from its clean traffic, and the labels
     // of its training variants.
     let mut labels: Vec<Vec<Labelled>> = Vec::new();
@@ -876,7 +877,8 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
             for i in 0..labelling(fam, 0.0).len() {
                 for r in 0..a.label_runs {
                     let seed = LABEL_SEED + 100 * r + i as u64;
-                    let late = Rng::new(seed ^ START_STREAM).real(0.0, label_window_share);
+                    let late =
+                        Rng::new(seed ^ START_STREAM).real(0.0, window_share_of(a.label_seconds));
                     let spec = &labelling(fam, late)[i];
                     eprintln!(
                         "kplane eval knowledge: {}: labelling {spec} (seed {seed})",
