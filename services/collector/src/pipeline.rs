@@ -1,6 +1,6 @@
 //! One pipeline per worker thread: datagram → records → loss accounting → event detection →
-//! partition → batches. Counters are kept locally and added to Prometheus once per receive
-//! batch (`flush_metrics`).
+//! partition → batches. Counters are kept locally and added to Prometheus at each tick
+//! (`flush_metrics`), the datagrams taken after each receive batch (`flush_datagrams`).
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -506,6 +506,15 @@ impl Pipeline {
         self.flush_metrics();
     }
 
+    /// Adds the datagrams taken since the last flush to `datagrams_received` at once, without
+    /// the rest of [`Self::flush_metrics`]: called after each receive batch, so that a sender
+    /// pacing itself by what the collector has taken (`kplane eval`'s emulator) waits for a
+    /// batch, not for the next tick.
+    pub fn flush_datagrams(&mut self) {
+        let n = std::mem::take(&mut self.core.local.datagrams);
+        self.core.metrics.datagrams.inc_by(n);
+    }
+
     /// Adds the local counts to Prometheus.
     pub fn flush_metrics(&mut self) {
         let c = &mut self.core;
@@ -579,5 +588,50 @@ impl Pipeline {
     /// Tracked metric keys and the bytes their table holds.
     pub fn key_footprint(&self) -> (usize, usize) {
         (self.core.detect.keys(), self.core.detect.key_table_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct NullBus;
+
+    impl kplane_bus::Producer for NullBus {
+        fn send(&self, _: kplane_bus::Message) -> Result<(), kplane_bus::BusError> {
+            Ok(())
+        }
+        fn partitions(&self, _: &str) -> Result<u32, kplane_bus::BusError> {
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn a_batchs_datagrams_are_counted_taken_before_the_tick_and_only_once() {
+        let cfg = Config::default();
+        let metrics = CollectorMetrics::default();
+        let publisher = Publisher::new(
+            Arc::new(NullBus),
+            metrics.clone(),
+            1,
+            cfg.encoding,
+            cfg.batch_size,
+            cfg.linger,
+            false,
+            "test".into(),
+        );
+        let mut p = Pipeline::new(&cfg, publisher, metrics.clone(), SharedWatchlist::default());
+        let exporter: SocketAddr = "127.0.0.1:9".parse().expect("an address");
+        for _ in 0..3 {
+            p.datagram(b"not a report", exporter, 1, false);
+        }
+        assert_eq!(metrics.datagrams.get(), 0, "nothing flushed yet");
+        p.flush_datagrams();
+        assert_eq!(metrics.datagrams.get(), 3);
+        p.datagram(b"not a report", exporter, 2, false);
+        p.flush_metrics();
+        assert_eq!(metrics.datagrams.get(), 4);
+        assert_eq!(metrics.received_bytes.get(), 4 * 12);
     }
 }
