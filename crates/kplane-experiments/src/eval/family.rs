@@ -9,8 +9,9 @@ use kplane_emulator::topology::{LinkSpec, Topology};
 
 /// The shipped families: (name, spec). `ft4-100m` is the fabric the shipped labels come from;
 /// `indep-3tier` is the independent generator's (`kplane-tracegen`), which shares no code
-/// with the emulator.
-pub const PRESETS: [(&str, &str); 5] = [
+/// with the emulator; `ls-4x8-10g` and `ft4-10g-sparse` are the ends of the range the
+/// evaluation spans (10 Gb/s links; 5000 and 100 flows/s), which the shipped labels never saw.
+pub const PRESETS: [(&str, &str); 7] = [
     (
         "ft4-100m",
         "topology=fat-tree:4;link-mbps=100;flows=1000;elephants=0.02;jobs=8;job-mbps=10",
@@ -26,6 +27,14 @@ pub const PRESETS: [(&str, &str); 5] = [
     (
         "ws-20-100m",
         "topology=watts-strogatz:20,4,0.2,7;link-mbps=100;flows=400;elephants=0.02;jobs=4;job-mbps=10",
+    ),
+    (
+        "ls-4x8-10g",
+        "topology=leaf-spine:4,8,4;link-mbps=10000;flows=5000;elephants=0.05;jobs=4;job-mbps=500",
+    ),
+    (
+        "ft4-10g-sparse",
+        "topology=fat-tree:4;link-mbps=10000;flows=100;elephants=0.1;jobs=0",
     ),
     (
         "indep-3tier",
