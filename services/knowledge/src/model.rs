@@ -75,6 +75,14 @@ pub struct DefinitionBar {
 }
 
 impl Calibration {
+    /// Raises the threshold to `floor` where it is lower, saying so in the method.
+    fn raise_to(&mut self, floor: f64, what: &str) {
+        if floor > self.threshold {
+            self.threshold = floor;
+            self.method = format!("{}; raised to {what}", self.method);
+        }
+    }
+
     /// The score the fitted tail says `rate` of the scores exceed (below the held-out maximum
     /// too: callers bound it).
     fn tail_at(&self, rate: f64) -> f64 {
@@ -340,6 +348,13 @@ impl EntityModel {
         let hours = ends.len() as f64 * p.window_ns as f64 / 3.6e12;
         let rate = (p.false_alarms_per_hour * hours / held_scores.len() as f64).min(0.5);
         model.calibration = calibrate(held_scores, rate);
+        if kind == EntityKind::Queue {
+            // Queues empty in every training window (a sparse fabric's, the independent
+            // generator's) score 0 held out, and a packet or two meeting would pass any bar
+            // calibrated on them: nothing short of the least burst is raised at a queue.
+            let least_burst = model.score(&typer::least_burst(&model.mean));
+            model.calibration.raise_to(least_burst, "the least burst's score");
+        }
         let c = &mut model.calibration;
         if c.threshold.is_finite() {
             let mut fitted: BTreeMap<Fit, (usize, usize)> = BTreeMap::new();
@@ -474,7 +489,10 @@ const QUIETER_FLOOR: f64 = -2.0;
 ///   whether its destinations went elsewhere (a sparse link's quiet window is not) —, its
 ///   utilisation counts only up, and only in a window in which it reached [`BUSY_LINK`]; a
 ///   silent link's utilisation is nothing: it only restates the silence, whose surprise is
-///   `silence_surprise` (a sparse link's silence is ordinary however busy it was).
+///   `silence_surprise` (a sparse link's silence is ordinary however busy it was);
+/// * a queue's: its samples are nothing, as a link's are — how many reports passed through it
+///   is neither queueing nor harm (a heavy hitter across a sparse fabric sends a hundred times
+///   a queue's usual reports through it, its occupancy unchanged): it is judged by its occupancy.
 fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
     let names = names(kind);
     match kind {
@@ -501,7 +519,14 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
                 }
             }
         }
-        _ => {}
+        EntityKind::Queue => {
+            for (v, name) in z.iter_mut().zip(names) {
+                if name.ends_with("log_samples") {
+                    *v = 0.0;
+                }
+            }
+        }
+        EntityKind::Flow => {}
     }
 }
 
@@ -608,10 +633,18 @@ mod tests {
             "typed by, not detected by"
         );
         assert_eq!(z[at("log_transit_us")], 0.0);
-        let mut q = vec![-5.0; names(EntityKind::Queue).len()];
-        let x = q.clone();
-        weigh(EntityKind::Queue, &x, &mut q);
-        assert!(q.iter().all(|v| *v == -5.0), "a queue's are as they are");
+    }
+
+    #[test]
+    fn a_queue_is_judged_by_its_occupancy_not_by_the_reports_through_it() {
+        let kind = EntityKind::Queue;
+        let mut z = vec![-5.0; names(kind).len()];
+        let x = z.clone();
+        weigh(kind, &x, &mut z);
+        for (v, name) in z.iter().zip(names(kind)) {
+            let weighed = if name.ends_with("log_samples") { 0.0 } else { -5.0 };
+            assert_eq!(*v, weighed, "{name}");
+        }
     }
 
     #[test]
@@ -920,5 +953,38 @@ mod tests {
         // A burst of 80 packets: twenty sigmas, raised.
         assert!(z(&deeper(80.0)) >= 19.0);
         assert!(m.score(&deeper(80.0)) > m.threshold());
+    }
+
+    #[test]
+    fn a_queue_empty_in_every_training_window_is_raised_no_shallower_than_the_least_burst() {
+        let kind = EntityKind::Queue;
+        let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
+        // A sparse fabric's queue: never a packet queued in training, its reports many or few.
+        let samples: Vec<Sample> = (0..200)
+            .map(|i| {
+                let mut x = vec![0.0; names(kind).len()];
+                x[at("log_samples")] = (20.0 * (1 + i % 9) as f64).ln_1p();
+                sample(i, x)
+            })
+            .collect();
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let m = EntityModel::train(kind, &refs, &kmeans(2)).unwrap();
+        let window = |packets: f64, reports: f64| {
+            let mut x = samples[0].x.clone();
+            for name in ["occupancy_max", "vs_usual_occupancy_max"] {
+                x[at(name)] = packets;
+            }
+            x[at("log_samples")] = reports.ln_1p();
+            x
+        };
+        // Every held-out score is 0: the bar is the least burst's, not a hair above 0.
+        assert_eq!(m.calibration.heldout_max, 0.0);
+        assert!(m.threshold() >= m.score(&crate::typer::least_burst(&m.mean)));
+        assert!(m.calibration.method.contains("least burst"), "{}", m.calibration.method);
+        // Eight packets meeting, or a hundred times the reports: not raised.
+        assert!(m.score(&window(8.0, 20.0)) < m.threshold());
+        assert!(m.score(&window(0.0, 20_000.0)) < m.threshold());
+        // A burst of 24 packets: raised.
+        assert!(m.score(&window(24.0, 20.0)) > m.threshold());
     }
 }

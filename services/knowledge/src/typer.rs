@@ -223,6 +223,20 @@ fn burst(f: &impl Fn(&str) -> f64) -> bool {
     over >= BURST_PACKETS && peak.ln_1p() - usual.ln_1p() >= FOURFOLD
 }
 
+/// The queue window `usual` (features in [`names`] order) with its peak [`BURST_PACKETS`] over
+/// its usual: the least queueing the definitions call a burst, which a queue must be as far
+/// from normal as to be raised ([`crate::model`]).
+pub(crate) fn least_burst(usual: &[f64]) -> Vec<f64> {
+    let names = names(EntityKind::Queue);
+    let mut x = usual.to_vec();
+    for (v, name) in x.iter_mut().zip(names) {
+        if name.ends_with("occupancy_max") {
+            *v += BURST_PACKETS;
+        }
+    }
+    x
+}
+
 /// How much of `feature` (a count, as `ln(1 + x)`) each flow the entity has beyond its usual
 /// added: the window's count less the usual, over the flows less the usual.
 fn added_per_added_flow(feature: &str, f: &impl Fn(&str) -> f64) -> f64 {
