@@ -353,7 +353,9 @@ impl EntityModel {
             // generator's) score 0 held out, and a packet or two meeting would pass any bar
             // calibrated on them: nothing short of the least burst is raised at a queue.
             let least_burst = model.score(&typer::least_burst(&model.mean));
-            model.calibration.raise_to(least_burst, "the least burst's score");
+            model
+                .calibration
+                .raise_to(least_burst, "the least burst's score");
         }
         let c = &mut model.calibration;
         if c.threshold.is_finite() {
@@ -642,7 +644,11 @@ mod tests {
         let x = z.clone();
         weigh(kind, &x, &mut z);
         for (v, name) in z.iter().zip(names(kind)) {
-            let weighed = if name.ends_with("log_samples") { 0.0 } else { -5.0 };
+            let weighed = if name.ends_with("log_samples") {
+                0.0
+            } else {
+                -5.0
+            };
             assert_eq!(*v, weighed, "{name}");
         }
     }
@@ -980,7 +986,11 @@ mod tests {
         // Every held-out score is 0: the bar is the least burst's, not a hair above 0.
         assert_eq!(m.calibration.heldout_max, 0.0);
         assert!(m.threshold() >= m.score(&crate::typer::least_burst(&m.mean)));
-        assert!(m.calibration.method.contains("least burst"), "{}", m.calibration.method);
+        assert!(
+            m.calibration.method.contains("least burst"),
+            "{}",
+            m.calibration.method
+        );
         // Eight packets meeting, or a hundred times the reports: not raised.
         assert!(m.score(&window(8.0, 20.0)) < m.threshold());
         assert!(m.score(&window(0.0, 20_000.0)) < m.threshold());
