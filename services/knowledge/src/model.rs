@@ -23,7 +23,9 @@
 //! threshold.
 //! A queue's or a link's definition is one measure at a fixed bar (a congested share, a
 //! silence of 5 nats) that clean windows cross by chance, and only the extrapolated threshold
-//! keeps those apart from congestion and failures.
+//! keeps those apart from congestion and failures. A queue's threshold is never below the
+//! score of the least burst the definitions name: where queues were empty in every training
+//! window, every held-out score is 0.
 
 use std::collections::BTreeMap;
 

@@ -53,8 +53,9 @@ pub struct KnowledgeArgs {
     #[arg(long, default_values_t = ["mixed".to_string(), "clean".to_string()])]
     scenario: Vec<String>,
     /// Fabric families (repeatable): a preset (ft4-100m, ls-2x4-1g, ft6-1g, ws-20-100m,
-    /// ls-4x8-10g, ft4-10g-sparse, indep-3tier) or a spec `topology=…;link-mbps=…;flows=…;elephants=…;jobs=…;job-mbps=…`. With several,
-    /// each is scored held out: its type classifier learns from the other families' labels.
+    /// ls-4x8-10g, ft4-10g-sparse, indep-3tier) or a spec
+    /// `topology=…;link-mbps=…;flows=…;elephants=…;jobs=…;job-mbps=…`. With several, each is
+    /// scored held out: its type classifier learns from the other families' labels.
     #[arg(long, default_values_t = ["ft4-100m".to_string()])]
     family: Vec<String>,
     /// First seed of the scored runs (scenario parameters are drawn from it).
