@@ -1,6 +1,6 @@
 //! One pipeline per worker thread: datagram → records → loss accounting → event detection →
-//! partition → batches. Counters are kept locally and added to Prometheus at each tick
-//! (`flush_metrics`), the datagrams taken after each receive batch (`flush_datagrams`).
+//! partition → batches. Counters are kept locally and added to Prometheus after each receive
+//! batch (`flush_counts`), the gauges and tables at each tick (`flush_metrics`).
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -506,17 +506,13 @@ impl Pipeline {
         self.flush_metrics();
     }
 
-    /// Adds the datagrams taken since the last flush to `datagrams_received` at once, without
-    /// the rest of [`Self::flush_metrics`]: called after each receive batch, so that a sender
-    /// pacing itself by what the collector has taken (`kplane eval`'s emulator) waits for a
-    /// batch, not for the next tick.
-    pub fn flush_datagrams(&mut self) {
-        let n = std::mem::take(&mut self.core.local.datagrams);
-        self.core.metrics.datagrams.inc_by(n);
-    }
-
-    /// Adds the local counts to Prometheus.
-    pub fn flush_metrics(&mut self) {
+    /// Adds what the datagrams taken since the last flush came to — received, decoded,
+    /// malformed, events, losses — to Prometheus, together: called after each receive batch,
+    /// so that a sender pacing itself by what the collector has taken (`kplane eval`'s
+    /// emulator) waits for a batch, not for the next tick, and a reader who sees a datagram
+    /// counted sees its outcome too. The gauges and tables follow at the tick
+    /// ([`Self::flush_metrics`]).
+    pub fn flush_counts(&mut self) {
         let c = &mut self.core;
         let m = &c.metrics;
         let l = std::mem::take(&mut c.local);
@@ -559,6 +555,13 @@ impl Pipeline {
             .inc_by(now.duplicates - c.last_loss.duplicates);
         m.sequence_resets.inc_by(now.resets - c.last_loss.resets);
         c.last_loss = now;
+    }
+
+    /// Adds the local counts ([`Self::flush_counts`]) and the gauges and tables to Prometheus.
+    pub fn flush_metrics(&mut self) {
+        self.flush_counts();
+        let c = &mut self.core;
+        let m = &c.metrics;
         m.metric_keys.set(c.detect.keys() as i64);
         // Each pipeline adds its own change: the gauge is the sum over pipelines.
         let hot = (c.partitioner.hot_sources(), c.partitioner.spread_records);
@@ -595,24 +598,12 @@ impl Pipeline {
 mod tests {
     use super::*;
 
-    #[derive(Debug)]
-    struct NullBus;
-
-    impl kplane_bus::Producer for NullBus {
-        fn send(&self, _: kplane_bus::Message) -> Result<(), kplane_bus::BusError> {
-            Ok(())
-        }
-        fn partitions(&self, _: &str) -> Result<u32, kplane_bus::BusError> {
-            Ok(1)
-        }
-    }
-
     #[test]
-    fn a_batchs_datagrams_are_counted_taken_before_the_tick_and_only_once() {
+    fn a_batchs_datagrams_and_what_they_came_to_are_counted_before_the_tick_and_only_once() {
         let cfg = Config::default();
         let metrics = CollectorMetrics::default();
         let publisher = Publisher::new(
-            Arc::new(NullBus),
+            Arc::new(crate::embedded_bus(&cfg)),
             metrics.clone(),
             1,
             cfg.encoding,
@@ -623,15 +614,26 @@ mod tests {
         );
         let mut p = Pipeline::new(&cfg, publisher, metrics.clone(), SharedWatchlist::default());
         let exporter: SocketAddr = "127.0.0.1:9".parse().expect("an address");
+        let malformed = || -> u64 {
+            WireError::REASONS
+                .iter()
+                .map(|&reason| {
+                    metrics
+                        .malformed
+                        .get_or_create(&ReasonLabel { reason })
+                        .get()
+                })
+                .sum()
+        };
         for _ in 0..3 {
             p.datagram(b"not a report", exporter, 1, false);
         }
         assert_eq!(metrics.datagrams.get(), 0, "nothing flushed yet");
-        p.flush_datagrams();
-        assert_eq!(metrics.datagrams.get(), 3);
+        p.flush_counts();
+        assert_eq!((metrics.datagrams.get(), malformed()), (3, 3));
         p.datagram(b"not a report", exporter, 2, false);
         p.flush_metrics();
-        assert_eq!(metrics.datagrams.get(), 4);
+        assert_eq!((metrics.datagrams.get(), malformed()), (4, 4));
         assert_eq!(metrics.received_bytes.get(), 4 * 12);
     }
 }

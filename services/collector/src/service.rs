@@ -315,7 +315,7 @@ fn spawn_inputs(
                             let payload = batch.data.get(off..off + len).unwrap_or_default();
                             pipeline.datagram(payload, src, batch.received_ns, truncated);
                         }
-                        pipeline.flush_datagrams();
+                        pipeline.flush_counts();
                     }
                     Err(RecvTimeoutError::Timeout) => {}
                     // Every receiver stopped and the queue is drained.
