@@ -205,8 +205,9 @@ impl Engine {
                     Ok(m) => {
                         e.models.insert(m.kind, m);
                     }
-                    // A kind this version extracts other features for (an upgrade): trained
-                    // again at the first window, not at the next periodic retraining.
+                    // A kind this version extracts other features for, or weighs otherwise
+                    // (an upgrade): trained again at the first window, not at the next
+                    // periodic retraining.
                     Err(err) => {
                         tracing::warn!(error = %err, "stored model not loaded");
                         e.since_training = e.cfg.retrain_every;

@@ -176,7 +176,17 @@ pub struct SavedModel {
     pub fitted: serde_json::Value,
     pub calibration: Calibration,
     pub training: TrainingRange,
+    /// What [`weigh`] counted when the model was fitted ([`WEIGHING`]; 0 in a registry written
+    /// before it was recorded).
+    #[serde(default)]
+    pub weighing: u32,
 }
+
+/// The version of what [`weigh`] counts, raised with each change: a detector fitted on windows
+/// weighed otherwise scores this version's wrongly (its centroids hold coordinates now
+/// counted as nothing), so it is not loaded and trained again. 1: a queue's samples count for
+/// nothing.
+pub(crate) const WEIGHING: u32 = 1;
 
 /// Training parameters.
 #[derive(Clone, Debug)]
@@ -269,6 +279,7 @@ impl EntityModel {
             fitted: self.scorer.save(),
             calibration: self.calibration.clone(),
             training: self.training.clone(),
+            weighing: WEIGHING,
         }
     }
 
@@ -281,6 +292,14 @@ impl EntityModel {
                 s.kind.as_str(),
                 s.features,
                 names(s.kind)
+            )));
+        }
+        if s.weighing != WEIGHING {
+            return Err(incompatible(format!(
+                "{} model fitted on windows weighed as by version {} of the weighing; this \
+                 version weighs as by {WEIGHING}",
+                s.kind.as_str(),
+                s.weighing
             )));
         }
         Ok(Self {
@@ -920,6 +939,10 @@ mod tests {
         );
         let again = EntityModel::load(&m.save()).unwrap();
         assert_eq!(again.score(&dead), m.score(&dead));
+        // Fitted when the weighing counted other features: trained again, not loaded.
+        let mut before = m.save();
+        before.weighing = WEIGHING - 1;
+        assert!(EntityModel::load(&before).is_err());
         assert!(EntityModel::train(EntityKind::Link, &refs[..2], &p).is_err());
     }
 
