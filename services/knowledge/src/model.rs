@@ -518,6 +518,13 @@ const QUIETER_FLOOR: f64 = -2.0;
 ///   a queue's usual reports through it, its occupancy unchanged): it is judged by its occupancy.
 fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
     let names = names(kind);
+    if matches!(kind, EntityKind::Link | EntityKind::Queue) {
+        for (v, name) in z.iter_mut().zip(names) {
+            if name.ends_with("log_samples") {
+                *v = 0.0;
+            }
+        }
+    }
     match kind {
         EntityKind::Source | EntityKind::Destination => {
             for (v, name) in z.iter_mut().zip(names) {
@@ -534,22 +541,14 @@ fn weigh(kind: EntityKind, x: &[f64], z: &mut [f64]) {
             let silent = crate::typer::feature(kind, x, "log_samples") == 0.0;
             let busy = crate::typer::feature(kind, x, "utilization_max") >= BUSY_LINK;
             for (v, name) in z.iter_mut().zip(names) {
-                if name.ends_with("log_samples") || (silent && !name.ends_with("silence_surprise"))
-                {
+                if silent && !name.ends_with("silence_surprise") {
                     *v = 0.0;
                 } else if name.contains("utilization") {
                     *v = if busy { v.max(0.0) } else { 0.0 };
                 }
             }
         }
-        EntityKind::Queue => {
-            for (v, name) in z.iter_mut().zip(names) {
-                if name.ends_with("log_samples") {
-                    *v = 0.0;
-                }
-            }
-        }
-        EntityKind::Flow => {}
+        EntityKind::Queue | EntityKind::Flow => {}
     }
 }
 
