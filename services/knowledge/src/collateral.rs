@@ -11,7 +11,14 @@
 //!   typed `unknown` or its own type, and the queues and links on its flows' switches typed
 //!   `unknown` or `congestion`;
 //! * for a congested queue: the queues and links of its switch, and the addresses whose flows
-//!   cross that switch, typed `unknown` or `congestion`.
+//!   cross that switch, typed `unknown` or `congestion`; and, when its traffic converges on a
+//!   destination (at least half of its port's bytes, [`sink`]), the queues and links anywhere
+//!   whose port's bytes went most to that destination, typed `unknown` or `congestion`: an
+//!   incast fills every port its answers meet on the way, and it is one fault, rooted at the
+//!   congested queue nearest its target.
+//!
+//! Among roots of one rank, the queue nearest the destination its traffic converges on comes
+//! first, then the highest score.
 //!
 //! A link failure is never collateral: it is a fault of its own, whatever crosses it.
 
@@ -20,7 +27,7 @@ use std::net::IpAddr;
 
 use kplane_model::results::{AnomalyType, Collateral, EntityKind};
 
-use crate::explain::flows_of;
+use crate::explain::{Sink, flows_of, sink};
 use crate::features::{Window, node_of};
 
 /// A raised entity-window of this window, typed.
@@ -58,17 +65,19 @@ fn rank(kind: EntityKind, t: AnomalyType) -> Option<u8> {
 }
 
 /// What a root reaches in the window: the switches its flows cross and the addresses at
-/// their other end (for a queue: its switch only).
+/// their other end (for a queue: its switch, and the destination its traffic converges on).
 struct Reach {
     nodes: BTreeSet<u32>,
     peers: BTreeSet<IpAddr>,
+    sink: Option<IpAddr>,
 }
 
-fn reach(w: &Window, root: &Raised) -> Reach {
+fn reach(w: &Window, root: &Raised, sink: Option<Sink>) -> Reach {
     if root.kind == EntityKind::Queue {
         return Reach {
             nodes: node_of(root.entity).into_iter().collect(),
             peers: BTreeSet::new(),
+            sink: sink.filter(Sink::converges).map(|s| s.dst),
         };
     }
     let flows = flows_of(w, root.kind, root.entity);
@@ -81,16 +90,19 @@ fn reach(w: &Window, root: &Raised) -> Reach {
                 _ => f.dst,
             })
             .collect(),
+        sink: None,
     }
 }
 
-/// Whether `c` is collateral of `root`, which reaches `r`.
-fn joins(w: &Window, root: &Raised, r: &Reach, c: &Raised) -> bool {
+/// Whether `c`, whose port's bytes went most to `sink`, is collateral of `root`, which reaches
+/// `r`.
+fn joins(w: &Window, root: &Raised, r: &Reach, c: &Raised, sink: Option<Sink>) -> bool {
     let loose = matches!(c.typed, AnomalyType::Unknown);
     match c.kind {
         EntityKind::Queue | EntityKind::Link => {
             (loose || c.typed == AnomalyType::Congestion)
-                && node_of(c.entity).is_some_and(|n| r.nodes.contains(&n))
+                && (node_of(c.entity).is_some_and(|n| r.nodes.contains(&n))
+                    || r.sink.is_some_and(|d| sink.is_some_and(|s| s.dst == d)))
         }
         EntityKind::Source | EntityKind::Destination if root.kind == EntityKind::Queue => {
             (loose || c.typed == AnomalyType::Congestion)
@@ -111,6 +123,12 @@ fn joins(w: &Window, root: &Raised, r: &Reach, c: &Raised) -> bool {
 /// own).
 pub fn roots(w: &Window, raised: &[Raised]) -> Vec<Option<usize>> {
     let mut of: Vec<Option<usize>> = vec![None; raised.len()];
+    let sinks: Vec<Option<Sink>> = raised.iter().map(|r| sink(w, r.kind, r.entity)).collect();
+    let hops = |i: usize| {
+        sinks[i]
+            .filter(Sink::converges)
+            .map_or(usize::MAX, |s| s.hops)
+    };
     let mut order: Vec<(u8, usize)> = raised
         .iter()
         .enumerate()
@@ -118,6 +136,7 @@ pub fn roots(w: &Window, raised: &[Raised]) -> Vec<Option<usize>> {
         .collect();
     order.sort_by(|a, b| {
         a.0.cmp(&b.0)
+            .then(hops(a.1).cmp(&hops(b.1)))
             .then(raised[b.1].score.total_cmp(&raised[a.1].score))
     });
     let mut is_root = vec![false; raised.len()];
@@ -127,9 +146,14 @@ pub fn roots(w: &Window, raised: &[Raised]) -> Vec<Option<usize>> {
         }
         is_root[i] = true;
         let root = &raised[i];
-        let r = reach(w, root);
+        let r = reach(w, root, sinks[i]);
         for (j, c) in raised.iter().enumerate() {
-            if j != i && !c.open && !is_root[j] && of[j].is_none() && joins(w, root, &r, c) {
+            if j != i
+                && !c.open
+                && !is_root[j]
+                && of[j].is_none()
+                && joins(w, root, &r, c, sinks[j])
+            {
                 of[j] = Some(i);
             }
         }
@@ -250,5 +274,77 @@ mod tests {
             raised(Source, "10.0.0.7", Unknown, 5.0),
         ];
         assert_eq!(roots(&w, &r), vec![None, Some(0), Some(0), None]);
+    }
+
+    #[test]
+    fn an_incast_is_one_anomaly_rooted_at_the_queue_nearest_its_target() {
+        use crate::features::LinkAcc;
+        use AnomalyType::*;
+        use EntityKind::*;
+        let heavy = |src: &str, dst: &str, path: &[u32]| FlowRow {
+            bytes: 500_000.0,
+            ..flow(src, dst, path)
+        };
+        let link = |next: Option<u32>| LinkAcc {
+            samples: 10.0,
+            next,
+            ..LinkAcc::default()
+        };
+        // Answers from hosts behind switches 1 and 2 meet at spine 5 and at switch 3's port
+        // towards their target 10.0.0.3; switch 1's uplink carries two other transfers too
+        // (the target takes the most of its bytes, not half); a transfer elsewhere fills
+        // switch 7's port to 8.
+        let w = Window {
+            flows: vec![
+                heavy("10.0.0.1", "10.0.0.3", &[1, 5, 3]),
+                heavy("10.0.0.2", "10.0.0.3", &[2, 5, 3]),
+                flow("10.0.0.4", "10.0.0.6", &[1, 5, 3]),
+                FlowRow {
+                    bytes: 300_000.0,
+                    ..flow("10.0.0.4", "10.0.0.10", &[1, 5, 9])
+                },
+                FlowRow {
+                    bytes: 300_000.0,
+                    ..flow("10.0.0.4", "10.0.0.11", &[1, 5, 9])
+                },
+                heavy("10.0.0.7", "10.0.0.8", &[7, 8]),
+            ],
+            links: [
+                ((3, 0), link(None)),
+                ((5, 1), link(Some(3))),
+                ((5, 2), link(Some(9))),
+                ((1, 4), link(Some(5))),
+                ((2, 4), link(Some(5))),
+                ((7, 1), link(Some(8))),
+            ]
+            .into_iter()
+            .collect(),
+            ..Window::default()
+        };
+        let r = [
+            raised(Queue, "5:1/0", Congestion, 9.0),
+            raised(Queue, "3:0/0", Congestion, 6.0),
+            raised(Queue, "1:4/0", Congestion, 5.0),
+            raised(Link, "2:4", Unknown, 5.0),
+            raised(Queue, "7:1/0", Congestion, 7.0),
+            // The spine's port towards the other transfers' switch: not the incast's.
+            raised(Link, "5:2", Unknown, 5.0),
+        ];
+        // The highest score is the spine's, but the target's port is where the incast is.
+        assert_eq!(
+            roots(&w, &r),
+            vec![Some(1), None, Some(1), Some(1), None, None]
+        );
+        let uplink = sink(&w, Queue, "1:4/0").unwrap();
+        assert_eq!(uplink.dst, "10.0.0.3".parse::<IpAddr>().unwrap());
+        assert!(!uplink.converges());
+        assert_eq!(sink(&w, Queue, "5:1/0").map(|s| s.hops), Some(1));
+        // A queue known only by switch and queue id has no port, so no sink: its switch's
+        // queues only.
+        let r = [
+            raised(Queue, "3/0", Congestion, 9.0),
+            raised(Queue, "1:4/0", Congestion, 5.0),
+        ];
+        assert_eq!(roots(&w, &r), vec![None, None]);
     }
 }

@@ -951,7 +951,6 @@ fn set_type(
     s: &Sample,
     w: &Window,
 ) {
-    let flows = explain::flows_of(w, s.kind, &s.entity);
     let features = m.deviations(&s.x);
     a.anomaly_type = t;
     a.confidence = confidence;
@@ -965,7 +964,7 @@ fn set_type(
             features.first().map(|f| f.name.as_str()),
         ),
         features,
-        blast_radius: explain::blast_radius(w, s.kind, &flows),
+        blast_radius: explain::blast_radius(w, s.kind, &s.entity),
     };
 }
 

@@ -33,8 +33,10 @@ pub fn flows_of<'w>(w: &'w Window, kind: EntityKind, entity: &str) -> Vec<&'w Fl
 }
 
 /// Who an entity's anomaly reaches in window `w`: its flows (the heaviest listed), the
-/// switches, queues and links on their paths, and for an address its peers.
-pub fn blast_radius(w: &Window, kind: EntityKind, flows: &[&FlowRow]) -> BlastRadius {
+/// switches, queues and links on their paths; for an address its peers, for a queue or link
+/// the destination its traffic converges on ([`sink`]).
+pub fn blast_radius(w: &Window, kind: EntityKind, entity: &str) -> BlastRadius {
+    let flows = &flows_of(w, kind, entity)[..];
     let nodes: BTreeSet<u32> = flows.iter().flat_map(|f| f.path.iter().copied()).collect();
     let queues = w
         .queues
@@ -65,9 +67,83 @@ pub fn blast_radius(w: &Window, kind: EntityKind, flows: &[&FlowRow]) -> BlastRa
         links,
         other_flows,
         reverse_link: None,
-        peers: peers(kind, flows),
+        peers: match kind {
+            EntityKind::Queue | EntityKind::Link => sink(w, kind, entity)
+                .filter(Sink::converges)
+                .map(|s| s.dst)
+                .into_iter()
+                .collect(),
+            _ => peers(kind, flows),
+        },
         collateral: Vec::new(),
     }
+}
+
+/// Where the traffic through a queue's or link's port went in a window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sink {
+    /// The destination that took the most of the port's bytes.
+    pub dst: IpAddr,
+    /// Its share of them.
+    pub share: f64,
+    /// The switches its flows there still cross after this one (0: the port leads to it).
+    pub hops: usize,
+}
+
+impl Sink {
+    /// Whether the port's traffic converges on it: at least half of its bytes went there (an
+    /// incast's target, an elephant's receiver).
+    pub fn converges(&self) -> bool {
+        self.share >= 0.5
+    }
+}
+
+/// The sink of a queue (`5:2/0`) or link (`5:2`) in window `w`: none when no bytes with a
+/// destination went through its port, or the port is not known (no link row in the window, a
+/// queue keyed without its port). A port towards another switch carries the flows whose path
+/// goes there next; a port towards a host, the flows whose path ends at its switch.
+pub fn sink(w: &Window, kind: EntityKind, entity: &str) -> Option<Sink> {
+    let (node, port) = match kind {
+        EntityKind::Queue => match kplane_model::results::parse_queue_entity(entity)? {
+            (node, Some(port), _) => (node, port),
+            _ => return None,
+        },
+        EntityKind::Link => parse_link(entity)?,
+        _ => return None,
+    };
+    let next = w.links.get(&(node, port))?.next;
+    let mut by: Vec<(IpAddr, f64, usize)> = Vec::new();
+    let mut total = 0.0;
+    for f in &w.flows {
+        let Some(at) = f.path.iter().position(|n| *n == node) else {
+            continue;
+        };
+        let through = match next {
+            Some(next) => f.path.get(at + 1) == Some(&next),
+            None => at + 1 == f.path.len(),
+        };
+        if !through {
+            continue;
+        }
+        total += f.bytes;
+        let Some(dst) = f.dst else { continue };
+        let hops = f.path.len() - 1 - at;
+        match by.iter_mut().find(|(d, ..)| *d == dst) {
+            Some(e) => {
+                e.1 += f.bytes;
+                e.2 = e.2.min(hops);
+            }
+            None => by.push((dst, f.bytes, hops)),
+        }
+    }
+    by.into_iter()
+        .filter(|(_, b, _)| *b > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(dst, b, hops)| Sink {
+            dst,
+            share: b / total,
+            hops,
+        })
 }
 
 /// The addresses at the other end of at least half of an address's flows (a scanner's
@@ -489,7 +565,7 @@ mod tests {
         for d in 1..=4 {
             w.flows.push(flow("10.0.5.5", &format!("10.0.0.{d}"), 1e3));
         }
-        let peers = |kind, e: &str| blast_radius(&w, kind, &flows_of(&w, kind, e)).peers;
+        let peers = |kind, e: &str| blast_radius(&w, kind, e).peers;
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(
             peers(EntityKind::Source, "10.0.3.3"),
@@ -499,12 +575,64 @@ mod tests {
         assert_eq!(peers(EntityKind::Source, "10.0.4.4"), [ip("10.0.0.7")]);
         assert!(peers(EntityKind::Source, "10.0.5.5").is_empty());
         // The heaviest flows are listed first.
-        let b = blast_radius(
-            &w,
-            EntityKind::Source,
-            &flows_of(&w, EntityKind::Source, "10.0.3.3"),
-        );
+        let b = blast_radius(&w, EntityKind::Source, "10.0.3.3");
         assert_eq!(b.flows[0].dst_ip, Some(ip("10.0.0.9")));
+    }
+
+    #[test]
+    fn a_ports_sink_is_the_destination_of_the_most_of_its_bytes() {
+        use crate::features::LinkAcc;
+        let on = |src: &str, dst: &str, bytes: f64, path: &[u32]| FlowRow {
+            path: path.to_vec(),
+            ..flow(src, dst, bytes)
+        };
+        let mut w = Window {
+            flows: vec![
+                on("10.0.0.1", "10.0.0.3", 6e5, &[1, 5, 3]),
+                on("10.0.0.2", "10.0.0.4", 4e5, &[2, 5, 3]),
+                on("10.0.0.2", "10.0.0.9", 9e6, &[2, 5, 9]),
+            ],
+            ..Window::default()
+        };
+        for (port, next) in [(1, Some(3)), (2, Some(9)), (0, None)] {
+            let l = LinkAcc {
+                next,
+                ..LinkAcc::default()
+            };
+            w.links.insert((5, port), l);
+            w.links.insert((3, port), LinkAcc { next: None, ..l });
+        }
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // Towards switch 3: the flows whose path goes there next, 60 % of it to 10.0.0.3;
+        // the heavy transfer through the same switch to 9 does not count.
+        let towards_3 = Some(Sink {
+            dst: ip("10.0.0.3"),
+            share: 0.6,
+            hops: 1,
+        });
+        assert_eq!(sink(&w, EntityKind::Queue, "5:1/0"), towards_3);
+        assert_eq!(sink(&w, EntityKind::Link, "5:1"), towards_3);
+        assert_eq!(
+            blast_radius(&w, EntityKind::Queue, "5:1/0").peers,
+            [ip("10.0.0.3")]
+        );
+        // Towards a host: the flows that end at the switch.
+        assert_eq!(
+            sink(&w, EntityKind::Queue, "3:0/0").map(|s| s.hops),
+            Some(0)
+        );
+        // The most, but not half: its sink, on which it does not converge (no peer).
+        w.flows.push(on("10.0.0.2", "10.0.0.5", 4e5, &[2, 5, 3]));
+        let s = sink(&w, EntityKind::Queue, "5:1/0").unwrap();
+        assert_eq!((s.dst, s.converges()), (ip("10.0.0.3"), false));
+        assert!(
+            blast_radius(&w, EntityKind::Queue, "5:1/0")
+                .peers
+                .is_empty()
+        );
+        // No port known, no link row: none.
+        assert_eq!(sink(&w, EntityKind::Queue, "5/0"), None);
+        assert_eq!(sink(&w, EntityKind::Queue, "5:7/0"), None);
     }
 
     #[test]

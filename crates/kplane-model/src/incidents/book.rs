@@ -15,6 +15,9 @@
 //!   its victim's), it is a peer of one of them (a scanned host its scanner's), or they share
 //!   a peer (two attackers of one victim); and its type is one of the incident's address
 //!   members' (an attacker of one host that scans another is two faults).
+//! * A congested queue's incident reaches, the same way, the switches of the queues and links
+//!   its anomaly explains (`blast_radius.collateral`: an incast's ports on the way to its
+//!   target).
 //! * A link's incident reaches the switches at the link's two ends the same way, and, when
 //!   both ends are known, every breach whose path (for a path change, old or new) crosses
 //!   the link: the reroutes around a cut link, wherever they diverge. It keeps claiming path
@@ -241,7 +244,15 @@ impl Reach {
                 self.peers.extend(b.peers.iter().copied());
                 self.types.insert(a.anomaly_type);
             }
-            EntityKind::Queue | EntityKind::Flow => {}
+            // A congested queue reaches the switches of the queues and links it explains: an
+            // incast's ports on the way to its target.
+            EntityKind::Queue => self.nodes.extend(
+                b.collateral
+                    .iter()
+                    .filter(|c| matches!(c.kind, EntityKind::Queue | EntityKind::Link))
+                    .filter_map(|c| c.entity.split([':', '/']).next()?.parse::<u32>().ok()),
+            ),
+            EntityKind::Flow => {}
         }
     }
 
@@ -701,14 +712,10 @@ impl IncidentBook {
             .map(|i| &i.id)
     }
 
-    /// An address or link anomaly grows its incident's reach; open incidents within it that
-    /// started no earlier are merged into it.
+    /// An address, link or queue anomaly grows its incident's reach; open incidents within it
+    /// that started no earlier than it or the anomaly are merged into it.
     fn reach_out(&mut self, a: &Anomaly) -> Vec<News> {
-        use crate::results::EntityKind;
-        if !matches!(
-            a.entity_kind,
-            EntityKind::Destination | EntityKind::Source | EntityKind::Link
-        ) {
+        if a.entity_kind == crate::results::EntityKind::Flow {
             return Vec::new();
         }
         let Some(id) = self.incident_of(&a.id).map(|i| i.id.clone()) else {
@@ -722,6 +729,9 @@ impl IncidentBook {
         if inc.open_members.is_empty() {
             return Vec::new();
         }
+        // A queue's anomaly covers its whole window, which began before the switch's first
+        // breach.
+        let since = inc.start_ns.min(a.start_ns);
         let mut within: Vec<(i64, String)> = self
             .open
             .iter()
@@ -731,7 +741,7 @@ impl IncidentBook {
                 let paths: Vec<&[u32]> = o.paths.iter().map(Vec::as_slice).collect();
                 inc.reach.takes(&o.root, &paths)
             })
-            .filter(|o| o.start_ns >= inc.start_ns)
+            .filter(|o| o.start_ns >= since)
             .map(|o| (o.start_ns, o.id.clone()))
             .collect();
         within.sort();
@@ -1218,6 +1228,58 @@ mod tests {
         book.anomaly(&link("link:9:2:25", "9:2", None, 25 * S));
         let link = book.list(|i| i.root.kind == RootKind::Link, 10);
         assert_eq!(link.len(), 1, "its own incident");
+    }
+
+    #[test]
+    fn an_incast_is_one_incident_at_its_targets_switch_with_the_ports_on_its_way() {
+        use crate::results::{Collateral, EntityKind};
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        let mut eps = EpisodeBook::new(100);
+        let mut slow = |book: &mut IncidentBook, t: i64, node: u32, src: u8| {
+            let (_, e) = eps
+                .apply(&latency(t, node, src, AlertKind::Threshold))
+                .unwrap();
+            book.episode(&e)
+        };
+        // Long before: switch 2 congested on its own.
+        slow(&mut book, 0, 2, 9);
+        // In the window of the burst: the target's switch 5 and, a little later, spine 1 on
+        // the answers' way.
+        slow(&mut book, 20 * S + S / 2, 5, 1);
+        slow(&mut book, 20 * S + 6 * S / 10, 1, 2);
+        assert_eq!(book.open_count(), 3);
+        // The knowledge service raises the queue towards the target, explaining the ports the
+        // answers met on their way (spine 1's, switch 7's uplink).
+        let mut q = attack(21 * S, AnomalyPhase::Start);
+        q.id = "queue:5:3/3:21".into();
+        q.entity_kind = EntityKind::Queue;
+        q.entity = "5:3/3".into();
+        q.anomaly_type = AnomalyType::Congestion;
+        q.start_ns = 20 * S;
+        q.explanation.blast_radius.collateral = vec![
+            Collateral {
+                kind: EntityKind::Queue,
+                entity: "1:0/0".into(),
+                anomaly_type: AnomalyType::Congestion,
+            },
+            Collateral {
+                kind: EntityKind::Link,
+                entity: "7:4".into(),
+                anomaly_type: AnomalyType::Unknown,
+            },
+        ];
+        let news = book.anomaly(&q);
+        assert_eq!(
+            news.iter().filter(|n| n.change == Change::Merge).count(),
+            1,
+            "spine 1's, not switch 2's from before"
+        );
+        // Later breaches on the way join it.
+        slow(&mut book, 21 * S, 7, 3);
+        let open = book.list(|i| i.is_open(), 10);
+        let roots: Vec<String> = open.iter().map(|i| i.root.to_string()).collect();
+        assert_eq!(roots, ["switch 5", "switch 2"], "{roots:?}");
+        assert_eq!(open[0].member_count, 4, "5, 1, the queue, 7");
     }
 
     #[test]
