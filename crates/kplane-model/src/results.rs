@@ -103,6 +103,11 @@ pub fn queue_entity((node, port, queue): QueueKey) -> String {
     }
 }
 
+/// The switch a queue (`5:2/0`, `5/0`) or link (`5:2`) entity is on.
+pub fn node_of(entity: &str) -> Option<u32> {
+    entity.split([':', '/']).next()?.parse().ok()
+}
+
 /// [`queue_entity`]'s inverse.
 pub fn parse_queue_entity(s: &str) -> Option<QueueKey> {
     let (at, queue) = s.split_once('/')?;

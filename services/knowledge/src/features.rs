@@ -656,10 +656,7 @@ pub fn parse_link(entity: &str) -> Option<(u32, u16)> {
     Some((node.parse().ok()?, port.parse().ok()?))
 }
 
-/// The switch a queue (`5:2/0`, `5/0`) or link (`5:2`) entity is on.
-pub fn node_of(entity: &str) -> Option<u32> {
-    entity.split([':', '/']).next()?.parse().ok()
-}
+pub use kplane_model::results::node_of;
 
 #[cfg(test)]
 mod tests {

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::results::{Anomaly, AnomalyPhase, AnomalyType, QueueKey, queue_entity};
+use crate::results::{Anomaly, AnomalyPhase, AnomalyType, QueueKey, node_of, queue_entity};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -230,9 +230,10 @@ impl Reach {
         let b = &a.explanation.blast_radius;
         match a.entity_kind {
             EntityKind::Link => {
-                let node =
-                    |l: &str| -> Option<u32> { l.split(':').next().and_then(|n| n.parse().ok()) };
-                let (near, far) = (node(&a.entity), b.reverse_link.as_deref().and_then(node));
+                let (near, far) = (
+                    node_of(&a.entity),
+                    b.reverse_link.as_deref().and_then(node_of),
+                );
                 self.nodes.extend(near.into_iter().chain(far));
                 if let (Some(x), Some(y)) = (near, far) {
                     self.links.insert((x.min(y), x.max(y)));
@@ -250,7 +251,7 @@ impl Reach {
                 b.collateral
                     .iter()
                     .filter(|c| matches!(c.kind, EntityKind::Queue | EntityKind::Link))
-                    .filter_map(|c| c.entity.split([':', '/']).next()?.parse::<u32>().ok()),
+                    .filter_map(|c| node_of(&c.entity)),
             ),
             EntityKind::Flow => {}
         }
