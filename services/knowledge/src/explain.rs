@@ -112,38 +112,34 @@ pub fn sink(w: &Window, kind: EntityKind, entity: &str) -> Option<Sink> {
         _ => return None,
     };
     let next = w.links.get(&(node, port))?.next;
-    let mut by: Vec<(IpAddr, f64, usize)> = Vec::new();
-    let mut total = 0.0;
-    for f in &w.flows {
-        let Some(at) = f.path.iter().position(|n| *n == node) else {
-            continue;
-        };
-        let through = match next {
-            Some(next) => f.path.get(at + 1) == Some(&next),
-            None => at + 1 == f.path.len(),
-        };
-        if !through {
-            continue;
-        }
-        total += f.bytes;
-        let Some(dst) = f.dst else { continue };
-        let hops = f.path.len() - 1 - at;
-        match by.iter_mut().find(|(d, ..)| *d == dst) {
-            Some(e) => {
-                e.1 += f.bytes;
-                e.2 = e.2.min(hops);
-            }
-            None => by.push((dst, f.bytes, hops)),
-        }
-    }
-    by.into_iter()
-        .filter(|(_, b, _)| *b > 0.0)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(dst, b, hops)| Sink {
-            dst,
-            share: b / total,
-            hops,
+    // Each flow through the port, with the switches it still crosses after this one.
+    let through: Vec<(&FlowRow, usize)> = w
+        .flows
+        .iter()
+        .filter_map(|f| {
+            let at = f.path.iter().position(|n| *n == node)?;
+            let on = match next {
+                Some(next) => f.path.get(at + 1) == Some(&next),
+                None => at + 1 == f.path.len(),
+            };
+            on.then_some((f, f.path.len() - 1 - at))
         })
+        .collect();
+    let total: f64 = through.iter().map(|(f, _)| f.bytes).sum();
+    let (dst, bytes) = heaviest(through.iter().filter_map(|(f, _)| Some((f.dst?, f.bytes))))
+        .into_iter()
+        .next()
+        .filter(|(_, b)| *b > 0.0)?;
+    let hops = through
+        .iter()
+        .filter(|(f, _)| f.dst == Some(dst))
+        .map(|(_, h)| *h)
+        .min()?;
+    Some(Sink {
+        dst,
+        share: bytes / total,
+        hops,
+    })
 }
 
 /// The addresses at the other end of at least half of an address's flows (a scanner's
