@@ -237,8 +237,10 @@ pub struct BlastRadius {
     pub reverse_link: Option<String>,
     /// For a source or destination: the addresses at the other end of at least half of its
     /// flows, and of at least half of its bytes, in the window (a scanner's target, an
-    /// attacker's victim, a scanned host's scanner; at most two). For a queue or link: the
-    /// destination of at least half of the bytes through its port (an incast's target).
+    /// attacker's victim, a scanned host's scanner), and for a port scan's target the source
+    /// that reached it on at least half of its destination ports (at most three). For a queue
+    /// or link: the destination of at least half of the bytes through its port (an incast's
+    /// target).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<IpAddr>,
     /// Entities raised in the anomaly's windows that it explains, so not raised on their own:

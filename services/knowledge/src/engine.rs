@@ -964,7 +964,7 @@ fn set_type(
             features.first().map(|f| f.name.as_str()),
         ),
         features,
-        blast_radius: explain::blast_radius(w, s.kind, &s.entity),
+        blast_radius: explain::blast_radius(w, s.kind, &s.entity, t),
     };
 }
 

@@ -32,10 +32,11 @@ pub fn flows_of<'w>(w: &'w Window, kind: EntityKind, entity: &str) -> Vec<&'w Fl
         .collect()
 }
 
-/// Who an entity's anomaly reaches in window `w`: its flows (the heaviest listed), the
-/// switches, queues and links on their paths; for an address its peers, for a queue or link
-/// the destination its traffic converges on ([`sink`]).
-pub fn blast_radius(w: &Window, kind: EntityKind, entity: &str) -> BlastRadius {
+/// Who an entity's anomaly of type `t` reaches in window `w`: its flows (the heaviest listed),
+/// the switches, queues and links on their paths; for an address its peers ([`peers`]; a
+/// scanned host's also its scanner, [`scanner`]), for a queue or link the destination its
+/// traffic converges on ([`sink`]).
+pub fn blast_radius(w: &Window, kind: EntityKind, entity: &str, t: AnomalyType) -> BlastRadius {
     let flows = &flows_of(w, kind, entity)[..];
     let nodes: BTreeSet<u32> = flows.iter().flat_map(|f| f.path.iter().copied()).collect();
     let queues = w
@@ -73,6 +74,11 @@ pub fn blast_radius(w: &Window, kind: EntityKind, entity: &str) -> BlastRadius {
                 .map(|s| s.dst)
                 .into_iter()
                 .collect(),
+            EntityKind::Destination if t == AnomalyType::PortScan => {
+                let mut p = peers(kind, flows);
+                p.extend(scanner(flows).filter(|s| !p.contains(s)));
+                p
+            }
             _ => peers(kind, flows),
         },
         collateral: Vec::new(),
@@ -172,6 +178,26 @@ fn peers(kind: EntityKind, flows: &[&FlowRow]) -> Vec<IpAddr> {
     let mut peers: Vec<IpAddr> = by_flows.into_iter().chain(by_bytes).collect();
     peers.dedup();
     peers
+}
+
+/// A scanned host's scanner: the source that reached it on at least half of the destination
+/// ports it was reached on in the window — what made it a port scan's target. Among a busy
+/// host's clients a scanner's probes are a few of its flows (56 of 212 on `ls-4x8-10g`), so
+/// it is seldom a peer by flows or bytes; by ports it is (58 of 59).
+fn scanner(flows: &[&FlowRow]) -> Option<IpAddr> {
+    let mut ports: BTreeSet<u16> = BTreeSet::new();
+    let mut by: BTreeMap<IpAddr, BTreeSet<u16>> = BTreeMap::new();
+    for f in flows {
+        let Some(port) = f.dst_port else { continue };
+        ports.insert(port);
+        if let Some(src) = f.src {
+            by.entry(src).or_default().insert(port);
+        }
+    }
+    by.into_iter()
+        .max_by_key(|(_, p)| p.len())
+        .filter(|(_, p)| 2 * p.len() >= ports.len())
+        .map(|(src, _)| src)
 }
 
 fn host(ip: IpAddr) -> String {
@@ -561,7 +587,7 @@ mod tests {
         for d in 1..=4 {
             w.flows.push(flow("10.0.5.5", &format!("10.0.0.{d}"), 1e3));
         }
-        let peers = |kind, e: &str| blast_radius(&w, kind, e).peers;
+        let peers = |kind, e: &str| blast_radius(&w, kind, e, AnomalyType::Unknown).peers;
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(
             peers(EntityKind::Source, "10.0.3.3"),
@@ -571,8 +597,30 @@ mod tests {
         assert_eq!(peers(EntityKind::Source, "10.0.4.4"), [ip("10.0.0.7")]);
         assert!(peers(EntityKind::Source, "10.0.5.5").is_empty());
         // The heaviest flows are listed first.
-        let b = blast_radius(&w, EntityKind::Source, "10.0.3.3");
+        let b = blast_radius(&w, EntityKind::Source, "10.0.3.3", AnomalyType::PortScan);
         assert_eq!(b.flows[0].dst_ip, Some(ip("10.0.0.9")));
+    }
+
+    #[test]
+    fn a_scanned_hosts_scanner_is_its_peer_by_ports_among_many_clients() {
+        let mut w = Window::default();
+        // A busy server: 200 clients' flows to its 4 service ports, each heavier than a
+        // probe; a scanner's 40 probes are a sixth of its flows and a sliver of its bytes.
+        for c in 0..200 {
+            w.flows.push(FlowRow {
+                dst_port: Some(80 + (c % 4) as u16),
+                ..flow(&format!("10.1.{}.{}", c / 100, c % 100), "10.0.0.5", 1e5)
+            });
+        }
+        scan(&mut w, "10.0.3.3", "10.0.0.5");
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let peers = |w: &Window, t| blast_radius(w, EntityKind::Destination, "10.0.0.5", t).peers;
+        assert_eq!(peers(&w, AnomalyType::PortScan), [ip("10.0.3.3")]);
+        // Under any other type the ports say nothing: no client holds half its flows or bytes.
+        assert!(peers(&w, AnomalyType::Unknown).is_empty());
+        // A host reached on its usual ports only has no scanner.
+        w.flows.retain(|f| f.src != Some(ip("10.0.3.3")));
+        assert!(peers(&w, AnomalyType::PortScan).is_empty());
     }
 
     #[test]
@@ -609,7 +657,7 @@ mod tests {
         assert_eq!(sink(&w, EntityKind::Queue, "5:1/0"), towards_3);
         assert_eq!(sink(&w, EntityKind::Link, "5:1"), towards_3);
         assert_eq!(
-            blast_radius(&w, EntityKind::Queue, "5:1/0").peers,
+            blast_radius(&w, EntityKind::Queue, "5:1/0", AnomalyType::Congestion).peers,
             [ip("10.0.0.3")]
         );
         // Towards a host: the flows that end at the switch.
@@ -622,7 +670,7 @@ mod tests {
         let s = sink(&w, EntityKind::Queue, "5:1/0").unwrap();
         assert_eq!((s.dst, s.converges()), (ip("10.0.0.3"), false));
         assert!(
-            blast_radius(&w, EntityKind::Queue, "5:1/0")
+            blast_radius(&w, EntityKind::Queue, "5:1/0", AnomalyType::Congestion)
                 .peers
                 .is_empty()
         );

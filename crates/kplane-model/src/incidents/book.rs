@@ -266,6 +266,16 @@ impl Reach {
     }
 }
 
+/// How long before its first window a link failure's cut may have fallen: one window (the last
+/// its link carried anything in). Nothing for any other anomaly.
+fn cut_before(a: &Anomaly) -> i64 {
+    if a.anomaly_type == AnomalyType::LinkFailure && a.windows > 0 {
+        (a.last_ns - a.start_ns) / i64::from(a.windows)
+    } else {
+        0
+    }
+}
+
 /// One incident.
 #[derive(Clone, Debug)]
 pub struct Incident {
@@ -731,8 +741,9 @@ impl IncidentBook {
             return Vec::new();
         }
         // A queue's anomaly covers its whole window, which began before the switch's first
-        // breach.
-        let since = inc.start_ns.min(a.start_ns);
+        // breach; a link's silence is raised from the first window it was silent in, the
+        // one after its cut, whose reroutes came before.
+        let since = inc.start_ns.min(a.start_ns - cut_before(a));
         let mut within: Vec<(i64, String)> = self
             .open
             .iter()
@@ -1401,6 +1412,43 @@ mod tests {
             3,
             "the link, the unrelated reroute, the late one"
         );
+        assert_eq!(book.counts.merged, 1);
+    }
+
+    #[test]
+    fn a_cut_links_incident_takes_the_reroutes_of_the_window_its_cut_fell_in() {
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        let mut eps = EpisodeBook::new(100);
+        let mut reroute = |book: &mut IncidentBook, t: i64, node: u32, old: &[u32], new: &[u32]| {
+            let mut a = latency(t, node, 1, AlertKind::PathChange);
+            (a.previous_path, a.path) = (old.to_vec(), new.to_vec());
+            let (_, e) = eps.apply(&a).unwrap();
+            book.episode(&e);
+        };
+        // Two windows before the cut, a reroute across the link at switch 9: not its doing.
+        reroute(
+            &mut book,
+            S / 2,
+            9,
+            &[12, 9, 17, 2, 19],
+            &[12, 9, 17, 1, 19],
+        );
+        // Core 2 - aggregation 17 is cut at 1.6 s: a flow through it moves at switch 5 at once.
+        reroute(
+            &mut book,
+            16 * S / 10,
+            5,
+            &[7, 5, 2, 17, 20],
+            &[7, 5, 1, 17, 20],
+        );
+        // Its silence is raised from its first silent window, 2–3 s.
+        let mut cut = link("link:17:3:2", "17:3", Some("2:3"), 2 * S);
+        cut.last_ns = 3 * S;
+        book.anomaly(&cut);
+        let all = book.list(|_| true, 10);
+        let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
+        assert_eq!(link.member_count, 2, "the link and the reroute of its cut");
+        assert_eq!(all.len(), 2, "the link's, and the earlier reroute's");
         assert_eq!(book.counts.merged, 1);
     }
 
