@@ -20,7 +20,10 @@
 //!   target).
 //! * A link's incident reaches the switches at the link's two ends the same way, and, when
 //!   both ends are known, every breach whose path (for a path change, old or new) crosses
-//!   the link: the reroutes around a cut link, wherever they diverge. It keeps claiming path
+//!   the link: the reroutes around a cut link, wherever they diverge; and every path change
+//!   whose old and new paths both reach one end of it (an equal-cost group towards a switch
+//!   that lost or regained a link is hashed again). Those of the window the cut fell in, the
+//!   one before the link's first silent window, are merged into it. It keeps claiming path
 //!   changes while it is open (the reroute back when the cable returns); a link's anomaly
 //!   joins the open incident of the link's opposite direction (a cut cable is seen from both
 //!   ends).
@@ -207,6 +210,18 @@ impl Reach {
         self.covers(root) || paths.iter().any(|p| self.crosses(p))
     }
 
+    /// Whether a reroute (its old and new paths) is its link's doing without crossing it:
+    /// both paths reach the same end of the link. A switch's equal-cost group towards a switch
+    /// that lost or regained a link is hashed again, so flows move between its other links
+    /// too (a leaf's flows to the leaf of a cut uplink, from one healthy spine to another).
+    fn rehashed(&self, paths: &[&[u32]]) -> bool {
+        paths.len() >= 2
+            && self
+                .links
+                .iter()
+                .any(|&(x, y)| [x, y].iter().any(|n| paths.iter().all(|p| p.contains(n))))
+    }
+
     /// Whether an address anomaly belongs here by its peers, with a type of its address
     /// members (an attacker of one victim that scans another host is two faults): one of its
     /// peers is one of the addresses (a scanner whose target is here, an attacker whose
@@ -265,6 +280,9 @@ impl Reach {
         self.links.extend(other.links);
     }
 }
+
+/// A path change's kind (an alert episode's).
+const REROUTE: &str = "path_change";
 
 /// How long before its first window a link failure's cut may have fallen: one window (the last
 /// its link carried anything in). Nothing for any other anomaly.
@@ -752,6 +770,7 @@ impl IncidentBook {
             .filter(|o| {
                 let paths: Vec<&[u32]> = o.paths.iter().map(Vec::as_slice).collect();
                 inc.reach.takes(&o.root, &paths)
+                    || (o.kind == REROUTE && inc.reach.rehashed(&paths))
             })
             .filter(|o| o.start_ns >= since)
             .map(|o| (o.start_ns, o.id.clone()))
@@ -865,13 +884,14 @@ impl IncidentBook {
     }
 
     /// The active incident whose reach holds `root`, or whose link one of `paths` crosses
-    /// (the earliest). A link's incident also claims path changes while it is open, quiet in
-    /// its hold: the flows moving back when the cable returns.
+    /// or a reroute's paths were hashed again around (the earliest). A link's incident also
+    /// claims path changes while it is open, quiet in its hold: the flows moving back when
+    /// the cable returns.
     fn reaching(&self, root: &Root, paths: &[&[u32]], member: &Member) -> Option<&String> {
         let t = member.start_ns;
-        let reroute = member.kind == "path_change";
+        let reroute = member.kind == REROUTE;
         self.earliest_open(|i| {
-            i.reach.takes(root, paths)
+            (i.reach.takes(root, paths) || (reroute && i.reach.rehashed(paths)))
                 && (i.is_active_by(t)
                     || (reroute && i.root.kind == RootKind::Link && i.start_ns <= t))
         })
@@ -1363,7 +1383,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_link_takes_the_reroutes_that_crossed_it_before_during_and_after() {
+    fn a_cut_link_takes_the_reroutes_that_crossed_it_or_were_hashed_again_around_it() {
         let mut book = IncidentBook::new(100, Duration::from_secs(10));
         let mut eps = EpisodeBook::new(100);
         let mut reroute = |book: &mut IncidentBook, t: i64, src: u8, old: &[u32], new: &[u32]| {
@@ -1402,10 +1422,13 @@ mod tests {
         // The cable is back: flows move back onto it after its members ended, within its hold;
         // once it resolved, a reroute across it is an incident of its own.
         reroute(&mut book, 11 * S, 1, &[7, 5, 1, 17, 20], &[7, 5, 2, 17, 20]);
+        // Switch 6's group towards 17 is hashed again as the link returns: a flow to 17 moves
+        // from core 1 to core 3, neither of them the link's.
+        reroute(&mut book, 12 * S, 5, &[8, 6, 1, 17, 21], &[8, 6, 3, 17, 21]);
         reroute(&mut book, 40 * S, 4, &[7, 5, 1, 17, 20], &[7, 5, 2, 17, 20]);
         let all = book.list(|_| true, 10);
         let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
-        assert_eq!(link.member_count, 5, "two link anomalies, three reroutes");
+        assert_eq!(link.member_count, 6, "two link anomalies, four reroutes");
         assert!(link.paths.contains(&vec![7, 5, 2, 17, 20]), "old paths too");
         assert_eq!(
             all.len(),
