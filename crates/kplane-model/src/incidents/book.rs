@@ -1174,6 +1174,21 @@ mod tests {
         a
     }
 
+    /// A path change at `t` of a flow from 10.0.0.`src`, from path `old` to `new`.
+    fn reroute(
+        book: &mut IncidentBook,
+        eps: &mut EpisodeBook,
+        t: i64,
+        src: u8,
+        old: &[u32],
+        new: &[u32],
+    ) {
+        let mut a = latency(t, 5, src, AlertKind::PathChange);
+        (a.previous_path, a.path) = (old.to_vec(), new.to_vec());
+        let (_, e) = eps.apply(&a).unwrap();
+        book.episode(&e);
+    }
+
     fn link(id: &str, entity: &str, reverse: Option<&str>, t: i64) -> Anomaly {
         let mut a = attack(t, AnomalyPhase::Start);
         a.id = id.into();
@@ -1386,16 +1401,11 @@ mod tests {
     fn a_cut_link_takes_the_reroutes_that_crossed_it_or_were_hashed_again_around_it() {
         let mut book = IncidentBook::new(100, Duration::from_secs(10));
         let mut eps = EpisodeBook::new(100);
-        let mut reroute = |book: &mut IncidentBook, t: i64, src: u8, old: &[u32], new: &[u32]| {
-            let mut a = latency(t, 5, src, AlertKind::PathChange);
-            (a.previous_path, a.path) = (old.to_vec(), new.to_vec());
-            let (_, e) = eps.apply(&a).unwrap();
-            book.episode(&e);
-        };
         // Core 2 - aggregation 17 fails: flows through it move at the switch before it (5),
         // before the link's anomaly is raised at its window's end.
         reroute(
             &mut book,
+            &mut eps,
             S / 100,
             1,
             &[7, 5, 2, 17, 20],
@@ -1407,12 +1417,20 @@ mod tests {
         // it, also diverging at 9, is not its doing.
         reroute(
             &mut book,
+            &mut eps,
             4 * S,
             2,
             &[12, 9, 17, 2, 19],
             &[12, 9, 17, 1, 19],
         );
-        reroute(&mut book, 4 * S, 3, &[12, 9, 3, 19], &[12, 9, 4, 19]);
+        reroute(
+            &mut book,
+            &mut eps,
+            4 * S,
+            3,
+            &[12, 9, 3, 19],
+            &[12, 9, 4, 19],
+        );
         let mut end = link("link:17:3:0", "17:3", Some("2:3"), 0);
         end.phase = AnomalyPhase::End;
         (end.end_ns, end.last_ns) = (Some(8 * S), 8 * S);
@@ -1421,11 +1439,32 @@ mod tests {
         book.anomaly(&end);
         // The cable is back: flows move back onto it after its members ended, within its hold;
         // once it resolved, a reroute across it is an incident of its own.
-        reroute(&mut book, 11 * S, 1, &[7, 5, 1, 17, 20], &[7, 5, 2, 17, 20]);
+        reroute(
+            &mut book,
+            &mut eps,
+            11 * S,
+            1,
+            &[7, 5, 1, 17, 20],
+            &[7, 5, 2, 17, 20],
+        );
         // Switch 6's group towards 17 is hashed again as the link returns: a flow to 17 moves
         // from core 1 to core 3, neither of them the link's.
-        reroute(&mut book, 12 * S, 5, &[8, 6, 1, 17, 21], &[8, 6, 3, 17, 21]);
-        reroute(&mut book, 40 * S, 4, &[7, 5, 1, 17, 20], &[7, 5, 2, 17, 20]);
+        reroute(
+            &mut book,
+            &mut eps,
+            12 * S,
+            5,
+            &[8, 6, 1, 17, 21],
+            &[8, 6, 3, 17, 21],
+        );
+        reroute(
+            &mut book,
+            &mut eps,
+            40 * S,
+            4,
+            &[7, 5, 1, 17, 20],
+            &[7, 5, 2, 17, 20],
+        );
         let all = book.list(|_| true, 10);
         let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
         assert_eq!(link.member_count, 6, "two link anomalies, four reroutes");
@@ -1442,26 +1481,18 @@ mod tests {
     fn a_cut_links_incident_takes_the_reroutes_of_the_window_its_cut_fell_in() {
         let mut book = IncidentBook::new(100, Duration::from_secs(10));
         let mut eps = EpisodeBook::new(100);
-        let mut reroute = |book: &mut IncidentBook, t: i64, node: u32, old: &[u32], new: &[u32]| {
-            let mut a = latency(t, node, 1, AlertKind::PathChange);
-            (a.previous_path, a.path) = (old.to_vec(), new.to_vec());
-            let (_, e) = eps.apply(&a).unwrap();
-            book.episode(&e);
-        };
-        // Two windows before the cut, a reroute across the link at switch 9: not its doing.
-        reroute(
-            &mut book,
-            S / 2,
-            9,
-            &[12, 9, 17, 2, 19],
-            &[12, 9, 17, 1, 19],
-        );
+        // A window before the one the cut falls in, a reroute across the link at switch 9:
+        // not its doing.
+        let old = [12, 9, 17, 2, 19];
+        reroute(&mut book, &mut eps, S / 2, 1, &old, &[12, 9, 17, 1, 19]);
         // Core 2 - aggregation 17 is cut at 1.6 s: a flow through it moves at switch 5 at once.
+        let old = [7, 5, 2, 17, 20];
         reroute(
             &mut book,
+            &mut eps,
             16 * S / 10,
-            5,
-            &[7, 5, 2, 17, 20],
+            2,
+            &old,
             &[7, 5, 1, 17, 20],
         );
         // Its silence is raised from its first silent window, 2–3 s.
