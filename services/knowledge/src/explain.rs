@@ -33,9 +33,9 @@ pub fn flows_of<'w>(w: &'w Window, kind: EntityKind, entity: &str) -> Vec<&'w Fl
 }
 
 /// Who an entity's anomaly of type `t` reaches in window `w`: its flows (the heaviest listed),
-/// the switches, queues and links on their paths; for an address its peers ([`peers`]; a
-/// scanned host's also its scanner, [`scanner`]), for a queue or link the destination its
-/// traffic converges on ([`sink`]).
+/// the switches, queues and links on their paths; for an address its peers (a port scan's
+/// target's also its scanner), for a queue or link the destination its traffic converges on
+/// ([`sink`]).
 pub fn blast_radius(w: &Window, kind: EntityKind, entity: &str, t: AnomalyType) -> BlastRadius {
     let flows = &flows_of(w, kind, entity)[..];
     let nodes: BTreeSet<u32> = flows.iter().flat_map(|f| f.path.iter().copied()).collect();
