@@ -535,7 +535,7 @@ fn least_squares(rows: Rows, inputs: usize, objective: Objective) -> Result<Line
     let x = x.select(Axis(1), &used);
     let y = Array1::from_vec(rows.target);
     let params = match objective {
-        Objective::Absolute => weighted(&x, &y, &Array1::ones(n))?,
+        Objective::Absolute => solve(x, y)?,
         Objective::Relative => least_absolute_relative(&x, &y, &Array1::from_vec(rows.value))?,
     };
     let mut weights = vec![0.0; inputs];
@@ -549,17 +549,19 @@ fn least_squares(rows: Rows, inputs: usize, objective: Objective) -> Result<Line
     })
 }
 
+/// Least squares (linfa-linear), through the origin: the rows are deviations from the level.
+fn solve(x: Array2<f64>, y: Array1<f64>) -> Result<Array1<f64>, String> {
+    let model: FittedLinearRegression<f64> = LinearRegression::new()
+        .with_intercept(false)
+        .fit(&Dataset::new(x, y))
+        .map_err(|e| format!("least squares: {e}"))?;
+    Ok(model.params().clone())
+}
+
 /// Least squares with each row weighted by `w`.
 fn weighted(x: &Array2<f64>, y: &Array1<f64>, w: &Array1<f64>) -> Result<Array1<f64>, String> {
     let root = w.mapv(f64::sqrt);
-    let model: FittedLinearRegression<f64> = LinearRegression::new()
-        .with_intercept(false)
-        .fit(&Dataset::new(
-            x * &root.view().insert_axis(Axis(1)),
-            y * &root,
-        ))
-        .map_err(|e| format!("least squares: {e}"))?;
-    Ok(model.params().clone())
+    solve(x * &root.view().insert_axis(Axis(1)), y * &root)
 }
 
 /// The weights that minimise the rows' mean miss in proportion to their `value`s (MAPE), by
