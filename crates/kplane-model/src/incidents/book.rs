@@ -1403,26 +1403,14 @@ mod tests {
         let mut eps = EpisodeBook::new(100);
         // Core 2 - aggregation 17 fails: flows through it move at the switch before it (5),
         // before the link's anomaly is raised at its window's end.
-        reroute(
-            &mut book,
-            &mut eps,
-            S / 100,
-            1,
-            &[7, 5, 2, 17, 20],
-            &[7, 5, 1, 17, 20],
-        );
+        let (via_2, via_1) = ([7, 5, 2, 17, 20], [7, 5, 1, 17, 20]);
+        reroute(&mut book, &mut eps, S / 100, 1, &via_2, &via_1);
         book.anomaly(&link("link:17:3:0", "17:3", Some("2:3"), 0));
         book.anomaly(&link("link:2:3:0", "2:3", Some("17:3"), 0));
         // While it is down, another flow through it moves at switch 9; one that never crossed
         // it, also diverging at 9, is not its doing.
-        reroute(
-            &mut book,
-            &mut eps,
-            4 * S,
-            2,
-            &[12, 9, 17, 2, 19],
-            &[12, 9, 17, 1, 19],
-        );
+        let (down_2, down_1) = ([12, 9, 17, 2, 19], [12, 9, 17, 1, 19]);
+        reroute(&mut book, &mut eps, 4 * S, 2, &down_2, &down_1);
         reroute(
             &mut book,
             &mut eps,
@@ -1439,32 +1427,12 @@ mod tests {
         book.anomaly(&end);
         // The cable is back: flows move back onto it after its members ended, within its hold;
         // once it resolved, a reroute across it is an incident of its own.
-        reroute(
-            &mut book,
-            &mut eps,
-            11 * S,
-            1,
-            &[7, 5, 1, 17, 20],
-            &[7, 5, 2, 17, 20],
-        );
+        reroute(&mut book, &mut eps, 11 * S, 1, &via_1, &via_2);
         // Switch 6's group towards 17 is hashed again as the link returns: a flow to 17 moves
         // from core 1 to core 3, neither of them the link's.
-        reroute(
-            &mut book,
-            &mut eps,
-            12 * S,
-            5,
-            &[8, 6, 1, 17, 21],
-            &[8, 6, 3, 17, 21],
-        );
-        reroute(
-            &mut book,
-            &mut eps,
-            40 * S,
-            4,
-            &[7, 5, 1, 17, 20],
-            &[7, 5, 2, 17, 20],
-        );
+        let (core_1, core_3) = ([8, 6, 1, 17, 21], [8, 6, 3, 17, 21]);
+        reroute(&mut book, &mut eps, 12 * S, 5, &core_1, &core_3);
+        reroute(&mut book, &mut eps, 40 * S, 4, &via_1, &via_2);
         let all = book.list(|_| true, 10);
         let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
         assert_eq!(link.member_count, 6, "two link anomalies, four reroutes");
