@@ -211,15 +211,17 @@ impl Reach {
     }
 
     /// Whether a reroute (its old and new paths) is its link's doing without crossing it:
-    /// both paths reach the same end of the link. A switch's equal-cost group towards a switch
-    /// that lost or regained a link is hashed again, so flows move between its other links
-    /// too (a leaf's flows to the leaf of a cut uplink, from one healthy spine to another).
+    /// one of its paths reaches an end of the link. A switch's equal-cost group towards a
+    /// switch that lost or regained a link is hashed again, so flows move between its other
+    /// links too (a leaf's flows to the leaf of a cut uplink, from one healthy spine to
+    /// another), and where paths are chosen end to end, flows move onto and off the other
+    /// paths through the link's ends (a pod's flows, hashed again among the paths left).
     fn rehashed(&self, paths: &[&[u32]]) -> bool {
         paths.len() >= 2
             && self
                 .links
                 .iter()
-                .any(|&(x, y)| [x, y].iter().any(|n| paths.iter().all(|p| p.contains(n))))
+                .any(|&(x, y)| paths.iter().any(|p| p.contains(&x) || p.contains(&y)))
     }
 
     /// Whether an address anomaly belongs here by its peers, with a type of its address
@@ -1443,6 +1445,29 @@ mod tests {
             "the link, the unrelated reroute, the late one"
         );
         assert_eq!(book.counts.merged, 1);
+    }
+
+    #[test]
+    fn a_cut_link_takes_the_reroutes_onto_and_off_the_other_paths_through_its_ends() {
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        let mut eps = EpisodeBook::new(100);
+        // Aggregation 105 - core 201 is cut (the independent generator's seed 461): paths
+        // between pods are hashed again among those left.
+        let mut cut = link("link:105:3:2", "105:3", Some("201:3"), 2 * S);
+        cut.last_ns = 3 * S;
+        book.anomaly(&cut);
+        // A flow moves onto a path through 105, another off one: the cut's doing.
+        let onto = ([6, 106, 202, 108, 7], [6, 105, 203, 107, 7]);
+        reroute(&mut book, &mut eps, 3 * S, 1, &onto.0, &onto.1);
+        let off = ([7, 107, 203, 105, 6], [7, 108, 202, 106, 6]);
+        reroute(&mut book, &mut eps, 4 * S, 2, &off.0, &off.1);
+        // One whose paths reach neither end is not.
+        let apart = ([5, 106, 204, 108, 7], [5, 106, 202, 108, 7]);
+        reroute(&mut book, &mut eps, 4 * S, 3, &apart.0, &apart.1);
+        let all = book.list(|_| true, 10);
+        let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
+        assert_eq!(link.member_count, 3, "the link and the two reroutes");
+        assert_eq!(all.len(), 2, "the link's, and the reroute apart from it");
     }
 
     #[test]
