@@ -390,50 +390,57 @@ impl Engine {
         out
     }
 
-    /// Scores one complete window (what `tick` does with each): anomalies and forecasts.
-    pub fn window(&mut self, w: &Window) -> Output {
-        self.counts.windows += 1;
+    /// The window's entity-windows — a link or queue seen in most recent windows and missing
+    /// from this one is there, silent — and whether it is a gap in the telemetry (most of
+    /// the fabric silent at once: a collector or processor stall, a window cut short, not
+    /// that many failed links; nothing is expected then). Presence moves on: +1 per window an
+    /// entity is in (at most `PRESENCE_CAP`), −1 per window it is not.
+    fn sample(&mut self, w: &Window) -> (Vec<Sample>, bool) {
         let mut expected: FastSet<(EntityKind, &str)> = self
             .presence
             .iter()
             .filter(|(_, n)| **n >= EXPECTED_AFTER)
             .map(|((k, e), _)| (*k, e.as_str()))
             .collect();
-        // Most of the fabric silent at once is a gap in the telemetry (a collector or
-        // processor stall, a window cut short), not that many failed links.
         let heard = w
             .inner_links()
             .filter(|e| expected.contains(&(EntityKind::Link, e.as_str())))
             .count();
-        if expected.len() >= 4 && heard * 2 < expected.len() {
-            self.counts.telemetry_gaps += 1;
+        let gap = expected.len() >= 4 && heard * 2 < expected.len();
+        if gap {
             expected.clear();
         }
-        let mut samples = w.samples(&expected);
+        let samples = w.samples(&expected);
         drop(expected);
-        self.counts.entity_windows += samples.len() as u64;
-        // Presence: +1 per window an entity is in (at most PRESENCE_CAP), −1 per window it is not.
-        {
-            let here: FastSet<(EntityKind, &str)> = samples
-                .iter()
-                .filter(|s| s.x.iter().any(|v| *v != 0.0))
-                .map(|s| (s.kind, s.entity.as_str()))
-                .collect();
-            // Only switch-to-switch links are expected when missing (see `tracks_silence`).
-            for e in w.inner_links() {
-                if here.contains(&(EntityKind::Link, e.as_str())) {
-                    self.presence.entry((EntityKind::Link, e)).or_insert(0);
-                }
+        let here: FastSet<(EntityKind, &str)> = samples
+            .iter()
+            .filter(|s| s.x.iter().any(|v| *v != 0.0))
+            .map(|s| (s.kind, s.entity.as_str()))
+            .collect();
+        // Only switch-to-switch links are expected when missing (see `tracks_silence`).
+        for e in w.inner_links() {
+            if here.contains(&(EntityKind::Link, e.as_str())) {
+                self.presence.entry((EntityKind::Link, e)).or_insert(0);
             }
-            self.presence.retain(|(k, e), n| {
-                if here.contains(&(*k, e.as_str())) {
-                    *n = (*n + 1).min(PRESENCE_CAP);
-                } else {
-                    *n -= 1;
-                }
-                *n > 0
-            });
         }
+        self.presence.retain(|(k, e), n| {
+            if here.contains(&(*k, e.as_str())) {
+                *n = (*n + 1).min(PRESENCE_CAP);
+            } else {
+                *n -= 1;
+            }
+            *n > 0
+        });
+        drop(here);
+        (samples, gap)
+    }
+
+    /// Scores one complete window (what `tick` does with each): anomalies and forecasts.
+    pub fn window(&mut self, w: &Window) -> Output {
+        self.counts.windows += 1;
+        let (mut samples, gap) = self.sample(w);
+        self.counts.telemetry_gaps += u64::from(gap);
+        self.counts.entity_windows += samples.len() as u64;
         let frozen = Frozen::of(&self.episodes, &self.collateral);
         self.baselines
             .augment(&mut samples, |k, e| frozen.contains(k, e));
@@ -720,7 +727,9 @@ impl Engine {
     /// history — trained on at once if there is no model yet, else at the next retraining.
     pub fn seed_history(&mut self, windows: Vec<Window>) {
         for w in windows {
-            let mut samples = w.samples(&FastSet::default());
+            // Sampled as live windows are, silent links included: a model trained without
+            // them would take any silence for a surprise.
+            let (mut samples, _) = self.sample(&w);
             self.baselines.augment(&mut samples, |_, _| false);
             let series = forecast::values(&w);
             self.forecaster
@@ -1299,6 +1308,37 @@ mod tests {
         }
         assert_eq!(e.registry().status, Status::Ready);
         (dir, history)
+    }
+
+    #[test]
+    fn a_cold_start_on_the_stores_history_learns_the_silent_windows_live_training_learns() {
+        // Link 1:2 is silent one window in five: live, each silent window is a sample of it
+        // (expected, missing); trained on the same windows read back from the store, too.
+        let history: Vec<Window> = (0..90)
+            .map(|i| match i % 5 {
+                4 => window(i, &LINKS[..1]),
+                _ => window(i, &LINKS),
+            })
+            .collect();
+        let link_samples = |e: &Engine| {
+            e.kept
+                .iter()
+                .flat_map(|k| &k.samples)
+                .filter(|s| s.kind == EntityKind::Link && s.entity == "1:2")
+                .count()
+        };
+        let (mut live, live_dir) = engine("silent-live");
+        for w in &history {
+            live.window(w);
+        }
+        let (mut cold, cold_dir) = engine("silent-cold");
+        cold.seed_history(history);
+        let heard = 90 - 90 / 5;
+        assert!(link_samples(&live) > heard, "{}", link_samples(&live));
+        assert_eq!(link_samples(&cold), link_samples(&live));
+        for dir in [live_dir, cold_dir] {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 
     #[test]
