@@ -245,6 +245,8 @@ pub fn run_pipeline(
     processor_stop.trigger();
     rt.block_on(sp)?
         .map_err(|e| anyhow::anyhow!("stream processor: {e}"))?;
+    // A window message is held until the service commits it, which it does after scoring it
+    // and publishing the results.
     let deadline = Instant::now() + Duration::from_secs(300);
     while bus.stats(topics::WINDOWS).map_or(true, |s| {
         s.held.iter().sum::<usize>() > 0 || s.end_offsets.iter().sum::<u64>() == 0
@@ -261,8 +263,6 @@ pub fn run_pipeline(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The last message read is scored before the service looks at its stop again.
-    std::thread::sleep(Duration::from_millis(600));
     while !done() {
         if Instant::now() > deadline {
             bail!("the knowledge service did not finish (e.g. its training) in time");
