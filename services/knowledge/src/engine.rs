@@ -431,7 +431,6 @@ impl Engine {
             }
             *n > 0
         });
-        drop(here);
         (samples, gap)
     }
 
