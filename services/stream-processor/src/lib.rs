@@ -85,18 +85,34 @@ pub async fn run(cfg: Config, bus: BusConfig, shutdown: Shutdown) -> ServiceResu
         let inputs: Vec<(&str, u32)> = inputs(&cfg).into_iter().map(|t| (t, 1)).collect();
         bus.ensure_topics(&inputs, 1).await?;
     }
-    serve_on(cfg, bus, shutdown).await
+    serve_on(cfg, bus, ProcessorMetrics::default(), shutdown).await
 }
 
 /// Runs on an in-process bus shared with a collector (`kplane up`, tests): reads its
 /// `int.reports` / `int.events`, publishes on its `int.windows` / `int.alerts` (created here).
 pub async fn run_embedded(cfg: Config, bus: EmbeddedBus, shutdown: Shutdown) -> ServiceResult {
+    run_embedded_counted(cfg, bus, ProcessorMetrics::default(), shutdown).await
+}
+
+/// [`run_embedded`], counting into `metrics`, which the caller keeps to read (an evaluation
+/// reads how many rows came too late for their window).
+pub async fn run_embedded_counted(
+    cfg: Config,
+    bus: EmbeddedBus,
+    metrics: ProcessorMetrics,
+    shutdown: Shutdown,
+) -> ServiceResult {
     create_result_topics(&bus, &cfg, 1_024);
-    serve_on(cfg, Bus::Embedded(bus), shutdown).await
+    serve_on(cfg, Bus::Embedded(bus), metrics, shutdown).await
 }
 
 /// Reads the inputs from `bus` and publishes the results on it.
-async fn serve_on(cfg: Config, bus: Bus, shutdown: Shutdown) -> ServiceResult {
+async fn serve_on(
+    cfg: Config,
+    bus: Bus,
+    metrics: ProcessorMetrics,
+    shutdown: Shutdown,
+) -> ServiceResult {
     let results: Option<Arc<dyn Producer>> = if cfg.publish {
         let wanted = output_topics(&cfg);
         bus.ensure_topics(&wanted, 1_024).await?;
@@ -109,18 +125,18 @@ async fn serve_on(cfg: Config, bus: Bus, shutdown: Shutdown) -> ServiceResult {
     let source = move || -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> {
         Ok(bus.consumer(NAME, &topics)?)
     };
-    serve(cfg, source, results, bus_metrics, shutdown).await
+    serve(cfg, source, results, metrics, bus_metrics, shutdown).await
 }
 
 async fn serve(
     cfg: Config,
     source: impl FnOnce() -> Result<Box<dyn Consumer>, kplane_runtime::BoxError> + Send + 'static,
     results: Option<Arc<dyn Producer>>,
+    metrics: ProcessorMetrics,
     bus_metrics: Option<kplane_bus::kafka::KafkaMetrics>,
     shutdown: Shutdown,
 ) -> ServiceResult {
     let registry = Metrics::new(NAME);
-    let metrics = ProcessorMetrics::default();
     registry.register(|r| {
         metrics.register(r);
         if let Some(m) = &bus_metrics {

@@ -263,6 +263,13 @@ impl ProcessorMetrics {
         );
     }
 
+    /// Rows that came after their window was written (counted, in no window).
+    pub fn late_rows(&self) -> u64 {
+        self.records
+            .get_or_create(&Outcome { outcome: "late" })
+            .get()
+    }
+
     pub fn offered(&self, o: Offered) {
         for (outcome, n) in [
             ("added", o.added),

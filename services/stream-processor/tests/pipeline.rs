@@ -20,6 +20,7 @@ use kplane_store::query::{scalar, sql_blocking};
 use kplane_stream_processor::Config;
 use kplane_stream_processor::config::Thresholds;
 use kplane_stream_processor::detect::{Alert, AlertKind};
+use kplane_stream_processor::metrics::ProcessorMetrics;
 
 const MS: u64 = 1_000_000;
 
@@ -56,6 +57,10 @@ struct Outcome {
     truth: Truth,
     alerts: Vec<Alert>,
     window_tables: Vec<String>,
+    /// Reports the emulator sent.
+    sent: u64,
+    /// Rows the processor took after their window was written (`records{outcome="late"}`).
+    late: u64,
 }
 
 impl Outcome {
@@ -149,9 +154,11 @@ fn pipeline(
     };
     let window = pcfg.window.as_nanos() as i64;
     kplane_stream_processor::create_result_topics(&bus, &pcfg, 1 << 16);
-    let sp = rt.spawn(kplane_stream_processor::run_embedded(
+    let metrics = ProcessorMetrics::default();
+    let sp = rt.spawn(kplane_stream_processor::run_embedded_counted(
         pcfg,
         bus.clone(),
+        metrics.clone(),
         shutdown.clone(),
     ));
     let mut alerts_in = bus.consumer(result_topics::ALERTS, "test").unwrap();
@@ -211,6 +218,8 @@ fn pipeline(
         truth,
         alerts,
         window_tables,
+        sent: summary.reports_sent,
+        late: metrics.late_rows(),
     }
 }
 
@@ -260,6 +269,28 @@ fn rows(batches: &[RecordBatch]) -> impl Iterator<Item = (&RecordBatch, usize)> 
     batches
         .iter()
         .flat_map(|b| (0..b.num_rows()).map(move |i| (b, i)))
+}
+
+#[test]
+fn reports_that_come_after_their_window_was_written_are_counted_late() {
+    // A few mice a second in real time, and a processor that closes a window after 20 ms
+    // without input: it writes windows whose quiet spells outlast that, and the rest of
+    // their reports miss them. Each is counted; none is lost silently.
+    let rc = RunConfig {
+        duration: Duration::from_secs(4),
+        flows_per_second: 4.0,
+        elephant_share: 0.0,
+        realtime: true,
+        ..RunConfig::default()
+    };
+    let cfg = Config {
+        idle_close: Duration::from_millis(20),
+        ..fast(1_000)
+    };
+    let o = pipeline("late", rc, cfg, |_| {});
+    let stored = scalar(&o.sql("SELECT CAST(sum(reports) AS DOUBLE) FROM flows")) as u64;
+    assert!(o.late > 0, "{stored} of {} stored, none late", o.sent);
+    assert_eq!(stored + o.late, o.sent, "{stored} stored, {} late", o.late);
 }
 
 #[test]

@@ -668,6 +668,7 @@ struct FamilyTotals {
     runs: u64,
     reports_sent: u64,
     reports_lost: u64,
+    rows_late: u64,
     /// Per seed, what its clean run raised; and what each seed's runs raised after an attack
     /// ended. An emulator run's background is drawn from its seed, so the same anomaly in the
     /// clean run is the background's, not the attack's end.
@@ -741,6 +742,7 @@ fn score_run(
     t.runs += 1;
     t.reports_sent += o.reports_sent;
     t.reports_lost += o.reports_lost;
+    t.rows_late += o.rows_late;
     incidents
 }
 
@@ -1252,7 +1254,7 @@ fn report(
     let mut all = Detection::default();
     let mut inc = IncidentScore::default();
     let mut forecasts = ForecastScore::default();
-    let (mut sent, mut lost) = (0, 0);
+    let (mut sent, mut lost, mut late) = (0, 0, 0);
     for t in totals {
         all.add(&t.scored);
         inc.add(&t.incidents);
@@ -1264,6 +1266,7 @@ fn report(
         }
         sent += t.reports_sent;
         lost += t.reports_lost;
+        late += t.rows_late;
     }
     md += &format!("\n## {title}\n\n");
     md += &detection_table(&all, "all", scored_table, &mut csv);
@@ -1276,9 +1279,11 @@ fn report(
     md += &training_table(training, &mut csv);
     md += &incidents::report(&inc, "all", scored_table, &mut csv);
     md += &format!(
-        "\nReports: {sent} sent, {lost} lost on the way into the collector (the traffic source is paced by it).\n"
+        "\nReports: {sent} sent, {lost} lost on the way into the collector (the traffic source is paced by it); \
+         {late} rows taken by the stream processor after their window was written (in no window).\n"
     );
     csv.row("all", scored_table, "reports_lost", "all", lost as f64);
+    csv.row("all", scored_table, "rows_late", "all", late as f64);
     let mut rows = vec![("all", "", &forecasts)];
     if families.len() > 1 {
         for (f, t) in families.iter().zip(totals) {

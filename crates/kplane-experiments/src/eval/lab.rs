@@ -360,6 +360,7 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
             virtual_seconds: slot as f64,
             reports_sent: 0,
             reports_lost: 0,
+            rows_late: 0,
         };
         let faults = faults(&o);
         let (summaries, incident_of) =

@@ -47,6 +47,9 @@ pub struct Outcome {
     pub reports_sent: u64,
     /// Reports the collector dropped (socket or queue overflow), or never took.
     pub reports_lost: u64,
+    /// Rows (reports, events) the stream processor took after their window was written: in
+    /// no window, so the knowledge service never saw them.
+    pub rows_late: u64,
 }
 
 /// Reports sent and not yet taken by the collector before the emulator waits.
@@ -179,9 +182,11 @@ pub fn run_pipeline(
         ..kplane_stream_processor::Config::default()
     };
     kplane_stream_processor::create_result_topics(&bus, &pcfg, 1 << 16);
-    let sp = rt.spawn(kplane_stream_processor::run_embedded(
+    let processor_metrics = kplane_stream_processor::metrics::ProcessorMetrics::default();
+    let sp = rt.spawn(kplane_stream_processor::run_embedded_counted(
         pcfg,
         bus.clone(),
+        processor_metrics.clone(),
         processor_stop.clone(),
     ));
     kplane_knowledge::create_topics(&bus, 1 << 16);
@@ -281,6 +286,12 @@ pub fn run_pipeline(
             sent.reports
         );
     }
+    let rows_late = processor_metrics.late_rows();
+    if rows_late > 0 {
+        eprintln!(
+            "kplane eval: the stream processor took {rows_late} rows too late for their window"
+        );
+    }
     Ok(Outcome {
         events: sent.events,
         topology: sent.topology,
@@ -291,6 +302,7 @@ pub fn run_pipeline(
         virtual_seconds: sent.virtual_seconds,
         reports_sent: sent.reports,
         reports_lost,
+        rows_late,
     })
 }
 
@@ -340,6 +352,7 @@ mod tests {
             .sum();
         assert_eq!(unreadable, 0);
         assert!(o.reports_sent > 0);
+        assert_eq!(o.rows_late, 0);
         assert_eq!(stored as u64, o.reports_sent, "{} windows", windows.len());
         let _ = std::fs::remove_dir_all(&dir);
     }

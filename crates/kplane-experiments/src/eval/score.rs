@@ -341,6 +341,7 @@ pub(super) mod fixtures {
             virtual_seconds: 40.0,
             reports_sent: 1,
             reports_lost: 0,
+            rows_late: 0,
         }
     }
 
