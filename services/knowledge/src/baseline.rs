@@ -27,13 +27,14 @@ const MAX_BUSY: f64 = 0.95;
 /// A destination whose habit of crossing a link has faded below this (about 60 times its
 /// switch reached it another way since it last crossed) is no longer one the link carries.
 const FADED: f64 = 0.05;
-/// Windows an entity is seen before its silences are judged.
+/// Windows an entity is seen before its usual counts: its deviations and its silences are
+/// judged from then on. A usual of fewer windows is noise for an entity busy and idle by
+/// turns: a host's link at 66–78 ‰ in three of its first five windows and 642–924 ‰ in two
+/// was 488 ‰ over their plain mean in its sixth (844 ‰), and raised.
 pub(crate) const JUDGE_AFTER: u32 = 10;
 /// A queue is congested beyond its usual while its share of samples over the congestion
 /// threshold is at least this much above its usual share.
 const CONGESTED_BEYOND: f64 = 0.1;
-/// Windows an entity is seen before its usual value counts (deviations are 0 before).
-const WARM: u32 = 5;
 /// An entity not seen for this many windows is forgotten (bounded state); so is a
 /// destination a link carried that its switch has not reached for as long.
 const FORGET_AFTER: u64 = 600;
@@ -197,7 +198,7 @@ impl Baselines {
             else {
                 continue;
             };
-            let warm = u.seen >= WARM && u.mean.len() == n;
+            let warm = u.seen >= JUDGE_AFTER && u.mean.len() == n;
             let deviations: Vec<f64> = (0..n)
                 .map(|i| if warm { s.x[i] - u.mean[i] } else { 0.0 })
                 .collect();
@@ -211,9 +212,9 @@ impl Baselines {
             }
             if u.mean.len() != n {
                 u.mean = s.x.clone();
-            } else if u.seen < WARM || !frozen(s.kind, &s.entity) {
+            } else if u.seen < JUDGE_AFTER || !frozen(s.kind, &s.entity) {
                 // The first windows average plainly; then exponentially.
-                let a = if u.seen < WARM {
+                let a = if u.seen < JUDGE_AFTER {
                     1.0 / f64::from(u.seen + 1)
                 } else {
                     ALPHA
@@ -413,6 +414,28 @@ mod tests {
         let mut w = vec![with_reverse("2:1", "1:1"), silent("1:1")];
         b.augment(&mut w, |_, _| false);
         assert!(w[1].x[1] > 5.0 && w[1].x[2] == 0.0, "{w:?}");
+    }
+
+    #[test]
+    fn an_entitys_usual_counts_from_its_tenth_window() {
+        // A host's link busy and idle by turns (‰; seed 491's `ls-2x4-1g`): its first five
+        // windows are too few to know its usual by.
+        let busy_and_idle = [
+            642.0, 924.0, 66.0, 66.0, 78.0, 844.0, 761.0, 805.0, 636.0, 82.0,
+        ];
+        let mut b = Baselines::default();
+        let mut deviations = Vec::new();
+        for x in busy_and_idle.into_iter().chain([757.0]) {
+            let mut w = [sample("5:0", x)];
+            b.augment(&mut w, |_, _| false);
+            deviations.push(w[0].x[3]);
+        }
+        assert!(deviations[..10].iter().all(|d| *d == 0.0), "{deviations:?}");
+        let usual = busy_and_idle.iter().sum::<f64>() / 10.0;
+        assert!(
+            (deviations[10] - (757.0 - usual)).abs() < 1e-9,
+            "{deviations:?}"
+        );
     }
 
     #[test]
