@@ -1,6 +1,6 @@
 //! `kplane experiment NAME [--runs N] [--out DIR] [--seed S] [--fast]`: the seed papers'
 //! evaluations re-run on kplane. Each experiment is a module here and a line in
-//! [`EXPERIMENTS`]; it measures one run into a [`Table`], and the harness repeats it `--runs`
+//! `EXPERIMENTS`; it measures one run into a [`Table`], and the harness repeats it `--runs`
 //! times (seeds `S`, `S+1`, …), averages per point with 95 % intervals, draws its plots, sets
 //! its figures beside the paper's and checks the paper's qualitative shape (exit 1 if it does
 //! not hold). docs/experiments.md collects the tables.
