@@ -289,8 +289,15 @@ fn reports_that_come_after_their_window_was_written_are_counted_late() {
     };
     let o = pipeline("late", rc, cfg, |_| {});
     let stored = scalar(&o.sql("SELECT CAST(sum(reports) AS DOUBLE) FROM flows")) as u64;
-    assert!(o.late > 0, "{stored} of {} stored, none late", o.sent);
-    assert_eq!(stored + o.late, o.sent, "{stored} stored, {} late", o.late);
+    // Every report missing from the store is among the late rows (which count the events
+    // lane's rows as well).
+    assert!(stored < o.sent, "{stored} of {} stored", o.sent);
+    assert!(
+        o.late >= o.sent - stored,
+        "{stored} of {} stored, {} late",
+        o.sent,
+        o.late
+    );
 }
 
 #[test]
