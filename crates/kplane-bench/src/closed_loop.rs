@@ -252,12 +252,14 @@ pub fn run(a: LoopArgs) -> anyhow::Result<()> {
 }
 
 fn measure(a: &LoopArgs) -> anyhow::Result<Measurement> {
-    let after = 30;
-    let total = a.learn + a.attack + after;
-    let up = start(a, total)?;
+    // Every wait below ends by `end`, 60 s after the attack; the child (stopped once the run is
+    // measured) outlives them all, 10 s more for its own start, so that a slow machine's late
+    // verification is waited for rather than cut off by the child's `--duration`.
+    let total = a.learn + a.attack + 60;
+    let up = start(a, total + 10)?;
     let started = Instant::now();
-    let end = started + Duration::from_secs(total + 30);
-    // `kplane up` runs for `total` seconds: the anomaly must come before the attack ends.
+    let end = started + Duration::from_secs(total);
+    // The anomaly must come before the attack ends.
     let raised_by = started + Duration::from_secs(a.learn + a.attack);
     // Blocks are what a DDoS is answered with; apply them without an admin.
     up.api(
