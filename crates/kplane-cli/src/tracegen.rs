@@ -22,7 +22,8 @@ pub struct TracegenArgs {
     /// Virtual time to generate, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     duration: Duration,
-    /// none | ddos | port-scan | link-failure | incast with parameters, joined by `+`:
+    /// none | ddos | port-scan | link-failure | incast | flash-crowd | heavy-hitter with
+    /// parameters, joined by `+`:
     /// `ddos:victim=5,sources=500,pps=20000,start=0.4,duration=0.2,replace=0.5`.
     #[arg(long, default_value = "none")]
     scenario: String,

@@ -8,9 +8,10 @@
 //! * [`fabric`]: a three-tier fabric (edge, aggregation, core) with ECMP paths that avoid
 //!   failed links.
 //! * [`traffic`]: background flows (Poisson arrivals, Pareto sizes, hosts of unequal weight)
-//!   and the scripted events: a DDoS from spoofed sources, a port scan, a link failure.
+//!   and the scripted events: a DDoS from spoofed sources, a port scan, a link failure, an
+//!   incast, and benign load (a flash crowd of fetches, a heavy hitter's copies).
 //! * [`encode`]: the Telemetry Report bytes a sink sends for one packet.
-//! * [`run`]: the time loop (a fluid queue per egress port, 1 ms steps), UDP out, and the
+//! * [`run`]: the time loop (a fluid queue per egress port, 1 ms steps, shorter on links over 1 Gb/s), UDP out, and the
 //!   ground truth.
 //!
 //! What differs from the emulator on purpose: addresses (172.16.0.0/12), node ids (edges

@@ -1,7 +1,8 @@
-//! The time loop: 1 ms steps of virtual time from 0. In each step the hosts' packets take their
-//! paths; each egress port is a fluid queue (the bytes offered beyond its rate in a step wait,
-//! up to a buffer of [`BUFFER_BYTES`], the rest is dropped), and a packet's hop latency and
-//! queue occupancy are the queue's at the start of the step. The switch in front of the
+//! The time loop: steps of virtual time from 0, of 1 ms up to 1 Gb/s links and shorter on
+//! faster ones ([`step_ns`]). In each step the hosts' packets take their paths; each egress
+//! port is a fluid queue (the bytes offered beyond its rate in a step wait, up to a buffer of
+//! [`BUFFER_BYTES`], the rest is dropped), and a packet's hop latency and queue occupancy are
+//! the queue's at the start of the step. The switch in front of the
 //! destination is the sink: it sends one report per packet that reaches it. Reports go over
 //! UDP, spread over the collectors by source address; `pace` is called after every step with
 //! the count sent and the virtual time reached (a caller that waits there paces the run to
@@ -15,9 +16,21 @@ use serde_json::{Value, json};
 use crate::TracegenError;
 use crate::encode::{HopMeta, Packet, sink_report};
 use crate::fabric::Fabric;
-use crate::traffic::{Event, Flow, Rng, background_flow, parse_scenario};
+use crate::traffic::{Event, FLOW_BPS, Flow, Rng, background_flow, parse_scenario, transfer};
 
+/// The longest step, and the time over which a port's utilisation is averaged (an EWMA of
+/// weight 0.1 per such span).
 const STEP_NS: u64 = 1_000_000;
+/// The most a port drains in one step: 1 ms at 1 Gb/s.
+const STEP_BYTES: f64 = 125_000.0;
+
+/// A step short enough that a port drains at most [`STEP_BYTES`] in it. A fluid queue only
+/// holds what arrives faster than its port drains within a step: at 10 Gb/s a 1 ms step
+/// drains 1.25 MB, more than the whole buffer, so an incast's answers arriving together
+/// within a millisecond would queue nothing.
+fn step_ns(link_bps: f64) -> u64 {
+    ((STEP_BYTES * 8.0 / link_bps * 1e9) as u64).clamp(10_000, STEP_NS)
+}
 /// Egress buffer per port.
 pub const BUFFER_BYTES: f64 = 512_000.0;
 /// Hops a packet may cross (the metadata header's initial remaining hop count).
@@ -99,6 +112,13 @@ fn hash_of(f: &Flow) -> u64 {
         })
 }
 
+/// `n` hosts spread over the fabric: every (hosts / (n + 1))-th after `from`, never `from`
+/// (`n` is below the hosts' count).
+fn spread(from: usize, n: usize, hosts: usize) -> Vec<usize> {
+    let stride = (hosts / (n + 1)).max(1);
+    (1..=n).map(|j| (from + j * stride) % hosts).collect()
+}
+
 /// An incast's ground truth: a `microburst` at the victim's edge port, with `queues` — every
 /// egress port two or more of the `answers` cross on their way (where they converge; a single
 /// answer at line rate queues little), the victim's edge port first.
@@ -153,6 +173,9 @@ pub fn run(
         Some(UdpSocket::bind("0.0.0.0:0")?)
     };
     let rate_bps = cfg.link_mbps * 1e6;
+    let step = step_ns(rate_bps);
+    // The utilisation EWMA's weight per step, for a weight of 0.1 per millisecond.
+    let weight = 1.0 - 0.9f64.powf(step as f64 / STEP_NS as f64);
     // Popularity is a property of the fabric, not of a run.
     let mut popularity = Rng::new(0xFAB);
     let mut cumulative = Vec::with_capacity(hosts);
@@ -175,11 +198,21 @@ pub fn run(
     // packets carried between steps.
     let mut spoofed: Vec<Vec<([u8; 4], usize)>> = vec![Vec::new(); events.len()];
     let mut carry = vec![0.0f64; events.len()];
+    // Per flash crowd: when its next fetch arrives, ns.
+    let mut next_fetch: Vec<f64> = events
+        .iter()
+        .map(|e| match e {
+            Event::FlashCrowd { start, .. } => *start as f64,
+            _ => 0.0,
+        })
+        .collect();
+    let ips =
+        |hs: &[usize]| -> Vec<String> { hs.iter().map(|h| ip_text(fabric.hosts[*h].ip)).collect() };
     let id = |sw: usize| fabric.switches[sw].id;
 
     let mut t = 0u64;
     while t < duration {
-        let end = t + STEP_NS;
+        let end = t + step;
         let mut emitted: Vec<Flow> = Vec::new();
         let mut replace: f64 = 0.0;
         for (i, e) in events.iter().enumerate() {
@@ -234,7 +267,7 @@ pub fn run(
                     }
                     if start < end && t < stop {
                         replace = replace.max(r);
-                        carry[i] += pps * STEP_NS as f64 / 1e9;
+                        carry[i] += pps * step as f64 / 1e9;
                         while carry[i] >= 1.0 {
                             carry[i] -= 1.0;
                             let (src, entry) = spoofed[i][rng.below(spoofed[i].len())];
@@ -249,7 +282,7 @@ pub fn run(
                                 tcp_flags: 0,
                                 remaining: 1,
                                 gap_ns: 0,
-                                next_ns: t.max(start) + rng.below(STEP_NS as usize) as u64,
+                                next_ns: t.max(start) + rng.below(step as usize) as u64,
                             });
                         }
                     }
@@ -262,11 +295,11 @@ pub fn run(
                     start,
                     end: stop,
                 } => {
-                    // Spread over the fabric: every (hosts / (senders + 1))-th host after the
-                    // victim, each answering over one connection (one 5-tuple, one path).
-                    let stride = (hosts / (senders + 1)).max(1);
+                    // Spread over the fabric, each answering over one connection (one
+                    // 5-tuple, one path).
+                    let from = spread(victim, senders, hosts);
                     let answer = |j: usize| {
-                        let s = (victim + (j + 1) * stride) % hosts;
+                        let s = from[j];
                         Flow {
                             src: fabric.hosts[s].ip,
                             src_host: s,
@@ -302,6 +335,84 @@ pub fn run(
                             });
                         }
                         k += 1;
+                    }
+                }
+                Event::FlashCrowd {
+                    target,
+                    clients,
+                    bps,
+                    bytes,
+                    start,
+                    end: stop,
+                } => {
+                    let who = spread(target, clients, hosts);
+                    if (t..end).contains(&start) {
+                        out.events.push(json!({"t_ns": start, "kind": "flash_crowd",
+                            "target": ip_text(fabric.hosts[target].ip), "clients": ips(&who),
+                            "end_ns": stop}));
+                    }
+                    // Fetches arrive at random; each request is answered 100 µs later at the
+                    // generator's flow rate.
+                    let per_ns = bps / (bytes as f64 * 8.0) / 1e9;
+                    while next_fetch[i] < end.min(stop) as f64 {
+                        let at = next_fetch[i] as u64;
+                        let client = who[rng.below(who.len())];
+                        let port = 32_768 + rng.below(28_000) as u16;
+                        emitted.push(Flow {
+                            src: fabric.hosts[client].ip,
+                            src_host: client,
+                            dst_host: target,
+                            protocol: 6,
+                            src_port: port,
+                            dst_port: 443,
+                            packet_bytes: 576,
+                            tcp_flags: 0x18,
+                            remaining: 1,
+                            gap_ns: 0,
+                            next_ns: at,
+                        });
+                        let [mut answer, mut acks] = transfer(
+                            target,
+                            client,
+                            (443, port),
+                            bytes.div_ceil(1_500),
+                            FLOW_BPS,
+                            at + 100_000,
+                        );
+                        answer.src = fabric.hosts[target].ip;
+                        acks.src = fabric.hosts[client].ip;
+                        flows.extend([answer, acks]);
+                        next_fetch[i] += rng.exponential(1.0 / per_ns);
+                    }
+                }
+                Event::HeavyHitter {
+                    source,
+                    peers,
+                    bps,
+                    start,
+                    end: stop,
+                } => {
+                    if (t..end).contains(&start) {
+                        let to = spread(source, peers, hosts);
+                        out.events
+                            .push(json!({"t_ns": start, "kind": "heavy_hitter_start",
+                            "source": ip_text(fabric.hosts[source].ip), "flows": peers,
+                            "peers": ips(&to), "end_ns": stop}));
+                        let each = bps / peers as f64;
+                        let packets = (each * (stop - start) as f64 / 1e9 / 12_000.0) as u64;
+                        for (j, peer) in to.into_iter().enumerate() {
+                            let [mut copy, mut acks] = transfer(
+                                source,
+                                peer,
+                                (50_000 + j as u16, 873),
+                                packets,
+                                each,
+                                start,
+                            );
+                            copy.src = fabric.hosts[source].ip;
+                            acks.src = fabric.hosts[peer].ip;
+                            flows.extend([copy, acks]);
+                        }
                     }
                 }
                 Event::PortScan {
@@ -432,9 +543,9 @@ pub fn run(
                 None => out.reports_sent += 1,
             }
         }
-        let capacity = rate_bps / 8.0 * STEP_NS as f64 / 1e9;
+        let capacity = rate_bps / 8.0 * step as f64 / 1e9;
         for q in queues.values_mut() {
-            q.utilization += 0.1 * ((q.offered / capacity).min(1.0) - q.utilization);
+            q.utilization += weight * ((q.offered / capacity).min(1.0) - q.utilization);
             q.bytes = (q.bytes + q.offered - capacity).clamp(0.0, BUFFER_BYTES);
             q.offered = 0.0;
         }
@@ -518,6 +629,60 @@ mod tests {
             (truth["t_ns"].as_u64(), truth["end_ns"].as_u64()),
             (Some(500_000_000), Some(1_500_000_000))
         );
+    }
+
+    #[test]
+    fn steps_are_short_enough_for_a_fast_port_to_queue_an_incast() {
+        assert_eq!(step_ns(100e6), 1_000_000);
+        assert_eq!(step_ns(1e9), 1_000_000);
+        assert_eq!(step_ns(10e9), 100_000);
+        // Eight answers of 120 kB at once into a 10 Gb/s port: 960 kB in 96 µs, which its
+        // 512 kB buffer cannot hold. A 1 ms step would drain them all (1.25 MB) and drop none.
+        let mut fast = cfg("incast:victim=5,senders=8,kb=120,period-ms=20,start=0.25,duration=0.5");
+        fast.link_mbps = 10_000.0;
+        fast.flows = 50.0;
+        let incast = run(&fast, &[], |_, _| {}).unwrap();
+        fast.scenario = "none".into();
+        let clean = run(&fast, &[], |_, _| {}).unwrap();
+        // 50 bursts, each dropping what is over the buffer: about 300 of its 640 packets.
+        assert!(
+            incast.dropped > clean.dropped + 5_000,
+            "{incast:?} vs {clean:?}"
+        );
+    }
+
+    #[test]
+    fn a_flash_crowd_is_fetches_answered_and_acknowledged_and_a_heavy_hitter_copies() {
+        let clean = run(&cfg("none"), &[], |_, _| {}).unwrap();
+        let added = |o: &Outcome| o.reports_sent + o.dropped - clean.reports_sent - clean.dropped;
+        // 1 s of answers at 50 Mb/s in 64 kB fetches: 4 167 answer packets, half as many
+        // acknowledgements, and about 98 requests.
+        let crowd = run(
+            &cfg("flash-crowd:target=5,clients=16,mbps=50,kb=64,start=0.25,duration=0.5"),
+            &[],
+            |_, _| {},
+        )
+        .unwrap();
+        assert!((5_500..7_200).contains(&added(&crowd)), "{crowd:?}");
+        let truth = &crowd.events[0];
+        assert_eq!(truth["kind"], "flash_crowd");
+        assert_eq!(truth["target"], "172.16.1.15");
+        let clients = truth["clients"].as_array().unwrap();
+        assert_eq!(clients.len(), 16);
+        assert!(!clients.contains(&truth["target"]), "{clients:?}");
+        // 1 s of copies at 200 Mb/s to 4 peers: 16 667 packets and 8 332 acknowledgements.
+        let copy = run(
+            &cfg("heavy-hitter:source=5,peers=4,mbps=200,start=0.25,duration=0.5"),
+            &[],
+            |_, _| {},
+        )
+        .unwrap();
+        assert!((23_000..26_000).contains(&added(&copy)), "{copy:?}");
+        let truth = &copy.events[0];
+        assert_eq!(truth["kind"], "heavy_hitter_start");
+        assert_eq!(truth["source"], "172.16.1.15");
+        assert_eq!(truth["peers"].as_array().unwrap().len(), 4);
+        assert_eq!(truth["end_ns"], 1_500_000_000);
     }
 
     #[test]

@@ -13,7 +13,13 @@
 //!   `duration`), `incast` (`victim`, `senders` hosts spread over the fabric, each sending `kb`
 //!   kilobytes back to back at line rate in 1500-byte TCP packets to port 5001, all at once,
 //!   every `period-ms`, from `start` for `duration`: a partition/aggregate job's answers
-//!   converging on the victim's edge port), `none`.
+//!   converging on the victim's edge port), `flash-crowd` (`target`, `clients` hosts spread over
+//!   the fabric fetching from it over HTTPS: fetches arrive at random, each a 576-byte request
+//!   to port 443 answered by `kb` kilobytes in 1500-byte packets, which the client
+//!   acknowledges in 64-byte packets, one per two; the answers together `mbps`, from `start`
+//!   for `duration`: legitimate load), `heavy-hitter` (`source` copying to `peers` hosts spread
+//!   over the fabric, one long TCP transfer to port 873 each, together `mbps`, acknowledged
+//!   as above, from `start` for `duration`: a backup), `none`.
 
 use crate::TracegenError;
 
@@ -71,6 +77,9 @@ pub struct Flow {
 
 /// The rate every background flow sends at.
 pub const FLOW_BPS: f64 = 20e6;
+/// A TCP receiver acknowledges every second data packet (delayed ACKs).
+const PACKETS_PER_ACK: u64 = 2;
+const ACK_BYTES: u16 = 64;
 const ALPHA: f64 = 1.5;
 const MAX_PACKETS: f64 = 20_000.0;
 
@@ -116,6 +125,46 @@ pub fn background_flow(rng: &mut Rng, cumulative: &[f64], mean_packets: f64, t_n
     }
 }
 
+/// A TCP transfer of `packets` 1500-byte packets from `src` to `dst` at `bps` from `at_ns`,
+/// and its acknowledgements (`dst` back to `src`, one per [`PACKETS_PER_ACK`], each sent as
+/// the packet it acknowledges arrives): `[data, acks]`. Addresses are the caller's to set.
+pub fn transfer(
+    src: usize,
+    dst: usize,
+    ports: (u16, u16),
+    packets: u64,
+    bps: f64,
+    at_ns: u64,
+) -> [Flow; 2] {
+    let gap_ns = (1_500.0 * 8.0 / bps * 1e9).max(1.0) as u64;
+    let data = Flow {
+        src: [0; 4],
+        src_host: src,
+        dst_host: dst,
+        protocol: 6,
+        src_port: ports.0,
+        dst_port: ports.1,
+        packet_bytes: 1_500,
+        tcp_flags: 0x18,
+        remaining: packets,
+        gap_ns,
+        next_ns: at_ns,
+    };
+    let acks = Flow {
+        src_host: dst,
+        dst_host: src,
+        src_port: ports.1,
+        dst_port: ports.0,
+        packet_bytes: ACK_BYTES,
+        tcp_flags: 0x10,
+        remaining: packets / PACKETS_PER_ACK,
+        gap_ns: gap_ns * PACKETS_PER_ACK,
+        next_ns: at_ns + gap_ns * PACKETS_PER_ACK,
+        ..data.clone()
+    };
+    [data, acks]
+}
+
 /// One scripted event, with times in ns of the run.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
@@ -147,6 +196,24 @@ pub enum Event {
         start: u64,
         end: u64,
     },
+    FlashCrowd {
+        target: usize,
+        clients: usize,
+        /// The answers together, bits/s.
+        bps: f64,
+        /// Bytes per answer.
+        bytes: u64,
+        start: u64,
+        end: u64,
+    },
+    HeavyHitter {
+        source: usize,
+        peers: usize,
+        /// The transfers together, bits/s.
+        bps: f64,
+        start: u64,
+        end: u64,
+    },
 }
 
 /// Parses a scenario for a run of `duration_ns` on a fabric of `hosts` hosts.
@@ -175,9 +242,12 @@ pub fn parse_scenario(
             "port-scan" => &["scanner", "victim", "ports", "gap-us", "start"],
             "link-failure" => &["link", "start", "duration"],
             "incast" => &["victim", "senders", "kb", "period-ms", "start", "duration"],
+            "flash-crowd" => &["target", "clients", "mbps", "kb", "start", "duration"],
+            "heavy-hitter" => &["source", "peers", "mbps", "start", "duration"],
             other => {
                 return Err(bad(format!(
-                    "unknown scenario {other:?} (ddos, port-scan, link-failure, incast, none)"
+                    "unknown scenario {other:?} (ddos, port-scan, link-failure, incast, \
+                     flash-crowd, heavy-hitter, none)"
                 )));
             }
         };
@@ -228,6 +298,27 @@ pub fn parse_scenario(
                     end: start + at(get("duration", 0.3)),
                 });
             }
+            "flash-crowd" => {
+                let start = at(get("start", 0.4));
+                out.push(Event::FlashCrowd {
+                    target: host("target", 0),
+                    clients: (get("clients", 16.0).max(1.0) as usize).min(hosts.saturating_sub(1)),
+                    bps: get("mbps", 100.0).max(0.001) * 1e6,
+                    bytes: (get("kb", 64.0).max(1.5) * 1_000.0) as u64,
+                    start,
+                    end: start + at(get("duration", 0.2)),
+                });
+            }
+            "heavy-hitter" => {
+                let start = at(get("start", 0.4));
+                out.push(Event::HeavyHitter {
+                    source: host("source", 0),
+                    peers: (get("peers", 8.0).max(1.0) as usize).min(hosts.saturating_sub(1)),
+                    bps: get("mbps", 500.0).max(0.001) * 1e6,
+                    start,
+                    end: start + at(get("duration", 0.3)),
+                });
+            }
             _ => {}
         }
     }
@@ -249,6 +340,25 @@ mod tests {
         assert!((8.0..14.0).contains(&mean), "mean {mean}");
         let big = sizes.iter().filter(|s| **s > 100).count();
         assert!(big > 100, "{big} flows over 100 packets");
+    }
+
+    #[test]
+    fn a_transfer_is_acknowledged_every_second_packet_the_other_way() {
+        let [data, acks] = transfer(3, 7, (443, 40_000), 101, 12e6, 5_000);
+        assert_eq!(
+            (data.src_host, data.dst_host, data.dst_port),
+            (3, 7, 40_000)
+        );
+        assert_eq!(
+            (data.gap_ns, data.remaining, data.packet_bytes),
+            (1_000_000, 101, 1_500)
+        );
+        assert_eq!((acks.src_host, acks.dst_host, acks.dst_port), (7, 3, 443));
+        assert_eq!(
+            (acks.gap_ns, acks.remaining, acks.packet_bytes),
+            (2_000_000, 50, 64)
+        );
+        assert_eq!(acks.next_ns, 2_005_000);
     }
 
     #[test]
@@ -276,6 +386,16 @@ mod tests {
             .to_string();
         assert!(err.contains("victum"), "{err}");
         assert!(parse_scenario("flood", 1_000, 64).is_err());
+        let benign =
+            parse_scenario("flash-crowd:clients=99+heavy-hitter:peers=2", 1_000, 64).unwrap();
+        assert!(
+            matches!(benign[0], Event::FlashCrowd { clients: 63, .. }),
+            "{benign:?}"
+        );
+        assert!(
+            matches!(benign[1], Event::HeavyHitter { peers: 2, .. }),
+            "{benign:?}"
+        );
         assert!(parse_scenario("none", 1_000, 64).unwrap().is_empty());
     }
 }

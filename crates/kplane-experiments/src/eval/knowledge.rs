@@ -230,17 +230,20 @@ pub(super) fn faults(o: &Outcome) -> Vec<Fault> {
                 primary.extend(listed(e, "victims", EntityKind::Destination));
                 out.push(fault(AnomalyType::PortScan, false, e, primary));
             }
-            "flash_crowd" => {
-                let mut primary = vec![(EntityKind::Destination, s(e, "target"))];
-                primary.extend(listed(e, "clients", EntityKind::Source));
+            // Benign: every address of the traffic, both ways (a fetch is answered, a copy
+            // acknowledged), so that any of them typed as an attack is counted so.
+            "flash_crowd" | "heavy_hitter_start" => {
+                let host = s(e, "target") + &s(e, "source");
+                let mut primary = vec![
+                    (EntityKind::Destination, host.clone()),
+                    (EntityKind::Source, host),
+                ];
+                for key in ["clients", "peers"] {
+                    primary.extend(listed(e, key, EntityKind::Source));
+                    primary.extend(listed(e, key, EntityKind::Destination));
+                }
                 out.push(fault(AnomalyType::Unknown, true, e, primary));
             }
-            "heavy_hitter_start" => out.push(fault(
-                AnomalyType::Unknown,
-                true,
-                e,
-                vec![(EntityKind::Source, s(e, "source"))],
-            )),
             "link_down" => {
                 let ids: Vec<u32> = e["link"]
                     .as_array()
@@ -407,16 +410,15 @@ const START_STREAM: u64 = 0x5747_4152_5453;
 /// begin anywhere in a window, not at its start only.
 ///
 /// A scenario with parameters (`ddos:victim=3,rate=4`, several joined by `+`; docs/emulator.md)
-/// is run as given: operators script their own. `None`: a scenario the family's generator
-/// does not have (the independent generator has DDoS, scans, link failures and clean runs).
+/// is run as given: operators script their own.
 pub fn scored_spec(
     scenario: &str,
     seed: u64,
     fam: &Family,
     window_share: f64,
-) -> anyhow::Result<Option<String>> {
+) -> anyhow::Result<String> {
     if scenario.contains(':') || scenario.contains('+') {
-        return Ok(Some(scenario.to_string()));
+        return Ok(scenario.to_string());
     }
     // Its own stream: the other parameters stay what the seed drew before.
     let late = Rng::new(seed ^ START_STREAM).real(0.0, window_share);
@@ -478,7 +480,7 @@ pub fn scored_spec(
             start + 0.3
         )
     };
-    Ok(Some(match scenario {
+    Ok(match scenario {
         "ddos" => ddos(&mut d, 0.5 + late),
         "port-scan" => scan(&mut d, 0.5 + late),
         "link-failure" => link(&mut d, 0.6 + late),
@@ -510,19 +512,17 @@ pub fn scored_spec(
             "unknown scenario {other:?} (one of {})",
             SCENARIOS.join(", ")
         ),
-    }))
+    })
 }
 
 /// [`scored_spec`] for the independent generator (`kplane-tracegen`'s scenario syntax): a DDoS
 /// from 20–1000 spoofed sources at 0.5–10× a host's usual packets, added to the background
 /// or replacing half of it; vertical scans, fast to slow; link failures; incasts of 2–8
-/// senders answering 64–512 kB each every 10–100 ms (its microbursts).
-fn independent_spec(
-    scenario: &str,
-    seed: u64,
-    fam: &Family,
-    late: f64,
-) -> anyhow::Result<Option<String>> {
+/// senders answering 64–512 kB each every 10–100 ms (its microbursts); and, benign, flash
+/// crowds of half to all the hosts fetching 16–512 kB answers from one at 2–10× its usual
+/// traffic (at most 90 % of its link), and heavy hitters copying to 2–16 peers at 30–80 % of
+/// the link.
+fn independent_spec(scenario: &str, seed: u64, fam: &Family, late: f64) -> anyhow::Result<String> {
     let mut d = Rng::new(seed);
     let h = fam.hosts as u64;
     let log_uniform = |d: &mut Rng, lo: f64, hi: f64| (d.real(lo.ln(), hi.ln())).exp();
@@ -553,27 +553,40 @@ fn independent_spec(
         )
     };
     Ok(match scenario {
-        "ddos" => Some(ddos(&mut d, 0.5 + late)),
-        "port-scan" => Some(scan(&mut d, 0.5 + late)),
-        "link-failure" => Some(link(&mut d, 0.6 + late)),
-        "microburst" => Some(format!(
+        "ddos" => ddos(&mut d, 0.5 + late),
+        "port-scan" => scan(&mut d, 0.5 + late),
+        "link-failure" => link(&mut d, 0.6 + late),
+        "microburst" => format!(
             "incast:victim={},senders={},kb={:.0},period-ms={:.0},start={:.5},duration=0.3",
             d.int(1, h - 1),
             d.int(2, 9),
             log_uniform(&mut d, 64.0, 512.0),
             log_uniform(&mut d, 10.0, 100.0),
             0.5 + late
-        )),
-        "mixed" => Some(
-            [
-                ddos(&mut d, 0.35 + late),
-                scan(&mut d, 0.55 + late),
-                link(&mut d, 0.7 + late),
-            ]
-            .join("+"),
         ),
-        "clean" => Some("none".into()),
-        "flash-crowd" | "heavy-hitter" => None,
+        "mixed" => [
+            ddos(&mut d, 0.35 + late),
+            scan(&mut d, 0.55 + late),
+            link(&mut d, 0.7 + late),
+        ]
+        .join("+"),
+        "clean" => "none".into(),
+        "flash-crowd" => format!(
+            "flash-crowd:target={},clients={},mbps={:.3},kb={:.0},start={:.5},duration={:.2}",
+            d.int(1, h - 1),
+            d.int(h / 2, h),
+            (log_uniform(&mut d, 2.0, 10.0) * fam.usual_host_bps() / 1e6).min(0.9 * fam.link_mbps),
+            log_uniform(&mut d, 16.0, 512.0),
+            0.4 + late,
+            d.real(0.15, 0.25)
+        ),
+        "heavy-hitter" => format!(
+            "heavy-hitter:source={},peers={},mbps={:.1},start={:.5},duration=0.3",
+            d.int(1, h - 1),
+            d.int(2, 17),
+            d.real(0.3, 0.8) * fam.link_mbps,
+            0.4 + late
+        ),
         other => bail!(
             "unknown scenario {other:?} (one of {})",
             SCENARIOS.join(", ")
@@ -789,8 +802,8 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     for s in &a.scenario {
         for f in &families {
-            if let (Generator::Independent, Some(spec)) = (f.generator, scored_spec(s, 0, f, 0.0)?)
-            {
+            if f.generator == Generator::Independent {
+                let spec = scored_spec(s, 0, f, 0.0)?;
                 kplane_tracegen::traffic::parse_scenario(&spec, 1, f.hosts)
                     .map_err(|e| anyhow::anyhow!("family {}: {e}", f.name))?;
             }
@@ -925,13 +938,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         for scenario in &a.scenario {
             for r in 0..a.runs {
                 let seed = a.seed + r;
-                let Some(spec) = scored_spec(scenario, seed, fam, window_share)? else {
-                    eprintln!(
-                        "kplane eval knowledge: {}: no {scenario} in its generator, skipped",
-                        fam.name
-                    );
-                    continue;
-                };
+                let spec = scored_spec(scenario, seed, fam, window_share)?;
                 eprintln!(
                     "kplane eval knowledge: {}: {scenario} seed {seed}: {spec}",
                     fam.name
@@ -1334,7 +1341,7 @@ mod tests {
     fn scored_runs_draw_parameters_apart_from_the_training_variants() {
         let fam = Family::parse("ft4-100m").unwrap();
         for seed in 0..50 {
-            let s = scored_spec("ddos", seed, &fam, 0.025).unwrap().unwrap();
+            let s = scored_spec("ddos", seed, &fam, 0.025).unwrap();
             assert!(!s.contains("victim=0,"), "{s}");
             // 0.5–10× the victim's usual, as a fraction of its link rate.
             let rate = param(&s, "rate");
@@ -1342,9 +1349,7 @@ mod tests {
                 (fam.of_link(0.5) - 1e-4..=fam.of_link(10.0) + 1e-4).contains(&rate),
                 "{s}"
             );
-            let l = scored_spec("link-failure", seed, &fam, 0.025)
-                .unwrap()
-                .unwrap();
+            let l = scored_spec("link-failure", seed, &fam, 0.025).unwrap();
             let at: f64 = l["link-failure:link=".len()..]
                 .split(',')
                 .next()
@@ -1354,45 +1359,44 @@ mod tests {
             assert!(!(0.45..0.55).contains(&at), "{l}");
         }
         let scans: Vec<String> = (0..20)
-            .map(|seed| {
-                scored_spec("port-scan", seed, &fam, 0.025)
-                    .unwrap()
-                    .unwrap()
-            })
+            .map(|seed| scored_spec("port-scan", seed, &fam, 0.025).unwrap())
             .collect();
         assert!(scans.iter().any(|s| s.contains("hosts=")), "{scans:?}");
         assert!(scans.iter().any(|s| !s.contains("hosts=")), "{scans:?}");
         assert_eq!(
-            scored_spec("ddos", 3, &fam, 0.025).unwrap().unwrap(),
-            scored_spec("ddos", 3, &fam, 0.025).unwrap().unwrap()
+            scored_spec("ddos", 3, &fam, 0.025).unwrap(),
+            scored_spec("ddos", 3, &fam, 0.025).unwrap()
         );
         assert_ne!(
-            scored_spec("ddos", 3, &fam, 0.025).unwrap().unwrap(),
-            scored_spec("ddos", 4, &fam, 0.025).unwrap().unwrap()
+            scored_spec("ddos", 3, &fam, 0.025).unwrap(),
+            scored_spec("ddos", 4, &fam, 0.025).unwrap()
         );
-        assert!(
-            scored_spec("mixed", 1, &fam, 0.025)
-                .unwrap()
-                .unwrap()
-                .contains('+')
-        );
+        assert!(scored_spec("mixed", 1, &fam, 0.025).unwrap().contains('+'));
         assert!(
             scored_spec("flash-crowd", 1, &fam, 0.025)
-                .unwrap()
                 .unwrap()
                 .starts_with("flash-crowd:")
         );
         assert!(scored_spec("flood", 1, &fam, 0.025).is_err());
-        // The independent generator's microbursts are incasts; its DDoS is in packets/s; it
-        // has no benign crowds.
+        // The independent generator's microbursts are incasts; its DDoS is in packets/s; its
+        // benign crowds and copies are its own, in Mb/s, within the link.
         let indep = Family::parse("indep-3tier").unwrap();
-        assert_eq!(scored_spec("flash-crowd", 1, &indep, 0.025).unwrap(), None);
-        let d = scored_spec("ddos", 1, &indep, 0.025).unwrap().unwrap();
+        let d = scored_spec("ddos", 1, &indep, 0.025).unwrap();
         assert!(d.contains("pps=") && d.contains("sources="), "{d}");
-        let i = scored_spec("microburst", 1, &indep, 0.025)
-            .unwrap()
-            .unwrap();
+        let i = scored_spec("microburst", 1, &indep, 0.025).unwrap();
         assert!(i.starts_with("incast:"), "{i}");
+        for seed in 0..20 {
+            let crowd = scored_spec("flash-crowd", seed, &indep, 0.025).unwrap();
+            let copy = scored_spec("heavy-hitter", seed, &indep, 0.025).unwrap();
+            assert!(param(&crowd, "mbps") <= 0.9 * indep.link_mbps, "{crowd}");
+            assert!(
+                (0.3..0.8).contains(&(param(&copy, "mbps") / indep.link_mbps)),
+                "{copy}"
+            );
+            for spec in [&crowd, &copy] {
+                kplane_tracegen::traffic::parse_scenario(spec, 1, indep.hosts).unwrap();
+            }
+        }
         for spec in [d, i] {
             kplane_tracegen::traffic::parse_scenario(&spec, 1, indep.hosts).unwrap();
         }
@@ -1404,7 +1408,7 @@ mod tests {
         for name in ["ft4-100m", "indep-3tier"] {
             let fam = Family::parse(name).unwrap();
             let starts: Vec<f64> = (0..40)
-                .map(|seed| start(&scored_spec("ddos", seed, &fam, 0.025).unwrap().unwrap()))
+                .map(|seed| start(&scored_spec("ddos", seed, &fam, 0.025).unwrap()))
                 .collect();
             assert!(
                 starts.iter().all(|s| (0.5..0.525).contains(s)),
@@ -1413,8 +1417,8 @@ mod tests {
             // Early and late in the window both.
             assert!(starts.iter().any(|s| *s < 0.505) && starts.iter().any(|s| *s > 0.52));
             // The other parameters are what the seed drew without it.
-            let at_window_start = scored_spec("ddos", 7, &fam, 0.0).unwrap().unwrap();
-            let later = scored_spec("ddos", 7, &fam, 0.025).unwrap().unwrap();
+            let at_window_start = scored_spec("ddos", 7, &fam, 0.0).unwrap();
+            let later = scored_spec("ddos", 7, &fam, 0.025).unwrap();
             assert_eq!(
                 at_window_start.split("start=").next(),
                 later.split("start=").next()
@@ -1499,6 +1503,42 @@ mod tests {
                 (EntityKind::Destination, "10.0.0.1".to_string())
             ]
         );
+    }
+
+    #[test]
+    fn benign_traffic_is_about_every_address_of_it_both_ways() {
+        let o = Outcome {
+            events: vec![
+                serde_json::json!({"kind": "flash_crowd", "t_ns": 1, "end_ns": 2,
+                    "target": "172.16.1.15", "clients": ["172.16.2.11"]}),
+                serde_json::json!({"kind": "heavy_hitter_start", "t_ns": 1, "end_ns": 2,
+                    "source": "10.0.0.3", "flows": 2}),
+            ],
+            ..crate::eval::score::fixtures::outcome()
+        };
+        let f = faults(&o);
+        let about = |i: usize| {
+            let mut p = f[i].primary.clone();
+            p.sort();
+            p
+        };
+        let both = |ip: &str| {
+            [
+                (EntityKind::Source, ip.to_string()),
+                (EntityKind::Destination, ip.to_string()),
+            ]
+        };
+        let mut crowd: Vec<_> = both("172.16.1.15")
+            .into_iter()
+            .chain(both("172.16.2.11"))
+            .collect();
+        crowd.sort();
+        assert_eq!(about(0), crowd);
+        // The emulator's heavy hitter names no peers: its host, both ways.
+        let mut hitter = both("10.0.0.3").to_vec();
+        hitter.sort();
+        assert_eq!(about(1), hitter);
+        assert!(f.iter().all(|f| f.origin == Origin::Benign));
     }
 
     #[test]
