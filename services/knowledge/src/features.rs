@@ -67,6 +67,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_reports",
             "log_bytes",
             "log_packet_bytes",
+            "log_bytes_other_way",
             "late_flow_share",
             "vs_usual_log_flows",
             "vs_usual_log_destinations",
@@ -74,6 +75,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "vs_usual_log_reports",
             "vs_usual_log_bytes",
             "vs_usual_log_packet_bytes",
+            "vs_usual_log_bytes_other_way",
             "vs_usual_late_flow_share",
         ],
         EntityKind::Destination => &[
@@ -84,6 +86,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_bytes",
             "log_packet_bytes",
             "log_transit_us",
+            "log_bytes_other_way",
             "late_flow_share",
             "vs_usual_log_flows",
             "vs_usual_log_sources",
@@ -92,6 +95,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "vs_usual_log_bytes",
             "vs_usual_log_packet_bytes",
             "vs_usual_log_transit_us",
+            "vs_usual_log_bytes_other_way",
             "vs_usual_late_flow_share",
         ],
         EntityKind::Queue => &[
@@ -128,12 +132,18 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
 /// * the share of an address's flows that began in the window's last quarter
 ///   (`late_flow_share`): flows that young carry little whether they are probes or the start of
 ///   transfers, so their volume cannot yet tell a scan from a fan-out, nor a flood's first
-///   moments (its packets queued, few counted yet) from congestion.
+///   moments (its packets queued, few counted yet) from congestion;
+/// * the bytes the address moved the other way (`log_bytes_other_way`: what a destination
+///   sent, what a source received): a host whose sending grew far more than what it receives
+///   is being acknowledged or asked — the return half of its own transfers — not flooded,
+///   however small and many those packets are.
 ///
 /// See docs/knowledge.md, "Anomaly types".
-pub const TYPING_ONLY: [&str; 4] = [
+pub const TYPING_ONLY: [&str; 6] = [
     "log_transit_us",
     "vs_usual_log_transit_us",
+    "log_bytes_other_way",
+    "vs_usual_log_bytes_other_way",
     "late_flow_share",
     "vs_usual_late_flow_share",
 ];
@@ -509,9 +519,14 @@ impl Window {
                 }
             }
         }
-        for (kind, map) in [
-            (EntityKind::Source, per_src),
-            (EntityKind::Destination, per_dst),
+        // What each address moved the other way: a source's received bytes, a destination's sent.
+        let bytes_of = |m: &FastMap<IpAddr, AddrAcc>| -> FastMap<IpAddr, f64> {
+            m.iter().map(|(ip, a)| (*ip, a.4)).collect()
+        };
+        let (sent, received) = (bytes_of(&per_src), bytes_of(&per_dst));
+        for (kind, map, other_way) in [
+            (EntityKind::Source, per_src, &received),
+            (EntityKind::Destination, per_dst, &sent),
         ] {
             let mut map: Vec<(IpAddr, AddrAcc)> = map.into_iter().collect();
             map.sort_unstable_by_key(|(ip, _)| *ip);
@@ -527,6 +542,7 @@ impl Window {
                 if kind == EntityKind::Destination {
                     x.push(mean_transit_us(transit).ln_1p());
                 }
+                x.push(other_way.get(&ip).copied().unwrap_or(0.0).ln_1p());
                 x.push(late / flows);
                 out.push(self.sample(kind, ip.to_string(), x));
             }
@@ -784,17 +800,18 @@ mod tests {
                 ("10.0.0.2", "10.0.0.9", 82),
             ]),
         );
+        // And one answer the other way.
+        w.add("flows", &flows(&[("10.0.0.9", "10.0.0.1", 1000)]));
         let s = w.samples(&FastSet::default());
         let d = s
             .iter()
-            .find(|s| s.kind == EntityKind::Destination)
+            .find(|s| s.kind == EntityKind::Destination && s.entity == "10.0.0.9")
             .unwrap();
-        assert_eq!(d.entity, "10.0.0.9");
         // Flows, sources, ports, reports, bytes, 50 bytes per report, and a transit of
         // (1 + 1 + 2) µs over the 2 reports each of the flows that know it (their hop
-        // latencies' sum, not the 1 s their timestamps differ by); then the share of
-        // its flows begun late (the second batch's third).
-        let mut expect = [4.0f64, 2.0, 3.0, 8.0, 400.0, 50.0, 4.0 / 3.0]
+        // latencies' sum, not the 1 s their timestamps differ by); the 100 bytes it sent;
+        // then the share of its flows begun late (the second batch's third).
+        let mut expect = [4.0f64, 2.0, 3.0, 8.0, 400.0, 50.0, 4.0 / 3.0, 100.0]
             .map(f64::ln_1p)
             .to_vec();
         expect.push(0.25);
@@ -802,16 +819,19 @@ mod tests {
         for (got, want) in d.x.iter().zip(expect) {
             assert!((got - want).abs() < 1e-12, "{:?}", d.x);
         }
-        // A source's packets go wherever: the queueing on their way is no fact about it; the
-        // share of its flows begun late is.
+        // A source's packets go wherever: the queueing on their way is no fact about it; what
+        // it received (10.0.0.1: the answer's 100 bytes) and the share of its flows begun late
+        // are.
         let s1 = s.iter().find(|s| s.kind == EntityKind::Source).unwrap();
-        assert_eq!(s1.x.len(), 7);
+        assert_eq!(s1.entity, "10.0.0.1");
+        assert_eq!(s1.x.len(), 8);
+        assert!((s1.x[6] - 100f64.ln_1p()).abs() < 1e-12, "{:?}", s1.x);
         let sources: Vec<_> = s
             .iter()
             .filter(|s| s.kind == EntityKind::Source)
             .map(|s| s.entity.as_str())
             .collect();
-        assert_eq!(sources, ["10.0.0.1", "10.0.0.2"]);
+        assert_eq!(sources, ["10.0.0.1", "10.0.0.2", "10.0.0.9"]);
     }
 
     #[test]

@@ -779,14 +779,14 @@ mod tests {
         assert!(c.heldout_max < c.threshold, "{c:?}");
         assert!(c.definitions.iter().all(|d| d.share < 0.005), "{c:?}");
         assert_eq!(m.lowest_threshold(), c.heldout_max);
-        // Spoofed sources replacing half of a victim's traffic: 7× its usual sources in
+        // Spoofed sources replacing half of a victim's traffic: 6× its usual sources in
         // packets a third smaller, no more of them. Under the kind's threshold, over every
         // clean window: raised, as what it is by definition.
         let mut flood = vec![0.0; names(kind).len()];
         for m in measured(kind) {
             flood[at(m)] = 4.0;
         }
-        flood[at("vs_usual_log_sources")] = 7f64.ln();
+        flood[at("vs_usual_log_sources")] = 6f64.ln();
         flood[at("vs_usual_log_bytes")] = -0.5;
         // A share, not a count: a tenth of its flows begun in the window's last quarter.
         flood[at("late_flow_share")] = 0.1;
@@ -798,6 +798,13 @@ mod tests {
             score > c.heldout_max && score < c.threshold,
             "{score} {c:?}"
         );
+        // The same window at a host whose own sending grew 20× meanwhile is the return half
+        // of its transfers, not a flood: judged by the kind's threshold, not raised.
+        let mut answered = flood.clone();
+        answered[at("vs_usual_log_bytes_other_way")] = 3.0;
+        assert_eq!(typer::define_vector(kind, &answered), AnomalyType::Unknown);
+        assert_eq!(m.score(&answered), score);
+        assert!(score < m.threshold_for(&answered, AnomalyType::Unknown));
         // The same change with packets of the usual size fits no definition: not raised.
         let mut crowd = flood.clone();
         crowd[at("vs_usual_log_bytes")] = 0.0;

@@ -17,6 +17,9 @@
 //!   two, whatever its volume), and not in packets a quarter larger (an incast's answers); a
 //!   source sending 1.5× its usual packets, a fifth smaller, to fewer than 2× its usual
 //!   destinations (one of the attackers);
+//! * neither at an address whose traffic the other way grew to twice its usual and by 4× the
+//!   bytes this way grew by: what it gets is the return half of its own sending (its copies'
+//!   acknowledgements, to as many of its ports as it sends from; the requests it answers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
 //!   threshold than usual (occupancy, not report counts), or whose peak occupancy burst to 4×
 //!   its usual peak and [`BURST_PACKETS`] over it (a microburst: an incast's tens of
@@ -73,6 +76,11 @@ const MORE_CONGESTED: f64 = 0.1;
 /// occupancy the models scale a queue by, so a packet or two meeting in an empty queue is not
 /// one in any fabric; an incast into a port fills it by tens to hundreds.
 const BURST_PACKETS: f64 = 4.0 * crate::model::OCCUPANCY_FLOOR;
+/// The most an address receives back for what it sends, as a share of it: a TCP receiver's
+/// acknowledgements are 2–4 % of the bytes they acknowledge, an HTTPS request 1–4 % of its
+/// answer. Packets an address gets beyond its usual are the return half of its own sending
+/// when its sending grew by at least this many times their bytes.
+const RETURN_SHARE: f64 = 0.25;
 /// A link's silence this surprising (nats) is a failure: e^-5 ≈ 0.7 % by chance.
 const SURPRISING_SILENCE: f64 = 5.0;
 /// Reports each flow a scan adds carries at most: a probe is a packet or two (with a retry).
@@ -98,7 +106,11 @@ pub struct Labelled {
 pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
     match kind {
         EntityKind::Destination => {
-            if f("vs_usual_log_dst_ports") >= FOURFOLD {
+            if returning(&f) {
+                // The return half of its own sending: its peers' acknowledgements, to as many
+                // of its ports as it opened connections from, small and many.
+                AnomalyType::Unknown
+            } else if f("vs_usual_log_dst_ports") >= FOURFOLD {
                 AnomalyType::PortScan
             } else if !flood_signs(&f).is_empty() {
                 AnomalyType::Ddos
@@ -122,6 +134,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                 AnomalyType::PortScan
             } else if f("vs_usual_log_reports") >= HALF_AGAIN
                 && smaller_packets(&f)
+                && !returning(&f)
                 && f("vs_usual_log_destinations") < TWICE
                 // A flood aims at a service: a source reaching 4× its usual ports is probing
                 // (a scan too young to type, above), never flooding.
@@ -237,11 +250,25 @@ pub(crate) fn least_burst(usual: &[f64]) -> Vec<f64> {
     x
 }
 
-/// How much of `feature` (a count, as `ln(1 + x)`) each flow the entity has beyond its usual
-/// added: the window's count less the usual, over the flows less the usual.
+/// How much of `feature` (a count, as `ln(1 + x)`) the window has beyond the entity's usual.
+fn added(feature: &str, f: &impl Fn(&str) -> f64) -> f64 {
+    f(feature).exp() - (f(feature) - f(&format!("vs_usual_{feature}"))).exp()
+}
+
+/// How much of `feature` each flow the entity has beyond its usual added: the window's count
+/// less the usual, over the flows less the usual.
 fn added_per_added_flow(feature: &str, f: &impl Fn(&str) -> f64) -> f64 {
-    let added = |n: &str| f(n).exp() - (f(n) - f(&format!("vs_usual_{n}"))).exp();
-    added(feature) / added("log_flows").max(f64::MIN_POSITIVE)
+    added(feature, f) / added("log_flows", f).max(f64::MIN_POSITIVE)
+}
+
+/// Whether what an address's window carries beyond its usual is the return half of its own
+/// traffic the other way: that grew to at least twice its usual, and by at least
+/// 1 / [`RETURN_SHARE`] times the bytes this way grew by — a host copying out being
+/// acknowledged, a server answering a crowd's requests. Not a flood at either end, however
+/// small and many those packets are.
+fn returning(f: &impl Fn(&str) -> f64) -> bool {
+    f("vs_usual_log_bytes_other_way") >= TWICE
+        && RETURN_SHARE * added("log_bytes_other_way", f) >= added("log_bytes", f).max(0.0)
 }
 
 /// Whether a destination's window (its features in [`names`] order) is reached from 4× its
@@ -399,7 +426,57 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 27] = [
+        let cases: [Case; 31] = [
+            // A host copying out at 7 e-folds its usual bytes, acknowledged by its peers: 4
+            // e-folds its usual packets in, a fifth their usual size (the independent
+            // generator's backup, seed 521), and on 4× its usual ports (to the ports it copies
+            // from: seed 522); a peer sending those acknowledgements. Neither is a flood nor a
+            // scan. A flood on a host whose own sending only doubled still is.
+            (
+                Destination,
+                &[
+                    ("log_bytes", 16.4),
+                    ("vs_usual_log_reports", 4.2),
+                    ("vs_usual_log_bytes", 2.6),
+                    ("log_bytes_other_way", 20.2),
+                    ("vs_usual_log_bytes_other_way", 6.2),
+                ],
+                Unknown,
+            ),
+            (
+                Destination,
+                &[
+                    ("log_bytes", 14.4),
+                    ("vs_usual_log_reports", 6.2),
+                    ("vs_usual_log_bytes", 4.9),
+                    ("vs_usual_log_dst_ports", 1.5),
+                    ("log_bytes_other_way", 17.1),
+                    ("vs_usual_log_bytes_other_way", 7.6),
+                ],
+                Unknown,
+            ),
+            (
+                Source,
+                &[
+                    ("log_bytes", 14.0),
+                    ("vs_usual_log_reports", 3.0),
+                    ("vs_usual_log_bytes", 1.0),
+                    ("log_bytes_other_way", 19.0),
+                    ("vs_usual_log_bytes_other_way", 4.0),
+                ],
+                Unknown,
+            ),
+            (
+                Destination,
+                &[
+                    ("log_bytes", 15.0),
+                    ("vs_usual_log_reports", 2.8),
+                    ("vs_usual_log_bytes", 2.2),
+                    ("log_bytes_other_way", 15.0),
+                    ("vs_usual_log_bytes_other_way", 0.8),
+                ],
+                Ddos,
+            ),
             // A flood of small packets from the usual sources, and one from spoofed sources.
             (
                 Destination,
