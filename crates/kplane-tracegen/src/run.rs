@@ -31,6 +31,7 @@ const STEP_BYTES: f64 = 125_000.0;
 fn step_ns(link_bps: f64) -> u64 {
     ((STEP_BYTES * 8.0 / link_bps * 1e9) as u64).clamp(10_000, STEP_NS)
 }
+
 /// Egress buffer per port.
 pub const BUFFER_BYTES: f64 = 512_000.0;
 /// Hops a packet may cross (the metadata header's initial remaining hop count).
@@ -206,6 +207,21 @@ pub fn run(
             _ => 0.0,
         })
         .collect();
+    // Per event: the hosts taking part beside its own (an incast's senders, a crowd's
+    // clients, a copy's peers), spread over the fabric.
+    let taking_part: Vec<Vec<usize>> = events
+        .iter()
+        .map(|e| match *e {
+            Event::Incast {
+                victim, senders, ..
+            } => spread(victim, senders, hosts),
+            Event::FlashCrowd {
+                target, clients, ..
+            } => spread(target, clients, hosts),
+            Event::HeavyHitter { source, peers, .. } => spread(source, peers, hosts),
+            _ => Vec::new(),
+        })
+        .collect();
     let ips =
         |hs: &[usize]| -> Vec<String> { hs.iter().map(|h| ip_text(fabric.hosts[*h].ip)).collect() };
     let id = |sw: usize| fabric.switches[sw].id;
@@ -295,11 +311,9 @@ pub fn run(
                     start,
                     end: stop,
                 } => {
-                    // Spread over the fabric, each answering over one connection (one
-                    // 5-tuple, one path).
-                    let from = spread(victim, senders, hosts);
+                    // Each answering over one connection (one 5-tuple, one path).
                     let answer = |j: usize| {
-                        let s = from[j];
+                        let s = taking_part[i][j];
                         Flow {
                             src: fabric.hosts[s].ip,
                             src_host: s,
@@ -339,16 +353,16 @@ pub fn run(
                 }
                 Event::FlashCrowd {
                     target,
-                    clients,
                     bps,
                     bytes,
                     start,
                     end: stop,
+                    ..
                 } => {
-                    let who = spread(target, clients, hosts);
+                    let who = &taking_part[i];
                     if (t..end).contains(&start) {
                         out.events.push(json!({"t_ns": start, "kind": "flash_crowd",
-                            "target": ip_text(fabric.hosts[target].ip), "clients": ips(&who),
+                            "target": ip_text(fabric.hosts[target].ip), "clients": ips(who),
                             "end_ns": stop}));
                     }
                     // Fetches arrive at random; each request is answered 100 µs later at the
@@ -393,14 +407,14 @@ pub fn run(
                     end: stop,
                 } => {
                     if (t..end).contains(&start) {
-                        let to = spread(source, peers, hosts);
+                        let to = &taking_part[i];
                         out.events
                             .push(json!({"t_ns": start, "kind": "heavy_hitter_start",
                             "source": ip_text(fabric.hosts[source].ip), "flows": peers,
-                            "peers": ips(&to), "end_ns": stop}));
+                            "peers": ips(to), "end_ns": stop}));
                         let each = bps / peers as f64;
                         let packets = (each * (stop - start) as f64 / 1e9 / 12_000.0) as u64;
-                        for (j, peer) in to.into_iter().enumerate() {
+                        for (j, &peer) in to.iter().enumerate() {
                             let [mut copy, mut acks] = transfer(
                                 source,
                                 peer,

@@ -106,13 +106,12 @@ pub struct Labelled {
 pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
     match kind {
         EntityKind::Destination => {
-            if returning(&f) {
-                // The return half of its own sending: its peers' acknowledgements, to as many
-                // of its ports as it opened connections from, small and many.
-                AnomalyType::Unknown
-            } else if f("vs_usual_log_dst_ports") >= FOURFOLD {
+            // The return half of its own sending — its peers' acknowledgements, small, many,
+            // to as many of its ports as it sends from — is no attack on it.
+            let attacked = !returning(&f);
+            if attacked && f("vs_usual_log_dst_ports") >= FOURFOLD {
                 AnomalyType::PortScan
-            } else if !flood_signs(&f).is_empty() {
+            } else if attacked && !flood_signs(&f).is_empty() {
                 AnomalyType::Ddos
             } else if f("late_flow_share") >= MOSTLY_LATE {
                 // A flood's first moments: its packets queue, and its young flows have carried
