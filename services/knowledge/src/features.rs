@@ -68,6 +68,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_bytes",
             "log_packet_bytes",
             "log_bytes_other_way",
+            "answered_share",
             "late_flow_share",
             "vs_usual_log_flows",
             "vs_usual_log_destinations",
@@ -76,6 +77,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "vs_usual_log_bytes",
             "vs_usual_log_packet_bytes",
             "vs_usual_log_bytes_other_way",
+            "vs_usual_answered_share",
             "vs_usual_late_flow_share",
         ],
         EntityKind::Destination => &[
@@ -87,6 +89,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "log_packet_bytes",
             "log_transit_us",
             "log_bytes_other_way",
+            "answered_share",
             "late_flow_share",
             "vs_usual_log_flows",
             "vs_usual_log_sources",
@@ -96,6 +99,7 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
             "vs_usual_log_packet_bytes",
             "vs_usual_log_transit_us",
             "vs_usual_log_bytes_other_way",
+            "vs_usual_answered_share",
             "vs_usual_late_flow_share",
         ],
         EntityKind::Queue => &[
@@ -134,16 +138,20 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
 ///   transfers, so their volume cannot yet tell a scan from a fan-out, nor a flood's first
 ///   moments (its packets queued, few counted yet) from congestion;
 /// * the bytes the address moved the other way (`log_bytes_other_way`: what a destination
-///   sent, what a source received): a host whose sending grew far more than what it receives
-///   is being acknowledged or asked — the return half of its own transfers — not flooded,
-///   however small and many those packets are.
+///   sent, what a source received) and the share of its reports exchanged with addresses it
+///   also had traffic from or to (`answered_share`): a host whose traffic comes mostly from
+///   those it sends to, and whose sending grew far more than what it gets, is being
+///   acknowledged or asked — the return half of its own transfers — not flooded, however small
+///   and many those packets are.
 ///
 /// See docs/knowledge.md, "Anomaly types".
-pub const TYPING_ONLY: [&str; 6] = [
+pub const TYPING_ONLY: [&str; 8] = [
     "log_transit_us",
     "vs_usual_log_transit_us",
     "log_bytes_other_way",
     "vs_usual_log_bytes_other_way",
+    "answered_share",
+    "vs_usual_answered_share",
     "late_flow_share",
     "vs_usual_late_flow_share",
 ];
@@ -524,9 +532,21 @@ impl Window {
             m.iter().map(|(ip, a)| (*ip, a.4)).collect()
         };
         let (sent, received) = (bytes_of(&per_src), bytes_of(&per_dst));
-        for (kind, map, other_way) in [
-            (EntityKind::Source, per_src, &received),
-            (EntityKind::Destination, per_dst, &sent),
+        // Reports between two addresses that had traffic both ways in the window, per address
+        // and side: a conversation's, not a one-way stream's.
+        let mut answered_src: FastMap<IpAddr, f64> = FastMap::default();
+        let mut answered_dst: FastMap<IpAddr, f64> = FastMap::default();
+        for f in &self.flows {
+            if let (Some(s), Some(d)) = (f.src, f.dst)
+                && pairs.contains(&(d, s))
+            {
+                *answered_src.entry(s).or_default() += f.reports;
+                *answered_dst.entry(d).or_default() += f.reports;
+            }
+        }
+        for (kind, map, other_way, answered) in [
+            (EntityKind::Source, per_src, &received, &answered_src),
+            (EntityKind::Destination, per_dst, &sent, &answered_dst),
         ] {
             let mut map: Vec<(IpAddr, AddrAcc)> = map.into_iter().collect();
             map.sort_unstable_by_key(|(ip, _)| *ip);
@@ -543,6 +563,12 @@ impl Window {
                     x.push(mean_transit_us(transit).ln_1p());
                 }
                 x.push(other_way.get(&ip).copied().unwrap_or(0.0).ln_1p());
+                let answered = answered.get(&ip).copied().unwrap_or(0.0);
+                x.push(if reports > 0.0 {
+                    answered / reports
+                } else {
+                    0.0
+                });
                 x.push(late / flows);
                 out.push(self.sample(kind, ip.to_string(), x));
             }
@@ -814,7 +840,8 @@ mod tests {
         let mut expect = [4.0f64, 2.0, 3.0, 8.0, 400.0, 50.0, 4.0 / 3.0, 100.0]
             .map(f64::ln_1p)
             .to_vec();
-        expect.push(0.25);
+        // 2 of its 8 reports came from 10.0.0.1, which it answered.
+        expect.extend([0.25, 0.25]);
         assert_eq!(d.x.len(), expect.len());
         for (got, want) in d.x.iter().zip(expect) {
             assert!((got - want).abs() < 1e-12, "{:?}", d.x);
@@ -824,8 +851,10 @@ mod tests {
         // are.
         let s1 = s.iter().find(|s| s.kind == EntityKind::Source).unwrap();
         assert_eq!(s1.entity, "10.0.0.1");
-        assert_eq!(s1.x.len(), 8);
+        assert_eq!(s1.x.len(), 9);
         assert!((s1.x[6] - 100f64.ln_1p()).abs() < 1e-12, "{:?}", s1.x);
+        // Every report 10.0.0.1 sent went to an address that answered it.
+        assert_eq!(s1.x[7], 1.0);
         let sources: Vec<_> = s
             .iter()
             .filter(|s| s.kind == EntityKind::Source)

@@ -802,6 +802,7 @@ mod tests {
         // of its transfers, not a flood: judged by the kind's threshold, not raised.
         let mut answered = flood.clone();
         answered[at("vs_usual_log_bytes_other_way")] = 3.0;
+        answered[at("answered_share")] = 0.9;
         assert_eq!(typer::define_vector(kind, &answered), AnomalyType::Unknown);
         assert_eq!(m.score(&answered), score);
         assert!(score < m.threshold_for(&answered, AnomalyType::Unknown));

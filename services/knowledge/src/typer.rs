@@ -17,7 +17,8 @@
 //!   two, whatever its volume), and not in packets a quarter larger (an incast's answers); a
 //!   source sending 1.5× its usual packets, a fifth smaller, to fewer than 2× its usual
 //!   destinations (one of the attackers);
-//! * neither at an address whose traffic the other way grew to twice its usual and by 4× the
+//! * neither at an address most of whose reports are exchanged with addresses it had traffic
+//!   with both ways, and whose traffic the other way grew to twice its usual and by 4× the
 //!   bytes this way grew by: what it gets is the return half of its own sending (its copies'
 //!   acknowledgements, to as many of its ports as it sends from; the requests it answers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
@@ -261,12 +262,15 @@ fn added_per_added_flow(feature: &str, f: &impl Fn(&str) -> f64) -> f64 {
 }
 
 /// Whether what an address's window carries beyond its usual is the return half of its own
-/// traffic the other way: that grew to at least twice its usual, and by at least
-/// 1 / [`RETURN_SHARE`] times the bytes this way grew by — a host copying out being
+/// traffic the other way: most of its reports are exchanged with addresses that had traffic
+/// with it both ways, and its traffic the other way grew to at least twice its usual and by at
+/// least 1 / [`RETURN_SHARE`] times the bytes this way grew by — a host copying out being
 /// acknowledged, a server answering a crowd's requests. Not a flood at either end, however
-/// small and many those packets are.
+/// small and many those packets are; a flood's sources are not those its victim sends to,
+/// so a victim's own sending swinging up by chance does not excuse it.
 fn returning(f: &impl Fn(&str) -> f64) -> bool {
-    f("vs_usual_log_bytes_other_way") >= TWICE
+    f("answered_share") >= 0.5
+        && f("vs_usual_log_bytes_other_way") >= TWICE
         && RETURN_SHARE * added("log_bytes_other_way", f) >= added("log_bytes", f).max(0.0)
 }
 
@@ -425,7 +429,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 31] = [
+        let cases: [Case; 32] = [
             // A host copying out at 7 e-folds its usual bytes, acknowledged by its peers: 4
             // e-folds its usual packets in, a fifth their usual size (the independent
             // generator's backup, seed 521), and on 4× its usual ports (to the ports it copies
@@ -439,6 +443,7 @@ mod tests {
                     ("vs_usual_log_bytes", 2.6),
                     ("log_bytes_other_way", 20.2),
                     ("vs_usual_log_bytes_other_way", 6.2),
+                    ("answered_share", 0.95),
                 ],
                 Unknown,
             ),
@@ -451,6 +456,7 @@ mod tests {
                     ("vs_usual_log_dst_ports", 1.5),
                     ("log_bytes_other_way", 17.1),
                     ("vs_usual_log_bytes_other_way", 7.6),
+                    ("answered_share", 0.9),
                 ],
                 Unknown,
             ),
@@ -462,6 +468,7 @@ mod tests {
                     ("vs_usual_log_bytes", 1.0),
                     ("log_bytes_other_way", 19.0),
                     ("vs_usual_log_bytes_other_way", 4.0),
+                    ("answered_share", 1.0),
                 ],
                 Unknown,
             ),
@@ -473,6 +480,23 @@ mod tests {
                     ("vs_usual_log_bytes", 2.2),
                     ("log_bytes_other_way", 15.0),
                     ("vs_usual_log_bytes_other_way", 0.8),
+                    ("answered_share", 0.6),
+                ],
+                Ddos,
+            ),
+            // Spoofed sources replacing half of a host's traffic while it happens to send 8×
+            // its usual (the deployed test's weak flood, one window): what it gets is not from
+            // those it sends to, so it is a flood all the same.
+            (
+                Destination,
+                &[
+                    ("log_bytes", 10.3),
+                    ("vs_usual_log_reports", 1.2),
+                    ("vs_usual_log_bytes", -0.5),
+                    ("vs_usual_log_sources", 2.8),
+                    ("log_bytes_other_way", 12.4),
+                    ("vs_usual_log_bytes_other_way", 2.1),
+                    ("answered_share", 0.1),
                 ],
                 Ddos,
             ),
