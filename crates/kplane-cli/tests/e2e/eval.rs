@@ -308,10 +308,10 @@ fn an_incast_is_congestion_at_the_host_it_converges_on() {
     assert_eq!(host["entity"], "10.0.0.10", "{host:#}");
     assert_eq!(host["eval"]["truth"], "congestion", "{host:#}");
     assert_eq!(host["recommendations"], serde_json::json!([]), "{host:#}");
-    // Its transit is in the explanation, with its late flows' share last (typed by, not
-    // detected by), at ≥ 4× its usual.
+    // Its transit is in the explanation, with the other features it is typed by but not
+    // detected by last (its late flows' share, its traffic the other way), at ≥ 4× its usual.
     let features = host["explanation"]["features"].as_array().unwrap();
-    let mut last: Vec<&str> = features[features.len() - 4..]
+    let mut last: Vec<&str> = features[features.len() - 8..]
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
@@ -319,9 +319,13 @@ fn an_incast_is_congestion_at_the_host_it_converges_on() {
     assert_eq!(
         last,
         [
+            "answered_share",
             "late_flow_share",
+            "log_bytes_other_way",
             "log_transit_us",
+            "vs_usual_answered_share",
             "vs_usual_late_flow_share",
+            "vs_usual_log_bytes_other_way",
             "vs_usual_log_transit_us"
         ],
         "{features:?}"
