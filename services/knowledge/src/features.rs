@@ -138,11 +138,11 @@ pub fn names(kind: EntityKind) -> &'static [&'static str] {
 ///   transfers, so their volume cannot yet tell a scan from a fan-out, nor a flood's first
 ///   moments (its packets queued, few counted yet) from congestion;
 /// * the bytes the address moved the other way (`log_bytes_other_way`: what a destination
-///   sent, what a source received) and the share of its reports exchanged with addresses it
-///   also had traffic from or to (`answered_share`): a host whose traffic comes mostly from
-///   those it sends to, and whose sending grew far more than what it gets, is being
-///   acknowledged or asked — the return half of its own transfers — not flooded, however small
-///   and many those packets are.
+///   sent, what a source received) and the share of its reports in flows answered the other
+///   way in the window (`answered_share`: the flow with addresses and ports swapped had
+///   traffic too): a host whose traffic is mostly the other half of its own flows, and whose
+///   sending grew far more than what it gets, is being acknowledged or asked — the return half
+///   of its own transfers — not flooded, however small and many those packets are.
 ///
 /// See docs/knowledge.md, "Anomaly types".
 pub const TYPING_ONLY: [&str; 8] = [
@@ -532,13 +532,17 @@ impl Window {
             m.iter().map(|(ip, a)| (*ip, a.4)).collect()
         };
         let (sent, received) = (bytes_of(&per_src), bytes_of(&per_dst));
-        // Reports between two addresses that had traffic both ways in the window, per address
-        // and side: a conversation's, not a one-way stream's.
+        // Reports of flows whose reverse (addresses and ports swapped) also had traffic in the
+        // window, per address and side: a conversation's, not a one-way stream's. Flows, not
+        // address pairs: in a small fabric every host has traffic with every other, and a
+        // flood's sources would pass for a victim's peers.
+        let five_tuple = |f: &FlowRow| (f.src, f.dst, f.src_port, f.dst_port, f.protocol);
+        let seen: FastSet<_> = self.flows.iter().map(five_tuple).collect();
         let mut answered_src: FastMap<IpAddr, f64> = FastMap::default();
         let mut answered_dst: FastMap<IpAddr, f64> = FastMap::default();
         for f in &self.flows {
             if let (Some(s), Some(d)) = (f.src, f.dst)
-                && pairs.contains(&(d, s))
+                && seen.contains(&(f.dst, f.src, f.dst_port, f.src_port, f.protocol))
             {
                 *answered_src.entry(s).or_default() += f.reports;
                 *answered_dst.entry(d).or_default() += f.reports;
@@ -814,19 +818,52 @@ mod tests {
     }
 
     #[test]
+    fn only_a_flows_reverse_answers_it_not_other_traffic_between_the_same_hosts() {
+        // Every flow the helper writes is from port 1000.
+        let flood = [("10.0.0.1", "10.0.0.9", 80), ("10.0.0.1", "10.0.0.9", 81)];
+        let share = |rows: &[(&str, &str, u16)]| {
+            let mut w = Window::new(10);
+            w.add("flows", &flows(rows));
+            let s = w.samples(&FastSet::default());
+            let kind = EntityKind::Destination;
+            let x = &s
+                .iter()
+                .find(|s| s.kind == kind && s.entity == "10.0.0.9")
+                .unwrap()
+                .x;
+            x[names(kind)
+                .iter()
+                .position(|n| *n == "answered_share")
+                .unwrap()]
+        };
+        // A flood's flows to a host that sends to the flood's source on its own: no answer.
+        assert_eq!(
+            share(&[flood[0], flood[1], ("10.0.0.9", "10.0.0.1", 5001)]),
+            0.0
+        );
+        // A conversation beside it (1000 ↔ 1000): its half of the host's reports is answered.
+        let talk = [
+            ("10.0.0.1", "10.0.0.9", 1000),
+            ("10.0.0.9", "10.0.0.1", 1000),
+        ];
+        assert_eq!(share(&[flood[0], talk[0], talk[1]]), 0.5);
+    }
+
+    #[test]
     fn destinations_count_distinct_sources_and_ports_across_partitions_and_mean_their_transit() {
         let mut w = Window::new(10);
         // Two partitions' flows of one window.
-        w.add("flows", &flows(&[("10.0.0.1", "10.0.0.9", 80)]));
+        w.add("flows", &flows(&[("10.0.0.1", "10.0.0.9", 1000)]));
         w.add(
             "flows",
             &flows(&[
-                ("10.0.0.2", "10.0.0.9", 80),
+                ("10.0.0.2", "10.0.0.9", 1000),
                 ("10.0.0.2", "10.0.0.9", 81),
                 ("10.0.0.2", "10.0.0.9", 82),
             ]),
         );
-        // And one answer the other way.
+        // And one answer the other way (every flow is from port 1000: this one's reverse is
+        // the first flow).
         w.add("flows", &flows(&[("10.0.0.9", "10.0.0.1", 1000)]));
         let s = w.samples(&FastSet::default());
         let d = s
@@ -840,7 +877,7 @@ mod tests {
         let mut expect = [4.0f64, 2.0, 3.0, 8.0, 400.0, 50.0, 4.0 / 3.0, 100.0]
             .map(f64::ln_1p)
             .to_vec();
-        // 2 of its 8 reports came from 10.0.0.1, which it answered.
+        // 2 of its 8 reports are the flow from 10.0.0.1 it answered.
         expect.extend([0.25, 0.25]);
         assert_eq!(d.x.len(), expect.len());
         for (got, want) in d.x.iter().zip(expect) {
@@ -853,7 +890,7 @@ mod tests {
         assert_eq!(s1.entity, "10.0.0.1");
         assert_eq!(s1.x.len(), 9);
         assert!((s1.x[6] - 100f64.ln_1p()).abs() < 1e-12, "{:?}", s1.x);
-        // Every report 10.0.0.1 sent went to an address that answered it.
+        // Every report 10.0.0.1 sent is in a flow answered the other way.
         assert_eq!(s1.x[7], 1.0);
         let sources: Vec<_> = s
             .iter()
