@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use crate::TracegenError;
 use crate::encode::{HopMeta, Packet, sink_report};
 use crate::fabric::Fabric;
-use crate::traffic::{Event, FLOW_BPS, Flow, Rng, background_flow, parse_scenario, transfer};
+use crate::traffic::{
+    Event, FLOW_BPS, Flow, Rng, background_flow, parse_scenario, popularity, transfer, usual_pps,
+};
 
 /// The longest step, and the time over which a port's utilisation is averaged (an EWMA of
 /// weight 0.1 per such span).
@@ -177,14 +179,8 @@ pub fn run(
     let step = step_ns(rate_bps);
     // The utilisation EWMA's weight per step, for a weight of 0.1 per millisecond.
     let weight = 1.0 - 0.9f64.powf(step as f64 / STEP_NS as f64);
-    // Popularity is a property of the fabric, not of a run.
-    let mut popularity = Rng::new(0xFAB);
-    let mut cumulative = Vec::with_capacity(hosts);
-    let mut total = 0.0;
-    for _ in 0..hosts {
-        total += popularity.normal().exp();
-        cumulative.push(total);
-    }
+    let cumulative = popularity(hosts);
+    let usual = usual_pps(&cumulative, cfg.flows, cfg.mean_packets);
     let mut rng = Rng::new(cfg.seed);
     let mut out = Outcome {
         hosts,
@@ -254,11 +250,12 @@ pub fn run(
                 Event::Ddos {
                     victim,
                     sources,
-                    pps,
+                    rate,
                     start,
                     end: stop,
                     replace: r,
                 } => {
+                    let pps = rate.pps(usual[victim]);
                     if (t..end).contains(&start) {
                         spoofed[i] = (0..sources)
                             .map(|_| {
@@ -275,7 +272,7 @@ pub fn run(
                             spoofed[i].iter().map(|(ip, _)| ip_text(*ip)).collect();
                         out.events.push(json!({"t_ns": start, "kind": "ddos_start",
                             "victim": ip_text(fabric.hosts[victim].ip), "sources": names,
-                            "end_ns": stop}));
+                            "pps": pps, "end_ns": stop}));
                     }
                     if (t..end).contains(&stop) {
                         out.events.push(json!({"t_ns": stop, "kind": "ddos_end",

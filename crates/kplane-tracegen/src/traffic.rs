@@ -6,9 +6,10 @@
 //!   packets); flows above 20 packets send 1500-byte packets, the rest 128, 576 or 1500 bytes;
 //!   every flow sends at 20 Mb/s; 80 % TCP to 80, 443, 8080 or 3306, 20 % UDP to 53 or 123.
 //! * **Scenarios** (`name:key=value,…`, several joined by `+`; times are fractions of the run):
-//!   `ddos` (`victim`, `sources` spoofed addresses in 198.18.0.0/15, `pps` packets/s together,
-//!   64-byte UDP to port 80, `start`, `duration`, `replace`: the share of the background that
-//!   stops meanwhile), `port-scan` (`scanner`, `victim`, `ports`, `gap-us`, `start`: TCP SYNs
+//!   `ddos` (`victim`, `sources` spoofed addresses in 198.18.0.0/15, `pps` packets/s together
+//!   or `times-usual`: that many times the packets the background is expected to bring the
+//!   victim ([`usual_pps`]), 64-byte UDP to port 80, `start`, `duration`, `replace`: the share
+//!   of the background that stops meanwhile), `port-scan` (`scanner`, `victim`, `ports`, `gap-us`, `start`: TCP SYNs
 //!   to ports 1…), `link-failure` (`link`: position along the switch-to-switch links, `start`,
 //!   `duration`), `incast` (`victim`, `senders` hosts spread over the fabric, each sending `kb`
 //!   kilobytes back to back at line rate in 1500-byte TCP packets to port 5001, all at once,
@@ -82,6 +83,40 @@ const PACKETS_PER_ACK: u64 = 2;
 const ACK_BYTES: u16 = 64;
 const ALPHA: f64 = 1.5;
 const MAX_PACKETS: f64 = 20_000.0;
+
+/// Each host's popularity, cumulative over the hosts: a property of the fabric, not of a run
+/// (drawn from a fixed seed).
+pub fn popularity(hosts: usize) -> Vec<f64> {
+    let mut rng = Rng::new(0xFAB);
+    let mut total = 0.0;
+    (0..hosts)
+        .map(|_| {
+            total += rng.normal().exp();
+            total
+        })
+        .collect()
+}
+
+/// The packets per second the background is expected to bring each host: `flows` arrivals a
+/// second of `mean_packets` each, to a destination drawn by its popularity (`cumulative`,
+/// redrawn uniformly among the others when it is the source) — what [`background_flow`] draws.
+pub fn usual_pps(cumulative: &[f64], flows: f64, mean_packets: f64) -> Vec<f64> {
+    let total = cumulative.last().copied().unwrap_or(1.0);
+    let share: Vec<f64> = cumulative
+        .iter()
+        .scan(0.0, |prev, c| {
+            let p = (c - *prev) / total;
+            *prev = *c;
+            Some(p)
+        })
+        .collect();
+    let others = (share.len().max(2) - 1) as f64;
+    let same: f64 = share.iter().map(|p| p * p).sum();
+    share
+        .iter()
+        .map(|p| flows * mean_packets * (p * (1.0 - p) + (same - p * p) / others))
+        .collect()
+}
 
 /// Draws one background flow starting at `t_ns` between hosts chosen by `weights`
 /// (cumulative).
@@ -165,13 +200,33 @@ pub fn transfer(
     [data, acks]
 }
 
+/// How hard a DDoS floods its victim.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FloodRate {
+    /// Packets per second, all sources together.
+    Pps(f64),
+    /// Times the packets the background is expected to bring the victim ([`usual_pps`]).
+    TimesUsual(f64),
+}
+
+impl FloodRate {
+    /// Packets per second for a victim whose usual is `usual_pps`.
+    pub fn pps(self, usual_pps: f64) -> f64 {
+        match self {
+            Self::Pps(pps) => pps,
+            Self::TimesUsual(times) => times * usual_pps,
+        }
+        .max(1.0)
+    }
+}
+
 /// One scripted event, with times in ns of the run.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     Ddos {
         victim: usize,
         sources: usize,
-        pps: f64,
+        rate: FloodRate,
         start: u64,
         end: u64,
         replace: f64,
@@ -238,7 +293,15 @@ pub fn parse_scenario(
         }
         let allowed: &[&str] = match name {
             "none" => &[],
-            "ddos" => &["victim", "sources", "pps", "start", "duration", "replace"],
+            "ddos" => &[
+                "victim",
+                "sources",
+                "pps",
+                "times-usual",
+                "start",
+                "duration",
+                "replace",
+            ],
             "port-scan" => &["scanner", "victim", "ports", "gap-us", "start"],
             "link-failure" => &["link", "start", "duration"],
             "incast" => &["victim", "senders", "kb", "period-ms", "start", "duration"],
@@ -263,10 +326,18 @@ pub fn parse_scenario(
         match name {
             "ddos" => {
                 let start = at(get("start", 0.4));
+                let given = |k: &str| kv.iter().any(|(x, _)| x == k);
+                let rate = match (given("pps"), given("times-usual")) {
+                    (true, true) => {
+                        return Err(bad("pps or times-usual, not both".into()));
+                    }
+                    (false, true) => FloodRate::TimesUsual(get("times-usual", 1.0)),
+                    _ => FloodRate::Pps(get("pps", 20_000.0)),
+                };
                 out.push(Event::Ddos {
                     victim: host("victim", 0),
                     sources: get("sources", 500.0).max(1.0) as usize,
-                    pps: get("pps", 20_000.0).max(1.0),
+                    rate,
                     start,
                     end: start + at(get("duration", 0.2)),
                     replace: get("replace", 0.0).clamp(0.0, 1.0),
@@ -362,6 +433,36 @@ mod tests {
     }
 
     #[test]
+    fn a_hosts_usual_packets_are_what_the_background_draws_bring_it() {
+        let cumulative = popularity(16);
+        let usual = usual_pps(&cumulative, 100.0, 10.0);
+        // Every flow goes somewhere: the hosts' shares add up to all the packets.
+        assert!(
+            (usual.iter().sum::<f64>() - 1_000.0).abs() < 1e-9,
+            "{usual:?}"
+        );
+        // Each host's share of 200 000 drawn flows' destinations is its expected one.
+        let mut rng = Rng::new(7);
+        let n = 200_000;
+        let mut to = [0u32; 16];
+        for _ in 0..n {
+            to[background_flow(&mut rng, &cumulative, 10.0, 0).dst_host] += 1;
+        }
+        for (host, count) in to.iter().enumerate() {
+            let share = f64::from(*count) / f64::from(n);
+            assert!(
+                (share - usual[host] / 1_000.0).abs() < 0.005,
+                "{host}: {share} {usual:?}"
+            );
+        }
+        // Popularity is unequal: the busiest host gets several times the quietest's.
+        let (lo, hi) = usual
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), u| (l.min(*u), h.max(*u)));
+        assert!(hi > 3.0 * lo, "{usual:?}");
+    }
+
+    #[test]
     fn scenarios_parse_and_bad_keys_are_named() {
         let e = parse_scenario(
             "ddos:victim=3,pps=1000,start=0.5,duration=0.1+link-failure",
@@ -374,7 +475,7 @@ mod tests {
             Event::Ddos {
                 victim: 3,
                 sources: 500,
-                pps: 1_000.0,
+                rate: FloodRate::Pps(1_000.0),
                 start: 500,
                 end: 600,
                 replace: 0.0
@@ -385,6 +486,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("victum"), "{err}");
+        let ddos = |spec| parse_scenario(spec, 1_000, 64);
+        assert!(ddos("ddos:pps=10,times-usual=2").is_err());
+        assert!(matches!(
+            ddos("ddos:times-usual=2").unwrap()[0],
+            Event::Ddos {
+                rate: FloodRate::TimesUsual(2.0),
+                ..
+            }
+        ));
         assert!(parse_scenario("flood", 1_000, 64).is_err());
         let benign =
             parse_scenario("flash-crowd:clients=99+heavy-hitter:peers=2", 1_000, 64).unwrap();

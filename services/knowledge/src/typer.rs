@@ -262,12 +262,12 @@ fn added_per_added_flow(feature: &str, f: &impl Fn(&str) -> f64) -> f64 {
 }
 
 /// Whether what an address's window carries beyond its usual is the return half of its own
-/// traffic the other way: most of its reports are exchanged with addresses that had traffic
-/// with it both ways, and its traffic the other way grew to at least twice its usual and by at
-/// least 1 / [`RETURN_SHARE`] times the bytes this way grew by — a host copying out being
-/// acknowledged, a server answering a crowd's requests. Not a flood at either end, however
-/// small and many those packets are; a flood's sources are not those its victim sends to,
-/// so a victim's own sending swinging up by chance does not excuse it.
+/// traffic the other way: most of its reports are in flows answered by their reverse, and its
+/// traffic the other way grew to at least twice its usual and by at least 1 / [`RETURN_SHARE`]
+/// times the bytes this way grew by — a host copying out being acknowledged, a server
+/// answering a crowd's requests. Not a flood at either end, however small and many those
+/// packets are; a victim does not answer a flood's flows with more than they bring, so its
+/// own sending swinging up by chance does not excuse it.
 fn returning(f: &impl Fn(&str) -> f64) -> bool {
     f("answered_share") >= 0.5
         && f("vs_usual_log_bytes_other_way") >= TWICE
@@ -485,8 +485,8 @@ mod tests {
                 Ddos,
             ),
             // Spoofed sources replacing half of a host's traffic while it happens to send 8×
-            // its usual (the deployed test's weak flood, one window): what it gets is not from
-            // those it sends to, so it is a flood all the same.
+            // its usual (the deployed test's weak flood, one window): what it gets is not the
+            // reverse of what it sends, so it is a flood all the same.
             (
                 Destination,
                 &[

@@ -187,15 +187,6 @@ impl Family {
         self.flows * packets * bytes * 8.0 / self.hosts as f64
     }
 
-    /// A host's usual incoming packets per second (the independent generator's DDoS is
-    /// given in packets).
-    pub fn usual_host_pps(&self) -> f64 {
-        match self.generator {
-            Generator::Emulator => self.usual_host_bps() / (PACKET_BYTES * 8.0),
-            Generator::Independent => self.flows * INDEPENDENT_PACKETS / self.hosts as f64,
-        }
-    }
-
     /// `rate` × a host's usual traffic as a fraction of its link rate (what the emulator's
     /// `ddos` and `flash-crowd` keys read).
     pub fn of_link(&self, times_usual: f64) -> f64 {

@@ -516,7 +516,8 @@ pub fn scored_spec(
 }
 
 /// [`scored_spec`] for the independent generator (`kplane-tracegen`'s scenario syntax): a DDoS
-/// from 20–1000 spoofed sources at 0.5–10× a host's usual packets, added to the background
+/// from 20–1000 spoofed sources at 0.5–10× the packets the background is expected to bring its
+/// victim (hosts' popularity varies 10× and more), added to the background
 /// or replacing half of it; vertical scans, fast to slow; link failures; incasts of 2–8
 /// senders answering 64–512 kB each every 10–100 ms (its microbursts); and, benign, flash
 /// crowds of half to all the hosts fetching 16–512 kB answers from one at 2–10× its usual
@@ -528,10 +529,10 @@ fn independent_spec(scenario: &str, seed: u64, fam: &Family, late: f64) -> anyho
     let log_uniform = |d: &mut Rng, lo: f64, hi: f64| (d.real(lo.ln(), hi.ln())).exp();
     let ddos = |d: &mut Rng, start: f64| {
         format!(
-            "ddos:victim={},sources={},pps={:.0},start={start:.5},duration={:.2},replace={}",
+            "ddos:victim={},sources={},times-usual={:.2},start={start:.5},duration={:.2},replace={}",
             d.int(1, h - 1),
             log_uniform(d, 20.0, 1_000.0).round(),
-            log_uniform(d, 0.5, 10.0) * fam.usual_host_pps(),
+            log_uniform(d, 0.5, 10.0),
             d.real(0.15, 0.25),
             [0.0, 0.5][d.int(0, 2) as usize]
         )
@@ -1382,7 +1383,7 @@ mod tests {
         // benign crowds and copies are its own, in Mb/s, within the link.
         let indep = Family::parse("indep-3tier").unwrap();
         let d = scored_spec("ddos", 1, &indep, 0.025).unwrap();
-        assert!(d.contains("pps=") && d.contains("sources="), "{d}");
+        assert!(d.contains("times-usual=") && d.contains("sources="), "{d}");
         let i = scored_spec("microburst", 1, &indep, 0.025).unwrap();
         assert!(i.starts_with("incast:"), "{i}");
         for seed in 0..20 {
