@@ -177,6 +177,9 @@ pub enum Fit {
     /// A destination's flood: from many new sources, in smaller packets (one that replaces
     /// part of the victim's traffic).
     FloodNewSourcesSmaller,
+    /// A destination's flood: many more flows, in smaller packets (spoofed packets, each a
+    /// flow of its own, replacing part of the victim's traffic from few sources).
+    FloodMoreFlowsSmaller,
 }
 
 impl Fit {
@@ -188,6 +191,7 @@ impl Fit {
                 Fit::FloodMorePacketsNewSources,
                 Fit::FloodMorePacketsSmaller,
                 Fit::FloodNewSourcesSmaller,
+                Fit::FloodMoreFlowsSmaller,
             ],
             EntityKind::Source => &[Fit::Scan, Fit::Flood],
             _ => &[],
@@ -207,7 +211,10 @@ pub(crate) fn fits(kind: EntityKind, x: &[f64]) -> Vec<Fit> {
 }
 
 /// A destination's flood signs — more packets, many new sources, smaller packets — as the
-/// pairs of them that hold: two signs make a flood. None holds for packets a quarter larger
+/// pairs of them that hold: two signs make a flood; and many more flows in smaller packets,
+/// which a flood whose packets each open a flow brings even when it replaces part of the
+/// victim's traffic from few sources. Many more flows is no sign with the others: a crowd of
+/// clients brings more flows, from new sources, with more packets. None holds for packets a quarter larger
 /// than the victim's usual: what brings more and larger packets from many new senders
 /// converges on it (an incast's answers, a shuffle); an amplification flood, which arrives the
 /// same way, is typed by its queueing (congestion) or not at all, and never blocked.
@@ -218,10 +225,12 @@ fn flood_signs(f: &impl Fn(&str) -> f64) -> Vec<Fit> {
     let more = f("vs_usual_log_reports") >= HALF_AGAIN;
     let sources = many_new_sources(f);
     let smaller = smaller_packets(f);
+    let flows = f("vs_usual_log_flows") >= FOURFOLD;
     [
         (more && sources, Fit::FloodMorePacketsNewSources),
         (more && smaller, Fit::FloodMorePacketsSmaller),
         (sources && smaller, Fit::FloodNewSourcesSmaller),
+        (flows && smaller, Fit::FloodMoreFlowsSmaller),
     ]
     .into_iter()
     .filter_map(|(holds, fit)| holds.then_some(fit))
@@ -429,7 +438,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 32] = [
+        let cases: [Case; 33] = [
             // A host copying out at 7 e-folds its usual bytes, acknowledged by its peers: 4
             // e-folds its usual packets in, a fifth their usual size (the independent
             // generator's backup, seed 521), and on 4× its usual ports (to the ports it copies
@@ -584,13 +593,28 @@ mod tests {
             ),
             // A flood begun 0.1 s before the window's end (the BMv2 lab's, 1 s windows): 37
             // young flows of one small packet each, queued 10× the usual; no background to the
-            // victim yet. Fewer reports than usual — not yet a flood, but no congestion either.
+            // victim yet. Fewer reports than usual, but 11× the flows in packets a sixth of
+            // the usual size: a flood already, and no congestion.
             (
                 Destination,
                 &[
                     ("vs_usual_log_flows", 2.4),
                     ("vs_usual_log_reports", -0.2),
                     ("vs_usual_log_bytes", -1.9),
+                    ("vs_usual_log_sources", 0.3),
+                    ("vs_usual_log_transit_us", 2.3),
+                    ("late_flow_share", 1.0),
+                ],
+                Ddos,
+            ),
+            // The same young flows in packets of the usual size: not yet a flood, but no
+            // congestion either.
+            (
+                Destination,
+                &[
+                    ("vs_usual_log_flows", 2.4),
+                    ("vs_usual_log_reports", -0.2),
+                    ("vs_usual_log_bytes", -0.2),
                     ("vs_usual_log_sources", 0.3),
                     ("vs_usual_log_transit_us", 2.3),
                     ("late_flow_share", 1.0),
@@ -828,6 +852,27 @@ mod tests {
                 d,
                 &[("vs_usual_log_bytes", -0.5), ("vs_usual_log_sources", 2.1)],
                 &[FloodNewSourcesSmaller],
+            ),
+            // From 3× the sources, each packet a flow: 6× the flows, smaller.
+            (
+                d,
+                &[
+                    ("vs_usual_log_bytes", -0.5),
+                    ("vs_usual_log_sources", 1.1),
+                    ("vs_usual_log_flows", 1.8),
+                ],
+                &[FloodMoreFlowsSmaller],
+            ),
+            // A crowd: more flows from new sources with more packets, not smaller.
+            (
+                d,
+                &[
+                    ("vs_usual_log_reports", 1.0),
+                    ("vs_usual_log_bytes", 1.0),
+                    ("vs_usual_log_sources", 1.1),
+                    ("vs_usual_log_flows", 1.8),
+                ],
+                &[],
             ),
             // One sign is no flood.
             (d, &[("vs_usual_log_sources", 2.1)], &[]),
