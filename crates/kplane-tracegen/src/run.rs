@@ -75,8 +75,9 @@ impl Default for Config {
 /// What a run did.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
-    /// Ground truth: `ddos_start`/`ddos_end` (`victim`, `sources`), `port_scan` (`scanner`,
-    /// `victim`, `victims`), `link_down`/`link_up` (`link`: node ids, `ports`: each end's
+    /// Ground truth: `ddos_start`/`ddos_end` (`victim`; at the start `sources` and `pps`),
+    /// `port_scan` (`scanner`, `victim`, `victims`), `link_down`/`link_up` (`link`: node ids,
+    /// `ports`: each end's
     /// node id and port), `microburst` (an incast: `target`, `queue` — the victim's edge
     /// switch's `node` id and `port` —, `queues` — that one and every port where answers
     /// converge on their way — and `sources`), each with `t_ns` and, for the starts, `end_ns`.
