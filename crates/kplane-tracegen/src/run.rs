@@ -77,10 +77,10 @@ impl Default for Config {
 pub struct Outcome {
     /// Ground truth: `ddos_start`/`ddos_end` (`victim`; at the start `sources` and `pps`),
     /// `port_scan` (`scanner`, `victim`, `victims`), `link_down`/`link_up` (`link`: node ids,
-    /// `ports`: each end's
-    /// node id and port), `microburst` (an incast: `target`, `queue` — the victim's edge
-    /// switch's `node` id and `port` —, `queues` — that one and every port where answers
-    /// converge on their way — and `sources`), each with `t_ns` and, for the starts, `end_ns`.
+    /// `ports`: each end's node id and port), `microburst` (an incast: `target`, `queue` — the
+    /// victim's edge switch's `node` id and `port` —, `queues` — that one and every port where
+    /// answers converge on their way — and `sources`), each with `t_ns` and, for the starts,
+    /// `end_ns`.
     pub events: Vec<Value>,
     pub reports_sent: u64,
     pub send_errors: u64,
