@@ -214,10 +214,11 @@ pub(crate) fn fits(kind: EntityKind, x: &[f64]) -> Vec<Fit> {
 /// pairs of them that hold: two signs make a flood; and many more flows in smaller packets,
 /// which a flood whose packets each open a flow brings even when it replaces part of the
 /// victim's traffic from few sources. Many more flows is no sign with the others: a crowd of
-/// clients brings more flows, from new sources, with more packets. None holds for packets a quarter larger
-/// than the victim's usual: what brings more and larger packets from many new senders
-/// converges on it (an incast's answers, a shuffle); an amplification flood, which arrives the
-/// same way, is typed by its queueing (congestion) or not at all, and never blocked.
+/// clients brings more flows, from new sources, with more packets. None holds for packets a
+/// quarter larger than the victim's usual: what brings more and larger packets from many new
+/// senders converges on it (an incast's answers, a shuffle); an amplification flood, which
+/// arrives the same way, is typed by its queueing (congestion) or not at all, and never
+/// blocked.
 fn flood_signs(f: &impl Fn(&str) -> f64) -> Vec<Fit> {
     if larger_packets(f) {
         return Vec::new();
