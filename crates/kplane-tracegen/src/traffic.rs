@@ -9,9 +9,9 @@
 //!   `ddos` (`victim`, `sources` spoofed addresses in 198.18.0.0/15, `pps` packets/s together
 //!   or `times-usual`: that many times the packets the background is expected to bring the
 //!   victim ([`usual_pps`]), 64-byte UDP to port 80, `start`, `duration`, `replace`: the share
-//!   of the background that stops meanwhile), `port-scan` (`scanner`, `victim`, `ports`, `gap-us`, `start`: TCP SYNs
-//!   to ports 1…), `link-failure` (`link`: position along the switch-to-switch links, `start`,
-//!   `duration`), `incast` (`victim`, `senders` hosts spread over the fabric, each sending `kb`
+//!   of the background that stops meanwhile), `port-scan` (`scanner`, `victim`, `ports`,
+//!   `gap-us`, `start`: TCP SYNs to ports 1…), `link-failure` (`link`: position along the
+//!   switch-to-switch links, `start`, `duration`), `incast` (`victim`, `senders` hosts spread over the fabric, each sending `kb`
 //!   kilobytes back to back at line rate in 1500-byte TCP packets to port 5001, all at once,
 //!   every `period-ms`, from `start` for `duration`: a partition/aggregate job's answers
 //!   converging on the victim's edge port), `flash-crowd` (`target`, `clients` hosts spread over
@@ -320,19 +320,19 @@ pub fn parse_scenario(
                 allowed.join(", ")
             )));
         }
-        let get = |k: &str, d: f64| kv.iter().find(|(x, _)| x == k).map_or(d, |(_, v)| *v);
+        let given = |k: &str| kv.iter().find(|(x, _)| x == k).map(|(_, v)| *v);
+        let get = |k: &str, d: f64| given(k).unwrap_or(d);
         let at = |f: f64| (duration_ns as f64 * f.clamp(0.0, 1.0)) as u64;
         let host = |k: &str, d: usize| (get(k, d as f64).max(0.0) as usize) % hosts.max(1);
         match name {
             "ddos" => {
                 let start = at(get("start", 0.4));
-                let given = |k: &str| kv.iter().any(|(x, _)| x == k);
                 let rate = match (given("pps"), given("times-usual")) {
-                    (true, true) => {
+                    (Some(_), Some(_)) => {
                         return Err(bad("pps or times-usual, not both".into()));
                     }
-                    (false, true) => FloodRate::TimesUsual(get("times-usual", 1.0)),
-                    _ => FloodRate::Pps(get("pps", 20_000.0)),
+                    (None, Some(times)) => FloodRate::TimesUsual(times),
+                    (pps, None) => FloodRate::Pps(pps.unwrap_or(20_000.0)),
                 };
                 out.push(Event::Ddos {
                     victim: host("victim", 0),
