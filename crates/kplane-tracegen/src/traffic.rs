@@ -11,8 +11,9 @@
 //!   victim ([`usual_pps`]), 64-byte UDP to port 80, `start`, `duration`, `replace`: the share
 //!   of the background that stops meanwhile), `port-scan` (`scanner`, `victim`, `ports`,
 //!   `gap-us`, `start`: TCP SYNs to ports 1…), `link-failure` (`link`: position along the
-//!   switch-to-switch links, `start`, `duration`), `incast` (`victim`, `senders` hosts spread over the fabric, each sending `kb`
-//!   kilobytes back to back at line rate in 1500-byte TCP packets to port 5001, all at once,
+//!   switch-to-switch links, `start`, `duration`), `incast` (`victim`, `senders` hosts spread
+//!   over the fabric, each sending `kb` kilobytes back to back at line rate in 1500-byte TCP
+//!   packets to port 5001, all at once,
 //!   every `period-ms`, from `start` for `duration`: a partition/aggregate job's answers
 //!   converging on the victim's edge port), `flash-crowd` (`target`, `clients` hosts spread over
 //!   the fabric fetching from it over HTTPS: fetches arrive at random, each a 576-byte request
