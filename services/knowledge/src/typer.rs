@@ -14,11 +14,12 @@
 //! * **DDoS**: a destination with two of three signs — at least 1.5× its usual packets, from
 //!   4× its usual sources, in packets a fifth smaller than its usual (a flood that replaces
 //!   part of the victim's traffic changes where it comes from more than how much: the last
-//!   two, whatever its volume), and not in packets a quarter larger (an incast's answers); a
+//!   two, whatever its volume), or 4× its usual flows in packets a fifth smaller (spoofed
+//!   packets each open a flow), and not in packets a quarter larger (an incast's answers); a
 //!   source sending 1.5× its usual packets, a fifth smaller, to fewer than 2× its usual
 //!   destinations (one of the attackers);
-//! * neither at an address most of whose reports are exchanged with addresses it had traffic
-//!   with both ways, and whose traffic the other way grew to twice its usual and by 4× the
+//! * neither at an address most of whose reports are in flows answered by their reverse, and
+//!   whose traffic the other way grew to twice its usual and by 4× the
 //!   bytes this way grew by: what it gets is the return half of its own sending (its copies'
 //!   acknowledgements, to as many of its ports as it sends from; the requests it answers);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
