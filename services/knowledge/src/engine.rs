@@ -1252,24 +1252,44 @@ mod tests {
     #[test]
     fn a_link_its_switch_stopped_using_is_raised_within_two_windows() {
         let (mut e, dir) = engine("silent");
-        // Switch 1's flows split between its links 1:1 and 1:2, each towards destinations of
-        // its own; 2:1 is busy about two windows in three.
+        // Switch 1's flows split between its links 1:1 and 1:2, each towards eight or more
+        // destinations of its own (10.0.<port>.<flow>); 2:1 is busy about two windows in three.
         let busy = |i: i64, port| ((1, port), 80.0 + (i % 4) as f64 * 10.0);
+        let spread = |mut w: Window| {
+            for port in [1u8, 2] {
+                let next = 10 + u32::from(port);
+                for (j, f) in w
+                    .flows
+                    .iter_mut()
+                    .filter(|f| f.path == [1, next])
+                    .enumerate()
+                {
+                    f.dst = Some(std::net::IpAddr::from([10, 0, port, j as u8]));
+                }
+            }
+            w
+        };
         for i in 0..90 {
             let mut l = vec![busy(i, 1), busy(i, 2)];
             if i % 3 != 0 {
                 l.push(((2, 1), 30.0));
             }
-            e.window(&window(i, &l));
+            e.window(&spread(window(i, &l)));
             e.wait_for_training();
         }
         assert_eq!(e.registry().status, Status::Ready, "{:?}", e.registry());
         let mut raised_at = None;
         for i in 90..100 {
-            // 1:1 fails: its destination's flows take 1:2.
+            // 1:1 fails: its destinations' flows take 1:2.
             let mut w = window(i, &[((1, 2), 180.0), ((2, 1), 30.0)]);
-            for f in w.flows.iter_mut().filter(|f| f.path[0] == 1).step_by(2) {
-                f.dst = Some(std::net::IpAddr::from([10, 0, 1, 1]));
+            for (j, f) in w
+                .flows
+                .iter_mut()
+                .filter(|f| f.path[0] == 1)
+                .step_by(2)
+                .enumerate()
+            {
+                f.dst = Some(std::net::IpAddr::from([10, 0, 1, j as u8]));
             }
             let out = e.window(&w);
             if out

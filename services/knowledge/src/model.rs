@@ -220,17 +220,37 @@ impl EntityModel {
     }
 
     /// The threshold of a window `x` typed `t`: an address's window that fits an attack's
-    /// definition is judged by the lowest bar of the ways it fits, any other by the
-    /// extrapolated tail (see the module docs). Congestion at a destination is not judged
-    /// lower: its queueing swings in clean windows too.
+    /// definition is judged by the lowest bar of the ways it fits, a link's silence by at least
+    /// the [silence bar](Self::silence_bar), any other by the extrapolated tail (see the module
+    /// docs). Congestion at a destination is not judged lower: its queueing swings in clean
+    /// windows too.
     pub fn threshold_for(&self, x: &[f64], t: AnomalyType) -> f64 {
         let c = &self.calibration;
+        let silent =
+            self.kind == EntityKind::Link && typer::feature(self.kind, x, "log_samples") == 0.0;
         match t {
             AnomalyType::Ddos | AnomalyType::PortScan => typer::fits(self.kind, x)
                 .into_iter()
                 .map(|fit| c.bar(fit))
                 .fold(self.threshold(), f64::min),
+            _ if silent || t == AnomalyType::LinkFailure => {
+                self.threshold().max(self.silence_bar())
+            }
             _ => self.threshold(),
+        }
+    }
+
+    /// The score a link's silence (its own, or its opposite direction's for a link typed
+    /// failed by it) must pass: that of a silence whose surprise says it is as rare as the
+    /// false-alarm budget's share of one link-window (−ln of the calibration's rate, in nats).
+    /// A fabric whose links were never silent in training (a dense one's) scores 0 held out,
+    /// and a bar calibrated on that alone would raise any chance silence.
+    fn silence_bar(&self) -> f64 {
+        let rate = self.calibration.rate;
+        if rate > 0.0 {
+            self.score(&silence_as_rare_as(&self.mean, rate))
+        } else {
+            self.threshold()
         }
     }
 
@@ -606,6 +626,21 @@ pub fn calibrate(mut scores: Vec<f64>, rate: f64) -> Calibration {
     c
 }
 
+/// The link window `usual` (features in [`names`] order) gone silent with a surprise of
+/// −ln `rate` nats: a silence whose chance, by the link's own habit of carrying its
+/// destinations, is the false-alarm budget's share of one link-window.
+fn silence_as_rare_as(usual: &[f64], rate: f64) -> Vec<f64> {
+    let mut x = usual.to_vec();
+    for (v, name) in x.iter_mut().zip(names(EntityKind::Link)) {
+        match *name {
+            "log_samples" => *v = 0.0,
+            "silence_surprise" => *v = -rate.ln(),
+            _ => {}
+        }
+    }
+    x
+}
+
 /// The heaviest tail calibration extrapolates (a generalised Pareto shape).
 const MAX_SHAPE: f64 = 0.5;
 
@@ -914,6 +949,44 @@ mod tests {
     }
 
     #[test]
+    fn a_link_never_silent_in_training_raises_only_a_silence_rarer_than_the_budget() {
+        let kind = EntityKind::Link;
+        let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
+        // A dense fabric's link: some of its destinations cross it in every training window.
+        let samples: Vec<Sample> = (0..400)
+            .map(|i| {
+                let mut x = vec![0.0; names(kind).len()];
+                x[at("utilization_mean")] = 40.0 + (i % 7) as f64;
+                x[at("utilization_max")] = 90.0 + (i % 5) as f64;
+                x[at("log_samples")] = (30.0 + (i % 11) as f64).ln_1p();
+                sample(i, x)
+            })
+            .collect();
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let m = EntityModel::train(kind, &refs, &kmeans(2)).unwrap();
+        let c = &m.calibration;
+        assert_eq!(c.heldout_max, 0.0);
+        let silent = |nats: f64| {
+            let mut x = samples[0].x.clone();
+            x[at("log_samples")] = 0.0;
+            x[at("silence_surprise")] = nats;
+            x
+        };
+        // One link, 400 windows of 1 s, 1 false alarm an hour: the budget allows a chance of
+        // 1/3600 a window, −ln of which is 8.2 nats.
+        assert!((c.rate - 1.0 / 3600.0).abs() < 1e-12, "{c:?}");
+        let bar = |x: &[f64]| m.threshold_for(x, typer::define_vector(kind, x));
+        assert!(m.score(&silent(6.0)) < bar(&silent(6.0)));
+        assert!(m.score(&silent(9.0)) > bar(&silent(9.0)));
+        // The tail alone, calibrated on windows that never fell silent, would have raised both.
+        assert!(m.score(&silent(6.0)) > m.threshold());
+        // A link busier than usual is judged by the tail as before.
+        let mut busy = samples[0].x.clone();
+        busy[at("utilization_max")] = 900.0;
+        assert_eq!(bar(&busy), m.threshold());
+    }
+
+    #[test]
     fn a_link_model_flags_a_dead_link_and_not_a_normal_one() {
         let p = kmeans(3);
         let samples: Vec<Sample> = (0..200)
@@ -932,12 +1005,12 @@ mod tests {
         let dead = [0.0, 0.0, 0.0, 9.2, 9.2, -0.42, -0.52, -5.1];
         assert!(m.score(&[0.42, 0.52, 5.1, 0.0, 0.0, 0.0, 0.0, 0.0]) < m.threshold());
         assert!(m.score(&dead) > m.threshold());
-        // A surprising silence is one measure clean windows cross by chance: a link is judged
-        // by the extrapolated threshold whatever its type.
-        assert_eq!(
-            m.threshold_for(&dead, AnomalyType::LinkFailure),
-            m.threshold()
-        );
+        // A surprising silence is one measure clean windows cross by chance: a silent link is
+        // judged by the extrapolated threshold, or the silence bar where that is higher,
+        // whatever its type.
+        let bar = m.threshold_for(&dead, AnomalyType::LinkFailure);
+        assert!(bar >= m.threshold() && m.score(&dead) > bar, "{bar}");
+        assert_eq!(m.threshold_for(&dead, AnomalyType::Unknown), bar);
         assert_eq!(m.lowest_threshold(), m.threshold());
         assert!(
             m.deviations(&dead)
