@@ -398,7 +398,7 @@ mod tests {
             // Each route crosses every other window.
             let crossed = all
                 .iter()
-                .filter(|(e, h)| (*e as u8 + h + i) % 2 == 0)
+                .filter(|(e, h)| (*e as u8 + h + i).is_multiple_of(2))
                 .map(route)
                 .collect();
             Sample {
