@@ -131,6 +131,7 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                     || f("vs_usual_log_destinations") >= FOURFOLD)
                 && added_per_added_flow("log_reports", &f) <= PROBE_REPORTS
                 && f("late_flow_share") < MOSTLY_LATE
+                && !exchanging(&f)
             {
                 AnomalyType::PortScan
             } else if f("vs_usual_log_reports") >= HALF_AGAIN
@@ -283,6 +284,24 @@ fn returning(f: &impl Fn(&str) -> f64) -> bool {
     f("answered_share") >= 0.5
         && f("vs_usual_log_bytes_other_way") >= TWICE
         && RETURN_SHARE * added("log_bytes_other_way", f) >= added("log_bytes", f).max(0.0)
+}
+
+/// Whether what an address sends beyond its usual answers what it received beyond its usual:
+/// most of its reports are in flows answered by their reverse, its traffic the other way grew
+/// to at least twice its usual, and its sending grew by at least 1 / [`RETURN_SHARE`] times
+/// those bytes — a server answering a crowd's requests, each answer many times its request.
+fn answering(f: &impl Fn(&str) -> f64) -> bool {
+    f("answered_share") >= 0.5
+        && f("vs_usual_log_bytes_other_way") >= TWICE
+        && RETURN_SHARE * added("log_bytes", f) >= added("log_bytes_other_way", f).max(0.0)
+}
+
+/// Whether an address's added traffic is exchanges, not probes: answered flows carrying at
+/// least four times more one way than the other ([`returning`], [`answering`]) — a server
+/// answering a crowd of clients at their many ports, a client fetching from many servers. A
+/// probe and its answer (a SYN and its SYN-ACK or RST) are alike in size.
+fn exchanging(f: &impl Fn(&str) -> f64) -> bool {
+    returning(f) || answering(f)
 }
 
 /// Whether a destination's window (its features in [`names`] order) is reached from 4× its
@@ -440,7 +459,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 33] = [
+        let cases: [Case; 35] = [
             // A host copying out at 7 e-folds its usual bytes, acknowledged by its peers: 4
             // e-folds its usual packets in, a fifth their usual size (the independent
             // generator's backup, seed 521), and on 4× its usual ports (to the ports it copies
@@ -660,6 +679,45 @@ mod tests {
                     ("log_reports", 767.0f64.ln_1p()),
                     ("vs_usual_log_reports", (767.0f64 / 700.0).ln()),
                     ("vs_usual_log_destinations", 10.0f64.ln()),
+                ],
+                PortScan,
+            ),
+            // A server answering a flash crowd (`indep-3tier`, seed 572): 5.5× its usual flows
+            // to 4× its usual destinations at 6× their ports, 12 reports each, nearly every one
+            // answered; it received 4.9× its usual bytes and sent 8× as many more: answers, not
+            // probes.
+            (
+                Source,
+                &[
+                    ("log_flows", 3.04),
+                    ("vs_usual_log_flows", 1.70),
+                    ("vs_usual_log_dst_ports", 1.82),
+                    ("vs_usual_log_destinations", 1.40),
+                    ("log_reports", 5.38),
+                    ("vs_usual_log_reports", 2.01),
+                    ("log_bytes", 12.78),
+                    ("vs_usual_log_bytes", 2.74),
+                    ("log_bytes_other_way", 10.89),
+                    ("vs_usual_log_bytes_other_way", 1.58),
+                    ("answered_share", 0.94),
+                ],
+                Unknown,
+            ),
+            // A scan its targets answer, each probe with a packet alike in size (the
+            // independent generator's): answered, but no larger one way than the other.
+            (
+                Source,
+                &[
+                    ("log_flows", 3.04),
+                    ("vs_usual_log_flows", 1.70),
+                    ("vs_usual_log_dst_ports", 1.82),
+                    ("log_reports", 5.38),
+                    ("vs_usual_log_reports", 2.01),
+                    ("log_bytes", 11.5),
+                    ("vs_usual_log_bytes", 1.0),
+                    ("log_bytes_other_way", 11.4),
+                    ("vs_usual_log_bytes_other_way", 1.0),
+                    ("answered_share", 0.99),
                 ],
                 PortScan,
             ),
