@@ -226,22 +226,22 @@ impl EntityModel {
     /// windows too.
     pub fn threshold_for(&self, x: &[f64], t: AnomalyType) -> f64 {
         let c = &self.calibration;
-        let silent =
-            self.kind == EntityKind::Link && typer::feature(self.kind, x, "log_samples") == 0.0;
+        // Whether a silence counts in a link's score: its own, or its opposite direction's.
+        let silent = self.kind == EntityKind::Link
+            && (typer::feature(self.kind, x, "log_samples") == 0.0
+                || typer::feature(self.kind, x, "reverse_silence_surprise") > 0.0);
         match t {
             AnomalyType::Ddos | AnomalyType::PortScan => typer::fits(self.kind, x)
                 .into_iter()
                 .map(|fit| c.bar(fit))
                 .fold(self.threshold(), f64::min),
-            _ if silent || t == AnomalyType::LinkFailure => {
-                self.threshold().max(self.silence_bar())
-            }
+            _ if silent => self.threshold().max(self.silence_bar()),
             _ => self.threshold(),
         }
     }
 
-    /// The score a link's silence (its own, or its opposite direction's for a link typed
-    /// failed by it) must pass: that of a silence whose surprise says it is as rare as the
+    /// The score a link whose silence counts in it (its own, or its opposite direction's) must
+    /// pass: that of a silence whose surprise says it is as rare as the
     /// false-alarm budget's share of one link-window (−ln of the calibration's rate, in nats).
     /// A fabric whose links were never silent in training (a dense one's) scores 0 held out,
     /// and a bar calibrated on that alone would raise any chance silence.
@@ -980,6 +980,11 @@ mod tests {
         assert!(m.score(&silent(9.0)) > bar(&silent(9.0)));
         // The tail alone, calibrated on windows that never fell silent, would have raised both.
         assert!(m.score(&silent(6.0)) > m.threshold());
+        // So is one whose opposite direction fell silent.
+        let mut reverse_silent = samples[0].x.clone();
+        reverse_silent[at("reverse_silence_surprise")] = 3.0;
+        assert!(m.score(&reverse_silent) < bar(&reverse_silent));
+        assert!(m.score(&reverse_silent) > m.threshold());
         // A link busier than usual is judged by the tail as before.
         let mut busy = samples[0].x.clone();
         busy[at("utilization_max")] = 900.0;
