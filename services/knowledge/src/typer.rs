@@ -22,6 +22,9 @@
 //!   whose traffic the other way grew to twice its usual and by 4× the
 //!   bytes this way grew by: what it gets is the return half of its own sending (its copies'
 //!   acknowledgements, to as many of its ports as it sends from; the requests it answers);
+//!   nor a port scan at a source whose answered flows carry 4× more one way than the other
+//!   (a server answering a crowd at its clients' many ports: a probe and its answer are alike
+//!   in size);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
 //!   threshold than usual (occupancy, not report counts), or whose peak occupancy burst to 4×
 //!   its usual peak and [`BURST_PACKETS`] over it (a microburst: an incast's tens of
@@ -31,7 +34,8 @@
 //!   on it, hop latency, not report counts) and are not mostly too young to tell (a flood's
 //!   first milliseconds queue too, before its packets are counted: such a window is
 //!   `unknown`, and the episode takes its type from the next one);
-//! * **link failure**: a switch-to-switch link whose silence is surprising (≥ 5 nats, see
+//! * **link failure**: a switch-to-switch link whose silence is surprising (≥ 5 nats over the
+//!   routes it carries, see
 //!   [`crate::baseline`]), or whose opposite direction's is while its own samples fell 4×;
 //! * anything else raised is `unknown`, for every kind, and nothing is recommended for it.
 //!
