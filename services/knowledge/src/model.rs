@@ -240,11 +240,11 @@ impl EntityModel {
         }
     }
 
-    /// The score a link whose silence counts in it (its own, or its opposite direction's) must
-    /// pass: that of a silence whose surprise says it is as rare as the
-    /// false-alarm budget's share of one link-window (−ln of the calibration's rate, in nats).
-    /// A fabric whose links were never silent in training (a dense one's) scores 0 held out,
-    /// and a bar calibrated on that alone would raise any chance silence.
+    /// The score a link window a silence counts in (its own, or its opposite direction's) must
+    /// pass: that of a silence whose surprise says it is as rare as the false-alarm budget's
+    /// share of one link-window (−ln of the calibration's rate, in nats). A fabric whose links
+    /// were never silent in training (a dense one's) scores 0 held out, and a bar calibrated
+    /// on that alone would raise any chance silence.
     fn silence_bar(&self) -> f64 {
         let rate = self.calibration.rate;
         if rate > 0.0 {
