@@ -1,8 +1,9 @@
 //! Each entity's history as features: how surprising a switch-to-switch link's silence is — the
-//! destinations the link usually carries that its switch reached another way during the silent
-//! run, each costing −ln(1 − p) nats, p the share of the times its switch reached it that it
-//! went over the link, so that a link whose destinations all went elsewhere stands out within a
-//! window while a link whose destinations were simply not sent to stays ordinary — and an
+//! routes (a flow's first switch and its destination, [`Route`]) the link usually carries that
+//! reached their destination another way during the silent run, each costing −ln(1 − p) nats,
+//! p the share of the times the route was seen that it went over the link, so that a link whose
+//! routes all went elsewhere stands out within a window while a link whose destinations were
+//! simply not sent to stays ordinary — and an
 //! exponentially weighted mean of every measured feature, so that a model of a
 //! whole kind can still see an entity leave its own habit — a busy link gone silent looks like
 //! a quiet link to a model of all links, and a host receiving from ten times its usual sources
@@ -12,20 +13,18 @@
 //! tenth or more over — a microburst train or an incast that holds for seconds adds up, an
 //! elephant passing through a queue in one window does not.
 
-use std::net::IpAddr;
-
 use kplane_model::results::EntityKind;
 
-use crate::features::{Exposure, FastMap, Sample, by_entity, measured, tracks_silence};
+use crate::features::{Exposure, FastMap, Route, Sample, by_entity, measured, tracks_silence};
 
 /// Weight of the newest window in the usual value (about the last 20 windows), and of the
-/// newest time a link's switch reached a destination in the link's habit of carrying it.
+/// newest time a route was seen in a link's habit of carrying it.
 const ALPHA: f64 = 0.05;
-/// The largest share a silence is judged against: a destination that avoids a link which took
-/// it every time before costs −ln(1 − 0.95) ≈ 3 nats, not infinitely many (routes change).
+/// The largest share a silence is judged against: a route that avoids a link which took it
+/// every time before costs −ln(1 − 0.95) ≈ 3 nats, not infinitely many (routes change).
 const MAX_BUSY: f64 = 0.95;
-/// A destination whose habit of crossing a link has faded below this (about 60 times its
-/// switch reached it another way since it last crossed) is no longer one the link carries.
+/// A route whose habit of crossing a link has faded below this (about 60 times it was seen
+/// going another way since it last crossed) is no longer one the link carries.
 const FADED: f64 = 0.05;
 /// Windows an entity is seen before its usual counts: its deviations and its silences are
 /// judged from then on. A usual of fewer windows is noise for an entity busy and idle by
@@ -35,12 +34,12 @@ pub(crate) const JUDGE_AFTER: u32 = 10;
 /// A queue is congested beyond its usual while its share of samples over the congestion
 /// threshold is at least this much above its usual share.
 const CONGESTED_BEYOND: f64 = 0.1;
-/// An entity not seen for this many windows is forgotten (bounded state); so is a
-/// destination a link carried that its switch has not reached for as long.
+/// An entity not seen for this many windows is forgotten (bounded state); so is a route a
+/// link carried that has not been seen for as long.
 const FORGET_AFTER: u64 = 600;
 
-/// How often a link's switch reached one of the link's destinations through another switch,
-/// and how often the destination went over the link (both decayed by [`ALPHA`] each time).
+/// How often one of a link's routes was seen, and how often it went over the link (both
+/// decayed by [`ALPHA`] each time).
 #[derive(Clone, Copy, Debug, Default)]
 struct Carried {
     reached: f64,
@@ -49,8 +48,8 @@ struct Carried {
 }
 
 impl Carried {
-    /// The share of the times it was reached that it crossed the link, shrunk towards 0 for a
-    /// destination reached only a few times.
+    /// The share of the times it was seen that it crossed the link, shrunk towards 0 for a
+    /// route seen only a few times.
     fn share(&self) -> f64 {
         self.crossed / (self.reached + 1.0)
     }
@@ -65,11 +64,11 @@ struct Usual {
     seen: u32,
     /// Windows in a row the entity was silent in.
     silent: u32,
-    /// For a link: the destinations it carries.
-    carried: FastMap<IpAddr, Carried>,
+    /// For a link: the routes it carries.
+    carried: FastMap<Route, Carried>,
     /// Their shares when the current silent run began: the run is judged against the habit
     /// before it, not against a habit the silence itself wears down (empty while not silent).
-    before: FastMap<IpAddr, f64>,
+    before: FastMap<Route, f64>,
     /// The current silent run's surprise, in nats.
     run: f64,
     /// A queue's current run of windows congested beyond its usual: the sum of their excess
@@ -79,8 +78,8 @@ struct Usual {
 }
 
 impl Usual {
-    /// What a silent window costs: the destinations the link carried before the run that its
-    /// switch reached another way, each −ln(1 − its share).
+    /// What a silent window costs: the routes the link carried before the run that were seen
+    /// going another way, each −ln(1 − its share).
     fn silence_cost(&self, e: &Exposure) -> f64 {
         self.before
             .iter()
@@ -89,8 +88,8 @@ impl Usual {
             .sum()
     }
 
-    /// Learns from a window: every destination its switch reached through another switch that
-    /// crossed the link, or that the link carried before, counts once.
+    /// Learns from a window: every route seen that crossed the link, or that the link carried
+    /// before, counts once.
     fn learn_carried(&mut self, e: &Exposure, window: u64) {
         let count = |c: &mut Carried, crossed: bool| {
             c.reached = (1.0 - ALPHA) * c.reached + 1.0;
@@ -151,9 +150,9 @@ impl Baselines {
                 congested_run: 0.0,
                 last_window: 0,
             });
-            // A link is silent when none of the destinations its switch reached through another
-            // switch went over it; each one it usually carries that went another way costs
-            // −ln(1 − its share) nats, summed over the silent run.
+            // A link is silent when none of the routes seen went over it; each one it usually
+            // carries that went another way costs −ln(1 − its share) nats, summed over the
+            // silent run.
             if tracks_silence(s.kind) {
                 let e = &s.exposure;
                 if e.crossed.is_empty() {
@@ -274,12 +273,14 @@ mod tests {
         link(entity, x, 0..0, 0..0)
     }
 
-    fn hosts(r: Range<u8>) -> Vec<IpAddr> {
-        r.map(|i| IpAddr::from([10, 0, 0, i])).collect()
+    /// Routes from switch 1 to 10.0.0.`r`.
+    fn routes(r: Range<u8>) -> Vec<Route> {
+        r.map(|i| (1, std::net::IpAddr::from([10, 0, 0, i])))
+            .collect()
     }
 
-    /// A link sample: its switch reached the destinations 10.0.0.`reached` through other
-    /// switches, 10.0.0.`crossed` over it.
+    /// A link sample: the routes to 10.0.0.`reached` were seen, those to 10.0.0.`crossed` over
+    /// it.
     fn link(entity: &str, x: f64, reached: Range<u8>, crossed: Range<u8>) -> Sample {
         Sample {
             kind: EntityKind::Link,
@@ -287,8 +288,8 @@ mod tests {
             window_end_ns: 0,
             x: vec![x],
             exposure: Exposure {
-                reached: Arc::new(hosts(reached).into_iter().collect()),
-                crossed: hosts(crossed),
+                reached: Arc::new(routes(reached).into_iter().collect()),
+                crossed: routes(crossed),
             },
             reverse: None,
         }
@@ -333,7 +334,7 @@ mod tests {
     #[test]
     fn a_busy_entity_gone_silent_deviates_and_a_steady_one_does_not() {
         let mut b = Baselines::default();
-        // Its switch reaches ten destinations through other switches; five always go over it.
+        // Ten routes are seen; five always go over it.
         for _ in 0..30 {
             let mut w = vec![link("busy", 900.0, 1..11, 1..6), sample("quiet", 5.0)];
             b.augment(&mut w, |_, _| false);
@@ -343,7 +344,7 @@ mod tests {
         b.augment(&mut w, |_, _| false);
         assert!(w[0].x[3] < -800.0, "{:?}", w[0].x);
         assert!(w[1].x[3].abs() < 1e-9, "{:?}", w[1].x);
-        // Its five destinations went another way: each close to −ln(1 − 0.95) ≈ 3 nats.
+        // Its five routes went another way: each close to −ln(1 − 0.95) ≈ 3 nats.
         let first = w[0].x[1];
         assert!(first > 5.0 * 2.5 && first < 5.0 * 3.0, "{:?}", w[0].x);
         let mut w = vec![link("busy", 0.0, 1..11, 0..0)];
@@ -353,8 +354,8 @@ mod tests {
             "the run grows, judged by the habit before it: {:?}",
             w[0].x
         );
-        // A window in which its switch reached none of its destinations says nothing: the
-        // others went where they always go.
+        // A window in which none of its routes was seen says nothing: the others went where
+        // they always go.
         let mut w = vec![link("busy", 0.0, 6..11, 0..0)];
         b.augment(&mut w, |_, _| false);
         assert!((w[0].x[1] - 2.0 * first).abs() < 1e-9, "{:?}", w[0].x);
@@ -362,7 +363,7 @@ mod tests {
         let mut w = vec![link("busy", 900.0, 1..11, 1..5)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[1], 0.0, "{:?}", w[0].x);
-        // A link that takes its destination one time in ten (the others of an ECMP group take
+        // A link that takes its route one time in ten (the others of an ECMP group take
         // the rest) is rarely missed: its usual silent runs stay ordinary (a few nats: likelier
         // than one in twenty).
         let mut b = Baselines::default();
@@ -384,6 +385,46 @@ mod tests {
         let mut w = vec![link("young", 0.0, 1..11, 0..0)];
         b.augment(&mut w, |_, _| false);
         assert_eq!(w[0].x[1], 0.0, "{:?}", w[0].x);
+    }
+
+    #[test]
+    fn a_link_whose_switch_has_no_other_way_is_judged_by_the_routes_around_it() {
+        // An aggregation switch's only uplink to a core: edges 1 and 2 send to eight hosts of
+        // another pod, half their flows through this switch and over the link, half through
+        // the pod's other aggregation switch.
+        let window = |i: u8| {
+            let all: Vec<(u32, u8)> = (1..3).flat_map(|e| (1..9).map(move |h| (e, h))).collect();
+            let route = |&(e, h): &(u32, u8)| (e, std::net::IpAddr::from([10, 0, 9, h]));
+            // Each route crosses every other window.
+            let crossed = all
+                .iter()
+                .filter(|(e, h)| (*e as u8 + h + i).is_multiple_of(2))
+                .map(route)
+                .collect();
+            Sample {
+                exposure: Exposure {
+                    reached: Arc::new(all.iter().map(route).collect()),
+                    crossed,
+                },
+                ..link("101:3", 40.0, 0..0, 0..0)
+            }
+        };
+        let mut b = Baselines::default();
+        for i in 0..40 {
+            b.augment(&mut [window(i)], |_, _| false);
+        }
+        // It fails: the edges send all sixteen routes the other way.
+        let mut failed = window(0);
+        failed.exposure.crossed.clear();
+        failed.x = vec![0.0];
+        let mut w = [failed];
+        b.augment(&mut w, |_, _| false);
+        // Each route crossed it about half the time: −ln(1 − ½) ≈ 0.7 nats, sixteen of them.
+        assert!(
+            w[0].x[1] > 16.0 * 0.6 && w[0].x[1] < 16.0 * 0.75,
+            "{:?}",
+            w[0].x
+        );
     }
 
     #[test]

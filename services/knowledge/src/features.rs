@@ -173,15 +173,24 @@ pub struct Sample {
     pub reverse: Option<String>,
 }
 
-/// A switch-to-switch link's evidence in a window: the destinations its switch reached through
-/// another switch (`reached`, one set shared by the switch's links) and those of them that
-/// crossed the link (`crossed`). A link's silence is judged by the destinations it usually
-/// carries that its switch still reached another way — what a failed link with rerouting
-/// looks like — not by its switch's other traffic (empty for other kinds).
+/// Where a flow entered the fabric (its path's first switch) and where it went: the unit of a
+/// link's evidence. A route, not a flow: a switch that routes by destination sends all of one
+/// destination's flows one way, so a flood or a scan — hundreds of flows, one routing decision —
+/// is one piece of evidence. (Under per-flow ECMP a route crosses several links, and each link's
+/// habit says how often.) Not the destination alone: a failure that the switches upstream route
+/// around — an aggregation switch's only uplink to a core, a spine's only link down to a leaf —
+/// leaves the link's own switch no other way to its destinations, but the edges still reach them.
+pub type Route = (u32, IpAddr);
+
+/// A switch-to-switch link's evidence in a window: the routes seen in it (`reached`, one set
+/// shared by every link) and those of them that crossed the link (`crossed`). A link's silence
+/// is judged by the routes it usually carries that still reached their destination another way
+/// — what a failed link with rerouting looks like — not by the fabric's other traffic (empty
+/// for other kinds).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Exposure {
-    pub reached: Arc<FastSet<IpAddr>>,
-    pub crossed: Vec<IpAddr>,
+    pub reached: Arc<FastSet<Route>>,
+    pub crossed: Vec<Route>,
 }
 
 /// One flow row of a window.
@@ -586,25 +595,23 @@ impl Window {
                 vec![mean, max, frac, n.ln_1p()],
             ));
         }
-        // Destinations reached from each switch through another one, and per (switch, next
-        // switch). The destination, not the flow, is the unit: a switch that routes by
-        // destination sends all of one destination's flows one way, so a flood or a scan —
-        // hundreds of flows, one routing decision — is one piece of evidence. (Under per-flow
-        // ECMP a destination crosses several links, and each link's habit says how often.) A
-        // flow without a destination address can have no habit and is left out.
-        let mut crossed: FastMap<(u32, u32), FastSet<IpAddr>> =
+        // The routes seen, and per (switch, next switch) those that crossed it. A flow without a
+        // destination address can have no habit and is left out, as is one within one switch
+        // (it crosses no link).
+        let mut crossed: FastMap<(u32, u32), FastSet<Route>> =
             map_with_capacity(4 * self.links.len());
-        let mut reached: FastMap<u32, FastSet<IpAddr>> = FastMap::default();
+        let mut reached: FastSet<Route> = FastSet::default();
         for f in &self.flows {
-            let Some(d) = f.dst else { continue };
+            let (Some(d), [from, _, ..]) = (f.dst, f.path.as_slice()) else {
+                continue;
+            };
+            let route = (*from, d);
+            reached.insert(route);
             for p in f.path.windows(2) {
-                crossed.entry((p[0], p[1])).or_default().insert(d);
-                reached.entry(p[0]).or_default().insert(d);
+                crossed.entry((p[0], p[1])).or_default().insert(route);
             }
         }
-        let reached: FastMap<u32, Arc<FastSet<IpAddr>>> =
-            reached.into_iter().map(|(n, d)| (n, Arc::new(d))).collect();
-        let reached_from = |node: u32| reached.get(&node).cloned().unwrap_or_default();
+        let reached = Arc::new(reached);
         for (&(node, port), l) in &self.links {
             let mut s = self.sample(
                 EntityKind::Link,
@@ -613,7 +620,7 @@ impl Window {
             );
             if let Some(next) = l.next {
                 s.exposure = Exposure {
-                    reached: reached_from(node),
+                    reached: reached.clone(),
                     crossed: crossed
                         .get(&(node, next))
                         .map(|d| d.iter().copied().collect())
@@ -634,9 +641,7 @@ impl Window {
             .filter(|(k, e)| tracks_silence(*k) && !present.contains(&(*k, *e)))
             .map(|(k, e)| {
                 let mut s = self.sample(*k, e.to_string(), vec![0.0; measured(*k).len()]);
-                if let Some(node) = node_of(e) {
-                    s.exposure.reached = reached_from(node);
-                }
+                s.exposure.reached = reached.clone();
                 s
             })
             .collect();
@@ -980,10 +985,10 @@ mod tests {
         }
     }
 
-    /// A link's evidence, its crossed destinations sorted.
-    fn evidence(s: &[Sample], e: &str) -> (Vec<IpAddr>, Vec<IpAddr>) {
+    /// A link's evidence, its routes sorted.
+    fn evidence(s: &[Sample], e: &str) -> (Vec<Route>, Vec<Route>) {
         let x = &s.iter().find(|s| s.entity == e).unwrap().exposure;
-        let mut reached: Vec<IpAddr> = x.reached.iter().copied().collect();
+        let mut reached: Vec<Route> = x.reached.iter().copied().collect();
         let mut crossed = x.crossed.clone();
         reached.sort();
         crossed.sort();
@@ -995,7 +1000,7 @@ mod tests {
     }
 
     #[test]
-    fn a_links_evidence_is_destinations_not_flows() {
+    fn a_links_evidence_is_routes_not_flows() {
         let mut w = Window::new(10);
         // Switch 1: port 1 towards 2, port 2 towards 3.
         w.links.insert((1, 1), link(30.0, Some(2)));
@@ -1011,13 +1016,16 @@ mod tests {
         flows.push(to("10.0.0.5", 1, vec![1, 3]));
         w.flows = flows;
         let s = w.samples(&FastSet::default());
-        let both = vec![ip("10.0.0.5"), ip("10.0.0.9")];
-        assert_eq!(evidence(&s, "1:1"), (both.clone(), vec![ip("10.0.0.9")]));
-        assert_eq!(evidence(&s, "1:2"), (both, vec![ip("10.0.0.5")]));
+        let both = vec![(1, ip("10.0.0.5")), (1, ip("10.0.0.9"))];
+        assert_eq!(
+            evidence(&s, "1:1"),
+            (both.clone(), vec![(1, ip("10.0.0.9"))])
+        );
+        assert_eq!(evidence(&s, "1:2"), (both, vec![(1, ip("10.0.0.5"))]));
     }
 
     #[test]
-    fn a_links_evidence_is_what_its_switch_sent_to_other_switches() {
+    fn a_links_evidence_is_every_route_seen_from_where_it_entered() {
         let mut w = Window::new(10);
         // Switch 1: port 1 towards 2, port 2 towards 3 (silent this window); switch 2's port 5
         // back towards 1.
@@ -1029,11 +1037,15 @@ mod tests {
             ..FlowRow::default()
         };
         // Two destinations leave switch 1 over 1 → 2, one of them looping back over it; one
-        // flow ends at switch 1; one without an address has no destination to learn.
+        // flow enters at switch 5; one from switch 6 goes around switch 1 altogether (a route
+        // its switches upstream moved off a failed link would); one stays within switch 7 and
+        // one without an address has no destination: neither is a route.
         w.flows = vec![
             flow("10.0.0.4", vec![1, 2, 4]),
             flow("10.0.0.2", vec![1, 2, 1, 2]),
             flow("10.0.0.1", vec![5, 1]),
+            flow("10.0.0.4", vec![6, 3, 4]),
+            flow("10.0.0.7", vec![7]),
             FlowRow {
                 path: vec![1, 3],
                 ..FlowRow::default()
@@ -1045,8 +1057,18 @@ mod tests {
         assert_eq!(reverse("1:1").as_deref(), Some("2:5"));
         assert_eq!(reverse("2:5").as_deref(), Some("1:1"));
         assert_eq!(reverse("1:2"), None);
-        let two = vec![ip("10.0.0.2"), ip("10.0.0.4")];
-        assert_eq!(evidence(&s, "1:1"), (two.clone(), two.clone()));
-        assert_eq!(evidence(&s, "1:2"), (two, vec![]));
+        let seen = vec![
+            (1, ip("10.0.0.2")),
+            (1, ip("10.0.0.4")),
+            (5, ip("10.0.0.1")),
+            (6, ip("10.0.0.4")),
+        ];
+        let from_1 = vec![(1, ip("10.0.0.2")), (1, ip("10.0.0.4"))];
+        assert_eq!(evidence(&s, "1:1"), (seen.clone(), from_1));
+        assert_eq!(
+            evidence(&s, "2:5"),
+            (seen.clone(), vec![(1, ip("10.0.0.2"))])
+        );
+        assert_eq!(evidence(&s, "1:2"), (seen, vec![]));
     }
 }

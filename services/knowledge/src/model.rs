@@ -529,7 +529,7 @@ const QUIETER_FLOOR: f64 = -2.0;
 ///   and those it is only typed by ([`TYPING_ONLY`]) are nothing;
 /// * a link's: its samples are nothing — how many of its packets the sinks reported is
 ///   neither a failure nor harm: its utilisation says whether it is busier, its silences
-///   whether its destinations went elsewhere (a sparse link's quiet window is not) —, its
+///   whether its routes went elsewhere (a sparse link's quiet window is not) —, its
 ///   utilisation counts only up, and only in a window in which it reached [`BUSY_LINK`]; a
 ///   silent link's utilisation is nothing: it only restates the silence, whose surprise is
 ///   `silence_surprise` (a sparse link's silence is ordinary however busy it was);
@@ -627,8 +627,8 @@ pub fn calibrate(mut scores: Vec<f64>, rate: f64) -> Calibration {
 }
 
 /// The link window `usual` (features in [`names`] order) gone silent with a surprise of
-/// −ln `rate` nats: a silence whose chance, by the link's own habit of carrying its
-/// destinations, is the false-alarm budget's share of one link-window.
+/// −ln `rate` nats: a silence whose chance, by the link's own habit of carrying its routes,
+/// is the false-alarm budget's share of one link-window.
 fn silence_as_rare_as(usual: &[f64], rate: f64) -> Vec<f64> {
     let mut x = usual.to_vec();
     for (v, name) in x.iter_mut().zip(names(EntityKind::Link)) {

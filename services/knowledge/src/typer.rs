@@ -34,7 +34,8 @@
 //!   on it, hop latency, not report counts) and are not mostly too young to tell (a flood's
 //!   first milliseconds queue too, before its packets are counted: such a window is
 //!   `unknown`, and the episode takes its type from the next one);
-//! * **link failure**: a switch-to-switch link whose silence is surprising (≥ 5 nats, see
+//! * **link failure**: a switch-to-switch link whose silence is surprising (≥ 5 nats over the
+//!   routes it carries, see
 //!   [`crate::baseline`]), or whose opposite direction's is while its own samples fell 4×;
 //! * anything else raised is `unknown`, for every kind, and nothing is recommended for it.
 //!
