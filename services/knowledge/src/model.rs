@@ -952,7 +952,7 @@ mod tests {
     fn a_link_never_silent_in_training_raises_only_a_silence_rarer_than_the_budget() {
         let kind = EntityKind::Link;
         let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
-        // A dense fabric's link: some of its destinations cross it in every training window.
+        // A dense fabric's link: some of its routes cross it in every training window.
         let samples: Vec<Sample> = (0..400)
             .map(|i| {
                 let mut x = vec![0.0; names(kind).len()];
