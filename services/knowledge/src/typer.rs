@@ -277,35 +277,32 @@ fn added_per_added_flow(feature: &str, f: &impl Fn(&str) -> f64) -> f64 {
     added(feature, f) / added("log_flows", f).max(f64::MIN_POSITIVE)
 }
 
+/// Whether an address is in exchanges: most of its reports are in flows answered by their
+/// reverse, and its traffic the other way grew to at least twice its usual.
+fn in_exchanges(f: &impl Fn(&str) -> f64) -> bool {
+    f("answered_share") >= 0.5 && f("vs_usual_log_bytes_other_way") >= TWICE
+}
+
 /// Whether what an address's window carries beyond its usual is the return half of its own
-/// traffic the other way: most of its reports are in flows answered by their reverse, and its
-/// traffic the other way grew to at least twice its usual and by at least 1 / [`RETURN_SHARE`]
-/// times the bytes this way grew by — a host copying out being acknowledged, a server
-/// answering a crowd's requests. Not a flood at either end, however small and many those
-/// packets are; a victim does not answer a flood's flows with more than they bring, so its
-/// own sending swinging up by chance does not excuse it.
+/// traffic the other way: it is [in exchanges](in_exchanges), and its traffic the other way
+/// grew by at least 1 / [`RETURN_SHARE`] times the bytes this way grew by — a host copying out
+/// being acknowledged, a server answering a crowd's requests. Not a flood at either end,
+/// however small and many those packets are; a victim does not answer a flood's flows with
+/// more than they bring, so its own sending swinging up by chance does not excuse it.
 fn returning(f: &impl Fn(&str) -> f64) -> bool {
-    f("answered_share") >= 0.5
-        && f("vs_usual_log_bytes_other_way") >= TWICE
+    in_exchanges(f)
         && RETURN_SHARE * added("log_bytes_other_way", f) >= added("log_bytes", f).max(0.0)
 }
 
-/// Whether what an address sends beyond its usual answers what it received beyond its usual:
-/// most of its reports are in flows answered by their reverse, its traffic the other way grew
-/// to at least twice its usual, and its sending grew by at least 1 / [`RETURN_SHARE`] times
-/// those bytes — a server answering a crowd's requests, each answer many times its request.
-fn answering(f: &impl Fn(&str) -> f64) -> bool {
-    f("answered_share") >= 0.5
-        && f("vs_usual_log_bytes_other_way") >= TWICE
-        && RETURN_SHARE * added("log_bytes", f) >= added("log_bytes_other_way", f).max(0.0)
-}
-
-/// Whether an address's added traffic is exchanges, not probes: answered flows carrying at
-/// least four times more one way than the other ([`returning`], [`answering`]) — a server
-/// answering a crowd of clients at their many ports, a client fetching from many servers. A
+/// Whether an address's added traffic is exchanges, not probes: it is [in
+/// exchanges](in_exchanges), and its added bytes one way are at least 1 / [`RETURN_SHARE`]
+/// times those the other way — a server answering a crowd of clients at their many ports (its
+/// sending the larger), a client fetching from many servers (the [return half](returning)). A
 /// probe and its answer (a SYN and its SYN-ACK or RST) are alike in size.
 fn exchanging(f: &impl Fn(&str) -> f64) -> bool {
-    returning(f) || answering(f)
+    let (sent, received) = (added("log_bytes", f), added("log_bytes_other_way", f));
+    in_exchanges(f)
+        && (RETURN_SHARE * received >= sent.max(0.0) || RETURN_SHARE * sent >= received.max(0.0))
 }
 
 /// Whether a destination's window (its features in [`names`] order) is reached from 4× its
