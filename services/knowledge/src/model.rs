@@ -22,10 +22,12 @@
 //! sparse fabric, a host's two usual flows become five small ones — it rises towards the
 //! threshold.
 //! A queue's or a link's definition is one measure at a fixed bar (a congested share, a
-//! silence of 5 nats) that clean windows cross by chance, and only the extrapolated threshold
-//! keeps those apart from congestion and failures. A queue's threshold is never below the
-//! score of the least burst the definitions name: where queues were empty in every training
-//! window, every held-out score is 0.
+//! silence of 5 nats) that clean windows cross by chance, and a threshold keeps those apart
+//! from congestion and failures. A queue's threshold is never below the score of the least
+//! burst the definitions name: where queues were empty in every training window, every
+//! held-out score is 0. A link window a silence counts in is judged by a silence as rare as
+//! the budget allows by the link's own habit, unless a training window was silent past it
+//! ([`EntityModel::judge_silences`]).
 
 use std::collections::BTreeMap;
 
@@ -62,6 +64,11 @@ pub struct Calibration {
     /// held-out score, as is every way in a registry written before the bars were calibrated.
     #[serde(default)]
     pub definitions: Vec<DefinitionBar>,
+    /// Of a link's kind: the threshold of a window a silence counts in (see
+    /// [`EntityModel::judge_silences`]); 0 for other kinds, and in a registry written before it
+    /// was kept (set when loaded).
+    #[serde(default)]
+    pub silence_threshold: f64,
 }
 
 /// How the held-out windows of an address's kind fitted one way of an attack's definition,
@@ -220,46 +227,63 @@ impl EntityModel {
     }
 
     /// The threshold of a window `x` typed `t`: an address's window that fits an attack's
-    /// definition is judged by the lowest bar of the ways it fits, a link's silence by at least
-    /// the [silence bar](Self::silence_bar), any other by the extrapolated tail (see the module
-    /// docs). Congestion at a destination is not judged lower: its queueing swings in clean
-    /// windows too.
+    /// definition is judged by the lowest bar of the ways it fits, a link window a silence
+    /// counts in by the [silence threshold](Self::judge_silences), any other by the
+    /// extrapolated tail (see the module docs). Congestion at a destination is not judged
+    /// lower: its queueing swings in clean windows too.
     pub fn threshold_for(&self, x: &[f64], t: AnomalyType) -> f64 {
         let c = &self.calibration;
-        // Whether a silence counts in a link's score: its own, or its opposite direction's.
-        let silent = self.kind == EntityKind::Link
-            && (typer::feature(self.kind, x, "log_samples") == 0.0
-                || typer::feature(self.kind, x, "reverse_silence_surprise") > 0.0);
         match t {
             AnomalyType::Ddos | AnomalyType::PortScan => typer::fits(self.kind, x)
                 .into_iter()
                 .map(|fit| c.bar(fit))
                 .fold(self.threshold(), f64::min),
-            _ if silent => self.threshold().max(self.silence_bar()),
+            _ if self.silence_counts(x) => c.silence_threshold,
             _ => self.threshold(),
         }
     }
 
-    /// The score a link window a silence counts in (its own, or its opposite direction's) must
-    /// pass: that of a silence whose surprise says it is as rare as the false-alarm budget's
-    /// share of one link-window (−ln of the calibration's rate, in nats). A fabric whose links
-    /// were never silent in training (a dense one's) scores 0 held out, and a bar calibrated
-    /// on that alone would raise any chance silence.
-    fn silence_bar(&self) -> f64 {
-        let rate = self.calibration.rate;
-        if rate > 0.0 {
-            self.score(&silence_as_rare_as(&self.mean, rate))
+    /// Whether a silence counts in a link window's score: its own, or its opposite direction's.
+    fn silence_counts(&self, x: &[f64]) -> bool {
+        self.kind == EntityKind::Link
+            && (typer::feature(self.kind, x, "log_samples") == 0.0
+                || typer::feature(self.kind, x, "reverse_silence_surprise") > 0.0)
+    }
+
+    /// The threshold of a link window a silence counts in, given the most surprising silence of
+    /// a training window. The silence bar is the score of a silence whose surprise says it is
+    /// as rare as the false-alarm budget's share of one link-window (−ln of the calibration's
+    /// rate, in nats): the link's own habit of carrying its routes says how rare a silence is.
+    /// It judges, unless a clean training window was already silent past it — there the habit
+    /// underrates the fabric's chance silences, and the extrapolated tail judges too. A tail
+    /// alone misjudges both ways: a dense fabric's links, never silent in training, score 0 held
+    /// out and any chance silence would pass it; a sparse fabric's, silent by chance a few times
+    /// among windows that all score alike, are extrapolated to a bar no failure reaches for
+    /// windows.
+    fn judge_silences(&self, loudest_chance: f64) -> f64 {
+        let c = &self.calibration;
+        if !(c.rate > 0.0 && c.threshold.is_finite()) {
+            return c.threshold;
+        }
+        let bar = self.score(&silence_as_rare_as(&self.mean, c.rate));
+        if loudest_chance < -c.rate.ln() {
+            bar
         } else {
-            self.threshold()
+            bar.max(c.threshold)
         }
     }
 
     /// The lowest threshold any window is judged by: below it, no window is raised.
     pub fn lowest_threshold(&self) -> f64 {
-        Fit::of(self.kind)
+        let c = &self.calibration;
+        let lowest = Fit::of(self.kind)
             .iter()
-            .map(|fit| self.calibration.bar(*fit))
-            .fold(self.threshold(), f64::min)
+            .map(|fit| c.bar(*fit))
+            .fold(self.threshold(), f64::min);
+        match self.kind {
+            EntityKind::Link => lowest.min(c.silence_threshold),
+            _ => lowest,
+        }
     }
 
     /// The features, largest deviation as the detector weighs it first (those it does not
@@ -322,7 +346,7 @@ impl EntityModel {
                 s.weighing
             )));
         }
-        Ok(Self {
+        let mut model = Self {
             kind: s.kind,
             detector: d.name,
             mean: s.mean.clone(),
@@ -330,7 +354,12 @@ impl EntityModel {
             scorer: (d.load)(&s.fitted).map_err(incompatible)?,
             calibration: s.calibration.clone(),
             training: s.training.clone(),
-        })
+        };
+        if model.kind == EntityKind::Link && model.calibration.silence_threshold == 0.0 {
+            // How silent the training windows were is not known: the tail judges too.
+            model.calibration.silence_threshold = model.judge_silences(f64::INFINITY);
+        }
+        Ok(model)
     }
 
     /// Fits the model of `kind` on `samples` (entity-windows of normal traffic, any order) and
@@ -407,6 +436,13 @@ impl EntityModel {
                 *in_tail += usize::from(score > c.tail_start);
             }
             c.set_definition_bars(&fitted);
+        }
+        if kind == EntityKind::Link {
+            let loudest = samples
+                .iter()
+                .map(|s| typer::feature(kind, &s.x, "silence_surprise"))
+                .fold(0.0, f64::max);
+            model.calibration.silence_threshold = model.judge_silences(loudest);
         }
         Ok(model)
     }
@@ -989,6 +1025,77 @@ mod tests {
         let mut busy = samples[0].x.clone();
         busy[at("utilization_max")] = 900.0;
         assert_eq!(bar(&busy), m.threshold());
+    }
+
+    #[test]
+    fn a_sparse_link_silent_by_chance_is_judged_by_its_habit_not_by_a_tail_of_ties() {
+        let kind = EntityKind::Link;
+        let at = |name: &str| names(kind).iter().position(|n| *n == name).unwrap();
+        // A sparse fabric's link, alike in every window but two it fell silent in by chance
+        // (in one span of time, so the spans fitted without them score them held out): the
+        // held-out tail is ties at 0 and two silences.
+        let link = |chance_nats: f64| {
+            let samples: Vec<Sample> = (0..4000)
+                .map(|i| {
+                    let mut x = vec![0.0; names(kind).len()];
+                    x[at("utilization_mean")] = 3.0;
+                    x[at("utilization_max")] = 9.0;
+                    x[at("log_samples")] = 4.0_f64.ln_1p();
+                    if i == 100 || i == 300 {
+                        x[at("log_samples")] = 0.0;
+                        x[at("silence_surprise")] = chance_nats;
+                    }
+                    sample(i, x)
+                })
+                .collect();
+            let refs: Vec<&Sample> = samples.iter().collect();
+            let p = TrainParams {
+                false_alarms_per_hour: 0.01,
+                ..kmeans(2)
+            };
+            (
+                EntityModel::train(kind, &refs, &p).unwrap(),
+                samples[0].x.clone(),
+            )
+        };
+        let silent = |usual: &[f64], nats: f64| {
+            let mut x = usual.to_vec();
+            x[at("log_samples")] = 0.0;
+            x[at("silence_surprise")] = nats;
+            x
+        };
+        // 0.01 false alarms an hour on one link: a chance of 1/360,000 a window, 12.8 nats.
+        let (m, usual) = link(7.0);
+        let bar = |x: &[f64]| m.threshold_for(x, typer::define_vector(kind, x));
+        assert!(m.calibration.heldout_max > 6.0, "{:?}", m.calibration);
+        assert!(m.score(&silent(&usual, 11.0)) < bar(&silent(&usual, 11.0)));
+        assert!(m.score(&silent(&usual, 14.0)) > bar(&silent(&usual, 14.0)));
+        // The tail, fitted to 48 ties and two silences, is extrapolated past that failure.
+        assert!(
+            m.score(&silent(&usual, 14.0)) < m.threshold(),
+            "{:?}",
+            m.calibration
+        );
+        assert_eq!(m.lowest_threshold(), bar(&silent(&usual, 14.0)));
+        // Chance silences past the bar: the habit underrates them, and the tail judges.
+        let (m, usual) = link(14.0);
+        assert!(m.calibration.heldout_max > 13.0, "{:?}", m.calibration);
+        let dead = silent(&usual, 20.0);
+        assert_eq!(
+            m.threshold_for(&dead, AnomalyType::LinkFailure),
+            m.threshold()
+        );
+        // Kept in the registry, and set when loading one written before it was.
+        let mut saved = m.save();
+        assert_eq!(
+            EntityModel::load(&saved).unwrap().calibration,
+            m.calibration
+        );
+        saved.calibration.silence_threshold = 0.0;
+        assert_eq!(
+            EntityModel::load(&saved).unwrap().calibration,
+            m.calibration
+        );
     }
 
     #[test]
