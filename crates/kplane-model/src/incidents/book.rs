@@ -26,7 +26,8 @@
 //!   one before the link's first silent window, are merged into it. It keeps claiming path
 //!   changes while it is open (the reroute back when the cable returns); a link's anomaly
 //!   joins the open incident of the link's opposite direction (a cut cable is seen from both
-//!   ends).
+//!   ends), and an open link incident with an end at a switch it reaches is merged into it
+//!   (a link silent because a cut elsewhere took its routes away).
 //! * An incident is quiet once none of its members is open. It resolves `hold` after that
 //!   (event time); a breach of its root within `hold` joins it again instead of opening a
 //!   new one, so a flapping queue is one incident.
@@ -208,6 +209,16 @@ impl Reach {
     /// Whether a breach with this root and these paths is within it.
     fn takes(&self, root: &Root, paths: &[&[u32]]) -> bool {
         self.covers(root) || paths.iter().any(|p| self.crosses(p))
+    }
+
+    /// Whether one of `other`'s links has an end within it: a link of a switch it reaches.
+    /// A cut link's far end is not in its root (a link is named from its near end), so this
+    /// finds it from either end.
+    fn holds_an_end_of(&self, other: &Reach) -> bool {
+        other
+            .links
+            .iter()
+            .any(|(x, y)| self.nodes.contains(x) || self.nodes.contains(y))
     }
 
     /// Whether a reroute (its old and new paths) is its link's doing without crossing it:
@@ -773,6 +784,7 @@ impl IncidentBook {
                 let paths: Vec<&[u32]> = o.paths.iter().map(Vec::as_slice).collect();
                 inc.reach.takes(&o.root, &paths)
                     || (o.kind == REROUTE && inc.reach.rehashed(&paths))
+                    || inc.reach.holds_an_end_of(&o.reach)
             })
             .filter(|o| o.start_ns >= since)
             .map(|o| (o.start_ns, o.id.clone()))
@@ -1468,6 +1480,28 @@ mod tests {
         let link = all.iter().find(|i| i.root.kind == RootKind::Link).unwrap();
         assert_eq!(link.member_count, 3, "the link and the two reroutes");
         assert_eq!(all.len(), 2, "the link's, and the reroute apart from it");
+    }
+
+    #[test]
+    fn links_silent_together_at_one_switch_are_one_incident_whichever_end_names_them() {
+        let mut book = IncidentBook::new(100, Duration::from_secs(10));
+        // Aggregation 103 - core 201 is cut (the independent generator's seed 602): core 201
+        // no longer reaches 103's pod, so aggregation 101's link to it, whose routes all led
+        // there, falls silent in the same window. Each is named from its own near end.
+        let t = 26 * S;
+        book.anomaly(&link("link:103:4", "103:4", Some("201:2"), t));
+        book.anomaly(&link("link:101:4", "101:4", Some("201:1"), t));
+        book.anomaly(&link("link:201:2", "201:2", Some("103:4"), t));
+        book.anomaly(&link("link:201:1", "201:1", Some("101:4"), t));
+        // A link of switches neither touches, silent in the same window, is apart.
+        book.anomaly(&link("link:5:1", "5:1", Some("102:1"), t));
+        let open = book.list(|i| i.is_open(), 10);
+        assert_eq!(open.len(), 2, "{open:?}");
+        let cut = open.iter().find(|i| i.member_count == 4).unwrap();
+        for member in ["link:103:4", "link:101:4", "link:201:2", "link:201:1"] {
+            assert!(cut.has_member(member), "{member}");
+        }
+        assert_eq!(book.counts.merged, 1);
     }
 
     #[test]
