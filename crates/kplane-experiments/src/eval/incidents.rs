@@ -6,7 +6,10 @@
 //! before it, the hold and three windows after) and the incident's root or one of its flows
 //! touches the fault: its root is one of the fault's addresses (victim, sources, scanner,
 //! burst target), a switch of the fault (a burst's queue, either end of a failed link) or
-//! one of its links; or one of its member flows goes to or from one of its addresses.
+//! one of its links; one of its member flows goes to or from one of its addresses; or one of
+//! its member anomalies is right for it (the fault's type on one of its entities: a cut link
+//! and a link it left with nothing to carry fall silent in one window, and their one incident
+//! may be rooted at either).
 //! Each incident is counted for one of the faults it is about ([`counted_for`]), so an
 //! incident that overlaps two faults of a `mixed` run is not counted twice.
 //! Precision: incidents about some fault over all incidents. Recall: faults with at least one
@@ -161,7 +164,13 @@ fn endpoints(flow: &str) -> Option<(&str, &str)> {
     Some((src.rsplit_once(':')?.0, dst.rsplit_once(':')?.0))
 }
 
-fn is_about(i: &Incident, f: &Fault, t: &Touches, window_ns: i64) -> bool {
+fn is_about(
+    i: &Incident,
+    f: &Fault,
+    t: &Touches,
+    window_ns: i64,
+    anomalies: &HashMap<&str, &Anomaly>,
+) -> bool {
     let hold = HOLD.as_nanos() as i64;
     let end = i.end_ns.unwrap_or(i.last_ns);
     if i.start_ns > f.end_ns + hold + 3 * window_ns || end < f.start_ns - window_ns {
@@ -180,6 +189,9 @@ fn is_about(i: &Incident, f: &Fault, t: &Touches, window_ns: i64) -> bool {
                 .as_deref()
                 .and_then(endpoints)
                 .is_some_and(|(s, d)| t.addresses.contains(s) || t.addresses.contains(d))
+                || anomalies
+                    .get(m.id.as_str())
+                    .is_some_and(|a| a.anomaly_type == f.kind && f.is_primary(a))
         })
 }
 
@@ -209,6 +221,7 @@ pub(super) fn score_run(
     let clean = !faults.iter().any(Fault::injected);
     let book = correlate(o, anomalies);
     let all = book.list(|_| true, usize::MAX);
+    let by_id: HashMap<&str, &Anomaly> = anomalies.iter().map(|a| (a.id.as_str(), a)).collect();
     let touched: Vec<Touches> = faults.iter().map(touches).collect();
     into.faults += faults.iter().filter(|f| f.injected()).count() as u64;
     into.incidents += all.len() as u64;
@@ -217,7 +230,9 @@ pub(super) fn score_run(
     let mut incident_of = HashMap::new();
     for i in &all {
         let about: Vec<usize> = (0..faults.len())
-            .filter(|&k| faults[k].injected() && is_about(i, &faults[k], &touched[k], window_ns))
+            .filter(|&k| {
+                faults[k].injected() && is_about(i, &faults[k], &touched[k], window_ns, &by_id)
+            })
             .collect();
         let counted = counted_for(i.start_ns, faults, &about, window_ns);
         if let Some(k) = counted {
@@ -271,6 +286,49 @@ mod tests {
             Some(0)
         );
         assert_eq!(counted_for(15 * S, &faults, &[], S), None);
+    }
+
+    #[test]
+    fn an_incident_holding_the_faults_own_anomaly_is_about_it_whatever_its_root() {
+        use crate::eval::score::fixtures::{anomaly, fault, outcome};
+        use kplane_model::results::AnomalyType;
+        // Aggregation 101 - core 201 is cut; 103's link to 201, left with nothing to carry,
+        // falls silent in the same window and, raised after it, becomes the incident's root.
+        let cut = fault(
+            AnomalyType::LinkFailure,
+            false,
+            vec![(EntityKind::Link, "101:3"), (EntityKind::Link, "201:1")],
+        );
+        let link = |entity: &str, reverse: &str| {
+            let mut a = anomaly(EntityKind::Link, entity, AnomalyType::LinkFailure);
+            a.explanation.blast_radius.reverse_link = Some(reverse.into());
+            a
+        };
+        let anomalies = [
+            link("101:3", "201:1"),
+            link("103:3", "201:2"),
+            link("201:2", "103:3"),
+            link("201:1", "101:3"),
+        ];
+        let mut score = IncidentScore::default();
+        let (summaries, incident_of) = score_run(&outcome(), &anomalies, &[cut], 1_000, &mut score);
+        assert_eq!(summaries.len(), 1, "{summaries:?}");
+        assert_eq!(summaries[0]["root"]["entity"], "103:3");
+        assert_eq!(summaries[0]["about"], serde_json::json!([0]));
+        assert_eq!(incident_of.get("link:103:3:1"), Some(&0));
+        assert_eq!((score.detected, score.about_a_fault), (1, 1));
+        // Typed otherwise, the fault's own link does not make the incident about it.
+        let mut unknown = anomalies.clone();
+        for a in &mut unknown {
+            a.anomaly_type = AnomalyType::Unknown;
+        }
+        let cut = &[fault(
+            AnomalyType::LinkFailure,
+            false,
+            vec![(EntityKind::Link, "101:3"), (EntityKind::Link, "201:1")],
+        )];
+        let (summaries, _) = score_run(&outcome(), &unknown, cut, 1_000, &mut score);
+        assert_eq!(summaries[0]["about"], serde_json::json!([]));
     }
 
     #[test]
