@@ -294,11 +294,13 @@ mod tests {
         use kplane_model::results::AnomalyType;
         // Aggregation 101 - core 201 is cut; 103's link to 201, left with nothing to carry,
         // falls silent in the same window and, raised after it, becomes the incident's root.
-        let cut = fault(
-            AnomalyType::LinkFailure,
-            false,
-            vec![(EntityKind::Link, "101:3"), (EntityKind::Link, "201:1")],
-        );
+        let cut = || {
+            [fault(
+                AnomalyType::LinkFailure,
+                false,
+                vec![(EntityKind::Link, "101:3"), (EntityKind::Link, "201:1")],
+            )]
+        };
         let link = |entity: &str, reverse: &str| {
             let mut a = anomaly(EntityKind::Link, entity, AnomalyType::LinkFailure);
             a.explanation.blast_radius.reverse_link = Some(reverse.into());
@@ -311,7 +313,7 @@ mod tests {
             link("201:1", "101:3"),
         ];
         let mut score = IncidentScore::default();
-        let (summaries, incident_of) = score_run(&outcome(), &anomalies, &[cut], 1_000, &mut score);
+        let (summaries, incident_of) = score_run(&outcome(), &anomalies, &cut(), 1_000, &mut score);
         assert_eq!(summaries.len(), 1, "{summaries:?}");
         assert_eq!(summaries[0]["root"]["entity"], "103:3");
         assert_eq!(summaries[0]["about"], serde_json::json!([0]));
@@ -322,12 +324,7 @@ mod tests {
         for a in &mut unknown {
             a.anomaly_type = AnomalyType::Unknown;
         }
-        let cut = &[fault(
-            AnomalyType::LinkFailure,
-            false,
-            vec![(EntityKind::Link, "101:3"), (EntityKind::Link, "201:1")],
-        )];
-        let (summaries, _) = score_run(&outcome(), &unknown, cut, 1_000, &mut score);
+        let (summaries, _) = score_run(&outcome(), &unknown, &cut(), 1_000, &mut score);
         assert_eq!(summaries[0]["about"], serde_json::json!([]));
     }
 
