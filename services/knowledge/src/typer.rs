@@ -290,8 +290,13 @@ fn in_exchanges(f: &impl Fn(&str) -> f64) -> bool {
 /// however small and many those packets are; a victim does not answer a flood's flows with
 /// more than they bring, so its own sending swinging up by chance does not excuse it.
 fn returning(f: &impl Fn(&str) -> f64) -> bool {
-    in_exchanges(f)
-        && RETURN_SHARE * added("log_bytes_other_way", f) >= added("log_bytes", f).max(0.0)
+    in_exchanges(f) && outweighs(added("log_bytes_other_way", f), added("log_bytes", f))
+}
+
+/// Whether added bytes `more` are at least 1 / [`RETURN_SHARE`] times added bytes `less`
+/// (bytes that fell count as none).
+fn outweighs(more: f64, less: f64) -> bool {
+    RETURN_SHARE * more >= less.max(0.0)
 }
 
 /// Whether an address's added traffic is exchanges, not probes: it is [in
@@ -301,8 +306,7 @@ fn returning(f: &impl Fn(&str) -> f64) -> bool {
 /// probe and its answer (a SYN and its SYN-ACK or RST) are alike in size.
 fn exchanging(f: &impl Fn(&str) -> f64) -> bool {
     let (sent, received) = (added("log_bytes", f), added("log_bytes_other_way", f));
-    in_exchanges(f)
-        && (RETURN_SHARE * received >= sent.max(0.0) || RETURN_SHARE * sent >= received.max(0.0))
+    in_exchanges(f) && (outweighs(received, sent) || outweighs(sent, received))
 }
 
 /// Whether a destination's window (its features in [`names`] order) is reached from 4× its
