@@ -908,7 +908,12 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
     /* Sink event detection state: the last value reported per (node id mod 256,
        measurement), the last sum and the EWMA per flow slot (a hash of the 5-tuple and the
        measurement), each complex literal's value at the flow's previous packet (slot × 4 +
-       literal). A `seen` bit tells a first packet, which is always reported. */
+       literal). A `seen` bit tells a first packet, which is always reported. Whatever the
+       rule, a flow's first packet under a rule is reported too: `flow_owner` holds which
+       flow (a CRC-32 of its 5-tuple, never 0) last passed through its slot (a CRC-16 of the
+       5-tuple) under a rule, and a flow its slot does not hold is new — so no rule hides a
+       new flow from the collector. */
+    register<bit<32>>(4096) flow_owner;
     register<bit<32>>(1024) per_hop_last;
     register<bit<1>>(1024) per_hop_seen;
     register<bit<64>>(4096) per_flow_last;
@@ -1279,6 +1284,24 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                  { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_proto, meta.l4_src, meta.l4_dst,
                    meta.measurement },
                  (bit<24>)4096);
+            bool first = false;
+            if (meta.algorithm != 0) {
+                bit<12> flow_slot;
+                hash(flow_slot, HashAlgorithm.crc16, (bit<12>)0,
+                     { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_proto, meta.l4_src, meta.l4_dst },
+                     (bit<24>)4096);
+                bit<32> owner;
+                hash(owner, HashAlgorithm.crc32, (bit<32>)0,
+                     { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_proto, meta.l4_src, meta.l4_dst },
+                     (bit<64>)4294967296);
+                owner = owner | 1;
+                bit<32> held;
+                flow_owner.read(held, (bit<32>)flow_slot);
+                if (held != owner) {
+                    first = true;
+                    flow_owner.write((bit<32>)flow_slot, owner);
+                }
+            }
             if (meta.algorithm == 0) {
                 meta.report = 1;
             } else if (meta.algorithm == 1) {
@@ -1326,6 +1349,7 @@ control KplaneEgress(inout headers_t hdr, inout metadata_t meta,
                 meta.report = 1;
                 LITERAL(0) LITERAL(1) LITERAL(2) LITERAL(3)
             }
+            if (first) { meta.report = 1; }
             meta.inner_words = hdr.ipv4.total_len >> 2;
             if (meta.inner_words > 244) { meta.inner_words = 244; }
             if (meta.report == 1) {

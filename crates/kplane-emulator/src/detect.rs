@@ -8,12 +8,14 @@
 //! * per-hop compares every hop with the last value reported for that node; per-flow and EWMA
 //!   take the sum over the hops; each `complex` literal the largest value;
 //! * EWMA is fixed point with 8 fractional bits, as the switch computes it;
-//! * the first packet of a node or flow is always reported.
+//! * the first packet of a node is always reported, and so is a flow's first packet under
+//!   every rule: no rule hides a new flow from the collector.
 //!
 //! Where the switch is smaller: its per-flow state is 4096 slots by a hash of the 5-tuple and
-//! its per-hop state 256 node ids, so flows (nodes) that collide share a slot there.
+//! its per-hop state 256 node ids, so flows (nodes) that collide share a slot there (a flow
+//! whose slot another flow passed through since is new again there).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use kplane_model::detection::{
     Algorithm, Condition, LITERAL_PARAMS, Measurement, SWITCH_CONDITIONS,
@@ -74,6 +76,8 @@ fn seen(h: &Hop, m: Measurement, bitmap: Option<u16>) -> (u32, u64) {
 /// One sink's detection state (the P4 program's registers).
 #[derive(Debug, Default)]
 pub struct Detection {
+    /// The flows this sink has seen under a rule.
+    flows: HashSet<u64>,
     /// Per (node, measurement): the last value reported.
     per_hop: HashMap<(u32, Measurement), u64>,
     /// Per (flow, measurement): the last sum reported.
@@ -104,7 +108,9 @@ impl Detection {
         let values = |m: Measurement| hops().map(move |(h, b)| seen(h, m, b));
         let m = rule.measurement;
         let t = rule.threshold;
-        match rule.algorithm {
+        // A new flow is reported whatever the rule says.
+        let first = rule.algorithm != Algorithm::Noop && self.flows.insert(flow);
+        let decided = match rule.algorithm {
             Algorithm::Noop => true,
             Algorithm::PerHop => {
                 let mut fire = false;
@@ -154,7 +160,8 @@ impl Detection {
                 }
                 all
             }
-        }
+        };
+        decided || first
     }
 }
 
@@ -200,6 +207,27 @@ mod tests {
         let mut d = Detection::default();
         assert!(d.decide(&r, 1, 0x8000, &[hop(1, 0, 0)], &sink));
         assert!(!d.decide(&r, 1, 0x8000, &[hop(1, 0, 90)], &sink));
+    }
+
+    #[test]
+    fn a_new_flow_is_reported_whatever_the_rule() {
+        let sink = hop(9, 0, 0);
+        let hops = [hop(1, 0, 4)];
+        // Per hop: flow 2 crosses the same, unmoved, queues as flow 1.
+        let per_hop = rule(Algorithm::PerHop, Measurement::QueueOccupancy, 16);
+        let mut d = Detection::default();
+        assert!(d.decide(&per_hop, 1, 0x9000, &hops, &sink));
+        assert!(
+            !d.decide(&per_hop, 1, 0x9000, &hops, &sink),
+            "nothing moved"
+        );
+        assert!(d.decide(&per_hop, 2, 0x9000, &hops, &sink), "a new flow");
+        assert!(!d.decide(&per_hop, 2, 0x9000, &hops, &sink), "seen");
+        // Complex, with a literal that never holds.
+        let mut never = rule(Algorithm::Complex, Measurement::HopLatency, 0);
+        never.when[0] = Condition::from_literal(1, 1, 1_000);
+        assert!(d.decide(&never, 3, 0x9000, &hops, &sink), "a new flow");
+        assert!(!d.decide(&never, 3, 0x9000, &hops, &sink));
     }
 
     #[test]

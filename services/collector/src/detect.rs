@@ -739,8 +739,10 @@ impl Detection {
             }
             Algorithm::Complex => {
                 // Every condition is evaluated: each keeps the flow's previous value (in the
-                // per-flow table under its own key) current.
+                // per-flow table under its own key) current. A flow new to the rule is an
+                // event whatever the conditions, as the switch reports a new flow.
                 let mut all = true;
+                let mut new = false;
                 let mut first = None;
                 for (i, c) in rule.when.iter().enumerate() {
                     let (field, _, _) = measure_field(c.measurement);
@@ -752,13 +754,18 @@ impl Detection {
                         .unwrap_or(0);
                     let k = key(flow_metric, mix(fh, rule_id), 3 + i as u64);
                     // A new flow's previous value is 0, as in the switch's registers.
-                    let (last, _) = per_flow.get_or_insert_with(k, now_s, || 0, drop);
+                    let (last, inserted) = per_flow.get_or_insert_with(k, now_s, || 0, drop);
                     all &= c.holds(v, std::mem::replace(last, v));
+                    new |= inserted;
                     first.get_or_insert(v);
                 }
-                if all {
+                if all || new {
                     out(&EventRow {
-                        kind: EventKind::Report,
+                        kind: if new {
+                            EventKind::New
+                        } else {
+                            EventKind::Report
+                        },
                         metric: flow_metric,
                         detector,
                         value: first,
@@ -1069,13 +1076,28 @@ mod tests {
             let hits: Vec<_> = e.iter().filter(|e| e.2 == Detector::Complex).collect();
             assert_eq!(hits.len(), usize::from(expect), "step {i}: {e:?}");
             if expect {
-                assert_eq!(hits[0].0, EventKind::Report);
+                // The flow's first report is `new`, the others `report`.
+                let kind = if i == 0 {
+                    EventKind::New
+                } else {
+                    EventKind::Report
+                };
+                assert_eq!(hits[0].0, kind);
                 assert_eq!(hits[0].3, Some(lat), "the first condition's value");
             }
         }
-        // A second flow has its own previous values.
+        // A second flow has its own previous values: 25 rose by more than 20.
         let e = events(&mut d, &wl, &report(flow("10.0.0.7"), 3, 200, 25, 9 * S));
         assert_eq!(e.iter().filter(|e| e.2 == Detector::Complex).count(), 1);
+        // A new flow is an event even when the conditions do not hold (as the switch reports
+        // it), and only its first report.
+        let quiet = flow("10.0.0.8");
+        for (i, want) in [(0, 1), (1, 0)] {
+            let e = events(&mut d, &wl, &report(quiet, 3, 100, 5, 10 * S + i));
+            let hits: Vec<_> = e.iter().filter(|e| e.2 == Detector::Complex).collect();
+            assert_eq!(hits.len(), want, "report {i}: {e:?}");
+            assert!(hits.iter().all(|h| h.0 == EventKind::New));
+        }
     }
 
     #[test]
