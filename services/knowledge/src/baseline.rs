@@ -31,13 +31,6 @@ const FADED: f64 = 0.05;
 /// turns: a host's link at 66–78 ‰ in three of its first five windows and 642–924 ‰ in two
 /// was 488 ‰ over their plain mean in its sixth (844 ‰), and raised.
 pub(crate) const JUDGE_AFTER: u32 = 10;
-/// Windows after which an entity's usual is trusted whole: from [`JUDGE_AFTER`] its deviations
-/// count in proportion to the windows it has been seen in (half at ten, whole at twenty). Ten
-/// windows show only some of the states of an entity busy and idle by turns: links of the
-/// 1 Gb/s leaf-spine carrying elephants at 85 % against a first ten windows' usual of about
-/// 40 % were every false alarm of the clean held-out runs on seeds 601–603, 621–623 and
-/// 661–675, each raised in windows 10–15.
-const TRUSTED_AFTER: u32 = 2 * JUDGE_AFTER;
 /// A queue is congested beyond its usual while its share of samples over the congestion
 /// threshold is at least this much above its usual share.
 const CONGESTED_BEYOND: f64 = 0.1;
@@ -205,15 +198,8 @@ impl Baselines {
                 continue;
             };
             let warm = u.seen >= JUDGE_AFTER && u.mean.len() == n;
-            let trust = f64::from(u.seen.min(TRUSTED_AFTER)) / f64::from(TRUSTED_AFTER);
             let deviations: Vec<f64> = (0..n)
-                .map(|i| {
-                    if warm {
-                        (s.x[i] - u.mean[i]) * trust
-                    } else {
-                        0.0
-                    }
-                })
+                .map(|i| if warm { s.x[i] - u.mean[i] } else { 0.0 })
                 .collect();
             if let Some(i) = congested_at(s.kind) {
                 let excess = deviations[i];
@@ -472,9 +458,9 @@ mod tests {
     }
 
     #[test]
-    fn an_entitys_usual_counts_from_its_tenth_window_and_whole_from_its_twentieth() {
+    fn an_entitys_usual_counts_from_its_tenth_window() {
         // A host's link busy and idle by turns (‰; seed 491's `ls-2x4-1g`): its first five
-        // windows are too few to know its usual by, its first ten too few to trust whole.
+        // windows are too few to know its usual by.
         let busy_and_idle = [
             642.0, 924.0, 66.0, 66.0, 78.0, 844.0, 761.0, 805.0, 636.0, 82.0,
         ];
@@ -488,19 +474,9 @@ mod tests {
         assert!(deviations[..10].iter().all(|d| *d == 0.0), "{deviations:?}");
         let usual = busy_and_idle.iter().sum::<f64>() / 10.0;
         assert!(
-            (deviations[10] - 0.5 * (757.0 - usual)).abs() < 1e-9,
-            "half at its tenth window: {deviations:?}"
+            (deviations[10] - (757.0 - usual)).abs() < 1e-9,
+            "{deviations:?}"
         );
-        // Steady from then on: the twentieth window's deviation counts whole.
-        let mut b = Baselines::default();
-        let mut last = 0.0;
-        for i in 0..=TRUSTED_AFTER {
-            let x = if i == TRUSTED_AFTER { 300.0 } else { 100.0 };
-            let mut w = [sample("5:0", x)];
-            b.augment(&mut w, |_, _| false);
-            last = w[0].x[3];
-        }
-        assert!((last - 200.0).abs() < 1e-9, "{last}");
     }
 
     #[test]
