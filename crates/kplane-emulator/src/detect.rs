@@ -9,13 +9,14 @@
 //!   take the sum over the hops; each `complex` literal the largest value;
 //! * EWMA is fixed point with 8 fractional bits, as the switch computes it;
 //! * the first packet of a node is always reported, and so is a flow's first packet under
-//!   every rule: no rule hides a new flow from the collector.
+//!   every rule: no rule hides a new flow from the collector. As on the switch, which flow
+//!   last passed is kept in [`FLOW_SLOTS`] slots (by a hash of the flow), so a flow whose slot
+//!   another took since is new again — and the state stays bounded however many flows pass.
 //!
 //! Where the switch is smaller: its per-flow state is 4096 slots by a hash of the 5-tuple and
-//! its per-hop state 256 node ids, so flows (nodes) that collide share a slot there (a flow
-//! whose slot another flow passed through since is new again there).
+//! its per-hop state 256 node ids, so flows (nodes) that collide share a slot there.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use kplane_model::detection::{
     Algorithm, Condition, LITERAL_PARAMS, Measurement, SWITCH_CONDITIONS,
@@ -73,11 +74,14 @@ fn seen(h: &Hop, m: Measurement, bitmap: Option<u16>) -> (u32, u64) {
     (if carried(NODE_ID) { h.node } else { 0 }, value)
 }
 
+/// Slots that remember which flow last passed (the P4 program's `flow_owner`).
+pub const FLOW_SLOTS: usize = 4096;
+
 /// One sink's detection state (the P4 program's registers).
 #[derive(Debug, Default)]
 pub struct Detection {
-    /// The flows this sink has seen under a rule.
-    flows: HashSet<u64>,
+    /// Per slot, the flow that last passed under a rule (allocated at the first).
+    flow_owner: Vec<Option<u64>>,
     /// Per (node, measurement): the last value reported.
     per_hop: HashMap<(u32, Measurement), u64>,
     /// Per (flow, measurement): the last sum reported.
@@ -109,7 +113,7 @@ impl Detection {
         let m = rule.measurement;
         let t = rule.threshold;
         // A new flow is reported whatever the rule says.
-        let first = rule.algorithm != Algorithm::Noop && self.flows.insert(flow);
+        let first = rule.algorithm != Algorithm::Noop && self.takes_slot(flow);
         let decided = match rule.algorithm {
             Algorithm::Noop => true,
             Algorithm::PerHop => {
@@ -162,6 +166,17 @@ impl Detection {
             }
         };
         decided || first
+    }
+}
+
+impl Detection {
+    /// Whether `flow` is new to its slot, which it then holds.
+    fn takes_slot(&mut self, flow: u64) -> bool {
+        if self.flow_owner.is_empty() {
+            self.flow_owner = vec![None; FLOW_SLOTS];
+        }
+        let slot = (flow.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % FLOW_SLOTS;
+        self.flow_owner[slot].replace(flow) != Some(flow)
     }
 }
 
@@ -228,6 +243,18 @@ mod tests {
         never.when[0] = Condition::from_literal(1, 1, 1_000);
         assert!(d.decide(&never, 3, 0x9000, &hops, &sink), "a new flow");
         assert!(!d.decide(&never, 3, 0x9000, &hops, &sink));
+        // Bounded: as many flows as slots and more hold no more than the slots, and a flow
+        // whose slot another took since is new again.
+        let mut d = Detection::default();
+        let flows = 0..(2 * FLOW_SLOTS as u64);
+        let new = flows
+            .filter(|f| d.decide(&never, *f, 0x9000, &hops, &sink))
+            .count();
+        assert_eq!((new, d.flow_owner.len()), (2 * FLOW_SLOTS, FLOW_SLOTS));
+        let taken = (0..2 * FLOW_SLOTS as u64)
+            .filter(|f| d.decide(&never, *f, 0x9000, &hops, &sink))
+            .count();
+        assert!(taken > 0, "some slots changed hands");
     }
 
     #[test]
