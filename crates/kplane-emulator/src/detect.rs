@@ -167,9 +167,7 @@ impl Detection {
         };
         decided || first
     }
-}
 
-impl Detection {
     /// Whether `flow` is new to its slot, which it then holds.
     fn takes_slot(&mut self, flow: u64) -> bool {
         if self.flow_owner.is_empty() {
