@@ -117,8 +117,8 @@ struct Episode {
     touched: bool,
     /// Its start was published. An `unknown` episode is held until it has been over its
     /// threshold in `unknown_after` windows — an outlier no fault's definition explains is
-    /// noise until it lasts — and one that ends before is never published; its entity learns
-    /// nothing meanwhile all the same.
+    /// noise until it lasts — and its entity's usual has matured; one that ends before is never
+    /// published; its entity learns nothing meanwhile all the same.
     raised: bool,
 }
 
@@ -138,7 +138,8 @@ pub struct Counts {
     /// Windows in which most expected links were missing (no link silence judged).
     pub telemetry_gaps: u64,
     pub late_results: u64,
-    /// `unknown` episodes that ended before `unknown_after` windows over their threshold: not raised.
+    /// `unknown` episodes that ended before `unknown_after` windows over their threshold, or
+    /// before their entity's usual matured: not raised.
     pub unknown_not_raised: u64,
     pub entity_windows: u64,
     pub trainings_ok: u64,
@@ -568,7 +569,11 @@ impl Engine {
                 let publish = if ep.raised {
                     typed_now || grew || joined || score > a.score * 1.2 || a.windows % 10 == 0
                 } else {
-                    raises(a, self.cfg.unknown_after)
+                    raises(
+                        a,
+                        self.cfg.unknown_after,
+                        self.baselines.mature(s.kind, &s.entity),
+                    )
                 };
                 if publish {
                     a.phase = if ep.raised {
@@ -698,7 +703,8 @@ impl Engine {
 
     /// Starts tracking a new episode; returns its `start` message if it is raised at once.
     fn open_episode(&mut self, key: (EntityKind, String), anomaly: Anomaly) -> Option<Anomaly> {
-        let raised = raises(&anomaly, self.cfg.unknown_after);
+        let mature = self.baselines.mature(key.0, &key.1);
+        let raised = raises(&anomaly, self.cfg.unknown_after, mature);
         let start = raised.then(|| anomaly.clone());
         self.episodes.insert(
             key,
@@ -939,9 +945,10 @@ fn train(
     }
 }
 
-/// Whether episode `a` is raised by now: typed, or `unknown` for `unknown_after` windows.
-fn raises(a: &Anomaly, unknown_after: u32) -> bool {
-    a.anomaly_type != AnomalyType::Unknown || a.windows >= unknown_after
+/// Whether episode `a` is raised by now: typed, or `unknown` for `unknown_after` windows of
+/// an entity whose usual is `mature` ([`crate::baseline::MATURE_AFTER`] windows).
+fn raises(a: &Anomaly, unknown_after: u32, mature: bool) -> bool {
+    a.anomaly_type != AnomalyType::Unknown || (a.windows >= unknown_after && mature)
 }
 
 /// Whether an open episode of type `episode` takes the type a later window of it has: only
@@ -1489,6 +1496,49 @@ mod tests {
     }
 
     #[test]
+    fn an_unexplained_outlier_waits_for_its_entitys_usual_to_mature() {
+        let (mut e, dir) = engine("young-usual");
+        for i in 0..90 {
+            e.window(&window(i, &LINKS));
+            e.wait_for_training();
+        }
+        // Links 2:1 and 3:1 appear at window 90 (their first): their usual is judged from their
+        // tenth window, an `unknown` on them is raised from their twentieth (window 109).
+        let links = [LINKS[0], LINKS[1], ((2, 1), 80.0), ((3, 1), 80.0)];
+        let mut raised = |e: &mut Engine, i: i64| -> Vec<(i64, String, u32, i64)> {
+            let busy: Vec<(u32, u16)> =
+                [((2, 1), 101..104), ((3, 1), 105..113), ((2, 1), 120..123)]
+                    .into_iter()
+                    .filter(|(_, at)| at.contains(&i))
+                    .map(|(l, _)| l)
+                    .collect();
+            e.window(&busy_window(i, &links, &busy))
+                .anomalies
+                .into_iter()
+                .filter(|a| a.phase == AnomalyPhase::Start)
+                .map(|a| (i, a.entity, a.windows, a.start_ns))
+                .collect()
+        };
+        let start = |i: i64| i * 100_000_000;
+        let young: Vec<_> = (90..109).flat_map(|i| raised(&mut e, i)).collect();
+        assert!(young.is_empty(), "2:1 busy in its windows 12–14: {young:?}");
+        assert_eq!(e.counts.unknown_not_raised, 1, "2:1 was over its threshold");
+        let lasting: Vec<_> = (109..120).flat_map(|i| raised(&mut e, i)).collect();
+        assert_eq!(
+            lasting,
+            [(109, "3:1".into(), 5, start(105))],
+            "3:1, busy since its 16th window, is raised at its 20th as begun then"
+        );
+        let mature: Vec<_> = (120..123).flat_map(|i| raised(&mut e, i)).collect();
+        assert_eq!(
+            mature,
+            [(121, "2:1".into(), 2, start(120))],
+            "raised at its second window, as any"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_restart_remembers_what_settled() {
         let dir =
             std::env::temp_dir().join(format!("kplane-engine-resettle-{}", std::process::id()));
@@ -1558,7 +1608,10 @@ mod tests {
             ("10.0.0.1", AnomalyType::Ddos),
             ("10.0.0.2", AnomalyType::Unknown),
         ] {
-            e.open_episode((EntityKind::Destination, entity.into()), episode(entity, t));
+            let key = (EntityKind::Destination, entity.to_string());
+            e.open_episode(key.clone(), episode(entity, t));
+            // As raised on an entity of a mature usual (these have no history).
+            e.episodes.get_mut(&key).unwrap().raised = true;
         }
         let ended: Vec<String> = e.settle(10).into_iter().map(|a| a.entity).collect();
         assert_eq!(ended, ["10.0.0.2"]);

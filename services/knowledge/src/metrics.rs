@@ -51,7 +51,7 @@ impl KnowledgeMetrics {
         );
         r.register(
             "unknown_not_raised",
-            "Outliers no anomaly type explains that ended before `unknown-after` windows over their threshold (not raised)",
+            "Outliers no anomaly type explains that ended before `unknown-after` windows over their threshold or before their entity was seen in 20 windows (not raised)",
             self.unknown_not_raised.clone(),
         );
         r.register(
