@@ -1323,6 +1323,14 @@ mod tests {
     /// Two busy links of switch 1.
     const LINKS: [((u32, u16), f64); 2] = [((1, 1), 80.0), ((1, 2), 90.0)];
 
+    /// Feeds `e` 90 windows of `links` and waits for the training they start.
+    fn learn(e: &mut Engine, links: &[((u32, u16), f64)]) {
+        for i in 0..90 {
+            e.window(&window(i, links));
+            e.wait_for_training();
+        }
+    }
+
     /// The state directory of an engine trained on 90 windows of [`LINKS`], stopped, and those
     /// windows (the store's history).
     fn trained(tag: &str) -> (std::path::PathBuf, Vec<Window>) {
@@ -1418,10 +1426,7 @@ mod tests {
             ..config(&dir)
         })
         .unwrap();
-        for i in 0..90 {
-            e.window(&window(i, &LINKS));
-            e.wait_for_training();
-        }
+        learn(&mut e, &LINKS);
         // Link 1:2 runs at 95 % of its capacity from now on.
         let mut phases = Vec::new();
         for i in 90..300 {
@@ -1459,10 +1464,7 @@ mod tests {
     #[test]
     fn an_unexplained_outlier_is_raised_only_once_it_lasts() {
         let (mut e, dir) = engine("unknown-after");
-        for i in 0..90 {
-            e.window(&window(i, &LINKS));
-            e.wait_for_training();
-        }
+        learn(&mut e, &LINKS);
         let raised = |e: &mut Engine, w: &Window| -> Vec<(AnomalyPhase, AnomalyType, u32)> {
             e.window(w)
                 .anomalies
@@ -1498,14 +1500,11 @@ mod tests {
     #[test]
     fn an_unexplained_outlier_waits_for_its_entitys_usual_to_mature() {
         let (mut e, dir) = engine("young-usual");
-        for i in 0..90 {
-            e.window(&window(i, &LINKS));
-            e.wait_for_training();
-        }
+        learn(&mut e, &LINKS);
         // Links 2:1 and 3:1 appear at window 90 (their first): their usual is judged from their
         // tenth window, an `unknown` on them is raised from their twentieth (window 109).
         let links = [LINKS[0], LINKS[1], ((2, 1), 80.0), ((3, 1), 80.0)];
-        let mut raised = |e: &mut Engine, i: i64| -> Vec<(i64, String, u32, i64)> {
+        let raised = |e: &mut Engine, i: i64| -> Vec<(i64, String, u32, i64)> {
             let busy: Vec<(u32, u16)> =
                 [((2, 1), 101..104), ((3, 1), 105..113), ((2, 1), 120..123)]
                     .into_iter()
@@ -1548,10 +1547,7 @@ mod tests {
             ..config(&dir)
         };
         let mut e = Engine::new(cfg()).unwrap();
-        for i in 0..90 {
-            e.window(&window(i, &LINKS));
-            e.wait_for_training();
-        }
+        learn(&mut e, &LINKS);
         let busier = |i| busy_window(i, &LINKS, &[(1, 2)]);
         let mut i = 90;
         while !e.window(&busier(i)).anomalies.iter().any(|a| a.settled) {
@@ -1622,10 +1618,7 @@ mod tests {
     fn most_of_the_fabric_silent_at_once_is_a_telemetry_gap_not_failed_links() {
         let (mut e, dir) = engine("gap");
         let links: Vec<((u32, u16), f64)> = (1..=6).map(|n| ((n, 1), 80.0)).collect();
-        for i in 0..90 {
-            e.window(&window(i, &links));
-            e.wait_for_training();
-        }
+        learn(&mut e, &links);
         for i in 90..96 {
             let out = e.window(&window(i, &links[..1]));
             assert!(
