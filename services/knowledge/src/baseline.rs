@@ -34,8 +34,8 @@ pub(crate) const JUDGE_AFTER: u32 = 10;
 /// Windows an entity is seen before an outlier no fault's definition explains (`unknown`) is
 /// raised on it: a usual of ten windows judges well enough what a fault's definition asks
 /// (a flood, a scan, a silence), but a link busy and idle by turns has not shown its range —
-/// every clean-run false alarm measured was such a link at 84–86 % in windows 10–15 against
-/// a usual of 38–41 %.
+/// the clean-run false alarms measured before this wait were such links at 84–86 % for two
+/// windows in their windows 10–15 against a usual of 38–41 %.
 pub(crate) const MATURE_AFTER: u32 = 2 * JUDGE_AFTER;
 /// A queue is congested beyond its usual while its share of samples over the congestion
 /// threshold is at least this much above its usual share.
