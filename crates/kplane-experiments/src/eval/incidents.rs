@@ -253,7 +253,7 @@ pub(super) fn score_run(
     }
     if clean {
         into.clean_incidents += all.len() as u64;
-        into.clean_seconds += o.virtual_seconds;
+        into.clean_seconds += o.scored_seconds();
     }
     (summaries, incident_of)
 }

@@ -64,11 +64,19 @@ pub struct KnowledgeArgs {
     /// Scored runs per scenario (seeds seed, seed+1, …).
     #[arg(long, default_value_t = 3)]
     runs: u64,
-    /// Virtual seconds per scored run.
+    /// Virtual seconds scored per run (after its warm-up).
     #[arg(long, default_value_t = 40)]
     seconds: u64,
-    /// Virtual seconds of clean traffic the models learn from.
-    #[arg(long, default_value_t = 300)]
+    /// Virtual seconds of each scored run's own traffic before its scored part, with nothing
+    /// injected: the service learns the run's entities' habits from them, as a deployed one
+    /// has, and what it raised that ended within them is not scored. A scenario with
+    /// parameters is run as given, its times shares of the whole run.
+    #[arg(long, default_value_t = 20)]
+    warm_seconds: u64,
+    /// Virtual seconds of clean traffic the models learn from. The default is what a deployed
+    /// service has trained on after its first retraining (`retrain-every`, 600 windows of
+    /// 1 s); on less, the thresholds' tails are fitted on fewer windows and fall lower.
+    #[arg(long, default_value_t = 600)]
     train_seconds: u64,
     /// Window of the processor and the knowledge service (the deployments' default: 1 s).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
@@ -399,6 +407,11 @@ pub(super) fn truth_label(a: &Anomaly, faults: &[Fault], window_ns: i64) -> Anom
 /// Salt of the seed's stream that draws where in a window the injected traffic starts.
 const START_STREAM: u64 = 0x5747_4152_5453;
 
+/// Whether `scenario` is an operator's, with parameters, run as given.
+fn is_given(scenario: &str) -> bool {
+    scenario.contains(':') || scenario.contains('+')
+}
+
 /// The emulator scenario of a scored run on `fam`: parameters drawn from `seed`, never the
 /// training variants' (victim 0, the last host scanning, the middle link, the last host
 /// bursting). Attacks are scaled to the family's traffic: a DDoS at 0.5–10× the victim's usual
@@ -417,7 +430,7 @@ pub fn scored_spec(
     fam: &Family,
     window_share: f64,
 ) -> anyhow::Result<String> {
-    if scenario.contains(':') || scenario.contains('+') {
+    if is_given(scenario) {
         return Ok(scenario.to_string());
     }
     // Its own stream: the other parameters stay what the seed drew before.
@@ -513,6 +526,33 @@ pub fn scored_spec(
             SCENARIOS.join(", ")
         ),
     })
+}
+
+/// `spec`'s times, shares of a scored part of `seconds`, as shares of a run that begins with
+/// `warm` seconds more: every `start` and `end` moved past the warm-up, every `duration`
+/// scaled to the longer run. (Every drawn scenario names its start.)
+pub fn after_warm_up(spec: &str, seconds: u64, warm: u64) -> String {
+    let (seconds, total) = (seconds as f64, (seconds + warm) as f64);
+    let moved = |k: &str, f: f64| match k {
+        "duration" => Some(f * seconds / total),
+        "start" | "end" => Some((warm as f64 + f * seconds) / total),
+        _ => None,
+    };
+    let param = |kv: &str| {
+        kv.split_once('=')
+            .and_then(|(k, v)| Some(format!("{k}={:.6}", moved(k, v.parse().ok()?)?)))
+            .unwrap_or_else(|| kv.to_string())
+    };
+    spec.split('+')
+        .map(|part| match part.split_once(':') {
+            Some((name, params)) => {
+                let params: Vec<String> = params.split(',').map(param).collect();
+                format!("{name}:{}", params.join(","))
+            }
+            None => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("+")
 }
 
 /// [`scored_spec`] for the independent generator (`kplane-tracegen`'s scenario syntax): a DDoS
@@ -939,7 +979,10 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         for scenario in &a.scenario {
             for r in 0..a.runs {
                 let seed = a.seed + r;
-                let spec = scored_spec(scenario, seed, fam, window_share)?;
+                let mut spec = scored_spec(scenario, seed, fam, window_share)?;
+                if !is_given(scenario) {
+                    spec = after_warm_up(&spec, a.seconds, a.warm_seconds);
+                }
                 eprintln!(
                     "kplane eval knowledge: {}: {scenario} seed {seed}: {spec}",
                     fam.name
@@ -949,9 +992,10 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                     window,
                     &thresholds(fam),
                     knowledge_config(&state, window, min_windows),
-                    source(fam, &spec, a.seconds, seed),
+                    source(fam, &spec, a.seconds + a.warm_seconds, seed),
                     || true,
-                )?;
+                )?
+                .after_warm_up(a.warm_seconds as i64 * 1_000_000_000);
                 let injected = faults(&o);
                 let eval = serde_json::json!({"family": fam.name, "scenario": scenario,
                     "seed": seed, "spec": spec});
@@ -1209,14 +1253,15 @@ fn report(
     let mut md = String::new();
     let mut csv = Csv(String::from("family,table,metric,type,value\n"));
     md += &format!(
-        "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each, {} ms windows; \
-         models of normal behaviour trained per family on {} s of its clean traffic (seed \
+        "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each scored after {} s of warm-up, {} ms \
+         windows; models of normal behaviour trained per family on {} s of its clean traffic (seed \
          {TRAIN_SEED}); results in {}.\n\n",
         a.scenario.join(", "),
         a.runs,
         a.seed,
         a.seed + a.runs.saturating_sub(1),
         a.seconds,
+        a.warm_seconds,
         a.window.as_millis(),
         a.train_seconds,
         out.display()
@@ -1336,6 +1381,38 @@ mod tests {
     fn param(spec: &str, name: &str) -> f64 {
         let after = spec.split(&format!("{name}=")).nth(1).unwrap();
         after.split(',').next().unwrap().parse().unwrap()
+    }
+
+    /// A drawn scenario runs after the warm-up: its times, shares of the scored part, become
+    /// the same instants of the longer run, and every part of every drawn scenario, on both
+    /// generators, names the start the move needs.
+    #[test]
+    fn drawn_scenarios_begin_after_the_warm_up_at_the_same_instants_of_the_scored_part() {
+        let moved = after_warm_up(
+            "ddos:victim=3,rate=0.4,start=0.5,duration=0.2+microburst-cache:start=0.7,end=0.9",
+            40,
+            20,
+        );
+        let at = |part: &str, name: &str| param(part, name) * 60.0;
+        let (ddos, burst) = moved.split_once('+').unwrap();
+        assert!(ddos.starts_with("ddos:victim=3,rate=0.4,"), "{moved}");
+        assert!((at(ddos, "start") - (20.0 + 0.5 * 40.0)).abs() < 1e-3, "{moved}");
+        assert!((at(ddos, "duration") - 0.2 * 40.0).abs() < 1e-3, "{moved}");
+        assert!((at(burst, "start") - (20.0 + 0.7 * 40.0)).abs() < 1e-3, "{moved}");
+        assert!((at(burst, "end") - (20.0 + 0.9 * 40.0)).abs() < 1e-3, "{moved}");
+        assert_eq!(after_warm_up("none", 40, 20), "none");
+        assert_eq!(after_warm_up("ddos:start=0.5", 40, 0), "ddos:start=0.500000");
+        for fam in ["ft4-100m", "indep-3tier"] {
+            let fam = Family::parse(fam).unwrap();
+            for scenario in SCENARIOS.iter().filter(|s| **s != "clean") {
+                for seed in 0..20 {
+                    let spec = scored_spec(scenario, seed, &fam, 0.025).unwrap();
+                    for part in spec.split('+') {
+                        assert!(part.contains("start="), "{}: {part}", fam.name);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -358,6 +358,7 @@ pub fn run(a: LabArgs) -> anyhow::Result<()> {
                 .collect(),
             forecasts: Vec::new(),
             virtual_seconds: slot as f64,
+            scored_from_ns: 0,
             reports_sent: 0,
             reports_lost: 0,
             rows_late: 0,

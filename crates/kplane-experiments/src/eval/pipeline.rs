@@ -43,6 +43,9 @@ pub struct Outcome {
     pub anomalies: Vec<Anomaly>,
     pub forecasts: Vec<Forecast>,
     pub virtual_seconds: f64,
+    /// Where the run's scored part begins: what the service did before is its warm-up
+    /// ([`Outcome::after_warm_up`]).
+    pub scored_from_ns: i64,
     /// Reports the emulator sent.
     pub reports_sent: u64,
     /// Reports the collector dropped (socket or queue overflow), or never took.
@@ -50,6 +53,30 @@ pub struct Outcome {
     /// Rows (reports, events) the stream processor took after their window was written: in
     /// no window, so the knowledge service never saw them.
     pub rows_late: u64,
+}
+
+impl Outcome {
+    /// The run with its first `warm_ns` as the service's warm-up, not scored: the anomalies
+    /// that ended by then, and the forecasts, breaches and congestion before it, are left out.
+    /// An anomaly still raised after it is kept whole, however early it began: a deployed
+    /// service would be raising it too.
+    pub fn after_warm_up(mut self, warm_ns: i64) -> Self {
+        let lasting: std::collections::HashSet<String> = (self.anomalies.iter())
+            .filter(|a| a.last_ns > warm_ns)
+            .map(|a| a.id.clone())
+            .collect();
+        self.anomalies.retain(|a| lasting.contains(&a.id));
+        self.forecasts.retain(|f| f.window_end_ns > warm_ns);
+        self.alerts.retain(|a| a.time_ns >= warm_ns);
+        self.congested.retain(|c| c.end_ns as i64 > warm_ns);
+        self.scored_from_ns = warm_ns;
+        self
+    }
+
+    /// The virtual seconds scored: the run's, less its warm-up.
+    pub fn scored_seconds(&self) -> f64 {
+        self.virtual_seconds - self.scored_from_ns as f64 / 1e9
+    }
 }
 
 /// Reports sent and not yet taken by the collector before the emulator waits.
@@ -300,6 +327,7 @@ pub fn run_pipeline(
         anomalies: lines(&mut anomalies_in)?,
         forecasts: lines(&mut forecasts_in)?,
         virtual_seconds: sent.virtual_seconds,
+        scored_from_ns: 0,
         reports_sent: sent.reports,
         reports_lost,
         rows_late,

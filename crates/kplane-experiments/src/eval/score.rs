@@ -283,9 +283,9 @@ impl Detection {
                     .push(((at - f.start_ns) as f64 / window_ns as f64).max(0.0));
             }
         }
-        self.seconds += o.virtual_seconds;
+        self.seconds += o.scored_seconds();
         if clean {
-            self.clean_seconds += o.virtual_seconds;
+            self.clean_seconds += o.scored_seconds();
         }
         aftermath
     }
@@ -339,6 +339,7 @@ pub(super) mod fixtures {
             anomalies: Vec::new(),
             forecasts: Vec::new(),
             virtual_seconds: 40.0,
+            scored_from_ns: 0,
             reports_sent: 1,
             reports_lost: 0,
             rows_late: 0,
@@ -372,6 +373,35 @@ mod tests {
     use super::fixtures::{anomaly, fault, outcome};
     use super::*;
     use kplane_model::results::EntityKind;
+
+    /// An episode that ended in the warm-up is not scored; one still raised after it is, whole;
+    /// false alarms are counted per scored second.
+    #[test]
+    fn what_ended_in_the_warm_up_is_not_scored_and_rates_are_per_scored_second() {
+        let s = 1_000_000_000;
+        let record = |id: &str, phase, start: i64, last: i64| Anomaly {
+            id: id.into(),
+            phase,
+            start_ns: start * s,
+            last_ns: last * s,
+            ..anomaly(EntityKind::Link, id, AnomalyType::Unknown)
+        };
+        let mut o = outcome();
+        o.virtual_seconds = 60.0;
+        o.anomalies = vec![
+            record("1:1", AnomalyPhase::Start, 12, 13),
+            record("1:1", AnomalyPhase::End, 12, 15),
+            record("2:1", AnomalyPhase::Start, 18, 19),
+            record("2:1", AnomalyPhase::Update, 18, 25),
+            record("3:1", AnomalyPhase::Start, 30, 31),
+        ];
+        let o = o.after_warm_up(20 * s);
+        let kept: Vec<_> = o.anomalies.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(kept, ["2:1", "2:1", "3:1"]);
+        let mut d = Detection::default();
+        d.score(&o, &o.anomalies, &[], s, &HashMap::new());
+        assert_eq!((d.clean_false_alarms, d.clean_seconds), (2, 40.0));
+    }
 
     #[test]
     fn only_the_faults_type_on_its_entities_or_its_incidents_collateral_is_right() {
