@@ -1395,13 +1395,17 @@ mod tests {
         );
         let at = |part: &str, name: &str| param(part, name) * 60.0;
         let (ddos, burst) = moved.split_once('+').unwrap();
+        let near = |got: f64, want: f64| assert!((got - want).abs() < 1e-3, "{moved}: {want}");
         assert!(ddos.starts_with("ddos:victim=3,rate=0.4,"), "{moved}");
-        assert!((at(ddos, "start") - (20.0 + 0.5 * 40.0)).abs() < 1e-3, "{moved}");
-        assert!((at(ddos, "duration") - 0.2 * 40.0).abs() < 1e-3, "{moved}");
-        assert!((at(burst, "start") - (20.0 + 0.7 * 40.0)).abs() < 1e-3, "{moved}");
-        assert!((at(burst, "end") - (20.0 + 0.9 * 40.0)).abs() < 1e-3, "{moved}");
+        near(at(ddos, "start"), 20.0 + 0.5 * 40.0);
+        near(at(ddos, "duration"), 0.2 * 40.0);
+        near(at(burst, "start"), 20.0 + 0.7 * 40.0);
+        near(at(burst, "end"), 20.0 + 0.9 * 40.0);
         assert_eq!(after_warm_up("none", 40, 20), "none");
-        assert_eq!(after_warm_up("ddos:start=0.5", 40, 0), "ddos:start=0.500000");
+        assert_eq!(
+            after_warm_up("ddos:start=0.5", 40, 0),
+            "ddos:start=0.500000"
+        );
         for fam in ["ft4-100m", "indep-3tier"] {
             let fam = Family::parse(fam).unwrap();
             for scenario in SCENARIOS.iter().filter(|s| **s != "clean") {
