@@ -61,7 +61,9 @@ impl Outcome {
     /// An anomaly still raised after it is kept whole, however early it began: a deployed
     /// service would be raising it too.
     pub fn after_warm_up(mut self, warm_ns: i64) -> Self {
-        let lasting: std::collections::HashSet<String> = (self.anomalies.iter())
+        let lasting: std::collections::HashSet<String> = self
+            .anomalies
+            .iter()
             .filter(|a| a.last_ns > warm_ns)
             .map(|a| a.id.clone())
             .collect();
