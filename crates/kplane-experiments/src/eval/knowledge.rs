@@ -531,7 +531,7 @@ pub fn scored_spec(
 /// `spec`'s times, shares of a scored part of `seconds`, as shares of a run that begins with
 /// `warm` seconds more: every `start` and `end` moved past the warm-up, every `duration`
 /// scaled to the longer run. (Every drawn scenario names its start.)
-pub fn after_warm_up(spec: &str, seconds: u64, warm: u64) -> String {
+pub fn spec_past_warm_up(spec: &str, seconds: u64, warm: u64) -> String {
     let (seconds, total) = (seconds as f64, (seconds + warm) as f64);
     let moved = |k: &str, f: f64| match k {
         "duration" => Some(f * seconds / total),
@@ -981,7 +981,7 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
                 let seed = a.seed + r;
                 let mut spec = scored_spec(scenario, seed, fam, window_share)?;
                 if !is_given(scenario) {
-                    spec = after_warm_up(&spec, a.seconds, a.warm_seconds);
+                    spec = spec_past_warm_up(&spec, a.seconds, a.warm_seconds);
                 }
                 eprintln!(
                     "kplane eval knowledge: {}: {scenario} seed {seed}: {spec}",
@@ -1388,7 +1388,7 @@ mod tests {
     /// generators, names the start the move needs.
     #[test]
     fn drawn_scenarios_begin_after_the_warm_up_at_the_same_instants_of_the_scored_part() {
-        let moved = after_warm_up(
+        let moved = spec_past_warm_up(
             "ddos:victim=3,rate=0.4,start=0.5,duration=0.2+microburst-cache:start=0.7,end=0.9",
             40,
             20,
@@ -1401,9 +1401,9 @@ mod tests {
         near(at(ddos, "duration"), 0.2 * 40.0);
         near(at(burst, "start"), 20.0 + 0.7 * 40.0);
         near(at(burst, "end"), 20.0 + 0.9 * 40.0);
-        assert_eq!(after_warm_up("none", 40, 20), "none");
+        assert_eq!(spec_past_warm_up("none", 40, 20), "none");
         assert_eq!(
-            after_warm_up("ddos:start=0.5", 40, 0),
+            spec_past_warm_up("ddos:start=0.5", 40, 0),
             "ddos:start=0.500000"
         );
         for fam in ["ft4-100m", "indep-3tier"] {
