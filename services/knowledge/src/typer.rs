@@ -24,7 +24,8 @@
 //!   acknowledgements, to as many of its ports as it sends from; the requests it answers);
 //!   nor a port scan at a source whose answered flows carry 4× more one way than the other
 //!   (a server answering a crowd at its clients' many ports: a probe and its answer are alike
-//!   in size);
+//!   in size), or whose packets grew a quarter larger than its usual (probes are small: it is
+//!   sending data, answers or copies, to those ports);
 //! * **congestion**: a queue with at least a tenth more of its samples over the congestion
 //!   threshold than usual (occupancy, not report counts), or whose peak occupancy burst to 4×
 //!   its usual peak and [`BURST_PACKETS`] over it (a microburst: an incast's tens of
@@ -136,6 +137,9 @@ pub fn define(kind: EntityKind, f: impl Fn(&str) -> f64) -> AnomalyType {
                 && added_per_added_flow("log_reports", &f) <= PROBE_REPORTS
                 && f("late_flow_share") < MOSTLY_LATE
                 && !exchanging(&f)
+                // Probes are small: a source whose packets grew a quarter larger than its
+                // usual is sending data (answers, copies), however many ports it reaches.
+                && !larger_packets(&f)
             {
                 AnomalyType::PortScan
             } else if f("vs_usual_log_reports") >= HALF_AGAIN
@@ -464,7 +468,7 @@ mod tests {
         use AnomalyType::*;
         use EntityKind::*;
         type Case<'a> = (EntityKind, &'a [(&'a str, f64)], AnomalyType);
-        let cases: [Case; 35] = [
+        let cases: [Case; 36] = [
             // A host copying out at 7 e-folds its usual bytes, acknowledged by its peers: 4
             // e-folds its usual packets in, a fifth their usual size (the independent
             // generator's backup, seed 521), and on 4× its usual ports (to the ports it copies
@@ -705,6 +709,29 @@ mod tests {
                     ("log_bytes_other_way", 10.89),
                     ("vs_usual_log_bytes_other_way", 1.58),
                     ("answered_share", 0.94),
+                ],
+                Unknown,
+            ),
+            // A server answering a flash crowd (independent generator at 10 Gb/s, seed 803):
+            // 7× its usual flows to 24× their ports, 90 % answered, its added bytes only 1.6×
+            // those it received (requests of a few kB) — but its packets 1.6× their usual
+            // size: answers, not probes.
+            (
+                Source,
+                &[
+                    ("log_flows", 5.27),
+                    ("vs_usual_log_flows", 1.95),
+                    ("log_dst_ports", 5.19),
+                    ("vs_usual_log_dst_ports", 3.17),
+                    ("vs_usual_log_destinations", 0.61),
+                    ("log_reports", 7.96),
+                    ("vs_usual_log_reports", 2.49),
+                    ("log_bytes", 15.34),
+                    ("vs_usual_log_bytes", 2.97),
+                    ("log_bytes_other_way", 14.98),
+                    ("vs_usual_log_bytes_other_way", 2.11),
+                    ("answered_share", 0.90),
+                    ("late_flow_share", 0.28),
                 ],
                 Unknown,
             ),
