@@ -1,6 +1,6 @@
 //! `kplane eval knowledge`: the knowledge service scored against the emulator's ground truth.
 //!
-//! 1. **Train**: clean traffic (seed [`TRAIN_SEED`]) teaches the models of normal behaviour.
+//! 1. **Train**: clean traffic (seed `--train-seed`, [`TRAIN_SEED`] by default) teaches the models of normal behaviour.
 //! 2. **Label**: the scripted scenarios with their default parameters (the training variants),
 //!    each starting at a point of one window drawn from its seed, are run; every anomaly raised
 //!    is labelled from the ground truth → the type definitions' labelled set (`types.json`),
@@ -30,7 +30,7 @@ use super::incidents::{self, IncidentScore};
 use super::pipeline::{Outcome, Source, knowledge_config, run_pipeline};
 use super::score::{Detection, Raised, SCORED, TypeScore, features_of, key, raised};
 
-/// The clean run the models learn from.
+/// The clean run the models learn from, unless `--train-seed` says otherwise.
 pub const TRAIN_SEED: u64 = 9_001;
 /// The labelling runs' first seed.
 pub const LABEL_SEED: u64 = 9_101;
@@ -78,6 +78,10 @@ pub struct KnowledgeArgs {
     /// 1 s); on less, the thresholds' tails are fitted on fewer windows and fall lower.
     #[arg(long, default_value_t = 600)]
     train_seconds: u64,
+    /// Seed of the clean run the models learn from: another draw of the same family's traffic
+    /// shows how much the thresholds, and what they raise, depend on the training draw.
+    #[arg(long, default_value_t = TRAIN_SEED)]
+    train_seed: u64,
     /// Window of the processor and the knowledge service (the deployments' default: 1 s).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     window: Duration,
@@ -905,15 +909,15 @@ pub fn run(a: KnowledgeArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(&state)?;
         let store = |name: &str| stores.join(format!("{}-{name}", dir_name(fam)));
         eprintln!(
-            "kplane eval knowledge: {}: training on {} s of clean traffic (seed {TRAIN_SEED})",
-            fam.name, a.train_seconds
+            "kplane eval knowledge: {}: training on {} s of clean traffic (seed {})",
+            fam.name, a.train_seconds, a.train_seed
         );
         run_pipeline(
             &store("train"),
             window,
             &thresholds(fam),
             knowledge_config(&state, window, min_windows),
-            source(fam, "none", a.train_seconds, TRAIN_SEED),
+            source(fam, "none", a.train_seconds, a.train_seed),
             || {
                 state
                     .join(kplane_knowledge::registry::Registry::FILE)
@@ -1255,7 +1259,7 @@ fn report(
     md += &format!(
         "# kplane eval knowledge\n\nScenarios {} × {} runs (seeds {}…{}), {} s each scored after {} s of warm-up, {} ms \
          windows; models of normal behaviour trained per family on {} s of its clean traffic (seed \
-         {TRAIN_SEED}); results in {}.\n\n",
+         {}); results in {}.\n\n",
         a.scenario.join(", "),
         a.runs,
         a.seed,
@@ -1264,6 +1268,7 @@ fn report(
         a.warm_seconds,
         a.window.as_millis(),
         a.train_seconds,
+        a.train_seed,
         out.display()
     );
     md += "| family | generator | topology | hosts | links | flows/s | elephants | periodic jobs | breach above (held) |\n|---|---|---|---|---|---|---|---|---|\n";
