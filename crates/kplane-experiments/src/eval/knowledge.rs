@@ -1,6 +1,7 @@
 //! `kplane eval knowledge`: the knowledge service scored against the emulator's ground truth.
 //!
-//! 1. **Train**: clean traffic (seed `--train-seed`, [`TRAIN_SEED`] by default) teaches the models of normal behaviour.
+//! 1. **Train**: clean traffic (seed `--train-seed`, [`TRAIN_SEED`] by default) teaches the
+//!    models of normal behaviour.
 //! 2. **Label**: the scripted scenarios with their default parameters (the training variants),
 //!    each starting at a point of one window drawn from its seed, are run; every anomaly raised
 //!    is labelled from the ground truth → the type definitions' labelled set (`types.json`),
@@ -75,7 +76,7 @@ pub struct KnowledgeArgs {
     warm_seconds: u64,
     /// Virtual seconds of clean traffic the models learn from. The default is what a deployed
     /// service has trained on after its first retraining (`retrain-every`, 600 windows of
-    /// 1 s); on less, the thresholds' tails are fitted on fewer windows and fall lower.
+    /// 1 s); on less, each kind's tail is read from fewer windows.
     #[arg(long, default_value_t = 600)]
     train_seconds: u64,
     /// Seed of the clean run the models learn from: another draw of the same family's traffic
