@@ -476,8 +476,10 @@ async fn intents_reach_the_emulator_and_leave_it_again() {
 }
 
 /// A gate in front of the control channel at `to`: while `open`, connections are passed
-/// through; while closed, each is hung up on. Its address stays taken for the whole test, so
-/// the switch can go away and come back without a port being freed for another test to take.
+/// through; while closed, each is hung up on, and so is every connection it passed through
+/// before (a client that kept the one it learnt the fabric on must not reach the switch
+/// either). Its address stays taken for the whole test, so the switch can go away and come
+/// back without a port being freed for another test to take.
 async fn gate(
     to: SocketAddr,
     open: Arc<std::sync::atomic::AtomicBool>,
@@ -488,20 +490,47 @@ async fn gate(
     let task = tokio::spawn(async move {
         loop {
             // An accept that fails (a client gone before it was accepted) ends nothing.
-            let Ok((mut conn, _)) = l.accept().await else {
+            let Ok((conn, _)) = l.accept().await else {
                 continue;
             };
             if !open.load(Ordering::SeqCst) {
                 continue; // dropped: hung up on
             }
+            let open = open.clone();
             tokio::spawn(async move {
-                if let Ok(mut up) = tokio::net::TcpStream::connect(to).await {
-                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+                let Ok(up) = tokio::net::TcpStream::connect(to).await else {
+                    return;
+                };
+                let ((from_client, to_client), (from_switch, to_switch)) =
+                    (conn.into_split(), up.into_split());
+                // Whichever way ends first (a hang-up, or the gate closing) ends both.
+                tokio::select! {
+                    () = pass_while_open(from_client, to_switch, &open) => {}
+                    () = pass_while_open(from_switch, to_client, &open) => {}
                 }
             });
         }
     });
     (addr, task)
+}
+
+/// Copies `from` to `to` until either ends or `open` is false: checked after every read and
+/// before its bytes are passed on, so nothing read once the gate is closed goes through.
+async fn pass_while_open(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    open: &std::sync::atomic::AtomicBool,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0
+            || !open.load(std::sync::atomic::Ordering::SeqCst)
+            || to.write_all(&buf[..n]).await.is_err()
+        {
+            return;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
